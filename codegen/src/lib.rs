@@ -1,0 +1,112 @@
+//! openagents-codegen: reads the JSON Schema files in `schema/`, lowers them into one
+//! deterministic model ([`model::TypeSpace`]), and emits Rust (and, through other emitters, the
+//! published bundle) from that model.
+//!
+//! ```no_run
+//! let rust = openagents_codegen::Config::new()
+//!     .schema_dir("schema")
+//!     .runtime("crate::rt")
+//!     .generate_rust()?;
+//! # Ok::<(), openagents_codegen::SchemaError>(())
+//! ```
+//!
+//! The supported subset of JSON Schema 2020-12 is [`lower::SUPPORTED_KEYWORDS`]; anything else is
+//! refused with a [`SchemaError`] naming the file, the JSON pointer and the keyword.
+
+pub mod error;
+pub mod load;
+pub mod lower;
+pub mod model;
+pub mod pattern;
+pub mod rust;
+
+use std::path::{Path, PathBuf};
+
+pub use error::SchemaError;
+pub use load::Documents;
+pub use model::TypeSpace;
+
+/// Generator options, as a builder.
+#[derive(Debug, Clone)]
+pub struct Config {
+    schema_dir: PathBuf,
+    runtime: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { schema_dir: PathBuf::from("schema"), runtime: "::openagents_protocol::rt".into() }
+    }
+}
+
+impl Config {
+    /// Defaults: schemas from `schema/`, runtime at `::openagents_protocol::rt`.
+    pub fn new() -> Self {
+        Config::default()
+    }
+
+    /// The folder holding the schema files.
+    pub fn schema_dir(mut self, dir: impl AsRef<Path>) -> Self {
+        self.schema_dir = dir.as_ref().to_path_buf();
+        self
+    }
+
+    /// The Rust path of the runtime support module the generated code calls.
+    pub fn runtime(mut self, path: impl Into<String>) -> Self {
+        self.runtime = path.into();
+        self
+    }
+
+    /// Loads and lowers the schema folder.
+    ///
+    /// # Errors
+    ///
+    /// The first [`SchemaError`].
+    pub fn load(&self) -> Result<(Documents, TypeSpace), SchemaError> {
+        let docs = Documents::load_dir(&self.schema_dir)?;
+        let space = lower::lower(&docs)?;
+        Ok((docs, space))
+    }
+
+    /// The generated Rust module for the schema folder.
+    ///
+    /// # Errors
+    ///
+    /// The first [`SchemaError`].
+    pub fn generate_rust(&self) -> Result<String, SchemaError> {
+        let (docs, space) = self.load()?;
+        self.rust_for(&docs, &space)
+    }
+
+    /// The generated Rust module for already-loaded documents.
+    ///
+    /// # Errors
+    ///
+    /// The first [`SchemaError`].
+    pub fn rust_for(&self, docs: &Documents, space: &TypeSpace) -> Result<String, SchemaError> {
+        rust::emit(space, docs, &rust::RustOptions { runtime: self.runtime.clone() })
+    }
+
+    /// Generates Rust for the schema folder into `out_file`, the way a build script uses it.
+    ///
+    /// # Errors
+    ///
+    /// The first [`SchemaError`], or a file that cannot be written.
+    pub fn write_rust(&self, out_file: impl AsRef<Path>) -> Result<(), SchemaError> {
+        let code = self.generate_rust()?;
+        let out = out_file.as_ref();
+        std::fs::write(out, code).map_err(|e| SchemaError::new(out.display().to_string(), "", "", format!("cannot write: {e}")))
+    }
+}
+
+/// Generates Rust from the documents given as `(file name, JSON text)` pairs; used for fixture
+/// schemas and the JSON Schema Test Suite.
+///
+/// # Errors
+///
+/// The first [`SchemaError`].
+pub fn rust_from_texts<'a>(texts: impl IntoIterator<Item = (&'a str, &'a str)>, runtime: &str) -> Result<String, SchemaError> {
+    let docs = Documents::from_texts(texts)?;
+    let space = lower::lower(&docs)?;
+    rust::emit(&space, &docs, &rust::RustOptions { runtime: runtime.into() })
+}

@@ -1,0 +1,760 @@
+//! Lowering: schema documents -> the [`TypeSpace`] model, refusing anything outside the
+//! supported keyword subset with an error that names the file, the pointer and the keyword.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use heck::ToUpperCamelCase;
+use serde_json::{Map, Value};
+
+use crate::error::{SchemaError, push_pointer};
+use crate::load::{DIALECT, Documents, stem};
+use crate::model::*;
+use crate::pattern;
+
+/// Every keyword the generator understands. Anything else is refused.
+pub const SUPPORTED_KEYWORDS: &[&str] = &[
+    "$schema",
+    "$id",
+    "$ref",
+    "$defs",
+    "$comment",
+    "title",
+    "description",
+    "default",
+    "type",
+    "enum",
+    "const",
+    "properties",
+    "required",
+    "additionalProperties",
+    "oneOf",
+    "pattern",
+    "minLength",
+    "maxLength",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "items",
+    "minItems",
+    "maxItems",
+    "x-constants",
+    "x-extensible",
+    "x-enum",
+    "x-result",
+];
+
+/// Marks the pseudo-location of the object rules of a schema that allows other types too.
+const OBJECT_PART: &str = "\u{0}object";
+
+const ANNOTATIONS: &[&str] = &["$comment", "title", "description", "default", "$defs", "$schema", "$id", "x-constants"];
+
+/// Lowers every document into one type space.
+///
+/// # Errors
+///
+/// The first [`SchemaError`] found, in file order.
+pub fn lower(docs: &Documents) -> Result<TypeSpace, SchemaError> {
+    let mut cx = Lowerer { docs, space: TypeSpace::default(), names: BTreeMap::new(), taken: BTreeSet::new(), queue: VecDeque::new() };
+    // Names first, so they do not depend on the order references are met in.
+    for (file, doc) in &docs.files {
+        let name = cx.root_name(file, doc);
+        cx.claim(file, "", name);
+    }
+    for (file, doc) in &docs.files {
+        if let Some(Value::Object(defs)) = doc.get("$defs") {
+            for key in defs.keys() {
+                let pointer = push_pointer("/$defs", key);
+                let base = pascal(key, "Def");
+                let name = if cx.taken.contains(&base) { format!("{}{}", pascal(stem(file), "Schema"), base) } else { base };
+                cx.claim(file, &pointer, name);
+            }
+        }
+    }
+    for (file, doc) in &docs.files {
+        let name = cx.names[&(file.clone(), String::new())].clone();
+        cx.space.roots.push(name);
+        cx.constants(file, doc)?;
+    }
+    while let Some((file, pointer, name)) = cx.queue.pop_front() {
+        cx.lower_named(&file, &pointer, &name)?;
+    }
+    Ok(cx.space)
+}
+
+struct Lowerer<'a> {
+    docs: &'a Documents,
+    space: TypeSpace,
+    /// `(file, pointer)` of every named location, to its type name.
+    names: BTreeMap<(String, String), String>,
+    taken: BTreeSet<String>,
+    queue: VecDeque<(String, String, String)>,
+}
+
+fn pascal(s: &str, fallback: &str) -> String {
+    let cleaned: String = s.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { ' ' }).collect();
+    let mut name = cleaned.to_upper_camel_case();
+    if name.is_empty() {
+        name = fallback.to_owned();
+    }
+    if name.starts_with(|c: char| c.is_ascii_digit()) {
+        name.insert(0, 'T');
+    }
+    name
+}
+
+fn err(file: &str, pointer: &str, keyword: &str, message: impl Into<String>) -> SchemaError {
+    SchemaError::new(file, pointer, keyword, message)
+}
+
+/// A non-negative whole number (`2.0` included, as JSON Schema reads it).
+fn whole(file: &str, pointer: &str, keyword: &str, v: &Value) -> Result<u64, SchemaError> {
+    if let Some(n) = v.as_u64() {
+        return Ok(n);
+    }
+    match v.as_f64() {
+        Some(f) if f >= 0.0 && f.fract() == 0.0 && f < 9.0e15 => Ok(f as u64),
+        _ => Err(err(file, pointer, keyword, "must be a non-negative integer")),
+    }
+}
+
+fn number(file: &str, pointer: &str, keyword: &str, v: &Value) -> Result<f64, SchemaError> {
+    v.as_f64().ok_or_else(|| err(file, pointer, keyword, "must be a number"))
+}
+
+fn literal_types(v: &Value) -> Types {
+    match v {
+        Value::Null => Types::NULL,
+        Value::Bool(_) => Types::BOOLEAN,
+        Value::Number(n) if n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0) => Types::INTEGER,
+        Value::Number(_) => Types::NUMBER,
+        Value::String(_) => Types::STRING,
+        Value::Array(_) => Types::ARRAY,
+        Value::Object(_) => Types::OBJECT,
+    }
+}
+
+impl<'a> Lowerer<'a> {
+    fn root_name(&self, file: &str, doc: &Value) -> String {
+        let base = doc.get("title").and_then(Value::as_str).map(|t| pascal(t, "Root")).unwrap_or_else(|| pascal(stem(file), "Root"));
+        self.unique(base)
+    }
+
+    fn unique(&self, base: String) -> String {
+        if !self.taken.contains(&base) {
+            return base;
+        }
+        (2..).map(|i| format!("{base}{i}")).find(|n| !self.taken.contains(n)).expect("an unused name exists")
+    }
+
+    fn claim(&mut self, file: &str, pointer: &str, name: String) -> String {
+        let name = self.unique(name);
+        self.taken.insert(name.clone());
+        self.names.insert((file.to_owned(), pointer.to_owned()), name.clone());
+        self.queue.push_back((file.to_owned(), pointer.to_owned(), name.clone()));
+        name
+    }
+
+    /// The type name for a named location, claiming one (derived from `hint`) if it has none.
+    fn named(&mut self, file: &str, pointer: &str, hint: &str) -> String {
+        if let Some(n) = self.names.get(&(file.to_owned(), pointer.to_owned())) {
+            return n.clone();
+        }
+        self.claim(file, pointer, hint.to_owned())
+    }
+
+    fn constants(&mut self, file: &str, doc: &Value) -> Result<(), SchemaError> {
+        let Some(c) = doc.get("x-constants") else { return Ok(()) };
+        let Value::Object(c) = c else { return Err(err(file, "", "x-constants", "must be an object of NAME: {value, description}")) };
+        for (name, spec) in c {
+            let pointer = push_pointer("/x-constants", name);
+            let ok_name = !name.is_empty() && name.chars().all(|ch| ch.is_ascii_uppercase() || ch.is_ascii_digit() || ch == '_');
+            if !ok_name {
+                return Err(err(file, &pointer, "x-constants", "constant names are SCREAMING_SNAKE_CASE"));
+            }
+            let value = spec.get("value").cloned().unwrap_or(Value::Null);
+            if !(value.is_string() || value.is_u64()) {
+                return Err(err(file, &pointer, "x-constants", "`value` must be a string or a non-negative integer"));
+            }
+            let Some(description) = spec.get("description").and_then(Value::as_str) else {
+                return Err(err(file, &pointer, "x-constants", "every constant needs a `description` saying why that value"));
+            };
+            if spec.as_object().is_some_and(|m| m.keys().any(|k| k != "value" && k != "description")) {
+                return Err(err(file, &pointer, "x-constants", "a constant has only `value` and `description`"));
+            }
+            let constant = Constant { value, description: description.to_owned(), origin: Origin { file: file.into(), pointer: pointer.clone() } };
+            if self.space.constants.insert(name.clone(), constant).is_some() {
+                return Err(err(file, &pointer, "x-constants", format!("`{name}` is declared twice")));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_keywords(&self, file: &str, pointer: &str, map: &Map<String, Value>, is_root: bool) -> Result<(), SchemaError> {
+        for key in map.keys() {
+            if !SUPPORTED_KEYWORDS.contains(&key.as_str()) {
+                return Err(err(
+                    file,
+                    pointer,
+                    key,
+                    format!("`{key}` is outside the supported subset of JSON Schema ({})", SUPPORTED_KEYWORDS.join(", ")),
+                ));
+            }
+            if !is_root && matches!(key.as_str(), "$schema" | "$id" | "x-constants") {
+                return Err(err(file, pointer, key, format!("`{key}` is only supported at the root of a schema file")));
+            }
+        }
+        if let Some(s) = map.get("$schema") {
+            if s.as_str() != Some(DIALECT) {
+                return Err(err(file, pointer, "$schema", format!("only the 2020-12 dialect (`{DIALECT}`) is supported")));
+            }
+        }
+        if let Some(id) = map.get("$id") {
+            let id = id.as_str().unwrap_or_default();
+            if id != file {
+                return Err(err(file, pointer, "$id", format!("`$id` must be the file's own name (`{file}`); base URIs are not supported")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Lowers the schema at a named location into its named type.
+    fn lower_named(&mut self, file: &str, pointer: &str, name: &str) -> Result<(), SchemaError> {
+        if let Some(base) = pointer.strip_suffix(OBJECT_PART) {
+            // The object rules of a schema that also allows other types.
+            let schema = self.docs.get(file, base).cloned().unwrap_or(Value::Null);
+            let map = schema.as_object().cloned().unwrap_or_default();
+            let (fields, additional) = self.fields(file, base, &map, name, None)?;
+            let origin = Origin { file: file.into(), pointer: base.into() };
+            self.insert(name, None, origin, TypeKind::Struct(StructDef { fields, additional, nullable: false }));
+            return Ok(());
+        }
+        let schema = self.docs.get(file, pointer).cloned().unwrap_or(Value::Bool(false));
+        let origin = Origin { file: file.into(), pointer: pointer.into() };
+        let description = schema.get("description").and_then(Value::as_str).map(str::to_owned);
+        if let Value::Object(map) = &schema {
+            self.check_keywords(file, pointer, map, pointer.is_empty())?;
+            if let Some(defs) = map.get("$defs") {
+                if !defs.is_object() {
+                    return Err(err(file, pointer, "$defs", "must be an object of schemas"));
+                }
+            }
+            if map.contains_key("oneOf") && !self.is_nullable_one_of(map) {
+                let union = self.union(file, pointer, map, name)?;
+                self.insert(name, description, origin, TypeKind::Union(union));
+                return Ok(());
+            }
+            if let Some(e) = self.string_enum(file, pointer, map)? {
+                self.insert(name, description, origin, TypeKind::StringEnum(e));
+                return Ok(());
+            }
+            if self.declares_object(file, pointer, map)? {
+                let def = self.struct_def(file, pointer, map, name)?;
+                self.insert(name, description, origin, TypeKind::Struct(def));
+                return Ok(());
+            }
+        }
+        let node = self.node(file, pointer, &schema, name)?;
+        self.insert(name, description, origin, TypeKind::Alias(node));
+        Ok(())
+    }
+
+    fn insert(&mut self, name: &str, description: Option<String>, origin: Origin, kind: TypeKind) {
+        self.space.types.insert(name.to_owned(), NamedType { name: name.to_owned(), description, origin, kind });
+    }
+
+    fn types_of(&self, file: &str, pointer: &str, map: &Map<String, Value>) -> Result<Types, SchemaError> {
+        let one = |v: &Value| -> Result<Types, SchemaError> {
+            Ok(match v.as_str() {
+                Some("null") => Types::NULL,
+                Some("boolean") => Types::BOOLEAN,
+                Some("integer") => Types::INTEGER,
+                Some("number") => Types::NUMBER,
+                Some("string") => Types::STRING,
+                Some("array") => Types::ARRAY,
+                Some("object") => Types::OBJECT,
+                _ => return Err(err(file, pointer, "type", format!("`{v}` is not a JSON Schema type"))),
+            })
+        };
+        let mut types = match map.get("type") {
+            None => Types::ALL,
+            Some(Value::Array(list)) => {
+                let mut t = Types::NONE;
+                for v in list {
+                    t = t.union(one(v)?);
+                }
+                t
+            }
+            Some(v) => one(v)?,
+        };
+        let literals = map.get("enum").and_then(Value::as_array).cloned().or_else(|| map.get("const").map(|c| vec![c.clone()]));
+        if let Some(lits) = literals {
+            let implied = lits.iter().fold(Types::NONE, |t, v| t.union(literal_types(v)));
+            // An integral float literal (`2.0`) matches integers of any spelling.
+            types = types.intersect(if implied.contains(Types::INTEGER) { implied.union(Types::INTEGER) } else { implied });
+            if lits.is_empty() {
+                types = Types::NONE;
+            }
+        }
+        Ok(types)
+    }
+
+    /// Whether the schema at a named location is a plain object type (a struct of its own).
+    fn declares_object(&self, file: &str, pointer: &str, map: &Map<String, Value>) -> Result<bool, SchemaError> {
+        let types = self.types_of(file, pointer, map)?;
+        Ok(types.without_null() == Types::OBJECT && !map.contains_key("enum") && !map.contains_key("const"))
+    }
+
+    fn is_nullable_one_of(&self, map: &Map<String, Value>) -> bool {
+        match map.get("oneOf") {
+            Some(Value::Array(b)) if b.len() == 2 => b.iter().filter(|s| is_null_schema(s)).count() == 1,
+            _ => false,
+        }
+    }
+
+    fn string_enum(&self, file: &str, pointer: &str, map: &Map<String, Value>) -> Result<Option<EnumDef>, SchemaError> {
+        let Some(values) = map.get("enum") else {
+            if map.contains_key("x-enum") || (map.contains_key("x-extensible") && !map.contains_key("oneOf")) {
+                return Err(err(file, pointer, if map.contains_key("x-enum") { "x-enum" } else { "x-extensible" }, "only allowed on a string `enum` (or, for `x-extensible`, a tagged `oneOf`)"));
+            }
+            return Ok(None);
+        };
+        let Value::Array(values) = values else { return Err(err(file, pointer, "enum", "must be an array")) };
+        let all_strings = !values.is_empty() && values.iter().all(Value::is_string);
+        let typed_string = map.get("type").is_none_or(|t| t == "string");
+        let only_enum_rules = !["minLength", "maxLength", "pattern", "const"].iter().any(|k| map.contains_key(*k));
+        if !(all_strings && typed_string && only_enum_rules) {
+            if map.contains_key("x-enum") || map.contains_key("x-extensible") {
+                return Err(err(file, pointer, "x-enum", "`x-enum` and `x-extensible` need an enum of strings with no other string rules"));
+            }
+            return Ok(None);
+        }
+        let docs = match map.get("x-enum") {
+            None => Map::new(),
+            Some(Value::Object(m)) => m.clone(),
+            Some(_) => return Err(err(file, pointer, "x-enum", "must map each value to {description, retryable, rpc_code}")),
+        };
+        let mut out = Vec::new();
+        let mut seen = BTreeSet::new();
+        for v in values {
+            let s = v.as_str().unwrap_or_default().to_owned();
+            if !seen.insert(s.clone()) {
+                return Err(err(file, pointer, "enum", format!("`{s}` is listed twice")));
+            }
+            let doc = docs.get(&s);
+            if !docs.is_empty() && doc.is_none() {
+                return Err(err(file, &push_pointer(&push_pointer(pointer, "x-enum"), &s), "x-enum", format!("`{s}` has no entry; document every value")));
+            }
+            let field = |k: &str| doc.and_then(|d| d.get(k));
+            if let Some(d) = doc.and_then(Value::as_object) {
+                if let Some(bad) = d.keys().find(|k| !["description", "retryable", "rpc_code"].contains(&k.as_str())) {
+                    return Err(err(file, &push_pointer(&push_pointer(pointer, "x-enum"), &s), "x-enum", format!("unknown entry `{bad}`; allowed: description, retryable, rpc_code")));
+                }
+            }
+            out.push(EnumValue {
+                name: pascal(&s, "Empty"),
+                description: field("description").and_then(Value::as_str).map(str::to_owned),
+                retryable: field("retryable").and_then(Value::as_bool),
+                rpc_code: field("rpc_code").and_then(Value::as_i64),
+                value: s,
+            });
+        }
+        if let Some(extra) = docs.keys().find(|k| !seen.contains(*k)) {
+            return Err(err(file, pointer, "x-enum", format!("`{extra}` is documented but not in `enum`")));
+        }
+        for key in ["retryable", "rpc_code"] {
+            let count = out.iter().filter(|v| if key == "retryable" { v.retryable.is_some() } else { v.rpc_code.is_some() }).count();
+            if count != 0 && count != out.len() {
+                return Err(err(file, pointer, "x-enum", format!("`{key}` must be given for every value or for none")));
+            }
+        }
+        let mut names = BTreeSet::new();
+        for v in &mut out {
+            let mut n = v.name.clone();
+            let mut i = 2;
+            while !names.insert(n.clone()) || n == "Unknown" {
+                n = format!("{}{i}", v.name);
+                i += 1;
+            }
+            v.name = n;
+        }
+        let extensible = self.extensible(file, pointer, map)?;
+        Ok(Some(EnumDef { values: out, extensible }))
+    }
+
+    fn extensible(&self, file: &str, pointer: &str, map: &Map<String, Value>) -> Result<bool, SchemaError> {
+        match map.get("x-extensible") {
+            None => Ok(false),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(_) => Err(err(file, pointer, "x-extensible", "must be true or false")),
+        }
+    }
+
+    fn fields(
+        &mut self,
+        file: &str,
+        pointer: &str,
+        map: &Map<String, Value>,
+        parent: &str,
+        skip: Option<&str>,
+    ) -> Result<(Vec<Field>, Additional), SchemaError> {
+        let required: Vec<String> = match map.get("required") {
+            None => Vec::new(),
+            Some(Value::Array(r)) if r.iter().all(Value::is_string) => r.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect(),
+            Some(_) => return Err(err(file, pointer, "required", "must be an array of property names")),
+        };
+        let mut fields = Vec::new();
+        let props = match map.get("properties") {
+            None => Map::new(),
+            Some(Value::Object(p)) => p.clone(),
+            Some(_) => return Err(err(file, pointer, "properties", "must be an object of schemas")),
+        };
+        let props_pointer = push_pointer(pointer, "properties");
+        for (key, schema) in &props {
+            if Some(key.as_str()) == skip {
+                continue;
+            }
+            let p = push_pointer(&props_pointer, key);
+            let hint = format!("{parent}{}", pascal(key, "Field"));
+            let node = self.node(file, &p, schema, &hint)?;
+            fields.push(Field { name: key.clone(), required: required.contains(key), node });
+        }
+        for key in &required {
+            if props.contains_key(key) || Some(key.as_str()) == skip {
+                continue;
+            }
+            if fields.iter().any(|f| &f.name == key) {
+                return Err(err(file, pointer, "required", format!("`{key}` is listed twice")));
+            }
+            fields.push(Field { name: key.clone(), required: true, node: any_node() });
+        }
+        let additional = match map.get("additionalProperties") {
+            None | Some(Value::Bool(true)) => Additional::Any,
+            Some(Value::Bool(false)) => Additional::Forbidden,
+            Some(schema) => {
+                let p = push_pointer(pointer, "additionalProperties");
+                let node = self.node(file, &p, schema, &format!("{parent}Value"))?;
+                Additional::Schema(Box::new(node))
+            }
+        };
+        Ok((fields, additional))
+    }
+
+    fn struct_def(&mut self, file: &str, pointer: &str, map: &Map<String, Value>, name: &str) -> Result<StructDef, SchemaError> {
+        for k in ["enum", "const", "minLength", "maxLength", "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "items", "minItems", "maxItems"] {
+            if map.contains_key(k) {
+                // Rules for other types are inert on an object-only schema; a mix is a modelling error.
+                return Err(err(file, pointer, k, format!("`{k}` does not apply to an object schema")));
+            }
+        }
+        let (fields, additional) = self.fields(file, pointer, map, name, None)?;
+        let types = self.types_of(file, pointer, map)?;
+        Ok(StructDef { fields, additional, nullable: types.contains(Types::NULL) })
+    }
+
+    fn union(&mut self, file: &str, pointer: &str, map: &Map<String, Value>, name: &str) -> Result<UnionDef, SchemaError> {
+        let bad = |m: &str| err(file, pointer, "oneOf", m.to_owned());
+        let Some(Value::Array(branches)) = map.get("oneOf") else { return Err(bad("must be an array of schemas")) };
+        for k in map.keys() {
+            if !matches!(k.as_str(), "oneOf" | "x-extensible" | "type") && !ANNOTATIONS.contains(&k.as_str()) {
+                return Err(err(file, pointer, k, format!("`{k}` beside a tagged `oneOf` is not supported; put it in each branch")));
+            }
+        }
+        if map.get("type").is_some_and(|t| t != "object") {
+            return Err(err(file, pointer, "type", "a tagged `oneOf` is an object"));
+        }
+        const SUPPORTED: &str = "the supported `oneOf` forms are a union of objects told apart by a required `const` string property (a tag), and `[X, {\"type\": \"null\"}]`";
+        if branches.is_empty() {
+            return Err(bad(SUPPORTED));
+        }
+        // Resolve each branch to (file, pointer, schema).
+        let mut resolved = Vec::new();
+        for (i, b) in branches.iter().enumerate() {
+            let mut bp = push_pointer(&push_pointer(pointer, "oneOf"), &i.to_string());
+            let mut bf = file.to_owned();
+            let mut schema = b.clone();
+            let mut via_ref = None;
+            if let Some(r) = b.get("$ref").and_then(Value::as_str) {
+                let (f, p) = self.docs.resolve_ref(file, r).map_err(|m| err(file, &bp, "$ref", m))?;
+                via_ref = Some(self.named(&f, &p, "Variant"));
+                schema = self.docs.get(&f, &p).cloned().unwrap_or(Value::Null);
+                bf = f;
+                bp = p;
+            }
+            let Value::Object(m) = &schema else { return Err(err(&bf, &bp, "oneOf", SUPPORTED)) };
+            self.check_keywords(&bf, &bp, m, false)?;
+            resolved.push((bf, bp, m.clone(), via_ref));
+        }
+        // Find the tag: a property that is a required string const in every branch.
+        let candidates: Vec<String> = resolved[0].2.get("properties").and_then(Value::as_object).map(|p| {
+            p.iter().filter(|(_, s)| s.get("const").is_some_and(Value::is_string)).map(|(k, _)| k.clone()).collect()
+        }).unwrap_or_default();
+        let tag = candidates.into_iter().find(|k| {
+            resolved.iter().all(|(_, _, m, _)| {
+                let required = m.get("required").and_then(Value::as_array).is_some_and(|r| r.iter().any(|v| v == k));
+                let c = m.get("properties").and_then(|p| p.get(k)).and_then(|s| s.get("const")).is_some_and(Value::is_string);
+                required && c
+            })
+        }).ok_or_else(|| bad(SUPPORTED))?;
+        let mut variants = Vec::new();
+        let mut seen = BTreeSet::new();
+        let mut methods = 0;
+        for (bf, bp, m, via_ref) in &resolved {
+            if m.get("type").is_some_and(|t| t != "object") || !m.contains_key("type") {
+                return Err(err(bf, bp, "type", "each branch of a tagged `oneOf` is `\"type\": \"object\"`"));
+            }
+            let tag_schema = m.get("properties").and_then(|p| p.get(&tag)).cloned().unwrap_or(Value::Null);
+            let tag_value = tag_schema.get("const").and_then(Value::as_str).unwrap_or_default().to_owned();
+            if let Some(k) = tag_schema.as_object().and_then(|t| t.keys().find(|k| !matches!(k.as_str(), "const" | "description" | "$comment" | "type"))) {
+                return Err(err(bf, &push_pointer(&push_pointer(bp, "properties"), &tag), k, "the tag property holds only `const` (and `description`)"));
+            }
+            if !seen.insert(tag_value.clone()) {
+                return Err(err(bf, bp, "const", format!("tag value `{tag_value}` is used by two branches")));
+            }
+            let vname = match (via_ref, m.get("title").and_then(Value::as_str)) {
+                (_, Some(t)) => pascal(t, "Variant"),
+                (Some(n), None) => n.clone(),
+                (None, None) => pascal(&tag_value, "Variant"),
+            };
+            let (fields, additional) = self.fields(bf, bp, m, &format!("{name}{vname}"), Some(&tag))?;
+            let result = match m.get("x-result") {
+                Some(r) => {
+                    methods += 1;
+                    Some(self.node(bf, &push_pointer(bp, "x-result"), r, &format!("{vname}Result"))?)
+                }
+                None => None,
+            };
+            for k in ["enum", "const", "items", "minLength", "maxLength", "pattern", "minimum", "maximum"] {
+                if m.contains_key(k) {
+                    return Err(err(bf, bp, k, format!("`{k}` does not apply to an object branch")));
+                }
+            }
+            variants.push(Variant {
+                tag_value,
+                name: vname,
+                description: m.get("description").and_then(Value::as_str).map(str::to_owned),
+                fields,
+                additional,
+                result,
+                origin: Origin { file: bf.clone(), pointer: bp.clone() },
+            });
+        }
+        let mut names = BTreeSet::new();
+        for v in &variants {
+            if !names.insert(v.name.clone()) || v.name == "Unknown" {
+                return Err(err(&v.origin.file, &v.origin.pointer, "title", format!("variant name `{}` is used twice (or is reserved)", v.name)));
+            }
+        }
+        if methods > 0 {
+            if methods != variants.len() {
+                return Err(bad("either every branch names its result with `x-result`, or none does"));
+            }
+            if let Some(v) = variants.iter().find(|v| !v.fields.iter().any(|f| f.name == "params")) {
+                return Err(err(&v.origin.file, &v.origin.pointer, "x-result", "a method branch declares a `params` property"));
+            }
+            if let Some(existing) = &self.space.methods {
+                return Err(bad(&format!("only one method union is supported; `{}` is one already", existing.union)));
+            }
+            self.space.methods = Some(MethodSet { union: name.to_owned(), params_field: "params".into() });
+        }
+        let extensible = self.extensible(file, pointer, map)?;
+        Ok(UnionDef { tag, variants, extensible })
+    }
+
+    /// Lowers the schema used at one place.
+    fn node(&mut self, file: &str, pointer: &str, schema: &Value, hint: &str) -> Result<Node, SchemaError> {
+        let map = match schema {
+            Value::Bool(true) => return Ok(any_node()),
+            Value::Bool(false) => return Ok(Node { types: Types::NONE, repr: Repr::Never, ..any_node() }),
+            Value::Object(m) => m,
+            _ => return Err(err(file, pointer, "", "a schema must be an object or a boolean")),
+        };
+        self.check_keywords(file, pointer, map, pointer.is_empty())?;
+        let description = map.get("description").and_then(Value::as_str).map(str::to_owned);
+        let default = map.get("default").cloned();
+        if let Some(r) = map.get("$ref") {
+            let r = r.as_str().ok_or_else(|| err(file, pointer, "$ref", "must be a string"))?;
+            if let Some(k) = map.keys().find(|k| *k != "$ref" && !ANNOTATIONS.contains(&k.as_str())) {
+                return Err(err(file, pointer, k, format!("`{k}` beside `$ref` is not supported; put it in the referenced schema")));
+            }
+            let (f, p) = self.docs.resolve_ref(file, r).map_err(|m| err(file, pointer, "$ref", m))?;
+            let target_hint = if p.is_empty() { pascal(stem(&f), "Root") } else { pascal(p.rsplit('/').next().unwrap_or(""), "Ref") };
+            let name = self.named(&f, &p, &target_hint);
+            let target = self.docs.get(&f, &p).cloned().unwrap_or(Value::Null);
+            let types = match &target {
+                Value::Object(t) if t.contains_key("$ref") || t.contains_key("oneOf") => self.ref_types(&f, &p, &target, 0),
+                Value::Object(t) => self.types_of(&f, &p, t)?,
+                Value::Bool(true) => Types::ALL,
+                _ => Types::NONE,
+            };
+            let repr = if types.contains(Types::NULL) && types != Types::NULL && !types.contains(Types::ALL.without_null()) {
+                Repr::Nullable(Box::new(Repr::Named(name.clone())))
+            } else {
+                Repr::Named(name.clone())
+            };
+            return Ok(Node { types, reference: Some(name), description, default, repr, ..any_node() });
+        }
+        if map.contains_key("oneOf") {
+            if self.is_nullable_one_of(map) {
+                let Some(Value::Array(b)) = map.get("oneOf") else { unreachable!("checked by is_nullable_one_of") };
+                let idx = if is_null_schema(&b[0]) { 1 } else { 0 };
+                for k in map.keys() {
+                    if k != "oneOf" && !ANNOTATIONS.contains(&k.as_str()) {
+                        return Err(err(file, pointer, k, format!("`{k}` beside a nullable `oneOf` is not supported")));
+                    }
+                }
+                let inner = self.node(file, &push_pointer(&push_pointer(pointer, "oneOf"), &idx.to_string()), &b[idx], hint)?;
+                let repr = match inner.repr.clone() {
+                    Repr::Nullable(r) => Repr::Nullable(r),
+                    Repr::Value => Repr::Value,
+                    r => Repr::Nullable(Box::new(r)),
+                };
+                return Ok(Node { types: inner.types.union(Types::NULL), description: description.or(inner.description.clone()), default, repr, ..inner });
+            }
+            let name = self.named(file, pointer, hint);
+            return Ok(Node { types: Types::OBJECT, reference: Some(name.clone()), description, default, repr: Repr::Named(name), ..any_node() });
+        }
+        if map.contains_key("x-result") {
+            return Err(err(file, pointer, "x-result", "only allowed on a branch of a tagged `oneOf`"));
+        }
+        let types = self.types_of(file, pointer, map)?;
+        // A string enum, or an object with declared properties, becomes a named type of its own.
+        if self.string_enum(file, pointer, map)?.is_some() {
+            let name = self.named(file, pointer, hint);
+            let repr = if types.contains(Types::NULL) { Repr::Nullable(Box::new(Repr::Named(name.clone()))) } else { Repr::Named(name.clone()) };
+            return Ok(Node { types, reference: Some(name), description, default, repr, ..any_node() });
+        }
+        let mut node = Node { types, description, default, ..any_node() };
+        node.string = self.string_rules(file, pointer, map)?;
+        node.number = NumberRules {
+            minimum: map.get("minimum").map(|v| number(file, pointer, "minimum", v)).transpose()?,
+            maximum: map.get("maximum").map(|v| number(file, pointer, "maximum", v)).transpose()?,
+            exclusive_minimum: map.get("exclusiveMinimum").map(|v| number(file, pointer, "exclusiveMinimum", v)).transpose()?,
+            exclusive_maximum: map.get("exclusiveMaximum").map(|v| number(file, pointer, "exclusiveMaximum", v)).transpose()?,
+        };
+        if let Some(items) = map.get("items") {
+            if items.is_array() {
+                return Err(err(file, pointer, "items", "must be one schema (tuples use `prefixItems`, which is outside the subset)"));
+            }
+            let p = push_pointer(pointer, "items");
+            node.array.items = Some(Box::new(self.node(file, &p, items, &format!("{hint}Item"))?));
+        }
+        node.array.min_items = map.get("minItems").map(|v| whole(file, pointer, "minItems", v)).transpose()?;
+        node.array.max_items = map.get("maxItems").map(|v| whole(file, pointer, "maxItems", v)).transpose()?;
+        if let Some(e) = map.get("enum") {
+            let Value::Array(values) = e else { return Err(err(file, pointer, "enum", "must be an array")) };
+            node.literals = Some(values.clone());
+        }
+        if let Some(c) = map.get("const") {
+            if node.literals.is_some() {
+                return Err(err(file, pointer, "const", "`const` beside `enum` is not supported"));
+            }
+            node.literals = Some(vec![c.clone()]);
+            node.is_const = true;
+        }
+        let has_object_rules = ["properties", "required", "additionalProperties"].iter().any(|k| map.contains_key(*k));
+        if has_object_rules && types.contains(Types::OBJECT) {
+            let own = types.without_null() == Types::OBJECT && node.literals.is_none();
+            let name = if own { self.named(file, pointer, hint) } else { self.named(file, &format!("{pointer}{OBJECT_PART}"), &format!("{hint}Object")) };
+            node.object = Some(name);
+        } else if has_object_rules {
+            // Object rules on a schema that allows no objects: inert, but still checked.
+            self.fields(file, pointer, map, hint, None)?;
+        }
+        node.repr = choose_repr(&node);
+        Ok(node)
+    }
+
+    fn ref_types(&mut self, file: &str, pointer: &str, schema: &Value, depth: usize) -> Types {
+        if depth > 32 {
+            return Types::ALL;
+        }
+        let Some(map) = schema.as_object() else { return if schema == &Value::Bool(true) { Types::ALL } else { Types::NONE } };
+        if let Some(r) = map.get("$ref").and_then(Value::as_str) {
+            return match self.docs.resolve_ref(file, r) {
+                Ok((f, p)) => {
+                    let t = self.docs.get(&f, &p).cloned().unwrap_or(Value::Null);
+                    self.ref_types(&f, &p, &t, depth + 1)
+                }
+                Err(_) => Types::ALL,
+            };
+        }
+        if let Some(Value::Array(b)) = map.get("oneOf") {
+            if self.is_nullable_one_of(map) {
+                let other = b.iter().find(|s| !is_null_schema(s)).cloned().unwrap_or(Value::Null);
+                return self.ref_types(file, pointer, &other, depth + 1).union(Types::NULL);
+            }
+            return Types::OBJECT;
+        }
+        self.types_of(file, pointer, map).unwrap_or(Types::ALL)
+    }
+
+    fn string_rules(&mut self, file: &str, pointer: &str, map: &Map<String, Value>) -> Result<StringRules, SchemaError> {
+        let pattern = match map.get("pattern") {
+            None => None,
+            Some(Value::String(src)) => {
+                let p = pattern::analyze(src).map_err(|m| err(file, pointer, "pattern", format!("not a valid ECMA-262 regular expression: {m}")))?;
+                let idx = match self.space.patterns.iter().position(|q| q.source == p.source) {
+                    Some(i) => i,
+                    None => {
+                        self.space.patterns.push(p);
+                        self.space.patterns.len() - 1
+                    }
+                };
+                Some(idx)
+            }
+            Some(_) => return Err(err(file, pointer, "pattern", "must be a string")),
+        };
+        Ok(StringRules {
+            min_length: map.get("minLength").map(|v| whole(file, pointer, "minLength", v)).transpose()?,
+            max_length: map.get("maxLength").map(|v| whole(file, pointer, "maxLength", v)).transpose()?,
+            pattern,
+        })
+    }
+}
+
+fn is_null_schema(s: &Value) -> bool {
+    s.as_object().is_some_and(|m| m.get("type").is_some_and(|t| t == "null") && m.keys().all(|k| k == "type" || k == "description"))
+}
+
+/// A node that accepts every value.
+pub fn any_node() -> Node {
+    Node {
+        types: Types::ALL,
+        reference: None,
+        string: StringRules::default(),
+        number: NumberRules::default(),
+        array: ArrayRules::default(),
+        object: None,
+        literals: None,
+        is_const: false,
+        description: None,
+        default: None,
+        repr: Repr::Value,
+    }
+}
+
+fn choose_repr(node: &Node) -> Repr {
+    let t = node.types;
+    if t == Types::NONE {
+        return Repr::Never;
+    }
+    if node.literals.as_ref().is_some_and(|l| l.iter().any(|v| v.is_array() || v.is_object())) {
+        return Repr::Value;
+    }
+    let base = t.without_null();
+    let repr = match base {
+        Types::NONE => return Repr::Null,
+        Types::BOOLEAN => Repr::Bool,
+        Types::INTEGER => Repr::Integer,
+        Types::NUMBER => Repr::Number,
+        Types::STRING => Repr::String,
+        Types::ARRAY => Repr::Array(Box::new(node.array.items.as_ref().map_or(Repr::Value, |n| n.repr.clone()))),
+        Types::OBJECT => match &node.object {
+            Some(name) => Repr::Named(name.clone()),
+            None => Repr::Object,
+        },
+        _ => return Repr::Value,
+    };
+    if t.contains(Types::NULL) { Repr::Nullable(Box::new(repr)) } else { repr }
+}

@@ -1,0 +1,357 @@
+//! The one model every emitter reads: a deterministic, `BTreeMap`-ordered type space lowered from
+//! the schema files. Emitters never look at raw schema JSON.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::pattern::Pattern;
+
+/// Every named type, constant and method the schema defines.
+#[derive(Debug, Clone, Default)]
+pub struct TypeSpace {
+    /// Named types by their generated name (PascalCase), in name order.
+    pub types: BTreeMap<String, NamedType>,
+    /// The root type of each schema file, in file-name order.
+    pub roots: Vec<String>,
+    /// Constants declared with `x-constants`, by name.
+    pub constants: BTreeMap<String, Constant>,
+    /// The method union, when a tagged union's branches name their results with `x-result`.
+    pub methods: Option<MethodSet>,
+    /// Every distinct `pattern`, in first-seen order; nodes refer to them by index.
+    pub patterns: Vec<Pattern>,
+}
+
+/// Where a schema came from: file and JSON pointer.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Origin {
+    /// File name relative to the schema folder.
+    pub file: String,
+    /// JSON pointer inside the file ("" for the root).
+    pub pointer: String,
+}
+
+/// A type with a name of its own.
+#[derive(Debug, Clone)]
+pub struct NamedType {
+    /// Generated name (PascalCase, unique).
+    pub name: String,
+    /// The schema's `description`.
+    pub description: Option<String>,
+    /// Where it is defined.
+    pub origin: Origin,
+    /// What it is.
+    pub kind: TypeKind,
+}
+
+/// The shapes a named type can take.
+#[derive(Debug, Clone)]
+pub enum TypeKind {
+    /// A JSON object with declared properties.
+    Struct(StructDef),
+    /// A `oneOf` whose branches are objects told apart by a constant tag property.
+    Union(UnionDef),
+    /// A string restricted to listed values.
+    StringEnum(EnumDef),
+    /// Any other schema: a name for a node.
+    Alias(Node),
+}
+
+/// A JSON object with declared properties.
+#[derive(Debug, Clone)]
+pub struct StructDef {
+    /// Declared properties in schema order.
+    pub fields: Vec<Field>,
+    /// What other properties may appear.
+    pub additional: Additional,
+    /// Whether JSON `null` is also accepted (`"type": ["object", "null"]`).
+    pub nullable: bool,
+}
+
+/// What an object says about properties it does not declare.
+#[derive(Debug, Clone)]
+pub enum Additional {
+    /// `additionalProperties: false`: refused.
+    Forbidden,
+    /// Absent or `true`: allowed and ignored by typed readers.
+    Any,
+    /// A schema every other property's value must match; kept in a map.
+    Schema(Box<Node>),
+}
+
+/// One declared property.
+#[derive(Debug, Clone)]
+pub struct Field {
+    /// The JSON property name.
+    pub name: String,
+    /// Whether it is in `required`.
+    pub required: bool,
+    /// Its schema.
+    pub node: Node,
+}
+
+/// A tagged union.
+#[derive(Debug, Clone)]
+pub struct UnionDef {
+    /// The tag property's name.
+    pub tag: String,
+    /// The branches, in schema order.
+    pub variants: Vec<Variant>,
+    /// `x-extensible: true`: typed readers keep unknown tags as an explicit unknown value.
+    pub extensible: bool,
+}
+
+/// One branch of a tagged union.
+#[derive(Debug, Clone)]
+pub struct Variant {
+    /// The tag's constant value.
+    pub tag_value: String,
+    /// Generated variant name (PascalCase).
+    pub name: String,
+    /// The branch's `description`.
+    pub description: Option<String>,
+    /// Its properties other than the tag.
+    pub fields: Vec<Field>,
+    /// What other properties may appear.
+    pub additional: Additional,
+    /// For a method union, the branch's result (`x-result`).
+    pub result: Option<Node>,
+    /// Where it is defined.
+    pub origin: Origin,
+}
+
+/// A string enum.
+#[derive(Debug, Clone)]
+pub struct EnumDef {
+    /// The values, in schema order.
+    pub values: Vec<EnumValue>,
+    /// `x-extensible: true`: typed readers keep unknown values as an explicit unknown value.
+    pub extensible: bool,
+}
+
+/// One value of a string enum, with its `x-enum` documentation.
+#[derive(Debug, Clone)]
+pub struct EnumValue {
+    /// The string on the wire.
+    pub value: String,
+    /// Generated variant name (PascalCase).
+    pub name: String,
+    /// What the value means.
+    pub description: Option<String>,
+    /// Whether retrying can help (error codes).
+    pub retryable: Option<bool>,
+    /// The JSON-RPC numeric code (error codes).
+    pub rpc_code: Option<i64>,
+}
+
+/// A bitset of JSON types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Types(pub u8);
+
+impl Types {
+    /// JSON `null`.
+    pub const NULL: Types = Types(1);
+    /// `true` or `false`.
+    pub const BOOLEAN: Types = Types(2);
+    /// A number with no fractional part (`1.0` included).
+    pub const INTEGER: Types = Types(4);
+    /// Any number (integers included).
+    pub const NUMBER: Types = Types(8 | 4);
+    /// A string.
+    pub const STRING: Types = Types(16);
+    /// An array.
+    pub const ARRAY: Types = Types(32);
+    /// An object.
+    pub const OBJECT: Types = Types(64);
+    /// Every JSON value.
+    pub const ALL: Types = Types(127);
+    /// No value at all.
+    pub const NONE: Types = Types(0);
+
+    /// Whether every type in `other` is in `self`.
+    pub fn contains(self, other: Types) -> bool {
+        self.0 & other.0 == other.0 && other.0 != 0
+    }
+    /// The union of two sets.
+    pub fn union(self, other: Types) -> Types {
+        Types(self.0 | other.0)
+    }
+    /// The intersection of two sets.
+    pub fn intersect(self, other: Types) -> Types {
+        Types(self.0 & other.0)
+    }
+    /// The set without `null`.
+    pub fn without_null(self) -> Types {
+        Types(self.0 & !1)
+    }
+    /// Whether the set allows numbers with a fractional part.
+    pub fn allows_fraction(self) -> bool {
+        self.0 & 8 != 0
+    }
+    /// Whether the set is one of the single types (integer counts as one).
+    pub fn is_single(self) -> bool {
+        [
+            Types::NULL,
+            Types::BOOLEAN,
+            Types::INTEGER,
+            Types::NUMBER,
+            Types::STRING,
+            Types::ARRAY,
+            Types::OBJECT,
+        ]
+        .contains(&self)
+    }
+    /// The names of the types in the set, as the `type` keyword spells them.
+    pub fn names(self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.contains(Types::NULL) {
+            out.push("null");
+        }
+        if self.contains(Types::BOOLEAN) {
+            out.push("boolean");
+        }
+        if self.contains(Types::NUMBER) {
+            out.push("number");
+        } else if self.contains(Types::INTEGER) {
+            out.push("integer");
+        }
+        if self.contains(Types::STRING) {
+            out.push("string");
+        }
+        if self.contains(Types::ARRAY) {
+            out.push("array");
+        }
+        if self.contains(Types::OBJECT) {
+            out.push("object");
+        }
+        out
+    }
+}
+
+/// Constraints on numbers.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NumberRules {
+    /// `minimum`.
+    pub minimum: Option<f64>,
+    /// `maximum`.
+    pub maximum: Option<f64>,
+    /// `exclusiveMinimum`.
+    pub exclusive_minimum: Option<f64>,
+    /// `exclusiveMaximum`.
+    pub exclusive_maximum: Option<f64>,
+}
+
+impl NumberRules {
+    /// Whether no bound is set.
+    pub fn is_empty(&self) -> bool {
+        *self == NumberRules::default()
+    }
+}
+
+/// Constraints on strings.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StringRules {
+    /// `minLength`, in code points.
+    pub min_length: Option<u64>,
+    /// `maxLength`, in code points.
+    pub max_length: Option<u64>,
+    /// `pattern`, as an index into [`TypeSpace::patterns`].
+    pub pattern: Option<usize>,
+}
+
+impl StringRules {
+    /// Whether no constraint is set.
+    pub fn is_empty(&self) -> bool {
+        *self == StringRules::default()
+    }
+}
+
+/// Constraints on arrays.
+#[derive(Debug, Clone, Default)]
+pub struct ArrayRules {
+    /// `items`: every element's schema; any value when absent.
+    pub items: Option<Box<Node>>,
+    /// `minItems`.
+    pub min_items: Option<u64>,
+    /// `maxItems`.
+    pub max_items: Option<u64>,
+}
+
+/// One place a schema is used: the JSON types it allows and the rules for each.
+///
+/// This is the full meaning of the schema at that place; [`Node::repr`] is the Rust-facing
+/// shape chosen for it.
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// The JSON types the schema allows (`Types::ALL` when `type` is absent).
+    pub types: Types,
+    /// A reference to a named type, which then decides everything but `description`.
+    pub reference: Option<String>,
+    /// Rules for strings.
+    pub string: StringRules,
+    /// Rules for numbers.
+    pub number: NumberRules,
+    /// Rules for arrays.
+    pub array: ArrayRules,
+    /// Rules for objects: the named struct that declares them.
+    pub object: Option<String>,
+    /// `enum` (or `const`, as one value): the only values allowed.
+    pub literals: Option<Vec<Value>>,
+    /// Whether `literals` came from `const`.
+    pub is_const: bool,
+    /// `description`.
+    pub description: Option<String>,
+    /// `default` (an annotation).
+    pub default: Option<Value>,
+    /// The chosen representation.
+    pub repr: Repr,
+}
+
+/// The shape a node takes in typed code.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Repr {
+    /// Any JSON value (several types, or rules only a dynamic check can express).
+    Value,
+    /// No value is allowed (`false`).
+    Never,
+    /// Only `null`.
+    Null,
+    /// A boolean.
+    Bool,
+    /// An integer (64-bit signed).
+    Integer,
+    /// A number (64-bit float).
+    Number,
+    /// A string.
+    String,
+    /// An array of the inner shape.
+    Array(Box<Repr>),
+    /// An object whose every property has the inner shape.
+    Map(Box<Repr>),
+    /// An object with no declared properties.
+    Object,
+    /// A named type.
+    Named(String),
+    /// The inner shape or `null`.
+    Nullable(Box<Repr>),
+}
+
+/// A constant from `x-constants`.
+#[derive(Debug, Clone)]
+pub struct Constant {
+    /// Its value (a string or a non-negative integer).
+    pub value: Value,
+    /// What it is for.
+    pub description: String,
+    /// Where it is declared.
+    pub origin: Origin,
+}
+
+/// The methods of the method union.
+#[derive(Debug, Clone)]
+pub struct MethodSet {
+    /// The union's type name (`RpcRequest`).
+    pub union: String,
+    /// The property holding the params (`params`).
+    pub params_field: String,
+}

@@ -1,0 +1,19 @@
+//! Generates the protocol module from `schema/` into `OUT_DIR`, the way prost-build does.
+
+use std::path::PathBuf;
+
+fn main() {
+    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let schema = manifest.join("../../schema");
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("openagents.rs");
+    println!("cargo:rerun-if-changed={}", schema.display());
+    if let Ok(entries) = std::fs::read_dir(&schema) {
+        for e in entries.flatten() {
+            println!("cargo:rerun-if-changed={}", e.path().display());
+        }
+    }
+    if let Err(e) = openagents_codegen::Config::new().schema_dir(&schema).runtime("crate::rt").write_rust(&out) {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,24 @@
+//! openagents' wire protocol: the types, validators, `Method` enum and constants generated at
+//! build time from the JSON Schema files in `schema/` (never edited by hand), plus the runtime
+//! support they call ([`rt`]).
+//!
+//! Decoding a document and checking it against its schema is one call:
+//!
+//! ```
+//! use openagents_protocol::{Turn, rt};
+//!
+//! let line = br#"{"schema":"openagents.agent.runner.v1","assignment":"a1","conversation":"c1",
+//!     "agent":{"runner":"echo"},"task":"say hello","cwd":"/tmp"}"#;
+//! let turn: Turn = rt::parse_validated(line)?;
+//! assert_eq!(turn.agent.runner, "echo");
+//! # Ok::<(), rt::DocumentError>(())
+//! ```
+
+pub mod rt;
+
+#[allow(clippy::all, clippy::pedantic, unused_labels, unused_parens, unreachable_patterns)]
+mod generated {
+    include!(concat!(env!("OUT_DIR"), "/openagents.rs"));
+}
+
+pub use generated::*;

@@ -1,0 +1,717 @@
+//! Runtime support for the generated code: JSON pointers, violations, exact wire decoding, and
+//! the checks serde cannot express (lengths in code points, ECMA-262 patterns, bounds, consts).
+//!
+//! Generated types decode through [`Wire`] rather than serde's derive so that decoding accepts
+//! exactly what the schema's types accept: objects only as JSON objects (never as arrays), `1.0`
+//! as an integer, `null` only where the schema allows it, and no duplicate keys.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// One way a document breaks its schema.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Violation {
+    /// The JSON pointer (RFC 6901) of the offending value; empty for the whole document.
+    pub pointer: String,
+    /// The schema keyword that was broken, such as `maxLength` or `required`.
+    pub keyword: String,
+    /// What is wrong, for a person to read.
+    pub message: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let pointer = if self.pointer.is_empty() { "(root)" } else { &self.pointer };
+        write!(f, "{pointer}: {}", self.message)
+    }
+}
+
+/// Where a value sits in its document, as a chain of borrowed segments that costs nothing until
+/// a violation needs it written out as a JSON pointer.
+#[derive(Debug, Clone, Copy)]
+pub enum Path<'a> {
+    /// The document itself.
+    Root,
+    /// A property of the parent.
+    Key(&'a Path<'a>, &'a str),
+    /// An element of the parent.
+    Index(&'a Path<'a>, usize),
+}
+
+impl<'a> Path<'a> {
+    /// The path of property `key` under `self`.
+    pub fn key(&'a self, key: &'a str) -> Path<'a> {
+        Path::Key(self, key)
+    }
+    /// The path of element `index` under `self`.
+    pub fn index(&'a self, index: usize) -> Path<'a> {
+        Path::Index(self, index)
+    }
+    /// The JSON pointer (RFC 6901) for this path.
+    pub fn to_pointer(&self) -> String {
+        let mut segments = Vec::new();
+        let mut cur = self;
+        loop {
+            match cur {
+                Path::Root => break,
+                Path::Key(p, k) => {
+                    segments.push(Cow::Borrowed(*k));
+                    cur = p;
+                }
+                Path::Index(p, i) => {
+                    segments.push(Cow::Owned(i.to_string()));
+                    cur = p;
+                }
+            }
+        }
+        let mut out = String::new();
+        for seg in segments.iter().rev() {
+            out.push('/');
+            for c in seg.chars() {
+                match c {
+                    '~' => out.push_str("~0"),
+                    '/' => out.push_str("~1"),
+                    c => out.push(c),
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Records a violation at `path`.
+#[cold]
+pub fn report(out: &mut Vec<Violation>, path: &Path<'_>, keyword: &str, message: String) {
+    out.push(Violation { pointer: path.to_pointer(), keyword: keyword.to_owned(), message });
+}
+
+/// A generated type's checks for everything its Rust type does not already guarantee.
+pub trait Validate {
+    /// Appends every violation under `path` to `out`.
+    fn validate_at(&self, path: &Path<'_>, out: &mut Vec<Violation>);
+
+    /// Every violation, or `Ok` when there is none.
+    ///
+    /// # Errors
+    ///
+    /// The violations, each with its JSON pointer, keyword and message.
+    fn validate(&self) -> Result<(), Vec<Violation>> {
+        let mut out = Vec::new();
+        self.validate_at(&Path::Root, &mut out);
+        if out.is_empty() { Ok(()) } else { Err(out) }
+    }
+}
+
+impl<T: Validate> Validate for Box<T> {
+    fn validate_at(&self, path: &Path<'_>, out: &mut Vec<Violation>) {
+        (**self).validate_at(path, out);
+    }
+}
+
+/// The full schema of a generated type, checked against an untyped JSON value. Used to explain
+/// a document that does not decode, with every violation and its pointer.
+pub trait SchemaCheck {
+    /// Appends every violation of `value` under `path` to `out`.
+    fn check_value(value: &Value, path: &Path<'_>, out: &mut Vec<Violation>);
+}
+
+/// Why a document was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DocumentError {
+    /// The bytes are not a JSON document (bad syntax, invalid UTF-8, nesting deeper than the
+    /// parser allows, or trailing data).
+    #[error("not a JSON document: {0}")]
+    NotJson(String),
+    /// The document is JSON but breaks the schema.
+    #[error("{} schema violation(s); first: {}", .0.len(), .0.first().map(ToString::to_string).unwrap_or_default())]
+    Invalid(Vec<Violation>),
+}
+
+/// Decodes and validates one JSON document as `T`.
+///
+/// The fast path decodes straight into `T` and runs its checks. A document that does not decode
+/// is parsed again as an untyped value and checked against the full schema, so the error lists
+/// every violation with its JSON pointer.
+///
+/// # Errors
+///
+/// [`DocumentError::NotJson`] for bytes that are not JSON, [`DocumentError::Invalid`] with every
+/// violation otherwise.
+pub fn parse_validated<T>(input: &[u8]) -> Result<T, DocumentError>
+where
+    T: Wire + Validate + SchemaCheck,
+{
+    let mut de = serde_json::Deserializer::from_slice(input);
+    let decoded = T::decode(&mut de).and_then(|v| de.end().map(|()| v));
+    match decoded {
+        Ok(value) => match value.validate() {
+            Ok(()) => Ok(value),
+            Err(v) => Err(DocumentError::Invalid(v)),
+        },
+        Err(e) => Err(explain::<T>(input, &e)),
+    }
+}
+
+/// Explains why `input` did not decode as `T`.
+#[cold]
+pub fn explain<T: SchemaCheck>(input: &[u8], decode_error: &serde_json::Error) -> DocumentError {
+    let value = match parse_value(input) {
+        Ok(v) => v,
+        Err(e) => return e,
+    };
+    let mut out = Vec::new();
+    T::check_value(&value, &Path::Root, &mut out);
+    if out.is_empty() {
+        // The schema accepts it but the typed form cannot hold it (an integer beyond 64 bits,
+        // say): say so rather than call it valid.
+        out.push(Violation {
+            pointer: String::new(),
+            keyword: "type".into(),
+            message: format!("cannot be represented: {decode_error}"),
+        });
+    }
+    DocumentError::Invalid(out)
+}
+
+/// Parses an untyped JSON value, naming invalid UTF-8 by its byte offset.
+///
+/// # Errors
+///
+/// [`DocumentError::NotJson`] with the reason and where.
+pub fn parse_value(input: &[u8]) -> Result<Value, DocumentError> {
+    if let Err(e) = std::str::from_utf8(input) {
+        return Err(DocumentError::NotJson(format!("invalid UTF-8 at byte offset {}", e.valid_up_to())));
+    }
+    serde_json::from_slice(input).map_err(|e| DocumentError::NotJson(describe_json_error(&e)))
+}
+
+/// A JSON syntax error as a sentence with its line and column.
+pub fn describe_json_error(e: &serde_json::Error) -> String {
+    let what = e.to_string();
+    let what = what.split(" at line ").next().unwrap_or(&what).to_owned();
+    format!("{what} (line {}, column {})", e.line(), e.column())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checks
+// ---------------------------------------------------------------------------------------------
+
+/// The number of Unicode code points in `s`.
+#[inline]
+pub fn code_points(s: &str) -> u64 {
+    s.chars().count() as u64
+}
+
+/// Whether `s` has at most `max` code points, counting only when the byte length cannot decide.
+#[inline]
+pub fn max_length(s: &str, max: u64) -> bool {
+    let bytes = s.len() as u64;
+    bytes <= max || (bytes <= max.saturating_mul(4) && code_points(s) <= max)
+}
+
+/// Whether `s` has at least `min` code points, counting only when the byte length cannot decide.
+#[inline]
+pub fn min_length(s: &str, min: u64) -> bool {
+    let bytes = s.len() as u64;
+    if bytes < min {
+        return false;
+    }
+    bytes >= min.saturating_mul(4) || code_points(s) >= min
+}
+
+/// A `minLength` violation.
+#[cold]
+pub fn min_length_violation(out: &mut Vec<Violation>, path: &Path<'_>, s: &str, min: u64) {
+    report(out, path, "minLength", format!("must be at least {min} characters long, is {}", code_points(s)));
+}
+
+/// A `maxLength` violation.
+#[cold]
+pub fn max_length_violation(out: &mut Vec<Violation>, path: &Path<'_>, s: &str, max: u64) {
+    report(out, path, "maxLength", format!("must be at most {max} characters long, is {}", code_points(s)));
+}
+
+/// A `pattern` violation.
+#[cold]
+pub fn pattern_violation(out: &mut Vec<Violation>, path: &Path<'_>, s: &str, pattern: &str) {
+    report(out, path, "pattern", format!("{} does not match the pattern `{pattern}`", preview(s)));
+}
+
+/// A `const` violation for a string.
+#[cold]
+pub fn const_violation(out: &mut Vec<Violation>, path: &Path<'_>, found: &Value, expected: &Value) {
+    report(out, path, "const", format!("must be {expected}, found {}", preview_value(found)));
+}
+
+/// An `enum` violation.
+#[cold]
+pub fn enum_violation(out: &mut Vec<Violation>, path: &Path<'_>, found: &Value, allowed: &[Value]) {
+    let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
+    report(out, path, "enum", format!("must be one of {}, found {}", list.join(", "), preview_value(found)));
+}
+
+/// A bound violation for a number (`keyword` is the bound's keyword).
+#[cold]
+pub fn bound_violation(out: &mut Vec<Violation>, path: &Path<'_>, keyword: &str, found: f64, bound: f64) {
+    let rel = match keyword {
+        "minimum" => "at least",
+        "maximum" => "at most",
+        "exclusiveMinimum" => "greater than",
+        _ => "less than",
+    };
+    report(out, path, keyword, format!("must be {rel} {}, is {}", num(bound), num(found)));
+}
+
+/// An items-count violation.
+#[cold]
+pub fn items_violation(out: &mut Vec<Violation>, path: &Path<'_>, keyword: &str, len: usize, bound: u64) {
+    let rel = if keyword == "minItems" { "at least" } else { "at most" };
+    report(out, path, keyword, format!("must have {rel} {bound} items, has {len}"));
+}
+
+fn num(f: f64) -> String {
+    if f.fract() == 0.0 && f.abs() < 1e16 { format!("{}", f as i64) } else { format!("{f}") }
+}
+
+/// A short, quoted preview of a string for messages.
+pub fn preview(s: &str) -> String {
+    let mut p: String = s.chars().take(40).collect();
+    if p.len() < s.len() {
+        p.push('…');
+    }
+    format!("{p:?}")
+}
+
+fn preview_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => preview(s),
+        Value::Array(_) => "an array".into(),
+        Value::Object(_) => "an object".into(),
+        v => v.to_string(),
+    }
+}
+
+/// The JSON type name of a value, as the `type` keyword spells it.
+pub fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if is_integer(n) => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Whether a JSON number is an integer in JSON Schema's sense (`1.0` is).
+pub fn is_integer(n: &serde_json::Number) -> bool {
+    n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+}
+
+/// A `type` violation.
+#[cold]
+pub fn type_violation(out: &mut Vec<Violation>, path: &Path<'_>, expected: &str, found: &Value) {
+    report(out, path, "type", format!("must be {expected}, found {}", type_name(found)));
+}
+
+/// JSON Schema equality: numbers compare by value (`1 == 1.0`), objects ignore key order.
+pub fn json_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64(), x.as_u64(), y.as_u64()) {
+            (Some(i), Some(j), _, _) => i == j,
+            (_, _, Some(i), Some(j)) => i == j,
+            _ => x.as_f64() == y.as_f64(),
+        },
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_equal(a, b)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
+        }
+        (a, b) => a == b,
+    }
+}
+
+/// A regular expression compiled once, on first use, by an ECMA-262 engine (`regress`).
+pub struct LazyRegex {
+    source: &'static str,
+    cell: std::sync::OnceLock<Option<regress::Regex>>,
+}
+
+impl LazyRegex {
+    /// A pattern compiled on first use.
+    pub const fn new(source: &'static str) -> Self {
+        LazyRegex { source, cell: std::sync::OnceLock::new() }
+    }
+    /// Whether the pattern matches somewhere in `s` (JSON Schema patterns are not anchored).
+    /// The generator has already checked the pattern compiles; should it not, nothing matches.
+    pub fn is_match(&self, s: &str) -> bool {
+        self.cell
+            .get_or_init(|| regress::Regex::with_flags(self.source, "u").ok())
+            .as_ref()
+            .is_some_and(|re| re.find(s).is_some())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding
+// ---------------------------------------------------------------------------------------------
+
+/// Exact decoding from JSON: accepts a value iff its JSON type fits the Rust type.
+pub trait Wire: Sized {
+    /// Decodes one value.
+    ///
+    /// # Errors
+    ///
+    /// The deserializer's error when the value does not fit.
+    fn decode<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error>;
+}
+
+/// A [`DeserializeSeed`] that decodes with [`Wire`].
+pub struct WireSeed<T>(PhantomData<T>);
+
+impl<T> WireSeed<T> {
+    /// The seed.
+    #[inline]
+    pub fn new() -> Self {
+        WireSeed(PhantomData)
+    }
+}
+
+impl<T> Default for WireSeed<T> {
+    fn default() -> Self {
+        WireSeed::new()
+    }
+}
+
+impl<'de, T: Wire> DeserializeSeed<'de> for WireSeed<T> {
+    type Value = T;
+    #[inline]
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<T, D::Error> {
+        T::decode(d)
+    }
+}
+
+impl Wire for String {
+    #[inline]
+    fn decode<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)
+    }
+}
+
+impl Wire for bool {
+    fn decode<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        bool::deserialize(d)
+    }
+}
+
+impl Wire for f64 {
+    fn decode<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        f64::deserialize(d)
+    }
+}
+
+impl Wire for () {
+    fn decode<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        <()>::deserialize(d)
+    }
+}
+
+impl Wire for Value {
+    fn decode<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Value::deserialize(d)
+    }
+}
+
+struct IntVisitor;
+
+impl Visitor<'_> for IntVisitor {
+    type Value = i64;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an integer")
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<i64, E> {
+        Ok(v)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<i64, E> {
+        i64::try_from(v).map_err(|_| E::custom(format!("integer {v} is beyond the supported range of -2^63..2^63")))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<i64, E> {
+        // JSON Schema counts 1.0 as an integer.
+        if v.fract() == 0.0 && v >= -9.223_372_036_854_776e18 && v < 9.223_372_036_854_776e18 {
+            Ok(v as i64)
+        } else if v.fract() == 0.0 {
+            Err(E::custom(format!("integer {v} is beyond the supported range of -2^63..2^63")))
+        } else {
+            Err(E::invalid_type(de::Unexpected::Float(v), &self))
+        }
+    }
+}
+
+impl Wire for i64 {
+    #[inline]
+    fn decode<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(IntVisitor)
+    }
+}
+
+/// A value the schema never allows (the `false` schema).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Never {}
+
+impl Wire for Never {
+    fn decode<'de, D: Deserializer<'de>>(_d: D) -> Result<Self, D::Error> {
+        Err(de::Error::custom("no value is allowed here"))
+    }
+}
+
+impl<T: Wire> Wire for Box<T> {
+    fn decode<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        T::decode(d).map(Box::new)
+    }
+}
+
+impl<T: Wire> Wire for Option<T> {
+    #[inline]
+    fn decode<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T: Wire> Visitor<'de> for V<T> {
+            type Value = Option<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a value or null")
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Option<T>, E> {
+                Ok(None)
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Option<T>, E> {
+                Ok(None)
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Option<T>, D::Error> {
+                T::decode(d).map(Some)
+            }
+        }
+        d.deserialize_option(V(PhantomData))
+    }
+}
+
+impl<T: Wire> Wire for Vec<T> {
+    fn decode<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T: Wire> Visitor<'de> for V<T> {
+            type Value = Vec<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an array")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
+                while let Some(x) = seq.next_element_seed(WireSeed::<T>::new())? {
+                    out.push(x);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_seq(V(PhantomData))
+    }
+}
+
+impl<T: Wire> Wire for BTreeMap<String, T> {
+    fn decode<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T: Wire> Visitor<'de> for V<T> {
+            type Value = BTreeMap<String, T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = BTreeMap::new();
+                while let Some(k) = map.next_key::<Key<'de>>()? {
+                    let k = k.into_string();
+                    if out.contains_key(&k) {
+                        return Err(de::Error::custom(format!("duplicate property `{k}`")));
+                    }
+                    let v = map.next_value_seed(WireSeed::<T>::new())?;
+                    out.insert(k, v);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_map(V(PhantomData))
+    }
+}
+
+impl Wire for Map<String, Value> {
+    fn decode<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let m = BTreeMap::<String, Value>::decode(d)?;
+        Ok(m.into_iter().collect())
+    }
+}
+
+/// An object key, borrowed from the input when it has no escapes.
+pub struct Key<'de>(Cow<'de, str>);
+
+impl Key<'_> {
+    /// The key.
+    #[inline]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+    /// The key, owned.
+    pub fn into_string(self) -> String {
+        self.0.into_owned()
+    }
+}
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    #[inline]
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a property name")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// The error for a property given twice.
+#[cold]
+pub fn duplicate<E: de::Error>(name: &str) -> E {
+    E::custom(format!("duplicate property `{name}`"))
+}
+
+/// The error for a missing required property.
+#[cold]
+pub fn missing<E: de::Error>(name: &'static str) -> E {
+    E::missing_field(name)
+}
+
+/// The error for an undeclared property of a closed object.
+#[cold]
+pub fn unknown<E: de::Error>(name: &str, expected: &'static [&'static str]) -> E {
+    E::unknown_field(name, expected)
+}
+
+/// Takes a required property out of a buffered object (tagged unions decode this way).
+///
+/// # Errors
+///
+/// When it is missing or does not decode.
+pub fn take_required<T: Wire>(map: &mut Map<String, Value>, name: &'static str) -> Result<T, serde_json::Error> {
+    match map.remove(name) {
+        Some(v) => T::decode(v),
+        None => Err(de::Error::missing_field(name)),
+    }
+}
+
+/// Takes an optional property out of a buffered object.
+///
+/// # Errors
+///
+/// When it is present and does not decode.
+pub fn take_optional<T: Wire>(map: &mut Map<String, Value>, name: &str) -> Result<Option<T>, serde_json::Error> {
+    map.remove(name).map(T::decode).transpose()
+}
+
+/// Refuses what is left of a buffered closed object.
+///
+/// # Errors
+///
+/// Naming the first undeclared property.
+pub fn deny_rest(map: &Map<String, Value>, expected: &'static [&'static str]) -> Result<(), serde_json::Error> {
+    match map.keys().next() {
+        Some(k) => Err(de::Error::unknown_field(k, expected)),
+        None => Ok(()),
+    }
+}
+
+/// Buffers an object whose shape depends on its tag, refusing duplicate keys.
+///
+/// # Errors
+///
+/// When the value is not an object or repeats a key.
+pub fn buffer_object<'de, D: Deserializer<'de>>(d: D) -> Result<Map<String, Value>, D::Error> {
+    Map::<String, Value>::decode(d)
+}
+
+/// Decodes a string enum's value, borrowing when possible.
+///
+/// # Errors
+///
+/// When the value is not a string.
+pub fn decode_str<'de, D: Deserializer<'de>>(d: D) -> Result<Key<'de>, D::Error> {
+    Key::deserialize(d)
+}
+
+/// Parses a JSON literal embedded by the generator (always valid JSON).
+pub fn literal(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or(Value::Null)
+}
+
+/// [`parse_validated`] for a type given by its decode, check and full-schema functions (type
+/// aliases, which cannot carry trait impls of their own).
+///
+/// # Errors
+///
+/// As [`parse_validated`].
+pub fn parse_validated_with<T: Wire>(
+    input: &[u8],
+    validate: fn(&T, &Path<'_>, &mut Vec<Violation>),
+    check: fn(&Value, &Path<'_>, &mut Vec<Violation>),
+) -> Result<T, DocumentError> {
+    let mut de = serde_json::Deserializer::from_slice(input);
+    match T::decode(&mut de).and_then(|v| de.end().map(|()| v)) {
+        Ok(value) => {
+            let mut out = Vec::new();
+            validate(&value, &Path::Root, &mut out);
+            if out.is_empty() { Ok(value) } else { Err(DocumentError::Invalid(out)) }
+        }
+        Err(e) => {
+            let value = parse_value(input)?;
+            let mut out = Vec::new();
+            check(&value, &Path::Root, &mut out);
+            if out.is_empty() {
+                out.push(Violation { pointer: String::new(), keyword: "type".into(), message: format!("cannot be represented: {e}") });
+            }
+            Err(DocumentError::Invalid(out))
+        }
+    }
+}
+
+/// A named type of the schema, as listed by the generated `TYPES`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TypeInfo {
+    /// The type's name.
+    pub name: &'static str,
+    /// Its JSON pointer inside the bundled schema (`#/$defs/...`).
+    pub pointer: &'static str,
+    /// Whether it is the root of a schema file.
+    pub root: bool,
+    /// The schema's description.
+    pub description: &'static str,
+}
+
+/// A method of the protocol: its wire name, params and result types.
+pub trait RpcMethod {
+    /// The method's name on the wire.
+    const NAME: &'static str;
+    /// The params' type.
+    type Params;
+    /// The result's type.
+    type Result: Serialize + Wire;
+}
