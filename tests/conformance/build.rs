@@ -1,0 +1,206 @@
+//! Runs the generator over the JSON Schema Test Suite (draft 2020-12), the fixture schemas in
+//! `codegen/tests/fixtures/`, and a set of simple patterns, and writes into `OUT_DIR`:
+//!
+//! - `suite.rs`: one module per suite group the generator accepts, and `GROUPS`, the table of
+//!   every group (accepted or refused, with the refusal's text) and its cases;
+//! - `fixtures.rs`: one public module per fixture schema;
+//! - `patterns.rs`: one module per simple pattern, and `PATTERNS`, their validators.
+//!
+//! A generated module that does not compile fails this crate's build: that is a generator bug.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+const RUNTIME: &str = "::openagents_protocol::rt";
+
+/// The suite's optional files this crate runs besides every file of `draft2020-12/`.
+const OPTIONAL: &[&str] = &["optional/ecmascript-regex.json", "optional/non-bmp-regex.json"];
+
+/// Patterns the differential test checks against `regress`; each must compile to a simple
+/// (loop) matcher, which the build checks.
+pub const SIMPLE_PATTERNS: &[&str] = &[
+    "^a*$",
+    "a+",
+    "^[A-Za-z0-9][A-Za-z0-9._:-]*$",
+    "^\\d{3}-\\d{2,4}$",
+    "\\d{2,3}",
+    "^\\w+$",
+    "\\s",
+    "^\\S+$",
+    "^.{2,5}$",
+    "a.c",
+    "^[^a-z]*$",
+    "[^\\x00-\\x7F]",
+    "^[é€]+$",
+    "€{1,2}$",
+    "^[😀-😂]?x",
+    "^/[^\\u0000]*$",
+    "\\u2028",
+    "^[\\n\\t ]{0,3}b",
+    "^\\W\\D$",
+    "x{2}$",
+    "^\\.[a-c]{1,}",
+    "[\\u00e0-\\u00ff]{2}",
+];
+
+fn main() {
+    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let suite_dir = manifest.join("../../../shared/json-schema-test-suite/draft2020-12");
+    let fixtures_dir = manifest.join("../../codegen/tests/fixtures");
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed={}", suite_dir.display());
+    println!("cargo:rerun-if-changed={}", suite_dir.join("optional").display());
+    println!("cargo:rerun-if-changed={}", fixtures_dir.display());
+
+    write(&out.join("suite.rs"), &suite(&suite_dir));
+    write(&out.join("fixtures.rs"), &fixtures(&fixtures_dir));
+    write(&out.join("patterns.rs"), &patterns());
+}
+
+fn write(path: &Path, text: &str) {
+    if let Err(e) = std::fs::write(path, text) {
+        fail(&format!("cannot write {}: {e}", path.display()));
+    }
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("error: {message}");
+    std::process::exit(1);
+}
+
+fn read_json(path: &Path) -> Value {
+    println!("cargo:rerun-if-changed={}", path.display());
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| fail(&format!("cannot read {}: {e}", path.display())));
+    serde_json::from_str(&text).unwrap_or_else(|e| fail(&format!("{} is not JSON: {e}", path.display())))
+}
+
+/// The `*.json` files directly in `dir`, sorted by name.
+fn json_files(dir: &Path) -> Vec<PathBuf> {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| fail(&format!("cannot read {}: {e}", dir.display())));
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// A Rust identifier fragment for a file name: `optional/non-bmp-regex.json` -> `non_bmp_regex`.
+fn ident_part(name: &str) -> String {
+    let stem = name.rsplit('/').next().unwrap_or(name).trim_end_matches(".json");
+    let mut out = String::new();
+    for (i, c) in stem.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else if c.is_ascii_alphanumeric() {
+            out.push(c);
+        } else {
+            out.push('_');
+        }
+    }
+    out
+}
+
+/// A module holding generated code, with the lints generated code does not follow allowed.
+fn module(vis: &str, name: &str, code: &str) -> String {
+    format!(
+        "#[allow(missing_docs, dead_code, unused_imports, unused_labels, unused_parens, unreachable_patterns, clippy::all)]\n\
+         {vis}mod {name} {{\n{code}\n}}\n"
+    )
+}
+
+fn suite(dir: &Path) -> String {
+    if !dir.is_dir() {
+        fail(&format!(
+            "the JSON Schema Test Suite is missing: expected its draft 2020-12 files at {} \
+             (a clone of https://github.com/json-schema-org/JSON-Schema-Test-Suite at `shared/json-schema-test-suite`, \
+             beside this repository)",
+            dir.display()
+        ));
+    }
+    let mut names: Vec<String> =
+        json_files(dir).iter().map(|p| p.file_name().unwrap_or_default().to_string_lossy().into_owned()).collect();
+    names.extend(OPTIONAL.iter().map(|s| (*s).to_owned()));
+    let mut modules = String::new();
+    let mut table = String::from("/// Every group of the suite files this crate runs, in file order.\npub static GROUPS: &[Group] = &[\n");
+    for name in &names {
+        let Value::Array(groups) = read_json(&dir.join(name)) else { fail(&format!("{name}: a suite file is an array of groups")) };
+        for (index, group) in groups.iter().enumerate() {
+            let description = group.get("description").and_then(Value::as_str).unwrap_or_default();
+            let schema = group.get("schema").unwrap_or_else(|| fail(&format!("{name}[{index}]: no schema")));
+            let schema_text = serde_json::to_string_pretty(schema).expect("a JSON value serializes");
+            let generated = openagents_codegen::rust_from_texts([("g.json", schema_text.as_str())], RUNTIME);
+            let (refusal, validate) = match generated {
+                Ok(code) => {
+                    let m = format!("g_{}_{index}", ident_part(name));
+                    modules.push_str(&module("", &m, &code));
+                    ("None".to_owned(), format!("Some({m}::validate_root)"))
+                }
+                Err(e) => (format!("Some({:?})", e.to_string()), "None".to_owned()),
+            };
+            let mut cases = String::new();
+            for case in group.get("tests").and_then(Value::as_array).into_iter().flatten() {
+                let cd = case.get("description").and_then(Value::as_str).unwrap_or_default();
+                let data = serde_json::to_string(case.get("data").unwrap_or(&Value::Null)).expect("a JSON value serializes");
+                let valid = case.get("valid").and_then(Value::as_bool).unwrap_or_else(|| fail(&format!("{name}[{index}]: a case without `valid`")));
+                let _ = writeln!(cases, "        Case {{ description: {cd:?}, data: {data:?}, valid: {valid} }},");
+            }
+            let _ = writeln!(
+                table,
+                "    Group {{ file: {name:?}, index: {index}, description: {description:?}, schema: {schema_text:?}, refusal: {refusal}, validate: {validate}, cases: &[\n{cases}    ] }},"
+            );
+        }
+    }
+    table.push_str("];\n");
+    // Each generated module validates a document as its file's root type.
+    let modules = modules.replace(
+        "pub fn validate_document(",
+        "/// Decodes and validates `input` as the root type.\n\
+         pub fn validate_root(input: &[u8]) -> Result<(), ::openagents_protocol::rt::DocumentError> {\n\
+             let root = TYPES.iter().find(|t| t.root).expect(\"the file has a root type\");\n\
+             validate_document(root.name, input).expect(\"the root type is listed\")\n\
+         }\n\
+         pub fn validate_document(",
+    );
+    format!("{modules}\n{table}")
+}
+
+fn fixtures(dir: &Path) -> String {
+    let mut out = String::new();
+    for path in json_files(dir) {
+        let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| fail(&format!("cannot read {}: {e}", path.display())));
+        println!("cargo:rerun-if-changed={}", path.display());
+        let code = openagents_codegen::rust_from_texts([(name.as_str(), text.as_str())], RUNTIME)
+            .unwrap_or_else(|e| fail(&format!("fixture {name} is refused: {e}")));
+        out.push_str(&format!("/// Generated from `codegen/tests/fixtures/{name}`.\n"));
+        out.push_str(&module("pub ", &ident_part(&name), &code));
+    }
+    out
+}
+
+fn patterns() -> String {
+    let mut modules = String::new();
+    let mut table = String::from("/// The simple patterns and their generated validators (for a JSON string document).\npub static PATTERNS: &[SimplePattern] = &[\n");
+    for (i, p) in SIMPLE_PATTERNS.iter().enumerate() {
+        let analyzed = openagents_codegen::pattern::analyze(p).unwrap_or_else(|e| fail(&format!("pattern {p:?}: {e}")));
+        if analyzed.simple.is_none() {
+            fail(&format!("pattern {p:?} is meant to be simple (compiled to loops) but the generator runs it on regress"));
+        }
+        let schema = serde_json::json!({ "$schema": "https://json-schema.org/draft/2020-12/schema", "type": "string", "pattern": p });
+        let text = schema.to_string();
+        let code = openagents_codegen::rust_from_texts([("p.json", text.as_str())], RUNTIME)
+            .unwrap_or_else(|e| fail(&format!("pattern {p:?} is refused: {e}")));
+        modules.push_str(&module("", &format!("p_{i}"), &code));
+        let _ = writeln!(table, "    SimplePattern {{ source: {p:?}, validate: |s| p_{i}::validate_p(s).is_ok() }},");
+    }
+    table.push_str("];\n");
+    format!("{modules}\n{table}")
+}
