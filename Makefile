@@ -5,7 +5,7 @@
 #   make bench     benchmarks (not part of make test)
 
 CARGO ?= cargo
-BIN := target/release/openagents
+BIN := target/debug/openagents
 SAMPLES := tests/samples
 
 .PHONY: all build demo test codegen check-codegen bench clean
@@ -13,7 +13,7 @@ SAMPLES := tests/samples
 all: build
 
 build:
-	$(CARGO) build --release --workspace
+	$(CARGO) build --locked -p openagents-cli
 
 demo: build
 	@echo "== openagents validate Turn $(SAMPLES)/turn.json"

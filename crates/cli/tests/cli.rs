@@ -1,0 +1,141 @@
+//! `openagents validate` and `openagents schema` against the real binary: valid, invalid and
+//! broken input, each with its exit code and message.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+struct Outcome {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(args: &[&str], stdin: &[u8]) -> Outcome {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_openagents"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    let mut pipe = child.stdin.take().expect("stdin is piped");
+    let input = stdin.to_vec();
+    // The binary may stop reading early (an oversized input); a broken pipe is expected then.
+    let writer = std::thread::spawn(move || {
+        let _ = pipe.write_all(&input);
+    });
+    let out = child.wait_with_output().expect("the binary ends");
+    writer.join().expect("the writer thread ends");
+    Outcome {
+        code: out.status.code().expect("exited, not killed by a signal"),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+const TURN: &str = r#"{"schema":"openagents.agent.runner.v1","assignment":"a1","conversation":"c1","agent":{"runner":"echo"},"task":"hi","cwd":"/tmp"}"#;
+
+/// `(what, args, stdin, expected exit code, text stderr must contain)`.
+fn cases() -> Vec<(&'static str, Vec<&'static str>, Vec<u8>, i32, &'static str)> {
+    vec![
+        ("valid turn", vec!["validate", "Turn"], TURN.as_bytes().to_vec(), 0, ""),
+        ("valid turn, explicit -", vec!["validate", "Turn", "-"], TURN.as_bytes().to_vec(), 0, ""),
+        (
+            "wrong schema version names both",
+            vec!["validate", "Turn"],
+            TURN.replace("runner.v1", "runner.v2").into_bytes(),
+            1,
+            "/schema: must be \"openagents.agent.runner.v1\", found \"openagents.agent.runner.v2\"",
+        ),
+        (
+            "smuggled executable",
+            vec!["validate", "Turn"],
+            TURN.replace(r#"{"runner":"echo"}"#, r#"{"runner":"echo","command":"/bin/sh"}"#).into_bytes(),
+            1,
+            "/agent/command: property `command` is not allowed",
+        ),
+        ("relative cwd", vec!["validate", "Turn"], TURN.replace("\"/tmp\"", "\"tmp\"").into_bytes(), 1, "/cwd: \"tmp\" does not match"),
+        ("array instead of object", vec!["validate", "Turn"], b"[1,2]".to_vec(), 1, "(root): must be object, found array"),
+        ("missing property", vec!["validate", "AgentSpec"], b"{}".to_vec(), 1, "(root): missing required property `runner`"),
+        ("malformed JSON", vec!["validate", "Turn"], br#"{"a":"#.to_vec(), 2, "not a JSON document"),
+        ("trailing data", vec!["validate", "Turn"], format!("{TURN} {{}}").into_bytes(), 2, "trailing characters"),
+        ("invalid UTF-8", vec!["validate", "Turn"], b"{\"task\":\"\xff\"}".to_vec(), 2, "invalid UTF-8 at byte offset 9"),
+        ("empty input", vec!["validate", "Turn"], Vec::new(), 2, "not a JSON document"),
+        ("unknown type lists known ones", vec!["validate", "Nope"], Vec::new(), 2, "unknown type `Nope`; known types: ActiveTurn"),
+        ("no type", vec!["validate"], Vec::new(), 2, "name a type"),
+        ("unreadable file", vec!["validate", "Turn", "/nonexistent/turn.json"], Vec::new(), 2, "cannot read /nonexistent/turn.json"),
+    ]
+}
+
+#[test]
+fn validate_exit_codes_and_messages() {
+    for (what, args, stdin, code, needle) in cases() {
+        let out = run(&args, &stdin);
+        assert_eq!(out.code, code, "{what}: exit code; stderr: {}", out.stderr);
+        assert!(out.stderr.contains(needle), "{what}: stderr lacks {needle:?}; got: {}", out.stderr);
+    }
+}
+
+#[test]
+fn deep_nesting_is_refused_without_overflow() {
+    let depth = 100_000;
+    let doc = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    let out = run(&["validate", "Turn"], doc.as_bytes());
+    assert_eq!(out.code, 2, "stderr: {}", out.stderr);
+    assert!(out.stderr.contains("recursion limit exceeded"), "stderr: {}", out.stderr);
+}
+
+#[test]
+fn oversized_input_is_refused_after_the_limit() {
+    // 200 MB: the binary reads at most SERVER_MAX_LINE_BYTES + 1 and refuses the rest unread.
+    let doc = vec![b' '; 200 * 1024 * 1024];
+    let out = run(&["validate", "Turn"], &doc);
+    assert_eq!(out.code, 2, "stderr: {}", out.stderr);
+    assert!(out.stderr.contains("larger than 16777216 bytes"), "stderr: {}", out.stderr);
+}
+
+#[test]
+fn input_at_the_limit_is_read() {
+    // Exactly SERVER_MAX_LINE_BYTES bytes: read whole, then judged as JSON (a valid turn padded
+    // with whitespace).
+    let mut doc = TURN.as_bytes().to_vec();
+    doc.resize(openagents_protocol::SERVER_MAX_LINE_BYTES, b' ');
+    let out = run(&["validate", "Turn"], &doc);
+    assert_eq!(out.code, 0, "stderr: {}", out.stderr);
+    doc.push(b' ');
+    let out = run(&["validate", "Turn"], &doc);
+    assert_eq!(out.code, 2, "one byte past the limit; stderr: {}", out.stderr);
+}
+
+#[test]
+fn schema_prints_a_bundle_with_every_root_type() {
+    let out = run(&["schema"], b"");
+    assert_eq!(out.code, 0);
+    let bundle: serde_json::Value = serde_json::from_str(&out.stdout).expect("the bundle is JSON");
+    for root in ["Turn", "Event", "RpcRequest", "RuntimeStatus", "RuntimeSubmitError", "ServerEvent"] {
+        assert!(bundle["$defs"][root].is_object(), "{root} missing from the bundle");
+    }
+    // Every $ref resolves inside the bundle.
+    fn refs(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    if k == "$ref" {
+                        out.push(x.as_str().unwrap_or_default().to_owned());
+                    } else {
+                        refs(x, out);
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| refs(x, out)),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    refs(&bundle, &mut all);
+    assert!(!all.is_empty());
+    for r in all {
+        let pointer = r.strip_prefix('#').unwrap_or_else(|| panic!("{r} is not local"));
+        assert!(bundle.pointer(pointer).is_some(), "{r} does not resolve inside the bundle");
+    }
+}
