@@ -62,7 +62,7 @@ fn cases() -> Vec<(&'static str, Vec<&'static str>, Vec<u8>, i32, &'static str)>
         ("invalid UTF-8", vec!["validate", "Turn"], b"{\"task\":\"\xff\"}".to_vec(), 2, "invalid UTF-8 at byte offset 9"),
         ("empty input", vec!["validate", "Turn"], Vec::new(), 2, "not a JSON document"),
         ("unknown type lists known ones", vec!["validate", "Nope"], Vec::new(), 2, "unknown type `Nope`; known types: ActiveTurn"),
-        ("no type", vec!["validate"], Vec::new(), 2, "name a type"),
+        ("no type", vec!["validate"], Vec::new(), 2, "required arguments were not provided"),
         ("unreadable file", vec!["validate", "Turn", "/nonexistent/turn.json"], Vec::new(), 2, "cannot read /nonexistent/turn.json"),
     ]
 }

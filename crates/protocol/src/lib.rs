@@ -15,6 +15,7 @@
 //! ```
 
 pub mod rt;
+mod runner;
 
 #[allow(clippy::all, clippy::pedantic, unused_labels, unused_parens, unreachable_patterns)]
 mod generated {

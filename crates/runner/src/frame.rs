@@ -1,0 +1,160 @@
+//! Bounded line framing: read one line of at most `limit` bytes without ever buffering more
+//! than the limit, synchronously (runners) or asynchronously (hosts and servers).
+
+use std::io::{self, BufRead};
+
+use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+
+/// Why a line could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    /// The line is longer than the limit. The reader stops inside the line; call `skip_line` to
+    /// move past it.
+    #[error("line longer than {limit} bytes")]
+    TooLong {
+        /// The limit, in bytes, excluding the newline.
+        limit: usize,
+    },
+    /// The underlying reader failed.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// Reads one line (without its `\n`, and without a `\r` before it) of at most `limit` bytes.
+/// `Ok(None)` at end of input. A last line without a newline counts as a line.
+///
+/// # Errors
+///
+/// [`FrameError::TooLong`] as soon as more than `limit` bytes arrive without a newline; at most
+/// `limit` bytes are ever held.
+pub fn read_line<R: BufRead>(reader: &mut R, limit: usize) -> Result<Option<Vec<u8>>, FrameError> {
+    let mut line = Vec::new();
+    loop {
+        let buf = match reader.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        };
+        if buf.is_empty() {
+            return Ok(if line.is_empty() { None } else { Some(trim_cr(line)) });
+        }
+        let (take, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (i, true),
+            None => (buf.len(), false),
+        };
+        if line.len() + take > limit + usize::from(done && buf[..take].last() == Some(&b'\r')) {
+            return Err(FrameError::TooLong { limit });
+        }
+        line.extend_from_slice(&buf[..take]);
+        reader.consume(take + usize::from(done));
+        if done {
+            return Ok(Some(trim_cr(line)));
+        }
+    }
+}
+
+fn trim_cr(mut line: Vec<u8>) -> Vec<u8> {
+    if line.last() == Some(&b'\r') {
+        line.pop();
+    }
+    line
+}
+
+/// An asynchronous bounded line reader.
+pub struct LineReader<R> {
+    inner: R,
+    limit: usize,
+}
+
+impl<R: AsyncBufRead + Unpin> LineReader<R> {
+    /// Lines of at most `limit` bytes from `inner`.
+    pub fn new(inner: R, limit: usize) -> Self {
+        LineReader { inner, limit }
+    }
+
+    /// The next line, as [`read_line`] reads it; `Ok(None)` at end of input.
+    ///
+    /// # Errors
+    ///
+    /// [`FrameError::TooLong`] past the limit (the reader is left inside the line), or I/O.
+    pub async fn next_line(&mut self) -> Result<Option<Vec<u8>>, FrameError> {
+        let mut line = Vec::new();
+        loop {
+            let buf = self.inner.fill_buf().await?;
+            if buf.is_empty() {
+                return Ok(if line.is_empty() { None } else { Some(trim_cr(line)) });
+            }
+            let (take, done) = match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => (i, true),
+                None => (buf.len(), false),
+            };
+            if line.len() + take > self.limit + usize::from(done && buf[..take].last() == Some(&b'\r')) {
+                return Err(FrameError::TooLong { limit: self.limit });
+            }
+            line.extend_from_slice(&buf[..take]);
+            self.inner.consume(take + usize::from(done));
+            if done {
+                return Ok(Some(trim_cr(line)));
+            }
+        }
+    }
+
+    /// Discards the rest of the current line without holding it; returns how many bytes were
+    /// skipped, and whether a newline ended them (false at end of input).
+    ///
+    /// # Errors
+    ///
+    /// I/O errors.
+    pub async fn skip_line(&mut self) -> Result<(u64, bool), io::Error> {
+        let mut skipped = 0u64;
+        loop {
+            let buf = self.inner.fill_buf().await?;
+            if buf.is_empty() {
+                return Ok((skipped, false));
+            }
+            match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    self.inner.consume(i + 1);
+                    return Ok((skipped + i as u64, true));
+                }
+                None => {
+                    let n = buf.len();
+                    self.inner.consume(n);
+                    skipped += n as u64;
+                }
+            }
+        }
+    }
+
+    /// The wrapped reader.
+    pub fn into_inner(self) -> R {
+        self.inner
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(input: &[u8], limit: usize, expected: &[Result<&[u8], ()>]) {
+        let mut r = io::BufReader::with_capacity(3, input);
+        for want in expected {
+            match (read_line(&mut r, limit), want) {
+                (Ok(Some(got)), Ok(w)) => assert_eq!(&got, w),
+                (Err(FrameError::TooLong { .. }), Err(())) => return,
+                (got, want) => panic!("{input:?}: got {got:?}, want {want:?}"),
+            }
+        }
+        assert!(matches!(read_line(&mut r, limit), Ok(None)));
+    }
+
+    #[test]
+    fn lines_at_and_past_the_limit() {
+        check(b"abcd\nef\n", 4, &[Ok(b"abcd"), Ok(b"ef")]);
+        check(b"abcd\r\n", 4, &[Ok(b"abcd")]);
+        check(b"abcde\n", 4, &[Err(())]);
+        check(b"abcde", 4, &[Err(())]);
+        check(b"abcd", 4, &[Ok(b"abcd")]);
+        check(b"\n\n", 4, &[Ok(b""), Ok(b"")]);
+    }
+}

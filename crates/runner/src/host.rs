@@ -1,0 +1,377 @@
+//! The host side of the contract: spawn an operator-installed runner for one turn and never
+//! trust it. Every line is bounded by `MAX_FRAME`, all of stdout by `MAX_OUTPUT`, every event
+//! is checked by the generated validator, and exactly one terminal event must arrive. Each
+//! breach ends the turn with its own typed error and kills the runner's whole process group.
+
+use std::collections::VecDeque;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use openagents_protocol::rt::{self, DocumentError, Violation};
+use openagents_protocol::{ErrorCode, ErrorDetails, Event, MAX_FRAME, MAX_OUTPUT, RuntimeSubmitError, Turn};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::frame::{FrameError, LineReader};
+use crate::registry::{Registry, RegistryError, RunnerSpec};
+
+/// How much of a runner's stderr is kept (the newest bytes), for logs.
+pub const STDERR_TAIL_BYTES: usize = 64 * 1024;
+
+/// How long the host waits, after the terminal event, for stdout to close before it stops
+/// reading and ends the process group: long enough for a runner to exit normally, short enough
+/// that a grandchild holding stdout open cannot hold the turn.
+pub const AFTER_TERMINAL_GRACE: Duration = Duration::from_millis(500);
+
+/// How long a runner gets after SIGTERM before its process group is killed with SIGKILL.
+pub const KILL_GRACE: Duration = Duration::from_millis(500);
+
+/// Why a turn did not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum TurnError {
+    /// The turn itself is not valid.
+    #[error("the turn is not valid: {}", list(.0))]
+    InvalidTurn(Vec<Violation>),
+    /// The turn names a runner the registry does not have.
+    #[error(transparent)]
+    RunnerNotFound(#[from] RegistryError),
+    /// The turn's working folder does not exist or is not a folder.
+    #[error("the working folder {cwd} {reason}")]
+    BadCwd {
+        /// The folder.
+        cwd: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The encoded turn is longer than `MAX_FRAME`.
+    #[error("the turn is {0} bytes encoded; a line may be at most MAX_FRAME ({MAX_FRAME}) bytes")]
+    TurnTooLarge(usize),
+    /// The runner could not be started.
+    #[error("cannot start runner `{runner}` ({command}): {source}")]
+    Spawn {
+        /// The runner's id.
+        runner: String,
+        /// Its command.
+        command: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The runner wrote a line longer than `MAX_FRAME`.
+    #[error("the runner wrote a line longer than MAX_FRAME ({MAX_FRAME} bytes)")]
+    FrameTooLarge,
+    /// The runner wrote more than `MAX_OUTPUT` bytes.
+    #[error("the runner wrote more than MAX_OUTPUT ({MAX_OUTPUT} bytes)")]
+    OutputTooLarge,
+    /// The runner wrote a line that is not UTF-8.
+    #[error("the runner wrote a line that is not UTF-8 (line {line})")]
+    InvalidUtf8 {
+        /// The 1-based line number.
+        line: usize,
+    },
+    /// The runner wrote a line that is not JSON.
+    #[error("the runner wrote a line that is not JSON (line {line}): {message}")]
+    InvalidJson {
+        /// The 1-based line number.
+        line: usize,
+        /// The parser's message.
+        message: String,
+    },
+    /// The runner wrote JSON that is not a valid event.
+    #[error("the runner wrote an invalid event (line {line}): {}", list(.violations))]
+    InvalidEvent {
+        /// The 1-based line number.
+        line: usize,
+        /// What is wrong with it.
+        violations: Vec<Violation>,
+    },
+    /// The runner wrote text after its terminal event.
+    #[error("the runner wrote an event after its terminal event")]
+    AfterTerminal,
+    /// The runner wrote a second terminal event.
+    #[error("the runner wrote a second terminal event")]
+    SecondTerminal,
+    /// Stdout ended, or the runner exited, without a terminal event.
+    #[error("the runner ended without a terminal event{}", .0.map(|s| format!(" ({s})")).unwrap_or_default())]
+    NoTerminal(Option<ExitStatus>),
+    /// The turn took longer than the runner's time limit.
+    #[error("the turn took longer than {0:?}")]
+    Timeout(Duration),
+    /// The turn was stopped by the user.
+    #[error("the turn was interrupted")]
+    Interrupted,
+    /// The runner reported failure.
+    #[error("the runner failed: {0}")]
+    Failed(String),
+    /// The host failed to talk to the runner.
+    #[error("talking to the runner failed: {0}")]
+    Io(#[source] std::io::Error),
+}
+
+fn list(v: &[Violation]) -> String {
+    v.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+}
+
+impl TurnError {
+    /// The stable error code for this failure.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            TurnError::InvalidTurn(_) | TurnError::BadCwd { .. } => ErrorCode::InvalidParams,
+            TurnError::RunnerNotFound(_) => ErrorCode::RunnerNotFound,
+            TurnError::TurnTooLarge(_) | TurnError::FrameTooLarge => ErrorCode::FrameTooLarge,
+            TurnError::OutputTooLarge => ErrorCode::OutputTooLarge,
+            TurnError::Timeout(_) => ErrorCode::Timeout,
+            TurnError::Interrupted => ErrorCode::Interrupted,
+            TurnError::Io(_) => ErrorCode::Internal,
+            TurnError::Spawn { .. }
+            | TurnError::InvalidUtf8 { .. }
+            | TurnError::InvalidJson { .. }
+            | TurnError::InvalidEvent { .. }
+            | TurnError::AfterTerminal
+            | TurnError::SecondTerminal
+            | TurnError::NoTerminal(_)
+            | TurnError::Failed(_) => ErrorCode::RunnerFailed,
+        }
+    }
+
+    /// The typed error every transport and client sees.
+    pub fn to_runtime_error(&self) -> RuntimeSubmitError {
+        let code = self.code();
+        let mut details = ErrorDetails { violations: None, known: None, holder: None, expires_at_ms: None, limit: None };
+        match self {
+            TurnError::InvalidTurn(v) | TurnError::InvalidEvent { violations: v, .. } => {
+                details.violations = Some(v.iter().map(|v| openagents_protocol::Violation { pointer: v.pointer.clone(), keyword: v.keyword.clone(), message: v.message.clone() }).collect());
+            }
+            TurnError::RunnerNotFound(RegistryError::NotFound { known, .. }) => details.known = Some(known.clone()),
+            TurnError::TurnTooLarge(_) | TurnError::FrameTooLarge => details.limit = Some(MAX_FRAME as i64),
+            TurnError::OutputTooLarge => details.limit = Some(MAX_OUTPUT as i64),
+            _ => {}
+        }
+        let has_details = details.violations.is_some() || details.known.is_some() || details.limit.is_some();
+        RuntimeSubmitError { retryable: code.retryable(), code, message: self.to_string(), details: has_details.then_some(details) }
+    }
+}
+
+/// How one turn ended, with what the runner logged.
+#[derive(Debug)]
+pub struct TurnReport {
+    /// The result, or why there is none.
+    pub outcome: Result<String, TurnError>,
+    /// The newest bytes the runner wrote to stderr (at most [`STDERR_TAIL_BYTES`]), for logs;
+    /// never part of the result.
+    pub stderr: String,
+    /// How the runner process ended, when it was reaped.
+    pub exit: Option<ExitStatus>,
+}
+
+/// Runs turns through the runners of one registry.
+#[derive(Debug, Clone)]
+pub struct RunnerHost {
+    registry: Registry,
+}
+
+impl RunnerHost {
+    /// A host for the runners of `registry`.
+    pub fn new(registry: Registry) -> Self {
+        RunnerHost { registry }
+    }
+
+    /// The registry.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Runs one turn through the runner it names, calling `on_event` for every event as it
+    /// arrives (the terminal one included), until the turn ends, `cancel` fires, or the
+    /// runner's time limit passes. The runner's whole process group is gone when this returns.
+    pub async fn run(&self, turn: &Turn, cancel: &CancellationToken, on_event: &mut (dyn FnMut(&Event) + Send)) -> TurnReport {
+        let fail = |e: TurnError| TurnReport { outcome: Err(e), stderr: String::new(), exit: None };
+        if let Err(v) = rt::Validate::validate(turn) {
+            return fail(TurnError::InvalidTurn(v));
+        }
+        let spec = match self.registry.get(&turn.agent.runner) {
+            Ok(s) => s.clone(),
+            Err(e) => return fail(e.into()),
+        };
+        run_turn(&spec, turn, cancel, on_event).await
+    }
+}
+
+/// Runs one turn through `spec` (see [`RunnerHost::run`]).
+pub async fn run_turn(spec: &RunnerSpec, turn: &Turn, cancel: &CancellationToken, on_event: &mut (dyn FnMut(&Event) + Send)) -> TurnReport {
+    let fail = |e: TurnError| TurnReport { outcome: Err(e), stderr: String::new(), exit: None };
+    match std::fs::metadata(&turn.cwd) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return fail(TurnError::BadCwd { cwd: turn.cwd.clone(), reason: "is not a folder".into() }),
+        Err(e) => return fail(TurnError::BadCwd { cwd: turn.cwd.clone(), reason: format!("cannot be used: {e}") }),
+    }
+    let mut line = match serde_json::to_vec(turn) {
+        Ok(l) => l,
+        Err(e) => return fail(TurnError::Io(std::io::Error::other(e))),
+    };
+    if line.len() > MAX_FRAME {
+        return fail(TurnError::TurnTooLarge(line.len()));
+    }
+    line.push(b'\n');
+    let mut child = match Command::new(&spec.command)
+        .args(&spec.args)
+        .envs(&spec.env)
+        .current_dir(&turn.cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(source) => return fail(TurnError::Spawn { runner: spec.id.clone(), command: spec.command.display().to_string(), source }),
+    };
+    let pgid = child.id().map(|id| Pid::from_raw(id as i32));
+    let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+    // The turn goes in on its own task, so a runner that never reads stdin cannot block us.
+    let writer = tokio::spawn(async move {
+        if let Some(mut stdin) = stdin {
+            let _ = stdin.write_all(&line).await;
+            let _ = stdin.shutdown().await;
+        }
+    });
+    let tail = Arc::new(Mutex::new(VecDeque::<u8>::new()));
+    let stderr_task = stderr.map(|mut err| {
+        let tail = Arc::clone(&tail);
+        tokio::spawn(async move {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = err.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
+                t.extend(&buf[..n]);
+                let excess = t.len().saturating_sub(STDERR_TAIL_BYTES);
+                t.drain(..excess);
+            }
+        })
+    });
+    let outcome = match stdout {
+        Some(out) => read_events(out, spec.timeout, cancel, on_event).await,
+        None => Err(TurnError::Io(std::io::Error::other("the runner's stdout was not captured"))),
+    };
+    let clean = outcome.is_ok();
+    let exit = end_process_group(&mut child, pgid, clean).await;
+    writer.abort();
+    if let Some(t) = stderr_task {
+        // Everything in the group is dead; give the pipe a moment to drain, then close it (a
+        // process that left the group could otherwise hold it open).
+        let abort = t.abort_handle();
+        if tokio::time::timeout(Duration::from_millis(100), t).await.is_err() {
+            abort.abort();
+        }
+    }
+    let stderr = {
+        let t = tail.lock().unwrap_or_else(|p| p.into_inner());
+        String::from_utf8_lossy(&t.iter().copied().collect::<Vec<u8>>()).into_owned()
+    };
+    let outcome = match outcome {
+        Ok(result) => Ok(result),
+        Err(TurnError::NoTerminal(None)) => Err(TurnError::NoTerminal(exit)),
+        Err(e) => Err(e),
+    };
+    TurnReport { outcome, stderr, exit }
+}
+
+/// Reads events until the turn ends; returns the result or the breach.
+async fn read_events(
+    stdout: tokio::process::ChildStdout,
+    limit: Duration,
+    cancel: &CancellationToken,
+    on_event: &mut (dyn FnMut(&Event) + Send),
+) -> Result<String, TurnError> {
+    let mut reader = LineReader::new(BufReader::with_capacity(64 * 1024, stdout), MAX_FRAME);
+    let deadline = Instant::now() + limit;
+    let mut total = 0usize;
+    let mut line_no = 0usize;
+    let mut terminal: Option<Event> = None;
+    loop {
+        let stop = match &terminal {
+            Some(_) => Instant::now().min(deadline) + AFTER_TERMINAL_GRACE,
+            None => deadline,
+        };
+        let next = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(TurnError::Interrupted),
+            () = tokio::time::sleep_until(stop) => {
+                return match terminal {
+                    // The runner said its last word; stdout lingering open does not change it.
+                    Some(t) => finish(t),
+                    None => Err(TurnError::Timeout(limit)),
+                };
+            }
+            l = reader.next_line() => l,
+        };
+        let bytes = match next {
+            Ok(Some(b)) => b,
+            Ok(None) => return terminal.map_or(Err(TurnError::NoTerminal(None)), finish),
+            Err(FrameError::TooLong { .. }) => return Err(TurnError::FrameTooLarge),
+            Err(FrameError::Io(e)) => return Err(TurnError::Io(e)),
+        };
+        line_no += 1;
+        total += bytes.len() + 1;
+        if total > MAX_OUTPUT {
+            return Err(TurnError::OutputTooLarge);
+        }
+        if std::str::from_utf8(&bytes).is_err() {
+            return Err(TurnError::InvalidUtf8 { line: line_no });
+        }
+        let event = match rt::parse_validated::<Event>(&bytes) {
+            Ok(e) => e,
+            Err(DocumentError::NotJson(message)) => return Err(TurnError::InvalidJson { line: line_no, message }),
+            Err(DocumentError::Invalid(violations)) => return Err(TurnError::InvalidEvent { line: line_no, violations }),
+        };
+        if terminal.is_some() {
+            return Err(if event.terminal() { TurnError::SecondTerminal } else { TurnError::AfterTerminal });
+        }
+        on_event(&event);
+        if event.terminal() {
+            terminal = Some(event);
+        }
+    }
+}
+
+fn finish(terminal: Event) -> Result<String, TurnError> {
+    match terminal {
+        Event::Completed { result } => Ok(result),
+        Event::Failed { message } => Err(TurnError::Failed(message)),
+        Event::Text { .. } => Err(TurnError::NoTerminal(None)),
+    }
+}
+
+/// Ends the runner's process group and reaps the runner. After a clean turn the runner has
+/// usually exited already and only leftovers are killed; otherwise it gets SIGTERM, then
+/// SIGKILL after [`KILL_GRACE`].
+async fn end_process_group(child: &mut Child, pgid: Option<Pid>, clean: bool) -> Option<ExitStatus> {
+    let signal_group = |sig: Signal| {
+        if let Some(p) = pgid {
+            // ESRCH: the group is already gone.
+            let _ = killpg(p, sig);
+        }
+    };
+    if clean {
+        if let Ok(Ok(status)) = tokio::time::timeout(KILL_GRACE, child.wait()).await {
+            signal_group(Signal::SIGKILL);
+            return Some(status);
+        }
+    } else {
+        signal_group(Signal::SIGTERM);
+        if let Ok(Ok(status)) = tokio::time::timeout(KILL_GRACE, child.wait()).await {
+            signal_group(Signal::SIGKILL);
+            return Some(status);
+        }
+    }
+    signal_group(Signal::SIGKILL);
+    let _ = child.start_kill();
+    child.wait().await.ok()
+}

@@ -1,0 +1,21 @@
+//! Both sides of the openagents runner contract.
+//!
+//! An operator installs agent executables ("runners") in a registry ([`registry`]); a turn only
+//! names one. The host ([`host`]) writes one bounded JSON `Turn` line to the runner's stdin and
+//! reads bounded `Event` lines from its stdout, trusting nothing. Runner authors call
+//! [`serve::serve_once`] or [`serve::serve_streaming`], which speak the contract for them.
+//!
+//! | bound | value | enforced by |
+//! | --- | --- | --- |
+//! | one line | `MAX_FRAME` = 96 KiB | both sides |
+//! | all of stdout for a turn | `MAX_OUTPUT` = 1 MiB | both sides |
+//! | a turn's duration | the registry's `timeout_s` (600 s by default) | the host |
+
+pub mod frame;
+pub mod host;
+pub mod registry;
+pub mod serve;
+
+pub use host::{RunnerHost, TurnError, TurnReport};
+pub use registry::{Registry, RegistryError, RunnerSpec};
+pub use serve::{Progress, ProgressError, serve_once, serve_streaming};

@@ -1,0 +1,219 @@
+//! The operator's runner registry: which runners exist, and the executable, arguments,
+//! environment and time limit of each. Only the operator configures it; a request only names a
+//! runner by id.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// The time limit of a turn when the registry does not set one.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// One installed runner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunnerSpec {
+    /// The id a turn names it by.
+    pub id: String,
+    /// The absolute path of the executable.
+    pub command: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Environment variables set for it (on top of the host's environment).
+    pub env: BTreeMap<String, String>,
+    /// The longest a turn may run.
+    pub timeout: Duration,
+}
+
+/// The registry: runners by id.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Registry {
+    /// Where it was loaded from (for messages).
+    pub source: Option<PathBuf>,
+    /// Runners by id, in id order.
+    pub runners: BTreeMap<String, RunnerSpec>,
+}
+
+/// Why the registry could not be loaded or a runner not found.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// The file could not be read.
+    #[error("cannot read the runner registry {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not a valid registry.
+    #[error("{path}:{line}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The 1-based line of the problem.
+        line: usize,
+        /// What is wrong and what to do.
+        message: String,
+    },
+    /// No registry location is known (no `$OPENAGENTS_RUNNERS`, `$XDG_CONFIG_HOME` or `$HOME`).
+    #[error("no runner registry: set OPENAGENTS_RUNNERS to a runners.toml file")]
+    NoLocation,
+    /// The turn names a runner the registry does not have.
+    #[error("runner `{id}` is not in the registry{}; known runners: {}", .source_path.as_ref().map(|p| format!(" ({})", p.display())).unwrap_or_default(), if .known.is_empty() { "none".to_owned() } else { .known.join(", ") })]
+    NotFound {
+        /// The id asked for.
+        id: String,
+        /// The ids the registry has.
+        known: Vec<String>,
+        /// Where the registry came from.
+        source_path: Option<PathBuf>,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    runners: BTreeMap<String, toml::Spanned<Entry>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    command: toml::Spanned<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    timeout_s: Option<toml::Spanned<u64>>,
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].bytes().filter(|&b| b == b'\n').count() + 1
+}
+
+impl Registry {
+    /// Where the registry is: `$OPENAGENTS_RUNNERS`, else `$XDG_CONFIG_HOME/openagents/runners.toml`,
+    /// else `~/.config/openagents/runners.toml`.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::NoLocation`] when none of those variables is set.
+    pub fn default_path() -> Result<PathBuf, RegistryError> {
+        if let Some(p) = std::env::var_os("OPENAGENTS_RUNNERS").filter(|p| !p.is_empty()) {
+            return Ok(PathBuf::from(p));
+        }
+        if let Some(x) = std::env::var_os("XDG_CONFIG_HOME").filter(|p| !p.is_empty()) {
+            return Ok(PathBuf::from(x).join("openagents/runners.toml"));
+        }
+        if let Some(h) = std::env::var_os("HOME").filter(|p| !p.is_empty()) {
+            return Ok(PathBuf::from(h).join(".config/openagents/runners.toml"));
+        }
+        Err(RegistryError::NoLocation)
+    }
+
+    /// Loads the registry from its default location; a missing file is an empty registry.
+    ///
+    /// # Errors
+    ///
+    /// As [`Registry::load`].
+    pub fn load_default() -> Result<Registry, RegistryError> {
+        let path = Registry::default_path()?;
+        if !path.exists() {
+            return Ok(Registry { source: Some(path), runners: BTreeMap::new() });
+        }
+        Registry::load(&path)
+    }
+
+    /// Loads the registry file at `path`.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError`] naming the file and line: unreadable, malformed TOML, an unknown key, a
+    /// missing or relative `command`, or a zero timeout.
+    pub fn load(path: &Path) -> Result<Registry, RegistryError> {
+        let text = std::fs::read_to_string(path).map_err(|source| RegistryError::Read { path: path.to_owned(), source })?;
+        Registry::parse(&text, Some(path))
+    }
+
+    /// Parses registry text; `path` is used in messages.
+    ///
+    /// # Errors
+    ///
+    /// As [`Registry::load`].
+    pub fn parse(text: &str, path: Option<&Path>) -> Result<Registry, RegistryError> {
+        let shown = path.map(Path::to_owned).unwrap_or_else(|| PathBuf::from("<registry>"));
+        let invalid = |offset: usize, message: String| RegistryError::Invalid { path: shown.clone(), line: line_of(text, offset), message };
+        let file: File = toml::from_str(text).map_err(|e| {
+            let offset = e.span().map_or(0, |s| s.start);
+            invalid(offset, e.message().to_owned())
+        })?;
+        let mut runners = BTreeMap::new();
+        for (id, entry) in file.runners {
+            let span = entry.span();
+            let entry = entry.into_inner();
+            if openagents_protocol::validate_document("Id", serde_json::to_string(&id).unwrap_or_default().as_bytes()) != Some(Ok(())) {
+                return Err(invalid(span.start, format!("runner id `{id}` must be 1 to 128 characters of A-Z a-z 0-9 . _ : - starting with a letter or digit")));
+            }
+            let command = PathBuf::from(entry.command.get_ref());
+            if !command.is_absolute() {
+                return Err(invalid(entry.command.span().start, format!("runner `{id}`: command `{}` must be an absolute path", command.display())));
+            }
+            let timeout = match entry.timeout_s {
+                Some(t) if *t.get_ref() == 0 => return Err(invalid(t.span().start, format!("runner `{id}`: timeout_s must be at least 1"))),
+                Some(t) => Duration::from_secs(*t.get_ref()),
+                None => DEFAULT_TIMEOUT,
+            };
+            runners.insert(id.clone(), RunnerSpec { id, command, args: entry.args, env: entry.env, timeout });
+        }
+        Ok(Registry { source: path.map(Path::to_owned), runners })
+    }
+
+    /// The runner with this id.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::NotFound`] listing the known ids.
+    pub fn get(&self, id: &str) -> Result<&RunnerSpec, RegistryError> {
+        self.runners.get(id).ok_or_else(|| RegistryError::NotFound {
+            id: id.to_owned(),
+            known: self.runners.keys().cloned().collect(),
+            source_path: self.source.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(text: &str, expected: Result<usize, &str>) {
+        match (Registry::parse(text, Some(Path::new("runners.toml"))), expected) {
+            (Ok(r), Ok(n)) => assert_eq!(r.runners.len(), n, "{text}"),
+            (Err(e), Err(needle)) => assert!(e.to_string().contains(needle), "{text}: {e}"),
+            (got, want) => panic!("{text}: got {got:?}, want {want:?}"),
+        }
+    }
+
+    #[test]
+    fn registry_files() {
+        check("", Ok(0));
+        check("[runners.echo]\ncommand = \"/bin/echo\"\n", Ok(1));
+        check("[runners.echo]\ncommand = \"/bin/echo\"\nargs = [\"-n\"]\nenv = { A = \"b\" }\ntimeout_s = 5\n", Ok(1));
+        check("[runners.echo]\ncommand = \"bin/echo\"\n", Err("runners.toml:2: runner `echo`: command `bin/echo` must be an absolute path"));
+        check("[runners.echo]\nargs = []\n", Err("runners.toml:1: missing field `command`"));
+        check("[runners.echo]\ncommand = \"/bin/echo\"\nshell = true\n", Err("runners.toml:3: unknown field `shell`"));
+        check("[runners.echo]\ncommand = \"/bin/echo\"\ntimeout_s = 0\n", Err("runners.toml:3: runner `echo`: timeout_s must be at least 1"));
+        check("[runners.echo\n", Err("runners.toml:1:"));
+        check("[server]\nenabled = true\n", Err("unknown field `server`"));
+        check("[runners.\"../x\"]\ncommand = \"/bin/echo\"\n", Err("runner id `../x` must be"));
+    }
+
+    #[test]
+    fn unknown_runner_lists_the_known_ones() {
+        let r = Registry::parse("[runners.a]\ncommand = \"/x\"\n[runners.b]\ncommand = \"/y\"\n", None).unwrap();
+        let e = r.get("c").unwrap_err().to_string();
+        assert!(e.contains("runner `c` is not in the registry; known runners: a, b"), "{e}");
+    }
+}

@@ -1,0 +1,82 @@
+//! openagents: drive an AI agent out of process, over a typed protocol generated from JSON
+//! Schema.
+//!
+//! - [`agents::runner`] — the runner contract for agent authors: read one bounded turn, write
+//!   bounded events.
+//! - [`agents::host`] — the host side: an operator's runner registry and a host that spawns
+//!   runners and never trusts them.
+//! - [`protocol`] — every generated wire type, validator and constant.
+
+/// Every generated wire type, validator and constant (`openagents-protocol`).
+pub use openagents_protocol as protocol;
+
+pub mod agents {
+    //! Agents run out of process, as operator-installed runners.
+
+    pub mod runner {
+        //! Typed, bounded stdio contract for an operator-installed Rust agent. A definition
+        //! identifies a runner; it never supplies its executable or arguments.
+        //!
+        //! | Item | What it does |
+        //! | --- | --- |
+        //! | [`Event`] enum | A message a runner writes back: progress text or a final result. |
+        //! | [`Turn`] struct | One request to a runner: the assignment, the agent, the task, and the working folder. |
+        //! | [`serve_once`] fn | Read one bounded JSON request, invoke application code, and write one result. |
+        //! | [`serve_streaming`] fn | The same, for runners that report progress as `Text` events. |
+        //! | [`MAX_FRAME`] const | The largest request or result line, in bytes. |
+        //! | [`MAX_OUTPUT`] const | The most output a runner may produce, in bytes. |
+        //! | [`VERSION`] const | The schema version a runner request must carry. |
+        //!
+        //! A complete runner: it reads the turn from stdin, answers on stdout, and logs to
+        //! stderr. Register its executable in the operator's `runners.toml` and name it in a
+        //! turn.
+        //!
+        //! ```no_run
+        //! use std::io;
+        //! use openagents_sdk::agents::runner::{serve_once, Turn};
+        //!
+        //! fn main() -> io::Result<()> {
+        //!     serve_once(io::stdin().lock(), io::stdout().lock(), |turn: Turn| {
+        //!         eprintln!("working in {}", turn.cwd);
+        //!         if turn.task.trim().is_empty() {
+        //!             return Err("nothing to do".to_owned());
+        //!         }
+        //!         Ok(format!("you asked: {}", turn.task))
+        //!     })
+        //! }
+        //! ```
+        //!
+        //! The same, reporting progress (each `text` call is one flushed `Text` event):
+        //!
+        //! ```
+        //! use openagents_sdk::agents::runner::{serve_streaming, Event, VERSION};
+        //!
+        //! let input = format!(
+        //!     r#"{{"schema":"{VERSION}","assignment":"a1","conversation":"c1","agent":{{"runner":"echo"}},"task":"hello world","cwd":"/"}}"#
+        //! ) + "\n";
+        //! let mut out = Vec::new();
+        //! serve_streaming(input.as_bytes(), &mut out, |turn, progress| {
+        //!     for word in turn.task.split_whitespace() {
+        //!         progress.text(word).map_err(|e| e.to_string())?;
+        //!     }
+        //!     Ok(turn.task)
+        //! })?;
+        //! let events: Vec<Event> = String::from_utf8(out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        //! assert_eq!(events.len(), 3);
+        //! assert!(events[2].terminal());
+        //! assert_eq!(events[2].text(), "hello world");
+        //! # Ok::<(), std::io::Error>(())
+        //! ```
+
+        pub use openagents_protocol::{AgentSpec, Event, MAX_FRAME, MAX_OUTPUT, Turn, VERSION};
+        pub use openagents_runner::serve::{Progress, ProgressError, serve_once, serve_streaming};
+    }
+
+    pub mod host {
+        //! The host side: the operator's registry of runners, and a host that runs one turn
+        //! through a runner with every bound enforced and the process group cleaned up.
+        pub use openagents_runner::frame::{FrameError, LineReader};
+        pub use openagents_runner::host::{AFTER_TERMINAL_GRACE, KILL_GRACE, RunnerHost, STDERR_TAIL_BYTES, TurnError, TurnReport, run_turn};
+        pub use openagents_runner::registry::{DEFAULT_TIMEOUT, Registry, RegistryError, RunnerSpec};
+    }
+}
