@@ -1,5 +1,5 @@
 # openagents — entry points. Every target installs what it needs itself.
-#   make demo      build, then validate sample documents and show a refused one
+#   make demo      build, run a turn through the echo runner, validate sample documents and show refused ones
 #   make test      everything CI runs
 #   make codegen   regenerate checked-in generated files (snapshots of the generator's output)
 #   make bench     benchmarks (not part of make test)
@@ -13,9 +13,24 @@ SAMPLES := tests/samples
 all: build
 
 build:
-	$(CARGO) build --locked -p openagents-cli
+	$(CARGO) build --locked -p openagents-cli -p openagents-runner
 
-demo: build
+# A runner registry under the repository (never the user's own), holding the example runner.
+DEMO := target/demo
+$(DEMO)/runners.toml: build
+	@mkdir -p $(DEMO)
+	@printf '[runners.echo]\ncommand = "%s"\n' "$(CURDIR)/target/debug/openagents-runner-echo" > $@
+
+demo: build $(DEMO)/runners.toml
+	@echo "== openagents runners   (registry: $(DEMO)/runners.toml)"
+	@OPENAGENTS_RUNNERS=$(DEMO)/runners.toml $(BIN) runners
+	@echo
+	@echo "== openagents run --runner echo \"hello world\""
+	@OPENAGENTS_RUNNERS=$(DEMO)/runners.toml $(BIN) run --runner echo "hello world"
+	@echo
+	@echo "== openagents run --json --runner echo \"hello world\""
+	@OPENAGENTS_RUNNERS=$(DEMO)/runners.toml $(BIN) run --json --runner echo "hello world"
+	@echo
 	@echo "== openagents validate Turn $(SAMPLES)/turn.json"
 	@$(BIN) validate Turn $(SAMPLES)/turn.json && echo "valid (exit 0)"
 	@echo

@@ -139,3 +139,104 @@ fn schema_prints_a_bundle_with_every_root_type() {
         assert!(bundle.pointer(pointer).is_some(), "{r} does not resolve inside the bundle");
     }
 }
+
+mod run {
+    use std::path::PathBuf;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    fn registry(name: &str, body: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("openagents-cli-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let echo = PathBuf::from(env!("CARGO_BIN_EXE_openagents")).with_file_name("openagents-runner-echo");
+        let script = dir.join("slow.sh");
+        std::fs::write(&script, body).unwrap();
+        let reg = dir.join("runners.toml");
+        std::fs::write(
+            &reg,
+            format!(
+                "[runners.echo]\ncommand = \"{}\"\n\n[runners.slow]\ncommand = \"/bin/bash\"\nargs = [\"{}\"]\n\n[runners.gone]\ncommand = \"/nonexistent/runner\"\n",
+                echo.display(),
+                script.display()
+            ),
+        )
+        .unwrap();
+        reg
+    }
+
+    fn openagents(reg: &PathBuf, args: &[&str]) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_openagents")).args(args).env("OPENAGENTS_RUNNERS", reg).stdin(Stdio::null()).output().unwrap()
+    }
+
+    #[test]
+    fn run_streams_text_and_ends_with_the_result() {
+        let reg = registry("stream", "");
+        let out = openagents(&reg, &["run", "--runner", "echo", "hello world"]);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "hello world\nhello world\n");
+        let out = openagents(&reg, &["run", "--json", "--runner", "echo", "--assignment", "asg-7", "hello world"]);
+        let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[2], serde_json::json!({"type": "completed", "result": "hello world"}));
+    }
+
+    #[test]
+    fn run_failures_exit_1_with_the_reason() {
+        let reg = registry("fail", "read -r _; echo '{\"type\":\"failed\",\"message\":\"cannot do that\"}'");
+        let cases = [
+            (vec!["run", "--runner", "slow", "x"], "the runner failed: cannot do that (runner_failed)"),
+            (vec!["run", "--runner", "nope", "x"], "known runners: echo, gone, slow (runner_not_found)"),
+            (vec!["run", "--runner", "gone", "x"], "cannot start runner `gone`"),
+            (vec!["run", "--runner", "echo", "--cwd", "/nonexistent", "x"], "the working folder /nonexistent cannot be used"),
+        ];
+        for (args, needle) in cases {
+            let out = openagents(&reg, &args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+            assert!(err.contains(needle), "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn ctrl_c_kills_the_runner_and_exits_130() {
+        let reg = registry("ctrlc", "read -r _; echo '{\"type\":\"text\",\"text\":\"started\"}'; sleep 30");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_openagents"))
+            .args(["run", "--runner", "slow", "x"])
+            .env("OPENAGENTS_RUNNERS", &reg)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Wait for the runner's first event (a readiness line), then interrupt.
+        let mut stdout = child.stdout.take().unwrap();
+        let mut buf = [0u8; 7];
+        std::io::Read::read_exact(&mut stdout, &mut buf).unwrap();
+        assert_eq!(&buf, b"started");
+        let started = Instant::now();
+        nix_kill(child.id());
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(130));
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    fn nix_kill(pid: u32) {
+        let ok = Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap();
+        assert!(ok.success());
+    }
+
+    #[test]
+    fn runners_lists_the_registry() {
+        let reg = registry("list", "");
+        let out = openagents(&reg, &["runners"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0));
+        assert!(text.lines().any(|l| l.starts_with("echo\t") && l.ends_with("\tok")), "{text}");
+        assert!(text.lines().any(|l| l.starts_with("gone\t/nonexistent/runner\tmissing")), "{text}");
+        // A broken registry is a clear error naming the file and line.
+        std::fs::write(&reg, "[runners.x]\ncommand = \"relative\"\n").unwrap();
+        let out = openagents(&reg, &["runners"]);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("runners.toml:2: runner `x`: command `relative` must be an absolute path"));
+    }
+}
