@@ -1,7 +1,10 @@
 //! `openagents`: validate documents against the protocol's schemas, print the bundled schema,
 //! and run turns through operator-installed runners.
 
+mod client;
+mod config;
 mod run;
+mod serve;
 mod validate;
 
 use std::process::ExitCode;
@@ -36,6 +39,13 @@ enum Command {
     Run(run::RunArgs),
     /// List the operator's runners: id, command, and whether the command is executable.
     Runners,
+    /// Serve one runtime over stdio (`--stdio`) or HTTP (`--http`). Off until the operator's
+    /// configuration enables it.
+    Serve(serve::ServeArgs),
+    /// Submit one turn to a runtime over HTTP and stream its events.
+    Submit(serve::SubmitArgs),
+    /// Print a runtime's status.
+    Status(serve::ClientArgs),
 }
 
 fn main() -> ExitCode {
@@ -54,5 +64,8 @@ fn main() -> ExitCode {
         }
         Command::Run(args) => run::run(args),
         Command::Runners => run::runners(),
+        Command::Serve(args) => serve::serve(args),
+        Command::Submit(args) => serve::submit(args),
+        Command::Status(args) => serve::status(args),
     }
 }

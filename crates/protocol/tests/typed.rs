@@ -93,6 +93,7 @@ fn dispatch(method: Method) -> serde_json::Value {
             },
         }),
         Method::Shutdown(_) => answer::<methods::Shutdown>(ShutdownResult { shutting_down: true }),
+        Method::Release(_) => answer::<methods::Release>(ReleaseResult { released: false }),
     }
 }
 
@@ -115,7 +116,7 @@ fn requests_dispatch_on_the_generated_method_enum() {
             assert_eq!(id, Some(serde_json::json!(7)));
         }
     }
-    assert_eq!(Method::NAMES, &["submit", "interrupt", "status", "shutdown"]);
+    assert_eq!(Method::NAMES, &["submit", "interrupt", "status", "shutdown", "release"]);
 }
 
 #[test]

@@ -5,6 +5,8 @@
 //!   bounded events.
 //! - [`agents::host`] — the host side: an operator's runner registry and a host that spawns
 //!   runners and never trusts them.
+//! - [`server`] — one runtime driving one agent over JSONL-RPC on stdio and HTTP (`POST /rpc`,
+//!   SSE `/events`), with scoped credentials and a controller lease.
 //! - [`protocol`] — every generated wire type, validator and constant.
 
 /// Every generated wire type, validator and constant (`openagents-protocol`).
@@ -79,4 +81,17 @@ pub mod agents {
         pub use openagents_runner::host::{AFTER_TERMINAL_GRACE, KILL_GRACE, RunnerHost, STDERR_TAIL_BYTES, TurnError, TurnReport, run_turn};
         pub use openagents_runner::registry::{DEFAULT_TIMEOUT, Registry, RegistryError, RunnerSpec};
     }
+}
+
+pub mod server {
+    //! One runtime driving one agent: [`RpcEngine`] on the generated `Method` enum, JSONL-RPC
+    //! over stdio ([`run_stdio`]), HTTP with `POST /rpc` and SSE `/events` ([`run_http`],
+    //! [`run_http_authorized`], [`run_http_authorized_with_lease_ttl`]), scoped credentials
+    //! ([`RuntimeHttpCredential`], [`generate_token`]) and a controller lease.
+    pub use openagents_server::{
+        Agent, Approval, ApprovalHandler, Caller, DEFAULT_LEASE_TTL, EngineConfig, FnAgent, Grant, Reply, RpcEngine, RpcRequest,
+        RunnerAgent, RuntimeHttpCredential, RuntimeStatus, RuntimeSubmitError, SERVER_EVENT_CHANNEL_CAPACITY, SERVER_MAX_LINE_BYTES,
+        TurnContext, generate_token, load_credentials, run_http, run_http_authorized, run_http_authorized_with_lease_ttl, run_stdio,
+    };
+    pub use openagents_server::{events, http, projection};
 }

@@ -1,0 +1,94 @@
+//! Configuration: the operator's own file (trusted) and a project's `.openagents/config.toml`
+//! (untrusted: it may never enable the server nor define runners).
+
+use std::path::{Path, PathBuf};
+
+/// The operator's `[capabilities.server]` settings.
+#[derive(Debug, Default, Clone)]
+pub struct ServerSettings {
+    /// Whether the operator enabled the server.
+    pub enabled: bool,
+    /// A fixed bind address.
+    pub bind: Option<String>,
+    /// A fixed token.
+    pub token: Option<String>,
+    /// A file holding the token.
+    pub token_file: Option<PathBuf>,
+}
+
+/// Tables a project-level file may never set: they would let a repository switch on a listener
+/// or install a runner.
+pub const PROJECT_FORBIDDEN_TABLES: &[&str] = &["capabilities.server", "runners"];
+
+/// Where the operator's configuration is: `$OPENAGENTS_CONFIG`, else
+/// `$XDG_CONFIG_HOME/openagents/config.toml`, else `~/.config/openagents/config.toml`.
+pub fn operator_config_path() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("OPENAGENTS_CONFIG").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    if let Some(x) = std::env::var_os("XDG_CONFIG_HOME").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(x).join("openagents/config.toml"));
+    }
+    std::env::var_os("HOME").filter(|p| !p.is_empty()).map(|h| PathBuf::from(h).join(".config/openagents/config.toml"))
+}
+
+/// Reads the operator's server settings (a missing file means the server is off).
+///
+/// # Errors
+///
+/// A message naming the file when it exists but is not valid.
+pub fn server_settings(path: &Path) -> Result<ServerSettings, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ServerSettings::default()),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let table: toml::Table = toml::from_str(&text).map_err(|e| format!("{}: {}", path.display(), e.message()))?;
+    let Some(server) = table.get("capabilities").and_then(|c| c.get("server")) else { return Ok(ServerSettings::default()) };
+    let Some(server) = server.as_table() else { return Err(format!("{}: [capabilities.server] must be a table", path.display())) };
+    let mut s = ServerSettings::default();
+    for (k, v) in server {
+        match (k.as_str(), v) {
+            ("enabled", toml::Value::Boolean(b)) => s.enabled = *b,
+            ("bind", toml::Value::String(b)) => s.bind = Some(b.clone()),
+            ("token", toml::Value::String(t)) => s.token = Some(t.clone()),
+            ("token_file", toml::Value::String(f)) => s.token_file = Some(PathBuf::from(f)),
+            _ => return Err(format!("{}: [capabilities.server] `{k}` is not a setting (enabled, bind, token, token_file) or has the wrong type", path.display())),
+        }
+    }
+    Ok(s)
+}
+
+/// Checks the project-level files in `folders`, warning (on stderr) about every table they may
+/// not set; those tables are dropped. Returns the warnings.
+pub fn check_project_files(folders: &[&Path]) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let mut seen = Vec::new();
+    for folder in folders {
+        let file = folder.join(".openagents/config.toml");
+        let canonical = file.canonicalize().unwrap_or_else(|_| file.clone());
+        if seen.contains(&canonical) || !file.is_file() {
+            continue;
+        }
+        seen.push(canonical);
+        let Ok(text) = std::fs::read_to_string(&file) else { continue };
+        let Ok(table) = toml::from_str::<toml::Table>(&text) else {
+            warnings.push(format!("ignoring {}: not valid TOML", file.display()));
+            continue;
+        };
+        for forbidden in PROJECT_FORBIDDEN_TABLES {
+            let mut node = Some(&table);
+            for part in forbidden.split('.') {
+                node = node.and_then(|t| t.get(part)).and_then(toml::Value::as_table);
+            }
+            if node.is_some() {
+                let why = if *forbidden == "runners" { "define runners; only the operator's registry can" } else { "enable the server; only the operator's own configuration can" };
+                warnings.push(format!("ignoring [{forbidden}] in {}: a project configuration cannot {why}", file.display()));
+            }
+        }
+    }
+    for w in &warnings {
+        eprintln!("openagents: warning: {w}");
+    }
+    warnings
+}

@@ -1,0 +1,294 @@
+//! `openagents serve`, `submit` and `status`.
+
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use openagents_sdk::agents::host::{Registry, RunnerHost};
+use openagents_sdk::server::{EngineConfig, Grant, RpcEngine, RunnerAgent, RuntimeHttpCredential, generate_token, load_credentials};
+
+use crate::client::Target;
+use crate::config;
+
+/// Arguments of `openagents serve`.
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Serve JSONL-RPC on stdin/stdout (for a parent process; no token).
+    #[arg(long, conflicts_with = "http")]
+    stdio: bool,
+    /// Serve HTTP (`POST /rpc`, `GET /events`).
+    #[arg(long)]
+    http: bool,
+    /// The runner turns use unless a submit names another.
+    #[arg(long)]
+    runner: String,
+    /// Address to listen on (default: the operator's `bind`, else 127.0.0.1:0).
+    #[arg(long, requires = "http")]
+    bind: Option<String>,
+    /// A file holding the admin token.
+    #[arg(long, requires = "http", conflicts_with = "credentials")]
+    token_file: Option<PathBuf>,
+    /// A credentials file: named tokens, each with its exact grant.
+    #[arg(long, requires = "http")]
+    credentials: Option<PathBuf>,
+    /// Seconds a controller keeps the lease without activity.
+    #[arg(long, requires = "http")]
+    lease_ttl: Option<u64>,
+    /// Working folder for turns that do not name one (default: the current one).
+    #[arg(long)]
+    cwd: Option<String>,
+}
+
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("openagents serve: {message}");
+    ExitCode::from(2)
+}
+
+fn write_new_token_file(token: &str) -> std::io::Result<PathBuf> {
+    let dir = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    let path = dir.join(format!("openagents-{}.token", std::process::id()));
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
+    f.write_all(token.as_bytes())?;
+    Ok(path)
+}
+
+/// Runs the server until shutdown (or Ctrl-C).
+pub fn serve(args: ServeArgs) -> ExitCode {
+    if !args.stdio && !args.http {
+        return fail("choose a transport: --stdio or --http");
+    }
+    let cwd = args.cwd.clone().unwrap_or_else(|| std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_else(|_| "/".into()));
+    let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    config::check_project_files(&[here.as_path(), std::path::Path::new(&cwd)]);
+    let Some(config_path) = config::operator_config_path() else { return fail("no configuration location: set OPENAGENTS_CONFIG") };
+    let settings = match config::server_settings(&config_path) {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    if !settings.enabled {
+        return fail(format!(
+            "the server is off. It starts only when the operator enables it: add\n\n    [capabilities.server]\n    enabled = true\n\nto {} (or point OPENAGENTS_CONFIG at another file). A project's .openagents/config.toml cannot enable it.",
+            config_path.display()
+        ));
+    }
+    let registry = match Registry::load_default() {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    if let Err(e) = registry.get(&args.runner) {
+        return fail(e);
+    }
+    let engine_config = EngineConfig { default_runner: Some(args.runner.clone()), cwd, ..EngineConfig::default() };
+    let engine = RpcEngine::with_config(RunnerAgent::new(RunnerHost::new(registry)), engine_config);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(r) => r,
+        Err(e) => return fail(format!("cannot start: {e}")),
+    };
+    if args.stdio {
+        return runtime.block_on(async move {
+            let ctrl_c = {
+                let engine = engine.clone();
+                tokio::spawn(async move {
+                    if tokio::signal::ctrl_c().await.is_ok() {
+                        engine.shutdown().await;
+                    }
+                })
+            };
+            let r = openagents_sdk::server::run_stdio(engine, tokio::io::stdin(), tokio::io::stdout()).await;
+            ctrl_c.abort();
+            match r {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(format!("stdio failed: {e}")),
+            }
+        });
+    }
+    // HTTP.
+    let bind = args.bind.or(settings.bind).unwrap_or_else(|| "127.0.0.1:0".into());
+    let mut token_path = None;
+    let credentials = if let Some(file) = &args.credentials {
+        match load_credentials(file) {
+            Ok(c) => c,
+            Err(e) => return fail(e),
+        }
+    } else {
+        let token = if let Some(f) = args.token_file.as_ref().or(settings.token_file.as_ref()) {
+            match std::fs::read_to_string(f) {
+                Ok(t) if !t.trim().is_empty() => t.trim().to_owned(),
+                Ok(_) => return fail(format!("the token file {} is empty", f.display())),
+                Err(e) => return fail(format!("cannot read the token file {}: {e}", f.display())),
+            }
+        } else if let Some(t) = settings.token.clone() {
+            t
+        } else {
+            let t = match generate_token() {
+                Ok(t) => t,
+                Err(e) => return fail(format!("cannot generate a token: {e}")),
+            };
+            match write_new_token_file(&t) {
+                Ok(p) => token_path = Some(p),
+                Err(e) => return fail(format!("cannot write the token file: {e}")),
+            }
+            t
+        };
+        vec![RuntimeHttpCredential::new("admin", &token, Grant::admin())]
+    };
+    let lease_ttl = args.lease_ttl.map(Duration::from_secs);
+    runtime.block_on(async move {
+        let bound = match lease_ttl {
+            Some(ttl) => openagents_sdk::server::run_http_authorized_with_lease_ttl(engine.clone(), &bind, credentials, ttl).await,
+            None => openagents_sdk::server::run_http_authorized(engine.clone(), &bind, credentials).await,
+        };
+        let addr: SocketAddr = match bound {
+            Ok(a) => a,
+            Err(e) => return fail(format!("cannot listen on {bind}: {e}")),
+        };
+        if !is_loopback(addr.ip()) {
+            eprintln!("openagents serve: warning: listening on {addr}, which is reachable from other machines; every request still needs a bearer token");
+        }
+        let mut line = serde_json::json!({ "url": format!("http://{addr}/") });
+        if let Some(p) = &token_path {
+            line["token_file"] = serde_json::Value::String(p.display().to_string());
+        }
+        println!("{line}");
+        let _ = std::io::stdout().flush();
+        tokio::select! {
+            () = engine.wait_for_shutdown() => {}
+            _ = tokio::signal::ctrl_c() => { engine.shutdown().await; }
+        }
+        // Let connections deliver their last responses and events.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if let Some(p) = token_path {
+            let _ = std::fs::remove_file(p);
+        }
+        ExitCode::SUCCESS
+    })
+}
+
+fn is_loopback(ip: IpAddr) -> bool {
+    ip.is_loopback()
+}
+
+/// Arguments of `openagents submit` and `status`.
+#[derive(Args)]
+pub struct ClientArgs {
+    /// The runtime's URL, as `serve --http` printed it.
+    #[arg(long)]
+    url: String,
+    /// A file holding the bearer token.
+    #[arg(long)]
+    token_file: String,
+}
+
+/// Arguments of `openagents submit`.
+#[derive(Args)]
+pub struct SubmitArgs {
+    #[command(flatten)]
+    target: ClientArgs,
+    /// Print each event as one JSON line.
+    #[arg(long)]
+    json: bool,
+    /// The runner (default: the runtime's).
+    #[arg(long)]
+    runner: Option<String>,
+    /// What the agent is asked to do.
+    task: String,
+}
+
+fn client_runtime() -> Option<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().ok()
+}
+
+fn print_error(what: &str, status: u16, body: &serde_json::Value) -> ExitCode {
+    let err = &body["error"];
+    let code = err["data"]["code"].as_str().unwrap_or("error");
+    eprintln!("openagents {what}: {} ({code}, HTTP {status})", err["message"].as_str().unwrap_or("failed"));
+    ExitCode::from(1)
+}
+
+/// Submits one turn and streams its events.
+pub fn submit(args: SubmitArgs) -> ExitCode {
+    let target = match Target::new(&args.target.url, &args.target.token_file) {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    let Some(rt) = client_runtime() else { return ExitCode::from(1) };
+    let assignment = format!("asg-{}-{}", std::process::id(), std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis()));
+    let json = args.json;
+    rt.block_on(async move {
+        let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+        let watch = {
+            let target = target.clone();
+            let assignment = assignment.clone();
+            tokio::spawn(async move {
+                let mut started_tx = Some(started_tx);
+                let mut ours = false;
+                let mut first = true;
+                let r = target
+                    .events(|ev| {
+                        if let Some(tx) = started_tx.take() {
+                            let _ = tx.send(());
+                        }
+                        let kind = ev["event"]["type"].as_str().unwrap_or_default().to_owned();
+                        if kind == "turn_started" {
+                            ours = ev["event"]["assignment"] == assignment.as_str();
+                        }
+                        if ours {
+                            if json {
+                                println!("{ev}");
+                            } else if kind == "text" {
+                                print!("{}{}", if first { "" } else { " " }, ev["event"]["text"].as_str().unwrap_or_default());
+                                first = false;
+                                let _ = std::io::stdout().flush();
+                            }
+                        }
+                        !(ours && (kind == "turn_completed" || kind == "turn_failed")) && kind != "shutting_down"
+                    })
+                    .await;
+                if !first && !json {
+                    println!();
+                }
+                r
+            })
+        };
+        // Subscribe before submitting, so no event of the turn is missed: the stream answers
+        // with its headers, then the first keep-alive or event.
+        let _ = tokio::time::timeout(Duration::from_millis(300), started_rx).await;
+        let mut params = serde_json::json!({ "task": args.task, "assignment": assignment });
+        if let Some(r) = args.runner {
+            params["runner"] = serde_json::Value::String(r);
+        }
+        let answer = target.call("submit", params).await;
+        let _ = tokio::time::timeout(Duration::from_secs(2), watch).await;
+        match answer {
+            Err(e) => fail(e),
+            Ok((status, body)) if body.get("error").is_some() => print_error("submit", status, &body),
+            Ok((_, body)) => {
+                if !json {
+                    println!("{}", body["result"]["result"].as_str().unwrap_or_default());
+                }
+                ExitCode::SUCCESS
+            }
+        }
+    })
+}
+
+/// Prints the runtime's status.
+pub fn status(args: ClientArgs) -> ExitCode {
+    let target = match Target::new(&args.url, &args.token_file) {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    let Some(rt) = client_runtime() else { return ExitCode::from(1) };
+    match rt.block_on(target.call("status", serde_json::Value::Null)) {
+        Err(e) => fail(e),
+        Ok((status, body)) if body.get("error").is_some() => print_error("status", status, &body),
+        Ok((_, body)) => {
+            println!("{}", serde_json::to_string_pretty(&body["result"]).unwrap_or_default());
+            ExitCode::SUCCESS
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! Who may call what: bearer credentials, each with an exact grant, compared in constant time.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// Exactly what a credential may do: the methods it may call, and whether it may read events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// Method names it may call.
+    pub methods: BTreeSet<String>,
+    /// Whether it may subscribe to events.
+    pub events: bool,
+}
+
+impl Grant {
+    fn of(methods: &[&str], events: bool) -> Grant {
+        Grant { methods: methods.iter().map(|m| (*m).to_owned()).collect(), events }
+    }
+    /// `status` and events.
+    pub fn observer() -> Grant {
+        Grant::of(&["status"], true)
+    }
+    /// An observer that may also `submit`, `interrupt` and `release`.
+    pub fn controller() -> Grant {
+        Grant::of(&["status", "submit", "interrupt", "release"], true)
+    }
+    /// A controller that may also `shutdown`.
+    pub fn admin() -> Grant {
+        Grant::of(&["status", "submit", "interrupt", "release", "shutdown"], true)
+    }
+    /// Whether the grant includes `method`.
+    pub fn allows(&self, method: &str) -> bool {
+        self.methods.contains(method)
+    }
+    /// Whether the grant makes its holder a controller (subject to the lease).
+    pub fn controls(&self) -> bool {
+        self.allows("submit")
+    }
+}
+
+/// Who is calling: a credential's name and grant, or the trusted parent process on stdio.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The credential's name (`stdio` for the parent process).
+    pub name: String,
+    /// What it may do.
+    pub grant: Grant,
+    /// The parent process on stdio: trusted, and not subject to the lease.
+    pub trusted: bool,
+}
+
+impl Caller {
+    /// The parent process driving the runtime over stdio.
+    pub fn stdio() -> Caller {
+        Caller { name: "stdio".into(), grant: Grant::admin(), trusted: true }
+    }
+}
+
+/// One bearer credential and its exact grant. Only a SHA-256 of the token is kept; the token
+/// never appears in logs, errors or `Debug` output.
+#[derive(Clone)]
+pub struct RuntimeHttpCredential {
+    /// The credential's name, shown as the lease holder and in logs.
+    pub name: String,
+    token_sha256: [u8; 32],
+    /// What it may do.
+    pub grant: Grant,
+}
+
+impl std::fmt::Debug for RuntimeHttpCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeHttpCredential").field("name", &self.name).field("grant", &self.grant).finish_non_exhaustive()
+    }
+}
+
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    let digest = Sha256::digest(bytes);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(&digest);
+    out
+}
+
+impl RuntimeHttpCredential {
+    /// A credential for `token`.
+    pub fn new(name: impl Into<String>, token: &str, grant: Grant) -> Self {
+        RuntimeHttpCredential { name: name.into(), token_sha256: sha256(token.as_bytes()), grant }
+    }
+
+    /// A credential from the hex SHA-256 of its token.
+    ///
+    /// # Errors
+    ///
+    /// When `hash_hex` is not 64 hex characters.
+    pub fn from_sha256_hex(name: impl Into<String>, hash_hex: &str, grant: Grant) -> Result<Self, String> {
+        let bytes = hex::decode(hash_hex.trim()).map_err(|_| "token_sha256 must be 64 hex characters".to_owned())?;
+        let token_sha256: [u8; 32] = bytes.try_into().map_err(|_| "token_sha256 must be 64 hex characters".to_owned())?;
+        Ok(RuntimeHttpCredential { name: name.into(), token_sha256, grant })
+    }
+
+    /// Whether `token` is this credential's, in constant time.
+    pub fn matches(&self, token: &str) -> bool {
+        bool::from(self.token_sha256.ct_eq(&sha256(token.as_bytes())))
+    }
+}
+
+/// Finds the credential for a presented token, comparing against every credential in constant
+/// time so the timing says nothing about which (if any) matched.
+pub fn authenticate<'a>(credentials: &'a [RuntimeHttpCredential], token: &str) -> Option<&'a RuntimeHttpCredential> {
+    let presented = sha256(token.as_bytes());
+    let mut found = None;
+    for c in credentials {
+        if bool::from(c.token_sha256.ct_eq(&presented)) {
+            found = Some(c);
+        }
+    }
+    found
+}
+
+/// Mints a bearer token: 32 bytes from the operating system's random source, as 64 hex
+/// characters.
+///
+/// # Errors
+///
+/// When the operating system has no randomness to give.
+pub fn generate_token() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)?;
+    Ok(hex::encode(bytes))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CredentialsFile {
+    #[serde(default)]
+    credentials: BTreeMap<String, toml::Spanned<CredentialEntry>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CredentialEntry {
+    token: Option<String>,
+    token_file: Option<String>,
+    token_sha256: Option<String>,
+    role: Option<String>,
+    methods: Option<Vec<String>>,
+    events: Option<bool>,
+}
+
+/// Loads a credentials file:
+///
+/// ```toml
+/// [credentials.ci-bot]
+/// token_sha256 = "9f86d0…"        # or token = "…", or token_file = "/path" (mode 0600)
+/// role = "controller"              # observer | controller | admin
+///
+/// [credentials.dashboard]
+/// token_file = "/etc/openagents/dashboard.token"
+/// methods = ["status"]             # an exact grant instead of a role
+/// events = true
+/// ```
+///
+/// # Errors
+///
+/// A message naming the file and line.
+pub fn load_credentials(path: &Path) -> Result<Vec<RuntimeHttpCredential>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let line = |offset: usize| text[..offset.min(text.len())].bytes().filter(|&b| b == b'\n').count() + 1;
+    let file: CredentialsFile = toml::from_str(&text).map_err(|e| format!("{}:{}: {}", path.display(), line(e.span().map_or(0, |s| s.start)), e.message()))?;
+    let mut out = Vec::new();
+    for (name, entry) in file.credentials {
+        let at = format!("{}:{}: credential `{name}`", path.display(), line(entry.span().start));
+        let e = entry.into_inner();
+        let grant = match (e.role.as_deref(), e.methods) {
+            (Some(_), Some(_)) => return Err(format!("{at}: give `role` or `methods`, not both")),
+            (Some("observer"), None) => Grant::observer(),
+            (Some("controller"), None) => Grant::controller(),
+            (Some("admin"), None) => Grant::admin(),
+            (Some(other), None) => return Err(format!("{at}: unknown role `{other}` (observer, controller, admin)")),
+            (None, Some(methods)) => {
+                if let Some(bad) = methods.iter().find(|m| !openagents_protocol::Method::NAMES.contains(&m.as_str())) {
+                    return Err(format!("{at}: unknown method `{bad}` (known: {})", openagents_protocol::Method::NAMES.join(", ")));
+                }
+                Grant { methods: methods.into_iter().collect(), events: e.events.unwrap_or(false) }
+            }
+            (None, None) => return Err(format!("{at}: give a `role` or an exact `methods` list")),
+        };
+        let grant = Grant { events: e.events.unwrap_or(grant.events), ..grant };
+        let cred = match (e.token, e.token_file, e.token_sha256) {
+            (Some(t), None, None) => RuntimeHttpCredential::new(&name, t.trim(), grant),
+            (None, Some(f), None) => {
+                let t = std::fs::read_to_string(&f).map_err(|err| format!("{at}: cannot read token_file {f}: {err}"))?;
+                RuntimeHttpCredential::new(&name, t.trim(), grant)
+            }
+            (None, None, Some(h)) => RuntimeHttpCredential::from_sha256_hex(&name, &h, grant).map_err(|m| format!("{at}: {m}"))?,
+            _ => return Err(format!("{at}: give exactly one of `token`, `token_file`, `token_sha256`")),
+        };
+        if out.iter().any(|c: &RuntimeHttpCredential| c.token_sha256 == cred.token_sha256) {
+            return Err(format!("{at}: two credentials share a token"));
+        }
+        out.push(cred);
+    }
+    if out.is_empty() {
+        return Err(format!("{}: no credentials", path.display()));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_64_hex_characters_and_differ() {
+        let a = generate_token().unwrap();
+        let b = generate_token().unwrap();
+        assert_eq!(a.len(), 64);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn authentication_finds_exactly_the_matching_credential() {
+        let creds = vec![RuntimeHttpCredential::new("o", "tok-o", Grant::observer()), RuntimeHttpCredential::new("c", "tok-c", Grant::controller())];
+        assert_eq!(authenticate(&creds, "tok-c").map(|c| c.name.as_str()), Some("c"));
+        assert!(authenticate(&creds, "tok-x").is_none());
+        assert!(authenticate(&creds, "").is_none());
+        let hashed = RuntimeHttpCredential::from_sha256_hex("h", &hex::encode(sha256(b"secret")), Grant::admin()).unwrap();
+        assert!(hashed.matches("secret") && !hashed.matches("secreT"));
+        assert!(!format!("{hashed:?}").contains(&hex::encode(sha256(b"secret"))));
+    }
+}

@@ -1,0 +1,475 @@
+//! `RpcEngine`: one runtime driving one agent. Every transport decodes a request once into the
+//! generated `RpcRequest` and hands it here; dispatch is one exhaustive `match` over the
+//! generated `Method` enum, so the method semantics — the fail-closed approval behaviour
+//! included — can never drift between transports.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use openagents_protocol::rt::{self, DocumentError, RpcMethod, Validate};
+use openagents_protocol::{
+    ActiveTurn, ErrorCode, ErrorDetails, InterruptResult, Lease, Limits, MAX_FRAME, MAX_OUTPUT, Method, ReleaseResult, RpcRequest, RuntimeEvent,
+    RuntimeState, RuntimeStatus, RuntimeSubmitError, SERVER_EVENT_CHANNEL_CAPACITY, SERVER_MAX_LINE_BYTES, ShutdownResult, SubmitParams, SubmitResult,
+    Turn, TurnCounters, VERSION, methods,
+};
+use serde_json::Value;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{Agent, ApprovalHandler, TurnContext, error};
+use crate::auth::Caller;
+use crate::events::{EventHub, Subscription};
+
+/// How long a controller keeps the lease without activity, unless configured otherwise.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(60);
+
+/// How long `shutdown` waits for the interrupted turn to end before it publishes the final
+/// event anyway (the runner host kills a runner within about a second).
+pub const SHUTDOWN_TURN_GRACE: Duration = Duration::from_secs(5);
+
+/// Engine settings.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// The runner a `submit` without `runner` uses.
+    pub default_runner: Option<String>,
+    /// The working folder a `submit` without `cwd` uses.
+    pub cwd: String,
+    /// How long a controller keeps the lease without activity.
+    pub lease_ttl: Duration,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            default_runner: None,
+            cwd: std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_else(|_| "/".into()),
+            lease_ttl: DEFAULT_LEASE_TTL,
+        }
+    }
+}
+
+struct Active {
+    info: ActiveTurn,
+    owner: String,
+    cancel: CancellationToken,
+}
+
+struct LeaseState {
+    holder: String,
+    expires: Instant,
+}
+
+#[derive(Default)]
+struct State {
+    active: Option<Active>,
+    counters: Counters,
+    lease: Option<LeaseState>,
+    shutting_down: bool,
+    next_turn: u64,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Counters {
+    submitted: i64,
+    completed: i64,
+    failed: i64,
+    interrupted: i64,
+}
+
+struct Inner {
+    agent: Arc<dyn Agent>,
+    approvals: Option<Arc<dyn ApprovalHandler>>,
+    config: Mutex<EngineConfig>,
+    state: Mutex<State>,
+    hub: EventHub,
+    shutdown: CancellationToken,
+}
+
+/// The out-of-process RPC driver: wraps one agent with the `submit`/`interrupt`/`status`/
+/// `shutdown`/`release` method set, shared by every transport. Cheap to clone.
+#[derive(Clone)]
+pub struct RpcEngine {
+    inner: Arc<Inner>,
+}
+
+/// The answer to one request, before a transport encodes it.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// The request's id, echoed (`None` when absent or unreadable: encoded as `null`).
+    pub id: Option<Value>,
+    /// Whether the request carried `"jsonrpc": "2.0"` (then the response does too).
+    pub jsonrpc: bool,
+    /// The encoded result, or the error.
+    pub outcome: Result<Vec<u8>, RuntimeSubmitError>,
+}
+
+impl Reply {
+    /// A reply with no readable id.
+    pub fn error(err: RuntimeSubmitError) -> Reply {
+        Reply { id: None, jsonrpc: false, outcome: Err(err) }
+    }
+
+    /// The response line (without a newline): `{"id", "result"}` or `{"id", "error"}`, with a
+    /// JSON-RPC 2.0 error object whose `data` is the typed `RuntimeSubmitError`.
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(128);
+        out.push(b'{');
+        if self.jsonrpc {
+            out.extend_from_slice(br#""jsonrpc":"2.0","#);
+        }
+        out.extend_from_slice(br#""id":"#);
+        match &self.id {
+            Some(id) => out.extend_from_slice(&serde_json::to_vec(id).unwrap_or_else(|_| b"null".to_vec())),
+            None => out.extend_from_slice(b"null"),
+        }
+        match &self.outcome {
+            Ok(result) => {
+                out.extend_from_slice(br#","result":"#);
+                out.extend_from_slice(result);
+            }
+            Err(e) => {
+                let obj = openagents_protocol::RpcError { code: e.code.rpc_code(), message: e.message.clone(), data: e.clone() };
+                out.extend_from_slice(br#","error":"#);
+                out.extend_from_slice(&serde_json::to_vec(&obj).unwrap_or_default());
+            }
+        }
+        out.push(b'}');
+        out
+    }
+
+    /// The HTTP status for this reply: 400 for a request that could not be read, 401, 403 and
+    /// 413 for their codes, and 200 for everything JSON-RPC answers in its body.
+    pub fn http_status(&self) -> u16 {
+        match &self.outcome {
+            Ok(_) => 200,
+            Err(e) => match e.code {
+                ErrorCode::InvalidRequest => 400,
+                ErrorCode::Unauthorized => 401,
+                ErrorCode::Forbidden => 403,
+                ErrorCode::FrameTooLarge => 413,
+                _ => 200,
+            },
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+fn instant_to_ms(at: Instant) -> i64 {
+    now_ms() + at.saturating_duration_since(Instant::now()).as_millis() as i64
+}
+
+fn encode<M: RpcMethod>(result: Result<M::Result, RuntimeSubmitError>) -> Result<Vec<u8>, RuntimeSubmitError> {
+    result.and_then(|r| serde_json::to_vec(&r).map_err(|e| error(ErrorCode::Internal, format!("cannot encode the {} result: {e}", M::NAME))))
+}
+
+fn details() -> ErrorDetails {
+    ErrorDetails { violations: None, known: None, holder: None, expires_at_ms: None, limit: None }
+}
+
+impl RpcEngine {
+    /// An engine for `agent`, with default settings. It installs no approval handler: an
+    /// approval nobody authorised can answer is denied.
+    pub fn new(agent: impl Agent) -> Self {
+        RpcEngine::with_config(agent, EngineConfig::default())
+    }
+
+    /// An engine for `agent` with `config`.
+    pub fn with_config(agent: impl Agent, config: EngineConfig) -> Self {
+        RpcEngine {
+            inner: Arc::new(Inner {
+                agent: Arc::new(agent),
+                approvals: None,
+                config: Mutex::new(config),
+                state: Mutex::new(State::default()),
+                hub: EventHub::default(),
+                shutdown: CancellationToken::new(),
+            }),
+        }
+    }
+
+    /// Whether an approval handler is installed (never, for engines built by this crate).
+    pub fn has_approval_handler(&self) -> bool {
+        self.inner.approvals.is_some()
+    }
+
+    /// The agent's description.
+    pub fn describe_agent(&self) -> String {
+        self.inner.agent.describe()
+    }
+
+    /// Changes how long a controller keeps the lease without activity.
+    pub fn set_lease_ttl(&self, ttl: Duration) {
+        self.inner.config.lock().unwrap_or_else(|p| p.into_inner()).lease_ttl = ttl;
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn config(&self) -> EngineConfig {
+        self.inner.config.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The event hub (publishing is the engine's; transports subscribe).
+    pub fn subscribe(&self, since: Option<i64>) -> Subscription {
+        self.inner.hub.subscribe(since)
+    }
+
+    /// Resolves once `shutdown` has been called (every accept loop selects on this).
+    pub async fn wait_for_shutdown(&self) {
+        self.inner.shutdown.cancelled().await;
+    }
+
+    /// Whether `shutdown` has completed.
+    pub fn is_shut_down(&self) -> bool {
+        self.inner.shutdown.is_cancelled()
+    }
+
+    /// Decodes one request and answers it; the one code path of every transport.
+    pub async fn handle(&self, caller: &Caller, bytes: &[u8]) -> Reply {
+        let request = match rt::parse_validated::<RpcRequest>(bytes) {
+            Ok(r) => r,
+            Err(e) => return decode_error(bytes, e),
+        };
+        let id = request.id().clone();
+        let jsonrpc = request.jsonrpc().is_some();
+        let outcome = self.call(caller, request.into_method()).await;
+        Reply { id, jsonrpc, outcome }
+    }
+
+    /// Calls one method in process, as `caller` (no socket needed).
+    pub async fn call(&self, caller: &Caller, method: Method) -> Result<Vec<u8>, RuntimeSubmitError> {
+        if !caller.grant.allows(method.name()) {
+            return Err(error(ErrorCode::Forbidden, format!("credential `{}` may not call `{}`", caller.name, method.name())));
+        }
+        self.touch_lease(caller);
+        match method {
+            Method::Submit(params) => encode::<methods::Submit>(self.submit(caller, params).await),
+            Method::Interrupt(_) => encode::<methods::Interrupt>(self.interrupt(caller)),
+            Method::Status(_) => encode::<methods::Status>(Ok(self.status())),
+            Method::Shutdown(_) => encode::<methods::Shutdown>(Ok(self.shutdown().await)),
+            Method::Release(_) => encode::<methods::Release>(Ok(self.release(caller))),
+        }
+    }
+
+    /// Activity from the lease holder extends the lease.
+    fn touch_lease(&self, caller: &Caller) {
+        let ttl = self.config().lease_ttl;
+        let mut st = self.state();
+        if let Some(l) = st.lease.as_mut() {
+            if l.holder == caller.name && l.expires > Instant::now() {
+                l.expires = Instant::now() + ttl;
+            }
+        }
+    }
+
+    fn expire_lease(st: &mut State) {
+        let now = Instant::now();
+        let holder_active = |l: &LeaseState| st.active.as_ref().is_some_and(|a| a.owner == l.holder);
+        if let Some(l) = &st.lease {
+            if l.expires <= now && !holder_active(l) {
+                st.lease = None;
+            }
+        }
+    }
+
+    /// Takes or checks the lease for a controller action.
+    fn claim_lease(&self, st: &mut State, caller: &Caller) -> Result<(), RuntimeSubmitError> {
+        if caller.trusted {
+            return Ok(());
+        }
+        Self::expire_lease(st);
+        let ttl = self.config().lease_ttl;
+        match &st.lease {
+            Some(l) if l.holder != caller.name => {
+                let expires_at_ms = instant_to_ms(l.expires);
+                let mut e = error(ErrorCode::LeaseHeld, format!("controller `{}` holds the lease until {expires_at_ms} (ms since the epoch), unless it releases it", l.holder));
+                e.details = Some(ErrorDetails { holder: Some(l.holder.clone()), expires_at_ms: Some(expires_at_ms), ..details() });
+                Err(e)
+            }
+            _ => {
+                st.lease = Some(LeaseState { holder: caller.name.clone(), expires: Instant::now() + ttl });
+                Ok(())
+            }
+        }
+    }
+
+    async fn submit(&self, caller: &Caller, p: SubmitParams) -> Result<SubmitResult, RuntimeSubmitError> {
+        let config = self.config();
+        let (turn, cancel) = {
+            let mut st = self.state();
+            if st.shutting_down {
+                return Err(error(ErrorCode::ShuttingDown, "the runtime is shutting down and takes no new turns"));
+            }
+            self.claim_lease(&mut st, caller)?;
+            if let Some(a) = &st.active {
+                return Err(error(ErrorCode::Busy, format!("a turn is already running (assignment `{}`); retry when it ends, or interrupt it", a.info.assignment)));
+            }
+            let Some(runner) = p.runner.or(config.default_runner) else {
+                return Err(error(ErrorCode::InvalidParams, "no `runner` given and the runtime has no default runner"));
+            };
+            st.next_turn += 1;
+            let n = st.next_turn;
+            let stamp = now_ms();
+            let turn = Turn::new(
+                p.assignment.unwrap_or_else(|| format!("asg-{stamp}-{n}")),
+                p.conversation.unwrap_or_else(|| format!("conv-{stamp}-{n}")),
+                runner,
+                p.task,
+                p.cwd.unwrap_or(config.cwd),
+            );
+            if let Err(v) = Validate::validate(&turn) {
+                let mut e = error(ErrorCode::InvalidParams, format!("the turn is not valid: {}", v.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")));
+                e.details = Some(ErrorDetails { violations: Some(v.into_iter().map(|v| openagents_protocol::Violation { pointer: v.pointer, keyword: v.keyword, message: v.message }).collect()), ..details() });
+                return Err(e);
+            }
+            let cancel = self.inner.shutdown.child_token();
+            let info = ActiveTurn { assignment: turn.assignment.clone(), conversation: turn.conversation.clone(), runner: turn.agent.runner.clone(), started_at_ms: stamp };
+            st.active = Some(Active { info, owner: caller.name.clone(), cancel: cancel.clone() });
+            st.counters.submitted += 1;
+            (turn, cancel)
+        };
+        self.inner.hub.publish(RuntimeEvent::TurnStarted { assignment: turn.assignment.clone(), conversation: turn.conversation.clone(), runner: turn.agent.runner.clone() });
+        // The turn runs on its own task: a caller that goes away (a dropped HTTP request) does
+        // not cut it short, and it always ends in exactly one terminal outcome.
+        let engine = self.clone();
+        let task = tokio::spawn(async move { engine.run_to_end(turn, cancel).await });
+        task.await.unwrap_or_else(|e| Err(error(ErrorCode::Internal, format!("the turn's task failed: {e}"))))
+    }
+
+    async fn run_to_end(&self, turn: Turn, cancel: CancellationToken) -> Result<SubmitResult, RuntimeSubmitError> {
+        let ctx = TurnContext { hub: self.inner.hub.clone(), cancel: cancel.clone(), approvals: self.inner.approvals.clone() };
+        let run = AssertUnwindSafe(self.inner.agent.run_turn(turn.clone(), ctx)).catch_unwind().await;
+        let outcome = match run {
+            Ok(Err(e)) if cancel.is_cancelled() && e.code != ErrorCode::Interrupted => Err(error(ErrorCode::Interrupted, format!("the turn was interrupted ({})", e.message))),
+            Ok(r) => r,
+            Err(_) => Err(error(ErrorCode::Internal, "the agent panicked while running the turn")),
+        };
+        {
+            let mut st = self.state();
+            match &outcome {
+                Ok(_) => st.counters.completed += 1,
+                Err(e) if e.code == ErrorCode::Interrupted => st.counters.interrupted += 1,
+                Err(_) => st.counters.failed += 1,
+            }
+            st.active = None;
+        }
+        match &outcome {
+            Ok(result) => self.inner.hub.publish(RuntimeEvent::TurnCompleted { result: result.clone() }),
+            Err(e) => self.inner.hub.publish(RuntimeEvent::TurnFailed { error: e.clone() }),
+        };
+        outcome.map(|result| SubmitResult { assignment: turn.assignment, conversation: turn.conversation, result })
+    }
+
+    fn interrupt(&self, caller: &Caller) -> Result<InterruptResult, RuntimeSubmitError> {
+        let mut st = self.state();
+        if st.active.is_none() {
+            return Ok(InterruptResult { interrupted: false });
+        }
+        self.claim_lease(&mut st, caller)?;
+        if let Some(a) = &st.active {
+            a.cancel.cancel();
+        }
+        Ok(InterruptResult { interrupted: true })
+    }
+
+    fn release(&self, caller: &Caller) -> ReleaseResult {
+        let mut st = self.state();
+        Self::expire_lease(&mut st);
+        let held = st.lease.as_ref().is_some_and(|l| l.holder == caller.name);
+        if held {
+            st.lease = None;
+        }
+        ReleaseResult { released: held }
+    }
+
+    /// A snapshot of the runtime.
+    pub fn status(&self) -> RuntimeStatus {
+        let mut st = self.state();
+        Self::expire_lease(&mut st);
+        let state = if st.shutting_down {
+            RuntimeState::ShuttingDown
+        } else if st.active.is_some() {
+            RuntimeState::Running
+        } else {
+            RuntimeState::Idle
+        };
+        let c = st.counters;
+        RuntimeStatus {
+            state,
+            active_turn: st.active.as_ref().map(|a| a.info.clone()),
+            counters: TurnCounters { submitted: c.submitted, completed: c.completed, failed: c.failed, interrupted: c.interrupted },
+            last_seq: self.inner.hub.last_seq(),
+            subscribers: self.inner.hub.subscribers() as i64,
+            lease: st.lease.as_ref().map(|l| Lease { holder: l.holder.clone(), expires_at_ms: instant_to_ms(l.expires) }),
+            schema_version: VERSION.into(),
+            limits: Limits {
+                max_frame: MAX_FRAME as i64,
+                max_output: MAX_OUTPUT as i64,
+                max_line_bytes: SERVER_MAX_LINE_BYTES as i64,
+                event_channel_capacity: SERVER_EVENT_CHANNEL_CAPACITY as i64,
+            },
+        }
+    }
+
+    /// Stops the runtime: no new turns, the active turn interrupted (and awaited for up to
+    /// [`SHUTDOWN_TURN_GRACE`]), a final `shutting_down` event, then every transport's accept
+    /// loop stops. Calling it again is harmless.
+    pub async fn shutdown(&self) -> ShutdownResult {
+        let first = {
+            let mut st = self.state();
+            let first = !st.shutting_down;
+            st.shutting_down = true;
+            if let Some(a) = &st.active {
+                a.cancel.cancel();
+            }
+            first
+        };
+        if first {
+            let deadline = Instant::now() + SHUTDOWN_TURN_GRACE;
+            while self.state().active.is_some() && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            self.inner.hub.publish(RuntimeEvent::ShuttingDown {});
+            self.inner.shutdown.cancel();
+        }
+        ShutdownResult { shutting_down: true }
+    }
+}
+
+/// The reply for a request that did not decode: the most precise code, with the id echoed when
+/// it can be read.
+fn decode_error(bytes: &[u8], e: DocumentError) -> Reply {
+    let value: Option<Value> = serde_json::from_slice(bytes).ok();
+    let obj = value.as_ref().and_then(Value::as_object);
+    let id = obj.and_then(|o| o.get("id")).filter(|id| matches!(id, Value::String(s) if s.chars().count() <= 256) || id.as_i64().is_some()).cloned();
+    let jsonrpc = obj.and_then(|o| o.get("jsonrpc")).is_some_and(|v| v == "2.0");
+    let err = match e {
+        DocumentError::NotJson(m) => error(ErrorCode::InvalidRequest, format!("the request is not JSON: {m}")),
+        DocumentError::Invalid(violations) => match obj {
+            None => error(ErrorCode::InvalidRequest, "a request is a JSON object: {\"id\", \"method\", \"params\"}"),
+            Some(o) => match o.get("method") {
+                None => error(ErrorCode::InvalidRequest, "the request has no `method`"),
+                Some(Value::String(m)) if !Method::NAMES.contains(&m.as_str()) => {
+                    error(ErrorCode::UnknownMethod, format!("unknown method `{m}`; this server knows {}", Method::NAMES.join(", ")))
+                }
+                Some(Value::String(_)) => {
+                    let list: Vec<String> = violations.iter().map(ToString::to_string).collect();
+                    let mut err = error(ErrorCode::InvalidParams, format!("invalid request: {}", list.join("; ")));
+                    err.details = Some(ErrorDetails {
+                        violations: Some(violations.into_iter().take(1000).map(|v| openagents_protocol::Violation { pointer: v.pointer, keyword: v.keyword, message: v.message }).collect()),
+                        ..details()
+                    });
+                    err
+                }
+                Some(_) => error(ErrorCode::InvalidRequest, "`method` must be a string"),
+            },
+        },
+    };
+    Reply { id, jsonrpc, outcome: Err(err) }
+}

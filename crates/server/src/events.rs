@@ -1,0 +1,139 @@
+//! The event stream: every published event gets the next sequence number, goes into a bounded
+//! replay buffer, and out on a bounded broadcast. The agent never waits for a subscriber; a
+//! subscriber that falls behind is told how many events it missed (`lagged`), and one that
+//! resumes from a point no longer held is told so (`gap`).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use openagents_protocol::{RuntimeEvent, SERVER_EVENT_CHANNEL_CAPACITY, ServerEvent};
+use tokio::sync::broadcast;
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+struct Log {
+    next_seq: i64,
+    replay: VecDeque<ServerEvent>,
+}
+
+/// Publishes events to every subscriber; cheap to clone.
+#[derive(Clone)]
+pub struct EventHub {
+    log: Arc<Mutex<Log>>,
+    tx: broadcast::Sender<ServerEvent>,
+    subscribers: Arc<AtomicUsize>,
+    capacity: usize,
+}
+
+impl Default for EventHub {
+    fn default() -> Self {
+        EventHub::with_capacity(SERVER_EVENT_CHANNEL_CAPACITY)
+    }
+}
+
+impl EventHub {
+    /// A hub whose broadcast and replay buffer hold `capacity` events.
+    pub fn with_capacity(capacity: usize) -> Self {
+        let (tx, _) = broadcast::channel(capacity.max(1));
+        EventHub { log: Arc::new(Mutex::new(Log { next_seq: 1, replay: VecDeque::new() })), tx, subscribers: Arc::new(AtomicUsize::new(0)), capacity: capacity.max(1) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Log> {
+        self.log.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Publishes `event` with the next sequence number and returns it. Never waits.
+    pub fn publish(&self, event: RuntimeEvent) -> ServerEvent {
+        let mut log = self.lock();
+        let ev = ServerEvent { seq: log.next_seq, time_ms: Some(now_ms()), event };
+        log.next_seq += 1;
+        if log.replay.len() == self.capacity {
+            log.replay.pop_front();
+        }
+        log.replay.push_back(ev.clone());
+        // No receiver is fine: nobody is listening.
+        let _ = self.tx.send(ev.clone());
+        ev
+    }
+
+    /// The newest sequence number published (0 before the first event).
+    pub fn last_seq(&self) -> i64 {
+        self.lock().next_seq - 1
+    }
+
+    /// How many subscriptions are open.
+    pub fn subscribers(&self) -> usize {
+        self.subscribers.load(Ordering::Relaxed)
+    }
+
+    /// A subscription to every event after `since` (replayed from the buffer while it holds
+    /// them), or to new events only when `since` is `None`.
+    pub fn subscribe(&self, since: Option<i64>) -> Subscription {
+        let log = self.lock();
+        let rx = self.tx.subscribe();
+        let last = log.next_seq - 1;
+        let mut backlog = VecDeque::new();
+        let mut cursor = last;
+        if let Some(since) = since {
+            let since = since.clamp(0, last);
+            let oldest = log.replay.front().map_or(last + 1, |e| e.seq);
+            if since + 1 < oldest {
+                backlog.push_back(ServerEvent { seq: oldest - 1, time_ms: Some(now_ms()), event: RuntimeEvent::Gap { since, resumed_at: oldest - 1 } });
+            }
+            backlog.extend(log.replay.iter().filter(|e| e.seq > since).cloned());
+            cursor = since;
+        }
+        drop(log);
+        self.subscribers.fetch_add(1, Ordering::Relaxed);
+        Subscription { backlog, rx, seen: cursor, count: Arc::clone(&self.subscribers) }
+    }
+}
+
+/// One subscriber's view of the stream.
+pub struct Subscription {
+    backlog: VecDeque<ServerEvent>,
+    rx: broadcast::Receiver<ServerEvent>,
+    /// The newest sequence number given out (or skipped over by the starting point).
+    seen: i64,
+    count: Arc<AtomicUsize>,
+}
+
+impl Subscription {
+    /// The next event; `None` when the hub is gone. Each event arrives once, in order; missed
+    /// events are announced by a `lagged` (or `gap`) event instead of silently.
+    pub async fn next(&mut self) -> Option<ServerEvent> {
+        if let Some(ev) = self.backlog.pop_front() {
+            if !matches!(ev.event, RuntimeEvent::Gap { .. }) {
+                self.seen = self.seen.max(ev.seq);
+            }
+            return Some(ev);
+        }
+        loop {
+            match self.rx.recv().await {
+                Ok(ev) if ev.seq <= self.seen => continue,
+                Ok(ev) => {
+                    self.seen = ev.seq;
+                    return Some(ev);
+                }
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    return Some(ServerEvent { seq: self.seen, time_ms: Some(now_ms()), event: RuntimeEvent::Lagged { missed: missed as i64 } });
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+
+    /// The sequence number of the newest event this subscriber has been given.
+    pub fn position(&self) -> i64 {
+        self.seen
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::Relaxed);
+    }
+}

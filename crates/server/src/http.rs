@@ -1,0 +1,215 @@
+//! The RPC surface over HTTP: `POST /rpc` takes one request and answers one response;
+//! `GET /events` is a `text/event-stream` with `id: <seq>` and `data: <json>` per event. Every
+//! request needs `Authorization: Bearer <token>`; network clients are untrusted.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures_util::stream::{self, Stream};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use openagents_protocol::{ErrorCode, SERVER_MAX_LINE_BYTES};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::agent::error;
+use crate::auth::{Caller, Grant, RuntimeHttpCredential, authenticate};
+use crate::engine::{Reply, RpcEngine};
+use crate::projection;
+
+/// The most connections served at once; more are closed on arrival.
+pub const MAX_CONNECTIONS: usize = 256;
+/// How long a client has to send a request's headers (slow senders are cut off).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client has to send a request's body.
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// The most header fields a request may carry.
+pub const MAX_HEADERS: usize = 100;
+/// How often an idle event stream gets a keep-alive comment.
+pub const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+#[derive(Clone)]
+struct App {
+    engine: RpcEngine,
+    credentials: Arc<Vec<RuntimeHttpCredential>>,
+}
+
+/// Serves HTTP on `bind` (`host:port`; port 0 picks a free one) with one admin credential for
+/// `token`, in a background task until the engine shuts down. Returns the bound address. The
+/// loopback-by-default policy is the caller's: this binds whatever it is given.
+///
+/// # Errors
+///
+/// When the address cannot be bound.
+pub async fn run_http(engine: RpcEngine, bind: &str, token: &str) -> std::io::Result<SocketAddr> {
+    run_http_authorized(engine, bind, vec![RuntimeHttpCredential::new("default", token, Grant::admin())]).await
+}
+
+/// [`run_http`] with several independently scoped credentials.
+///
+/// # Errors
+///
+/// When the address cannot be bound, or no credential is given.
+pub async fn run_http_authorized(engine: RpcEngine, bind: &str, credentials: Vec<RuntimeHttpCredential>) -> std::io::Result<SocketAddr> {
+    if credentials.is_empty() {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "an HTTP runtime needs at least one credential"));
+    }
+    let listener = TcpListener::bind(bind).await?;
+    let addr = listener.local_addr()?;
+    let app = App { engine: engine.clone(), credentials: Arc::new(credentials) };
+    let router = Router::new()
+        .route("/rpc", post(rpc))
+        .route("/events", get(events))
+        .fallback(|| async { (StatusCode::NOT_FOUND, "not found: the endpoints are POST /rpc and GET /events\n") })
+        .with_state(app);
+    tokio::spawn(accept_loop(listener, router, engine));
+    Ok(addr)
+}
+
+/// [`run_http_authorized`] with an explicit controller lease duration.
+///
+/// # Errors
+///
+/// As [`run_http_authorized`].
+pub async fn run_http_authorized_with_lease_ttl(
+    engine: RpcEngine,
+    bind: &str,
+    credentials: Vec<RuntimeHttpCredential>,
+    lease_ttl: Duration,
+) -> std::io::Result<SocketAddr> {
+    engine.set_lease_ttl(lease_ttl);
+    run_http_authorized(engine, bind, credentials).await
+}
+
+async fn accept_loop(listener: TcpListener, router: Router, engine: RpcEngine) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let accepted = tokio::select! {
+            () = engine.wait_for_shutdown() => break,
+            a = listener.accept() => a,
+        };
+        let Ok((stream, _)) = accepted else {
+            // Out of descriptors, say: back off instead of spinning.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
+        let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
+            drop(stream);
+            continue;
+        };
+        let service = TowerToHyperService::new(router.clone());
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder.timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT).max_buf_size(SERVER_MAX_LINE_BYTES).max_headers(MAX_HEADERS);
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                () = engine.wait_for_shutdown() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(Duration::from_secs(2), conn).await;
+                }
+            }
+        });
+    }
+}
+
+fn json_response(status: u16, body: Vec<u8>) -> Response {
+    let mut r = Response::new(Body::from(body));
+    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+fn reject(code: ErrorCode, status: StatusCode, message: String) -> Response {
+    let reply = Reply::error(error(code, message));
+    let mut r = json_response(status.as_u16(), reply.to_json());
+    if status == StatusCode::UNAUTHORIZED {
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    r
+}
+
+fn authorize(app: &App, headers: &HeaderMap) -> Result<Caller, Response> {
+    let unauthorized = |m: &str| reject(ErrorCode::Unauthorized, StatusCode::UNAUTHORIZED, m.to_owned());
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return Err(unauthorized("send `Authorization: Bearer <token>`"));
+    };
+    let token = value.to_str().ok().and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer "))).map(str::trim);
+    match token.and_then(|t| authenticate(&app.credentials, t)) {
+        Some(c) => Ok(Caller { name: c.name.clone(), grant: c.grant.clone(), trusted: false }),
+        // The message never repeats the token.
+        None => Err(unauthorized("the bearer token is not valid")),
+    }
+}
+
+async fn rpc(State(app): State<App>, request: Request) -> Response {
+    let caller = match authorize(&app, request.headers()) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let json = request.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
+        v.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+    });
+    if !json {
+        return reject(ErrorCode::InvalidRequest, StatusCode::UNSUPPORTED_MEDIA_TYPE, "send the request as `Content-Type: application/json`".into());
+    }
+    let body = request.into_body();
+    let bytes = match tokio::time::timeout(BODY_READ_TIMEOUT, axum::body::to_bytes(body, SERVER_MAX_LINE_BYTES)).await {
+        Err(_) => return reject(ErrorCode::Timeout, StatusCode::REQUEST_TIMEOUT, format!("the body did not arrive within {BODY_READ_TIMEOUT:?}")),
+        Ok(Err(_)) => {
+            return reject(ErrorCode::FrameTooLarge, StatusCode::PAYLOAD_TOO_LARGE, format!("the body is larger than SERVER_MAX_LINE_BYTES ({SERVER_MAX_LINE_BYTES} bytes)"));
+        }
+        Ok(Ok(b)) => b,
+    };
+    let reply = app.engine.handle(&caller, &bytes).await;
+    json_response(reply.http_status(), reply.to_json())
+}
+
+async fn events(State(app): State<App>, headers: HeaderMap, uri: axum::http::Uri) -> Response {
+    let caller = match authorize(&app, &headers) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    if !caller.grant.events {
+        return reject(ErrorCode::Forbidden, StatusCode::FORBIDDEN, format!("credential `{}` may not read events", caller.name));
+    }
+    let from_header = headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<i64>().ok());
+    let from_query = uri.query().and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("since="))).and_then(|v| v.parse::<i64>().ok());
+    let sub = app.engine.subscribe(from_header.or(from_query));
+    Sse::new(event_stream(sub, app.engine.clone())).keep_alive(KeepAlive::new().interval(SSE_KEEP_ALIVE)).into_response()
+}
+
+fn event_stream(sub: crate::events::Subscription, engine: RpcEngine) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    stream::unfold((sub, engine, false), |(mut sub, engine, done)| async move {
+        if done {
+            return None;
+        }
+        let ev = tokio::select! {
+            biased;
+            ev = sub.next() => ev?,
+            () = engine.wait_for_shutdown() => {
+                // Deliver what is already queued (the final event), then end.
+                match tokio::time::timeout(Duration::from_millis(200), sub.next()).await {
+                    Ok(Some(ev)) => ev,
+                    _ => return None,
+                }
+            }
+        };
+        let last = projection::is_final(&ev);
+        let data = String::from_utf8(projection::event_json(&ev)).unwrap_or_default();
+        let sse = SseEvent::default().id(ev.seq.to_string()).data(data);
+        Some((Ok(sse), (sub, engine, last)))
+    })
+}

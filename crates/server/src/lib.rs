@@ -1,0 +1,32 @@
+//! One openagents runtime driving one agent, embeddable by a parent process over JSONL-RPC on
+//! stdio, or attachable remotely over HTTP (`POST /rpc`, `GET /events` as SSE).
+//!
+//! Security posture (a listener is the riskiest thing we ship):
+//! - Network clients are untrusted: every HTTP request carries a bearer token, compared in
+//!   constant time; each credential has an exact grant ([`Grant`]); one controller at a time
+//!   holds a lease with a TTL.
+//! - No permission bypass: [`RpcEngine::new`] takes the same agent a local `openagents run`
+//!   builds and installs no approval handler, so an approval nobody authorised can answer is
+//!   denied, and the denial is an event.
+//! - Everything is bounded: lines and bodies by `SERVER_MAX_LINE_BYTES`, the event broadcast by
+//!   `SERVER_EVENT_CHANNEL_CAPACITY` (a slow subscriber misses events and is told so, and never
+//!   stalls the agent), connections by [`http::MAX_CONNECTIONS`], slow senders by timeouts.
+//! - `shutdown` stops every transport's accept loop, interrupts the active turn and publishes a
+//!   final event.
+//! - Loopback by default is the caller's policy (the CLI's); these functions bind what they are
+//!   given.
+
+pub mod agent;
+pub mod auth;
+pub mod engine;
+pub mod events;
+pub mod http;
+pub mod projection;
+pub mod stdio;
+
+pub use agent::{Agent, Approval, ApprovalHandler, FnAgent, RunnerAgent, TurnContext};
+pub use auth::{Caller, Grant, RuntimeHttpCredential, generate_token, load_credentials};
+pub use engine::{DEFAULT_LEASE_TTL, EngineConfig, Reply, RpcEngine};
+pub use http::{run_http, run_http_authorized, run_http_authorized_with_lease_ttl};
+pub use openagents_protocol::{RpcRequest, RuntimeStatus, RuntimeSubmitError, SERVER_EVENT_CHANNEL_CAPACITY, SERVER_MAX_LINE_BYTES};
+pub use stdio::run_stdio;

@@ -1,0 +1,96 @@
+//! JSONL-RPC over stdio: request lines in, response lines and `{"event": …}` notifications out.
+//! Parent-process-trusted: no token. Each request runs on its own task, so an `interrupt` is
+//! served while a `submit` is in flight; one writer task owns the output, so lines never
+//! interleave.
+
+use openagents_protocol::{ErrorCode, SERVER_MAX_LINE_BYTES};
+use openagents_runner::frame::{FrameError, LineReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use crate::agent::error;
+use crate::auth::Caller;
+use crate::engine::{Reply, RpcEngine};
+use crate::projection;
+
+/// How many outgoing lines may wait for the writer. Events beyond it make the event forwarder
+/// wait (and lag on the broadcast), never the agent.
+const OUTBOUND_QUEUE: usize = 1024;
+
+/// Drives the JSONL-RPC protocol over `reader`/`writer` until end of input or `shutdown`.
+/// In-flight requests are answered before it returns.
+///
+/// # Errors
+///
+/// I/O errors reading the input.
+pub async fn run_stdio<R, W>(engine: RpcEngine, reader: R, writer: W) -> std::io::Result<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(OUTBOUND_QUEUE);
+    let writer_task = tokio::spawn(async move {
+        let mut w = writer;
+        while let Some(mut line) = rx.recv().await {
+            line.push(b'\n');
+            if w.write_all(&line).await.is_err() || w.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    let events_task = {
+        let tx = tx.clone();
+        let mut sub = engine.subscribe(None);
+        tokio::spawn(async move {
+            while let Some(ev) = sub.next().await {
+                let last = projection::is_final(&ev);
+                if tx.send(projection::notification_line(&ev)).await.is_err() || last {
+                    break;
+                }
+            }
+        })
+    };
+    let caller = Caller::stdio();
+    let mut lines = LineReader::new(BufReader::new(reader), SERVER_MAX_LINE_BYTES);
+    let mut in_flight = JoinSet::new();
+    let result = loop {
+        let next = tokio::select! {
+            () = engine.wait_for_shutdown() => break Ok(()),
+            l = lines.next_line() => l,
+        };
+        match next {
+            Ok(None) => break Ok(()),
+            Ok(Some(line)) if line.iter().all(u8::is_ascii_whitespace) => {}
+            Ok(Some(line)) => {
+                let (engine, caller, tx) = (engine.clone(), caller.clone(), tx.clone());
+                in_flight.spawn(async move {
+                    let reply = engine.handle(&caller, &line).await;
+                    let _ = tx.send(reply.to_json()).await;
+                });
+            }
+            Err(FrameError::TooLong { limit }) => {
+                let reply = Reply::error(error(ErrorCode::FrameTooLarge, format!("the request line is longer than SERVER_MAX_LINE_BYTES ({limit} bytes); it was discarded unread")));
+                let _ = tx.send(reply.to_json()).await;
+                match lines.skip_line().await {
+                    Ok((_, true)) => {}
+                    Ok((_, false)) => break Ok(()),
+                    Err(e) => break Err(e),
+                }
+            }
+            Err(FrameError::Io(e)) => break Err(e),
+        }
+        // Reap finished request tasks so the set does not grow.
+        while in_flight.try_join_next().is_some() {}
+    };
+    while in_flight.join_next().await.is_some() {}
+    if engine.is_shut_down() {
+        // Let the final event reach the output before it closes.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), events_task).await;
+    } else {
+        events_task.abort();
+    }
+    drop(tx);
+    let _ = writer_task.await;
+    result
+}
