@@ -460,6 +460,62 @@ impl Wire for i64 {
     }
 }
 
+/// A value skipped unread: an undeclared property of an object open to new fields.
+///
+/// It goes through the deserializer's ordinary, depth-limited path. serde's `IgnoredAny` would
+/// use serde_json's iterative skip, which has no depth limit, so a document nested past the
+/// parser's limit inside an unknown property would be accepted by a type whose decoding
+/// succeeds and called not JSON by any other.
+#[derive(Debug, Clone, Copy)]
+pub struct Skip;
+
+impl<'de> Deserialize<'de> for Skip {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Skip;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Skip, D::Error> {
+                Skip::deserialize(d)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skip, A::Error> {
+                while seq.next_element::<Skip>()?.is_some() {}
+                Ok(Skip)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
+                while map.next_key::<Skip>()?.is_some() {
+                    map.next_value::<Skip>()?;
+                }
+                Ok(Skip)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 /// A value the schema never allows (the `false` schema).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Never {}

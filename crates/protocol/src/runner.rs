@@ -5,10 +5,12 @@ use crate::rt::{Validate, Violation};
 use crate::{Event, Turn, VERSION};
 
 impl Event {
-    /// Returns the event's text, result, or error message.
+    /// Returns the event's text, result, or error message (for an approval request, its
+    /// prompt).
     pub fn text(&self) -> &str {
         match self {
             Event::Text { text } => text,
+            Event::ApprovalRequest { prompt, .. } => prompt,
             Event::Completed { result } => result,
             Event::Failed { message } => message,
         }
@@ -16,7 +18,7 @@ impl Event {
 
     /// Returns true when the event ends the turn.
     pub fn terminal(&self) -> bool {
-        !matches!(self, Event::Text { .. })
+        matches!(self, Event::Completed { .. } | Event::Failed { .. })
     }
 }
 

@@ -94,6 +94,7 @@ fn dispatch(method: Method) -> serde_json::Value {
         }),
         Method::Shutdown(_) => answer::<methods::Shutdown>(ShutdownResult { shutting_down: true }),
         Method::Release(_) => answer::<methods::Release>(ReleaseResult { released: false }),
+        Method::Subscribe(_) => answer::<methods::Subscribe>(SubscribeResult { last_seq: 0 }),
     }
 }
 
@@ -116,7 +117,7 @@ fn requests_dispatch_on_the_generated_method_enum() {
             assert_eq!(id, Some(serde_json::json!(7)));
         }
     }
-    assert_eq!(Method::NAMES, &["submit", "interrupt", "status", "shutdown", "release"]);
+    assert_eq!(Method::NAMES, &["submit", "interrupt", "status", "shutdown", "release", "subscribe"]);
 }
 
 #[test]

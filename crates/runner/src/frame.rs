@@ -27,7 +27,7 @@ pub enum FrameError {
 ///
 /// [`FrameError::TooLong`] as soon as more than `limit` bytes arrive without a newline; at most
 /// `limit` bytes are ever held.
-pub fn read_line<R: BufRead>(reader: &mut R, limit: usize) -> Result<Option<Vec<u8>>, FrameError> {
+pub fn read_line<R: BufRead + ?Sized>(reader: &mut R, limit: usize) -> Result<Option<Vec<u8>>, FrameError> {
     let mut line = Vec::new();
     loop {
         let buf = match reader.fill_buf() {

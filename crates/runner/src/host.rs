@@ -31,6 +31,41 @@ pub const AFTER_TERMINAL_GRACE: Duration = Duration::from_millis(500);
 /// How long a runner gets after SIGTERM before its process group is killed with SIGKILL.
 pub const KILL_GRACE: Duration = Duration::from_millis(500);
 
+/// How a runner's approval request was answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalDecision {
+    /// Whether the runner may go ahead.
+    pub approved: bool,
+    /// A free-form answer, when one was given.
+    pub answer: Option<String>,
+}
+
+impl ApprovalDecision {
+    /// A denial.
+    pub fn denied() -> Self {
+        ApprovalDecision { approved: false, answer: None }
+    }
+}
+
+/// A boxed future.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// Answers runners' approval requests.
+pub trait Approver: Send + Sync {
+    /// Answers the request `id` asking `prompt`. Must fail closed: deny when nobody can answer.
+    fn approve<'a>(&'a self, id: &'a str, prompt: &'a str) -> BoxFuture<'a, ApprovalDecision>;
+}
+
+/// The approver with nobody behind it: every request is denied.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DenyAll;
+
+impl Approver for DenyAll {
+    fn approve<'a>(&'a self, _id: &'a str, _prompt: &'a str) -> BoxFuture<'a, ApprovalDecision> {
+        Box::pin(async { ApprovalDecision::denied() })
+    }
+}
+
 /// Why a turn did not complete.
 #[derive(Debug, thiserror::Error)]
 pub enum TurnError {
@@ -188,7 +223,13 @@ impl RunnerHost {
     /// Runs one turn through the runner it names, calling `on_event` for every event as it
     /// arrives (the terminal one included), until the turn ends, `cancel` fires, or the
     /// runner's time limit passes. The runner's whole process group is gone when this returns.
+    /// Approval requests are denied (nobody is there to answer); see [`RunnerHost::run_with`].
     pub async fn run(&self, turn: &Turn, cancel: &CancellationToken, on_event: &mut (dyn FnMut(&Event) + Send)) -> TurnReport {
+        self.run_with(turn, cancel, on_event, &DenyAll).await
+    }
+
+    /// [`RunnerHost::run`], with `approver` answering the runner's approval requests.
+    pub async fn run_with(&self, turn: &Turn, cancel: &CancellationToken, on_event: &mut (dyn FnMut(&Event) + Send), approver: &dyn Approver) -> TurnReport {
         let fail = |e: TurnError| TurnReport { outcome: Err(e), stderr: String::new(), exit: None };
         if let Err(v) = rt::Validate::validate(turn) {
             return fail(TurnError::InvalidTurn(v));
@@ -197,12 +238,23 @@ impl RunnerHost {
             Ok(s) => s.clone(),
             Err(e) => return fail(e.into()),
         };
-        run_turn(&spec, turn, cancel, on_event).await
+        run_turn_with(&spec, turn, cancel, on_event, approver).await
     }
 }
 
-/// Runs one turn through `spec` (see [`RunnerHost::run`]).
+/// Runs one turn through `spec`, denying approval requests (see [`RunnerHost::run`]).
 pub async fn run_turn(spec: &RunnerSpec, turn: &Turn, cancel: &CancellationToken, on_event: &mut (dyn FnMut(&Event) + Send)) -> TurnReport {
+    run_turn_with(spec, turn, cancel, on_event, &DenyAll).await
+}
+
+/// Runs one turn through `spec` with `approver` answering approval requests.
+pub async fn run_turn_with(
+    spec: &RunnerSpec,
+    turn: &Turn,
+    cancel: &CancellationToken,
+    on_event: &mut (dyn FnMut(&Event) + Send),
+    approver: &dyn Approver,
+) -> TurnReport {
     let fail = |e: TurnError| TurnReport { outcome: Err(e), stderr: String::new(), exit: None };
     match std::fs::metadata(&turn.cwd) {
         Ok(m) if m.is_dir() => {}
@@ -233,10 +285,21 @@ pub async fn run_turn(spec: &RunnerSpec, turn: &Turn, cancel: &CancellationToken
     };
     let pgid = child.id().map(|id| Pid::from_raw(id as i32));
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
-    // The turn goes in on its own task, so a runner that never reads stdin cannot block us.
+    // Stdin has its own task, so a runner that never reads it cannot block us: first the turn,
+    // then one line per approval answer; it closes when the turn ends.
+    let (answers, mut answer_rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
     let writer = tokio::spawn(async move {
         if let Some(mut stdin) = stdin {
-            let _ = stdin.write_all(&line).await;
+            if stdin.write_all(&line).await.is_err() {
+                return;
+            }
+            let _ = stdin.flush().await;
+            while let Some(mut answer) = answer_rx.recv().await {
+                answer.push(b'\n');
+                if stdin.write_all(&answer).await.is_err() || stdin.flush().await.is_err() {
+                    return;
+                }
+            }
             let _ = stdin.shutdown().await;
         }
     });
@@ -257,9 +320,10 @@ pub async fn run_turn(spec: &RunnerSpec, turn: &Turn, cancel: &CancellationToken
         })
     });
     let outcome = match stdout {
-        Some(out) => read_events(out, spec.timeout, cancel, on_event).await,
+        Some(out) => read_events(out, spec.timeout, cancel, on_event, approver, &answers).await,
         None => Err(TurnError::Io(std::io::Error::other("the runner's stdout was not captured"))),
     };
+    drop(answers);
     let clean = outcome.is_ok();
     let exit = end_process_group(&mut child, pgid, clean).await;
     writer.abort();
@@ -289,6 +353,8 @@ async fn read_events(
     limit: Duration,
     cancel: &CancellationToken,
     on_event: &mut (dyn FnMut(&Event) + Send),
+    approver: &dyn Approver,
+    answers: &tokio::sync::mpsc::Sender<Vec<u8>>,
 ) -> Result<String, TurnError> {
     let mut reader = LineReader::new(BufReader::with_capacity(64 * 1024, stdout), MAX_FRAME);
     let deadline = Instant::now() + limit;
@@ -335,6 +401,17 @@ async fn read_events(
             return Err(if event.terminal() { TurnError::SecondTerminal } else { TurnError::AfterTerminal });
         }
         on_event(&event);
+        if let Event::ApprovalRequest { id, prompt } = &event {
+            let decision = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(TurnError::Interrupted),
+                () = tokio::time::sleep_until(deadline) => return Err(TurnError::Timeout(limit)),
+                d = approver.approve(id, prompt) => d,
+            };
+            let answer = openagents_protocol::ApprovalAnswer { r#type: "approval_answer".into(), id: id.clone(), approved: decision.approved, answer: decision.answer };
+            // A runner that has stopped reading stdin only loses the answer.
+            let _ = answers.send(serde_json::to_vec(&answer).unwrap_or_default()).await;
+        }
         if event.terminal() {
             terminal = Some(event);
         }
@@ -345,7 +422,7 @@ fn finish(terminal: Event) -> Result<String, TurnError> {
     match terminal {
         Event::Completed { result } => Ok(result),
         Event::Failed { message } => Err(TurnError::Failed(message)),
-        Event::Text { .. } => Err(TurnError::NoTerminal(None)),
+        Event::Text { .. } | Event::ApprovalRequest { .. } => Err(TurnError::NoTerminal(None)),
     }
 }
 

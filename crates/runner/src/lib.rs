@@ -18,4 +18,4 @@ pub mod serve;
 
 pub use host::{RunnerHost, TurnError, TurnReport};
 pub use registry::{Registry, RegistryError, RunnerSpec};
-pub use serve::{Progress, ProgressError, serve_once, serve_streaming};
+pub use serve::{Answer, Progress, ProgressError, serve_once, serve_streaming};

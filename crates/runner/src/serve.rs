@@ -4,7 +4,7 @@
 use std::io::{self, BufRead, Write};
 
 use openagents_protocol::rt::{self, DocumentError};
-use openagents_protocol::{Event, MAX_FRAME, MAX_OUTPUT, Turn, VERSION};
+use openagents_protocol::{ApprovalAnswer, Event, MAX_FRAME, MAX_OUTPUT, Turn, VERSION};
 
 use crate::frame::{FrameError, read_line};
 
@@ -46,7 +46,7 @@ pub fn serve_streaming<R: BufRead, W: Write>(
 ) -> io::Result<()> {
     let outcome = match read_turn(&mut input) {
         Ok(turn) => {
-            let mut progress = Progress { out: &mut output, written: 0 };
+            let mut progress = Progress { out: &mut output, input: &mut input, written: 0, asked: 0 };
             run(turn, &mut progress)
         }
         Err(message) => Err(message),
@@ -54,10 +54,13 @@ pub fn serve_streaming<R: BufRead, W: Write>(
     write_terminal(&mut output, outcome)
 }
 
-/// Writes `text` events for a streaming runner, within the contract's bounds.
+/// Writes `text` events for a streaming runner, within the contract's bounds, and asks the
+/// host for approval.
 pub struct Progress<'a, W: Write> {
     out: &'a mut W,
+    input: &'a mut dyn BufRead,
     written: usize,
+    asked: u64,
 }
 
 /// Why a progress event was not written.
@@ -72,6 +75,18 @@ pub enum ProgressError {
     /// Writing to stdout failed (the host has gone away).
     #[error("writing progress failed: {0}")]
     Io(#[source] io::Error),
+    /// The host did not answer an approval request (stdin ended, or the answer was not valid).
+    #[error("the host did not answer the approval request: {0}")]
+    NoAnswer(String),
+}
+
+/// The host's answer to [`Progress::ask`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// Whether the runner may go ahead. With nobody authorised to answer, this is `false`.
+    pub approved: bool,
+    /// A free-form answer, when the person gave one.
+    pub answer: Option<String>,
 }
 
 /// Room kept for the terminal event: one full line and its newline.
@@ -92,6 +107,37 @@ impl<W: Write> Progress<'_, W> {
             return Err(ProgressError::OutputFull);
         }
         self.write_line(&line)
+    }
+
+    /// Asks the host for approval and waits for its answer. Approvals fail closed: when nobody
+    /// authorised can answer, the answer is a denial. Runners that never ask never read stdin
+    /// past the turn.
+    ///
+    /// # Errors
+    ///
+    /// [`ProgressError`] when the request would break a bound, on I/O, or when the host does
+    /// not answer.
+    pub fn ask(&mut self, prompt: &str) -> Result<Answer, ProgressError> {
+        self.asked += 1;
+        let id = format!("ask-{}", self.asked);
+        let line = encode(&Event::ApprovalRequest { id: id.clone(), prompt: prompt.to_owned() });
+        if line.len() > MAX_FRAME {
+            return Err(ProgressError::LineTooLong(line.len()));
+        }
+        if self.written + line.len() + 1 > MAX_OUTPUT - TERMINAL_RESERVE {
+            return Err(ProgressError::OutputFull);
+        }
+        self.write_line(&line)?;
+        let reply = match read_line(self.input, MAX_FRAME) {
+            Ok(Some(l)) => l,
+            Ok(None) => return Err(ProgressError::NoAnswer("stdin ended".into())),
+            Err(e) => return Err(ProgressError::NoAnswer(e.to_string())),
+        };
+        match rt::parse_validated::<ApprovalAnswer>(&reply) {
+            Ok(a) if a.id == id => Ok(Answer { approved: a.approved, answer: a.answer }),
+            Ok(a) => Err(ProgressError::NoAnswer(format!("the answer is for `{}`, not `{id}`", a.id))),
+            Err(e) => Err(ProgressError::NoAnswer(e.to_string())),
+        }
     }
 
     /// Bytes written so far, newlines included.

@@ -71,14 +71,16 @@ pub mod agents {
         //! ```
 
         pub use openagents_protocol::{AgentSpec, Event, MAX_FRAME, MAX_OUTPUT, Turn, VERSION};
-        pub use openagents_runner::serve::{Progress, ProgressError, serve_once, serve_streaming};
+        pub use openagents_runner::serve::{Answer, Progress, ProgressError, serve_once, serve_streaming};
     }
 
     pub mod host {
         //! The host side: the operator's registry of runners, and a host that runs one turn
         //! through a runner with every bound enforced and the process group cleaned up.
         pub use openagents_runner::frame::{FrameError, LineReader};
-        pub use openagents_runner::host::{AFTER_TERMINAL_GRACE, KILL_GRACE, RunnerHost, STDERR_TAIL_BYTES, TurnError, TurnReport, run_turn};
+        pub use openagents_runner::host::{
+            AFTER_TERMINAL_GRACE, ApprovalDecision, Approver, DenyAll, KILL_GRACE, RunnerHost, STDERR_TAIL_BYTES, TurnError, TurnReport, run_turn, run_turn_with,
+        };
         pub use openagents_runner::registry::{DEFAULT_TIMEOUT, Registry, RegistryError, RunnerSpec};
     }
 }
@@ -89,9 +91,9 @@ pub mod server {
     //! [`run_http_authorized`], [`run_http_authorized_with_lease_ttl`]), scoped credentials
     //! ([`RuntimeHttpCredential`], [`generate_token`]) and a controller lease.
     pub use openagents_server::{
-        Agent, Approval, ApprovalHandler, Caller, DEFAULT_LEASE_TTL, EngineConfig, FnAgent, Grant, Reply, RpcEngine, RpcRequest,
+        Agent, ApprovalDecision, ApprovalHandler, Caller, FrontendRequestBridge, FrontendWebSocketServer, DEFAULT_LEASE_TTL, EngineConfig, FnAgent, Grant, Reply, RpcEngine, RpcRequest,
         RunnerAgent, RuntimeHttpCredential, RuntimeStatus, RuntimeSubmitError, SERVER_EVENT_CHANNEL_CAPACITY, SERVER_MAX_LINE_BYTES,
-        TurnContext, generate_token, load_credentials, run_http, run_http_authorized, run_http_authorized_with_lease_ttl, run_stdio,
+        TurnContext, generate_token, load_credentials, run_http, run_http_authorized, run_http_authorized_with_lease_ttl, run_stdio, run_frontend_websocket,
     };
     pub use openagents_server::{events, http, projection};
 }

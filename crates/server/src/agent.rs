@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use openagents_protocol::{ErrorCode, Event, RuntimeEvent, RuntimeSubmitError, Turn};
 use openagents_runner::RunnerHost;
+use openagents_runner::host::{ApprovalDecision, Approver};
 use tokio_util::sync::CancellationToken;
 
 use crate::events::EventHub;
@@ -27,20 +28,12 @@ pub trait Agent: Send + Sync + 'static {
     }
 }
 
-/// Whether an approval was given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Approval {
-    /// Go ahead.
-    Approved,
-    /// Do not.
-    Denied,
-}
-
-/// Answers an agent's approval requests. The engine installs none: with nobody authorised to
-/// answer, every request is denied.
+/// Answers an agent's approval requests, and publishes what happened as events. The engine's
+/// handler is the [`crate::bridge::FrontendRequestBridge`], which asks attached frontends
+/// allowed to answer and fails closed when there are none.
 pub trait ApprovalHandler: Send + Sync + 'static {
     /// Asks whoever may answer; must fail closed (deny) when nobody can.
-    fn request(&self, prompt: String) -> BoxFuture<'static, Approval>;
+    fn request(&self, prompt: String) -> BoxFuture<'static, ApprovalDecision>;
 }
 
 /// What a running turn can do: report progress, notice cancellation, ask for approval.
@@ -62,19 +55,17 @@ impl TurnContext {
         &self.cancel
     }
 
-    /// Asks for approval. Without an authorised party to answer, the answer is
-    /// [`Approval::Denied`] and the denial is published as an `approval_denied` event.
-    pub async fn request_approval(&self, prompt: impl Into<String>) -> Approval {
+    /// Asks for approval. Without an authorised party to answer, the answer is a denial, and
+    /// the denial is published as an `approval_denied` event.
+    pub async fn request_approval(&self, prompt: impl Into<String>) -> ApprovalDecision {
         let prompt = prompt.into();
-        let answer = match &self.approvals {
-            Some(h) => h.request(prompt.clone()).await,
-            None => Approval::Denied,
-        };
-        if answer == Approval::Denied {
-            let reason = if self.approvals.is_none() { "nobody authorised to answer approvals is attached" } else { "denied" };
-            self.hub.publish(RuntimeEvent::ApprovalDenied { prompt, reason: reason.into() });
+        match &self.approvals {
+            Some(h) => h.request(prompt).await,
+            None => {
+                self.hub.publish(RuntimeEvent::ApprovalDenied { request_id: None, prompt, reason: "nobody authorised to answer approvals is attached".into() });
+                ApprovalDecision::denied()
+            }
         }
-        answer
     }
 }
 
@@ -105,7 +96,8 @@ impl Agent for RunnerAgent {
                     ctx.text(text.clone());
                 }
             };
-            let report = self.host.run(&turn, ctx.cancelled(), &mut on_event).await;
+            let approver = ContextApprover(&ctx);
+            let report = self.host.run_with(&turn, ctx.cancelled(), &mut on_event, &approver).await;
             report.outcome.map_err(|e| e.to_runtime_error())
         })
     }
@@ -113,6 +105,15 @@ impl Agent for RunnerAgent {
     fn describe(&self) -> String {
         let ids: Vec<&str> = self.host.registry().runners.keys().map(String::as_str).collect();
         format!("runners: {}", ids.join(", "))
+    }
+}
+
+/// Forwards a runner's approval requests to the turn's approval handler.
+struct ContextApprover<'c>(&'c TurnContext);
+
+impl Approver for ContextApprover<'_> {
+    fn approve<'a>(&'a self, _id: &'a str, prompt: &'a str) -> openagents_runner::host::BoxFuture<'a, ApprovalDecision> {
+        Box::pin(self.0.request_approval(prompt.to_owned()))
     }
 }
 

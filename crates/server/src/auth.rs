@@ -14,23 +14,25 @@ pub struct Grant {
     pub methods: BTreeSet<String>,
     /// Whether it may subscribe to events.
     pub events: bool,
+    /// Whether it may answer the agent's approval requests (on the WebSocket).
+    pub approvals: bool,
 }
 
 impl Grant {
-    fn of(methods: &[&str], events: bool) -> Grant {
-        Grant { methods: methods.iter().map(|m| (*m).to_owned()).collect(), events }
+    fn of(methods: &[&str], events: bool, approvals: bool) -> Grant {
+        Grant { methods: methods.iter().map(|m| (*m).to_owned()).collect(), events, approvals }
     }
-    /// `status` and events.
+    /// `status`, `subscribe` and events.
     pub fn observer() -> Grant {
-        Grant::of(&["status"], true)
+        Grant::of(&["status", "subscribe"], true, false)
     }
-    /// An observer that may also `submit`, `interrupt` and `release`.
+    /// An observer that may also `submit`, `interrupt`, `release` and answer approvals.
     pub fn controller() -> Grant {
-        Grant::of(&["status", "submit", "interrupt", "release"], true)
+        Grant::of(&["status", "subscribe", "submit", "interrupt", "release"], true, true)
     }
     /// A controller that may also `shutdown`.
     pub fn admin() -> Grant {
-        Grant::of(&["status", "submit", "interrupt", "release", "shutdown"], true)
+        Grant::of(&["status", "subscribe", "submit", "interrupt", "release", "shutdown"], true, true)
     }
     /// Whether the grant includes `method`.
     pub fn allows(&self, method: &str) -> bool {
@@ -148,6 +150,7 @@ struct CredentialEntry {
     role: Option<String>,
     methods: Option<Vec<String>>,
     events: Option<bool>,
+    approvals: Option<bool>,
 }
 
 /// Loads a credentials file:
@@ -161,6 +164,7 @@ struct CredentialEntry {
 /// token_file = "/etc/openagents/dashboard.token"
 /// methods = ["status"]             # an exact grant instead of a role
 /// events = true
+/// approvals = false                # may it answer the agent's approval requests
 /// ```
 ///
 /// # Errors
@@ -184,11 +188,11 @@ pub fn load_credentials(path: &Path) -> Result<Vec<RuntimeHttpCredential>, Strin
                 if let Some(bad) = methods.iter().find(|m| !openagents_protocol::Method::NAMES.contains(&m.as_str())) {
                     return Err(format!("{at}: unknown method `{bad}` (known: {})", openagents_protocol::Method::NAMES.join(", ")));
                 }
-                Grant { methods: methods.into_iter().collect(), events: e.events.unwrap_or(false) }
+                Grant { methods: methods.into_iter().collect(), events: e.events.unwrap_or(false), approvals: e.approvals.unwrap_or(false) }
             }
             (None, None) => return Err(format!("{at}: give a `role` or an exact `methods` list")),
         };
-        let grant = Grant { events: e.events.unwrap_or(grant.events), ..grant };
+        let grant = Grant { events: e.events.unwrap_or(grant.events), approvals: e.approvals.unwrap_or(grant.approvals), ..grant };
         let cred = match (e.token, e.token_file, e.token_sha256) {
             (Some(t), None, None) => RuntimeHttpCredential::new(&name, t.trim(), grant),
             (None, Some(f), None) => {

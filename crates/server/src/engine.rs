@@ -12,13 +12,14 @@ use openagents_protocol::rt::{self, DocumentError, RpcMethod, Validate};
 use openagents_protocol::{
     ActiveTurn, ErrorCode, ErrorDetails, InterruptResult, Lease, Limits, MAX_FRAME, MAX_OUTPUT, Method, ReleaseResult, RpcRequest, RuntimeEvent,
     RuntimeState, RuntimeStatus, RuntimeSubmitError, SERVER_EVENT_CHANNEL_CAPACITY, SERVER_MAX_LINE_BYTES, ShutdownResult, SubmitParams, SubmitResult,
-    Turn, TurnCounters, VERSION, methods,
+    SubscribeResult, Turn, TurnCounters, VERSION, methods,
 };
 use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Agent, ApprovalHandler, TurnContext, error};
+use crate::bridge::{BridgeHandler, FrontendRequestBridge};
 use crate::auth::Caller;
 use crate::events::{EventHub, Subscription};
 
@@ -78,9 +79,16 @@ struct Counters {
     interrupted: i64,
 }
 
+/// A streaming connection's event stream, which `subscribe` (re)starts.
+pub trait EventSession: Send + Sync {
+    /// Starts the stream after `since` (new events only when `None`).
+    fn subscribe(&self, since: Option<i64>);
+}
+
 struct Inner {
     agent: Arc<dyn Agent>,
     approvals: Option<Arc<dyn ApprovalHandler>>,
+    bridge: Arc<FrontendRequestBridge>,
     config: Mutex<EngineConfig>,
     state: Mutex<State>,
     hub: EventHub,
@@ -172,29 +180,34 @@ fn details() -> ErrorDetails {
 }
 
 impl RpcEngine {
-    /// An engine for `agent`, with default settings. It installs no approval handler: an
-    /// approval nobody authorised can answer is denied.
+    /// An engine for `agent`, with default settings. It never answers an approval itself:
+    /// requests go to attached frontends allowed to answer (the [`FrontendRequestBridge`]), and
+    /// with none attached they are denied.
     pub fn new(agent: impl Agent) -> Self {
         RpcEngine::with_config(agent, EngineConfig::default())
     }
 
     /// An engine for `agent` with `config`.
     pub fn with_config(agent: impl Agent, config: EngineConfig) -> Self {
+        let hub = EventHub::default();
+        let bridge = FrontendRequestBridge::new(hub.clone());
+        let approvals: Arc<dyn ApprovalHandler> = Arc::new(BridgeHandler(Arc::clone(&bridge)));
         RpcEngine {
             inner: Arc::new(Inner {
                 agent: Arc::new(agent),
-                approvals: None,
+                approvals: Some(approvals),
+                bridge,
                 config: Mutex::new(config),
                 state: Mutex::new(State::default()),
-                hub: EventHub::default(),
+                hub,
                 shutdown: CancellationToken::new(),
             }),
         }
     }
 
-    /// Whether an approval handler is installed (never, for engines built by this crate).
-    pub fn has_approval_handler(&self) -> bool {
-        self.inner.approvals.is_some()
+    /// The bridge that carries approval requests to frontends (and fails closed without any).
+    pub fn bridge(&self) -> &Arc<FrontendRequestBridge> {
+        &self.inner.bridge
     }
 
     /// The agent's description.
@@ -232,18 +245,28 @@ impl RpcEngine {
 
     /// Decodes one request and answers it; the one code path of every transport.
     pub async fn handle(&self, caller: &Caller, bytes: &[u8]) -> Reply {
+        self.handle_in(caller, bytes, None).await
+    }
+
+    /// [`RpcEngine::handle`] on a streaming connection whose event stream `subscribe` controls.
+    pub async fn handle_in(&self, caller: &Caller, bytes: &[u8], session: Option<&dyn EventSession>) -> Reply {
         let request = match rt::parse_validated::<RpcRequest>(bytes) {
             Ok(r) => r,
             Err(e) => return decode_error(bytes, e),
         };
         let id = request.id().clone();
         let jsonrpc = request.jsonrpc().is_some();
-        let outcome = self.call(caller, request.into_method()).await;
+        let outcome = self.call_in(caller, request.into_method(), session).await;
         Reply { id, jsonrpc, outcome }
     }
 
     /// Calls one method in process, as `caller` (no socket needed).
     pub async fn call(&self, caller: &Caller, method: Method) -> Result<Vec<u8>, RuntimeSubmitError> {
+        self.call_in(caller, method, None).await
+    }
+
+    /// [`RpcEngine::call`] on a streaming connection.
+    pub async fn call_in(&self, caller: &Caller, method: Method, session: Option<&dyn EventSession>) -> Result<Vec<u8>, RuntimeSubmitError> {
         if !caller.grant.allows(method.name()) {
             return Err(error(ErrorCode::Forbidden, format!("credential `{}` may not call `{}`", caller.name, method.name())));
         }
@@ -254,6 +277,7 @@ impl RpcEngine {
             Method::Status(_) => encode::<methods::Status>(Ok(self.status())),
             Method::Shutdown(_) => encode::<methods::Shutdown>(Ok(self.shutdown().await)),
             Method::Release(_) => encode::<methods::Release>(Ok(self.release(caller))),
+            Method::Subscribe(params) => encode::<methods::Subscribe>(self.subscribe_session(caller, params.and_then(|p| p.since), session)),
         }
     }
 
@@ -376,6 +400,18 @@ impl RpcEngine {
             a.cancel.cancel();
         }
         Ok(InterruptResult { interrupted: true })
+    }
+
+    fn subscribe_session(&self, caller: &Caller, since: Option<i64>, session: Option<&dyn EventSession>) -> Result<SubscribeResult, RuntimeSubmitError> {
+        if !caller.grant.events {
+            return Err(error(ErrorCode::Forbidden, format!("credential `{}` may not read events", caller.name)));
+        }
+        let Some(session) = session else {
+            return Err(error(ErrorCode::InvalidRequest, "`subscribe` is for streaming connections (stdio, WebSocket); over HTTP, use GET /events with Last-Event-ID"));
+        };
+        let last_seq = self.inner.hub.last_seq();
+        session.subscribe(since);
+        Ok(SubscribeResult { last_seq })
     }
 
     fn release(&self, caller: &Caller) -> ReleaseResult {

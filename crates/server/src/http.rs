@@ -43,6 +43,37 @@ struct App {
     credentials: Arc<Vec<RuntimeHttpCredential>>,
 }
 
+/// What the WebSocket route needs from the router's state.
+pub trait AppAuth {
+    /// The caller for the request's `Authorization` header.
+    ///
+    /// # Errors
+    ///
+    /// The 401 response.
+    fn authorize(&self, headers: &HeaderMap) -> Result<Caller, Response>;
+    /// The caller for a bare token.
+    fn credential(&self, token: &str) -> Option<Caller>;
+    /// The engine.
+    fn engine(&self) -> &RpcEngine;
+}
+
+impl AppAuth for App {
+    fn authorize(&self, headers: &HeaderMap) -> Result<Caller, Response> {
+        authorize(self, headers)
+    }
+    fn credential(&self, token: &str) -> Option<Caller> {
+        crate::ws::find(&self.credentials, token)
+    }
+    fn engine(&self) -> &RpcEngine {
+        &self.engine
+    }
+}
+
+/// A 401 with a typed `unauthorized` body.
+pub(crate) fn reject_unauthorized(message: &str) -> Response {
+    reject(ErrorCode::Unauthorized, StatusCode::UNAUTHORIZED, message.to_owned())
+}
+
 /// Serves HTTP on `bind` (`host:port`; port 0 picks a free one) with one admin credential for
 /// `token`, in a background task until the engine shuts down. Returns the bound address. The
 /// loopback-by-default policy is the caller's: this binds whatever it is given.
@@ -60,19 +91,35 @@ pub async fn run_http(engine: RpcEngine, bind: &str, token: &str) -> std::io::Re
 ///
 /// When the address cannot be bound, or no credential is given.
 pub async fn run_http_authorized(engine: RpcEngine, bind: &str, credentials: Vec<RuntimeHttpCredential>) -> std::io::Result<SocketAddr> {
+    let (addr, _task) = serve(engine, bind, credentials, true).await?;
+    Ok(addr)
+}
+
+/// Binds and serves: HTTP and the WebSocket when `http` is true, the WebSocket alone otherwise.
+pub(crate) async fn serve(
+    engine: RpcEngine,
+    bind: &str,
+    credentials: Vec<RuntimeHttpCredential>,
+    http: bool,
+) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     if credentials.is_empty() {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "an HTTP runtime needs at least one credential"));
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "a network runtime needs at least one credential"));
     }
     let listener = TcpListener::bind(bind).await?;
     let addr = listener.local_addr()?;
     let app = App { engine: engine.clone(), credentials: Arc::new(credentials) };
-    let router = Router::new()
-        .route("/rpc", post(rpc))
-        .route("/events", get(events))
-        .fallback(|| async { (StatusCode::NOT_FOUND, "not found: the endpoints are POST /rpc and GET /events\n") })
-        .with_state(app);
-    tokio::spawn(accept_loop(listener, router, engine));
-    Ok(addr)
+    let mut router: Router<App> = crate::ws::route::<App>();
+    if http {
+        router = router
+            .route("/rpc", post(rpc))
+            .route("/events", get(events))
+            .fallback(|| async { (StatusCode::NOT_FOUND, "not found: the endpoints are POST /rpc, GET /events and GET /frontend/v2 (WebSocket)\n") });
+    } else {
+        router = router.fallback(|| async { (StatusCode::NOT_FOUND, "not found: the only endpoint is GET /frontend/v2 (WebSocket)\n") });
+    }
+    let router = router.with_state(app);
+    let task = tokio::spawn(accept_loop(listener, router, engine));
+    Ok((addr, task))
 }
 
 /// [`run_http_authorized`] with an explicit controller lease duration.
@@ -112,7 +159,7 @@ async fn accept_loop(listener: TcpListener, router: Router, engine: RpcEngine) {
             let _permit = permit;
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder.timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT).max_buf_size(SERVER_MAX_LINE_BYTES).max_headers(MAX_HEADERS);
-            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            let conn = builder.serve_connection(TokioIo::new(stream), service).with_upgrades();
             let mut conn = std::pin::pin!(conn);
             tokio::select! {
                 _ = conn.as_mut() => {}

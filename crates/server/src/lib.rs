@@ -1,5 +1,7 @@
 //! One openagents runtime driving one agent, embeddable by a parent process over JSONL-RPC on
-//! stdio, or attachable remotely over HTTP (`POST /rpc`, `GET /events` as SSE).
+//! stdio, or attachable remotely over HTTP (`POST /rpc`, `GET /events` as SSE) and an
+//! authenticated WebSocket (`/frontend/v2`) where frontends watch events and answer the agent's
+//! approval requests.
 //!
 //! Security posture (a listener is the riskiest thing we ship):
 //! - Network clients are untrusted: every HTTP request carries a bearer token, compared in
@@ -18,15 +20,20 @@
 
 pub mod agent;
 pub mod auth;
+pub mod bridge;
 pub mod engine;
 pub mod events;
 pub mod http;
 pub mod projection;
 pub mod stdio;
+pub mod ws;
 
-pub use agent::{Agent, Approval, ApprovalHandler, FnAgent, RunnerAgent, TurnContext};
+pub use agent::{Agent, ApprovalHandler, FnAgent, RunnerAgent, TurnContext};
+pub use bridge::FrontendRequestBridge;
+pub use openagents_runner::host::ApprovalDecision;
 pub use auth::{Caller, Grant, RuntimeHttpCredential, generate_token, load_credentials};
-pub use engine::{DEFAULT_LEASE_TTL, EngineConfig, Reply, RpcEngine};
+pub use engine::{DEFAULT_LEASE_TTL, EngineConfig, EventSession, Reply, RpcEngine};
 pub use http::{run_http, run_http_authorized, run_http_authorized_with_lease_ttl};
 pub use openagents_protocol::{RpcRequest, RuntimeStatus, RuntimeSubmitError, SERVER_EVENT_CHANNEL_CAPACITY, SERVER_MAX_LINE_BYTES};
 pub use stdio::run_stdio;
+pub use ws::{FrontendWebSocketServer, run_frontend_websocket};

@@ -13,6 +13,8 @@ pub fn event_json(ev: &ServerEvent) -> Vec<u8> {
         | RuntimeEvent::Text { .. }
         | RuntimeEvent::TurnCompleted { .. }
         | RuntimeEvent::TurnFailed { .. }
+        | RuntimeEvent::ApprovalRequested { .. }
+        | RuntimeEvent::ApprovalResolved { .. }
         | RuntimeEvent::ApprovalDenied { .. }
         | RuntimeEvent::Lagged { .. }
         | RuntimeEvent::Gap { .. }
@@ -33,4 +35,13 @@ pub fn notification_line(ev: &ServerEvent) -> Vec<u8> {
 /// Whether this is the runtime's last event.
 pub fn is_final(ev: &ServerEvent) -> bool {
     matches!(ev.event, RuntimeEvent::ShuttingDown {})
+}
+
+/// A WebSocket notification: `{"jsonrpc":"2.0","method":"frontend.v2.event","params":…}`.
+pub fn frontend_notification(ev: &ServerEvent) -> Vec<u8> {
+    let mut out = Vec::with_capacity(96);
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","method":"frontend.v2.event","params":"#);
+    out.extend_from_slice(&event_json(ev));
+    out.push(b'}');
+    out
 }

@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 
 use crate::agent::error;
 use crate::auth::Caller;
-use crate::engine::{Reply, RpcEngine};
+use crate::engine::{EventSession, Reply, RpcEngine};
 use crate::projection;
 
 /// How many outgoing lines may wait for the writer. Events beyond it make the event forwarder
@@ -39,18 +39,8 @@ where
             }
         }
     });
-    let events_task = {
-        let tx = tx.clone();
-        let mut sub = engine.subscribe(None);
-        tokio::spawn(async move {
-            while let Some(ev) = sub.next().await {
-                let last = projection::is_final(&ev);
-                if tx.send(projection::notification_line(&ev)).await.is_err() || last {
-                    break;
-                }
-            }
-        })
-    };
+    let session = std::sync::Arc::new(StdioEvents { engine: engine.clone(), tx: tx.clone(), task: std::sync::Mutex::new(None) });
+    session.subscribe(None);
     let caller = Caller::stdio();
     let mut lines = LineReader::new(BufReader::new(reader), SERVER_MAX_LINE_BYTES);
     let mut in_flight = JoinSet::new();
@@ -63,9 +53,9 @@ where
             Ok(None) => break Ok(()),
             Ok(Some(line)) if line.iter().all(u8::is_ascii_whitespace) => {}
             Ok(Some(line)) => {
-                let (engine, caller, tx) = (engine.clone(), caller.clone(), tx.clone());
+                let (engine, caller, tx, session) = (engine.clone(), caller.clone(), tx.clone(), session.clone());
                 in_flight.spawn(async move {
-                    let reply = engine.handle(&caller, &line).await;
+                    let reply = engine.handle_in(&caller, &line, Some(&*session)).await;
                     let _ = tx.send(reply.to_json()).await;
                 });
             }
@@ -84,13 +74,42 @@ where
         while in_flight.try_join_next().is_some() {}
     };
     while in_flight.join_next().await.is_some() {}
-    if engine.is_shut_down() {
-        // Let the final event reach the output before it closes.
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), events_task).await;
-    } else {
-        events_task.abort();
+    let events_task = session.task.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let Some(events_task) = events_task {
+        if engine.is_shut_down() {
+            // Let the final event reach the output before it closes.
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), events_task).await;
+        } else {
+            events_task.abort();
+        }
     }
+    drop(session);
     drop(tx);
     let _ = writer_task.await;
     result
+}
+
+/// The stdio connection's event stream: one forwarding task, restarted by `subscribe`.
+struct StdioEvents {
+    engine: RpcEngine,
+    tx: mpsc::Sender<Vec<u8>>,
+    task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl EventSession for StdioEvents {
+    fn subscribe(&self, since: Option<i64>) {
+        let mut sub = self.engine.subscribe(since);
+        let tx = self.tx.clone();
+        let task = tokio::spawn(async move {
+            while let Some(ev) = sub.next().await {
+                let last = projection::is_final(&ev);
+                if tx.send(projection::notification_line(&ev)).await.is_err() || last {
+                    break;
+                }
+            }
+        });
+        if let Some(old) = self.task.lock().unwrap_or_else(|p| p.into_inner()).replace(task) {
+            old.abort();
+        }
+    }
 }

@@ -1,0 +1,196 @@
+//! `FrontendRequestBridge`: server-to-client requests. When the agent asks for approval, the
+//! request goes to every attached frontend whose grant includes answering approvals; the first
+//! valid answer wins and the others are told it was resolved; late answers are ignored. With no
+//! such frontend, or when nobody answers in time, the request is denied — fail closed — and the
+//! denial is an event.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use openagents_protocol::{ApprovalReply, ErrorCode, RuntimeEvent, RuntimeSubmitError};
+use openagents_runner::host::ApprovalDecision;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::agent::{ApprovalHandler, BoxFuture, error};
+use crate::events::EventHub;
+
+/// How long an approval request waits for an answer before it is denied.
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A text message for one frontend connection.
+pub type Outbound = Vec<u8>;
+
+struct Frontend {
+    name: String,
+    can_answer: bool,
+    tx: mpsc::Sender<Outbound>,
+}
+
+struct Pending {
+    asked: Vec<u64>,
+    answer: oneshot::Sender<(ApprovalDecision, String)>,
+}
+
+#[derive(Default)]
+struct BridgeState {
+    frontends: BTreeMap<u64, Frontend>,
+    pending: BTreeMap<String, Pending>,
+    next_conn: u64,
+    next_request: u64,
+}
+
+/// Routes the agent's approval requests to attached frontends and their answers back.
+pub struct FrontendRequestBridge {
+    state: Mutex<BridgeState>,
+    hub: EventHub,
+    timeout: Mutex<Duration>,
+}
+
+fn json_line(v: &serde_json::Value) -> Vec<u8> {
+    serde_json::to_vec(v).unwrap_or_default()
+}
+
+impl FrontendRequestBridge {
+    /// A bridge publishing its events on `hub`.
+    pub fn new(hub: EventHub) -> Arc<Self> {
+        Arc::new(FrontendRequestBridge { state: Mutex::new(BridgeState::default()), hub, timeout: Mutex::new(DEFAULT_APPROVAL_TIMEOUT) })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BridgeState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Changes how long a request waits for an answer.
+    pub fn set_timeout(&self, timeout: Duration) {
+        *self.timeout.lock().unwrap_or_else(|p| p.into_inner()) = timeout;
+    }
+
+    /// Attaches a frontend connection; returns its id for [`FrontendRequestBridge::detach`].
+    pub fn attach(&self, name: &str, can_answer: bool, tx: mpsc::Sender<Outbound>) -> u64 {
+        let mut st = self.lock();
+        st.next_conn += 1;
+        let id = st.next_conn;
+        st.frontends.insert(id, Frontend { name: name.to_owned(), can_answer, tx });
+        id
+    }
+
+    /// Detaches a frontend connection.
+    pub fn detach(&self, conn: u64) {
+        self.lock().frontends.remove(&conn);
+    }
+
+    /// How many attached frontends may answer approvals.
+    pub fn answerers(&self) -> usize {
+        self.lock().frontends.values().filter(|f| f.can_answer).count()
+    }
+
+    /// Takes a frontend's answer to request `request_id`. An answer from a frontend whose grant
+    /// does not include approvals is `forbidden`; an answer to a settled (or unknown) request is
+    /// ignored (`Ok(false)`); the first valid answer wins (`Ok(true)`).
+    ///
+    /// # Errors
+    ///
+    /// `forbidden` for a frontend without the grant.
+    pub fn answer(&self, conn: u64, request_id: &str, reply: ApprovalReply) -> Result<bool, RuntimeSubmitError> {
+        let mut st = self.lock();
+        let Some(f) = st.frontends.get(&conn) else { return Ok(false) };
+        if !f.can_answer {
+            return Err(error(ErrorCode::Forbidden, format!("credential `{}` may not answer approvals", f.name)));
+        }
+        let by = f.name.clone();
+        let Some(pending) = st.pending.remove(request_id) else { return Ok(false) };
+        let decision = ApprovalDecision { approved: reply.approved, answer: reply.answer };
+        let approved = decision.approved;
+        let _ = pending.answer.send((decision, by.clone()));
+        // Tell the other frontends that were asked that it is settled.
+        let note = json_line(&serde_json::json!({"jsonrpc": "2.0", "method": "frontend.v2.approval_resolved", "params": {"request_id": request_id, "approved": approved, "by": by}}));
+        for id in pending.asked.iter().filter(|&&id| id != conn) {
+            if let Some(other) = st.frontends.get(id) {
+                let _ = other.tx.try_send(note.clone());
+            }
+        }
+        Ok(true)
+    }
+
+    async fn ask(self: Arc<Self>, prompt: String) -> ApprovalDecision {
+        let timeout = *self.timeout.lock().unwrap_or_else(|p| p.into_inner());
+        let (tx, rx) = oneshot::channel();
+        let request_id = {
+            let mut st = self.lock();
+            let answerers: Vec<(u64, mpsc::Sender<Outbound>)> = st.frontends.iter().filter(|(_, f)| f.can_answer).map(|(id, f)| (*id, f.tx.clone())).collect();
+            if answerers.is_empty() {
+                drop(st);
+                self.hub.publish(RuntimeEvent::ApprovalDenied { request_id: None, prompt, reason: "no frontend allowed to answer approvals is attached".into() });
+                return ApprovalDecision::denied();
+            }
+            st.next_request += 1;
+            let request_id = format!("approval-{}", st.next_request);
+            let message = json_line(&serde_json::json!({
+                "jsonrpc": "2.0", "id": request_id, "method": "frontend.v2.approval",
+                "params": {"request_id": request_id, "prompt": prompt, "timeout_ms": timeout.as_millis() as u64},
+            }));
+            self.hub.publish(RuntimeEvent::ApprovalRequested { request_id: request_id.clone(), prompt: prompt.clone() });
+            let mut asked = Vec::new();
+            for (id, tx) in answerers {
+                if tx.try_send(message.clone()).is_ok() {
+                    asked.push(id);
+                }
+            }
+            st.pending.insert(request_id.clone(), Pending { asked, answer: tx });
+            request_id
+        };
+        // If the turn ends while waiting (interrupted, timed out), the request is settled too.
+        let guard = PendingGuard { bridge: Arc::clone(&self), request_id: request_id.clone() };
+        let waited = tokio::time::timeout(timeout, rx).await;
+        std::mem::forget(guard);
+        match waited {
+            Ok(Ok((decision, by))) => {
+                self.hub.publish(RuntimeEvent::ApprovalResolved { request_id, approved: decision.approved, by });
+                decision
+            }
+            _ => {
+                let pending = self.lock().pending.remove(&request_id);
+                if let Some(p) = pending {
+                    let note = json_line(&serde_json::json!({"jsonrpc": "2.0", "method": "frontend.v2.approval_resolved", "params": {"request_id": request_id, "approved": false}}));
+                    let st = self.lock();
+                    for id in &p.asked {
+                        if let Some(f) = st.frontends.get(id) {
+                            let _ = f.tx.try_send(note.clone());
+                        }
+                    }
+                }
+                self.hub.publish(RuntimeEvent::ApprovalDenied { request_id: Some(request_id), prompt, reason: format!("no answer within {timeout:?}") });
+                ApprovalDecision::denied()
+            }
+        }
+    }
+}
+
+/// The bridge as the engine's approval handler.
+pub struct BridgeHandler(pub Arc<FrontendRequestBridge>);
+
+impl ApprovalHandler for BridgeHandler {
+    fn request(&self, prompt: String) -> BoxFuture<'static, ApprovalDecision> {
+        Box::pin(Arc::clone(&self.0).ask(prompt))
+    }
+}
+
+struct PendingGuard {
+    bridge: Arc<FrontendRequestBridge>,
+    request_id: String,
+}
+
+impl Drop for PendingGuard {
+    fn drop(&mut self) {
+        let mut st = self.bridge.lock();
+        if let Some(p) = st.pending.remove(&self.request_id) {
+            let note = json_line(&serde_json::json!({"jsonrpc": "2.0", "method": "frontend.v2.approval_resolved", "params": {"request_id": self.request_id, "approved": false}}));
+            for id in &p.asked {
+                if let Some(f) = st.frontends.get(id) {
+                    let _ = f.tx.try_send(note.clone());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! The frontend WebSocket, `/frontend/v2`: JSON-RPC 2.0 in both directions, one message per text
+//! frame. Client requests go through the same engine dispatch as stdio and HTTP; events arrive
+//! as `frontend.v2.event` notifications after `subscribe`; the agent's approval requests arrive
+//! as `frontend.v2.approval` requests for frontends allowed to answer them.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use futures_util::{SinkExt, StreamExt};
+use openagents_protocol::{ApprovalReply, RuntimeEvent, SERVER_MAX_LINE_BYTES};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::{Caller, RuntimeHttpCredential, authenticate};
+use crate::engine::{EventSession, RpcEngine};
+use crate::http::{AppAuth, reject_unauthorized};
+use crate::projection;
+
+/// The only WebSocket path.
+pub const FRONTEND_PATH: &str = "/frontend/v2";
+/// The subprotocol the server answers with.
+pub const SUBPROTOCOL: &str = "openagents.v2";
+/// The subprotocol prefix a browser uses to send its token (browsers cannot set headers).
+pub const BEARER_PROTOCOL_PREFIX: &str = "openagents.bearer.";
+/// Messages waiting for a slow frontend. When it stays full the frontend first gets `lagged`,
+/// then is disconnected.
+pub const WS_OUTBOUND_QUEUE: usize = 256;
+/// How long a frontend's queue may stay full before it is disconnected (close code 1013).
+pub const WS_STUCK_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often the server pings.
+pub const WS_PING_INTERVAL: Duration = Duration::from_secs(20);
+/// How long a connection may stay silent (no message, no pong) before it is closed.
+pub const WS_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Close codes used by the server.
+pub mod close {
+    /// The runtime is shutting down.
+    pub const GOING_AWAY: u16 = 1001;
+    /// A binary frame: only JSON text frames are accepted.
+    pub const UNSUPPORTED_DATA: u16 = 1003;
+    /// No message and no pong within the idle timeout.
+    pub const POLICY: u16 = 1008;
+    /// A message larger than `SERVER_MAX_LINE_BYTES`.
+    pub const TOO_BIG: u16 = 1009;
+    /// The frontend did not keep up with its messages.
+    pub const TRY_AGAIN_LATER: u16 = 1013;
+}
+
+/// The `/frontend/v2` route, for a router whose state authenticates.
+pub fn route<S: AppAuth + Clone + Send + Sync + 'static>() -> Router<S> {
+    Router::new().route(FRONTEND_PATH, get(upgrade::<S>))
+}
+
+fn bearer_from_protocols(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all("sec-websocket-protocol")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .find_map(|p| p.strip_prefix(BEARER_PROTOCOL_PREFIX).map(str::to_owned))
+}
+
+async fn upgrade<S: AppAuth + Clone + Send + Sync + 'static>(State(app): State<S>, request: Request) -> Response {
+    // Authenticate before the upgrade completes: the Authorization header, or the bearer
+    // subprotocol. Never a token in the URL.
+    let headers = request.headers().clone();
+    let caller = match app.authorize(&headers) {
+        Ok(c) => c,
+        Err(_) => match bearer_from_protocols(&headers).and_then(|t| app.credential(&t)) {
+            Some(c) => c,
+            None => return reject_unauthorized("send `Authorization: Bearer <token>`, or the subprotocol `openagents.bearer.<token>` beside `openagents.v2`"),
+        },
+    };
+    let (mut parts, _) = request.into_parts();
+    let ws = match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
+        Ok(ws) => ws,
+        Err(e) => return (StatusCode::BAD_REQUEST, format!("not a WebSocket upgrade: {e}\n")).into_response(),
+    };
+    let engine = app.engine().clone();
+    ws.protocols([SUBPROTOCOL])
+        .max_message_size(SERVER_MAX_LINE_BYTES)
+        .max_frame_size(SERVER_MAX_LINE_BYTES)
+        .on_upgrade(move |socket| connection(socket, engine, caller))
+}
+
+/// A connection's event stream, restarted by `subscribe`.
+struct WsEvents {
+    engine: RpcEngine,
+    tx: mpsc::Sender<Vec<u8>>,
+    stuck: CancellationToken,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl EventSession for WsEvents {
+    fn subscribe(&self, since: Option<i64>) {
+        let mut sub = self.engine.subscribe(since);
+        let (tx, stuck) = (self.tx.clone(), self.stuck.clone());
+        let task = tokio::spawn(async move {
+            let mut missed: i64 = 0;
+            let mut full_since: Option<Instant> = None;
+            while let Some(ev) = sub.next().await {
+                if missed > 0 {
+                    let notice = openagents_protocol::ServerEvent { seq: sub.position(), time_ms: None, event: RuntimeEvent::Lagged { missed } };
+                    if tx.try_send(projection::frontend_notification(&notice)).is_ok() {
+                        missed = 0;
+                        full_since = None;
+                    }
+                }
+                let last = projection::is_final(&ev);
+                match tx.try_send(projection::frontend_notification(&ev)) {
+                    Ok(()) => full_since = None,
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        missed += 1;
+                        let since = *full_since.get_or_insert_with(Instant::now);
+                        if since.elapsed() > WS_STUCK_TIMEOUT {
+                            stuck.cancel();
+                            return;
+                        }
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => return,
+                }
+                if last {
+                    return;
+                }
+            }
+        });
+        if let Some(old) = self.task.lock().unwrap_or_else(|p| p.into_inner()).replace(task) {
+            old.abort();
+        }
+    }
+}
+
+fn close_message(code: u16, reason: &str) -> Message {
+    Message::Close(Some(CloseFrame { code, reason: Utf8Bytes::from(reason) }))
+}
+
+/// Whether a message is a JSON-RPC response (to a server-to-client request): an `id` with a
+/// `result` or an `error`, and no `method`.
+fn as_response(text: &str) -> Option<(String, Result<ApprovalReply, ()>)> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let o = v.as_object()?;
+    if o.contains_key("method") {
+        return None;
+    }
+    let id = o.get("id")?.as_str()?.to_owned();
+    if let Some(result) = o.get("result") {
+        let reply = openagents_protocol::rt::parse_validated::<ApprovalReply>(result.to_string().as_bytes()).map_err(|_| ());
+        return Some((id, reply));
+    }
+    o.get("error").map(|_| (id, Err(())))
+}
+
+async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller) {
+    let (mut sink, mut stream) = socket.split();
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(WS_OUTBOUND_QUEUE);
+    let (control_tx, mut control_rx) = mpsc::channel::<Message>(4);
+    let writer = tokio::spawn(async move {
+        loop {
+            let msg = tokio::select! {
+                biased;
+                c = control_rx.recv() => match c { Some(m) => m, None => break },
+                m = rx.recv() => match m {
+                    Some(bytes) => Message::Text(Utf8Bytes::from(String::from_utf8(bytes).unwrap_or_default())),
+                    None => break,
+                },
+            };
+            let closing = matches!(msg, Message::Close(_));
+            if sink.send(msg).await.is_err() || closing {
+                break;
+            }
+        }
+        let _ = sink.close().await;
+    });
+    let stuck = CancellationToken::new();
+    let session = Arc::new(WsEvents { engine: engine.clone(), tx: tx.clone(), stuck: stuck.clone(), task: Mutex::new(None) });
+    let conn = engine.bridge().attach(&caller.name, caller.grant.approvals, tx.clone());
+    let mut ping = tokio::time::interval(WS_PING_INTERVAL);
+    ping.tick().await;
+    let mut last_heard = Instant::now();
+    let close = loop {
+        let msg = tokio::select! {
+            () = engine.wait_for_shutdown() => {
+                // Let the final event out first.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                break close_message(close::GOING_AWAY, "the runtime is shutting down");
+            }
+            () = stuck.cancelled() => break close_message(close::TRY_AGAIN_LATER, "too slow: the outbound queue stayed full; reconnect and subscribe with `since`"),
+            _ = ping.tick() => {
+                if last_heard.elapsed() > WS_IDLE_TIMEOUT {
+                    break close_message(close::POLICY, "idle: no message or pong within the idle timeout");
+                }
+                let _ = control_tx.try_send(Message::Ping(Default::default()));
+                continue;
+            }
+            m = stream.next() => m,
+        };
+        let Some(msg) = msg else { break close_message(1000, "") };
+        let msg = match msg {
+            Ok(m) => m,
+            Err(e) => {
+                let text = e.to_string();
+                if text.contains("too long") || text.contains("too big") || text.contains("Space limit") || text.to_ascii_lowercase().contains("size") {
+                    break close_message(close::TOO_BIG, "message larger than SERVER_MAX_LINE_BYTES");
+                }
+                break close_message(1002, "protocol error");
+            }
+        };
+        last_heard = Instant::now();
+        match msg {
+            Message::Text(text) => {
+                if let Some((id, reply)) = as_response(text.as_str()) {
+                    let outcome = match reply {
+                        Ok(r) => engine.bridge().answer(conn, &id, r).map(|_| ()),
+                        Err(()) => engine.bridge().answer(conn, &id, ApprovalReply { approved: false, answer: None }).map(|_| ()),
+                    };
+                    if let Err(e) = outcome {
+                        let body = crate::engine::Reply { id: Some(serde_json::Value::String(id)), jsonrpc: true, outcome: Err(e) };
+                        let _ = tx.send(body.to_json()).await;
+                    }
+                    continue;
+                }
+                let (engine, caller, tx, session) = (engine.clone(), caller.clone(), tx.clone(), Arc::clone(&session));
+                let bytes = text.as_str().as_bytes().to_vec();
+                tokio::spawn(async move {
+                    let reply = engine.handle_in(&caller, &bytes, Some(&*session)).await;
+                    let _ = tx.send(reply.to_json()).await;
+                });
+            }
+            Message::Binary(_) => break close_message(close::UNSUPPORTED_DATA, "binary frames are not accepted; send JSON-RPC messages as text frames"),
+            Message::Ping(_) | Message::Pong(_) => {}
+            Message::Close(_) => break close_message(1000, "bye"),
+        }
+    };
+    engine.bridge().detach(conn);
+    if let Some(t) = session.task.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        t.abort();
+    }
+    let _ = control_tx.send(close).await;
+    drop(tx);
+    drop(session);
+    drop(control_tx);
+    if tokio::time::timeout(Duration::from_secs(2), writer).await.is_err() {
+        // The peer does not read: drop the socket.
+    }
+}
+
+/// Lifetime handle for an authenticated frontend WebSocket listener on its own port. Dropping
+/// the handle detaches the listener without closing the runtime.
+pub struct FrontendWebSocketServer {
+    addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl FrontendWebSocketServer {
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for FrontendWebSocketServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Serves only `/frontend/v2` on `bind` (anything else: 404), with `credentials`, until the
+/// engine shuts down or the returned handle is dropped. When HTTP is on too, use
+/// [`crate::run_http_authorized`]: it serves `/frontend/v2` on the same port.
+///
+/// # Errors
+///
+/// When the address cannot be bound or no credential is given.
+pub async fn run_frontend_websocket(engine: RpcEngine, bind: &str, credentials: Vec<RuntimeHttpCredential>) -> std::io::Result<FrontendWebSocketServer> {
+    let (addr, task) = crate::http::serve(engine, bind, credentials, false).await?;
+    Ok(FrontendWebSocketServer { addr, task })
+}
+
+/// Looks a token up among credentials (for the subprotocol path).
+pub(crate) fn find(credentials: &[RuntimeHttpCredential], token: &str) -> Option<Caller> {
+    authenticate(credentials, token).map(|c| Caller { name: c.name.clone(), grant: c.grant.clone(), trusted: false })
+}
