@@ -1,6 +1,7 @@
 //! `openagents`: validate documents against the protocol's schemas, print the bundled schema,
 //! and run turns through operator-installed runners.
 
+mod attach;
 mod client;
 mod config;
 mod run;
@@ -46,6 +47,8 @@ enum Command {
     Submit(serve::SubmitArgs),
     /// Print a runtime's status.
     Status(serve::ClientArgs),
+    /// Attach to a runtime over its WebSocket: print events live and answer approval prompts.
+    Attach(attach::AttachArgs),
 }
 
 fn main() -> ExitCode {
@@ -67,5 +70,6 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::serve(args),
         Command::Submit(args) => serve::submit(args),
         Command::Status(args) => serve::status(args),
+        Command::Attach(args) => attach::attach(args),
     }
 }
