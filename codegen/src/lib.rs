@@ -13,12 +13,18 @@
 //! The supported subset of JSON Schema 2020-12 is [`lower::SUPPORTED_KEYWORDS`]; anything else is
 //! refused with a [`SchemaError`] naming the file, the JSON pointer and the keyword.
 
+pub mod compat;
+pub mod digest;
 pub mod error;
 pub mod load;
 pub mod lower;
 pub mod model;
+pub mod openrpc;
 pub mod pattern;
+pub mod python;
 pub mod rust;
+pub mod schemars_attrs;
+pub mod typescript;
 
 use std::path::{Path, PathBuf};
 
@@ -31,11 +37,12 @@ pub use model::TypeSpace;
 pub struct Config {
     schema_dir: PathBuf,
     runtime: String,
+    schemars: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { schema_dir: PathBuf::from("schema"), runtime: "::openagents_protocol::rt".into() }
+        Config { schema_dir: PathBuf::from("schema"), runtime: "::openagents_protocol::rt".into(), schemars: false }
     }
 }
 
@@ -54,6 +61,14 @@ impl Config {
     /// The Rust path of the runtime support module the generated code calls.
     pub fn runtime(mut self, path: impl Into<String>) -> Self {
         self.runtime = path.into();
+        self
+    }
+
+    /// Whether the generated types also derive `schemars::JsonSchema`, behind the generated
+    /// crate's `schemars` feature, with attributes that make the derived schema accept exactly
+    /// what the source schema accepts (see [`schemars_attrs`]). Off by default.
+    pub fn schemars(mut self, on: bool) -> Self {
+        self.schemars = on;
         self
     }
 
@@ -84,7 +99,50 @@ impl Config {
     ///
     /// The first [`SchemaError`].
     pub fn rust_for(&self, docs: &Documents, space: &TypeSpace) -> Result<String, SchemaError> {
-        rust::emit(space, docs, &rust::RustOptions { runtime: self.runtime.clone() })
+        rust::emit(space, docs, &rust::RustOptions { runtime: self.runtime.clone(), schemars: self.schemars })
+    }
+
+    /// The generated TypeScript modules for the schema folder, as `(file name, contents)` pairs;
+    /// `clients/typescript/src/generated/` holds them, checked in.
+    ///
+    /// # Errors
+    ///
+    /// The first [`SchemaError`].
+    pub fn generate_typescript(&self) -> Result<Vec<(String, String)>, SchemaError> {
+        let (_, space) = self.load()?;
+        Ok(typescript::emit(&space, &typescript::TypeScriptOptions::default()))
+    }
+
+    /// The schema digest: the lowercase hex SHA-256 of the bundle's canonical form (see
+    /// [`digest`]).
+    ///
+    /// # Errors
+    ///
+    /// The first [`SchemaError`].
+    pub fn digest(&self) -> Result<String, SchemaError> {
+        let (docs, _) = self.load()?;
+        Ok(digest::digest(&docs.bundle()))
+    }
+
+    /// The OpenRPC 1.3 document for the schema folder (see [`openrpc`]).
+    ///
+    /// # Errors
+    ///
+    /// The first [`SchemaError`].
+    pub fn generate_openrpc(&self) -> Result<serde_json::Value, SchemaError> {
+        let (docs, space) = self.load()?;
+        Ok(openrpc::document(&space, &digest::digest(&docs.bundle())))
+    }
+
+    /// The generated Python modules for the schema folder, as `(file name, contents)` pairs;
+    /// `clients/python/src/openagents/_generated/` holds them, checked in.
+    ///
+    /// # Errors
+    ///
+    /// The first [`SchemaError`].
+    pub fn generate_python(&self) -> Result<Vec<(String, String)>, SchemaError> {
+        let (_, space) = self.load()?;
+        python::emit(&space)
     }
 
     /// Generates Rust for the schema folder into `out_file`, the way a build script uses it.
@@ -108,5 +166,5 @@ impl Config {
 pub fn rust_from_texts<'a>(texts: impl IntoIterator<Item = (&'a str, &'a str)>, runtime: &str) -> Result<String, SchemaError> {
     let docs = Documents::from_texts(texts)?;
     let space = lower::lower(&docs)?;
-    rust::emit(&space, &docs, &rust::RustOptions { runtime: runtime.into() })
+    rust::emit(&space, &docs, &rust::RustOptions { runtime: runtime.into(), schemars: false })
 }

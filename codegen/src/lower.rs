@@ -604,6 +604,10 @@ impl<'a> Lowerer<'a> {
                     }
                 }
                 let inner = self.node(file, &push_pointer(&push_pointer(pointer, "oneOf"), &idx.to_string()), &b[idx], hint)?;
+                if inner.types.contains(Types::NULL) {
+                    // `null` would match both branches, and `oneOf` refuses a value two branches match.
+                    return Err(err(file, pointer, "oneOf", "in `[X, {\"type\": \"null\"}]`, X must not allow null itself (null would match both branches, which `oneOf` refuses)"));
+                }
                 let repr = match inner.repr.clone() {
                     Repr::Nullable(r) => Repr::Nullable(r),
                     Repr::Value => Repr::Value,

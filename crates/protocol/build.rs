@@ -12,7 +12,7 @@ fn main() {
             println!("cargo:rerun-if-changed={}", e.path().display());
         }
     }
-    if let Err(e) = openagents_codegen::Config::new().schema_dir(&schema).runtime("crate::rt").write_rust(&out) {
+    if let Err(e) = openagents_codegen::Config::new().schema_dir(&schema).runtime("crate::rt").schemars(true).write_rust(&out) {
         eprintln!("error: {e}");
         std::process::exit(1);
     }

@@ -11,6 +11,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use heck::ToSnakeCase;
 use serde_json::Value;
 
 const RUNTIME: &str = "::openagents_protocol::rt";
@@ -20,7 +21,7 @@ const OPTIONAL: &[&str] = &["optional/ecmascript-regex.json", "optional/non-bmp-
 
 /// Patterns the differential test checks against `regress`; each must compile to a simple
 /// (loop) matcher, which the build checks.
-pub const SIMPLE_PATTERNS: &[&str] = &[
+const SIMPLE_PATTERNS: &[&str] = &[
     "^a*$",
     "a+",
     "^[A-Za-z0-9][A-Za-z0-9._:-]*$",
@@ -43,6 +44,21 @@ pub const SIMPLE_PATTERNS: &[&str] = &[
     "x{2}$",
     "^\\.[a-c]{1,}",
     "[\\u00e0-\\u00ff]{2}",
+    "^$",
+    "[-a]{2}",
+    "[a-]$",
+    "^[\\d\\s]+",
+    "\\u{1F600}+",
+    "^\\cJ",
+    "[\\b]",
+    "^[^\\s\\S]*$",
+    "^[^\\uE000-\\uFFFF]{1,2}$",
+];
+
+const RUST_KEYWORDS: &[&str] = &[
+    "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum", "extern", "false", "fn", "for", "gen", "if",
+    "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "self", "static", "struct", "super", "trait",
+    "true", "try", "type", "unsafe", "use", "where", "while", "yield",
 ];
 
 fn main() {
@@ -54,8 +70,12 @@ fn main() {
     println!("cargo:rerun-if-changed={}", suite_dir.display());
     println!("cargo:rerun-if-changed={}", suite_dir.join("optional").display());
     println!("cargo:rerun-if-changed={}", fixtures_dir.display());
+    println!("cargo:rerun-if-changed={}", manifest.join("extra").display());
 
     write(&out.join("suite.rs"), &suite(&suite_dir));
+    let extra_dir = manifest.join("extra");
+    let extra: Vec<String> = json_files(&extra_dir).iter().map(|p| file_name(p)).collect();
+    write(&out.join("extra.rs"), &groups(&extra_dir, &extra, "EXTRA_GROUPS", "x"));
     write(&out.join("fixtures.rs"), &fixtures(&fixtures_dir));
     write(&out.join("patterns.rs"), &patterns());
 }
@@ -80,18 +100,16 @@ fn read_json(path: &Path) -> Value {
 /// The `*.json` files directly in `dir`, sorted by name.
 fn json_files(dir: &Path) -> Vec<PathBuf> {
     let entries = std::fs::read_dir(dir).unwrap_or_else(|e| fail(&format!("cannot read {}: {e}", dir.display())));
-    let mut files: Vec<PathBuf> = entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "json"))
-        .collect();
+    let mut files: Vec<PathBuf> =
+        entries.flatten().map(|e| e.path()).filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "json")).collect();
     files.sort();
     files
 }
 
-/// A Rust identifier fragment for a file name: `optional/non-bmp-regex.json` -> `non_bmp_regex`.
+/// A Rust identifier fragment for a file name: `optional/non-bmp-regex.json` ->
+/// `optional_non_bmp_regex`, `additionalProperties.json` -> `additional_properties`.
 fn ident_part(name: &str) -> String {
-    let stem = name.rsplit('/').next().unwrap_or(name).trim_end_matches(".json");
+    let stem = name.trim_end_matches(".json");
     let mut out = String::new();
     for (i, c) in stem.chars().enumerate() {
         if c.is_ascii_uppercase() {
@@ -99,7 +117,7 @@ fn ident_part(name: &str) -> String {
                 out.push('_');
             }
             out.push(c.to_ascii_lowercase());
-        } else if c.is_ascii_alphanumeric() {
+        } else if c.is_ascii_alphanumeric() || c == '_' {
             out.push(c);
         } else {
             out.push('_');
@@ -125,12 +143,28 @@ fn suite(dir: &Path) -> String {
             dir.display()
         ));
     }
-    let mut names: Vec<String> =
-        json_files(dir).iter().map(|p| p.file_name().unwrap_or_default().to_string_lossy().into_owned()).collect();
+    let mut names: Vec<String> = json_files(dir).iter().map(|p| file_name(p)).collect();
     names.extend(OPTIONAL.iter().map(|s| (*s).to_owned()));
+    let mut out = groups(dir, &names, "GROUPS", "g");
+    let keywords: Vec<String> = openagents_codegen::lower::SUPPORTED_KEYWORDS.iter().map(|k| format!("{k:?}")).collect();
+    let _ = writeln!(
+        out,
+        "/// The generator's supported keywords (`openagents_codegen::lower::SUPPORTED_KEYWORDS`).\npub const SUPPORTED_KEYWORDS: &[&str] = &[{}];",
+        keywords.join(", ")
+    );
+    out
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name().unwrap_or_default().to_string_lossy().into_owned()
+}
+
+/// The modules generated for every group of the test-suite-format files `names` in `dir`, and
+/// the table `table` of all their groups.
+fn groups(dir: &Path, names: &[String], table_name: &str, prefix: &str) -> String {
     let mut modules = String::new();
-    let mut table = String::from("/// Every group of the suite files this crate runs, in file order.\npub static GROUPS: &[Group] = &[\n");
-    for name in &names {
+    let mut table = format!("/// Every group of the files this crate runs, in file order.\npub static {table_name}: &[Group] = &[\n");
+    for name in names {
         let Value::Array(groups) = read_json(&dir.join(name)) else { fail(&format!("{name}: a suite file is an array of groups")) };
         for (index, group) in groups.iter().enumerate() {
             let description = group.get("description").and_then(Value::as_str).unwrap_or_default();
@@ -139,9 +173,10 @@ fn suite(dir: &Path) -> String {
             let generated = openagents_codegen::rust_from_texts([("g.json", schema_text.as_str())], RUNTIME);
             let (refusal, validate) = match generated {
                 Ok(code) => {
-                    let m = format!("g_{}_{index}", ident_part(name));
+                    let m = format!("{prefix}_{}_{index}", ident_part(name));
+                    let code = format!("{code}\n{}", root_helpers(&[("g.json", schema_text.as_str())]));
                     modules.push_str(&module("", &m, &code));
-                    ("None".to_owned(), format!("Some({m}::validate_root)"))
+                    ("None".to_owned(), format!("Some(Entry {{ typed: {m}::validate_root, dynamic: {m}::check_root }})"))
                 }
                 Err(e) => (format!("Some({:?})", e.to_string()), "None".to_owned()),
             };
@@ -149,27 +184,45 @@ fn suite(dir: &Path) -> String {
             for case in group.get("tests").and_then(Value::as_array).into_iter().flatten() {
                 let cd = case.get("description").and_then(Value::as_str).unwrap_or_default();
                 let data = serde_json::to_string(case.get("data").unwrap_or(&Value::Null)).expect("a JSON value serializes");
-                let valid = case.get("valid").and_then(Value::as_bool).unwrap_or_else(|| fail(&format!("{name}[{index}]: a case without `valid`")));
+                let valid =
+                    case.get("valid").and_then(Value::as_bool).unwrap_or_else(|| fail(&format!("{name}[{index}]: a case without `valid`")));
                 let _ = writeln!(cases, "        Case {{ description: {cd:?}, data: {data:?}, valid: {valid} }},");
             }
+            let expected_refusal = group.get("x-refused").and_then(Value::as_str);
             let _ = writeln!(
                 table,
-                "    Group {{ file: {name:?}, index: {index}, description: {description:?}, schema: {schema_text:?}, refusal: {refusal}, validate: {validate}, cases: &[\n{cases}    ] }},"
+                "    Group {{ file: {name:?}, index: {index}, description: {description:?}, schema: {schema_text:?}, refusal: {refusal}, expected_refusal: {expected_refusal:?}, validate: {validate}, cases: &[\n{cases}    ] }},"
             );
         }
     }
     table.push_str("];\n");
-    // Each generated module validates a document as its file's root type.
-    let modules = modules.replace(
-        "pub fn validate_document(",
-        "/// Decodes and validates `input` as the root type.\n\
-         pub fn validate_root(input: &[u8]) -> Result<(), ::openagents_protocol::rt::DocumentError> {\n\
-             let root = TYPES.iter().find(|t| t.root).expect(\"the file has a root type\");\n\
-             validate_document(root.name, input).expect(\"the root type is listed\")\n\
-         }\n\
-         pub fn validate_document(",
-    );
     format!("{modules}\n{table}")
+}
+
+/// `validate_root` (the typed path: decode, then validate) and `check_root` (the untyped
+/// full-schema check) for the root type of a one-file schema set.
+fn root_helpers(texts: &[(&str, &str)]) -> String {
+    let docs = openagents_codegen::Documents::from_texts(texts.iter().copied()).expect("generated already");
+    let space = openagents_codegen::lower::lower(&docs).expect("generated already");
+    let root = space.roots.first().expect("one file, one root").clone();
+    let check = match &space.types[&root].kind {
+        openagents_codegen::model::TypeKind::Alias(_) => {
+            format!("check_{}(value, &{RUNTIME}::Path::Root, &mut out);", root.to_snake_case())
+        }
+        _ => format!("<{root} as {RUNTIME}::SchemaCheck>::check_value(value, &{RUNTIME}::Path::Root, &mut out);"),
+    };
+    format!(
+        "/// Decodes and validates `input` as the root type `{root}`.\n\
+         pub fn validate_root(input: &[u8]) -> Result<(), {RUNTIME}::DocumentError> {{\n\
+             validate_document({root:?}, input).expect(\"the root type is listed\")\n\
+         }}\n\
+         /// Checks an untyped value against the root type's full schema.\n\
+         pub fn check_root(value: &serde_json::Value) -> Vec<{RUNTIME}::Violation> {{\n\
+             let mut out = Vec::new();\n\
+             {check}\n\
+             out\n\
+         }}\n"
+    )
 }
 
 fn fixtures(dir: &Path) -> String {
@@ -180,15 +233,21 @@ fn fixtures(dir: &Path) -> String {
         println!("cargo:rerun-if-changed={}", path.display());
         let code = openagents_codegen::rust_from_texts([(name.as_str(), text.as_str())], RUNTIME)
             .unwrap_or_else(|e| fail(&format!("fixture {name} is refused: {e}")));
+        let m = ident_part(&name);
+        if RUST_KEYWORDS.contains(&m.as_str()) {
+            fail(&format!("fixture {name}: `{m}` is a Rust keyword, so it cannot name the fixture's module; rename the file"));
+        }
         out.push_str(&format!("/// Generated from `codegen/tests/fixtures/{name}`.\n"));
-        out.push_str(&module("pub ", &ident_part(&name), &code));
+        out.push_str(&module("pub ", &m, &code));
     }
     out
 }
 
 fn patterns() -> String {
     let mut modules = String::new();
-    let mut table = String::from("/// The simple patterns and their generated validators (for a JSON string document).\npub static PATTERNS: &[SimplePattern] = &[\n");
+    let mut table = String::from(
+        "/// The simple patterns and their generated validators (for a JSON string document).\npub static PATTERNS: &[SimplePattern] = &[\n",
+    );
     for (i, p) in SIMPLE_PATTERNS.iter().enumerate() {
         let analyzed = openagents_codegen::pattern::analyze(p).unwrap_or_else(|e| fail(&format!("pattern {p:?}: {e}")));
         if analyzed.simple.is_none() {
@@ -198,8 +257,19 @@ fn patterns() -> String {
         let text = schema.to_string();
         let code = openagents_codegen::rust_from_texts([("p.json", text.as_str())], RUNTIME)
             .unwrap_or_else(|e| fail(&format!("pattern {p:?} is refused: {e}")));
+        let code = format!("{code}\n{}", root_helpers(&[("p.json", text.as_str())]));
         modules.push_str(&module("", &format!("p_{i}"), &code));
-        let _ = writeln!(table, "    SimplePattern {{ source: {p:?}, validate: |s| p_{i}::validate_p(s).is_ok() }},");
+        let atoms: Vec<String> = analyzed
+            .simple
+            .iter()
+            .flat_map(|s| &s.atoms)
+            .map(|a| format!("PatternAtom {{ ranges: &{:?}, min: {}, max: {:?} }}", a.set.ranges, a.min, a.max))
+            .collect();
+        let _ = writeln!(
+            table,
+            "    SimplePattern {{ source: {p:?}, atoms: &[{}], entry: Entry {{ typed: p_{i}::validate_root, dynamic: p_{i}::check_root }} }},",
+            atoms.join(", ")
+        );
     }
     table.push_str("];\n");
     format!("{modules}\n{table}")

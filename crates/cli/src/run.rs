@@ -5,9 +5,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::ExitCode;
 
 use clap::Args;
-use openagents_sdk::agents::host::{Registry, RunnerHost, TurnError};
-use openagents_sdk::agents::runner::{Event, Turn};
-use tokio_util::sync::CancellationToken;
+use openagents_protocol::{ErrorCode, Method, RuntimeEvent, SubmitParams, SubmitResult};
+use openagents_sdk::agents::host::{Registry, RunnerHost};
+use openagents_sdk::server::{Caller, EngineConfig, RpcEngine, RunnerAgent, projection};
 
 /// Arguments of `openagents run`.
 #[derive(Args)]
@@ -43,7 +43,8 @@ fn load_registry() -> Result<Registry, ExitCode> {
     })
 }
 
-/// Runs one turn and streams it.
+/// Runs one turn and streams it. The turn goes through the same engine, agent and event
+/// projection as `openagents serve`, called in process as the trusted local user.
 pub fn run(args: RunArgs) -> ExitCode {
     let registry = match load_registry() {
         Ok(r) => r,
@@ -53,13 +54,13 @@ pub fn run(args: RunArgs) -> ExitCode {
         Some(c) => std::path::absolute(&c).map(|p| p.display().to_string()).unwrap_or(c),
         None => std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_else(|_| "/".into()),
     };
-    let turn = Turn::new(
-        args.assignment.unwrap_or_else(|| fresh_id("asg")),
-        args.conversation.unwrap_or_else(|| fresh_id("conv")),
-        args.runner,
-        args.task,
-        cwd,
-    );
+    let params = SubmitParams {
+        task: args.task,
+        runner: Some(args.runner),
+        cwd: Some(cwd.clone()),
+        assignment: Some(args.assignment.unwrap_or_else(|| fresh_id("asg"))),
+        conversation: Some(args.conversation.unwrap_or_else(|| fresh_id("conv"))),
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -67,62 +68,72 @@ pub fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let host = RunnerHost::new(registry);
+    let engine = local_engine(registry, cwd);
     let json = args.json;
     runtime.block_on(async move {
-        let cancel = CancellationToken::new();
+        let mut events = engine.subscribe(None);
+        let printer = tokio::spawn(async move {
+            let mut stdout = std::io::stdout();
+            let mut first = true;
+            while let Some(ev) = events.next().await {
+                if json {
+                    let _ = stdout.write_all(&projection::event_json(&ev));
+                    let _ = stdout.write_all(b"\n");
+                } else if let RuntimeEvent::Text { text } = &ev.event {
+                    let _ = write!(stdout, "{}{text}", if first { "" } else { " " });
+                    first = false;
+                }
+                let _ = stdout.flush();
+                if matches!(ev.event, RuntimeEvent::TurnCompleted { .. } | RuntimeEvent::TurnFailed { .. }) {
+                    break;
+                }
+            }
+            if !first && !json {
+                let _ = writeln!(stdout);
+            }
+        });
         let ctrl_c = {
-            let cancel = cancel.clone();
+            let engine = engine.clone();
             tokio::spawn(async move {
                 if tokio::signal::ctrl_c().await.is_ok() {
-                    cancel.cancel();
+                    let _ = engine.call(&Caller::stdio(), Method::Interrupt(None)).await;
                 }
             })
         };
-        let mut stdout = std::io::stdout();
-        let mut first = true;
-        let mut on_event = |e: &Event| {
-            if json {
-                let _ = writeln!(stdout, "{}", serde_json::to_string(e).unwrap_or_default());
-            } else if let Event::Text { text } = e {
-                let _ = write!(stdout, "{}{text}", if first { "" } else { " " });
-                first = false;
-            }
-            let _ = stdout.flush();
-        };
-        let report = host.run(&turn, &cancel, &mut on_event).await;
+        let outcome = engine.call(&Caller::stdio(), Method::Submit(params)).await;
         ctrl_c.abort();
-        let mut stdout = std::io::stdout().lock();
-        match report.outcome {
-            Ok(result) => {
+        let _ = printer.await;
+        match outcome {
+            Ok(bytes) => {
                 if !json {
-                    if !first {
-                        let _ = writeln!(stdout);
-                    }
-                    let _ = writeln!(stdout, "{result}");
+                    let result: SubmitResult = match serde_json::from_slice(&bytes) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            eprintln!("openagents run: unreadable result: {e}");
+                            return ExitCode::from(1);
+                        }
+                    };
+                    println!("{}", result.result);
                 }
                 ExitCode::SUCCESS
             }
-            Err(TurnError::Interrupted) => {
-                if !first && !json {
-                    let _ = writeln!(stdout);
-                }
+            Err(e) if e.code == ErrorCode::Interrupted => {
                 eprintln!("openagents run: interrupted; the runner was stopped");
                 ExitCode::from(130)
             }
             Err(e) => {
-                if !first && !json {
-                    let _ = writeln!(stdout);
-                }
-                let err = e.to_runtime_error();
-                eprintln!("openagents run: {} ({})", err.message, err.code);
-                if !report.stderr.is_empty() {
-                    eprintln!("--- runner stderr (last {} bytes) ---\n{}", report.stderr.len(), report.stderr.trim_end());
-                }
+                eprintln!("openagents run: {} ({})", e.message, e.code);
                 ExitCode::from(1)
             }
         }
     })
+}
+
+/// The engine `openagents run` drives in process: the same agent (`RunnerAgent` over the
+/// operator's registry) and the same approval bridge as `openagents serve`; with no frontend
+/// attached, approvals are denied.
+pub fn local_engine(registry: Registry, cwd: String) -> RpcEngine {
+    RpcEngine::with_config(RunnerAgent::new(RunnerHost::new(registry)), EngineConfig { default_runner: None, cwd, ..EngineConfig::default() })
 }
 
 /// Lists the registry.

@@ -177,8 +177,12 @@ mod run {
         assert_eq!(String::from_utf8_lossy(&out.stdout), "hello world\nhello world\n");
         let out = openagents(&reg, &["run", "--json", "--runner", "echo", "--assignment", "asg-7", "hello world"]);
         let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-        assert_eq!(lines.len(), 3);
-        assert_eq!(lines[2], serde_json::json!({"type": "completed", "result": "hello world"}));
+        let kinds: Vec<&str> = lines.iter().map(|l| l["event"]["type"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["turn_started", "text", "text", "turn_completed"]);
+        assert_eq!(lines[0]["event"]["assignment"], "asg-7");
+        assert_eq!(lines[3]["event"]["result"], "hello world");
+        let seqs: Vec<i64> = lines.iter().map(|l| l["seq"].as_i64().unwrap()).collect();
+        assert_eq!(seqs, [1, 2, 3, 4]);
     }
 
     #[test]

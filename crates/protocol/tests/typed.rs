@@ -91,10 +91,13 @@ fn dispatch(method: Method) -> serde_json::Value {
                 max_line_bytes: SERVER_MAX_LINE_BYTES as i64,
                 event_channel_capacity: SERVER_EVENT_CHANNEL_CAPACITY as i64,
             },
+            protocol_version: Some(PROTOCOL_VERSION.into()),
+            schema_digest: Some(SCHEMA_DIGEST.into()),
         }),
         Method::Shutdown(_) => answer::<methods::Shutdown>(ShutdownResult { shutting_down: true }),
         Method::Release(_) => answer::<methods::Release>(ReleaseResult { released: false }),
         Method::Subscribe(_) => answer::<methods::Subscribe>(SubscribeResult { last_seq: 0 }),
+        Method::Discover(_) => answer::<methods::Discover>(serde_json::from_str(OPENRPC_DOCUMENT).unwrap()),
     }
 }
 
@@ -105,6 +108,7 @@ fn requests_dispatch_on_the_generated_method_enum() {
         (r#"{"id":"x","method":"interrupt","params":null}"#, "interrupt"),
         (r#"{"method":"shutdown","params":{}}"#, "shutdown"),
         (r#"{"id":7,"method":"submit","params":{"task":"hello"}}"#, "submit"),
+        (r#"{"jsonrpc":"2.0","id":8,"method":"rpc.discover"}"#, "rpc.discover"),
     ];
     for (line, name) in cases {
         let req: RpcRequest = rt::parse_validated(line.as_bytes()).unwrap_or_else(|e| panic!("{line}: {e}"));
@@ -117,7 +121,7 @@ fn requests_dispatch_on_the_generated_method_enum() {
             assert_eq!(id, Some(serde_json::json!(7)));
         }
     }
-    assert_eq!(Method::NAMES, &["submit", "interrupt", "status", "shutdown", "release", "subscribe"]);
+    assert_eq!(Method::NAMES, &["submit", "interrupt", "status", "shutdown", "release", "subscribe", "rpc.discover"]);
 }
 
 #[test]

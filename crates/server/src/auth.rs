@@ -22,17 +22,17 @@ impl Grant {
     fn of(methods: &[&str], events: bool, approvals: bool) -> Grant {
         Grant { methods: methods.iter().map(|m| (*m).to_owned()).collect(), events, approvals }
     }
-    /// `status`, `subscribe` and events.
+    /// `status`, `subscribe`, `rpc.discover` and events.
     pub fn observer() -> Grant {
-        Grant::of(&["status", "subscribe"], true, false)
+        Grant::of(&["status", "subscribe", "rpc.discover"], true, false)
     }
     /// An observer that may also `submit`, `interrupt`, `release` and answer approvals.
     pub fn controller() -> Grant {
-        Grant::of(&["status", "subscribe", "submit", "interrupt", "release"], true, true)
+        Grant::of(&["status", "subscribe", "rpc.discover", "submit", "interrupt", "release"], true, true)
     }
     /// A controller that may also `shutdown`.
     pub fn admin() -> Grant {
-        Grant::of(&["status", "subscribe", "submit", "interrupt", "release", "shutdown"], true, true)
+        Grant::of(&["status", "subscribe", "rpc.discover", "submit", "interrupt", "release", "shutdown"], true, true)
     }
     /// Whether the grant includes `method`.
     pub fn allows(&self, method: &str) -> bool {

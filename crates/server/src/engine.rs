@@ -278,6 +278,8 @@ impl RpcEngine {
             Method::Shutdown(_) => encode::<methods::Shutdown>(Ok(self.shutdown().await)),
             Method::Release(_) => encode::<methods::Release>(Ok(self.release(caller))),
             Method::Subscribe(params) => encode::<methods::Subscribe>(self.subscribe_session(caller, params.and_then(|p| p.since), session)),
+            // The OpenRPC document is generated with the types and embedded as compact JSON.
+            Method::Discover(_) => Ok(openagents_protocol::OPENRPC_DOCUMENT.as_bytes().to_vec()),
         }
     }
 
@@ -450,6 +452,8 @@ impl RpcEngine {
                 max_line_bytes: SERVER_MAX_LINE_BYTES as i64,
                 event_channel_capacity: SERVER_EVENT_CHANNEL_CAPACITY as i64,
             },
+            protocol_version: Some(openagents_protocol::PROTOCOL_VERSION.into()),
+            schema_digest: Some(openagents_protocol::SCHEMA_DIGEST.into()),
         }
     }
 

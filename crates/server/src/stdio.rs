@@ -6,7 +6,7 @@
 use openagents_protocol::{ErrorCode, SERVER_MAX_LINE_BYTES};
 use openagents_runner::frame::{FrameError, LineReader};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
 use crate::agent::error;
@@ -39,7 +39,7 @@ where
             }
         }
     });
-    let session = std::sync::Arc::new(StdioEvents { engine: engine.clone(), tx: tx.clone(), task: std::sync::Mutex::new(None) });
+    let session = std::sync::Arc::new(StdioEvents { engine: engine.clone(), tx: tx.clone(), task: std::sync::Mutex::new(None), drain_to: watch::channel(None).0 });
     session.subscribe(None);
     let caller = Caller::stdio();
     let mut lines = LineReader::new(BufReader::new(reader), SERVER_MAX_LINE_BYTES);
@@ -74,12 +74,12 @@ where
         while in_flight.try_join_next().is_some() {}
     };
     while in_flight.join_next().await.is_some() {}
+    // Forward every event published so far (the last turn's terminal event at end of input,
+    // the final event after `shutdown`) before the output closes; a stuck output gets a second.
+    session.drain_to.send_replace(Some(engine.status().last_seq));
     let events_task = session.task.lock().unwrap_or_else(|p| p.into_inner()).take();
-    if let Some(events_task) = events_task {
-        if engine.is_shut_down() {
-            // Let the final event reach the output before it closes.
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), events_task).await;
-        } else {
+    if let Some(mut events_task) = events_task {
+        if tokio::time::timeout(std::time::Duration::from_secs(1), &mut events_task).await.is_err() {
             events_task.abort();
         }
     }
@@ -94,14 +94,25 @@ struct StdioEvents {
     engine: RpcEngine,
     tx: mpsc::Sender<Vec<u8>>,
     task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Set when the connection ends: forward events up to this sequence number, then stop.
+    drain_to: watch::Sender<Option<i64>>,
 }
 
 impl EventSession for StdioEvents {
     fn subscribe(&self, since: Option<i64>) {
         let mut sub = self.engine.subscribe(since);
         let tx = self.tx.clone();
+        let mut drain = self.drain_to.subscribe();
         let task = tokio::spawn(async move {
-            while let Some(ev) = sub.next().await {
+            loop {
+                if drain.borrow_and_update().is_some_and(|to| sub.position() >= to) {
+                    break;
+                }
+                let ev = tokio::select! {
+                    ev = sub.next() => ev,
+                    changed = drain.changed() => if changed.is_err() { break } else { continue },
+                };
+                let Some(ev) = ev else { break };
                 let last = projection::is_final(&ev);
                 if tx.send(projection::notification_line(&ev)).await.is_err() || last {
                     break;

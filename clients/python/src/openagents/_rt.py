@@ -1,0 +1,437 @@
+"""Runtime support for the generated modules: the Python counterpart of `openagents_protocol::rt`.
+
+The generated models call these for what pydantic does not do the JSON Schema way on its own:
+scalars that accept exactly their JSON type (and `1.0` as an integer), ECMA-262 patterns, constants,
+enums and tagged unions that can keep a value this version does not know, `null` that is not the
+same as a missing property, and a dynamic check for schemas that allow several JSON types.
+
+Strictness: a document is read leniently by default, the way a client reads what a newer server
+sends (an unknown event kind becomes its `Unknown...` model, an unknown enum value a plain `str`).
+Validated with the context `STRICT`, it is held to the schema exactly, as the Rust validator does.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Final, Generic, TypeAlias, TypeVar
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, GetCoreSchemaHandler, Strict, TypeAdapter, ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError, core_schema
+
+__all__ = [
+    "CLOSED",
+    "OPEN",
+    "STRICT",
+    "Bool",
+    "Const",
+    "EnumOf",
+    "Float",
+    "Int",
+    "Json",
+    "MethodSpec",
+    "Model",
+    "OneOf",
+    "OpenAgentsError",
+    "Pattern",
+    "Str",
+    "Tagged",
+    "WireEnum",
+    "is_strict",
+    "json_equal",
+    "not_null",
+]
+
+STRICT_KEY: Final = "openagents.strict"
+STRICT: Final[dict[str, Any]] = {STRICT_KEY: True}
+"""The validation context that holds a document to the schema exactly (unknown kinds refused)."""
+
+_M = TypeVar("_M", bound="Model")
+_T = TypeVar("_T")
+
+
+class OpenAgentsError(Exception):
+    """The root of every error this package raises."""
+
+
+def is_strict(info: core_schema.ValidationInfo) -> bool:
+    """Whether the document is being checked strictly (see `STRICT`)."""
+    ctx = info.context
+    return isinstance(ctx, Mapping) and bool(ctx.get(STRICT_KEY))
+
+
+CLOSED: Final = ConfigDict(extra="forbid", serialize_by_alias=True, allow_inf_nan=False, defer_build=True)
+"""The configuration of an object the schema closes (`additionalProperties: false`)."""
+
+OPEN: Final = ConfigDict(extra="allow", serialize_by_alias=True, allow_inf_nan=False, defer_build=True)
+"""The configuration of an object open to new fields: they are kept, in `model_extra`."""
+
+
+class Model(BaseModel):
+    """The base of every generated model: wire conversions that keep `null` apart from missing."""
+
+    def to_wire(self) -> dict[str, Any]:
+        """The model as a JSON object: JSON names, and only the properties that were given."""
+        data: dict[str, Any] = self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        return data
+
+    def to_json(self) -> str:
+        """The model as compact JSON text, as `to_wire` describes it."""
+        return self.model_dump_json(by_alias=True, exclude_unset=True)
+
+    @classmethod
+    def from_wire(cls: type[_M], document: object, *, strict: bool = False) -> _M:
+        """Validates a decoded JSON document; `strict` refuses what this version does not know."""
+        return cls.model_validate(document, context=STRICT if strict else None)
+
+    @classmethod
+    def from_json(cls: type[_M], text: str | bytes, *, strict: bool = False) -> _M:
+        """Parses and validates JSON text; `strict` refuses what this version does not know."""
+        return cls.model_validate_json(text, context=STRICT if strict else None)
+
+
+# --- scalars --------------------------------------------------------------------------------------
+
+_I64_MIN: Final = -(2**63)
+_I64_MAX: Final = 2**63
+
+
+def _int_in(value: object) -> object:
+    # JSON Schema counts 1.0 as an integer; the Rust side holds integers in 64 bits.
+    if type(value) is float:
+        if value.is_integer() and _I64_MIN <= value < _I64_MAX:
+            return int(value)
+        if value.is_integer():
+            raise PydanticCustomError(
+                "int_type", "integer {value} is beyond the supported range of -2^63..2^63", {"value": value}
+            )
+        return value
+    if type(value) is int and not _I64_MIN <= value < _I64_MAX:
+        raise PydanticCustomError(
+            "int_type", "integer {value} is beyond the supported range of -2^63..2^63", {"value": value}
+        )
+    return value
+
+
+Int: TypeAlias = Annotated[int, BeforeValidator(_int_in), Strict()]
+"""A JSON integer (`1.0` included; never a boolean or a string)."""
+
+Float: TypeAlias = Annotated[float, Strict()]
+"""A JSON number (never a boolean or a string)."""
+
+Str: TypeAlias = Annotated[str, Strict()]
+"""A JSON string."""
+
+Bool: TypeAlias = Annotated[bool, Strict()]
+"""A JSON boolean."""
+
+
+def not_null(value: object) -> object:
+    """Refuses JSON `null` for a property that may be left out but is never null."""
+    if value is None:
+        raise PydanticCustomError("null_type", "null is not allowed here; leave the property out instead")
+    return value
+
+
+# --- JSON equality --------------------------------------------------------------------------------
+
+
+def json_equal(a: object, b: object) -> bool:
+    """Equality as JSON Schema's `const` and `enum` see it: `1 == 1.0`, but `true != 1`."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, str) or isinstance(b, str):
+        return isinstance(a, str) and isinstance(b, str) and a == b
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    return False
+
+
+def _show(value: object) -> str:
+    import json
+
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+class Const:
+    """`const`: exactly one JSON value."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(self._check)
+
+    def _check(self, value: object) -> object:
+        if not json_equal(value, self.value):
+            raise PydanticCustomError("const", "must be {expected}", {"expected": _show(self.value)})
+        return self.value
+
+
+class OneOf:
+    """`enum` of values other than a documented string enum: one of the listed JSON values."""
+
+    def __init__(self, values: Sequence[object]) -> None:
+        self.values = list(values)
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(self._check)
+
+    def _check(self, value: object) -> object:
+        for v in self.values:
+            if json_equal(value, v):
+                return v
+        raise PydanticCustomError("enum", "must be one of {expected}", {"expected": _show(self.values)})
+
+
+class Pattern:
+    """`pattern`: an ECMA-262 pattern, translated by the generator into a Python `re` pattern with
+    the same meaning (`$` never matches before a trailing newline), searched unanchored."""
+
+    def __init__(self, regex: str, source: str) -> None:
+        self._search = re.compile(regex).search
+        self.source = source
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(self._check, handler(source))
+
+    def _check(self, value: str) -> str:
+        if self._search(value) is None:
+            raise PydanticCustomError(
+                "string_pattern_mismatch", "String should match pattern '{pattern}'", {"pattern": self.source}
+            )
+        return value
+
+
+class WireEnum(str, enum.Enum):
+    """The base of generated string enums: members compare and hash as their wire strings."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class EnumOf:
+    """A string enum where it is used: a member, or (when `extensible` and read leniently) the
+    unknown value as a plain `str`."""
+
+    def __init__(self, cls: type[WireEnum], *, extensible: bool = False) -> None:
+        self.cls = cls
+        self.extensible = extensible
+        self.allowed = ", ".join(_show(m.value) for m in cls)
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.with_info_plain_validator_function(self._check)
+
+    def _check(self, value: object, info: core_schema.ValidationInfo) -> object:
+        if isinstance(value, self.cls):
+            return value
+        if not isinstance(value, str):
+            raise PydanticCustomError("string_type", "Input should be a valid string")
+        try:
+            return self.cls(value)
+        except ValueError:
+            if self.extensible and not is_strict(info):
+                return value
+            raise PydanticCustomError("enum", "must be one of {expected}", {"expected": self.allowed}) from None
+
+
+def _at(key: str | int, error: PydanticCustomError | str, value: object) -> ValidationError:
+    return ValidationError.from_exception_data("value", [InitErrorDetails(type=error, loc=(key,), input=value)])
+
+
+class Tagged:
+    """A union of objects told apart by a constant string property (the tag).
+
+    The tag is required. A tag naming no branch is refused at the tag, unless the union is
+    `x-extensible` and the document is read leniently: then it becomes the `unknown` model."""
+
+    def __init__(self, tag: str, branches: Mapping[str, type[Model]], unknown: type[Model] | None = None) -> None:
+        self.tag = tag
+        self.branches = dict(branches)
+        self.unknown = unknown
+        self.classes: tuple[type[Model], ...] = tuple(self.branches.values()) + ((unknown,) if unknown else ())
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.with_info_plain_validator_function(self._check)
+
+    def _check(self, value: object, info: core_schema.ValidationInfo) -> object:
+        if isinstance(value, self.classes):
+            return value
+        if not isinstance(value, dict):
+            raise PydanticCustomError("dict_type", "Input should be a valid dictionary")
+        if self.tag not in value:
+            raise _at(self.tag, "missing", value)
+        kind = value[self.tag]
+        if not isinstance(kind, str):
+            raise _at(self.tag, PydanticCustomError("string_type", "Input should be a valid string"), kind)
+        cls = self.branches.get(kind)
+        if cls is None:
+            if self.unknown is None or is_strict(info):
+                known = ", ".join(_show(k) for k in self.branches)
+                raise _at(
+                    self.tag,
+                    PydanticCustomError(
+                        "oneOf", "{kind} names no known kind (known: {known})", {"kind": _show(kind), "known": known}
+                    ),
+                    kind,
+                )
+            cls = self.unknown
+        return cls.model_validate(value, context=info.context)
+
+
+# --- the dynamic check ----------------------------------------------------------------------------
+
+
+def json_type(value: object) -> str | None:
+    """The JSON type of a decoded value (`integer` for a whole number, `1.0` included)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        return "integer" if value.is_integer() else "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return None
+
+
+class Json:
+    """A schema that allows several JSON types (or rules only a dynamic check expresses): the
+    JSON type first, then the rules for that type."""
+
+    def __init__(
+        self,
+        types: str,
+        *,
+        min_length: int | None = None,
+        max_length: int | None = None,
+        pattern: Pattern | None = None,
+        minimum: float | None = None,
+        maximum: float | None = None,
+        exclusive_minimum: float | None = None,
+        exclusive_maximum: float | None = None,
+        min_items: int | None = None,
+        max_items: int | None = None,
+        items: Callable[[], Any] | None = None,
+        model: Callable[[], type[Model]] | None = None,
+        const: object = ...,
+        values: Sequence[object] | None = None,
+    ) -> None:
+        self.types = frozenset(types.split())
+        self.min_length, self.max_length, self.pattern = min_length, max_length, pattern
+        self.minimum, self.maximum = minimum, maximum
+        self.exclusive_minimum, self.exclusive_maximum = exclusive_minimum, exclusive_maximum
+        self.min_items, self.max_items = min_items, max_items
+        self._items = items
+        self._items_adapter: TypeAdapter[Any] | None = None
+        self._model = model
+        self.const = const
+        self.values = values
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.with_info_plain_validator_function(self._check)
+
+    def _allows(self, t: str) -> bool:
+        return t in self.types or (t == "integer" and "number" in self.types)
+
+    def _check(self, value: object, info: core_schema.ValidationInfo) -> object:
+        t = json_type(value)
+        if isinstance(value, BaseModel) and "object" in self.types:
+            return value
+        if t is None or not self._allows(t):
+            raise PydanticCustomError(
+                "type", "must be {types}", {"types": " or ".join(sorted(self.types)) or "nothing"}
+            )
+        if self.const is not ... and not json_equal(value, self.const):
+            raise PydanticCustomError("const", "must be {expected}", {"expected": _show(self.const)})
+        if self.values is not None and not any(json_equal(value, v) for v in self.values):
+            raise PydanticCustomError("enum", "must be one of {expected}", {"expected": _show(list(self.values))})
+        if isinstance(value, str):
+            n = len(value)
+            if self.min_length is not None and n < self.min_length:
+                raise PydanticCustomError("minLength", "must be at least {n} characters long", {"n": self.min_length})
+            if self.max_length is not None and n > self.max_length:
+                raise PydanticCustomError("maxLength", "must be at most {n} characters long", {"n": self.max_length})
+            if self.pattern is not None:
+                self.pattern._check(value)
+            return value
+        if t in ("integer", "number"):
+            assert isinstance(value, (int, float))
+            if self.minimum is not None and value < self.minimum:
+                raise PydanticCustomError("minimum", "must be at least {n}", {"n": self.minimum})
+            if self.maximum is not None and value > self.maximum:
+                raise PydanticCustomError("maximum", "must be at most {n}", {"n": self.maximum})
+            if self.exclusive_minimum is not None and value <= self.exclusive_minimum:
+                raise PydanticCustomError("exclusiveMinimum", "must be more than {n}", {"n": self.exclusive_minimum})
+            if self.exclusive_maximum is not None and value >= self.exclusive_maximum:
+                raise PydanticCustomError("exclusiveMaximum", "must be less than {n}", {"n": self.exclusive_maximum})
+            if t == "integer" and isinstance(value, float) and "number" not in self.types:
+                return int(value)
+            return value
+        if isinstance(value, list):
+            if self.min_items is not None and len(value) < self.min_items:
+                raise PydanticCustomError("minItems", "must have at least {n} items", {"n": self.min_items})
+            if self.max_items is not None and len(value) > self.max_items:
+                raise PydanticCustomError("maxItems", "must have at most {n} items", {"n": self.max_items})
+            if self._items is not None:
+                if self._items_adapter is None:
+                    self._items_adapter = TypeAdapter(self._items())
+                out, errors = [], []
+                for i, item in enumerate(value):
+                    try:
+                        out.append(self._items_adapter.validate_python(item, context=info.context))
+                    except ValidationError as e:
+                        for d in e.errors():
+                            errors.append(_reraise(d, (i,)))
+                if errors:
+                    raise ValidationError.from_exception_data("value", errors)
+                return out
+            return value
+        if isinstance(value, dict) and self._model is not None:
+            return self._model().model_validate(value, context=info.context)
+        return value
+
+
+def _reraise(d: Any, prefix: tuple[str | int, ...]) -> InitErrorDetails:
+    t = d["type"]
+    err: PydanticCustomError | str = t if t == "missing" else PydanticCustomError(t, d["msg"])
+    return InitErrorDetails(type=err, loc=prefix + tuple(d["loc"]), input=d.get("input"))
+
+
+# --- methods --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MethodSpec(Generic[_T]):
+    """One method of the method union: its name, how its params are built, and its result type."""
+
+    name: str
+    """The method's name on the wire."""
+    params: type[Model] | None
+    """The params model, when the params are an object with declared properties."""
+    params_adapter: TypeAdapter[Any] | None
+    """The params' validator otherwise."""
+    params_required: bool
+    """Whether the request must carry params."""
+    result: TypeAdapter[_T]
+    """The validator of the result."""

@@ -1,0 +1,119 @@
+"""Checking documents against the schema: every violation, with its JSON pointer and keyword.
+
+`validate(type_name, document)` holds a decoded JSON document to the schema of a named type
+exactly, as the Rust validator (`openagents validate`) does: an unknown event kind or enum value is
+refused here, although a client reading the same document keeps it as an explicit unknown value.
+Violations use the Rust validator's conventions (see `tests/vectors/README.md`).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any, cast
+
+from pydantic import TypeAdapter, ValidationError
+
+from . import _rt
+from ._generated import models as m
+
+__all__ = ["DocumentInvalid", "check", "pointer", "type_names", "validate", "violations"]
+
+# pydantic's error types, as the JSON Schema keyword each one breaks.
+_KEYWORDS = {
+    "missing": "required",
+    "extra_forbidden": "additionalProperties",
+    "string_type": "type",
+    "int_type": "type",
+    "int_from_float": "type",
+    "float_type": "type",
+    "finite_number": "type",
+    "bool_type": "type",
+    "dict_type": "type",
+    "list_type": "type",
+    "model_type": "type",
+    "model_attributes_type": "type",
+    "none_required": "type",
+    "null_type": "type",
+    "string_too_short": "minLength",
+    "string_too_long": "maxLength",
+    "string_pattern_mismatch": "pattern",
+    "greater_than_equal": "minimum",
+    "less_than_equal": "maximum",
+    "greater_than": "exclusiveMinimum",
+    "less_than": "exclusiveMaximum",
+    "too_short": "minItems",
+    "too_long": "maxItems",
+    "literal_error": "enum",
+}
+
+
+class DocumentInvalid(_rt.OpenAgentsError, ValueError):
+    """A document breaks its schema; `violations` lists every way it does."""
+
+    def __init__(self, type_name: str, violations: list[m.Violation]) -> None:
+        lines = "; ".join(f"{v.pointer or '(root)'}: {v.message}" for v in violations)
+        super().__init__(f"not a valid {type_name}: {lines}")
+        self.type_name = type_name
+        self.violations = violations
+
+
+def pointer(loc: tuple[str | int, ...]) -> str:
+    """A pydantic location as a JSON pointer (RFC 6901)."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in loc)
+
+
+def violations(error: ValidationError) -> list[m.Violation]:
+    """Every error pydantic found, as a violation: pointer, keyword and message."""
+    out = []
+    for d in error.errors(include_url=False):
+        kind = d["type"]
+        keyword = _KEYWORDS.get(kind, kind)
+        loc = tuple(d["loc"])
+        message = d["msg"]
+        if keyword == "required" and loc:
+            message = f"the required property `{loc[-1]}` is missing"
+            loc = loc[:-1]
+        elif keyword == "additionalProperties" and loc:
+            message = f"property `{loc[-1]}` is not allowed here"
+        out.append(m.Violation(pointer=pointer(loc), keyword=keyword, message=message))
+    return out
+
+
+def type_names() -> list[str]:
+    """The names `validate` knows, in name order."""
+    return sorted(m.TYPES)
+
+
+@cache
+def _adapter(type_name: str) -> TypeAdapter[Any]:
+    try:
+        annotation = m.TYPES[type_name]
+    except KeyError:
+        raise KeyError(f"unknown type `{type_name}`; the known types are {', '.join(type_names())}") from None
+    return TypeAdapter(cast(Any, annotation))
+
+
+def validate(type_name: str, document: object) -> list[m.Violation]:
+    """Checks a decoded JSON document against the named type strictly; `[]` when it is valid."""
+    try:
+        _adapter(type_name).validate_python(document, context=_rt.STRICT)
+    except ValidationError as e:
+        return violations(e)
+    return []
+
+
+def validate_json(type_name: str, text: str | bytes) -> list[m.Violation]:
+    """`validate` for JSON text (pydantic's own parser: no `NaN`, no trailing garbage)."""
+    try:
+        _adapter(type_name).validate_json(text, context=_rt.STRICT)
+    except ValidationError as e:
+        return violations(e)
+    return []
+
+
+def check(type_name: str, document: object) -> Any:
+    """Validates a document strictly and returns it as its model; raises `DocumentInvalid`."""
+    try:
+        return _adapter(type_name).validate_python(document, context=_rt.STRICT)
+    except ValidationError as e:
+        raise DocumentInvalid(type_name, violations(e)) from None

@@ -1,0 +1,233 @@
+/**
+ * The typed client: one method per schema method (generated), over any `Transport`. Params are
+ * checked by the generated validators before they are sent; responses and events are checked
+ * leniently (unknown kinds and values of `x-extensible` unions and enums are kept, not refused);
+ * a runtime's failure is thrown as the class generated for its code.
+ */
+
+import { OpenAgentsError, ProtocolError, TransportError } from "./error.js";
+import { errorClass, InvalidParamsError } from "./generated/errors.js";
+import { GeneratedMethods } from "./generated/methods.js";
+import type { CallOptions } from "./generated/methods.js";
+import type { MethodName, MethodParams, MethodResult, RpcError, ServerEvent, SubmitParams, SubmitResult } from "./generated/types.js";
+import { isKnownRuntimeEvent } from "./generated/types.js";
+import { METHOD_CHECKS, validateRpcError, validateRpcResponse, validateServerEvent } from "./generated/validators.js";
+import { HttpTransport } from "./http.js";
+import type { HttpTransportOptions } from "./http.js";
+import { isObject } from "./rt.js";
+import { RefusedByRuntime } from "./transport.js";
+import type { EventSubscription, SubscribeOptions, Transport } from "./transport.js";
+
+export type { CallOptions };
+
+/** Client options. */
+export interface ClientOptions {
+  /** Check params with the generated validators before sending them (default true). */
+  readonly validateParams?: boolean;
+  /** Check responses and events (leniently) and throw `ProtocolError` on a malformed one (default true). */
+  readonly validateResponses?: boolean;
+}
+
+/** A typed event stream. */
+export interface EventStream extends AsyncIterable<ServerEvent> {
+  /** Resolves once the runtime has registered the subscription (rejects with the typed error if it refused). */
+  readonly ready: Promise<void>;
+  /** Ends the stream. */
+  close(): void;
+}
+
+/** Options for `runTurn`. */
+export interface RunTurnOptions {
+  /** Aborting interrupts the turn (see `submit`). */
+  readonly signal?: AbortSignal;
+  /** Called with each event of this turn, from `turn_started` to `turn_completed` or `turn_failed`. */
+  readonly onEvent?: (event: ServerEvent) => void;
+}
+
+/** How long `runTurn` waits, after the answer, for the turn's last event to arrive on the stream. */
+const TRAILING_EVENTS_MS = 2000;
+
+/** A client of one runtime. */
+export class OpenAgentsClient extends GeneratedMethods {
+  /** The transport it talks through. */
+  readonly transport: Transport;
+  private readonly checkParams: boolean;
+  private readonly checkResponses: boolean;
+
+  constructor(transport: Transport, options: ClientOptions = {}) {
+    super();
+    this.transport = transport;
+    this.checkParams = options.validateParams ?? true;
+    this.checkResponses = options.validateResponses ?? true;
+  }
+
+  /** A client over HTTP (`POST /rpc`, SSE `GET /events`). */
+  static http(options: HttpTransportOptions & ClientOptions): OpenAgentsClient {
+    return new OpenAgentsClient(new HttpTransport(options), options);
+  }
+
+  /**
+   * Sends one request and answers with its typed result.
+   *
+   * `submit` with a `signal`: aborting sends `interrupt` (repeated until the runtime reports the
+   * turn stopped, or the submit is answered), and the promise then settles with the runtime's
+   * answer to the submit — usually an `InterruptedError`, or the result if the turn had already
+   * completed.
+   */
+  protected async call<M extends MethodName>(method: M, params: MethodParams<M>, options: CallOptions = {}): Promise<MethodResult<M>> {
+    const check = METHOD_CHECKS[method];
+    if (this.checkParams) {
+      const violations = check.checkParams(params);
+      if (violations.length > 0) {
+        throw new InvalidParamsError(
+          {
+            code: "invalid_params",
+            message: `invalid \`${method}\` params (checked before sending): ${violations.map((v) => `${v.pointer || "(root)"}: ${v.message}`).join("; ")}`,
+            retryable: false,
+            details: { violations },
+          },
+          -32602,
+        );
+      }
+    }
+    if (method === "submit" && options.signal) return (await this.submitInterruptible(params, options.signal)) as MethodResult<M>;
+    const raw = await this.transport.request(method, params, { signal: options.signal });
+    return this.read(method, raw);
+  }
+
+  private async submitInterruptible(params: unknown, signal: AbortSignal): Promise<unknown> {
+    signal.throwIfAborted();
+    let settled = false;
+    const onAbort = (): void => {
+      void this.interruptUntilStopped(() => settled);
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      const raw = await this.transport.request("submit", params);
+      return this.read("submit", raw);
+    } finally {
+      settled = true;
+      signal.removeEventListener("abort", onAbort);
+    }
+  }
+
+  /** Sends `interrupt` until the runtime says it stopped a turn (the submit may not have started it yet). */
+  private async interruptUntilStopped(settled: () => boolean): Promise<void> {
+    for (let attempt = 0; attempt < 100 && !settled(); attempt++) {
+      try {
+        if ((await this.interrupt()).interrupted) return;
+      } catch {
+        // A transport hiccup: try again while the submit is pending.
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
+  /** Reads a response envelope: the typed result, or the typed error thrown. */
+  private read<M extends MethodName>(method: M, raw: unknown): MethodResult<M> {
+    if (this.checkResponses) {
+      const violations = validateRpcResponse(raw, true);
+      if (violations.length > 0) throw new ProtocolError(`the \`${method}\` response is not a valid RpcResponse`, violations);
+    } else if (!isObject(raw)) {
+      throw new ProtocolError(`the \`${method}\` response is not an object`);
+    }
+    const envelope = raw as { result?: unknown; error?: RpcError };
+    if (envelope.error !== undefined) throw toTypedError(envelope.error);
+    if (!("result" in envelope)) throw new ProtocolError(`the \`${method}\` response has neither \`result\` nor \`error\``);
+    if (this.checkResponses) {
+      const violations = METHOD_CHECKS[method].checkResult(envelope.result, true);
+      if (violations.length > 0) throw new ProtocolError(`the \`${method}\` result is not valid`, violations);
+    }
+    return envelope.result as MethodResult<M>;
+  }
+
+  /**
+   * The runtime's events, each a `ServerEvent`. Kinds this version does not know arrive as the
+   * union's unknown member (see `isKnownRuntimeEvent`). Over HTTP a dropped stream is resumed
+   * with `Last-Event-ID`.
+   */
+  events(options: SubscribeOptions = {}): EventStream {
+    const sub: EventSubscription = this.transport.subscribe(options);
+    const check = this.checkResponses;
+    const ready = sub.ready.catch((e: unknown) => {
+      throw mapError(e);
+    });
+    ready.catch(() => undefined);
+    return {
+      ready,
+      close: () => sub.close(),
+      async *[Symbol.asyncIterator](): AsyncIterator<ServerEvent> {
+        try {
+          for await (const raw of sub) {
+            if (check) {
+              const violations = validateServerEvent(raw, true);
+              if (violations.length > 0) throw new ProtocolError("an event is not a valid ServerEvent", violations);
+            }
+            yield raw as ServerEvent;
+          }
+        } catch (e) {
+          throw mapError(e);
+        } finally {
+          sub.close();
+        }
+      },
+    };
+  }
+
+  /**
+   * Runs one turn: subscribes to events, submits, passes each event of this turn to `onEvent`,
+   * and answers with the result (or throws the typed error). Without an `assignment`, one is
+   * generated so the turn's events can be told apart.
+   */
+  async runTurn(params: SubmitParams, options: RunTurnOptions = {}): Promise<SubmitResult> {
+    const assignment = params.assignment ?? `asg-${globalThis.crypto.randomUUID()}`;
+    const stream = this.events();
+    await stream.ready;
+    const watch = (async (): Promise<void> => {
+      let ours = false;
+      for await (const ev of stream) {
+        const e = ev.event;
+        if (!isKnownRuntimeEvent(e)) {
+          if (ours) options.onEvent?.(ev);
+          continue;
+        }
+        if (e.type === "turn_started") ours = e.assignment === assignment;
+        if (ours) options.onEvent?.(ev);
+        if ((ours && (e.type === "turn_completed" || e.type === "turn_failed")) || e.type === "shutting_down") return;
+      }
+    })();
+    watch.catch(() => undefined);
+    const trailing = (): Promise<unknown> => Promise.race([watch.catch(() => undefined), new Promise((r) => setTimeout(r, TRAILING_EVENTS_MS).unref?.())]);
+    try {
+      const result = await this.submit({ ...params, assignment }, options.signal ? { signal: options.signal } : {});
+      await trailing();
+      return result;
+    } catch (e) {
+      await trailing();
+      throw e;
+    } finally {
+      stream.close();
+    }
+  }
+
+  /** Closes the transport. */
+  close(): Promise<void> {
+    return this.transport.close();
+  }
+}
+
+/** The typed error for a JSON-RPC error object whose `data` is a `RuntimeSubmitError`. */
+export function toTypedError(error: RpcError): OpenAgentsError {
+  const Class = errorClass(error.data.code);
+  return new Class(error.data, error.code);
+}
+
+/** Errors from a transport, as the client throws them. */
+function mapError(e: unknown): unknown {
+  if (e instanceof RefusedByRuntime) {
+    const env = e.envelope;
+    if (isObject(env) && env.error !== undefined && validateRpcError(env.error, true).length === 0) return toTypedError(env.error as RpcError);
+    return new TransportError(e.message, { cause: e });
+  }
+  return e;
+}

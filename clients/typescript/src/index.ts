@@ -1,0 +1,25 @@
+/**
+ * `@openagents/client`: typed access to an openagents runtime, generated from the protocol's
+ * JSON Schema. This entry point runs anywhere `fetch` does (browsers included); the stdio
+ * transport and the runner helper are Node.js only, under `@openagents/client/node` and
+ * `@openagents/client/runner`.
+ *
+ * ```ts
+ * import { OpenAgentsClient } from "@openagents/client";
+ * const client = OpenAgentsClient.http({ url, token });
+ * const status = await client.status();
+ * ```
+ */
+
+export * from "./generated/index.js";
+export { assertNever, codePoints } from "./rt.js";
+export type { Violation as ValidationViolation } from "./rt.js";
+export { OpenAgentsError, ProtocolError, TransportError, UnknownCodeError } from "./error.js";
+export { OpenAgentsClient, toTypedError } from "./client.js";
+export type { ClientOptions, EventStream, RunTurnOptions } from "./client.js";
+export { HttpTransport } from "./http.js";
+export type { HttpTransportOptions } from "./http.js";
+export { RefusedByRuntime } from "./transport.js";
+export type { EventSubscription, RequestOptions, SubscribeOptions, Transport } from "./transport.js";
+export { SseParser } from "./sse.js";
+export type { SseMessage } from "./sse.js";

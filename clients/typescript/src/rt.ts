@@ -1,0 +1,182 @@
+/**
+ * Runtime support for the generated validators: JSON pointers, violations, and the checks that
+ * are the same everywhere (lengths in code points, integers, JSON equality). The TypeScript
+ * counterpart of the Rust `openagents_protocol::rt`; messages say the same things.
+ *
+ * Nothing here reads a schema: every rule lives in the generated code.
+ */
+
+/** One way a document breaks its schema. */
+export interface Violation {
+  /** The JSON pointer (RFC 6901) of the offending value; empty for the whole document. */
+  pointer: string;
+  /** The schema keyword that was broken, such as `maxLength` or `required`. */
+  keyword: string;
+  /** What is wrong, for a person to read. */
+  message: string;
+}
+
+/** A JSON object, as the validators see one. */
+export type JsonObject = { [key: string]: unknown };
+
+/** Whether `v` is a JSON object (not `null`, not an array). */
+export function isObject(v: unknown): v is JsonObject {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** Whether `v` is an array. */
+export function isArray(v: unknown): v is unknown[] {
+  return Array.isArray(v);
+}
+
+/** Whether `v` is an integer in JSON Schema's sense: a number with no fractional part (`1.0` is one). */
+export function isInteger(v: unknown): v is number {
+  return typeof v === "number" && Number.isInteger(v);
+}
+
+const hasOwn = Object.prototype.hasOwnProperty;
+
+/** Property `k` of `o` when it is `o`'s own (for names `Object.prototype` also answers to). */
+export function own(o: JsonObject, k: string): unknown {
+  return hasOwn.call(o, k) ? Object.getOwnPropertyDescriptor(o, k)?.value : undefined;
+}
+
+/** The own property names of `o`. */
+export function keysOf(o: JsonObject): string[] {
+  return Object.keys(o);
+}
+
+/** The JSON pointer of property `k` under pointer `p` (`~` and `/` escaped, RFC 6901). */
+export function keyOf(p: string, k: string): string {
+  return p + "/" + k.replace(/~/g, "~0").replace(/\//g, "~1");
+}
+
+/** The number of Unicode code points in `s` (a lone surrogate counts as one). */
+export function codePoints(s: string): number {
+  let n = s.length;
+  for (let i = 0; i < s.length - 1; i++) {
+    const u = s.charCodeAt(i);
+    if (u >= 0xd800 && u <= 0xdbff && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      n--;
+      i++;
+    }
+  }
+  return n;
+}
+
+/**
+ * Whether `s` has at most `max` code points. Counts only when the UTF-16 length cannot decide:
+ * a string has at least half as many code points as units, and at most as many.
+ */
+export function maxLength(s: string, max: number): boolean {
+  const units = s.length;
+  return units <= max || (units <= 2 * max && codePoints(s) <= max);
+}
+
+/** Whether `s` has at least `min` code points, counting only when the UTF-16 length cannot decide. */
+export function minLength(s: string, min: number): boolean {
+  const units = s.length;
+  if (units < min) return false;
+  return units >= 2 * min || codePoints(s) >= min;
+}
+
+/** A `RegExp` for a schema pattern: ECMA-262 with the `u` flag, matched anywhere (not anchored). */
+export function regex(source: string): RegExp {
+  return new RegExp(source, "u");
+}
+
+/** JSON Schema equality: numbers by value, arrays in order, objects regardless of key order. */
+export function jsonEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (isArray(a) && isArray(b)) {
+    return a.length === b.length && a.every((x, i) => jsonEqual(x, b[i]));
+  }
+  if (isObject(a) && isObject(b)) {
+    const ka = Object.keys(a);
+    return ka.length === Object.keys(b).length && ka.every((k) => hasOwn.call(b, k) && jsonEqual(a[k], b[k]));
+  }
+  return false;
+}
+
+/** Records a violation. */
+export function report(out: Violation[], pointer: string, keyword: string, message: string): void {
+  out.push({ pointer, keyword, message });
+}
+
+/** The JSON type of a value, as the `type` keyword spells it. */
+export function typeName(v: unknown): string {
+  if (v === null) return "null";
+  if (isArray(v)) return "array";
+  if (typeof v === "number") return Number.isInteger(v) ? "integer" : "number";
+  if (typeof v === "string" || typeof v === "boolean" || typeof v === "object") return typeof v;
+  return typeof v;
+}
+
+/** A short, quoted preview of a string for messages. */
+export function preview(s: string): string {
+  const cut = Array.from(s.slice(0, 80)).slice(0, 40).join("");
+  return JSON.stringify(cut.length < s.length ? cut + "…" : cut);
+}
+
+function previewValue(v: unknown): string {
+  if (typeof v === "string") return preview(v);
+  if (isArray(v)) return "an array";
+  if (isObject(v)) return "an object";
+  return String(JSON.stringify(v));
+}
+
+/** A `type` violation. */
+export function typeViolation(out: Violation[], p: string, expected: string, found: unknown): void {
+  report(out, p, "type", `must be ${expected}, found ${typeName(found)}`);
+}
+
+/** A `const` violation. */
+export function constViolation(out: Violation[], p: string, found: unknown, expected: unknown): void {
+  report(out, p, "const", `must be ${JSON.stringify(expected)}, found ${previewValue(found)}`);
+}
+
+/** An `enum` violation. */
+export function enumViolation(out: Violation[], p: string, found: unknown, allowed: readonly unknown[]): void {
+  report(out, p, "enum", `must be one of ${allowed.map((a) => JSON.stringify(a)).join(", ")}, found ${previewValue(found)}`);
+}
+
+/** A `minLength` violation. */
+export function minLengthViolation(out: Violation[], p: string, s: string, min: number): void {
+  report(out, p, "minLength", `must be at least ${min} characters long, is ${codePoints(s)}`);
+}
+
+/** A `maxLength` violation. */
+export function maxLengthViolation(out: Violation[], p: string, s: string, max: number): void {
+  report(out, p, "maxLength", `must be at most ${max} characters long, is ${codePoints(s)}`);
+}
+
+/** A `pattern` violation. */
+export function patternViolation(out: Violation[], p: string, s: string, pattern: string): void {
+  report(out, p, "pattern", `${preview(s)} does not match the pattern \`${pattern}\``);
+}
+
+const RELATIONS: { readonly [keyword: string]: string } = {
+  minimum: "at least",
+  maximum: "at most",
+  exclusiveMinimum: "greater than",
+  exclusiveMaximum: "less than",
+};
+
+/** A bound violation for a number (`keyword` is the bound's keyword). */
+export function boundViolation(out: Violation[], p: string, keyword: string, found: number, bound: number): void {
+  report(out, p, keyword, `must be ${RELATIONS[keyword] ?? "within"} ${bound}, is ${found}`);
+}
+
+/** An items-count violation. */
+export function itemsViolation(out: Violation[], p: string, keyword: string, length: number, bound: number): void {
+  report(out, p, keyword, `must have ${keyword === "minItems" ? "at least" : "at most"} ${bound} items, has ${length}`);
+}
+
+/**
+ * The exhaustiveness check for discriminated unions: call it in the `default` branch of a
+ * `switch` over every known kind, and the compiler refuses the `switch` once a kind is added to
+ * the schema and not handled. At run time (a value the types did not foresee) it throws.
+ */
+export function assertNever(value: never, message?: string): never {
+  throw new Error(message ?? `unexpected value: ${JSON.stringify(value)}`);
+}

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# The server benchmark (`make bench`): `status` over HTTP against jsonrpsee and a bare hyper
+# floor, `status` over stdio against a floor loop, and SSE fan-out. Installs what it needs (wrk).
+#
+# The server under test runs on one tokio current_thread runtime pinned to core 0
+# (`taskset -c 0`); the load generator runs pinned to core 1. The servers' runs are interleaved
+# (ours, jsonrpsee, floor, ours, …) and the report gives medians of the per-round ratios.
+#
+# Knobs (environment): ROUNDS (3), DURATION seconds per run (5), CONNS ("1 16 64"),
+# STDIO_LINES (200000), SSE_EVENTS (200000), SSE_SUBS ("1 16"), OUT (target/bench/server).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/../../.." && pwd)"
+cd "$ROOT"
+ROUNDS="${ROUNDS:-3}"
+DURATION="${DURATION:-5}"
+CONNS="${CONNS:-1 16 64}"
+STDIO_LINES="${STDIO_LINES:-200000}"
+SSE_EVENTS="${SSE_EVENTS:-200000}"
+SSE_SUBS="${SSE_SUBS:-1 16}"
+OUT="${OUT:-$ROOT/target/bench/server}"
+SERVER_CORE=0
+CLIENT_CORE=1
+
+if ! command -v wrk >/dev/null 2>&1; then
+    echo "== installing wrk"
+    if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+    $SUDO apt-get update -qq && $SUDO apt-get install -y -qq wrk >/dev/null
+fi
+command -v taskset >/dev/null 2>&1 || { echo "taskset (util-linux) is missing" >&2; exit 2; }
+if [ "$(nproc)" -lt 2 ]; then
+    echo "warning: $(nproc) core(s): the server and the load generator share a core" >&2
+    CLIENT_CORE=0
+fi
+
+echo "== building (release)"
+cargo build --release --locked -p openagents-server --example oa-bench
+BIN="$ROOT/target/release/examples/oa-bench"
+
+mkdir -p "$OUT"
+RAW="$OUT/raw.txt"
+: > "$RAW"
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+# start NAME MODE → sets ADDR; the server runs pinned to the server core.
+start() {
+    local name="$1" mode="$2" log="$OUT/$1.addr"
+    : > "$log"
+    taskset -c "$SERVER_CORE" "$BIN" "$mode" 127.0.0.1:0 > "$log" &
+    PIDS+=("$!")
+    for _ in $(seq 1 100); do
+        if [ -s "$log" ]; then ADDR="$(head -1 "$log")"; return 0; fi
+        sleep 0.05
+    done
+    echo "$name did not start" >&2
+    exit 1
+}
+
+cat > "$OUT/status.lua" <<EOF
+wrk.method = "POST"
+wrk.path = "/rpc"
+wrk.body = '{"jsonrpc":"2.0","id":1,"method":"status"}'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer $("$BIN" token)"
+done = function(summary, latency, requests)
+    local e = summary.errors
+    io.write(string.format("requests=%d duration_us=%d errors=%d p50_us=%d p99_us=%d\n",
+        summary.requests, summary.duration, e.connect + e.read + e.write + e.timeout + e.status,
+        latency:percentile(50), latency:percentile(99)))
+end
+EOF
+
+echo "== HTTP: status, ${ROUNDS} rounds x ${DURATION}s per server per connection count"
+start ours serve-ours; OURS="$ADDR"
+start jsonrpsee serve-jsonrpsee; JSONRPSEE="$ADDR"
+start floor serve-floor; FLOOR="$ADDR"
+taskset -c "$CLIENT_CORE" "$BIN" check "$OURS" "$JSONRPSEE" "$FLOOR" | tee "$OUT/check.txt"
+declare -A URL=([ours]="http://$OURS" [jsonrpsee]="http://$JSONRPSEE" [floor]="http://$FLOOR")
+for s in ours jsonrpsee floor; do   # warm-up
+    taskset -c "$CLIENT_CORE" wrk -t1 -c16 -d1s -s "$OUT/status.lua" "${URL[$s]}/rpc" > /dev/null
+done
+for c in $CONNS; do
+    for r in $(seq 1 "$ROUNDS"); do
+        for s in ours jsonrpsee floor; do
+            line="$(taskset -c "$CLIENT_CORE" wrk -t1 -c"$c" -d"${DURATION}s" --timeout 5s -s "$OUT/status.lua" "${URL[$s]}/rpc" | grep '^requests=')"
+            echo "http conns=$c round=$r server=$s $line" | tee -a "$RAW"
+        done
+    done
+done
+cleanup; PIDS=()
+
+echo "== stdio: status, ${STDIO_LINES} lines, ${ROUNDS} rounds"
+for r in $(seq 1 "$ROUNDS"); do
+    for s in ours floor; do
+        line="$(taskset -c "$CLIENT_CORE" "$BIN" stdio-drive "$STDIO_LINES" taskset -c "$SERVER_CORE" "$BIN" "stdio-$s")"
+        echo "stdio round=$r server=$s $line" | tee -a "$RAW"
+    done
+done
+
+echo "== SSE: ${SSE_EVENTS} text events to GET /events subscribers"
+for n in $SSE_SUBS; do
+    start sse serve-ours
+    line="$(taskset -c "$CLIENT_CORE" "$BIN" sse "$ADDR" "$n" "$SSE_EVENTS")"
+    echo "sse $line" | tee -a "$RAW"
+    cleanup; PIDS=()
+done
+
+{
+    echo "Machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(uname -sr); wrk: $(wrk --version 2>&1 | head -1 | cut -d' ' -f1-2)"
+    echo
+    "$BIN" report "$RAW"
+} > "$OUT/report.md"
+echo
+echo "== report ($OUT/report.md)"
+cat "$OUT/report.md"

@@ -1,0 +1,587 @@
+//! End-to-end tests of the frontend WebSocket, `/frontend/v2`: real tokio-tungstenite clients
+//! against real listeners on 127.0.0.1:0 (`run_http_authorized`, which serves the WebSocket on
+//! the HTTP port, and `run_frontend_websocket`, which serves only the WebSocket), with
+//! in-process agents and the real `ask` runner.
+
+mod ws_common;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use openagents_server::{Caller, RpcEngine, SERVER_MAX_LINE_BYTES, run_frontend_websocket, run_http_authorized};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+use ws_common::*;
+
+async fn http_runtime(engine: &RpcEngine) -> SocketAddr {
+    run_http_authorized(engine.clone(), "127.0.0.1:0", credentials()).await.expect("the HTTP listener binds")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Authentication before the upgrade
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug)]
+enum Want {
+    /// 101, with this subprotocol answered.
+    Upgrade(Option<&'static str>),
+    /// No upgrade: this status, and a body containing this.
+    Refused(u16, &'static str),
+}
+
+const AUTH_CASES: &[(&str, &str, Auth<'static>, Want)] = &[
+    ("Authorization header", "/frontend/v2", Auth::Header(ADMIN), Want::Upgrade(None)),
+    ("bearer subprotocol", "/frontend/v2", Auth::Protocol(ADMIN), Want::Upgrade(Some("openagents.v2"))),
+    ("bearer subprotocol, observer", "/frontend/v2", Auth::Protocol(WATCHER), Want::Upgrade(Some("openagents.v2"))),
+    ("no credentials", "/frontend/v2", Auth::None, Want::Refused(401, "\"unauthorized\"")),
+    ("wrong header token", "/frontend/v2", Auth::Header("tok-wrong"), Want::Refused(401, "\"unauthorized\"")),
+    ("wrong subprotocol token", "/frontend/v2", Auth::Protocol("tok-wrong"), Want::Refused(401, "\"unauthorized\"")),
+    ("a token in the URL is not a credential", "/frontend/v2?token=tok-admin", Auth::None, Want::Refused(401, "\"unauthorized\"")),
+    ("wrong path", "/frontend/v1", Auth::Header(ADMIN), Want::Refused(404, "not found")),
+    ("root", "/", Auth::Header(ADMIN), Want::Refused(404, "not found")),
+];
+
+async fn check_auth_matrix(listener: &str, addr: SocketAddr) {
+    for (name, path, auth, want) in AUTH_CASES {
+        let got = try_connect(addr, path, *auth).await;
+        match (want, got) {
+            (Want::Upgrade(protocol), Ok(mut up)) => {
+                assert_eq!(up.status, 101, "{listener}: {name}");
+                assert_eq!(up.protocol.as_deref(), *protocol, "{listener}: {name}: the answered subprotocol");
+                let status = up.ws.call("status", Value::Null).await;
+                assert_eq!(status["result"]["state"], "idle", "{listener}: {name}: the socket answers: {status}");
+            }
+            (Want::Refused(code, needle), Err((status, body))) => {
+                assert_eq!(status, *code, "{listener}: {name}: {body}");
+                assert!(body.contains(needle), "{listener}: {name}: the body says why: {body}");
+                assert!(!body.contains("tok-"), "{listener}: {name}: a refusal never repeats a token: {body}");
+            }
+            (want, Ok(up)) => panic!("{listener}: {name}: want {want:?}, got an upgrade ({})", up.status),
+            (want, Err(got)) => panic!("{listener}: {name}: want {want:?}, got {got:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upgrade_is_authenticated_on_both_listeners() {
+    let engine = script_engine(STEP);
+    let http_addr = http_runtime(&engine).await;
+    check_auth_matrix("run_http_authorized", http_addr).await;
+    let ws_only = run_frontend_websocket(engine.clone(), "127.0.0.1:0", credentials()).await.expect("the WebSocket listener binds");
+    check_auth_matrix("run_frontend_websocket", ws_only.local_addr()).await;
+
+    // The HTTP listener serves the HTTP endpoints too; the WebSocket-only one serves nothing else.
+    let (status, body) = rpc(http_addr, ADMIN, &json!({"id": 1, "method": "status"})).await;
+    assert_eq!((status, &body["result"]["state"]), (200, &json!("idle")), "{body}");
+    for (method, path) in [("POST", "/rpc"), ("GET", "/events")] {
+        let (status, _, body) = http(ws_only.local_addr(), method, path, Some(ADMIN), r#"{"id":1,"method":"status"}"#).await;
+        assert_eq!(status, 404, "{method} {path} on the WebSocket-only listener: {body}");
+        assert!(body.contains("/frontend/v2"), "the 404 names the only endpoint: {body}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_without_events_connects_but_may_not_subscribe() {
+    let engine = script_engine(STEP);
+    let addr = http_runtime(&engine).await;
+    for (token, who) in [(BLIND, "blind"), (NOSUB, "nosub")] {
+        let mut ws = connect(addr, token).await;
+        let status = ws.call("status", Value::Null).await;
+        assert!(status["result"]["state"].is_string(), "{who} may call status: {status}");
+        let r = ws.call("subscribe", json!({"since": 0})).await;
+        assert_eq!(error_code(&r), "forbidden", "{who}: {r}");
+        assert_eq!(r["jsonrpc"], "2.0", "{r}");
+        assert!(r["error"]["data"]["message"].as_str().unwrap_or_default().contains(who), "the error names the credential: {r}");
+        // It gets no events: a whole turn runs, and nothing but the next response arrives.
+        let turn = submit(&engine, "burst:3");
+        finished(turn).await.expect("the turn completes");
+        ws.call("status", Value::Null).await;
+        assert!(ws.unread().is_empty(), "{who} was sent something: {:?}", ws.unread());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Messages
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_are_answered_with_their_id_and_status_matches_http() {
+    let engine = script_engine(STEP);
+    let addr = http_runtime(&engine).await;
+    let mut ws = connect(addr, ADMIN).await;
+    // (request text, the id echoed, whether `jsonrpc` is echoed, the typed error code or None)
+    let cases: &[(&str, Value, bool, Option<&str>)] = &[
+        (r#"{"jsonrpc":"2.0","id":7,"method":"status"}"#, json!(7), true, None),
+        (r#"{"jsonrpc":"2.0","id":"abc","method":"status"}"#, json!("abc"), true, None),
+        (r#"{"id":8,"method":"status"}"#, json!(8), false, None),
+        (r#"{"jsonrpc":"2.0","id":9,"method":"frobnicate"}"#, json!(9), true, Some("unknown_method")),
+        (r#"{"jsonrpc":"2.0","id":10,"method":"submit","params":{}}"#, json!(10), true, Some("invalid_params")),
+        (r#"{"jsonrpc":"2.0","id":11,"method":"submit","params":{"task":""}}"#, json!(11), true, Some("invalid_params")),
+        ("this is not JSON", Value::Null, false, Some("invalid_request")),
+    ];
+    for (text, id, jsonrpc, code) in cases {
+        ws.send_text((*text).to_owned()).await;
+        let r = ws.expect("a response", is_response).await;
+        assert_eq!(&r["id"], id, "{text} → {r}");
+        assert_eq!(r.get("jsonrpc").is_some(), *jsonrpc, "{text} → {r}");
+        match code {
+            None => assert!(r["result"].is_object(), "{text} → {r}"),
+            Some(c) => {
+                assert_eq!(error_code(&r), *c, "{text} → {r}");
+                assert!(r["error"]["code"].is_i64() && r["error"]["message"].is_string(), "a JSON-RPC error object: {r}");
+            }
+        }
+    }
+
+    let over_ws = ws.call("status", Value::Null).await["result"].clone();
+    let (http_status, over_http) = rpc(addr, ADMIN, &json!({"jsonrpc": "2.0", "id": 1, "method": "status"})).await;
+    assert_eq!(http_status, 200);
+    let over_http = over_http["result"].clone();
+    assert_eq!(shape(&over_ws), shape(&over_http), "status has one shape on every transport:\n{over_ws}\n{over_http}");
+    for key in ["state", "counters", "last_seq", "schema_version", "limits", "active_turn"] {
+        assert_eq!(over_ws[key], over_http[key], "status.{key}");
+    }
+    assert_eq!(over_ws["limits"]["max_line_bytes"], json!(SERVER_MAX_LINE_BYTES));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_arrive_as_notifications_after_subscribe() {
+    let engine = script_engine(STEP);
+    let addr = http_runtime(&engine).await;
+    // A turn before anyone subscribes: a subscription without `since` does not replay it.
+    finished(submit(&engine, "burst:3")).await.expect("the first turn completes");
+    let (mut admin, last) = subscribed(addr, ADMIN, None).await;
+    assert_eq!(last, 5, "turn_started, three texts, turn_completed");
+    // Authenticated by subprotocol: the same stream.
+    let mut watcher = match try_connect(addr, "/frontend/v2", Auth::Protocol(WATCHER)).await {
+        Ok(u) => u.ws,
+        Err(e) => panic!("the watcher is refused: {e:?}"),
+    };
+    assert_eq!(watcher.subscribe(None).await, 5);
+
+    let result = finished(submit(&engine, "hello world")).await.expect("the second turn completes");
+    assert_eq!(result["result"], "done");
+    for ws in [&mut admin, &mut watcher] {
+        let n = ws.expect("an event notification", |v| v["method"] == "frontend.v2.event").await;
+        assert_eq!(n["jsonrpc"], "2.0", "{n}");
+        assert!(n.get("id").is_none(), "a notification has no id: {n}");
+        let mut events = vec![n["params"].clone()];
+        events.extend(ws.events_until(&["turn_completed"]).await);
+        assert_eq!(types(&events), ["turn_started", "text", "text", "turn_completed"]);
+        assert_contiguous(&events, 6);
+        assert!(events.iter().all(|e| e["time_ms"].is_i64()), "{events:?}");
+        assert_eq!(events[1]["event"]["text"], "hello");
+        assert_eq!(events[3]["event"]["result"], "done");
+    }
+
+    // The WebSocket and SSE project events identically.
+    let (mut replay, _) = subscribed(addr, WATCHER, Some(0)).await;
+    let over_ws = replay.events_until(&["turn_completed"]).await;
+    let mut sse = Sse::open(addr, WATCHER, 0).await;
+    let over_sse = sse.until(&["turn_completed"]).await;
+    assert_eq!(seqs(&over_ws), (1..=5).collect::<Vec<_>>());
+    assert_eq!(over_ws, over_sse, "one projection for every transport");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Order and sequence across reconnects
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconnect_with_since_gets_every_later_event_exactly_once() {
+    // (events read before disconnecting, text events published while away, published while the
+    // new subscription replays)
+    let cases: &[(usize, usize, usize)] = &[(3, 5, 0), (0, 40, 40), (10, 600, 0), (0, 1000, 40)];
+    for &(read, away, during) in cases {
+        let engine = script_engine(STEP);
+        let addr = http_runtime(&engine).await;
+        let (mut first, base) = subscribed(addr, WATCHER, None).await;
+        finished(submit(&engine, &format!("burst:{}", read + 5))).await.expect("the turn completes");
+        let mut last_seen = base;
+        for _ in 0..read {
+            let ev = first.event().await;
+            assert_eq!(ev["seq"], json!(last_seen + 1), "case {read}/{away}/{during}");
+            last_seen += 1;
+        }
+        drop(first);
+
+        finished(submit(&engine, &format!("burst:{away}"))).await.expect("the turn while away completes");
+        let mut second = connect(addr, WATCHER).await;
+        second.subscribe(Some(last_seen)).await;
+        let live = submit(&engine, &format!("burst:{during}"));
+        finished(live).await.expect("the live turn completes");
+        let last = engine.status().last_seq;
+        let mut events = Vec::new();
+        while events.last().map_or(last_seen, |e: &Value| e["seq"].as_i64().unwrap_or(0)) < last {
+            let ev = second.event().await;
+            assert!(!matches!(event_type(&ev), "lagged" | "gap"), "case {read}/{away}/{during}: nothing was lost, yet: {ev}");
+            events.push(ev);
+        }
+        assert_contiguous(&events, last_seen + 1);
+        assert_eq!(events.len() as i64, last - last_seen, "case {read}/{away}/{during}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_since_older_than_the_replay_buffer_gets_a_gap_first() {
+    let engine = script_engine(STEP);
+    let addr = http_runtime(&engine).await;
+    finished(submit(&engine, "burst:1100")).await.expect("the turn completes");
+    let last = engine.status().last_seq;
+    assert_eq!(last, 1102);
+    let oldest = last - openagents_server::SERVER_EVENT_CHANNEL_CAPACITY as i64 + 1;
+
+    let (mut ws, _) = subscribed(addr, WATCHER, Some(1)).await;
+    let gap = ws.event().await;
+    assert_eq!(event_type(&gap), "gap", "{gap}");
+    assert_eq!(gap["event"]["since"], 1);
+    assert_eq!(gap["event"]["resumed_at"], json!(oldest - 1));
+    assert_eq!(gap["seq"], json!(oldest - 1), "a gap carries the newest seq it skipped to");
+    let mut events = Vec::new();
+    while events.len() < openagents_server::SERVER_EVENT_CHANNEL_CAPACITY {
+        events.push(ws.event().await);
+    }
+    assert_contiguous(&events, oldest);
+
+    let mut sse = Sse::open(addr, WATCHER, 1).await;
+    let first = sse.next().await;
+    assert_eq!(first["event"], gap["event"], "SSE tells of the same gap");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Approvals
+// ---------------------------------------------------------------------------------------------
+
+/// The events of the last turn, over SSE from the start.
+async fn sse_events(addr: SocketAddr) -> Vec<Value> {
+    let mut sse = Sse::open(addr, WATCHER, 0).await;
+    sse.until(&["turn_completed", "turn_failed"]).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answered_approval_reaches_the_agent_and_is_an_event() {
+    // (the reply, the turn's result)
+    let cases = [(json!({"approved": true, "answer": "go"}), "approved=true answer=go", true), (json!({"approved": false}), "approved=false", false)];
+    for (reply, result, approved) in cases {
+        let engine = script_engine(STEP);
+        let addr = http_runtime(&engine).await;
+        let (mut alice, _) = subscribed(addr, ALICE, None).await;
+        let (mut watcher, _) = subscribed(addr, WATCHER, None).await;
+        let turn = submit(&engine, "ask:deploy_now");
+
+        let req = alice.approval_request().await;
+        assert_eq!(req["jsonrpc"], "2.0", "{req}");
+        assert!(req["id"].is_string(), "{req}");
+        assert_eq!(req["params"]["request_id"], req["id"], "{req}");
+        assert_eq!(req["params"]["prompt"], "deploy now");
+        assert_eq!(req["params"]["timeout_ms"], json!(STEP.as_millis() as u64));
+        alice.answer(&req["id"], reply.clone()).await;
+        let done = finished(turn).await.expect("the turn completes");
+        assert_eq!(done["result"], result, "{reply}");
+
+        let over_sse = sse_events(addr).await;
+        for (who, events) in [("alice", alice.events_until(&["turn_completed"]).await), ("watcher", watcher.events_until(&["turn_completed"]).await), ("sse", over_sse)] {
+            assert_eq!(types(&events), ["turn_started", "approval_requested", "approval_resolved", "turn_completed"], "{who}");
+            assert_eq!(events[1]["event"]["request_id"], req["id"], "{who}");
+            assert_eq!(events[1]["event"]["prompt"], "deploy now", "{who}");
+            assert_eq!(events[2]["event"], json!({"type": "approval_resolved", "request_id": req["id"], "approved": approved, "by": "alice"}), "{who}");
+        }
+        assert!(!alice.unread().iter().any(|m| m["method"] == "frontend.v2.approval_resolved"), "the winner is not told: {:?}", alice.unread());
+        assert!(!watcher.unread().iter().any(|m| m["method"] == "frontend.v2.approval"), "an observer is never asked: {:?}", watcher.unread());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_approval_times_out_denied() {
+    let engine = script_engine(SHORT);
+    let addr = http_runtime(&engine).await;
+    let (mut alice, _) = subscribed(addr, ALICE, None).await;
+    let turn = submit(&engine, "ask:deploy_now");
+    let req = alice.approval_request().await;
+    assert_eq!(req["params"]["timeout_ms"], json!(SHORT.as_millis() as u64));
+    let resolved = alice.expect("the request to be settled", |v| v["method"] == "frontend.v2.approval_resolved").await;
+    assert_eq!(resolved["params"]["request_id"], req["id"]);
+    assert_eq!(resolved["params"]["approved"], false);
+    assert_eq!(finished(turn).await.expect("the turn completes")["result"], "approved=false");
+
+    for (who, events) in [("ws", alice.events_until(&["turn_completed"]).await), ("sse", sse_events(addr).await)] {
+        assert_eq!(types(&events), ["turn_started", "approval_requested", "approval_denied", "turn_completed"], "{who}");
+        let denied = &events[2]["event"];
+        assert_eq!(denied["request_id"], req["id"], "{who}");
+        assert_eq!(denied["prompt"], "deploy now", "{who}");
+        assert!(denied["reason"].as_str().unwrap_or_default().contains("no answer within"), "{who}: {denied}");
+    }
+    // A late answer is ignored: no error, and the next response is the next thing sent.
+    alice.answer(&req["id"], json!({"approved": true})).await;
+    alice.call("status", Value::Null).await;
+    assert!(alice.take_unread().is_empty(), "a late answer gets nothing back");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_of_two_answers_wins() {
+    let engine = script_engine(STEP);
+    let addr = http_runtime(&engine).await;
+    let (mut alice, _) = subscribed(addr, ALICE, None).await;
+    let (mut bob, _) = subscribed(addr, BOB, None).await;
+    let turn = submit(&engine, "ask:merge");
+    let to_alice = alice.approval_request().await;
+    let to_bob = bob.approval_request().await;
+    assert_eq!(to_alice["id"], to_bob["id"], "one request, sent to both");
+    alice.answer(&to_alice["id"], json!({"approved": true})).await;
+    let resolved = bob.expect("bob to be told", |v| v["method"] == "frontend.v2.approval_resolved").await;
+    assert_eq!(resolved["params"], json!({"request_id": to_bob["id"], "approved": true, "by": "alice"}));
+    // Bob's late answer changes nothing and gets nothing back.
+    bob.answer(&to_bob["id"], json!({"approved": false})).await;
+    assert_eq!(finished(turn).await.expect("the turn completes")["result"], "approved=true");
+    bob.call("status", Value::Null).await;
+    assert!(!bob.unread().iter().any(is_response), "a late answer gets no response: {:?}", bob.unread());
+
+    for (who, events) in [("alice", alice.events_until(&["turn_completed"]).await), ("bob", bob.events_until(&["turn_completed"]).await), ("sse", sse_events(addr).await)] {
+        assert_eq!(types(&events), ["turn_started", "approval_requested", "approval_resolved", "turn_completed"], "{who}");
+        assert_eq!(only(&events, "approval_resolved")["by"], "alice", "{who}");
+    }
+    assert!(!alice.unread().iter().any(|m| m["method"] == "frontend.v2.approval_resolved"), "{:?}", alice.unread());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frontend_without_the_approvals_grant_is_never_asked_and_may_not_answer() {
+    // What the observer sends to the request's id: an approving result, or an error response.
+    let forged = [json!({"result": {"approved": true}}), json!({"error": {"code": -1, "message": "no"}})];
+    for body in forged {
+        let engine = script_engine(STEP);
+        let addr = http_runtime(&engine).await;
+        let (mut watcher, _) = subscribed(addr, WATCHER, None).await;
+        let (mut alice, _) = subscribed(addr, ALICE, None).await;
+        let turn = submit(&engine, "ask:rm_-rf");
+        // The observer sees the request only as an event.
+        let requested = watcher.expect("approval_requested", |v| v["params"]["event"]["type"] == "approval_requested").await;
+        let id = requested["params"]["event"]["request_id"].clone();
+        let mut message = json!({"jsonrpc": "2.0", "id": id});
+        for (k, v) in body.as_object().expect("an object") {
+            message[k] = v.clone();
+        }
+        watcher.send(&message).await;
+        let refused = watcher.expect("the refusal", is_response).await;
+        assert_eq!(refused["id"], id, "{refused}");
+        assert_eq!(error_code(&refused), "forbidden", "{refused}");
+        assert!(refused["error"]["data"]["message"].as_str().unwrap_or_default().contains("watcher"), "{refused}");
+
+        // The request is still open: alice settles it.
+        let req = alice.approval_request().await;
+        assert_eq!(req["id"], id);
+        alice.answer(&id, json!({"approved": true})).await;
+        assert_eq!(finished(turn).await.expect("the turn completes")["result"], "approved=true", "the forged {body} changed nothing");
+        let events = watcher.events_until(&["turn_completed"]).await;
+        assert_eq!(only(&events, "approval_resolved")["by"], "alice");
+        assert!(
+            !watcher.unread().iter().any(|m| matches!(m["method"].as_str(), Some("frontend.v2.approval" | "frontend.v2.approval_resolved"))),
+            "the observer was sent approval traffic: {:?}",
+            watcher.unread()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_with_no_frontend_to_answer_is_denied_at_once() {
+    let timeout = Duration::from_secs(30);
+    let engine = script_engine(timeout);
+    let addr = http_runtime(&engine).await;
+    // Attached, but not allowed to answer.
+    let (mut watcher, _) = subscribed(addr, WATCHER, None).await;
+    let started = Instant::now();
+    let done = finished(submit(&engine, "ask:deploy_now")).await.expect("the turn completes");
+    assert_eq!(done["result"], "approved=false");
+    assert!(started.elapsed() < timeout / 4, "denied without waiting for the timeout: {:?}", started.elapsed());
+    for (who, events) in [("ws", watcher.events_until(&["turn_completed"]).await), ("sse", sse_events(addr).await)] {
+        assert_eq!(types(&events), ["turn_started", "approval_denied", "turn_completed"], "{who}");
+        let denied = &events[1]["event"];
+        assert_eq!(denied["prompt"], "deploy now", "{who}");
+        assert!(denied.get("request_id").map_or(true, Value::is_null), "{who}: never requested: {denied}");
+        assert!(denied["reason"].as_str().unwrap_or_default().contains("no frontend"), "{who}: {denied}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A runner that asks through the schema
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ask_runner_is_approved_by_a_frontend_or_fails_closed() {
+    for with_frontend in [true, false] {
+        let engine = ask_engine(STEP);
+        let addr = http_runtime(&engine).await;
+        let (mut watcher, _) = subscribed(addr, WATCHER, None).await;
+        let (last_type, outcome) = if with_frontend {
+            // Alice submits over the WebSocket and answers the request on the same socket.
+            let (mut alice, _) = subscribed(addr, ALICE, None).await;
+            alice.send(&json!({"jsonrpc": "2.0", "id": "run", "method": "submit", "params": {"task": "deploy the site"}})).await;
+            let req = alice.approval_request().await;
+            assert_eq!(req["params"]["prompt"], "May I do this: deploy the site?");
+            alice.answer(&req["id"], json!({"approved": true})).await;
+            let r = alice.expect("the submit response", |v| is_response(v) && v["id"] == "run").await;
+            assert_eq!(r["result"]["result"], "approved: deploy the site", "{r}");
+            ("turn_completed", r["result"]["result"].clone())
+        } else {
+            let e = finished(submit(&engine, "deploy the site")).await.expect_err("fails closed");
+            assert_eq!(e["code"], "runner_failed", "{e}");
+            assert!(e["message"].as_str().unwrap_or_default().contains("denied: deploy the site"), "{e}");
+            ("turn_failed", e["message"].clone())
+        };
+        let over_ws = watcher.events_until(&["turn_completed", "turn_failed"]).await;
+        let over_sse = sse_events(addr).await;
+        assert_eq!(over_ws, over_sse, "with_frontend={with_frontend}: the same events on both transports");
+        let want: &[&str] = if with_frontend {
+            &["turn_started", "text", "approval_requested", "approval_resolved", "turn_completed"]
+        } else {
+            &["turn_started", "text", "approval_denied", "turn_failed"]
+        };
+        assert_eq!(types(&over_ws), want, "with_frontend={with_frontend}");
+        assert_eq!(over_ws[1]["event"]["text"], "asking for approval");
+        let last = &over_ws.last().expect("events")["event"];
+        assert_eq!(event_type(over_ws.last().expect("events")), last_type);
+        if with_frontend {
+            assert_eq!(last["result"], outcome);
+            assert_eq!(over_ws[3]["event"]["by"], "alice");
+        } else {
+            assert_eq!(last["error"]["code"], "runner_failed");
+            assert_eq!(last["error"]["message"], outcome);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bad frames
+// ---------------------------------------------------------------------------------------------
+
+/// Sends `frames` on a fresh connection while reading; returns the close frame's code and reason.
+async fn close_after(addr: SocketAddr, frames: Vec<Message>) -> (u16, String) {
+    let (mut sink, mut stream) = connect(addr, ADMIN).await.into_inner().split();
+    // The server may stop reading (and reset the connection) mid-way: a failed send is fine.
+    let sender = tokio::spawn(async move {
+        for f in frames {
+            if sink.send(f).await.is_err() {
+                break;
+            }
+        }
+        sink
+    });
+    let close = within("the close frame", async {
+        loop {
+            match stream.next().await {
+                Some(Ok(Message::Close(Some(f)))) => return (u16::from(f.code), f.reason.to_string()),
+                Some(Ok(Message::Close(None))) => panic!("a close frame without a code"),
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => panic!("the connection failed before a close frame: {e}"),
+                None => panic!("the connection ended without a close frame"),
+            }
+        }
+    })
+    .await;
+    let _ = within("the sender", sender).await;
+    close
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_and_binary_frames_close_the_connection_and_the_runtime_keeps_serving() {
+    let engine = script_engine(STEP);
+    let addr = http_runtime(&engine).await;
+    let over = SERVER_MAX_LINE_BYTES + 1;
+    let half = SERVER_MAX_LINE_BYTES / 2 + 1;
+    let text = |n: usize| tokio_tungstenite::tungstenite::Bytes::from(" ".repeat(n));
+    let cases: Vec<(&str, Vec<Message>, u16, &str)> = vec![
+        ("a binary frame", vec![Message::binary(br#"{"id":1,"method":"status"}"#.to_vec())], 1003, "binary"),
+        ("one frame over the limit", vec![Message::text(" ".repeat(over))], 1009, "SERVER_MAX_LINE_BYTES"),
+        (
+            "a fragmented message over the limit",
+            vec![Message::Frame(Frame::message(text(half), OpCode::Data(Data::Text), false)), Message::Frame(Frame::message(text(half), OpCode::Data(Data::Continue), true))],
+            1009,
+            "SERVER_MAX_LINE_BYTES",
+        ),
+    ];
+    for (name, frames, code, reason) in cases {
+        let (got_code, got_reason) = close_after(addr, frames).await;
+        assert_eq!(got_code, code, "{name}: {got_reason}");
+        assert!(got_reason.contains(reason), "{name}: the reason is clear: {got_reason}");
+        // The runtime keeps serving.
+        let mut ws = connect(addr, ADMIN).await;
+        assert_eq!(ws.call("status", Value::Null).await["result"]["state"], "idle", "{name}");
+    }
+
+    // A message of exactly the limit is read and answered.
+    let mut ws = connect(addr, ADMIN).await;
+    let mut at_limit = r#"{"jsonrpc":"2.0","id":"at-limit","method":"status"}"#.to_owned();
+    at_limit.push_str(&" ".repeat(SERVER_MAX_LINE_BYTES - at_limit.len()));
+    ws.send_text(at_limit).await;
+    let r = ws.expect("the response at the limit", is_response).await;
+    assert_eq!((r["id"].clone(), r["result"]["state"].clone()), (json!("at-limit"), json!("idle")), "{r}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shutdown, and the WebSocket-only listener
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_closes_every_socket_with_1001_after_the_final_event() {
+    let engine = script_engine(STEP);
+    let addr = http_runtime(&engine).await;
+    let ws_only = run_frontend_websocket(engine.clone(), "127.0.0.1:0", credentials()).await.expect("binds");
+    let (mut admin, _) = subscribed(addr, ADMIN, None).await;
+    let (mut watcher, _) = subscribed(ws_only.local_addr(), WATCHER, None).await;
+    let mut blind = connect(addr, BLIND).await;
+    blind.call("status", Value::Null).await;
+    let turn = submit(&engine, "working wait");
+    admin.expect("the turn to be running", |v| v["params"]["event"]["text"] == "working").await;
+
+    assert!(engine.shutdown().await.shutting_down);
+    assert_eq!(finished(turn).await.expect_err("interrupted")["code"], "interrupted");
+    for (who, ws) in [("admin", &mut admin), ("watcher", &mut watcher)] {
+        let (code, reason) = ws.close_frame().await;
+        assert_eq!(code, 1001, "{who}: {reason}");
+        assert!(reason.contains("shutting down"), "{who}: {reason}");
+        let events: Vec<Value> = ws.take_unread().into_iter().filter(|m| m["method"] == "frontend.v2.event").map(|m| m["params"].clone()).collect();
+        assert_eq!(types(&events).last(), Some(&"shutting_down"), "{who}: the final event comes before the close: {:?}", types(&events));
+        assert!(types(&events).contains(&"turn_failed"), "{who}: {:?}", types(&events));
+    }
+    let (code, _) = blind.close_frame().await;
+    assert_eq!(code, 1001, "a socket that never subscribed is closed too");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_websocket_listener_leaves_the_engine_running() {
+    let engine = script_engine(STEP);
+    let server = run_frontend_websocket(engine.clone(), "127.0.0.1:0", credentials()).await.expect("binds");
+    let old = server.local_addr();
+    let (mut attached, _) = subscribed(old, WATCHER, None).await;
+    drop(server);
+
+    // The engine still answers in process, and runs turns.
+    let status = engine.handle(&Caller::stdio(), br#"{"id":1,"method":"status"}"#).await;
+    let status: Value = serde_json::from_slice(&status.outcome.expect("status answers")).expect("JSON");
+    assert_eq!(status["state"], "idle");
+    assert_eq!(finished(submit(&engine, "still here")).await.expect("a turn completes")["result"], "done");
+    // A socket accepted before the drop keeps its stream.
+    let events = attached.events_until(&["turn_completed"]).await;
+    assert_eq!(types(&events), ["turn_started", "text", "text", "turn_completed"]);
+
+    // The old listener is gone: connections are refused (once the aborted accept loop is dropped).
+    let refused = within("the old listener to close", async {
+        loop {
+            match tokio::net::TcpStream::connect(old).await {
+                Err(e) => return e.kind(),
+                Ok(_) => tokio::task::yield_now().await,
+            }
+        }
+    })
+    .await;
+    assert_eq!(refused, std::io::ErrorKind::ConnectionRefused);
+
+    // A new listener serves the same engine.
+    let again = run_frontend_websocket(engine.clone(), "127.0.0.1:0", credentials()).await.expect("a new listener binds");
+    let (mut ws, last) = subscribed(again.local_addr(), WATCHER, Some(0)).await;
+    assert_eq!(last, engine.status().last_seq);
+    let replay = ws.events_until(&["turn_completed"]).await;
+    assert_eq!(replay, events, "the new listener replays the same events");
+}

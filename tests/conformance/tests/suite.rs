@@ -1,0 +1,205 @@
+//! Runs every case of every suite group the generator accepts, on both the typed path
+//! (`validate_document`: `rt::Wire` decode, then `rt::Validate`) and the untyped path
+//! (`rt::SchemaCheck`), and checks every refusal names a keyword. Fails on any disagreement
+//! with the suite's `valid`.
+//!
+//! The same runs over `extra/*.json`: cases in the suite's format for the subset's semantics
+//! that the official suite does not cover (null is not missing, nullable `oneOf`, ...).
+//!
+//! The counts it prints are the ones `CONFORMANCE.md` shows; set `CONFORMANCE_WRITE=1` to
+//! rewrite that file from this run.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use openagents_conformance::Group;
+use suite::{EXTRA_GROUPS, GROUPS, SUPPORTED_KEYWORDS};
+
+/// The suite groups and their generated modules, written by the build script.
+mod suite {
+    use openagents_conformance::{Case, Entry, Group};
+    include!(concat!(env!("OUT_DIR"), "/suite.rs"));
+    include!(concat!(env!("OUT_DIR"), "/extra.rs"));
+}
+
+#[derive(Default)]
+struct FileCounts {
+    groups: usize,
+    generated: usize,
+    refused: usize,
+    cases: usize,
+    passed: usize,
+}
+
+#[derive(Default)]
+struct Outcome {
+    files: BTreeMap<&'static str, FileCounts>,
+    /// Refusals by keyword: `file#index (description): message`.
+    refusals: BTreeMap<String, Vec<String>>,
+    disagreements: Vec<String>,
+    run: usize,
+    cases: usize,
+    passed: usize,
+    refused: usize,
+}
+
+/// The keyword a refusal names: `FILE#POINTER: keyword `K`: MESSAGE`.
+fn refusal_keyword(message: &str) -> Option<&str> {
+    let (location, rest) = message.split_once(": keyword `")?;
+    if !location.contains('#') {
+        return None;
+    }
+    let (keyword, message) = rest.split_once("`: ")?;
+    (!keyword.is_empty() && !message.is_empty()).then_some(keyword)
+}
+
+fn run(groups: &[Group]) -> Outcome {
+    let mut o = Outcome::default();
+    for g in groups {
+        let counts = o.files.entry(g.file).or_default();
+        counts.groups += 1;
+        if let (Some(expected), None) = (g.expected_refusal, g.refusal) {
+            o.disagreements.push(format!("{}#{} ({}): must be refused on `{expected}`, but was generated", g.file, g.index, g.description));
+        }
+        let Some(entry) = g.validate else {
+            let message = g.refusal.expect("a group is generated or refused");
+            match refusal_keyword(message) {
+                Some(k) if g.expected_refusal.is_some_and(|e| e != k) => o.disagreements.push(format!(
+                    "{}#{} ({}): must be refused on `{}`: {message}",
+                    g.file,
+                    g.index,
+                    g.description,
+                    g.expected_refusal.unwrap_or_default()
+                )),
+                Some(k) => {
+                    o.refusals.entry(k.to_owned()).or_default().push(format!("{}#{} ({}): {message}", g.file, g.index, g.description))
+                }
+                None => {
+                    o.disagreements.push(format!("{}#{} ({}): the refusal names no keyword: {message}", g.file, g.index, g.description))
+                }
+            }
+            counts.refused += 1;
+            o.refused += 1;
+            continue;
+        };
+        assert!(g.refusal.is_none());
+        counts.generated += 1;
+        o.run += 1;
+        for c in g.cases {
+            counts.cases += 1;
+            o.cases += 1;
+            let typed = (entry.typed)(c.data.as_bytes());
+            let value: serde_json::Value = serde_json::from_str(c.data).expect("suite data is JSON");
+            let dynamic = (entry.dynamic)(&value);
+            let mut ok = true;
+            if typed.is_ok() != c.valid {
+                ok = false;
+                o.disagreements.push(format!(
+                    "{}#{} ({}) / {}: the typed path says {}, the suite {}; data {}; {:?}; schema {}",
+                    g.file,
+                    g.index,
+                    g.description,
+                    c.description,
+                    typed.is_ok(),
+                    c.valid,
+                    c.data,
+                    typed.err(),
+                    g.schema
+                ));
+            }
+            if dynamic.is_empty() != c.valid {
+                ok = false;
+                o.disagreements.push(format!(
+                    "{}#{} ({}) / {}: the untyped check says {}, the suite {}; data {}; {:?}; schema {}",
+                    g.file,
+                    g.index,
+                    g.description,
+                    c.description,
+                    dynamic.is_empty(),
+                    c.valid,
+                    c.data,
+                    dynamic,
+                    g.schema
+                ));
+            }
+            if ok {
+                counts.passed += 1;
+                o.passed += 1;
+            }
+        }
+    }
+    o
+}
+
+/// A refusal without the list of supported keywords some refusals end with.
+fn short(refusal: &str) -> String {
+    refusal.replace(&format!(" ({})", SUPPORTED_KEYWORDS.join(", ")), "").replace('\n', " ")
+}
+
+fn print(o: &Outcome) {
+    println!("groups run: {}, cases passed: {}/{}, groups refused: {}", o.run, o.passed, o.cases, o.refused);
+    for (k, list) in &o.refusals {
+        println!("refused on `{k}`: {}", list.len());
+        for r in list {
+            println!("  {}", short(r));
+        }
+    }
+}
+
+#[test]
+fn json_schema_test_suite() {
+    let o = run(GROUPS);
+    print(&o);
+    if std::env::var_os("CONFORMANCE_WRITE").is_some() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../CONFORMANCE.md");
+        std::fs::write(path, report(&o)).expect("CONFORMANCE.md is writable");
+    }
+    assert!(o.run > 0 && o.cases > 0, "no suite group was generated");
+    assert!(o.disagreements.is_empty(), "{} disagreement(s) with the suite:\n{}", o.disagreements.len(), o.disagreements.join("\n"));
+}
+
+#[test]
+fn extra_semantics_cases() {
+    let o = run(EXTRA_GROUPS);
+    print(&o);
+    assert!(o.run > 0 && o.cases > 0, "no extra group was generated");
+    // These groups are meant to be inside the subset, unless they say otherwise.
+    let expected = EXTRA_GROUPS.iter().filter(|g| g.expected_refusal.is_some()).count();
+    assert_eq!(o.refused, expected, "only the groups marked `x-refused` may be refused");
+    assert!(
+        o.disagreements.is_empty(),
+        "{} disagreement(s) with the expected verdicts:\n{}",
+        o.disagreements.len(),
+        o.disagreements.join("\n")
+    );
+}
+
+fn report(o: &Outcome) -> String {
+    let template = include_str!("conformance_template.md");
+    let mut table =
+        String::from("| Suite file | Groups | Generated | Refused | Cases run | Cases passed |\n|---|---:|---:|---:|---:|---:|\n");
+    for (f, c) in &o.files {
+        let _ = writeln!(table, "| `{f}` | {} | {} | {} | {} | {} |", c.groups, c.generated, c.refused, c.cases, c.passed);
+    }
+    let groups: usize = o.files.values().map(|c| c.groups).sum();
+    let _ = writeln!(table, "| **total** | **{groups}** | **{}** | **{}** | **{}** | **{}** |", o.run, o.refused, o.cases, o.passed);
+    let mut why = String::new();
+    for (k, list) in &o.refusals {
+        let _ = writeln!(why, "\n### `{k}` ({} group{})\n", list.len(), if list.len() == 1 { "" } else { "s" });
+        for r in list {
+            let _ = writeln!(why, "- {}", short(r));
+        }
+    }
+    let keywords = SUPPORTED_KEYWORDS.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+    template
+        .replace(
+            "{{SUMMARY}}",
+            &format!(
+                "**{}** of {groups} groups generated; **{} of {}** of their cases pass on both paths; **{}** groups refused.",
+                o.run, o.passed, o.cases, o.refused
+            ),
+        )
+        .replace("{{TABLE}}", table.trim_end())
+        .replace("{{REFUSALS}}", why.trim())
+        .replace("{{KEYWORDS}}", &keywords)
+}
