@@ -31,8 +31,20 @@ enum Command {
         /// The document; `-` or nothing for stdin.
         file: Option<String>,
     },
-    /// Print the bundled schema: every root type under `#/$defs/<Type>`.
-    Schema,
+    /// Print the bundled schema: every root type under `#/$defs/<Type>` (the default, or
+    /// `--bundle`), its digest (`--digest`: the lowercase hex SHA-256 of the bundle's canonical
+    /// form), or the OpenRPC document (`--openrpc`).
+    Schema {
+        /// Print the bundle (the default).
+        #[arg(long, conflicts_with_all = ["digest", "openrpc"])]
+        bundle: bool,
+        /// Print the schema digest.
+        #[arg(long, conflicts_with = "openrpc")]
+        digest: bool,
+        /// Print the OpenRPC 1.3 document `rpc.discover` returns.
+        #[arg(long)]
+        openrpc: bool,
+    },
     /// List the types `validate` knows.
     Types,
     /// Run one turn through a runner from the operator's registry, streaming its text as it
@@ -55,8 +67,16 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Validate { type_name, file } => validate::validate(&type_name, file.as_deref().unwrap_or("-")),
-        Command::Schema => {
-            println!("{}", openagents_protocol::SCHEMA_BUNDLE);
+        Command::Schema { bundle: _, digest, openrpc } => {
+            let text = if digest {
+                openagents_protocol::SCHEMA_DIGEST
+            } else if openrpc {
+                openagents_protocol::OPENRPC_DOCUMENT
+            } else {
+                openagents_protocol::SCHEMA_BUNDLE
+            };
+            // A closed pipe (`| head`) is not an error worth a panic.
+            let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), format!("{text}\n").as_bytes());
             ExitCode::SUCCESS
         }
         Command::Types => {

@@ -230,6 +230,23 @@ mod run {
     }
 
     #[test]
+    fn run_denies_approvals_because_nobody_can_answer() {
+        let dir = std::env::temp_dir().join(format!("openagents-cli-{}-ask", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ask = PathBuf::from(env!("CARGO_BIN_EXE_openagents")).with_file_name("openagents-runner-ask");
+        let reg = dir.join("runners.toml");
+        std::fs::write(&reg, format!("[runners.ask]\ncommand = \"{}\"\n", ask.display())).unwrap();
+        let out = openagents(&reg, &["run", "--json", "--runner", "ask", "deploy"]);
+        assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+        let kinds: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["event"]["type"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(kinds, ["turn_started", "text", "approval_denied", "turn_failed"]);
+        assert!(String::from_utf8_lossy(&out.stderr).contains("denied: deploy (runner_failed)"));
+    }
+
+    #[test]
     fn runners_lists_the_registry() {
         let reg = registry("list", "");
         let out = openagents(&reg, &["runners"]);
