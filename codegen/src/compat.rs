@@ -169,8 +169,8 @@ kinds! {
     ErrorCodeRemoved => "error_code_removed", "An error code was removed. Output: warning (nothing is refused; clients' handling of it is dead code).";
     ErrorRpcCodeChanged => "error_rpc_code_changed", "An error code's JSON-RPC numeric `rpc_code` changed. Breaking: old clients map the number to another code.";
     ErrorRetryableChanged => "error_retryable_changed", "Whether an error code is retryable changed. Warning: old clients retry (or not) by the old rule.";
-    RootTypeAdded => "root_type_added", "A root type (schema file) with a known role was added. Compatible.";
-    RootTypeRemoved => "root_type_removed", "A root type with a known role was removed. Breaking.";
+    RootTypeAdded => "root_type_added", "A type the checker starts from (the method union, or a type with a known role such as `Event` or `Turn`) was added. Compatible.";
+    RootTypeRemoved => "root_type_removed", "A type the checker starts from was removed: the whole channel is gone. Breaking.";
     ConstantAdded => "constant_added", "An `x-constants` entry was added. Compatible.";
     ConstantRemoved => "constant_removed", "An `x-constants` entry was removed. Warning: generated code loses the constant.";
     ConstantChanged => "constant_changed", "An `x-constants` value changed (a limit, a version). Warning: check every reader and writer of it.";
@@ -430,6 +430,11 @@ fn show_num(f: f64) -> String {
 }
 
 impl<'a> Cx<'a> {
+    /// Records a finding whose fact already says whom it breaks.
+    fn push_plain(&mut self, verdict: Verdict, direction: Direction, kind: Kind, pointer: &str, message: String) {
+        self.findings.insert(Finding { verdict, direction, kind, pointer: pointer.to_owned(), message });
+    }
+
     fn push(&mut self, verdict: Verdict, direction: Direction, kind: Kind, pointer: &str, fact: String) {
         let consequence = match (verdict, direction) {
             (Verdict::Breaking, Direction::Output) => format!("; {} refuse what the new version may send", self.who),
@@ -679,7 +684,7 @@ impl<'a> Cx<'a> {
             let at = bundle_ptr(&v.origin);
             let hint = added.iter().find(|w| sig(w) == sig(v)).map(|w| format!(" (it looks like a rename to `{}`: on the wire that is a removal plus an addition)", w.tag_value)).unwrap_or_default();
             if methods {
-                self.push(Verdict::Breaking, Direction::Input, Kind::MethodRemoved, &at, format!("method `{}` removed{hint}; old clients calling it get `unknown_method`", v.tag_value));
+                self.push_plain(Verdict::Breaking, Direction::Input, Kind::MethodRemoved, &at, format!("method `{}` removed{hint}; old clients calling it get `unknown_method`", v.tag_value));
             } else {
                 let verdict = if dir == Direction::Input && !new.extensible { Verdict::Breaking } else { Verdict::Compatible };
                 self.push(verdict, dir, Kind::UnionVariantRemoved, &at, format!("`{tag}: {}` removed{hint}", v.tag_value));
@@ -787,12 +792,13 @@ impl<'a> Cx<'a> {
             let Some(nv) = nd.values.iter().find(|v| v.value == ov.value) else { continue };
             let at = push_pointer(&push_pointer(ptr, "x-enum"), &ov.value);
             if ov.rpc_code != nv.rpc_code {
-                self.push(
+                let who = self.who.clone();
+                self.push_plain(
                     Verdict::Breaking,
                     dir,
                     Kind::ErrorRpcCodeChanged,
                     &push_pointer(&at, "rpc_code"),
-                    format!("`{}` changed its JSON-RPC code from {} to {}", ov.value, opt(ov.rpc_code), opt(nv.rpc_code)),
+                    format!("`{}` changed its JSON-RPC code from {} to {}; {who} map the new number to another error, or to none", ov.value, opt(ov.rpc_code), opt(nv.rpc_code)),
                 );
             }
             if ov.retryable != nv.retryable {

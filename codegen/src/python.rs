@@ -438,6 +438,7 @@ pub fn translate_pattern(p: &Pattern) -> Result<String, String> {
 }
 
 fn translate_general(src: &str) -> Result<String, String> {
+    let uses_regex = std::cell::Cell::new(false);
     let chars: Vec<char> = src.chars().collect();
     let mut out = String::new();
     let mut i = 0;
@@ -503,7 +504,20 @@ fn translate_general(src: &str) -> Result<String, String> {
                 }
                 single(v)
             }
-            'p' | 'P' => return Err("Unicode property escapes (`\\p{...}`) are not supported by Python `re`".into()),
+            'p' | 'P' => {
+                // A Unicode property: the `regex` module knows ECMA-262's names.
+                if chars.get(*i) != Some(&'{') {
+                    return Err("`\\p` needs `{...}`".into());
+                }
+                let end = chars[*i..].iter().position(|&c| c == '}').ok_or("unclosed `\\p{`")? + *i;
+                let name: String = chars[*i + 1..end].iter().collect();
+                if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '=') {
+                    return Err(format!("`\\{c}{{{name}}}` is not a property escape the Python emitter can pass on"));
+                }
+                *i = end + 1;
+                uses_regex.set(true);
+                Esc::Raw(format!("\\{c}{{{name}}}"))
+            }
             'k' => return Err("named backreferences are not supported by the Python emitter".into()),
             '1'..='9' => return Err("backreferences are not supported by the Python emitter".into()),
             c if "^$\\.*+?()[]{}|/".contains(c) => single(c as u32),
@@ -548,6 +562,7 @@ fn translate_general(src: &str) -> Result<String, String> {
                     i += 1;
                 }
                 let mut ranges: Vec<(u32, u32)> = Vec::new();
+                let mut extras = String::new();
                 loop {
                     let c = *chars.get(i).ok_or("unclosed `[`")?;
                     i += 1;
@@ -557,7 +572,10 @@ fn translate_general(src: &str) -> Result<String, String> {
                     let lo = if c == '\\' {
                         match escape(&mut i, true)? {
                             Esc::Set(s) => s,
-                            Esc::Raw(_) => return Err("unsupported escape in a class".into()),
+                            Esc::Raw(r) => {
+                                extras.push_str(&r);
+                                continue;
+                            }
                         }
                     } else {
                         CharSet { ranges: vec![(c as u32, c as u32)] }
@@ -592,16 +610,25 @@ fn translate_general(src: &str) -> Result<String, String> {
                     }
                 }
                 let set = CharSet { ranges: merged };
-                let set = if negated { complement(&set) } else { set };
-                out.push_str(&match set.ranges.as_slice() {
-                    [] => "(?!)".to_owned(),
-                    _ => format!("[{}]", py_class_body(&set)),
-                });
+                if !extras.is_empty() {
+                    // Properties: the engine negates the whole class.
+                    out.push_str(&format!("[{}{}{extras}]", if negated { "^" } else { "" }, py_class_body(&set)));
+                } else {
+                    let set = if negated { complement(&set) } else { set };
+                    out.push_str(&match set.ranges.as_slice() {
+                        [] => "(?!)".to_owned(),
+                        _ => format!("[{}]", py_class_body(&set)),
+                    });
+                }
             }
             '"' | '\'' => out.push_str(&format!("\\x{:02x}", c as u32)),
             ')' | '|' | '*' | '+' | '?' | '{' | '}' | ']' => out.push(c),
             c => out.push_str(&py_char(c as u32, false)),
         }
+    }
+    if uses_regex.get() {
+        // Marks a pattern for the `regex` module (Unicode properties); `_rt.Pattern` reads it.
+        out.insert_str(0, "(?V0)");
     }
     Ok(out)
 }
@@ -1631,11 +1658,13 @@ mod tests {
         check_pattern("^\\ud83d\\ude00+$", "\\A\\U0001f600+\\Z");
         check_pattern("a\\b", "a(?a:\\b)");
         check_pattern("(?<n>a)", "(?P<n>a)");
+        check_pattern("^\\p{Letter}+$", "(?V0)\\A\\p{Letter}+\\Z");
+        check_pattern("^[\\p{Lu}\\d]$", "(?V0)\\A[0-9\\p{Lu}]\\Z");
     }
 
     #[test]
     fn untranslatable_patterns_are_refused() {
-        for src in ["^\\p{Letter}+$", "(?<=a)b", "(a)\\1"] {
+        for src in ["(?<=a)b", "(a)\\1"] {
             let p = crate::pattern::analyze(src).unwrap();
             assert!(translate_pattern(&p).is_err(), "{src}");
         }

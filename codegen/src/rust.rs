@@ -1250,14 +1250,42 @@ fn compile_simple(p: &Simple) -> TokenStream {
             None => quote!(),
         };
         let step = if byte {
-            let t = if a.set.is_ascii() {
-                set_test(&a.set, true, quote!(b[i]))
+            // The byte ranges the atom takes; a class holding every non-ASCII char takes every
+            // byte >= 0x80.
+            let mut ranges: Vec<(u32, u32)> = a.set.ranges.iter().filter(|r| r.0 < 0x80).map(|&(lo, hi)| (lo, hi.min(0x7F))).collect();
+            if !a.set.is_ascii() {
+                ranges.push((0x80, 0xFF));
+            }
+            // Three or more ranges: one load from a table built at compile time beats a chain of
+            // range tests.
+            let (table, t) = if ranges.len() >= 3 {
+                let pairs = ranges.iter().map(|&(lo, hi)| {
+                    let (l, h) = (Literal::byte_character(lo as u8), Literal::byte_character(hi as u8));
+                    quote!((#l, #h))
+                });
+                let table = quote!(
+                    const __T: [bool; 256] = {
+                        let r: &[(u8, u8)] = &[#(#pairs),*];
+                        let mut t = [false; 256];
+                        let mut k = 0;
+                        while k < r.len() {
+                            let mut c = r[k].0 as usize;
+                            while c <= r[k].1 as usize { t[c] = true; c += 1; }
+                            k += 1;
+                        }
+                        t
+                    };
+                );
+                (table, quote!(__T[b[i] as usize]))
+            } else if a.set.is_ascii() {
+                (quote!(), set_test(&a.set, true, quote!(b[i])))
             } else {
-                let ascii = CharSet { ranges: a.set.ranges.iter().filter(|r| r.0 < 0x80).map(|&(lo, hi)| (lo, hi.min(0x7F))).collect() };
+                let ascii = CharSet { ranges: ranges[..ranges.len() - 1].to_vec() };
                 let t = set_test(&ascii, true, quote!(b[i]));
-                quote!((b[i] >= 0x80 || #t))
+                (quote!(), quote!((b[i] >= 0x80 || #t)))
             };
             quote!({
+                #table
                 let mut __c = 0usize;
                 while #cond_count i < b.len() && #t { i += 1; __c += 1; }
                 #min_check

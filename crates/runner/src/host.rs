@@ -347,6 +347,70 @@ pub async fn run_turn_with(
     TurnReport { outcome, stderr, exit }
 }
 
+/// The runner contract's checks on stdout, one line at a time and without any I/O: the
+/// `MAX_OUTPUT` budget, UTF-8, JSON, the generated `Event` validator, and exactly one terminal
+/// event with nothing after it. The host's reader feeds it every line the bounded framing
+/// (`MAX_FRAME`) yields; the fuzz targets feed it arbitrary bytes the same way.
+#[derive(Debug, Default)]
+pub struct EventChecker {
+    line_no: usize,
+    total: usize,
+    terminal: Option<Event>,
+}
+
+impl EventChecker {
+    /// A checker at the start of a runner's output.
+    pub fn new() -> Self {
+        EventChecker::default()
+    }
+
+    /// Checks one line (without its newline): the event to deliver, or the breach that ends
+    /// the turn.
+    ///
+    /// # Errors
+    ///
+    /// The breach: [`TurnError::OutputTooLarge`], [`TurnError::InvalidUtf8`],
+    /// [`TurnError::InvalidJson`], [`TurnError::InvalidEvent`], [`TurnError::AfterTerminal`] or
+    /// [`TurnError::SecondTerminal`].
+    pub fn line(&mut self, bytes: &[u8]) -> Result<Event, TurnError> {
+        self.line_no += 1;
+        self.total += bytes.len() + 1;
+        if self.total > MAX_OUTPUT {
+            return Err(TurnError::OutputTooLarge);
+        }
+        if std::str::from_utf8(bytes).is_err() {
+            return Err(TurnError::InvalidUtf8 { line: self.line_no });
+        }
+        let event = match rt::parse_validated::<Event>(bytes) {
+            Ok(e) => e,
+            Err(DocumentError::NotJson(message)) => return Err(TurnError::InvalidJson { line: self.line_no, message }),
+            Err(DocumentError::Invalid(violations)) => return Err(TurnError::InvalidEvent { line: self.line_no, violations }),
+        };
+        if self.terminal.is_some() {
+            return Err(if event.terminal() { TurnError::SecondTerminal } else { TurnError::AfterTerminal });
+        }
+        if event.terminal() {
+            self.terminal = Some(event.clone());
+        }
+        Ok(event)
+    }
+
+    /// Whether the terminal event has arrived.
+    pub fn has_terminal(&self) -> bool {
+        self.terminal.is_some()
+    }
+
+    /// How the turn ends once the output does (or the runner had its say): the result of a
+    /// `completed`, the message of a `failed`, or [`TurnError::NoTerminal`] without either.
+    ///
+    /// # Errors
+    ///
+    /// [`TurnError::Failed`] or [`TurnError::NoTerminal`].
+    pub fn finish(self) -> Result<String, TurnError> {
+        self.terminal.map_or(Err(TurnError::NoTerminal(None)), finish)
+    }
+}
+
 /// Reads events until the turn ends; returns the result or the breach.
 async fn read_events(
     stdout: tokio::process::ChildStdout,
@@ -358,48 +422,29 @@ async fn read_events(
 ) -> Result<String, TurnError> {
     let mut reader = LineReader::new(BufReader::with_capacity(64 * 1024, stdout), MAX_FRAME);
     let deadline = Instant::now() + limit;
-    let mut total = 0usize;
-    let mut line_no = 0usize;
-    let mut terminal: Option<Event> = None;
+    let mut checker = EventChecker::new();
     loop {
-        let stop = match &terminal {
-            Some(_) => Instant::now().min(deadline) + AFTER_TERMINAL_GRACE,
-            None => deadline,
-        };
+        let stop = if checker.has_terminal() { Instant::now().min(deadline) + AFTER_TERMINAL_GRACE } else { deadline };
         let next = tokio::select! {
             biased;
             () = cancel.cancelled() => return Err(TurnError::Interrupted),
             () = tokio::time::sleep_until(stop) => {
-                return match terminal {
+                return if checker.has_terminal() {
                     // The runner said its last word; stdout lingering open does not change it.
-                    Some(t) => finish(t),
-                    None => Err(TurnError::Timeout(limit)),
+                    checker.finish()
+                } else {
+                    Err(TurnError::Timeout(limit))
                 };
             }
             l = reader.next_line() => l,
         };
         let bytes = match next {
             Ok(Some(b)) => b,
-            Ok(None) => return terminal.map_or(Err(TurnError::NoTerminal(None)), finish),
+            Ok(None) => return checker.finish(),
             Err(FrameError::TooLong { .. }) => return Err(TurnError::FrameTooLarge),
             Err(FrameError::Io(e)) => return Err(TurnError::Io(e)),
         };
-        line_no += 1;
-        total += bytes.len() + 1;
-        if total > MAX_OUTPUT {
-            return Err(TurnError::OutputTooLarge);
-        }
-        if std::str::from_utf8(&bytes).is_err() {
-            return Err(TurnError::InvalidUtf8 { line: line_no });
-        }
-        let event = match rt::parse_validated::<Event>(&bytes) {
-            Ok(e) => e,
-            Err(DocumentError::NotJson(message)) => return Err(TurnError::InvalidJson { line: line_no, message }),
-            Err(DocumentError::Invalid(violations)) => return Err(TurnError::InvalidEvent { line: line_no, violations }),
-        };
-        if terminal.is_some() {
-            return Err(if event.terminal() { TurnError::SecondTerminal } else { TurnError::AfterTerminal });
-        }
+        let event = checker.line(&bytes)?;
         on_event(&event);
         if let Event::ApprovalRequest { id, prompt } = &event {
             let decision = tokio::select! {
@@ -411,9 +456,6 @@ async fn read_events(
             let answer = openagents_protocol::ApprovalAnswer { r#type: "approval_answer".into(), id: id.clone(), approved: decision.approved, answer: decision.answer };
             // A runner that has stopped reading stdin only loses the answer.
             let _ = answers.send(serde_json::to_vec(&answer).unwrap_or_default()).await;
-        }
-        if event.terminal() {
-            terminal = Some(event);
         }
     }
 }

@@ -45,6 +45,7 @@ pub struct FrontendRequestBridge {
     state: Mutex<BridgeState>,
     hub: EventHub,
     timeout: Mutex<Duration>,
+    stuck_timeout: Mutex<Duration>,
 }
 
 fn json_line(v: &serde_json::Value) -> Vec<u8> {
@@ -54,7 +55,12 @@ fn json_line(v: &serde_json::Value) -> Vec<u8> {
 impl FrontendRequestBridge {
     /// A bridge publishing its events on `hub`.
     pub fn new(hub: EventHub) -> Arc<Self> {
-        Arc::new(FrontendRequestBridge { state: Mutex::new(BridgeState::default()), hub, timeout: Mutex::new(DEFAULT_APPROVAL_TIMEOUT) })
+        Arc::new(FrontendRequestBridge {
+            state: Mutex::new(BridgeState::default()),
+            hub,
+            timeout: Mutex::new(DEFAULT_APPROVAL_TIMEOUT),
+            stuck_timeout: Mutex::new(crate::ws::WS_STUCK_TIMEOUT),
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BridgeState> {
@@ -64,6 +70,17 @@ impl FrontendRequestBridge {
     /// Changes how long a request waits for an answer.
     pub fn set_timeout(&self, timeout: Duration) {
         *self.timeout.lock().unwrap_or_else(|p| p.into_inner()) = timeout;
+    }
+
+    /// Changes how long a frontend's outbound queue may stay full before the frontend is
+    /// disconnected ([`crate::ws::WS_STUCK_TIMEOUT`] by default). Applies to later `subscribe`s.
+    pub fn set_stuck_timeout(&self, timeout: Duration) {
+        *self.stuck_timeout.lock().unwrap_or_else(|p| p.into_inner()) = timeout;
+    }
+
+    /// How long a frontend's outbound queue may stay full before the frontend is disconnected.
+    pub fn stuck_timeout(&self) -> Duration {
+        *self.stuck_timeout.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Attaches a frontend connection; returns its id for [`FrontendRequestBridge::detach`].

@@ -232,10 +232,17 @@ async fn events(State(app): State<App>, headers: HeaderMap, uri: axum::http::Uri
     if !caller.grant.events {
         return reject(ErrorCode::Forbidden, StatusCode::FORBIDDEN, format!("credential `{}` may not read events", caller.name));
     }
-    let from_header = headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<i64>().ok());
-    let from_query = uri.query().and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("since="))).and_then(|v| v.parse::<i64>().ok());
-    let sub = app.engine.subscribe(from_header.or(from_query));
+    let sub = app.engine.subscribe(resume_point(headers.get("last-event-id"), uri.query()));
     Sse::new(event_stream(sub, app.engine.clone())).keep_alive(KeepAlive::new().interval(SSE_KEEP_ALIVE)).into_response()
+}
+
+/// Where an event stream resumes: after the `Last-Event-ID` header's sequence number, else
+/// after the `since=` query parameter's, else at the next new event (`None`). A value that is
+/// not a decimal integer is ignored, as if absent; the hub clamps the rest into range.
+pub fn resume_point(last_event_id: Option<&HeaderValue>, query: Option<&str>) -> Option<i64> {
+    let from_header = last_event_id.and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<i64>().ok());
+    let from_query = query.and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("since="))).and_then(|v| v.parse::<i64>().ok());
+    from_header.or(from_query)
 }
 
 fn event_stream(sub: crate::events::Subscription, engine: RpcEngine) -> impl Stream<Item = Result<SseEvent, Infallible>> {

@@ -14,7 +14,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures_util::{SinkExt, StreamExt};
-use openagents_protocol::{ApprovalReply, RuntimeEvent, SERVER_MAX_LINE_BYTES};
+use openagents_protocol::{ApprovalReply, SERVER_MAX_LINE_BYTES};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -33,7 +33,8 @@ pub const BEARER_PROTOCOL_PREFIX: &str = "openagents.bearer.";
 /// Messages waiting for a slow frontend. When it stays full the frontend first gets `lagged`,
 /// then is disconnected.
 pub const WS_OUTBOUND_QUEUE: usize = 256;
-/// How long a frontend's queue may stay full before it is disconnected (close code 1013).
+/// How long a frontend's queue may stay full before it is disconnected (close code 1013), unless
+/// changed with [`crate::FrontendRequestBridge::set_stuck_timeout`].
 pub const WS_STUCK_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often the server pings.
 pub const WS_PING_INTERVAL: Duration = Duration::from_secs(20);
@@ -104,29 +105,21 @@ impl EventSession for WsEvents {
     fn subscribe(&self, since: Option<i64>) {
         let mut sub = self.engine.subscribe(since);
         let (tx, stuck) = (self.tx.clone(), self.stuck.clone());
+        let patience = self.engine.bridge().stuck_timeout();
         let task = tokio::spawn(async move {
-            let mut missed: i64 = 0;
-            let mut full_since: Option<Instant> = None;
+            // Waiting here for room never stalls the agent: the hub's broadcast is bounded, so a
+            // subscription that falls behind is handed `lagged` (or, replaying, `gap`) by the hub
+            // instead of losing events silently. A queue that stays full for longer than the
+            // stuck timeout disconnects the frontend (close code 1013).
             while let Some(ev) = sub.next().await {
-                if missed > 0 {
-                    let notice = openagents_protocol::ServerEvent { seq: sub.position(), time_ms: None, event: RuntimeEvent::Lagged { missed } };
-                    if tx.try_send(projection::frontend_notification(&notice)).is_ok() {
-                        missed = 0;
-                        full_since = None;
-                    }
-                }
                 let last = projection::is_final(&ev);
-                match tx.try_send(projection::frontend_notification(&ev)) {
-                    Ok(()) => full_since = None,
-                    Err(mpsc::error::TrySendError::Full(_)) => {
-                        missed += 1;
-                        let since = *full_since.get_or_insert_with(Instant::now);
-                        if since.elapsed() > WS_STUCK_TIMEOUT {
-                            stuck.cancel();
-                            return;
-                        }
+                match tokio::time::timeout(patience, tx.send(projection::frontend_notification(&ev))).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => return,
+                    Err(_) => {
+                        stuck.cancel();
+                        return;
                     }
-                    Err(mpsc::error::TrySendError::Closed(_)) => return,
                 }
                 if last {
                     return;
@@ -144,8 +137,9 @@ fn close_message(code: u16, reason: &str) -> Message {
 }
 
 /// Whether a message is a JSON-RPC response (to a server-to-client request): an `id` with a
-/// `result` or an `error`, and no `method`.
-fn as_response(text: &str) -> Option<(String, Result<ApprovalReply, ()>)> {
+/// `result` or an `error`, and no `method`. Public for the fuzz targets.
+#[allow(clippy::result_unit_err)]
+pub fn as_response(text: &str) -> Option<(String, Result<ApprovalReply, ()>)> {
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
     let o = v.as_object()?;
     if o.contains_key("method") {
@@ -248,8 +242,10 @@ async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller) {
     drop(tx);
     drop(session);
     drop(control_tx);
+    let abort = writer.abort_handle();
     if tokio::time::timeout(Duration::from_secs(2), writer).await.is_err() {
-        // The peer does not read: drop the socket.
+        // The peer does not read: drop the socket (a detached writer would hold it forever).
+        abort.abort();
     }
 }
 

@@ -453,6 +453,110 @@ async fn the_ask_runner_is_approved_by_a_frontend_or_fails_closed() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// A slow consumer
+// ---------------------------------------------------------------------------------------------
+
+/// Reads `turns` whole turns of events on a task of its own.
+fn read_turns(mut ws: Ws, turns: usize) -> tokio::task::JoinHandle<(Ws, Vec<Value>)> {
+    tokio::spawn(async move {
+        let mut events = Vec::new();
+        for _ in 0..turns {
+            events.extend(ws.events_until(&["turn_completed"]).await);
+        }
+        (ws, events)
+    })
+}
+
+/// Submits `task` and checks the turn ends promptly, whoever is not reading.
+async fn prompt_turn(engine: &RpcEngine, task: &str) {
+    let started = Instant::now();
+    finished(submit(engine, task)).await.expect("the turn completes");
+    assert!(started.elapsed() < Duration::from_secs(2), "the agent waited for a slow frontend: {:?}", started.elapsed());
+}
+
+/// The most a socket's send buffer grows to: what the server's kernel may hold for a client that
+/// does not read.
+fn send_buffer_max() -> usize {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_wmem").ok().and_then(|t| t.split_whitespace().nth(2)?.parse().ok()).unwrap_or(4 << 20)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_frontend_lags_or_is_disconnected_and_nobody_waits_for_it() {
+    // Enough 16 KiB events to fill the server's socket buffer for the slow frontend, then 1000
+    // small ones: more than its outbound queue holds, so its stream stops.
+    let fill = format!("big:{}:16384 burst:1000", send_buffer_max() / 16384 + 16);
+    // (how long the server lets a full queue stay full, whether the slow frontend reads again
+    // before the server gives up on it)
+    for (patience, reads_in_time) in [(Duration::from_secs(30), true), (Duration::from_millis(500), false)] {
+        let engine = script_engine(STEP);
+        engine.bridge().set_stuck_timeout(patience);
+        let addr = http_runtime(&engine).await;
+        // A tiny receive buffer: a client that stops reading pushes back at once.
+        let slow = try_connect_with(addr, request(addr, "/frontend/v2", Auth::Header(WATCHER)), Some(4096)).await;
+        let mut slow = slow.unwrap_or_else(|e| panic!("refused: {e:?}")).ws;
+        let base = slow.subscribe(None).await;
+        let (mut good, _) = subscribed(addr, ADMIN, None).await;
+        // When the slow frontend will read again, another 1002 events once the good frontend
+        // has read the first turn: more than the hub holds for the slow one.
+        let turns: Vec<&str> = if reads_in_time { vec![&fill, "burst:1000"] } else { vec![&fill] };
+        let mut events = Vec::new();
+        for task in turns {
+            let reader = read_turns(good, 1);
+            prompt_turn(&engine, task).await;
+            let (ws, got) = within("the good frontend's events", reader).await.expect("the reader does not panic");
+            good = ws;
+            events.extend(got);
+        }
+        assert_contiguous(&events, base + 1);
+        assert_eq!(events.len() as i64, engine.status().last_seq - base, "the other frontend got every event");
+        assert_eq!(good.call("status", Value::Null).await["result"]["state"], "idle", "and is still served");
+
+        if reads_in_time {
+            // The slow frontend reads again: everything it is sent is in order, and what it
+            // missed is announced by `lagged` before the stream moves on.
+            let last = engine.status().last_seq;
+            let mut seen = base;
+            let mut lagged = 0;
+            while seen < last {
+                let ev = slow.event().await;
+                let seq = ev["seq"].as_i64().expect("a seq");
+                if event_type(&ev) == "lagged" {
+                    let missed = ev["event"]["missed"].as_i64().expect("missed");
+                    assert!(missed >= 1, "{ev}");
+                    assert_eq!(seq, seen, "a lagged notice carries the newest seq delivered");
+                    let next = slow.event().await;
+                    assert_eq!(next["seq"], json!(seen + missed + 1), "the stream resumes right after what was missed");
+                    seen += missed + 1;
+                    lagged += 1;
+                    continue;
+                }
+                assert_eq!(seq, seen + 1, "no silent loss: a jump is announced by `lagged`");
+                seen = seq;
+            }
+            assert!(lagged >= 1, "a frontend that fell behind the hub is told so");
+        } else {
+            // The server gives up on it: its subscription ends…
+            within("the slow frontend to be dropped", async {
+                while engine.status().subscribers > 1 {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            })
+            .await;
+            // …and, reading again, it finds the close frame after what was already on its way.
+            let (code, reason) = slow.close_frame().await;
+            assert_eq!(code, 1013, "{reason}");
+            assert!(reason.contains("too slow") && reason.contains("since"), "the reason says what to do: {reason}");
+            let got: Vec<Value> = slow.take_unread().into_iter().map(|m| m["params"].clone()).collect();
+            assert!(!got.is_empty(), "it was sent what fit");
+            assert_contiguous(&got, base + 1);
+            // Other frontends keep working.
+            let mut again = connect(addr, WATCHER).await;
+            assert_eq!(again.call("status", Value::Null).await["result"]["state"], "idle");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Bad frames
 // ---------------------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ Validated with the context `STRICT`, it is held to the schema exactly, as the Ru
 from __future__ import annotations
 
 import enum
+import importlib
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -201,8 +202,19 @@ class Pattern:
     the same meaning (`$` never matches before a trailing newline), searched unanchored."""
 
     def __init__(self, regex: str, source: str) -> None:
-        self._search = re.compile(regex).search
         self.source = source
+        if regex.startswith("(?V0)"):
+            # Unicode property escapes (`\\p{...}`): the `regex` module knows ECMA-262's names.
+            try:
+                engine = importlib.import_module("regex")
+            except ImportError:
+                raise ImportError(
+                    f"the schema pattern {source!r} uses Unicode properties, which need the `regex`"
+                    " package: pip install 'openagents[unicode-patterns]'"
+                ) from None
+            self._search: Callable[[str], object] = engine.compile(regex).search
+        else:
+            self._search = re.compile(regex).search
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
         return core_schema.no_info_after_validator_function(self._check, handler(source))

@@ -227,7 +227,8 @@ def _terminal(out: BinaryIO, ok: bool, text: str) -> None:
     if len(line) > MAX_FRAME:
         what = "result" if ok else "failure message"
         message = (
-            f"the {what} is too large: {len(line)} bytes encoded, and a line may be at most MAX_FRAME ({MAX_FRAME}) bytes"
+            f"the {what} is too large: {len(line)} bytes encoded,"
+            f" and a line may be at most MAX_FRAME ({MAX_FRAME}) bytes"
         )
         line = _encode({"type": "failed", "message": message})
     out.write(line + b"\n")

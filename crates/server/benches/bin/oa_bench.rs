@@ -206,19 +206,23 @@ fn stdio_ours() -> Res {
     runtime().block_on(openagents_server::run_stdio(engine(), tokio::io::stdin(), tokio::io::stdout())).map_err(|e| e.to_string())
 }
 
-/// The stdio floor: read a line, parse it as JSON, write a fixed reply (one write per reply,
-/// like ours: a request/response protocol cannot hold replies back).
+/// The stdio floor: read a line, parse it as JSON, write a fixed reply; replies are flushed
+/// whenever no further input is already buffered (the same policy as ours: a request/response
+/// protocol never holds a reply back while it waits for input).
 fn stdio_floor() -> Res {
     let mut reply = status_response_bytes();
     reply.push(b'\n');
     let stdin = std::io::stdin();
-    let mut input = stdin.lock();
-    let mut out = std::io::stdout().lock();
+    let mut input = std::io::BufReader::with_capacity(64 * 1024, stdin.lock());
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
     let mut line = Vec::with_capacity(256);
     loop {
+        if input.buffer().is_empty() {
+            out.flush().map_err(|e| e.to_string())?;
+        }
         line.clear();
         if input.read_until(b'\n', &mut line).map_err(|e| e.to_string())? == 0 {
-            return Ok(());
+            return out.flush().map_err(|e| e.to_string());
         }
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -229,7 +233,6 @@ fn stdio_floor() -> Res {
         };
         std::hint::black_box(&parsed);
         out.write_all(&reply).map_err(|e| e.to_string())?;
-        out.flush().map_err(|e| e.to_string())?;
     }
 }
 

@@ -577,6 +577,20 @@ impl Stdio {
         }
     }
 
+    /// Waits for the `turn_started` event of `assignment` (perhaps read already).
+    pub async fn started(&mut self, assignment: &str) -> Value {
+        let is_it = |e: &Value| kind(e) == "turn_started" && e["event"]["assignment"] == assignment;
+        if let Some(e) = self.events().into_iter().find(|e| is_it(e)) {
+            return e;
+        }
+        loop {
+            let ev = self.event("turn_started").await;
+            if is_it(&ev) {
+                return ev;
+            }
+        }
+    }
+
     /// Sends `line` and returns the response with `id`.
     pub async fn call(&mut self, line: &str, id: Value) -> Value {
         self.send(line).await;

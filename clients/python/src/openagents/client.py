@@ -1,0 +1,368 @@
+"""`AsyncClient` and the blocking `Client`: the schema's methods as typed calls over any transport.
+
+```python
+async with AsyncClient.stdio("echo") as client:
+    async with client.events() as events:
+        result = asyncio.create_task(client.submit("hello world"))
+        async for ev in events:
+            print(ev.event)
+            if isinstance(ev.event, (RuntimeEventTurnCompleted, RuntimeEventTurnFailed)):
+                break
+    print((await result).result)
+```
+
+Every method the schema defines is a method here (generated: `openagents._generated.methods`),
+with typed params and a typed result; errors are the generated exceptions (`BusyError`, ...).
+Cancelling an awaited `submit` (or a blocking one, with Ctrl-C) sends `interrupt`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import IO, Any, Literal, TypeVar
+
+from pydantic import JsonValue, ValidationError
+
+from . import _rt
+from ._generated.errors import RuntimeSubmitException, exception_for
+from ._generated.methods import INTERRUPT, METHODS, AsyncMethods, Methods
+from ._generated.models import ErrorCode, ErrorDetails, RuntimeSubmitError, ServerEvent
+from .errors import ProtocolError, TransportError
+from .transport.base import OMIT, EventSource, Transport, _Omit
+from .transport.http import HttpTransport, Reconnect
+from .transport.stdio import StdioTransport
+from .validation import violations
+
+__all__ = ["AsyncClient", "AsyncEventStream", "Client", "EventStream"]
+
+_T = TypeVar("_T")
+
+DEFAULT_TIMEOUT = 30.0
+"""Seconds a call may take, unless the method has its own limit (`submit` has none: a turn runs
+as long as its runner's time limit allows)."""
+
+DEFAULT_METHOD_TIMEOUTS: Mapping[str, float | None] = {"submit": None}
+
+INTERRUPT_GRACE = 5.0
+"""How long a cancelled `submit` waits for its `interrupt` to be answered."""
+
+
+def _params_error(method: str, error: ValidationError) -> RuntimeSubmitException:
+    found = violations(error)
+    listed = "; ".join(f"{v.pointer or '(root)'}: {v.message}" for v in found)
+    details = ErrorDetails(violations=found[:1000])
+    err = RuntimeSubmitError(
+        code=ErrorCode.INVALID_PARAMS,
+        message=f"invalid params for `{method}`: {listed}",
+        retryable=False,
+        details=details,
+    )
+    return exception_for(err)
+
+
+def _wire_params(spec: _rt.MethodSpec[Any], params: object) -> JsonValue | _Omit:
+    """The params as they go on the wire (`OMIT` for none), checked against the schema first:
+    invalid params raise `InvalidParamsError` here, before anything is sent."""
+    if spec.params is not None:
+        if params is None:
+            values: dict[str, object] = {}
+        elif isinstance(params, dict):
+            values = {k: v for k, v in params.items() if v is not None}
+        elif isinstance(params, _rt.Model):
+            return params.to_wire()
+        else:
+            raise TypeError(f"`{spec.name}` params are an object")
+        if not values and not spec.params_required:
+            return OMIT
+        try:
+            return spec.params.from_wire(values, strict=True).to_wire()
+        except ValidationError as e:
+            raise _params_error(spec.name, e) from None
+    if spec.params_adapter is not None:
+        if params is None and not spec.params_required:
+            return OMIT
+        try:
+            spec.params_adapter.validate_python(params, context=_rt.STRICT)
+        except ValidationError as e:
+            raise _params_error(spec.name, e) from None
+        return params  # type: ignore[return-value]
+    return OMIT if params is None else params  # type: ignore[return-value]
+
+
+class AsyncEventStream:
+    """The runtime's events, as an async iterator of `ServerEvent`; use it as an async context
+    manager to be subscribed before you submit (so no event of the turn is missed)."""
+
+    def __init__(self, source: EventSource, before: Coroutine[Any, Any, object] | None = None) -> None:
+        self._source = source
+        self._before = before
+
+    async def __aenter__(self) -> AsyncEventStream:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def open(self) -> None:
+        """Subscribes; events published after this returns all arrive."""
+        await self._source.open()
+        if self._before is not None:
+            before, self._before = self._before, None
+            await before
+
+    def __aiter__(self) -> AsyncEventStream:
+        return self
+
+    async def __anext__(self) -> ServerEvent:
+        await self.open()
+        event = await self._source.next()
+        if event is None:
+            raise StopAsyncIteration
+        return event
+
+    async def aclose(self) -> None:
+        """Unsubscribes."""
+        if self._before is not None:
+            self._before.close()
+            self._before = None
+        await self._source.aclose()
+
+
+class AsyncClient(AsyncMethods):
+    """A typed client over a `Transport`. Build one with `AsyncClient.stdio(...)` or
+    `AsyncClient.http(...)`, and use it as an async context manager."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        method_timeouts: Mapping[str, float | None] | None = None,
+        interrupt_on_cancel: bool = True,
+    ) -> None:
+        self.transport = transport
+        self.timeout = timeout
+        self.method_timeouts = dict(DEFAULT_METHOD_TIMEOUTS if method_timeouts is None else method_timeouts)
+        self.interrupt_on_cancel = interrupt_on_cancel
+        self._inflight: set[asyncio.Task[Any]] = set()
+
+    @classmethod
+    def stdio(
+        cls,
+        runner: str,
+        *,
+        binary: str | os.PathLike[str] | None = None,
+        args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        stderr: Literal["capture", "inherit"] | int | IO[bytes] = "capture",
+        timeout: float | None = DEFAULT_TIMEOUT,
+        method_timeouts: Mapping[str, float | None] | None = None,
+    ) -> AsyncClient:
+        """A client for a runtime it starts itself: `openagents serve --stdio --runner RUNNER`
+        (`binary` defaults to `$OPENAGENTS_BIN`, then `openagents` on `PATH`)."""
+        transport = StdioTransport(runner, binary=binary, args=args, env=env, cwd=cwd, stderr=stderr)
+        return cls(transport, timeout=timeout, method_timeouts=method_timeouts)
+
+    @classmethod
+    def http(
+        cls,
+        url: str,
+        *,
+        token: str | None = None,
+        token_file: str | os.PathLike[str] | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        method_timeouts: Mapping[str, float | None] | None = None,
+        reconnect: Reconnect | None = None,
+    ) -> AsyncClient:
+        """A client for `openagents serve --http` at `url`, with its bearer token."""
+        transport = HttpTransport(url, token=token, token_file=token_file, timeout=timeout, reconnect=reconnect)
+        return cls(transport, timeout=timeout, method_timeouts=method_timeouts)
+
+    async def __aenter__(self) -> AsyncClient:
+        await self.transport.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Closes the transport (a runtime started over stdio exits)."""
+        await self.transport.aclose()
+
+    def _timeout_for(self, method: str) -> float | None:
+        return self.method_timeouts.get(method, self.timeout)
+
+    async def _call(self, spec: _rt.MethodSpec[_T], params: object) -> _T:
+        wire = _wire_params(spec, params)
+        result = await self._request(spec.name, wire)
+        try:
+            return spec.result.validate_python(result)
+        except ValidationError as e:
+            raise ProtocolError(f"the `{spec.name}` result is not a valid result: {e}") from None
+
+    async def _request(self, method: str, wire: JsonValue | _Omit) -> JsonValue:
+        task = asyncio.current_task()
+        if task is not None:
+            self._inflight.add(task)
+        try:
+            return await self.transport.request(method, wire, self._timeout_for(method))
+        except (asyncio.CancelledError, TimeoutError):
+            if method == "submit" and self.interrupt_on_cancel:
+                # The turn runs on in the runtime until told to stop.
+                await self._interrupt_quietly()
+            raise
+        finally:
+            if task is not None:
+                self._inflight.discard(task)
+
+    async def _interrupt_quietly(self) -> None:
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await asyncio.shield(self.transport.request(INTERRUPT.name, OMIT, INTERRUPT_GRACE))
+
+    async def _settle(self, timeout: float) -> None:
+        """Waits (up to `timeout`) for cancelled calls to finish their clean-up."""
+        pending = {t for t in self._inflight if t is not asyncio.current_task()}
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
+
+    async def call(self, method: str, params: JsonValue = None) -> JsonValue:
+        """Calls a method by name with untyped params and returns its untyped result (a method
+        this version knows is still checked: its params before sending, its result after)."""
+        spec = METHODS.get(method)
+        if spec is None:
+            return await self._request(method, OMIT if params is None else params)
+        result = await self._call(spec, params)
+        dumped: JsonValue = spec.result.dump_python(result, mode="json", by_alias=True, exclude_unset=True)
+        return dumped
+
+    def events(self, since: int | None = None) -> AsyncEventStream:
+        """The runtime's events after sequence number `since` (replayed while the runtime still
+        holds them, else announced by a `gap` event), or only new ones when `since` is None."""
+        source = self.transport.events(since)
+        before = None
+        if since is not None and not self.transport.resumes:
+            before = self.subscribe(since=since)
+        return AsyncEventStream(source, before)
+
+
+# --- the blocking client ---------------------------------------------------------------------------
+
+
+class EventStream:
+    """The runtime's events as a blocking iterator of `ServerEvent`; a context manager."""
+
+    def __init__(self, client: Client, stream: AsyncEventStream) -> None:
+        self._client = client
+        self._stream = stream
+
+    def __enter__(self) -> EventStream:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def open(self) -> None:
+        """Subscribes; events published after this returns all arrive."""
+        self._client._run(self._stream.open())
+
+    def __iter__(self) -> Iterator[ServerEvent]:
+        return self
+
+    def __next__(self) -> ServerEvent:
+        try:
+            return self._client._run(self._stream.__anext__())
+        except StopAsyncIteration:
+            raise StopIteration from None
+
+    def close(self) -> None:
+        """Unsubscribes."""
+        self._client._run(self._stream.aclose())
+
+
+class Client(Methods):
+    """The blocking client: the same methods as `AsyncClient`, run on a private event loop in a
+    background thread. Ctrl-C during a blocking `submit` sends `interrupt`."""
+
+    def __init__(self, transport: Transport, **options: Any) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="openagents-client", daemon=True)
+        self._thread.start()
+        self._closed = False
+        self.aio = AsyncClient(transport, **options)
+        """The `AsyncClient` underneath (its methods run on the background loop only)."""
+
+    @classmethod
+    def stdio(cls, runner: str, **options: Any) -> Client:
+        """A client for a runtime it starts itself; the options are `AsyncClient.stdio`'s."""
+        transport_opts = {k: options.pop(k) for k in ("binary", "args", "env", "cwd", "stderr") if k in options}
+        return cls(StdioTransport(runner, **transport_opts), **options)
+
+    @classmethod
+    def http(cls, url: str, **options: Any) -> Client:
+        """A client for `openagents serve --http`; the options are `AsyncClient.http`'s."""
+        transport_opts = {k: options.pop(k) for k in ("token", "token_file", "reconnect") if k in options}
+        transport = HttpTransport(url, timeout=options.get("timeout", DEFAULT_TIMEOUT), **transport_opts)
+        return cls(transport, **options)
+
+    def _run(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        if self._closed:
+            coro.close()
+            raise TransportError("the client is closed")
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return future.result()
+        except KeyboardInterrupt:
+            # Cancel the call in the loop (a cancelled submit sends interrupt) and let it settle.
+            future.cancel()
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(self.aio._settle(INTERRUPT_GRACE + 1), self._loop).result(
+                    INTERRUPT_GRACE + 2
+                )
+            raise
+
+    def _call(self, spec: _rt.MethodSpec[_T], params: object) -> _T:
+        return self._run(self.aio._call(spec, params))
+
+    def call(self, method: str, params: JsonValue = None) -> JsonValue:
+        """`AsyncClient.call`, blocking."""
+        return self._run(self.aio.call(method, params))
+
+    def events(self, since: int | None = None) -> EventStream:
+        """`AsyncClient.events`, as a blocking iterator."""
+
+        async def make() -> AsyncEventStream:
+            return self.aio.events(since)
+
+        return EventStream(self, self._run(make()))
+
+    def __enter__(self) -> Client:
+        self._run(self.aio.transport.start())
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closes the transport and stops the background loop."""
+        if self._closed:
+            return
+        try:
+            self._run(self.aio.aclose())
+        finally:
+            self._closed = True
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(5)
+            if not self._loop.is_running():
+                self._loop.close()

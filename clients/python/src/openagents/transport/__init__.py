@@ -1,0 +1,17 @@
+"""Transports: how requests, responses and events travel. They know nothing of what a method
+means; `AsyncClient` and `Client` sit on top of any of them.
+
+- `StdioTransport`: spawns `openagents serve --stdio --runner ID` and speaks JSONL-RPC over its
+  stdin and stdout (`{"id","method","params"}` lines in; responses and `{"event": ...}` lines out).
+- `HttpTransport`: `POST /rpc` for requests and `GET /events` (Server-Sent Events, resumed with
+  `Last-Event-ID` after a dropped connection) with a bearer token.
+
+A new transport (the WebSocket `/frontend/v2` one, for instance) implements `Transport` and
+`EventSource` from `openagents.transport.base`.
+"""
+
+from .base import EventSource, Transport
+from .http import HttpTransport, Reconnect
+from .stdio import StdioTransport
+
+__all__ = ["EventSource", "HttpTransport", "Reconnect", "StdioTransport", "Transport"]

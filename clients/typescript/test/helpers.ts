@@ -1,0 +1,105 @@
+/** Shared test helpers: paths, a temporary operator setup, and a real `openagents serve --http`. */
+
+import { spawn, spawnSync } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+
+/** `clients/typescript/` (tests run from `build/test/`). */
+export const PKG = resolve(fileURLToPath(new URL("../../", import.meta.url)));
+/** The repository root. */
+export const ROOT = resolve(PKG, "../..");
+/** The `openagents` binary under test. */
+export const BIN = process.env.OPENAGENTS_BIN ?? join(ROOT, "target/debug/openagents");
+/** The Rust echo runner. */
+export const RUST_ECHO = join(ROOT, "target/debug/openagents-runner-echo");
+/** The TypeScript echo runner. */
+export const TS_ECHO = join(PKG, "examples/echo-runner.mjs");
+/** A runner whose task says what to do (see the file). */
+export const BEHAVE = join(PKG, "test/fixtures/behave-runner.mjs");
+
+if (!existsSync(BIN)) {
+  throw new Error(`${BIN} is missing: build it with \`cargo build -p openagents-cli -p openagents-runner\` (run-tests.sh does)`);
+}
+
+/** A temporary operator configuration (server enabled) and runner registry. */
+export class Setup {
+  readonly dir: string;
+  constructor(name: string, options: { enabled?: boolean } = {}) {
+    this.dir = mkdtempSync(join(tmpdir(), `openagents-ts-${name}-`));
+    writeFileSync(join(this.dir, "config.toml"), `[capabilities.server]\nenabled = ${options.enabled ?? true}\n`);
+    const node = JSON.stringify(process.execPath);
+    writeFileSync(
+      join(this.dir, "runners.toml"),
+      [
+        `[runners.echo]\ncommand = ${JSON.stringify(RUST_ECHO)}\n`,
+        `[runners.echo-ts]\ncommand = ${node}\nargs = [${JSON.stringify(TS_ECHO)}]\n`,
+        `[runners.behave]\ncommand = ${node}\nargs = [${JSON.stringify(BEHAVE)}]\ntimeout_s = 30\n`,
+      ].join("\n"),
+    );
+  }
+
+  /** The environment every `openagents` child gets. */
+  get env(): NodeJS.ProcessEnv {
+    return {
+      ...process.env,
+      OPENAGENTS_CONFIG: join(this.dir, "config.toml"),
+      OPENAGENTS_RUNNERS: join(this.dir, "runners.toml"),
+      XDG_RUNTIME_DIR: this.dir,
+    };
+  }
+
+  /** Runs `openagents ARGS` to completion. */
+  run(args: string[], input?: string): { code: number | null; stdout: string; stderr: string } {
+    const r = spawnSync(BIN, args, { env: this.env, cwd: this.dir, input: input ?? "", encoding: "utf8", maxBuffer: 64 * 1024 * 1024 });
+    return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  }
+
+  cleanup(): void {
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** A running `openagents serve --http`. */
+export interface HttpServer {
+  readonly url: string;
+  readonly token: string;
+  readonly child: ChildProcess;
+  stderr(): string;
+  stop(): Promise<void>;
+}
+
+/** Starts `openagents serve --http --runner RUNNER` and waits for its readiness line. */
+export async function startHttp(setup: Setup, runner: string, extra: string[] = []): Promise<HttpServer> {
+  const child = spawn(BIN, ["serve", "--http", "--runner", runner, "--cwd", setup.dir, ...extra], { env: setup.env, cwd: setup.dir, stdio: ["ignore", "pipe", "pipe"] });
+  let err = "";
+  child.stderr?.setEncoding("utf8");
+  child.stderr?.on("data", (s: string) => (err += s));
+  const rl = createInterface({ input: child.stdout! });
+  const line = await new Promise<string>((resolveLine, reject) => {
+    rl.once("line", resolveLine);
+    child.once("exit", (code) => reject(new Error(`serve --http exited (${code}) before it was ready: ${err}`)));
+  });
+  rl.close();
+  const ready = JSON.parse(line) as { url: string; token_file: string };
+  const token = readFileSync(ready.token_file, "utf8").trim();
+  const exited = new Promise<void>((r) => child.once("exit", () => r()));
+  return {
+    url: ready.url,
+    token,
+    child,
+    stderr: () => err,
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      await exited;
+    },
+  };
+}
+
+/** Resolves after `ms` milliseconds. */
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
