@@ -1203,16 +1203,15 @@ pub fn gate(schema_dir: &Path) -> Result<GateOutcome, SchemaError> {
                 f.version
             )),
             Some(recorded) if Some(&recorded) != file_digest.as_ref() => problems.push(format!(
-                "{} has digest {}, but schema/CHANGELOG.md records {recorded} for {}: a frozen bundle never changes; restore it (or, for a version never released, re-freeze with --force and update the entry)",
-                f.bundle.display(),
+                "schema/history/{v}/bundle.json has digest {}, but schema/CHANGELOG.md records {recorded} for {v}: a frozen bundle never changes; restore it (or, for a version never released, re-freeze with --force and update the entry)",
                 file_digest.clone().unwrap_or_default(),
-                f.version
+                v = f.version
             )),
             Some(_) => {}
         }
         let report = compare(&old, &current);
         let same_major = f.version.major == version.major;
-        text.push_str(&format!("schema/ against {} ({}): {}\n", f.version, f.bundle.display(), report.summary()));
+        text.push_str(&format!("schema/ against {v} (schema/history/{v}/bundle.json): {}\n", report.summary(), v = f.version));
         if same_major && report.is_breaking() {
             let mut list = String::new();
             for b in report.breaking() {
@@ -1233,7 +1232,7 @@ pub fn gate(schema_dir: &Path) -> Result<GateOutcome, SchemaError> {
                 hint = freeze_hint(next),
             ));
         }
-        if f.version == version && digest != current_digest {
+        if f.version == version && digest != current_digest && !report.is_breaking() {
             notes.push(format!(
                 "schema/ has changed since {version} was frozen ({}); when these changes are released, bump PROTOCOL_VERSION (minor for additions) and freeze the new version",
                 report.summary()

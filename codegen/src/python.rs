@@ -1301,20 +1301,25 @@ impl<'a> Emitter<'a> {
             idx = 1;
             out.blank();
             let lit = sub("Annotated", vec![sub("Literal", vec![atom(py_str(value))]), call("_rt.Const", vec![atom(py_str(value))])]);
-            let ann = if id == t { lit } else { sub("Annotated", vec![lit, call("Field", vec![atom(format!("alias={}", py_str(t)))])]) };
-            out.stmt(4, &format!("{id}: "), &ann, "");
+            let default = if id == t { String::new() } else { format!(" = Field(alias={})", py_str(t)) };
+            out.stmt(4, &format!("{id}: "), &lit, &default);
         }
         let mut not_null = Vec::new();
         for (f, id) in fields.iter().zip(&idents[idx..]) {
             out.blank();
             let ann = self.ann(&f.node, In::Models).map_err(|m| SchemaError::new(&origin.file, &crate::error::push_pointer(&crate::error::push_pointer(&origin.pointer, "properties"), &f.name), "pattern", m))?;
-            let ann = if id != &f.name { sub("Annotated", vec![ann, call("Field", vec![atom(format!("alias={}", py_str(&f.name)))])]) } else { ann };
-            if f.required {
-                out.stmt(4, &format!("{id}: "), &ann, "");
-            } else if Self::allows_null(&f.node) {
-                out.stmt(4, &format!("{id}: "), &ann, " = None");
+            // An alias goes in a `Field(...)` default, where type checkers read it (dataclass_transform).
+            let alias = (id != &f.name).then(|| py_str(&f.name));
+            let default = match (&alias, f.required) {
+                (None, true) => String::new(),
+                (None, false) => " = None".to_owned(),
+                (Some(a), true) => format!(" = Field(alias={a})"),
+                (Some(a), false) => format!(" = Field(None, alias={a})"),
+            };
+            if f.required || Self::allows_null(&f.node) {
+                out.stmt(4, &format!("{id}: "), &ann, &default);
             } else {
-                out.stmt(4, &format!("{id}: "), &ann.or_none(), " = None");
+                out.stmt(4, &format!("{id}: "), &ann.or_none(), &default);
                 not_null.push(id.clone());
             }
             if let Some(d) = &f.node.description {
@@ -1350,7 +1355,7 @@ impl<'a> Emitter<'a> {
         if id == tag {
             out.line(4, &format!("{id}: _rt.Str"));
         } else {
-            out.stmt(4, &format!("{id}: "), &sub("Annotated", vec![atom("_rt.Str"), call("Field", vec![atom(format!("alias={}", py_str(tag)))])]), "");
+            out.line(4, &format!("{id}: _rt.Str = Field(alias={})", py_str(tag)));
         }
     }
 
@@ -1395,6 +1400,7 @@ impl<'a> Emitter<'a> {
                 "_rt.MethodSpec",
                 vec![
                     atom(py_str(&v.tag_value)),
+                    atom(format!("attr={}", py_str(&mname))),
                     atom(format!("params={}", params_ex.flat())),
                     atom(format!("params_adapter={}", adapter.flat())),
                     atom(format!("params_required={}", if params_required { "True" } else { "False" })),

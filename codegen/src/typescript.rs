@@ -541,7 +541,9 @@ impl<'a> Emitter<'a> {
             "boundViolation", "constViolation", "enumViolation", "isArray", "isInteger", "isObject", "itemsViolation", "jsonEqual", "keyOf", "keysOf",
             "maxLength", "maxLengthViolation", "minLength", "minLengthViolation", "own", "patternViolation", "regex", "report", "typeViolation",
         ];
-        w.line(&format!("import {{ {} }} from {};", rt_names.join(", "), js_str(&self.opts.runtime)));
+        // Aliased with `$`, a prefix no generated name has, so no type's `isX` can shadow them.
+        let aliased: Vec<String> = rt_names.iter().map(|n| format!("{n} as ${n}")).collect();
+        w.line(&format!("import {{ {} }} from {};", aliased.join(", "), js_str(&self.opts.runtime)));
         w.line("import type * as T from \"./types.js\";");
         // Patterns.
         for (i, p) in self.space.patterns.iter().enumerate() {
@@ -601,7 +603,7 @@ impl<'a> Emitter<'a> {
         w.open("function explained(explain: Explain, value: unknown, lenient: boolean): Violation[] {");
         w.line("const out: Violation[] = [];");
         w.line("explain(value, \"\", out, lenient);");
-        w.line("if (out.length === 0) report(out, \"\", \"type\", \"the fast and the explaining validator disagree; please report this\");");
+        w.line("if (out.length === 0) $report(out, \"\", \"type\", \"the fast and the explaining validator disagree; please report this\");");
         w.line("return out;");
         w.close("}");
         if let Some((ms, u)) = self.method_variants() {
@@ -665,8 +667,10 @@ impl<'a> Emitter<'a> {
     fn named_validators(&self, w: &mut Out, t: &NamedType) {
         let id = self.id(&t.name);
         let f = fn_suffix(&t.name);
+        // `isValid` and `validate` are the registry's: a type named `Valid` gets `isValid_`.
+        let is_name = if f == "Valid" { "isValid_".to_owned() } else { format!("is{f}") };
         w.doc(&format!("Whether `value` is a valid `{}` (see the module comment for `lenient`).", t.name));
-        w.open(&format!("export function is{f}(value: unknown, lenient = false): value is T.{id} {{"));
+        w.open(&format!("export function {is_name}(value: unknown, lenient = false): value is T.{id} {{"));
         w.line(&format!("return f{f}(value, lenient);"));
         w.close("}");
         w.blank();
@@ -682,7 +686,7 @@ impl<'a> Emitter<'a> {
                 if s.nullable {
                     w.line("if (v === null) return true;");
                 }
-                w.line("if (!isObject(v)) return false;");
+                w.line("if (!$isObject(v)) return false;");
                 self.fast_props(w, &s.fields, &s.additional, None, "v");
                 w.line("return true;");
                 w.close("}");
@@ -693,8 +697,8 @@ impl<'a> Emitter<'a> {
                     w.line("if (v === null) return;");
                 }
                 let expected = if s.nullable { "object or null" } else { "object" };
-                w.open("if (!isObject(v)) {");
-                w.line(&format!("typeViolation(out, p, {}, v);", js_str(expected)));
+                w.open("if (!$isObject(v)) {");
+                w.line(&format!("$typeViolation(out, p, {}, v);", js_str(expected)));
                 w.line("return;");
                 w.close("}");
                 self.check_props(w, &s.fields, &s.additional, None, "v");
@@ -703,7 +707,7 @@ impl<'a> Emitter<'a> {
             TypeKind::Union(u) => {
                 let tags: Vec<&str> = u.variants.iter().map(|v| v.tag_value.as_str()).collect();
                 w.open(&format!("function f{f}(v: unknown, lenient: boolean): boolean {{"));
-                w.line("if (!isObject(v)) return false;");
+                w.line("if (!$isObject(v)) return false;");
                 w.line(&format!("const tag = {};", self.read_prop("v", &u.tag)));
                 w.open("switch (tag) {");
                 for v in &u.variants {
@@ -725,8 +729,8 @@ impl<'a> Emitter<'a> {
                 w.blank();
                 self.reset();
                 w.open(&format!("function c{f}(v: unknown, p: string, out: Violation[], lenient: boolean): void {{"));
-                w.open("if (!isObject(v)) {");
-                w.line("typeViolation(out, p, \"object\", v);");
+                w.open("if (!$isObject(v)) {");
+                w.line("$typeViolation(out, p, \"object\", v);");
                 w.line("return;");
                 w.close("}");
                 w.line(&format!("const tag = {};", self.read_prop("v", &u.tag)));
@@ -744,15 +748,15 @@ impl<'a> Emitter<'a> {
                 if u.extensible {
                     w.line("if (lenient) return;");
                 }
-                w.line(&format!("report(out, tagPath, \"oneOf\", \"unknown kind `\" + tag + \"`: must be one of {}\");", json_inner(&backticked(&tags))));
+                w.line(&format!("$report(out, tagPath, \"oneOf\", \"unknown kind `\" + tag + \"`: must be one of {}\");", json_inner(&backticked(&tags))));
                 w.indent -= 1;
                 w.close("}");
                 w.close("} else if (tag === undefined) {");
                 w.indent += 1;
-                w.line(&format!("report(out, p, \"required\", {});", js_str(&format!("missing required property `{}` (one of {})", u.tag, backticked(&tags)))));
+                w.line(&format!("$report(out, p, \"required\", {});", js_str(&format!("missing required property `{}` (one of {})", u.tag, backticked(&tags)))));
                 w.close("} else {");
                 w.indent += 1;
-                w.line("typeViolation(out, tagPath, \"string\", tag);");
+                w.line("$typeViolation(out, tagPath, \"string\", tag);");
                 w.close("}");
                 w.close("}");
             }
@@ -777,7 +781,7 @@ impl<'a> Emitter<'a> {
                 self.reset();
                 w.open(&format!("function c{f}(v: unknown, p: string, out: Violation[], lenient: boolean): void {{"));
                 w.open("if (typeof v !== \"string\") {");
-                w.line("typeViolation(out, p, \"string\", v);");
+                w.line("$typeViolation(out, p, \"string\", v);");
                 w.line("return;");
                 w.close("}");
                 w.open("switch (v) {");
@@ -791,7 +795,7 @@ impl<'a> Emitter<'a> {
                 if e.extensible {
                     w.line("if (lenient) return;");
                 }
-                w.line(&format!("enumViolation(out, p, v, [{}]);", values.join(", ")));
+                w.line(&format!("$enumViolation(out, p, v, [{}]);", values.join(", ")));
                 w.close("}");
             }
             TypeKind::Alias(node) => {
@@ -811,7 +815,7 @@ impl<'a> Emitter<'a> {
     /// An expression reading property `name` of object `obj` (own properties only).
     fn read_prop(&self, obj: &str, name: &str) -> String {
         if PROTOTYPE_NAMES.contains(&name) {
-            format!("own({obj}, {})", js_str(name))
+            format!("$own({obj}, {})", js_str(name))
         } else if is_ident(name) {
             format!("{obj}.{name}")
         } else {
@@ -885,7 +889,7 @@ impl<'a> Emitter<'a> {
             self.check_node(&mut inner, &f.node, &x, &path);
             if f.required {
                 w.open(&format!("if ({x} === undefined) {{"));
-                w.line(&format!("report(out, p, \"required\", {});", js_str(&format!("missing required property `{}`", f.name))));
+                w.line(&format!("$report(out, p, \"required\", {});", js_str(&format!("missing required property `{}`", f.name))));
                 if inner.buf.is_empty() {
                     w.close("}");
                 } else {
@@ -906,27 +910,27 @@ impl<'a> Emitter<'a> {
             Additional::Any => {}
             Additional::Forbidden => {
                 let k = self.fresh("k");
-                w.open(&format!("for (const {k} of keysOf({obj})) {{"));
+                w.open(&format!("for (const {k} of $keysOf({obj})) {{"));
                 if !known.is_empty() {
                     let cond = known.iter().map(|n| format!("{k} === {}", js_str(n))).collect::<Vec<_>>().join(" || ");
                     w.line(&format!("if ({cond}) continue;"));
                 }
                 w.line(&format!(
-                    "report(out, keyOf(p, {k}), \"additionalProperties\", \"property `\" + {k} + \"` is not allowed here (allowed: {})\");",
+                    "$report(out, $keyOf(p, {k}), \"additionalProperties\", \"property `\" + {k} + \"` is not allowed here (allowed: {})\");",
                     json_inner(&listed)
                 ));
                 w.close("}");
             }
             Additional::Schema(node) => {
                 let k = self.fresh("k");
-                w.open(&format!("for (const {k} of keysOf({obj})) {{"));
+                w.open(&format!("for (const {k} of $keysOf({obj})) {{"));
                 if !known.is_empty() {
                     let cond = known.iter().map(|n| format!("{k} === {}", js_str(n))).collect::<Vec<_>>().join(" || ");
                     w.line(&format!("if ({cond}) continue;"));
                 }
                 let x = self.fresh("x");
                 w.line(&format!("const {x} = {obj}[{k}];"));
-                self.check_node(w, node, &x, &format!("keyOf(p, {k})"));
+                self.check_node(w, node, &x, &format!("$keyOf(p, {k})"));
                 w.close("}");
             }
         }
@@ -943,16 +947,16 @@ impl<'a> Emitter<'a> {
         if t.allows_fraction() {
             parts.push(format!("typeof {x} === \"number\""));
         } else if t.contains(Types::INTEGER) {
-            parts.push(format!("isInteger({x})"));
+            parts.push(format!("$isInteger({x})"));
         }
         if t.contains(Types::STRING) {
             parts.push(format!("typeof {x} === \"string\""));
         }
         if t.contains(Types::ARRAY) {
-            parts.push(format!("isArray({x})"));
+            parts.push(format!("$isArray({x})"));
         }
         if t.contains(Types::OBJECT) {
-            parts.push(format!("isObject({x})"));
+            parts.push(format!("$isObject({x})"));
         }
         if parts.is_empty() { "false".into() } else { parts.join(" || ") }
     }
@@ -963,7 +967,7 @@ impl<'a> Emitter<'a> {
         }
         lits.iter()
             .map(|l| match l {
-                Value::Array(_) | Value::Object(_) => format!("jsonEqual({x}, {l})"),
+                Value::Array(_) | Value::Object(_) => format!("$jsonEqual({x}, {l})"),
                 Value::Number(n) => format!("{x} === {}", n.as_f64().map_or(n.to_string(), js_num)),
                 other => format!("{x} === {other}"),
             })
@@ -997,10 +1001,10 @@ impl<'a> Emitter<'a> {
         // Strings.
         let mut rules = Vec::new();
         if let Some(min) = node.string.min_length {
-            rules.push(format!("if (!minLength({x}, {min})) return false;"));
+            rules.push(format!("if (!$minLength({x}, {min})) return false;"));
         }
         if let Some(max) = node.string.max_length {
-            rules.push(format!("if (!maxLength({x}, {max})) return false;"));
+            rules.push(format!("if (!$maxLength({x}, {max})) return false;"));
         }
         if let Some(p) = node.string.pattern {
             rules.push(format!("if (!pattern{p}({x})) return false;"));
@@ -1041,7 +1045,7 @@ impl<'a> Emitter<'a> {
             }
             if !inner.buf.is_empty() {
                 if guard {
-                    w.open(&format!("if (isArray({x})) {{"));
+                    w.open(&format!("if ($isArray({x})) {{"));
                     w.append(inner);
                     w.close("}");
                 } else {
@@ -1055,7 +1059,7 @@ impl<'a> Emitter<'a> {
             if only(Types::OBJECT) {
                 w.line(&format!("if (!f{f}({x}, lenient)) return false;"));
             } else {
-                w.line(&format!("if (isObject({x}) && !f{f}({x}, lenient)) return false;"));
+                w.line(&format!("if ($isObject({x}) && !f{f}({x}, lenient)) return false;"));
             }
         }
     }
@@ -1088,7 +1092,7 @@ impl<'a> Emitter<'a> {
             return;
         }
         if node.types == Types::NONE && node.literals.is_none() {
-            w.line(&format!("report(out, {p}, \"false\", \"no value is allowed here\");"));
+            w.line(&format!("$report(out, {p}, \"false\", \"no value is allowed here\");"));
             return;
         }
         let label = self.fresh("n");
@@ -1097,7 +1101,7 @@ impl<'a> Emitter<'a> {
         let mut breaks = false;
         if t != Types::ALL && node.literals.is_none() {
             body.open(&format!("if (!({})) {{", self.type_cond(t, x)));
-            body.line(&format!("typeViolation(out, {p}, {}, {x});", js_str(&t.names().join(" or "))));
+            body.line(&format!("$typeViolation(out, {p}, {}, {x});", js_str(&t.names().join(" or "))));
             body.line(&format!("break {label};"));
             body.close("}");
             breaks = true;
@@ -1106,9 +1110,9 @@ impl<'a> Emitter<'a> {
             body.open(&format!("if (!({})) {{", self.literal_cond(lits, x)));
             let texts: Vec<String> = lits.iter().map(Value::to_string).collect();
             if node.is_const {
-                body.line(&format!("constViolation(out, {p}, {x}, {});", texts.first().cloned().unwrap_or_else(|| "null".into())));
+                body.line(&format!("$constViolation(out, {p}, {x}, {});", texts.first().cloned().unwrap_or_else(|| "null".into())));
             } else {
-                body.line(&format!("enumViolation(out, {p}, {x}, [{}]);", texts.join(", ")));
+                body.line(&format!("$enumViolation(out, {p}, {x}, [{}]);", texts.join(", ")));
             }
             body.line(&format!("break {label};"));
             body.close("}");
@@ -1117,14 +1121,14 @@ impl<'a> Emitter<'a> {
         let only = |ty: Types| node.literals.is_none() && t == ty;
         let mut rules = Vec::new();
         if let Some(min) = node.string.min_length {
-            rules.push(format!("if (!minLength({x}, {min})) minLengthViolation(out, {p}, {x}, {min});"));
+            rules.push(format!("if (!$minLength({x}, {min})) $minLengthViolation(out, {p}, {x}, {min});"));
         }
         if let Some(max) = node.string.max_length {
-            rules.push(format!("if (!maxLength({x}, {max})) maxLengthViolation(out, {p}, {x}, {max});"));
+            rules.push(format!("if (!$maxLength({x}, {max})) $maxLengthViolation(out, {p}, {x}, {max});"));
         }
         if let Some(i) = node.string.pattern {
             let src = &self.space.patterns[i].source;
-            rules.push(format!("if (!pattern{i}({x})) patternViolation(out, {p}, {x}, {});", js_str(src)));
+            rules.push(format!("if (!pattern{i}({x})) $patternViolation(out, {p}, {x}, {});", js_str(src)));
         }
         self.guarded(&mut body, rules, !only(Types::STRING), &format!("typeof {x} === \"string\""));
         let mut rules = Vec::new();
@@ -1136,7 +1140,7 @@ impl<'a> Emitter<'a> {
         ] {
             if let Some(b) = bound {
                 let b = js_num(b);
-                rules.push(format!("if ({x} {op} {b}) boundViolation(out, {p}, \"{kw}\", {x}, {b});"));
+                rules.push(format!("if ({x} {op} {b}) $boundViolation(out, {p}, \"{kw}\", {x}, {b});"));
             }
         }
         let numeric = node.literals.is_none() && (t == Types::INTEGER || t == Types::NUMBER);
@@ -1145,13 +1149,13 @@ impl<'a> Emitter<'a> {
         if a.items.is_some() || a.min_items.is_some() || a.max_items.is_some() {
             let guard = !only(Types::ARRAY);
             if guard {
-                body.open(&format!("if (isArray({x})) {{"));
+                body.open(&format!("if ($isArray({x})) {{"));
             }
             if let Some(min) = a.min_items {
-                body.line(&format!("if ({x}.length < {min}) itemsViolation(out, {p}, \"minItems\", {x}.length, {min});"));
+                body.line(&format!("if ({x}.length < {min}) $itemsViolation(out, {p}, \"minItems\", {x}.length, {min});"));
             }
             if let Some(max) = a.max_items {
-                body.line(&format!("if ({x}.length > {max}) itemsViolation(out, {p}, \"maxItems\", {x}.length, {max});"));
+                body.line(&format!("if ({x}.length > {max}) $itemsViolation(out, {p}, \"maxItems\", {x}.length, {max});"));
             }
             if let Some(items) = &a.items {
                 let i = self.fresh("i");
@@ -1174,7 +1178,7 @@ impl<'a> Emitter<'a> {
             if only(Types::OBJECT) {
                 body.line(&format!("c{f}({x}, {p}, out, lenient);"));
             } else {
-                body.line(&format!("if (isObject({x})) c{f}({x}, {p}, out, lenient);"));
+                body.line(&format!("if ($isObject({x})) c{f}({x}, {p}, out, lenient);"));
             }
         }
         if body.buf.is_empty() {
@@ -1199,7 +1203,7 @@ impl<'a> Emitter<'a> {
         w.doc(&format!("Whether a string matches `{source}` (ECMA-262, `u` flag, unanchored unless the pattern anchors it)."));
         match simple {
             None => {
-                w.line(&format!("const PATTERN_{i} = regex({});", js_str(source)));
+                w.line(&format!("const PATTERN_{i} = $regex({});", js_str(source)));
                 w.open(&format!("function pattern{i}(s: string): boolean {{"));
                 w.line(&format!("return PATTERN_{i}.test(s);"));
                 w.close("}");

@@ -172,7 +172,10 @@ class SseSubscription implements EventSubscription {
     }
     // Connect at once, so `ready` means the runtime has registered this subscription.
     this.first = this.connect();
-    this.first.catch(() => undefined);
+    this.first.then(
+      () => this.markReady(),
+      (e: unknown) => this.failReady(e instanceof RefusedByRuntime || e instanceof TransportError ? e : new TransportError(`cannot open the event stream: ${describe(e)}`, { cause: e })),
+    );
   }
 
   close(): void {

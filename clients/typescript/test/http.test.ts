@@ -143,18 +143,21 @@ test("a dropped event stream resumes with Last-Event-ID: every event once, in or
     requests.push({ lastEventId: new Headers(init?.headers).get("last-event-id") });
     connections += 1;
     if (connections > 1 || !response.body) return response;
-    let events = 0;
+    // Pass the stream through up to the end of its second event, then fail it.
     const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let text = "";
     const body = new ReadableStream<Uint8Array>({
       async pull(ctl) {
         const { value, done } = await reader.read();
         if (done) return ctl.close();
-        ctl.enqueue(value);
-        events += new TextDecoder().decode(value).split("\n\n").length - 1;
-        if (events >= 2) {
-          await reader.cancel();
-          ctl.error(new TypeError("terminated (the test cut the stream)"));
-        }
+        text += decoder.decode(value, { stream: true });
+        const first = text.indexOf("\n\n");
+        const second = first === -1 ? -1 : text.indexOf("\n\n", first + 2);
+        if (second === -1) return;
+        ctl.enqueue(new TextEncoder().encode(text.slice(0, second + 2)));
+        await reader.cancel();
+        ctl.error(new TypeError("terminated (the test cut the stream)"));
       },
     });
     return new Response(body, { status: response.status, headers: response.headers });

@@ -112,11 +112,16 @@ impl RuntimeHttpCredential {
 /// Finds the credential for a presented token, comparing against every credential in constant
 /// time so the timing says nothing about which (if any) matched.
 pub fn authenticate<'a>(credentials: &'a [RuntimeHttpCredential], token: &str) -> Option<&'a RuntimeHttpCredential> {
+    authenticate_index(credentials, token).map(|i| &credentials[i])
+}
+
+/// [`authenticate`], giving the matching credential's index.
+pub fn authenticate_index(credentials: &[RuntimeHttpCredential], token: &str) -> Option<usize> {
     let presented = sha256(token.as_bytes());
     let mut found = None;
-    for c in credentials {
+    for (i, c) in credentials.iter().enumerate() {
         if bool::from(c.token_sha256.ct_eq(&presented)) {
-            found = Some(c);
+            found = Some(i);
         }
     }
     found

@@ -93,6 +93,8 @@ struct Inner {
     state: Mutex<State>,
     hub: EventHub,
     shutdown: CancellationToken,
+    /// The last `status` result and its encoding, reused while the status is unchanged.
+    status_json: Mutex<Option<(RuntimeStatus, Vec<u8>)>>,
 }
 
 /// The out-of-process RPC driver: wraps one agent with the `submit`/`interrupt`/`status`/
@@ -122,15 +124,16 @@ impl Reply {
     /// The response line (without a newline): `{"id", "result"}` or `{"id", "error"}`, with a
     /// JSON-RPC 2.0 error object whose `data` is the typed `RuntimeSubmitError`.
     pub fn to_json(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(128);
+        let mut out = Vec::with_capacity(128 + self.outcome.as_ref().map_or(0, Vec::len));
         out.push(b'{');
         if self.jsonrpc {
             out.extend_from_slice(br#""jsonrpc":"2.0","#);
         }
         out.extend_from_slice(br#""id":"#);
-        match &self.id {
-            Some(id) => out.extend_from_slice(&serde_json::to_vec(id).unwrap_or_else(|_| b"null".to_vec())),
-            None => out.extend_from_slice(b"null"),
+        let mark = out.len();
+        if self.id.as_ref().is_none_or(|id| serde_json::to_writer(&mut out, id).is_err()) {
+            out.truncate(mark);
+            out.extend_from_slice(b"null");
         }
         match &self.outcome {
             Ok(result) => {
@@ -172,7 +175,11 @@ fn instant_to_ms(at: Instant) -> i64 {
 }
 
 fn encode<M: RpcMethod>(result: Result<M::Result, RuntimeSubmitError>) -> Result<Vec<u8>, RuntimeSubmitError> {
-    result.and_then(|r| serde_json::to_vec(&r).map_err(|e| error(ErrorCode::Internal, format!("cannot encode the {} result: {e}", M::NAME))))
+    result.and_then(|r| {
+        // Sized for a `status` result, so it is written without growing.
+        let mut out = Vec::with_capacity(512);
+        serde_json::to_writer(&mut out, &r).map(|()| out).map_err(|e| error(ErrorCode::Internal, format!("cannot encode the {} result: {e}", M::NAME)))
+    })
 }
 
 fn details() -> ErrorDetails {
@@ -201,6 +208,7 @@ impl RpcEngine {
                 state: Mutex::new(State::default()),
                 hub,
                 shutdown: CancellationToken::new(),
+                status_json: Mutex::new(None),
             }),
         }
     }
@@ -274,7 +282,7 @@ impl RpcEngine {
         match method {
             Method::Submit(params) => encode::<methods::Submit>(self.submit(caller, params).await),
             Method::Interrupt(_) => encode::<methods::Interrupt>(self.interrupt(caller)),
-            Method::Status(_) => encode::<methods::Status>(Ok(self.status())),
+            Method::Status(_) => self.status_json(),
             Method::Shutdown(_) => encode::<methods::Shutdown>(Ok(self.shutdown().await)),
             Method::Release(_) => encode::<methods::Release>(Ok(self.release(caller))),
             Method::Subscribe(params) => encode::<methods::Subscribe>(self.subscribe_session(caller, params.and_then(|p| p.since), session)),
@@ -285,11 +293,11 @@ impl RpcEngine {
 
     /// Activity from the lease holder extends the lease.
     fn touch_lease(&self, caller: &Caller) {
-        let ttl = self.config().lease_ttl;
         let mut st = self.state();
         if let Some(l) = st.lease.as_mut() {
             if l.holder == caller.name && l.expires > Instant::now() {
-                l.expires = Instant::now() + ttl;
+                // Only the TTL: cloning the whole config would allocate on every request.
+                l.expires = Instant::now() + self.inner.config.lock().unwrap_or_else(|p| p.into_inner()).lease_ttl;
             }
         }
     }
@@ -455,6 +463,18 @@ impl RpcEngine {
             protocol_version: Some(openagents_protocol::PROTOCOL_VERSION.into()),
             schema_digest: Some(openagents_protocol::SCHEMA_DIGEST.into()),
         }
+    }
+
+    /// The encoded `status` result, encoded again only when the status has changed.
+    fn status_json(&self) -> Result<Vec<u8>, RuntimeSubmitError> {
+        let status = self.status();
+        let mut cache = self.inner.status_json.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, bytes)) = cache.as_ref().filter(|(cached, _)| *cached == status) {
+            return Ok(bytes.clone());
+        }
+        let bytes = encode::<methods::Status>(Ok(status.clone()))?;
+        *cache = Some((status, bytes.clone()));
+        Ok(bytes)
     }
 
     /// Stops the runtime: no new turns, the active turn interrupted (and awaited for up to

@@ -16,13 +16,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures_util::stream::{self, Stream};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use openagents_protocol::{ErrorCode, SERVER_MAX_LINE_BYTES};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::agent::error;
-use crate::auth::{Caller, Grant, RuntimeHttpCredential, authenticate};
+use crate::auth::{Caller, Grant, RuntimeHttpCredential, authenticate_index};
 use crate::engine::{Reply, RpcEngine};
 use crate::projection;
 
@@ -41,6 +40,9 @@ pub const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
 struct App {
     engine: RpcEngine,
     credentials: Arc<Vec<RuntimeHttpCredential>>,
+    /// The caller each credential authenticates as (same order), built once rather than per
+    /// request.
+    callers: Arc<Vec<Caller>>,
 }
 
 /// What the WebSocket route needs from the router's state.
@@ -107,7 +109,8 @@ pub(crate) async fn serve(
     }
     let listener = TcpListener::bind(bind).await?;
     let addr = listener.local_addr()?;
-    let app = App { engine: engine.clone(), credentials: Arc::new(credentials) };
+    let callers = credentials.iter().map(|c| Caller { name: c.name.clone(), grant: c.grant.clone(), trusted: false }).collect();
+    let app = App { engine: engine.clone(), credentials: Arc::new(credentials), callers: Arc::new(callers) };
     let mut router: Router<App> = crate::ws::route::<App>();
     if http {
         router = router
@@ -117,8 +120,8 @@ pub(crate) async fn serve(
     } else {
         router = router.fallback(|| async { (StatusCode::NOT_FOUND, "not found: the only endpoint is GET /frontend/v2 (WebSocket)\n") });
     }
-    let router = router.with_state(app);
-    let task = tokio::spawn(accept_loop(listener, router, engine));
+    let router = router.with_state(app.clone());
+    let task = tokio::spawn(accept_loop(listener, router, engine, http.then_some(app)));
     Ok((addr, task))
 }
 
@@ -137,7 +140,9 @@ pub async fn run_http_authorized_with_lease_ttl(
     run_http_authorized(engine, bind, credentials).await
 }
 
-async fn accept_loop(listener: TcpListener, router: Router, engine: RpcEngine) {
+/// `rpc_app`: when serving HTTP, `POST /rpc` goes straight to [`rpc`], skipping the router's
+/// per-request routing work; everything else goes through the router.
+async fn accept_loop(listener: TcpListener, router: Router, engine: RpcEngine, rpc_app: Option<App>) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
         let accepted = tokio::select! {
@@ -153,12 +158,25 @@ async fn accept_loop(listener: TcpListener, router: Router, engine: RpcEngine) {
             drop(stream);
             continue;
         };
-        let service = TowerToHyperService::new(router.clone());
+        let (router, rpc_app) = (router.clone(), rpc_app.clone());
+        let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+            let request = request.map(Body::new);
+            let direct = rpc_app.clone().filter(|_| request.method() == axum::http::Method::POST && request.uri().path() == "/rpc");
+            let router = router.clone();
+            async move {
+                match direct {
+                    Some(app) => Ok::<_, Infallible>(rpc(State(app), request).await),
+                    None => tower::ServiceExt::oneshot(router, request).await,
+                }
+            }
+        });
         let engine = engine.clone();
         tokio::spawn(async move {
             let _permit = permit;
             let mut builder = hyper::server::conn::http1::Builder::new();
-            builder.timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT).max_buf_size(SERVER_MAX_LINE_BYTES).max_headers(MAX_HEADERS);
+            // No `.max_headers(MAX_HEADERS)`: hyper's default limit is the same 100, and setting it
+            // explicitly makes hyper fill a 100-slot header vector on every request.
+            builder.timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT).max_buf_size(SERVER_MAX_LINE_BYTES);
             let conn = builder.serve_connection(TokioIo::new(stream), service).with_upgrades();
             let mut conn = std::pin::pin!(conn);
             tokio::select! {
@@ -189,20 +207,25 @@ fn reject(code: ErrorCode, status: StatusCode, message: String) -> Response {
 }
 
 fn authorize(app: &App, headers: &HeaderMap) -> Result<Caller, Response> {
+    authorized(app, headers).cloned()
+}
+
+/// [`authorize`] without copying the caller.
+fn authorized<'a>(app: &'a App, headers: &HeaderMap) -> Result<&'a Caller, Response> {
     let unauthorized = |m: &str| reject(ErrorCode::Unauthorized, StatusCode::UNAUTHORIZED, m.to_owned());
     let Some(value) = headers.get(header::AUTHORIZATION) else {
         return Err(unauthorized("send `Authorization: Bearer <token>`"));
     };
     let token = value.to_str().ok().and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer "))).map(str::trim);
-    match token.and_then(|t| authenticate(&app.credentials, t)) {
-        Some(c) => Ok(Caller { name: c.name.clone(), grant: c.grant.clone(), trusted: false }),
+    match token.and_then(|t| authenticate_index(&app.credentials, t)) {
+        Some(i) => Ok(&app.callers[i]),
         // The message never repeats the token.
         None => Err(unauthorized("the bearer token is not valid")),
     }
 }
 
 async fn rpc(State(app): State<App>, request: Request) -> Response {
-    let caller = match authorize(&app, request.headers()) {
+    let caller = match authorized(&app, request.headers()) {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -220,7 +243,7 @@ async fn rpc(State(app): State<App>, request: Request) -> Response {
         }
         Ok(Ok(b)) => b,
     };
-    let reply = app.engine.handle(&caller, &bytes).await;
+    let reply = app.engine.handle(caller, &bytes).await;
     json_response(reply.http_status(), reply.to_json())
 }
 

@@ -31,17 +31,30 @@ where
 {
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(OUTBOUND_QUEUE);
     let writer_task = tokio::spawn(async move {
-        let mut w = writer;
-        while let Some(mut line) = rx.recv().await {
-            line.push(b'\n');
-            if w.write_all(&line).await.is_err() || w.flush().await.is_err() {
+        // Lines already queued go out in one write, flushed as soon as the queue is empty: an
+        // idle connection still gets each line at once, a busy one is not a write per line.
+        let mut w = tokio::io::BufWriter::with_capacity(64 * 1024, writer);
+        'lines: while let Some(first) = rx.recv().await {
+            let (mut next, mut written) = (Some(first), 0);
+            while let Some(mut line) = next.take() {
+                line.push(b'\n');
+                if w.write_all(&line).await.is_err() {
+                    break 'lines;
+                }
+                written += 1;
+                if written < OUTBOUND_QUEUE {
+                    next = rx.try_recv().ok();
+                }
+            }
+            if w.flush().await.is_err() {
                 break;
             }
         }
     });
     let session = std::sync::Arc::new(StdioEvents { engine: engine.clone(), tx: tx.clone(), task: std::sync::Mutex::new(None), drain_to: watch::channel(None).0 });
     session.subscribe(None);
-    let caller = Caller::stdio();
+    // Shared, not copied per request: a caller's grant is a set of strings.
+    let caller = std::sync::Arc::new(Caller::stdio());
     let mut lines = LineReader::new(BufReader::new(reader), SERVER_MAX_LINE_BYTES);
     let mut in_flight = JoinSet::new();
     let result = loop {
@@ -54,10 +67,15 @@ where
             Ok(Some(line)) if line.iter().all(u8::is_ascii_whitespace) => {}
             Ok(Some(line)) => {
                 let (engine, caller, tx, session) = (engine.clone(), caller.clone(), tx.clone(), session.clone());
-                in_flight.spawn(async move {
+                let mut request = Box::pin(async move {
                     let reply = engine.handle_in(&caller, &line, Some(&*session)).await;
                     let _ = tx.send(reply.to_json()).await;
                 });
+                // Most requests (`status`, say) are answered at once, here; one that waits (a
+                // `submit`) goes on in a task of its own, so what follows is served meanwhile.
+                if std::future::poll_fn(|cx| std::task::Poll::Ready(request.as_mut().poll(cx).is_pending())).await {
+                    in_flight.spawn(request);
+                }
             }
             Err(FrameError::TooLong { limit }) => {
                 let reply = Reply::error(error(ErrorCode::FrameTooLarge, format!("the request line is longer than SERVER_MAX_LINE_BYTES ({limit} bytes); it was discarded unread")));

@@ -439,6 +439,8 @@ class MethodSpec(Generic[_T]):
 
     name: str
     """The method's name on the wire."""
+    attr: str
+    """The name of its method on the clients (`rpc.discover` is `rpc_discover`)."""
     params: type[Model] | None
     """The params model, when the params are an object with declared properties."""
     params_adapter: TypeAdapter[Any] | None

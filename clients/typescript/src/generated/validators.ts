@@ -10,7 +10,7 @@
  * default) it is refused, as the schema says.
  */
 import type { Violation } from "../rt.js";
-import { boundViolation, constViolation, enumViolation, isArray, isInteger, isObject, itemsViolation, jsonEqual, keyOf, keysOf, maxLength, maxLengthViolation, minLength, minLengthViolation, own, patternViolation, regex, report, typeViolation } from "../rt.js";
+import { boundViolation as $boundViolation, constViolation as $constViolation, enumViolation as $enumViolation, isArray as $isArray, isInteger as $isInteger, isObject as $isObject, itemsViolation as $itemsViolation, jsonEqual as $jsonEqual, keyOf as $keyOf, keysOf as $keysOf, maxLength as $maxLength, maxLengthViolation as $maxLengthViolation, minLength as $minLength, minLengthViolation as $minLengthViolation, own as $own, patternViolation as $patternViolation, regex as $regex, report as $report, typeViolation as $typeViolation } from "../rt.js";
 import type * as T from "./types.js";
 
 /** Whether a string matches `^[0-9a-f]{64}$` (ECMA-262, `u` flag, unanchored unless the pattern anchors it). */
@@ -97,7 +97,7 @@ export function validateActiveTurn(value: unknown, lenient = false): Violation[]
 }
 
 function fActiveTurn(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.assignment;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -109,59 +109,59 @@ function fActiveTurn(v: unknown, lenient: boolean): boolean {
   if (!(typeof x2 === "string")) return false;
   const x3 = v.started_at_ms;
   if (x3 === undefined) return false;
-  if (!(isInteger(x3))) return false;
+  if (!($isInteger(x3))) return false;
   if (x3 < 0) return false;
   return true;
 }
 
 function cActiveTurn(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.assignment;
   if (x0 === undefined) {
-    report(out, p, "required", "missing required property `assignment`");
+    $report(out, p, "required", "missing required property `assignment`");
   } else {
     n1: {
       if (!(typeof x0 === "string")) {
-        typeViolation(out, p + "/assignment", "string", x0);
+        $typeViolation(out, p + "/assignment", "string", x0);
         break n1;
       }
     }
   }
   const x2 = v.conversation;
   if (x2 === undefined) {
-    report(out, p, "required", "missing required property `conversation`");
+    $report(out, p, "required", "missing required property `conversation`");
   } else {
     n3: {
       if (!(typeof x2 === "string")) {
-        typeViolation(out, p + "/conversation", "string", x2);
+        $typeViolation(out, p + "/conversation", "string", x2);
         break n3;
       }
     }
   }
   const x4 = v.runner;
   if (x4 === undefined) {
-    report(out, p, "required", "missing required property `runner`");
+    $report(out, p, "required", "missing required property `runner`");
   } else {
     n5: {
       if (!(typeof x4 === "string")) {
-        typeViolation(out, p + "/runner", "string", x4);
+        $typeViolation(out, p + "/runner", "string", x4);
         break n5;
       }
     }
   }
   const x6 = v.started_at_ms;
   if (x6 === undefined) {
-    report(out, p, "required", "missing required property `started_at_ms`");
+    $report(out, p, "required", "missing required property `started_at_ms`");
   } else {
     n7: {
-      if (!(isInteger(x6))) {
-        typeViolation(out, p + "/started_at_ms", "integer", x6);
+      if (!($isInteger(x6))) {
+        $typeViolation(out, p + "/started_at_ms", "integer", x6);
         break n7;
       }
-      if (x6 < 0) boundViolation(out, p + "/started_at_ms", "minimum", x6, 0);
+      if (x6 < 0) $boundViolation(out, p + "/started_at_ms", "minimum", x6, 0);
     }
   }
 }
@@ -177,7 +177,7 @@ export function validateAgentSpec(value: unknown, lenient = false): Violation[] 
 }
 
 function fAgentSpec(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.runner;
   if (x0 === undefined) return false;
   if (!fId(x0, lenient)) return false;
@@ -193,19 +193,19 @@ function fAgentSpec(v: unknown, lenient: boolean): boolean {
 }
 
 function cAgentSpec(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.runner;
   if (x0 === undefined) {
-    report(out, p, "required", "missing required property `runner`");
+    $report(out, p, "required", "missing required property `runner`");
   } else {
     cId(x0, p + "/runner", out, lenient);
   }
-  for (const k1 of keysOf(v)) {
+  for (const k1 of $keysOf(v)) {
     if (k1 === "runner") continue;
-    report(out, keyOf(p, k1), "additionalProperties", "property `" + k1 + "` is not allowed here (allowed: `runner`)");
+    $report(out, $keyOf(p, k1), "additionalProperties", "property `" + k1 + "` is not allowed here (allowed: `runner`)");
   }
 }
 
@@ -220,7 +220,7 @@ export function validateApprovalAnswer(value: unknown, lenient = false): Violati
 }
 
 function fApprovalAnswer(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.type;
   if (x0 === undefined) return false;
   if (!(x0 === "approval_answer")) return false;
@@ -233,7 +233,7 @@ function fApprovalAnswer(v: unknown, lenient: boolean): boolean {
   const x3 = v.answer;
   if (x3 !== undefined) {
     if (!(typeof x3 === "string")) return false;
-    if (!maxLength(x3, 16384)) return false;
+    if (!$maxLength(x3, 16384)) return false;
   }
   for (const k4 in v) {
     switch (k4) {
@@ -250,34 +250,34 @@ function fApprovalAnswer(v: unknown, lenient: boolean): boolean {
 }
 
 function cApprovalAnswer(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.type;
   if (x0 === undefined) {
-    report(out, p, "required", "missing required property `type`");
+    $report(out, p, "required", "missing required property `type`");
   } else {
     n1: {
       if (!(x0 === "approval_answer")) {
-        constViolation(out, p + "/type", x0, "approval_answer");
+        $constViolation(out, p + "/type", x0, "approval_answer");
         break n1;
       }
     }
   }
   const x2 = v.id;
   if (x2 === undefined) {
-    report(out, p, "required", "missing required property `id`");
+    $report(out, p, "required", "missing required property `id`");
   } else {
     cId(x2, p + "/id", out, lenient);
   }
   const x3 = v.approved;
   if (x3 === undefined) {
-    report(out, p, "required", "missing required property `approved`");
+    $report(out, p, "required", "missing required property `approved`");
   } else {
     n4: {
       if (!(typeof x3 === "boolean")) {
-        typeViolation(out, p + "/approved", "boolean", x3);
+        $typeViolation(out, p + "/approved", "boolean", x3);
         break n4;
       }
     }
@@ -286,15 +286,15 @@ function cApprovalAnswer(v: unknown, p: string, out: Violation[], lenient: boole
   if (x5 !== undefined) {
     n6: {
       if (!(typeof x5 === "string")) {
-        typeViolation(out, p + "/answer", "string", x5);
+        $typeViolation(out, p + "/answer", "string", x5);
         break n6;
       }
-      if (!maxLength(x5, 16384)) maxLengthViolation(out, p + "/answer", x5, 16384);
+      if (!$maxLength(x5, 16384)) $maxLengthViolation(out, p + "/answer", x5, 16384);
     }
   }
-  for (const k7 of keysOf(v)) {
+  for (const k7 of $keysOf(v)) {
     if (k7 === "type" || k7 === "id" || k7 === "approved" || k7 === "answer") continue;
-    report(out, keyOf(p, k7), "additionalProperties", "property `" + k7 + "` is not allowed here (allowed: `type`, `id`, `approved`, `answer`)");
+    $report(out, $keyOf(p, k7), "additionalProperties", "property `" + k7 + "` is not allowed here (allowed: `type`, `id`, `approved`, `answer`)");
   }
 }
 
@@ -309,7 +309,7 @@ export function validateApprovalPrompt(value: unknown, lenient = false): Violati
 }
 
 function fApprovalPrompt(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.request_id;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -318,35 +318,35 @@ function fApprovalPrompt(v: unknown, lenient: boolean): boolean {
   if (!(typeof x1 === "string")) return false;
   const x2 = v.timeout_ms;
   if (x2 !== undefined) {
-    if (!(isInteger(x2))) return false;
+    if (!($isInteger(x2))) return false;
     if (x2 < 0) return false;
   }
   return true;
 }
 
 function cApprovalPrompt(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.request_id;
   if (x0 === undefined) {
-    report(out, p, "required", "missing required property `request_id`");
+    $report(out, p, "required", "missing required property `request_id`");
   } else {
     n1: {
       if (!(typeof x0 === "string")) {
-        typeViolation(out, p + "/request_id", "string", x0);
+        $typeViolation(out, p + "/request_id", "string", x0);
         break n1;
       }
     }
   }
   const x2 = v.prompt;
   if (x2 === undefined) {
-    report(out, p, "required", "missing required property `prompt`");
+    $report(out, p, "required", "missing required property `prompt`");
   } else {
     n3: {
       if (!(typeof x2 === "string")) {
-        typeViolation(out, p + "/prompt", "string", x2);
+        $typeViolation(out, p + "/prompt", "string", x2);
         break n3;
       }
     }
@@ -354,11 +354,11 @@ function cApprovalPrompt(v: unknown, p: string, out: Violation[], lenient: boole
   const x4 = v.timeout_ms;
   if (x4 !== undefined) {
     n5: {
-      if (!(isInteger(x4))) {
-        typeViolation(out, p + "/timeout_ms", "integer", x4);
+      if (!($isInteger(x4))) {
+        $typeViolation(out, p + "/timeout_ms", "integer", x4);
         break n5;
       }
-      if (x4 < 0) boundViolation(out, p + "/timeout_ms", "minimum", x4, 0);
+      if (x4 < 0) $boundViolation(out, p + "/timeout_ms", "minimum", x4, 0);
     }
   }
 }
@@ -374,14 +374,14 @@ export function validateApprovalReply(value: unknown, lenient = false): Violatio
 }
 
 function fApprovalReply(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.approved;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "boolean")) return false;
   const x1 = v.answer;
   if (x1 !== undefined) {
     if (!(typeof x1 === "string")) return false;
-    if (!maxLength(x1, 16384)) return false;
+    if (!$maxLength(x1, 16384)) return false;
   }
   for (const k2 in v) {
     switch (k2) {
@@ -396,17 +396,17 @@ function fApprovalReply(v: unknown, lenient: boolean): boolean {
 }
 
 function cApprovalReply(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.approved;
   if (x0 === undefined) {
-    report(out, p, "required", "missing required property `approved`");
+    $report(out, p, "required", "missing required property `approved`");
   } else {
     n1: {
       if (!(typeof x0 === "boolean")) {
-        typeViolation(out, p + "/approved", "boolean", x0);
+        $typeViolation(out, p + "/approved", "boolean", x0);
         break n1;
       }
     }
@@ -415,15 +415,15 @@ function cApprovalReply(v: unknown, p: string, out: Violation[], lenient: boolea
   if (x2 !== undefined) {
     n3: {
       if (!(typeof x2 === "string")) {
-        typeViolation(out, p + "/answer", "string", x2);
+        $typeViolation(out, p + "/answer", "string", x2);
         break n3;
       }
-      if (!maxLength(x2, 16384)) maxLengthViolation(out, p + "/answer", x2, 16384);
+      if (!$maxLength(x2, 16384)) $maxLengthViolation(out, p + "/answer", x2, 16384);
     }
   }
-  for (const k4 of keysOf(v)) {
+  for (const k4 of $keysOf(v)) {
     if (k4 === "approved" || k4 === "answer") continue;
-    report(out, keyOf(p, k4), "additionalProperties", "property `" + k4 + "` is not allowed here (allowed: `approved`, `answer`)");
+    $report(out, $keyOf(p, k4), "additionalProperties", "property `" + k4 + "` is not allowed here (allowed: `approved`, `answer`)");
   }
 }
 
@@ -463,7 +463,7 @@ function fErrorCode(v: unknown, lenient: boolean): boolean {
 
 function cErrorCode(v: unknown, p: string, out: Violation[], lenient: boolean): void {
   if (typeof v !== "string") {
-    typeViolation(out, p, "string", v);
+    $typeViolation(out, p, "string", v);
     return;
   }
   switch (v) {
@@ -485,7 +485,7 @@ function cErrorCode(v: unknown, p: string, out: Violation[], lenient: boolean): 
       return;
   }
   if (lenient) return;
-  enumViolation(out, p, v, ["invalid_request", "unknown_method", "invalid_params", "unauthorized", "forbidden", "busy", "lease_held", "runner_not_found", "interrupted", "runner_failed", "frame_too_large", "output_too_large", "timeout", "shutting_down", "internal"]);
+  $enumViolation(out, p, v, ["invalid_request", "unknown_method", "invalid_params", "unauthorized", "forbidden", "busy", "lease_held", "runner_not_found", "interrupted", "runner_failed", "frame_too_large", "output_too_large", "timeout", "shutting_down", "internal"]);
 }
 
 /** Whether `value` is a valid `ErrorDetails` (see the module comment for `lenient`). */
@@ -499,10 +499,10 @@ export function validateErrorDetails(value: unknown, lenient = false): Violation
 }
 
 function fErrorDetails(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.violations;
   if (x0 !== undefined) {
-    if (!(isArray(x0))) return false;
+    if (!($isArray(x0))) return false;
     if (x0.length > 1000) return false;
     for (let i1 = 0; i1 < x0.length; i1++) {
       const x2: unknown = x0[i1];
@@ -511,7 +511,7 @@ function fErrorDetails(v: unknown, lenient: boolean): boolean {
   }
   const x3 = v.known;
   if (x3 !== undefined) {
-    if (!(isArray(x3))) return false;
+    if (!($isArray(x3))) return false;
     for (let i4 = 0; i4 < x3.length; i4++) {
       const x5: unknown = x3[i4];
       if (!(typeof x5 === "string")) return false;
@@ -523,30 +523,30 @@ function fErrorDetails(v: unknown, lenient: boolean): boolean {
   }
   const x7 = v.expires_at_ms;
   if (x7 !== undefined) {
-    if (!(isInteger(x7))) return false;
+    if (!($isInteger(x7))) return false;
     if (x7 < 0) return false;
   }
   const x8 = v.limit;
   if (x8 !== undefined) {
-    if (!(isInteger(x8))) return false;
+    if (!($isInteger(x8))) return false;
     if (x8 < 0) return false;
   }
   return true;
 }
 
 function cErrorDetails(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.violations;
   if (x0 !== undefined) {
     n1: {
-      if (!(isArray(x0))) {
-        typeViolation(out, p + "/violations", "array", x0);
+      if (!($isArray(x0))) {
+        $typeViolation(out, p + "/violations", "array", x0);
         break n1;
       }
-      if (x0.length > 1000) itemsViolation(out, p + "/violations", "maxItems", x0.length, 1000);
+      if (x0.length > 1000) $itemsViolation(out, p + "/violations", "maxItems", x0.length, 1000);
       for (let i2 = 0; i2 < x0.length; i2++) {
         const x3: unknown = x0[i2];
         cViolation(x3, p + "/violations" + "/" + i2, out, lenient);
@@ -556,15 +556,15 @@ function cErrorDetails(v: unknown, p: string, out: Violation[], lenient: boolean
   const x4 = v.known;
   if (x4 !== undefined) {
     n5: {
-      if (!(isArray(x4))) {
-        typeViolation(out, p + "/known", "array", x4);
+      if (!($isArray(x4))) {
+        $typeViolation(out, p + "/known", "array", x4);
         break n5;
       }
       for (let i6 = 0; i6 < x4.length; i6++) {
         const x7: unknown = x4[i6];
         n8: {
           if (!(typeof x7 === "string")) {
-            typeViolation(out, p + "/known" + "/" + i6, "string", x7);
+            $typeViolation(out, p + "/known" + "/" + i6, "string", x7);
             break n8;
           }
         }
@@ -575,7 +575,7 @@ function cErrorDetails(v: unknown, p: string, out: Violation[], lenient: boolean
   if (x9 !== undefined) {
     n10: {
       if (!(typeof x9 === "string")) {
-        typeViolation(out, p + "/holder", "string", x9);
+        $typeViolation(out, p + "/holder", "string", x9);
         break n10;
       }
     }
@@ -583,21 +583,21 @@ function cErrorDetails(v: unknown, p: string, out: Violation[], lenient: boolean
   const x11 = v.expires_at_ms;
   if (x11 !== undefined) {
     n12: {
-      if (!(isInteger(x11))) {
-        typeViolation(out, p + "/expires_at_ms", "integer", x11);
+      if (!($isInteger(x11))) {
+        $typeViolation(out, p + "/expires_at_ms", "integer", x11);
         break n12;
       }
-      if (x11 < 0) boundViolation(out, p + "/expires_at_ms", "minimum", x11, 0);
+      if (x11 < 0) $boundViolation(out, p + "/expires_at_ms", "minimum", x11, 0);
     }
   }
   const x13 = v.limit;
   if (x13 !== undefined) {
     n14: {
-      if (!(isInteger(x13))) {
-        typeViolation(out, p + "/limit", "integer", x13);
+      if (!($isInteger(x13))) {
+        $typeViolation(out, p + "/limit", "integer", x13);
         break n14;
       }
-      if (x13 < 0) boundViolation(out, p + "/limit", "minimum", x13, 0);
+      if (x13 < 0) $boundViolation(out, p + "/limit", "minimum", x13, 0);
     }
   }
 }
@@ -613,14 +613,14 @@ export function validateEvent(value: unknown, lenient = false): Violation[] {
 }
 
 function fEvent(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const tag = v.type;
   switch (tag) {
     case "text": {
       const x0 = v.text;
       if (x0 === undefined) return false;
       if (!(typeof x0 === "string")) return false;
-      if (!maxLength(x0, 98304)) return false;
+      if (!$maxLength(x0, 98304)) return false;
       for (const k1 in v) {
         switch (k1) {
           case "text":
@@ -639,8 +639,8 @@ function fEvent(v: unknown, lenient: boolean): boolean {
       const x3 = v.prompt;
       if (x3 === undefined) return false;
       if (!(typeof x3 === "string")) return false;
-      if (!minLength(x3, 1)) return false;
-      if (!maxLength(x3, 16384)) return false;
+      if (!$minLength(x3, 1)) return false;
+      if (!$maxLength(x3, 16384)) return false;
       for (const k4 in v) {
         switch (k4) {
           case "id":
@@ -657,7 +657,7 @@ function fEvent(v: unknown, lenient: boolean): boolean {
       const x5 = v.result;
       if (x5 === undefined) return false;
       if (!(typeof x5 === "string")) return false;
-      if (!maxLength(x5, 98304)) return false;
+      if (!$maxLength(x5, 98304)) return false;
       for (const k6 in v) {
         switch (k6) {
           case "result":
@@ -673,7 +673,7 @@ function fEvent(v: unknown, lenient: boolean): boolean {
       const x7 = v.message;
       if (x7 === undefined) return false;
       if (!(typeof x7 === "string")) return false;
-      if (!maxLength(x7, 98304)) return false;
+      if (!$maxLength(x7, 98304)) return false;
       for (const k8 in v) {
         switch (k8) {
           case "message":
@@ -691,8 +691,8 @@ function fEvent(v: unknown, lenient: boolean): boolean {
 }
 
 function cEvent(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const tag = v.type;
@@ -702,93 +702,93 @@ function cEvent(v: unknown, p: string, out: Violation[], lenient: boolean): void
       case "text": {
         const x0 = v.text;
         if (x0 === undefined) {
-          report(out, p, "required", "missing required property `text`");
+          $report(out, p, "required", "missing required property `text`");
         } else {
           n1: {
             if (!(typeof x0 === "string")) {
-              typeViolation(out, p + "/text", "string", x0);
+              $typeViolation(out, p + "/text", "string", x0);
               break n1;
             }
-            if (!maxLength(x0, 98304)) maxLengthViolation(out, p + "/text", x0, 98304);
+            if (!$maxLength(x0, 98304)) $maxLengthViolation(out, p + "/text", x0, 98304);
           }
         }
-        for (const k2 of keysOf(v)) {
+        for (const k2 of $keysOf(v)) {
           if (k2 === "text" || k2 === "type") continue;
-          report(out, keyOf(p, k2), "additionalProperties", "property `" + k2 + "` is not allowed here (allowed: `text`, `type`)");
+          $report(out, $keyOf(p, k2), "additionalProperties", "property `" + k2 + "` is not allowed here (allowed: `text`, `type`)");
         }
         return;
       }
       case "approval_request": {
         const x3 = v.id;
         if (x3 === undefined) {
-          report(out, p, "required", "missing required property `id`");
+          $report(out, p, "required", "missing required property `id`");
         } else {
           cId(x3, p + "/id", out, lenient);
         }
         const x4 = v.prompt;
         if (x4 === undefined) {
-          report(out, p, "required", "missing required property `prompt`");
+          $report(out, p, "required", "missing required property `prompt`");
         } else {
           n5: {
             if (!(typeof x4 === "string")) {
-              typeViolation(out, p + "/prompt", "string", x4);
+              $typeViolation(out, p + "/prompt", "string", x4);
               break n5;
             }
-            if (!minLength(x4, 1)) minLengthViolation(out, p + "/prompt", x4, 1);
-            if (!maxLength(x4, 16384)) maxLengthViolation(out, p + "/prompt", x4, 16384);
+            if (!$minLength(x4, 1)) $minLengthViolation(out, p + "/prompt", x4, 1);
+            if (!$maxLength(x4, 16384)) $maxLengthViolation(out, p + "/prompt", x4, 16384);
           }
         }
-        for (const k6 of keysOf(v)) {
+        for (const k6 of $keysOf(v)) {
           if (k6 === "id" || k6 === "prompt" || k6 === "type") continue;
-          report(out, keyOf(p, k6), "additionalProperties", "property `" + k6 + "` is not allowed here (allowed: `id`, `prompt`, `type`)");
+          $report(out, $keyOf(p, k6), "additionalProperties", "property `" + k6 + "` is not allowed here (allowed: `id`, `prompt`, `type`)");
         }
         return;
       }
       case "completed": {
         const x7 = v.result;
         if (x7 === undefined) {
-          report(out, p, "required", "missing required property `result`");
+          $report(out, p, "required", "missing required property `result`");
         } else {
           n8: {
             if (!(typeof x7 === "string")) {
-              typeViolation(out, p + "/result", "string", x7);
+              $typeViolation(out, p + "/result", "string", x7);
               break n8;
             }
-            if (!maxLength(x7, 98304)) maxLengthViolation(out, p + "/result", x7, 98304);
+            if (!$maxLength(x7, 98304)) $maxLengthViolation(out, p + "/result", x7, 98304);
           }
         }
-        for (const k9 of keysOf(v)) {
+        for (const k9 of $keysOf(v)) {
           if (k9 === "result" || k9 === "type") continue;
-          report(out, keyOf(p, k9), "additionalProperties", "property `" + k9 + "` is not allowed here (allowed: `result`, `type`)");
+          $report(out, $keyOf(p, k9), "additionalProperties", "property `" + k9 + "` is not allowed here (allowed: `result`, `type`)");
         }
         return;
       }
       case "failed": {
         const x10 = v.message;
         if (x10 === undefined) {
-          report(out, p, "required", "missing required property `message`");
+          $report(out, p, "required", "missing required property `message`");
         } else {
           n11: {
             if (!(typeof x10 === "string")) {
-              typeViolation(out, p + "/message", "string", x10);
+              $typeViolation(out, p + "/message", "string", x10);
               break n11;
             }
-            if (!maxLength(x10, 98304)) maxLengthViolation(out, p + "/message", x10, 98304);
+            if (!$maxLength(x10, 98304)) $maxLengthViolation(out, p + "/message", x10, 98304);
           }
         }
-        for (const k12 of keysOf(v)) {
+        for (const k12 of $keysOf(v)) {
           if (k12 === "message" || k12 === "type") continue;
-          report(out, keyOf(p, k12), "additionalProperties", "property `" + k12 + "` is not allowed here (allowed: `message`, `type`)");
+          $report(out, $keyOf(p, k12), "additionalProperties", "property `" + k12 + "` is not allowed here (allowed: `message`, `type`)");
         }
         return;
       }
       default:
-        report(out, tagPath, "oneOf", "unknown kind `" + tag + "`: must be one of `text`, `approval_request`, `completed`, `failed`");
+        $report(out, tagPath, "oneOf", "unknown kind `" + tag + "`: must be one of `text`, `approval_request`, `completed`, `failed`");
     }
   } else if (tag === undefined) {
-    report(out, p, "required", "missing required property `type` (one of `text`, `approval_request`, `completed`, `failed`)");
+    $report(out, p, "required", "missing required property `type` (one of `text`, `approval_request`, `completed`, `failed`)");
   } else {
-    typeViolation(out, tagPath, "string", tag);
+    $typeViolation(out, tagPath, "string", tag);
   }
 }
 
@@ -803,7 +803,7 @@ export function validateFrontendApprovalRequest(value: unknown, lenient = false)
 }
 
 function fFrontendApprovalRequest(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.jsonrpc;
   if (x0 === undefined) return false;
   if (!fJsonRpcVersion(x0, lenient)) return false;
@@ -820,41 +820,41 @@ function fFrontendApprovalRequest(v: unknown, lenient: boolean): boolean {
 }
 
 function cFrontendApprovalRequest(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.jsonrpc;
   if (x0 === undefined) {
-    report(out, p, "required", "missing required property `jsonrpc`");
+    $report(out, p, "required", "missing required property `jsonrpc`");
   } else {
     cJsonRpcVersion(x0, p + "/jsonrpc", out, lenient);
   }
   const x1 = v.id;
   if (x1 === undefined) {
-    report(out, p, "required", "missing required property `id`");
+    $report(out, p, "required", "missing required property `id`");
   } else {
     n2: {
       if (!(typeof x1 === "string")) {
-        typeViolation(out, p + "/id", "string", x1);
+        $typeViolation(out, p + "/id", "string", x1);
         break n2;
       }
     }
   }
   const x3 = v.method;
   if (x3 === undefined) {
-    report(out, p, "required", "missing required property `method`");
+    $report(out, p, "required", "missing required property `method`");
   } else {
     n4: {
       if (!(x3 === "frontend.v2.approval")) {
-        constViolation(out, p + "/method", x3, "frontend.v2.approval");
+        $constViolation(out, p + "/method", x3, "frontend.v2.approval");
         break n4;
       }
     }
   }
   const x5 = v.params;
   if (x5 === undefined) {
-    report(out, p, "required", "missing required property `params`");
+    $report(out, p, "required", "missing required property `params`");
   } else {
     cApprovalPrompt(x5, p + "/params", out, lenient);
   }
@@ -871,7 +871,7 @@ export function validateFrontendApprovalResolved(value: unknown, lenient = false
 }
 
 function fFrontendApprovalResolved(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.jsonrpc;
   if (x0 === undefined) return false;
   if (!fJsonRpcVersion(x0, lenient)) return false;
@@ -880,40 +880,40 @@ function fFrontendApprovalResolved(v: unknown, lenient: boolean): boolean {
   if (!(x1 === "frontend.v2.approval_resolved")) return false;
   const x2 = v.params;
   if (x2 === undefined) return false;
-  if (!(isObject(x2))) return false;
+  if (!($isObject(x2))) return false;
   if (!fFrontendApprovalResolvedParams(x2, lenient)) return false;
   return true;
 }
 
 function cFrontendApprovalResolved(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.jsonrpc;
   if (x0 === undefined) {
-    report(out, p, "required", "missing required property `jsonrpc`");
+    $report(out, p, "required", "missing required property `jsonrpc`");
   } else {
     cJsonRpcVersion(x0, p + "/jsonrpc", out, lenient);
   }
   const x1 = v.method;
   if (x1 === undefined) {
-    report(out, p, "required", "missing required property `method`");
+    $report(out, p, "required", "missing required property `method`");
   } else {
     n2: {
       if (!(x1 === "frontend.v2.approval_resolved")) {
-        constViolation(out, p + "/method", x1, "frontend.v2.approval_resolved");
+        $constViolation(out, p + "/method", x1, "frontend.v2.approval_resolved");
         break n2;
       }
     }
   }
   const x3 = v.params;
   if (x3 === undefined) {
-    report(out, p, "required", "missing required property `params`");
+    $report(out, p, "required", "missing required property `params`");
   } else {
     n4: {
-      if (!(isObject(x3))) {
-        typeViolation(out, p + "/params", "object", x3);
+      if (!($isObject(x3))) {
+        $typeViolation(out, p + "/params", "object", x3);
         break n4;
       }
       cFrontendApprovalResolvedParams(x3, p + "/params", out, lenient);
@@ -932,7 +932,7 @@ export function validateFrontendApprovalResolvedParams(value: unknown, lenient =
 }
 
 function fFrontendApprovalResolvedParams(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.request_id;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -947,28 +947,28 @@ function fFrontendApprovalResolvedParams(v: unknown, lenient: boolean): boolean 
 }
 
 function cFrontendApprovalResolvedParams(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.request_id;
   if (x0 === undefined) {
-    report(out, p, "required", "missing required property `request_id`");
+    $report(out, p, "required", "missing required property `request_id`");
   } else {
     n1: {
       if (!(typeof x0 === "string")) {
-        typeViolation(out, p + "/request_id", "string", x0);
+        $typeViolation(out, p + "/request_id", "string", x0);
         break n1;
       }
     }
   }
   const x2 = v.approved;
   if (x2 === undefined) {
-    report(out, p, "required", "missing required property `approved`");
+    $report(out, p, "required", "missing required property `approved`");
   } else {
     n3: {
       if (!(typeof x2 === "boolean")) {
-        typeViolation(out, p + "/approved", "boolean", x2);
+        $typeViolation(out, p + "/approved", "boolean", x2);
         break n3;
       }
     }
@@ -977,7 +977,7 @@ function cFrontendApprovalResolvedParams(v: unknown, p: string, out: Violation[]
   if (x4 !== undefined) {
     n5: {
       if (!(typeof x4 === "string")) {
-        typeViolation(out, p + "/by", "string", x4);
+        $typeViolation(out, p + "/by", "string", x4);
         break n5;
       }
     }
@@ -995,7 +995,7 @@ export function validateFrontendEventNotification(value: unknown, lenient = fals
 }
 
 function fFrontendEventNotification(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.jsonrpc;
   if (x0 === undefined) return false;
   if (!fJsonRpcVersion(x0, lenient)) return false;
@@ -1009,30 +1009,30 @@ function fFrontendEventNotification(v: unknown, lenient: boolean): boolean {
 }
 
 function cFrontendEventNotification(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.jsonrpc;
   if (x0 === undefined) {
-    report(out, p, "required", "missing required property `jsonrpc`");
+    $report(out, p, "required", "missing required property `jsonrpc`");
   } else {
     cJsonRpcVersion(x0, p + "/jsonrpc", out, lenient);
   }
   const x1 = v.method;
   if (x1 === undefined) {
-    report(out, p, "required", "missing required property `method`");
+    $report(out, p, "required", "missing required property `method`");
   } else {
     n2: {
       if (!(x1 === "frontend.v2.event")) {
-        constViolation(out, p + "/method", x1, "frontend.v2.event");
+        $constViolation(out, p + "/method", x1, "frontend.v2.event");
         break n2;
       }
     }
   }
   const x3 = v.params;
   if (x3 === undefined) {
-    report(out, p, "required", "missing required property `params`");
+    $report(out, p, "required", "missing required property `params`");
   } else {
     cServerEvent(x3, p + "/params", out, lenient);
   }
@@ -1050,8 +1050,8 @@ export function validateId(value: unknown, lenient = false): Violation[] {
 
 function fId(v: unknown, lenient: boolean): boolean {
   if (!(typeof v === "string")) return false;
-  if (!minLength(v, 1)) return false;
-  if (!maxLength(v, 128)) return false;
+  if (!$minLength(v, 1)) return false;
+  if (!$maxLength(v, 128)) return false;
   if (!pattern2(v)) return false;
   return true;
 }
@@ -1059,12 +1059,12 @@ function fId(v: unknown, lenient: boolean): boolean {
 function cId(v: unknown, p: string, out: Violation[], lenient: boolean): void {
   n0: {
     if (!(typeof v === "string")) {
-      typeViolation(out, p, "string", v);
+      $typeViolation(out, p, "string", v);
       break n0;
     }
-    if (!minLength(v, 1)) minLengthViolation(out, p, v, 1);
-    if (!maxLength(v, 128)) maxLengthViolation(out, p, v, 128);
-    if (!pattern2(v)) patternViolation(out, p, v, "^[A-Za-z0-9][A-Za-z0-9._:-]*$");
+    if (!$minLength(v, 1)) $minLengthViolation(out, p, v, 1);
+    if (!$maxLength(v, 128)) $maxLengthViolation(out, p, v, 128);
+    if (!pattern2(v)) $patternViolation(out, p, v, "^[A-Za-z0-9][A-Za-z0-9._:-]*$");
   }
 }
 
@@ -1079,7 +1079,7 @@ export function validateInterruptResult(value: unknown, lenient = false): Violat
 }
 
 function fInterruptResult(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.interrupted;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "boolean")) return false;
@@ -1087,17 +1087,17 @@ function fInterruptResult(v: unknown, lenient: boolean): boolean {
 }
 
 function cInterruptResult(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.interrupted;
   if (x0 === undefined) {
-    report(out, p, "required", "missing required property `interrupted`");
+    $report(out, p, "required", "missing required property `interrupted`");
   } else {
     n1: {
       if (!(typeof x0 === "boolean")) {
-        typeViolation(out, p + "/interrupted", "boolean", x0);
+        $typeViolation(out, p + "/interrupted", "boolean", x0);
         break n1;
       }
     }
@@ -1122,7 +1122,7 @@ function fJsonRpcVersion(v: unknown, lenient: boolean): boolean {
 function cJsonRpcVersion(v: unknown, p: string, out: Violation[], lenient: boolean): void {
   n0: {
     if (!(v === "2.0")) {
-      constViolation(out, p, v, "2.0");
+      $constViolation(out, p, v, "2.0");
       break n0;
     }
   }
@@ -1139,43 +1139,43 @@ export function validateLease(value: unknown, lenient = false): Violation[] {
 }
 
 function fLease(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.holder;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
   const x1 = v.expires_at_ms;
   if (x1 === undefined) return false;
-  if (!(isInteger(x1))) return false;
+  if (!($isInteger(x1))) return false;
   if (x1 < 0) return false;
   return true;
 }
 
 function cLease(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.holder;
   if (x0 === undefined) {
-    report(out, p, "required", "missing required property `holder`");
+    $report(out, p, "required", "missing required property `holder`");
   } else {
     n1: {
       if (!(typeof x0 === "string")) {
-        typeViolation(out, p + "/holder", "string", x0);
+        $typeViolation(out, p + "/holder", "string", x0);
         break n1;
       }
     }
   }
   const x2 = v.expires_at_ms;
   if (x2 === undefined) {
-    report(out, p, "required", "missing required property `expires_at_ms`");
+    $report(out, p, "required", "missing required property `expires_at_ms`");
   } else {
     n3: {
-      if (!(isInteger(x2))) {
-        typeViolation(out, p + "/expires_at_ms", "integer", x2);
+      if (!($isInteger(x2))) {
+        $typeViolation(out, p + "/expires_at_ms", "integer", x2);
         break n3;
       }
-      if (x2 < 0) boundViolation(out, p + "/expires_at_ms", "minimum", x2, 0);
+      if (x2 < 0) $boundViolation(out, p + "/expires_at_ms", "minimum", x2, 0);
     }
   }
 }
@@ -1191,77 +1191,77 @@ export function validateLimits(value: unknown, lenient = false): Violation[] {
 }
 
 function fLimits(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.max_frame;
   if (x0 === undefined) return false;
-  if (!(isInteger(x0))) return false;
+  if (!($isInteger(x0))) return false;
   if (x0 < 0) return false;
   const x1 = v.max_output;
   if (x1 === undefined) return false;
-  if (!(isInteger(x1))) return false;
+  if (!($isInteger(x1))) return false;
   if (x1 < 0) return false;
   const x2 = v.max_line_bytes;
   if (x2 === undefined) return false;
-  if (!(isInteger(x2))) return false;
+  if (!($isInteger(x2))) return false;
   if (x2 < 0) return false;
   const x3 = v.event_channel_capacity;
   if (x3 === undefined) return false;
-  if (!(isInteger(x3))) return false;
+  if (!($isInteger(x3))) return false;
   if (x3 < 0) return false;
   return true;
 }
 
 function cLimits(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.max_frame;
   if (x0 === undefined) {
-    report(out, p, "required", "missing required property `max_frame`");
+    $report(out, p, "required", "missing required property `max_frame`");
   } else {
     n1: {
-      if (!(isInteger(x0))) {
-        typeViolation(out, p + "/max_frame", "integer", x0);
+      if (!($isInteger(x0))) {
+        $typeViolation(out, p + "/max_frame", "integer", x0);
         break n1;
       }
-      if (x0 < 0) boundViolation(out, p + "/max_frame", "minimum", x0, 0);
+      if (x0 < 0) $boundViolation(out, p + "/max_frame", "minimum", x0, 0);
     }
   }
   const x2 = v.max_output;
   if (x2 === undefined) {
-    report(out, p, "required", "missing required property `max_output`");
+    $report(out, p, "required", "missing required property `max_output`");
   } else {
     n3: {
-      if (!(isInteger(x2))) {
-        typeViolation(out, p + "/max_output", "integer", x2);
+      if (!($isInteger(x2))) {
+        $typeViolation(out, p + "/max_output", "integer", x2);
         break n3;
       }
-      if (x2 < 0) boundViolation(out, p + "/max_output", "minimum", x2, 0);
+      if (x2 < 0) $boundViolation(out, p + "/max_output", "minimum", x2, 0);
     }
   }
   const x4 = v.max_line_bytes;
   if (x4 === undefined) {
-    report(out, p, "required", "missing required property `max_line_bytes`");
+    $report(out, p, "required", "missing required property `max_line_bytes`");
   } else {
     n5: {
-      if (!(isInteger(x4))) {
-        typeViolation(out, p + "/max_line_bytes", "integer", x4);
+      if (!($isInteger(x4))) {
+        $typeViolation(out, p + "/max_line_bytes", "integer", x4);
         break n5;
       }
-      if (x4 < 0) boundViolation(out, p + "/max_line_bytes", "minimum", x4, 0);
+      if (x4 < 0) $boundViolation(out, p + "/max_line_bytes", "minimum", x4, 0);
     }
   }
   const x6 = v.event_channel_capacity;
   if (x6 === undefined) {
-    report(out, p, "required", "missing required property `event_channel_capacity`");
+    $report(out, p, "required", "missing required property `event_channel_capacity`");
   } else {
     n7: {
-      if (!(isInteger(x6))) {
-        typeViolation(out, p + "/event_channel_capacity", "integer", x6);
+      if (!($isInteger(x6))) {
+        $typeViolation(out, p + "/event_channel_capacity", "integer", x6);
         break n7;
       }
-      if (x6 < 0) boundViolation(out, p + "/event_channel_capacity", "minimum", x6, 0);
+      if (x6 < 0) $boundViolation(out, p + "/event_channel_capacity", "minimum", x6, 0);
     }
   }
 }
@@ -1278,19 +1278,19 @@ export function validateNoParams(value: unknown, lenient = false): Violation[] {
 
 function fNoParams(v: unknown, lenient: boolean): boolean {
   if (v === null) return true;
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   for (const k0 in v) return false;
   return true;
 }
 
 function cNoParams(v: unknown, p: string, out: Violation[], lenient: boolean): void {
   if (v === null) return;
-  if (!isObject(v)) {
-    typeViolation(out, p, "object or null", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object or null", v);
     return;
   }
-  for (const k0 of keysOf(v)) {
-    report(out, keyOf(p, k0), "additionalProperties", "property `" + k0 + "` is not allowed here (allowed: none)");
+  for (const k0 of $keysOf(v)) {
+    $report(out, $keyOf(p, k0), "additionalProperties", "property `" + k0 + "` is not allowed here (allowed: none)");
   }
 }
 
@@ -1305,7 +1305,7 @@ export function validateReleaseResult(value: unknown, lenient = false): Violatio
 }
 
 function fReleaseResult(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.released;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "boolean")) return false;
@@ -1313,17 +1313,17 @@ function fReleaseResult(v: unknown, lenient: boolean): boolean {
 }
 
 function cReleaseResult(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.released;
   if (x0 === undefined) {
-    report(out, p, "required", "missing required property `released`");
+    $report(out, p, "required", "missing required property `released`");
   } else {
     n1: {
       if (!(typeof x0 === "boolean")) {
-        typeViolation(out, p + "/released", "boolean", x0);
+        $typeViolation(out, p + "/released", "boolean", x0);
         break n1;
       }
     }
@@ -1341,21 +1341,21 @@ export function validateRequestId(value: unknown, lenient = false): Violation[] 
 }
 
 function fRequestId(v: unknown, lenient: boolean): boolean {
-  if (!(v === null || isInteger(v) || typeof v === "string")) return false;
+  if (!(v === null || $isInteger(v) || typeof v === "string")) return false;
   if (typeof v === "string") {
-    if (!maxLength(v, 256)) return false;
+    if (!$maxLength(v, 256)) return false;
   }
   return true;
 }
 
 function cRequestId(v: unknown, p: string, out: Violation[], lenient: boolean): void {
   n0: {
-    if (!(v === null || isInteger(v) || typeof v === "string")) {
-      typeViolation(out, p, "null or integer or string", v);
+    if (!(v === null || $isInteger(v) || typeof v === "string")) {
+      $typeViolation(out, p, "null or integer or string", v);
       break n0;
     }
     if (typeof v === "string") {
-      if (!maxLength(v, 256)) maxLengthViolation(out, p, v, 256);
+      if (!$maxLength(v, 256)) $maxLengthViolation(out, p, v, 256);
     }
   }
 }
@@ -1371,10 +1371,10 @@ export function validateRpcError(value: unknown, lenient = false): Violation[] {
 }
 
 function fRpcError(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.code;
   if (x0 === undefined) return false;
-  if (!(isInteger(x0))) return false;
+  if (!($isInteger(x0))) return false;
   const x1 = v.message;
   if (x1 === undefined) return false;
   if (!(typeof x1 === "string")) return false;
@@ -1385,35 +1385,35 @@ function fRpcError(v: unknown, lenient: boolean): boolean {
 }
 
 function cRpcError(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.code;
   if (x0 === undefined) {
-    report(out, p, "required", "missing required property `code`");
+    $report(out, p, "required", "missing required property `code`");
   } else {
     n1: {
-      if (!(isInteger(x0))) {
-        typeViolation(out, p + "/code", "integer", x0);
+      if (!($isInteger(x0))) {
+        $typeViolation(out, p + "/code", "integer", x0);
         break n1;
       }
     }
   }
   const x2 = v.message;
   if (x2 === undefined) {
-    report(out, p, "required", "missing required property `message`");
+    $report(out, p, "required", "missing required property `message`");
   } else {
     n3: {
       if (!(typeof x2 === "string")) {
-        typeViolation(out, p + "/message", "string", x2);
+        $typeViolation(out, p + "/message", "string", x2);
         break n3;
       }
     }
   }
   const x4 = v.data;
   if (x4 === undefined) {
-    report(out, p, "required", "missing required property `data`");
+    $report(out, p, "required", "missing required property `data`");
   } else {
     cRuntimeSubmitError(x4, p + "/data", out, lenient);
   }
@@ -1430,7 +1430,7 @@ export function validateRpcNotification(value: unknown, lenient = false): Violat
 }
 
 function fRpcNotification(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.event;
   if (x0 === undefined) return false;
   if (!fServerEvent(x0, lenient)) return false;
@@ -1438,13 +1438,13 @@ function fRpcNotification(v: unknown, lenient: boolean): boolean {
 }
 
 function cRpcNotification(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.event;
   if (x0 === undefined) {
-    report(out, p, "required", "missing required property `event`");
+    $report(out, p, "required", "missing required property `event`");
   } else {
     cServerEvent(x0, p + "/event", out, lenient);
   }
@@ -1461,7 +1461,7 @@ export function validateRpcRequest(value: unknown, lenient = false): Violation[]
 }
 
 function fRpcRequest(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const tag = v.method;
   switch (tag) {
     case "submit": {
@@ -1651,8 +1651,8 @@ function fRpcRequest(v: unknown, lenient: boolean): boolean {
 }
 
 function cRpcRequest(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const tag = v.method;
@@ -1670,13 +1670,13 @@ function cRpcRequest(v: unknown, p: string, out: Violation[], lenient: boolean):
         }
         const x2 = v.params;
         if (x2 === undefined) {
-          report(out, p, "required", "missing required property `params`");
+          $report(out, p, "required", "missing required property `params`");
         } else {
           cSubmitParams(x2, p + "/params", out, lenient);
         }
-        for (const k3 of keysOf(v)) {
+        for (const k3 of $keysOf(v)) {
           if (k3 === "jsonrpc" || k3 === "id" || k3 === "params" || k3 === "method") continue;
-          report(out, keyOf(p, k3), "additionalProperties", "property `" + k3 + "` is not allowed here (allowed: `jsonrpc`, `id`, `params`, `method`)");
+          $report(out, $keyOf(p, k3), "additionalProperties", "property `" + k3 + "` is not allowed here (allowed: `jsonrpc`, `id`, `params`, `method`)");
         }
         return;
       }
@@ -1693,9 +1693,9 @@ function cRpcRequest(v: unknown, p: string, out: Violation[], lenient: boolean):
         if (x6 !== undefined) {
           if (x6 !== null) cNoParams(x6, p + "/params", out, lenient);
         }
-        for (const k7 of keysOf(v)) {
+        for (const k7 of $keysOf(v)) {
           if (k7 === "jsonrpc" || k7 === "id" || k7 === "params" || k7 === "method") continue;
-          report(out, keyOf(p, k7), "additionalProperties", "property `" + k7 + "` is not allowed here (allowed: `jsonrpc`, `id`, `params`, `method`)");
+          $report(out, $keyOf(p, k7), "additionalProperties", "property `" + k7 + "` is not allowed here (allowed: `jsonrpc`, `id`, `params`, `method`)");
         }
         return;
       }
@@ -1712,9 +1712,9 @@ function cRpcRequest(v: unknown, p: string, out: Violation[], lenient: boolean):
         if (x10 !== undefined) {
           if (x10 !== null) cNoParams(x10, p + "/params", out, lenient);
         }
-        for (const k11 of keysOf(v)) {
+        for (const k11 of $keysOf(v)) {
           if (k11 === "jsonrpc" || k11 === "id" || k11 === "params" || k11 === "method") continue;
-          report(out, keyOf(p, k11), "additionalProperties", "property `" + k11 + "` is not allowed here (allowed: `jsonrpc`, `id`, `params`, `method`)");
+          $report(out, $keyOf(p, k11), "additionalProperties", "property `" + k11 + "` is not allowed here (allowed: `jsonrpc`, `id`, `params`, `method`)");
         }
         return;
       }
@@ -1731,9 +1731,9 @@ function cRpcRequest(v: unknown, p: string, out: Violation[], lenient: boolean):
         if (x14 !== undefined) {
           if (x14 !== null) cNoParams(x14, p + "/params", out, lenient);
         }
-        for (const k15 of keysOf(v)) {
+        for (const k15 of $keysOf(v)) {
           if (k15 === "jsonrpc" || k15 === "id" || k15 === "params" || k15 === "method") continue;
-          report(out, keyOf(p, k15), "additionalProperties", "property `" + k15 + "` is not allowed here (allowed: `jsonrpc`, `id`, `params`, `method`)");
+          $report(out, $keyOf(p, k15), "additionalProperties", "property `" + k15 + "` is not allowed here (allowed: `jsonrpc`, `id`, `params`, `method`)");
         }
         return;
       }
@@ -1750,9 +1750,9 @@ function cRpcRequest(v: unknown, p: string, out: Violation[], lenient: boolean):
         if (x18 !== undefined) {
           if (x18 !== null) cNoParams(x18, p + "/params", out, lenient);
         }
-        for (const k19 of keysOf(v)) {
+        for (const k19 of $keysOf(v)) {
           if (k19 === "jsonrpc" || k19 === "id" || k19 === "params" || k19 === "method") continue;
-          report(out, keyOf(p, k19), "additionalProperties", "property `" + k19 + "` is not allowed here (allowed: `jsonrpc`, `id`, `params`, `method`)");
+          $report(out, $keyOf(p, k19), "additionalProperties", "property `" + k19 + "` is not allowed here (allowed: `jsonrpc`, `id`, `params`, `method`)");
         }
         return;
       }
@@ -1769,9 +1769,9 @@ function cRpcRequest(v: unknown, p: string, out: Violation[], lenient: boolean):
         if (x22 !== undefined) {
           if (x22 !== null) cSubscribeParams(x22, p + "/params", out, lenient);
         }
-        for (const k23 of keysOf(v)) {
+        for (const k23 of $keysOf(v)) {
           if (k23 === "jsonrpc" || k23 === "id" || k23 === "params" || k23 === "method") continue;
-          report(out, keyOf(p, k23), "additionalProperties", "property `" + k23 + "` is not allowed here (allowed: `jsonrpc`, `id`, `params`, `method`)");
+          $report(out, $keyOf(p, k23), "additionalProperties", "property `" + k23 + "` is not allowed here (allowed: `jsonrpc`, `id`, `params`, `method`)");
         }
         return;
       }
@@ -1788,19 +1788,19 @@ function cRpcRequest(v: unknown, p: string, out: Violation[], lenient: boolean):
         if (x26 !== undefined) {
           if (x26 !== null) cNoParams(x26, p + "/params", out, lenient);
         }
-        for (const k27 of keysOf(v)) {
+        for (const k27 of $keysOf(v)) {
           if (k27 === "jsonrpc" || k27 === "id" || k27 === "params" || k27 === "method") continue;
-          report(out, keyOf(p, k27), "additionalProperties", "property `" + k27 + "` is not allowed here (allowed: `jsonrpc`, `id`, `params`, `method`)");
+          $report(out, $keyOf(p, k27), "additionalProperties", "property `" + k27 + "` is not allowed here (allowed: `jsonrpc`, `id`, `params`, `method`)");
         }
         return;
       }
       default:
-        report(out, tagPath, "oneOf", "unknown kind `" + tag + "`: must be one of `submit`, `interrupt`, `status`, `shutdown`, `release`, `subscribe`, `rpc.discover`");
+        $report(out, tagPath, "oneOf", "unknown kind `" + tag + "`: must be one of `submit`, `interrupt`, `status`, `shutdown`, `release`, `subscribe`, `rpc.discover`");
     }
   } else if (tag === undefined) {
-    report(out, p, "required", "missing required property `method` (one of `submit`, `interrupt`, `status`, `shutdown`, `release`, `subscribe`, `rpc.discover`)");
+    $report(out, p, "required", "missing required property `method` (one of `submit`, `interrupt`, `status`, `shutdown`, `release`, `subscribe`, `rpc.discover`)");
   } else {
-    typeViolation(out, tagPath, "string", tag);
+    $typeViolation(out, tagPath, "string", tag);
   }
 }
 
@@ -1815,7 +1815,7 @@ export function validateRpcResponse(value: unknown, lenient = false): Violation[
 }
 
 function fRpcResponse(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.jsonrpc;
   if (x0 !== undefined) {
     if (!fJsonRpcVersion(x0, lenient)) return false;
@@ -1832,8 +1832,8 @@ function fRpcResponse(v: unknown, lenient: boolean): boolean {
 }
 
 function cRpcResponse(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.jsonrpc;
@@ -1842,7 +1842,7 @@ function cRpcResponse(v: unknown, p: string, out: Violation[], lenient: boolean)
   }
   const x1 = v.id;
   if (x1 === undefined) {
-    report(out, p, "required", "missing required property `id`");
+    $report(out, p, "required", "missing required property `id`");
   } else {
     if (x1 !== null) cRequestId(x1, p + "/id", out, lenient);
   }
@@ -1864,7 +1864,7 @@ export function validateRuntimeEvent(value: unknown, lenient = false): Violation
 }
 
 function fRuntimeEvent(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const tag = v.type;
   switch (tag) {
     case "turn_started": {
@@ -1934,18 +1934,18 @@ function fRuntimeEvent(v: unknown, lenient: boolean): boolean {
     case "lagged": {
       const x14 = v.missed;
       if (x14 === undefined) return false;
-      if (!(isInteger(x14))) return false;
+      if (!($isInteger(x14))) return false;
       if (x14 < 1) return false;
       return true;
     }
     case "gap": {
       const x15 = v.since;
       if (x15 === undefined) return false;
-      if (!(isInteger(x15))) return false;
+      if (!($isInteger(x15))) return false;
       if (x15 < 0) return false;
       const x16 = v.resumed_at;
       if (x16 === undefined) return false;
-      if (!(isInteger(x16))) return false;
+      if (!($isInteger(x16))) return false;
       if (x16 < 0) return false;
       return true;
     }
@@ -1958,8 +1958,8 @@ function fRuntimeEvent(v: unknown, lenient: boolean): boolean {
 }
 
 function cRuntimeEvent(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const tag = v.type;
@@ -1969,33 +1969,33 @@ function cRuntimeEvent(v: unknown, p: string, out: Violation[], lenient: boolean
       case "turn_started": {
         const x0 = v.assignment;
         if (x0 === undefined) {
-          report(out, p, "required", "missing required property `assignment`");
+          $report(out, p, "required", "missing required property `assignment`");
         } else {
           n1: {
             if (!(typeof x0 === "string")) {
-              typeViolation(out, p + "/assignment", "string", x0);
+              $typeViolation(out, p + "/assignment", "string", x0);
               break n1;
             }
           }
         }
         const x2 = v.conversation;
         if (x2 === undefined) {
-          report(out, p, "required", "missing required property `conversation`");
+          $report(out, p, "required", "missing required property `conversation`");
         } else {
           n3: {
             if (!(typeof x2 === "string")) {
-              typeViolation(out, p + "/conversation", "string", x2);
+              $typeViolation(out, p + "/conversation", "string", x2);
               break n3;
             }
           }
         }
         const x4 = v.runner;
         if (x4 === undefined) {
-          report(out, p, "required", "missing required property `runner`");
+          $report(out, p, "required", "missing required property `runner`");
         } else {
           n5: {
             if (!(typeof x4 === "string")) {
-              typeViolation(out, p + "/runner", "string", x4);
+              $typeViolation(out, p + "/runner", "string", x4);
               break n5;
             }
           }
@@ -2005,11 +2005,11 @@ function cRuntimeEvent(v: unknown, p: string, out: Violation[], lenient: boolean
       case "text": {
         const x6 = v.text;
         if (x6 === undefined) {
-          report(out, p, "required", "missing required property `text`");
+          $report(out, p, "required", "missing required property `text`");
         } else {
           n7: {
             if (!(typeof x6 === "string")) {
-              typeViolation(out, p + "/text", "string", x6);
+              $typeViolation(out, p + "/text", "string", x6);
               break n7;
             }
           }
@@ -2019,11 +2019,11 @@ function cRuntimeEvent(v: unknown, p: string, out: Violation[], lenient: boolean
       case "turn_completed": {
         const x8 = v.result;
         if (x8 === undefined) {
-          report(out, p, "required", "missing required property `result`");
+          $report(out, p, "required", "missing required property `result`");
         } else {
           n9: {
             if (!(typeof x8 === "string")) {
-              typeViolation(out, p + "/result", "string", x8);
+              $typeViolation(out, p + "/result", "string", x8);
               break n9;
             }
           }
@@ -2033,7 +2033,7 @@ function cRuntimeEvent(v: unknown, p: string, out: Violation[], lenient: boolean
       case "turn_failed": {
         const x10 = v.error;
         if (x10 === undefined) {
-          report(out, p, "required", "missing required property `error`");
+          $report(out, p, "required", "missing required property `error`");
         } else {
           cRuntimeSubmitError(x10, p + "/error", out, lenient);
         }
@@ -2042,22 +2042,22 @@ function cRuntimeEvent(v: unknown, p: string, out: Violation[], lenient: boolean
       case "approval_requested": {
         const x11 = v.request_id;
         if (x11 === undefined) {
-          report(out, p, "required", "missing required property `request_id`");
+          $report(out, p, "required", "missing required property `request_id`");
         } else {
           n12: {
             if (!(typeof x11 === "string")) {
-              typeViolation(out, p + "/request_id", "string", x11);
+              $typeViolation(out, p + "/request_id", "string", x11);
               break n12;
             }
           }
         }
         const x13 = v.prompt;
         if (x13 === undefined) {
-          report(out, p, "required", "missing required property `prompt`");
+          $report(out, p, "required", "missing required property `prompt`");
         } else {
           n14: {
             if (!(typeof x13 === "string")) {
-              typeViolation(out, p + "/prompt", "string", x13);
+              $typeViolation(out, p + "/prompt", "string", x13);
               break n14;
             }
           }
@@ -2067,33 +2067,33 @@ function cRuntimeEvent(v: unknown, p: string, out: Violation[], lenient: boolean
       case "approval_resolved": {
         const x15 = v.request_id;
         if (x15 === undefined) {
-          report(out, p, "required", "missing required property `request_id`");
+          $report(out, p, "required", "missing required property `request_id`");
         } else {
           n16: {
             if (!(typeof x15 === "string")) {
-              typeViolation(out, p + "/request_id", "string", x15);
+              $typeViolation(out, p + "/request_id", "string", x15);
               break n16;
             }
           }
         }
         const x17 = v.approved;
         if (x17 === undefined) {
-          report(out, p, "required", "missing required property `approved`");
+          $report(out, p, "required", "missing required property `approved`");
         } else {
           n18: {
             if (!(typeof x17 === "boolean")) {
-              typeViolation(out, p + "/approved", "boolean", x17);
+              $typeViolation(out, p + "/approved", "boolean", x17);
               break n18;
             }
           }
         }
         const x19 = v.by;
         if (x19 === undefined) {
-          report(out, p, "required", "missing required property `by`");
+          $report(out, p, "required", "missing required property `by`");
         } else {
           n20: {
             if (!(typeof x19 === "string")) {
-              typeViolation(out, p + "/by", "string", x19);
+              $typeViolation(out, p + "/by", "string", x19);
               break n20;
             }
           }
@@ -2103,22 +2103,22 @@ function cRuntimeEvent(v: unknown, p: string, out: Violation[], lenient: boolean
       case "approval_denied": {
         const x21 = v.prompt;
         if (x21 === undefined) {
-          report(out, p, "required", "missing required property `prompt`");
+          $report(out, p, "required", "missing required property `prompt`");
         } else {
           n22: {
             if (!(typeof x21 === "string")) {
-              typeViolation(out, p + "/prompt", "string", x21);
+              $typeViolation(out, p + "/prompt", "string", x21);
               break n22;
             }
           }
         }
         const x23 = v.reason;
         if (x23 === undefined) {
-          report(out, p, "required", "missing required property `reason`");
+          $report(out, p, "required", "missing required property `reason`");
         } else {
           n24: {
             if (!(typeof x23 === "string")) {
-              typeViolation(out, p + "/reason", "string", x23);
+              $typeViolation(out, p + "/reason", "string", x23);
               break n24;
             }
           }
@@ -2127,7 +2127,7 @@ function cRuntimeEvent(v: unknown, p: string, out: Violation[], lenient: boolean
         if (x25 !== undefined) {
           n26: {
             if (!(typeof x25 === "string")) {
-              typeViolation(out, p + "/request_id", "string", x25);
+              $typeViolation(out, p + "/request_id", "string", x25);
               break n26;
             }
           }
@@ -2137,14 +2137,14 @@ function cRuntimeEvent(v: unknown, p: string, out: Violation[], lenient: boolean
       case "lagged": {
         const x27 = v.missed;
         if (x27 === undefined) {
-          report(out, p, "required", "missing required property `missed`");
+          $report(out, p, "required", "missing required property `missed`");
         } else {
           n28: {
-            if (!(isInteger(x27))) {
-              typeViolation(out, p + "/missed", "integer", x27);
+            if (!($isInteger(x27))) {
+              $typeViolation(out, p + "/missed", "integer", x27);
               break n28;
             }
-            if (x27 < 1) boundViolation(out, p + "/missed", "minimum", x27, 1);
+            if (x27 < 1) $boundViolation(out, p + "/missed", "minimum", x27, 1);
           }
         }
         return;
@@ -2152,26 +2152,26 @@ function cRuntimeEvent(v: unknown, p: string, out: Violation[], lenient: boolean
       case "gap": {
         const x29 = v.since;
         if (x29 === undefined) {
-          report(out, p, "required", "missing required property `since`");
+          $report(out, p, "required", "missing required property `since`");
         } else {
           n30: {
-            if (!(isInteger(x29))) {
-              typeViolation(out, p + "/since", "integer", x29);
+            if (!($isInteger(x29))) {
+              $typeViolation(out, p + "/since", "integer", x29);
               break n30;
             }
-            if (x29 < 0) boundViolation(out, p + "/since", "minimum", x29, 0);
+            if (x29 < 0) $boundViolation(out, p + "/since", "minimum", x29, 0);
           }
         }
         const x31 = v.resumed_at;
         if (x31 === undefined) {
-          report(out, p, "required", "missing required property `resumed_at`");
+          $report(out, p, "required", "missing required property `resumed_at`");
         } else {
           n32: {
-            if (!(isInteger(x31))) {
-              typeViolation(out, p + "/resumed_at", "integer", x31);
+            if (!($isInteger(x31))) {
+              $typeViolation(out, p + "/resumed_at", "integer", x31);
               break n32;
             }
-            if (x31 < 0) boundViolation(out, p + "/resumed_at", "minimum", x31, 0);
+            if (x31 < 0) $boundViolation(out, p + "/resumed_at", "minimum", x31, 0);
           }
         }
         return;
@@ -2181,12 +2181,12 @@ function cRuntimeEvent(v: unknown, p: string, out: Violation[], lenient: boolean
       }
       default:
         if (lenient) return;
-        report(out, tagPath, "oneOf", "unknown kind `" + tag + "`: must be one of `turn_started`, `text`, `turn_completed`, `turn_failed`, `approval_requested`, `approval_resolved`, `approval_denied`, `lagged`, `gap`, `shutting_down`");
+        $report(out, tagPath, "oneOf", "unknown kind `" + tag + "`: must be one of `turn_started`, `text`, `turn_completed`, `turn_failed`, `approval_requested`, `approval_resolved`, `approval_denied`, `lagged`, `gap`, `shutting_down`");
     }
   } else if (tag === undefined) {
-    report(out, p, "required", "missing required property `type` (one of `turn_started`, `text`, `turn_completed`, `turn_failed`, `approval_requested`, `approval_resolved`, `approval_denied`, `lagged`, `gap`, `shutting_down`)");
+    $report(out, p, "required", "missing required property `type` (one of `turn_started`, `text`, `turn_completed`, `turn_failed`, `approval_requested`, `approval_resolved`, `approval_denied`, `lagged`, `gap`, `shutting_down`)");
   } else {
-    typeViolation(out, tagPath, "string", tag);
+    $typeViolation(out, tagPath, "string", tag);
   }
 }
 
@@ -2214,7 +2214,7 @@ function fRuntimeState(v: unknown, lenient: boolean): boolean {
 
 function cRuntimeState(v: unknown, p: string, out: Violation[], lenient: boolean): void {
   if (typeof v !== "string") {
-    typeViolation(out, p, "string", v);
+    $typeViolation(out, p, "string", v);
     return;
   }
   switch (v) {
@@ -2224,7 +2224,7 @@ function cRuntimeState(v: unknown, p: string, out: Violation[], lenient: boolean
       return;
   }
   if (lenient) return;
-  enumViolation(out, p, v, ["idle", "running", "shutting_down"]);
+  $enumViolation(out, p, v, ["idle", "running", "shutting_down"]);
 }
 
 /** Whether `value` is a valid `RuntimeStatus` (see the module comment for `lenient`). */
@@ -2238,7 +2238,7 @@ export function validateRuntimeStatus(value: unknown, lenient = false): Violatio
 }
 
 function fRuntimeStatus(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.state;
   if (x0 === undefined) return false;
   if (!fRuntimeState(x0, lenient)) return false;
@@ -2250,11 +2250,11 @@ function fRuntimeStatus(v: unknown, lenient: boolean): boolean {
   if (!fTurnCounters(x2, lenient)) return false;
   const x3 = v.last_seq;
   if (x3 === undefined) return false;
-  if (!(isInteger(x3))) return false;
+  if (!($isInteger(x3))) return false;
   if (x3 < 0) return false;
   const x4 = v.subscribers;
   if (x4 === undefined) return false;
-  if (!(isInteger(x4))) return false;
+  if (!($isInteger(x4))) return false;
   if (x4 < 0) return false;
   const x5 = v.lease;
   if (x5 === undefined) return false;
@@ -2278,72 +2278,72 @@ function fRuntimeStatus(v: unknown, lenient: boolean): boolean {
 }
 
 function cRuntimeStatus(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.state;
   if (x0 === undefined) {
-    report(out, p, "required", "missing required property `state`");
+    $report(out, p, "required", "missing required property `state`");
   } else {
     cRuntimeState(x0, p + "/state", out, lenient);
   }
   const x1 = v.active_turn;
   if (x1 === undefined) {
-    report(out, p, "required", "missing required property `active_turn`");
+    $report(out, p, "required", "missing required property `active_turn`");
   } else {
     if (x1 !== null) cActiveTurn(x1, p + "/active_turn", out, lenient);
   }
   const x2 = v.counters;
   if (x2 === undefined) {
-    report(out, p, "required", "missing required property `counters`");
+    $report(out, p, "required", "missing required property `counters`");
   } else {
     cTurnCounters(x2, p + "/counters", out, lenient);
   }
   const x3 = v.last_seq;
   if (x3 === undefined) {
-    report(out, p, "required", "missing required property `last_seq`");
+    $report(out, p, "required", "missing required property `last_seq`");
   } else {
     n4: {
-      if (!(isInteger(x3))) {
-        typeViolation(out, p + "/last_seq", "integer", x3);
+      if (!($isInteger(x3))) {
+        $typeViolation(out, p + "/last_seq", "integer", x3);
         break n4;
       }
-      if (x3 < 0) boundViolation(out, p + "/last_seq", "minimum", x3, 0);
+      if (x3 < 0) $boundViolation(out, p + "/last_seq", "minimum", x3, 0);
     }
   }
   const x5 = v.subscribers;
   if (x5 === undefined) {
-    report(out, p, "required", "missing required property `subscribers`");
+    $report(out, p, "required", "missing required property `subscribers`");
   } else {
     n6: {
-      if (!(isInteger(x5))) {
-        typeViolation(out, p + "/subscribers", "integer", x5);
+      if (!($isInteger(x5))) {
+        $typeViolation(out, p + "/subscribers", "integer", x5);
         break n6;
       }
-      if (x5 < 0) boundViolation(out, p + "/subscribers", "minimum", x5, 0);
+      if (x5 < 0) $boundViolation(out, p + "/subscribers", "minimum", x5, 0);
     }
   }
   const x7 = v.lease;
   if (x7 === undefined) {
-    report(out, p, "required", "missing required property `lease`");
+    $report(out, p, "required", "missing required property `lease`");
   } else {
     if (x7 !== null) cLease(x7, p + "/lease", out, lenient);
   }
   const x8 = v.schema_version;
   if (x8 === undefined) {
-    report(out, p, "required", "missing required property `schema_version`");
+    $report(out, p, "required", "missing required property `schema_version`");
   } else {
     n9: {
       if (!(typeof x8 === "string")) {
-        typeViolation(out, p + "/schema_version", "string", x8);
+        $typeViolation(out, p + "/schema_version", "string", x8);
         break n9;
       }
     }
   }
   const x10 = v.limits;
   if (x10 === undefined) {
-    report(out, p, "required", "missing required property `limits`");
+    $report(out, p, "required", "missing required property `limits`");
   } else {
     cLimits(x10, p + "/limits", out, lenient);
   }
@@ -2351,7 +2351,7 @@ function cRuntimeStatus(v: unknown, p: string, out: Violation[], lenient: boolea
   if (x11 !== undefined) {
     n12: {
       if (!(typeof x11 === "string")) {
-        typeViolation(out, p + "/protocol_version", "string", x11);
+        $typeViolation(out, p + "/protocol_version", "string", x11);
         break n12;
       }
     }
@@ -2360,10 +2360,10 @@ function cRuntimeStatus(v: unknown, p: string, out: Violation[], lenient: boolea
   if (x13 !== undefined) {
     n14: {
       if (!(typeof x13 === "string")) {
-        typeViolation(out, p + "/schema_digest", "string", x13);
+        $typeViolation(out, p + "/schema_digest", "string", x13);
         break n14;
       }
-      if (!pattern0(x13)) patternViolation(out, p + "/schema_digest", x13, "^[0-9a-f]{64}$");
+      if (!pattern0(x13)) $patternViolation(out, p + "/schema_digest", x13, "^[0-9a-f]{64}$");
     }
   }
 }
@@ -2379,7 +2379,7 @@ export function validateRuntimeSubmitError(value: unknown, lenient = false): Vio
 }
 
 function fRuntimeSubmitError(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.code;
   if (x0 === undefined) return false;
   if (!fErrorCode(x0, lenient)) return false;
@@ -2397,34 +2397,34 @@ function fRuntimeSubmitError(v: unknown, lenient: boolean): boolean {
 }
 
 function cRuntimeSubmitError(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.code;
   if (x0 === undefined) {
-    report(out, p, "required", "missing required property `code`");
+    $report(out, p, "required", "missing required property `code`");
   } else {
     cErrorCode(x0, p + "/code", out, lenient);
   }
   const x1 = v.message;
   if (x1 === undefined) {
-    report(out, p, "required", "missing required property `message`");
+    $report(out, p, "required", "missing required property `message`");
   } else {
     n2: {
       if (!(typeof x1 === "string")) {
-        typeViolation(out, p + "/message", "string", x1);
+        $typeViolation(out, p + "/message", "string", x1);
         break n2;
       }
     }
   }
   const x3 = v.retryable;
   if (x3 === undefined) {
-    report(out, p, "required", "missing required property `retryable`");
+    $report(out, p, "required", "missing required property `retryable`");
   } else {
     n4: {
       if (!(typeof x3 === "boolean")) {
-        typeViolation(out, p + "/retryable", "boolean", x3);
+        $typeViolation(out, p + "/retryable", "boolean", x3);
         break n4;
       }
     }
@@ -2446,15 +2446,15 @@ export function validateServerEvent(value: unknown, lenient = false): Violation[
 }
 
 function fServerEvent(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.seq;
   if (x0 === undefined) return false;
-  if (!(isInteger(x0))) return false;
+  if (!($isInteger(x0))) return false;
   if (x0 < 0) return false;
   if (x0 > 9007199254740991) return false;
   const x1 = v.time_ms;
   if (x1 !== undefined) {
-    if (!(isInteger(x1))) return false;
+    if (!($isInteger(x1))) return false;
     if (x1 < 0) return false;
   }
   const x2 = v.event;
@@ -2464,36 +2464,36 @@ function fServerEvent(v: unknown, lenient: boolean): boolean {
 }
 
 function cServerEvent(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.seq;
   if (x0 === undefined) {
-    report(out, p, "required", "missing required property `seq`");
+    $report(out, p, "required", "missing required property `seq`");
   } else {
     n1: {
-      if (!(isInteger(x0))) {
-        typeViolation(out, p + "/seq", "integer", x0);
+      if (!($isInteger(x0))) {
+        $typeViolation(out, p + "/seq", "integer", x0);
         break n1;
       }
-      if (x0 < 0) boundViolation(out, p + "/seq", "minimum", x0, 0);
-      if (x0 > 9007199254740991) boundViolation(out, p + "/seq", "maximum", x0, 9007199254740991);
+      if (x0 < 0) $boundViolation(out, p + "/seq", "minimum", x0, 0);
+      if (x0 > 9007199254740991) $boundViolation(out, p + "/seq", "maximum", x0, 9007199254740991);
     }
   }
   const x2 = v.time_ms;
   if (x2 !== undefined) {
     n3: {
-      if (!(isInteger(x2))) {
-        typeViolation(out, p + "/time_ms", "integer", x2);
+      if (!($isInteger(x2))) {
+        $typeViolation(out, p + "/time_ms", "integer", x2);
         break n3;
       }
-      if (x2 < 0) boundViolation(out, p + "/time_ms", "minimum", x2, 0);
+      if (x2 < 0) $boundViolation(out, p + "/time_ms", "minimum", x2, 0);
     }
   }
   const x4 = v.event;
   if (x4 === undefined) {
-    report(out, p, "required", "missing required property `event`");
+    $report(out, p, "required", "missing required property `event`");
   } else {
     cRuntimeEvent(x4, p + "/event", out, lenient);
   }
@@ -2510,7 +2510,7 @@ export function validateShutdownResult(value: unknown, lenient = false): Violati
 }
 
 function fShutdownResult(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.shutting_down;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "boolean")) return false;
@@ -2518,17 +2518,17 @@ function fShutdownResult(v: unknown, lenient: boolean): boolean {
 }
 
 function cShutdownResult(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.shutting_down;
   if (x0 === undefined) {
-    report(out, p, "required", "missing required property `shutting_down`");
+    $report(out, p, "required", "missing required property `shutting_down`");
   } else {
     n1: {
       if (!(typeof x0 === "boolean")) {
-        typeViolation(out, p + "/shutting_down", "boolean", x0);
+        $typeViolation(out, p + "/shutting_down", "boolean", x0);
         break n1;
       }
     }
@@ -2546,12 +2546,12 @@ export function validateSubmitParams(value: unknown, lenient = false): Violation
 }
 
 function fSubmitParams(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.task;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
-  if (!minLength(x0, 1)) return false;
-  if (!maxLength(x0, 98304)) return false;
+  if (!$minLength(x0, 1)) return false;
+  if (!$maxLength(x0, 98304)) return false;
   const x1 = v.runner;
   if (x1 !== undefined) {
     if (!fId(x1, lenient)) return false;
@@ -2559,8 +2559,8 @@ function fSubmitParams(v: unknown, lenient: boolean): boolean {
   const x2 = v.cwd;
   if (x2 !== undefined) {
     if (!(typeof x2 === "string")) return false;
-    if (!minLength(x2, 1)) return false;
-    if (!maxLength(x2, 4096)) return false;
+    if (!$minLength(x2, 1)) return false;
+    if (!$maxLength(x2, 4096)) return false;
     if (!pattern1(x2)) return false;
   }
   const x3 = v.assignment;
@@ -2587,21 +2587,21 @@ function fSubmitParams(v: unknown, lenient: boolean): boolean {
 }
 
 function cSubmitParams(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.task;
   if (x0 === undefined) {
-    report(out, p, "required", "missing required property `task`");
+    $report(out, p, "required", "missing required property `task`");
   } else {
     n1: {
       if (!(typeof x0 === "string")) {
-        typeViolation(out, p + "/task", "string", x0);
+        $typeViolation(out, p + "/task", "string", x0);
         break n1;
       }
-      if (!minLength(x0, 1)) minLengthViolation(out, p + "/task", x0, 1);
-      if (!maxLength(x0, 98304)) maxLengthViolation(out, p + "/task", x0, 98304);
+      if (!$minLength(x0, 1)) $minLengthViolation(out, p + "/task", x0, 1);
+      if (!$maxLength(x0, 98304)) $maxLengthViolation(out, p + "/task", x0, 98304);
     }
   }
   const x2 = v.runner;
@@ -2612,12 +2612,12 @@ function cSubmitParams(v: unknown, p: string, out: Violation[], lenient: boolean
   if (x3 !== undefined) {
     n4: {
       if (!(typeof x3 === "string")) {
-        typeViolation(out, p + "/cwd", "string", x3);
+        $typeViolation(out, p + "/cwd", "string", x3);
         break n4;
       }
-      if (!minLength(x3, 1)) minLengthViolation(out, p + "/cwd", x3, 1);
-      if (!maxLength(x3, 4096)) maxLengthViolation(out, p + "/cwd", x3, 4096);
-      if (!pattern1(x3)) patternViolation(out, p + "/cwd", x3, "^/[^\\u0000]*$");
+      if (!$minLength(x3, 1)) $minLengthViolation(out, p + "/cwd", x3, 1);
+      if (!$maxLength(x3, 4096)) $maxLengthViolation(out, p + "/cwd", x3, 4096);
+      if (!pattern1(x3)) $patternViolation(out, p + "/cwd", x3, "^/[^\\u0000]*$");
     }
   }
   const x5 = v.assignment;
@@ -2628,9 +2628,9 @@ function cSubmitParams(v: unknown, p: string, out: Violation[], lenient: boolean
   if (x6 !== undefined) {
     cId(x6, p + "/conversation", out, lenient);
   }
-  for (const k7 of keysOf(v)) {
+  for (const k7 of $keysOf(v)) {
     if (k7 === "task" || k7 === "runner" || k7 === "cwd" || k7 === "assignment" || k7 === "conversation") continue;
-    report(out, keyOf(p, k7), "additionalProperties", "property `" + k7 + "` is not allowed here (allowed: `task`, `runner`, `cwd`, `assignment`, `conversation`)");
+    $report(out, $keyOf(p, k7), "additionalProperties", "property `" + k7 + "` is not allowed here (allowed: `task`, `runner`, `cwd`, `assignment`, `conversation`)");
   }
 }
 
@@ -2645,7 +2645,7 @@ export function validateSubmitResult(value: unknown, lenient = false): Violation
 }
 
 function fSubmitResult(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.assignment;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -2659,39 +2659,39 @@ function fSubmitResult(v: unknown, lenient: boolean): boolean {
 }
 
 function cSubmitResult(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.assignment;
   if (x0 === undefined) {
-    report(out, p, "required", "missing required property `assignment`");
+    $report(out, p, "required", "missing required property `assignment`");
   } else {
     n1: {
       if (!(typeof x0 === "string")) {
-        typeViolation(out, p + "/assignment", "string", x0);
+        $typeViolation(out, p + "/assignment", "string", x0);
         break n1;
       }
     }
   }
   const x2 = v.conversation;
   if (x2 === undefined) {
-    report(out, p, "required", "missing required property `conversation`");
+    $report(out, p, "required", "missing required property `conversation`");
   } else {
     n3: {
       if (!(typeof x2 === "string")) {
-        typeViolation(out, p + "/conversation", "string", x2);
+        $typeViolation(out, p + "/conversation", "string", x2);
         break n3;
       }
     }
   }
   const x4 = v.result;
   if (x4 === undefined) {
-    report(out, p, "required", "missing required property `result`");
+    $report(out, p, "required", "missing required property `result`");
   } else {
     n5: {
       if (!(typeof x4 === "string")) {
-        typeViolation(out, p + "/result", "string", x4);
+        $typeViolation(out, p + "/result", "string", x4);
         break n5;
       }
     }
@@ -2710,10 +2710,10 @@ export function validateSubscribeParams(value: unknown, lenient = false): Violat
 
 function fSubscribeParams(v: unknown, lenient: boolean): boolean {
   if (v === null) return true;
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.since;
   if (x0 !== undefined) {
-    if (!(isInteger(x0))) return false;
+    if (!($isInteger(x0))) return false;
     if (x0 < 0) return false;
   }
   for (const k1 in v) {
@@ -2729,23 +2729,23 @@ function fSubscribeParams(v: unknown, lenient: boolean): boolean {
 
 function cSubscribeParams(v: unknown, p: string, out: Violation[], lenient: boolean): void {
   if (v === null) return;
-  if (!isObject(v)) {
-    typeViolation(out, p, "object or null", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object or null", v);
     return;
   }
   const x0 = v.since;
   if (x0 !== undefined) {
     n1: {
-      if (!(isInteger(x0))) {
-        typeViolation(out, p + "/since", "integer", x0);
+      if (!($isInteger(x0))) {
+        $typeViolation(out, p + "/since", "integer", x0);
         break n1;
       }
-      if (x0 < 0) boundViolation(out, p + "/since", "minimum", x0, 0);
+      if (x0 < 0) $boundViolation(out, p + "/since", "minimum", x0, 0);
     }
   }
-  for (const k2 of keysOf(v)) {
+  for (const k2 of $keysOf(v)) {
     if (k2 === "since") continue;
-    report(out, keyOf(p, k2), "additionalProperties", "property `" + k2 + "` is not allowed here (allowed: `since`)");
+    $report(out, $keyOf(p, k2), "additionalProperties", "property `" + k2 + "` is not allowed here (allowed: `since`)");
   }
 }
 
@@ -2760,29 +2760,29 @@ export function validateSubscribeResult(value: unknown, lenient = false): Violat
 }
 
 function fSubscribeResult(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.last_seq;
   if (x0 === undefined) return false;
-  if (!(isInteger(x0))) return false;
+  if (!($isInteger(x0))) return false;
   if (x0 < 0) return false;
   return true;
 }
 
 function cSubscribeResult(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.last_seq;
   if (x0 === undefined) {
-    report(out, p, "required", "missing required property `last_seq`");
+    $report(out, p, "required", "missing required property `last_seq`");
   } else {
     n1: {
-      if (!(isInteger(x0))) {
-        typeViolation(out, p + "/last_seq", "integer", x0);
+      if (!($isInteger(x0))) {
+        $typeViolation(out, p + "/last_seq", "integer", x0);
         break n1;
       }
-      if (x0 < 0) boundViolation(out, p + "/last_seq", "minimum", x0, 0);
+      if (x0 < 0) $boundViolation(out, p + "/last_seq", "minimum", x0, 0);
     }
   }
 }
@@ -2798,7 +2798,7 @@ export function validateTurn(value: unknown, lenient = false): Violation[] {
 }
 
 function fTurn(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.schema;
   if (x0 === undefined) return false;
   if (!(x0 === "openagents.agent.runner.v1")) return false;
@@ -2814,13 +2814,13 @@ function fTurn(v: unknown, lenient: boolean): boolean {
   const x4 = v.task;
   if (x4 === undefined) return false;
   if (!(typeof x4 === "string")) return false;
-  if (!minLength(x4, 1)) return false;
-  if (!maxLength(x4, 98304)) return false;
+  if (!$minLength(x4, 1)) return false;
+  if (!$maxLength(x4, 98304)) return false;
   const x5 = v.cwd;
   if (x5 === undefined) return false;
   if (!(typeof x5 === "string")) return false;
-  if (!minLength(x5, 1)) return false;
-  if (!maxLength(x5, 4096)) return false;
+  if (!$minLength(x5, 1)) return false;
+  if (!$maxLength(x5, 4096)) return false;
   if (!pattern1(x5)) return false;
   for (const k6 in v) {
     switch (k6) {
@@ -2839,69 +2839,69 @@ function fTurn(v: unknown, lenient: boolean): boolean {
 }
 
 function cTurn(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.schema;
   if (x0 === undefined) {
-    report(out, p, "required", "missing required property `schema`");
+    $report(out, p, "required", "missing required property `schema`");
   } else {
     n1: {
       if (!(x0 === "openagents.agent.runner.v1")) {
-        constViolation(out, p + "/schema", x0, "openagents.agent.runner.v1");
+        $constViolation(out, p + "/schema", x0, "openagents.agent.runner.v1");
         break n1;
       }
     }
   }
   const x2 = v.assignment;
   if (x2 === undefined) {
-    report(out, p, "required", "missing required property `assignment`");
+    $report(out, p, "required", "missing required property `assignment`");
   } else {
     cId(x2, p + "/assignment", out, lenient);
   }
   const x3 = v.conversation;
   if (x3 === undefined) {
-    report(out, p, "required", "missing required property `conversation`");
+    $report(out, p, "required", "missing required property `conversation`");
   } else {
     cId(x3, p + "/conversation", out, lenient);
   }
   const x4 = v.agent;
   if (x4 === undefined) {
-    report(out, p, "required", "missing required property `agent`");
+    $report(out, p, "required", "missing required property `agent`");
   } else {
     cAgentSpec(x4, p + "/agent", out, lenient);
   }
   const x5 = v.task;
   if (x5 === undefined) {
-    report(out, p, "required", "missing required property `task`");
+    $report(out, p, "required", "missing required property `task`");
   } else {
     n6: {
       if (!(typeof x5 === "string")) {
-        typeViolation(out, p + "/task", "string", x5);
+        $typeViolation(out, p + "/task", "string", x5);
         break n6;
       }
-      if (!minLength(x5, 1)) minLengthViolation(out, p + "/task", x5, 1);
-      if (!maxLength(x5, 98304)) maxLengthViolation(out, p + "/task", x5, 98304);
+      if (!$minLength(x5, 1)) $minLengthViolation(out, p + "/task", x5, 1);
+      if (!$maxLength(x5, 98304)) $maxLengthViolation(out, p + "/task", x5, 98304);
     }
   }
   const x7 = v.cwd;
   if (x7 === undefined) {
-    report(out, p, "required", "missing required property `cwd`");
+    $report(out, p, "required", "missing required property `cwd`");
   } else {
     n8: {
       if (!(typeof x7 === "string")) {
-        typeViolation(out, p + "/cwd", "string", x7);
+        $typeViolation(out, p + "/cwd", "string", x7);
         break n8;
       }
-      if (!minLength(x7, 1)) minLengthViolation(out, p + "/cwd", x7, 1);
-      if (!maxLength(x7, 4096)) maxLengthViolation(out, p + "/cwd", x7, 4096);
-      if (!pattern1(x7)) patternViolation(out, p + "/cwd", x7, "^/[^\\u0000]*$");
+      if (!$minLength(x7, 1)) $minLengthViolation(out, p + "/cwd", x7, 1);
+      if (!$maxLength(x7, 4096)) $maxLengthViolation(out, p + "/cwd", x7, 4096);
+      if (!pattern1(x7)) $patternViolation(out, p + "/cwd", x7, "^/[^\\u0000]*$");
     }
   }
-  for (const k9 of keysOf(v)) {
+  for (const k9 of $keysOf(v)) {
     if (k9 === "schema" || k9 === "assignment" || k9 === "conversation" || k9 === "agent" || k9 === "task" || k9 === "cwd") continue;
-    report(out, keyOf(p, k9), "additionalProperties", "property `" + k9 + "` is not allowed here (allowed: `schema`, `assignment`, `conversation`, `agent`, `task`, `cwd`)");
+    $report(out, $keyOf(p, k9), "additionalProperties", "property `" + k9 + "` is not allowed here (allowed: `schema`, `assignment`, `conversation`, `agent`, `task`, `cwd`)");
   }
 }
 
@@ -2916,77 +2916,77 @@ export function validateTurnCounters(value: unknown, lenient = false): Violation
 }
 
 function fTurnCounters(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.submitted;
   if (x0 === undefined) return false;
-  if (!(isInteger(x0))) return false;
+  if (!($isInteger(x0))) return false;
   if (x0 < 0) return false;
   const x1 = v.completed;
   if (x1 === undefined) return false;
-  if (!(isInteger(x1))) return false;
+  if (!($isInteger(x1))) return false;
   if (x1 < 0) return false;
   const x2 = v.failed;
   if (x2 === undefined) return false;
-  if (!(isInteger(x2))) return false;
+  if (!($isInteger(x2))) return false;
   if (x2 < 0) return false;
   const x3 = v.interrupted;
   if (x3 === undefined) return false;
-  if (!(isInteger(x3))) return false;
+  if (!($isInteger(x3))) return false;
   if (x3 < 0) return false;
   return true;
 }
 
 function cTurnCounters(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.submitted;
   if (x0 === undefined) {
-    report(out, p, "required", "missing required property `submitted`");
+    $report(out, p, "required", "missing required property `submitted`");
   } else {
     n1: {
-      if (!(isInteger(x0))) {
-        typeViolation(out, p + "/submitted", "integer", x0);
+      if (!($isInteger(x0))) {
+        $typeViolation(out, p + "/submitted", "integer", x0);
         break n1;
       }
-      if (x0 < 0) boundViolation(out, p + "/submitted", "minimum", x0, 0);
+      if (x0 < 0) $boundViolation(out, p + "/submitted", "minimum", x0, 0);
     }
   }
   const x2 = v.completed;
   if (x2 === undefined) {
-    report(out, p, "required", "missing required property `completed`");
+    $report(out, p, "required", "missing required property `completed`");
   } else {
     n3: {
-      if (!(isInteger(x2))) {
-        typeViolation(out, p + "/completed", "integer", x2);
+      if (!($isInteger(x2))) {
+        $typeViolation(out, p + "/completed", "integer", x2);
         break n3;
       }
-      if (x2 < 0) boundViolation(out, p + "/completed", "minimum", x2, 0);
+      if (x2 < 0) $boundViolation(out, p + "/completed", "minimum", x2, 0);
     }
   }
   const x4 = v.failed;
   if (x4 === undefined) {
-    report(out, p, "required", "missing required property `failed`");
+    $report(out, p, "required", "missing required property `failed`");
   } else {
     n5: {
-      if (!(isInteger(x4))) {
-        typeViolation(out, p + "/failed", "integer", x4);
+      if (!($isInteger(x4))) {
+        $typeViolation(out, p + "/failed", "integer", x4);
         break n5;
       }
-      if (x4 < 0) boundViolation(out, p + "/failed", "minimum", x4, 0);
+      if (x4 < 0) $boundViolation(out, p + "/failed", "minimum", x4, 0);
     }
   }
   const x6 = v.interrupted;
   if (x6 === undefined) {
-    report(out, p, "required", "missing required property `interrupted`");
+    $report(out, p, "required", "missing required property `interrupted`");
   } else {
     n7: {
-      if (!(isInteger(x6))) {
-        typeViolation(out, p + "/interrupted", "integer", x6);
+      if (!($isInteger(x6))) {
+        $typeViolation(out, p + "/interrupted", "integer", x6);
         break n7;
       }
-      if (x6 < 0) boundViolation(out, p + "/interrupted", "minimum", x6, 0);
+      if (x6 < 0) $boundViolation(out, p + "/interrupted", "minimum", x6, 0);
     }
   }
 }
@@ -3002,7 +3002,7 @@ export function validateViolation(value: unknown, lenient = false): Violation[] 
 }
 
 function fViolation(v: unknown, lenient: boolean): boolean {
-  if (!isObject(v)) return false;
+  if (!$isObject(v)) return false;
   const x0 = v.pointer;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -3016,39 +3016,39 @@ function fViolation(v: unknown, lenient: boolean): boolean {
 }
 
 function cViolation(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  if (!isObject(v)) {
-    typeViolation(out, p, "object", v);
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
     return;
   }
   const x0 = v.pointer;
   if (x0 === undefined) {
-    report(out, p, "required", "missing required property `pointer`");
+    $report(out, p, "required", "missing required property `pointer`");
   } else {
     n1: {
       if (!(typeof x0 === "string")) {
-        typeViolation(out, p + "/pointer", "string", x0);
+        $typeViolation(out, p + "/pointer", "string", x0);
         break n1;
       }
     }
   }
   const x2 = v.keyword;
   if (x2 === undefined) {
-    report(out, p, "required", "missing required property `keyword`");
+    $report(out, p, "required", "missing required property `keyword`");
   } else {
     n3: {
       if (!(typeof x2 === "string")) {
-        typeViolation(out, p + "/keyword", "string", x2);
+        $typeViolation(out, p + "/keyword", "string", x2);
         break n3;
       }
     }
   }
   const x4 = v.message;
   if (x4 === undefined) {
-    report(out, p, "required", "missing required property `message`");
+    $report(out, p, "required", "missing required property `message`");
   } else {
     n5: {
       if (!(typeof x4 === "string")) {
-        typeViolation(out, p + "/message", "string", x4);
+        $typeViolation(out, p + "/message", "string", x4);
         break n5;
       }
     }
@@ -3164,7 +3164,7 @@ export function validate(name: T.TypeName, value: unknown, lenient = false): Vio
 function explained(explain: Explain, value: unknown, lenient: boolean): Violation[] {
   const out: Violation[] = [];
   explain(value, "", out, lenient);
-  if (out.length === 0) report(out, "", "type", "the fast and the explaining validator disagree; please report this");
+  if (out.length === 0) $report(out, "", "type", "the fast and the explaining validator disagree; please report this");
   return out;
 }
 
@@ -3308,14 +3308,14 @@ function cp$RpcDiscover(v: unknown, p: string, out: Violation[], lenient: boolea
 }
 
 function fr$RpcDiscover(v: unknown, lenient: boolean): boolean {
-  if (!(isObject(v))) return false;
+  if (!($isObject(v))) return false;
   return true;
 }
 
 function cr$RpcDiscover(v: unknown, p: string, out: Violation[], lenient: boolean): void {
   n0: {
-    if (!(isObject(v))) {
-      typeViolation(out, p, "object", v);
+    if (!($isObject(v))) {
+      $typeViolation(out, p, "object", v);
       break n0;
     }
   }

@@ -30,6 +30,7 @@ _T = TypeVar("_T")
 
 SUBMIT: Final[_rt.MethodSpec[m.SubmitResult]] = _rt.MethodSpec(
     "submit",
+    attr="submit",
     params=m.SubmitParams,
     params_adapter=None,
     params_required=True,
@@ -39,6 +40,7 @@ SUBMIT: Final[_rt.MethodSpec[m.SubmitResult]] = _rt.MethodSpec(
 
 INTERRUPT: Final[_rt.MethodSpec[m.InterruptResult]] = _rt.MethodSpec(
     "interrupt",
+    attr="interrupt",
     params=m.NoParams,
     params_adapter=None,
     params_required=False,
@@ -48,6 +50,7 @@ INTERRUPT: Final[_rt.MethodSpec[m.InterruptResult]] = _rt.MethodSpec(
 
 STATUS: Final[_rt.MethodSpec[m.RuntimeStatus]] = _rt.MethodSpec(
     "status",
+    attr="status",
     params=m.NoParams,
     params_adapter=None,
     params_required=False,
@@ -57,6 +60,7 @@ STATUS: Final[_rt.MethodSpec[m.RuntimeStatus]] = _rt.MethodSpec(
 
 SHUTDOWN: Final[_rt.MethodSpec[m.ShutdownResult]] = _rt.MethodSpec(
     "shutdown",
+    attr="shutdown",
     params=m.NoParams,
     params_adapter=None,
     params_required=False,
@@ -66,6 +70,7 @@ SHUTDOWN: Final[_rt.MethodSpec[m.ShutdownResult]] = _rt.MethodSpec(
 
 RELEASE: Final[_rt.MethodSpec[m.ReleaseResult]] = _rt.MethodSpec(
     "release",
+    attr="release",
     params=m.NoParams,
     params_adapter=None,
     params_required=False,
@@ -75,6 +80,7 @@ RELEASE: Final[_rt.MethodSpec[m.ReleaseResult]] = _rt.MethodSpec(
 
 SUBSCRIBE: Final[_rt.MethodSpec[m.SubscribeResult]] = _rt.MethodSpec(
     "subscribe",
+    attr="subscribe",
     params=m.SubscribeParams,
     params_adapter=None,
     params_required=False,
@@ -84,6 +90,7 @@ SUBSCRIBE: Final[_rt.MethodSpec[m.SubscribeResult]] = _rt.MethodSpec(
 
 RPC_DISCOVER: Final[_rt.MethodSpec[dict[str, JsonValue]]] = _rt.MethodSpec(
     "rpc.discover",
+    attr="rpc_discover",
     params=m.NoParams,
     params_adapter=None,
     params_required=False,

@@ -940,9 +940,9 @@ class Turn(_rt.Model):
     model_config = _rt.CLOSED
 
     schema_: Annotated[
-        Annotated[Literal["openagents.agent.runner.v1"], _rt.Const("openagents.agent.runner.v1")],
-        Field(alias="schema"),
-    ]
+        Literal["openagents.agent.runner.v1"],
+        _rt.Const("openagents.agent.runner.v1"),
+    ] = Field(alias="schema")
     """The runner contract version; must equal `VERSION`."""
 
     assignment: Id

@@ -49,6 +49,7 @@ class _Subscriber(EventSource):
         self._wake = asyncio.Event()
         self._ended = False
         self._open = False
+        self._closed = False
 
     async def open(self) -> None:
         if not self._open:
@@ -81,9 +82,12 @@ class _Subscriber(EventSource):
                     if event.seq <= self._last:
                         continue  # a replay after `subscribe`: already delivered
                     self._last = event.seq
+                if isinstance(event.event, RuntimeEventShuttingDown):
+                    self._ended = True  # the runtime's last event
+                    self._queue.clear()
                 return event
             if self._ended:
-                if self._t._failure is not None and not self._t._shut_down:
+                if self._t._failure is not None and not self._t._shut_down and not self._closed:
                     raise self._t._failure
                 return None
             self._wake.clear()
@@ -91,6 +95,7 @@ class _Subscriber(EventSource):
 
     async def aclose(self) -> None:
         self._t._subscribers.discard(self)
+        self._closed = True
         self._end()
 
 
@@ -256,6 +261,10 @@ class StdioTransport(Transport):
                     self._proc.stdin.write(line + b"\n")
                     await self._proc.stdin.drain()
             except (ConnectionError, RuntimeError) as e:
+                # The server is gone: say why (its exit code and stderr), once the reader knows.
+                if self._reader is not None:
+                    with contextlib.suppress(Exception, asyncio.CancelledError):
+                        await asyncio.wait_for(asyncio.shield(self._reader), 3.0)
                 if self._failure is not None:
                     raise self._failure from e
                 raise TransportError(f"cannot write to the server: {e}") from e
@@ -265,6 +274,8 @@ class StdioTransport(Transport):
                 raise TimeoutError(f"no answer to `{method}` within {timeout} s") from None
         finally:
             self._pending.pop(request_id, None)
+            if fut.done() and not fut.cancelled():
+                fut.exception()  # retrieved: the failure is raised another way
         return decode_response(doc)
 
     def events(self, since: int | None) -> EventSource:

@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""Python client overhead, side by side with raw httpx, in one run (a benchmark, not a test).
+
+1. `status` calls per second over HTTP: the typed client (`AsyncClient.status()`, `Client.status()`:
+   request built from the generated method, response checked and decoded into `RuntimeStatus`)
+   against raw httpx posting the same JSON body and decoding it with `json.loads`; one call at a
+   time, and 16 in flight.
+2. Event throughput: the client's SSE parser and `ServerEvent` validation against `json.loads` of
+   each `data:` line, over the same recorded event stream (no network, so it is the client's own
+   cost), and end to end: one turn of 20,000 text events through a real runtime.
+
+It starts `openagents serve --http --runner echo` itself, with a temporary operator configuration
+and registry; build first with `cargo build -p openagents-cli -p openagents-runner`.
+
+    .venv/bin/python clients/python/bench/bench_status.py [--seconds 2] [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import httpx
+
+from openagents import AsyncClient, Client
+from openagents.models import RuntimeEventLagged, RuntimeEventTurnCompleted, RuntimeEventTurnFailed
+from openagents.transport.http import HttpTransport
+
+REPO = Path(__file__).resolve().parents[3]
+TERMINAL = (RuntimeEventTurnCompleted, RuntimeEventTurnFailed)
+
+
+def start_server(tmp: Path) -> tuple[subprocess.Popen[bytes], str, str]:
+    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target")) / "debug"
+    (tmp / "config.toml").write_text("[capabilities.server]\nenabled = true\n")
+    (tmp / "runners.toml").write_text(
+        f"[runners.echo]\ncommand = {json.dumps(str(target / 'openagents-runner-echo'))}\n"
+    )
+    env = {
+        **os.environ,
+        "OPENAGENTS_CONFIG": str(tmp / "config.toml"),
+        "OPENAGENTS_RUNNERS": str(tmp / "runners.toml"),
+        "XDG_RUNTIME_DIR": str(tmp),
+    }
+    proc = subprocess.Popen(
+        [str(target / "openagents"), "serve", "--http", "--runner", "echo"], env=env, stdout=subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    ready = json.loads(proc.stdout.readline())
+    return proc, ready["url"], ready["token_file"]
+
+
+async def rate_async(call: Callable[[], Awaitable[object]], seconds: float, concurrency: int = 1) -> float:
+    for _ in range(50):
+        await call()
+    n = 0
+    deadline = time.perf_counter() + seconds
+
+    async def worker() -> None:
+        nonlocal n
+        while time.perf_counter() < deadline:
+            await call()
+            n += 1
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return n / (time.perf_counter() - start)
+
+
+def rate_sync(call: Callable[[], object], seconds: float) -> float:
+    for _ in range(50):
+        call()
+    n = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    while time.perf_counter() < deadline:
+        call()
+        n += 1
+    return n / (time.perf_counter() - start)
+
+
+async def status_rates(url: str, token: str, seconds: float) -> list[tuple[str, float, float]]:
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    body = json.dumps({"id": 1, "method": "status"}).encode()
+    rows = []
+    async with httpx.AsyncClient(base_url=url, headers=headers) as raw, AsyncClient.http(url, token=token) as client:
+
+        async def raw_status() -> object:
+            r = await raw.post("rpc", content=body)
+            return json.loads(r.content)["result"]
+
+        async def typed_status() -> object:
+            return await client.status()
+
+        for conc in (1, 16):
+            r = await rate_async(raw_status, seconds, conc)
+            t = await rate_async(typed_status, seconds, conc)
+            rows.append((f"status, async, {conc} in flight", r, t))
+    with httpx.Client(base_url=url, headers=headers) as raw_sync, Client.http(url, token=token) as sync:
+        r = rate_sync(lambda: json.loads(raw_sync.post("rpc", content=body).content)["result"], seconds)
+        t = rate_sync(sync.status, seconds)
+        rows.append(("status, blocking Client", r, t))
+    return rows
+
+
+async def record_stream(url: str, token: str, words: int) -> tuple[bytes, int]:
+    """The raw SSE bytes of one turn of `words` text events (replayed from the runtime's buffer)."""
+    async with AsyncClient.http(url, token=token) as client:
+        before = (await client.status()).last_seq
+        await client.submit(" ".join(["w"] * words))
+        after = (await client.status()).last_seq
+    chunks = []
+    headers = {"Authorization": f"Bearer {token}", "Last-Event-ID": str(max(before, after - 1000))}
+    async with httpx.AsyncClient(base_url=url) as raw, raw.stream("GET", "events", headers=headers) as r:
+        async for chunk in r.aiter_raw():
+            chunks.append(chunk)
+            if b"turn_completed" in chunk:
+                break
+    data = b"".join(chunks)
+    return data, data.count(b"\ndata:") + data.startswith(b"data:")
+
+
+def parse_rates(data: bytes, events: int, seconds: float) -> tuple[float, float]:
+    """Events per second: `json.loads` of each data line, against the client's SSE parser with
+    `ServerEvent` validation (the same code path as a live stream)."""
+    from openagents.transport.http import _Sse
+
+    def raw() -> None:
+        for line in data.split(b"\n"):
+            if line.startswith(b"data:"):
+                json.loads(line[5:])
+
+    class Replay:
+        def __init__(self) -> None:
+            self.done = False
+
+        def __aiter__(self) -> Replay:
+            return self
+
+        async def __anext__(self) -> bytes:
+            if self.done:
+                raise StopAsyncIteration
+            self.done = True
+            return data
+
+    async def typed_once() -> None:
+        sse = _Sse.__new__(_Sse)
+        sse._buffer = bytearray()
+        sse._chunks = Replay()
+        while await sse._event() is not None:
+            pass
+
+    def typed() -> None:
+        asyncio.run(typed_once())
+
+    def per_second(fn: Callable[[], None]) -> float:
+        fn()
+        n, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            fn()
+            n += 1
+        return n * events / (time.perf_counter() - start)
+
+    return per_second(raw), per_second(typed)
+
+
+async def end_to_end(url: str, token: str, words: int) -> tuple[tuple[float, int, int], tuple[float, int, int]]:
+    """One turn of `words` text events, watched live by raw httpx and then by the client: events
+    per second delivered, events delivered, events missed (`lagged`)."""
+
+    async def raw_watch(client: AsyncClient) -> tuple[float, int, int]:
+        headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
+        got = missed = 0
+        async with (
+            httpx.AsyncClient(base_url=url, timeout=None) as raw,
+            raw.stream("GET", "events", headers=headers) as r,
+        ):
+            submit = asyncio.create_task(client.submit(" ".join(["w"] * words)))
+            start = time.perf_counter()
+            async for line in r.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                ev = json.loads(line[5:])["event"]
+                got += 1
+                if ev["type"] == "lagged":
+                    missed += ev["missed"]
+                if ev["type"] in ("turn_completed", "turn_failed"):
+                    break
+            elapsed = time.perf_counter() - start
+            await submit
+        return got / elapsed, got, missed
+
+    async def typed_watch(client: AsyncClient) -> tuple[float, int, int]:
+        got = missed = 0
+        async with client.events() as events:
+            submit = asyncio.create_task(client.submit(" ".join(["w"] * words)))
+            start = time.perf_counter()
+            async for ev in events:
+                got += 1
+                if isinstance(ev.event, RuntimeEventLagged):
+                    missed += ev.event.missed
+                if isinstance(ev.event, TERMINAL):
+                    break
+            elapsed = time.perf_counter() - start
+            await submit
+        return got / elapsed, got, missed
+
+    async with AsyncClient(HttpTransport(url, token=token)) as client:
+        raw = await raw_watch(client)
+        typed = await typed_watch(client)
+    return raw, typed
+
+
+def fmt(n: float) -> str:
+    return f"{n:,.0f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=2.0, help="how long each measurement runs")
+    parser.add_argument("--words", type=int, default=20000, help="text events in the end-to-end turn")
+    parser.add_argument("--markdown", action="store_true", help="print a Markdown section for BENCHMARKS.md")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, url, token_file = start_server(Path(tmp))
+        token = Path(token_file).read_text().strip()
+        try:
+            rows = asyncio.run(status_rates(url, token, args.seconds))
+            data, events = asyncio.run(record_stream(url, token, 1000))
+            raw_parse, typed_parse = parse_rates(data, events, args.seconds)
+            (raw_rate, raw_got, raw_missed), (typed_rate, typed_got, typed_missed) = asyncio.run(
+                end_to_end(url, token, args.words)
+            )
+        finally:
+            proc.kill()
+            proc.wait()
+    lines = [
+        "| measurement | raw httpx | openagents client | client / raw |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for name, raw, typed in rows:
+        lines.append(f"| {name} (calls/s) | {fmt(raw)} | {fmt(typed)} | {typed / raw:.2f} |")
+    lines.append(
+        f"| events: SSE parse + decode, no network ({events} events; events/s) | {fmt(raw_parse)} |"
+        f" {fmt(typed_parse)} | {typed_parse / raw_parse:.2f} |"
+    )
+    lines.append(
+        f"| events: one live turn of {args.words} text events (events/s delivered) | {fmt(raw_rate)} |"
+        f" {fmt(typed_rate)} | {typed_rate / raw_rate:.2f} |"
+    )
+    lines.append(
+        f"| events: delivered / missed (`lagged`) in that turn | {raw_got} / {raw_missed} |"
+        f" {typed_got} / {typed_missed} | |"
+    )
+    table = "\n".join(lines)
+    if args.markdown:
+        print("## Python client overhead\n")
+        print(
+            "`status` calls per second over HTTP and event throughput, the Python client (generated methods,"
+            " pydantic-validated results and events) side by side with raw httpx posting the same JSON and"
+            " `json.loads` on each event, in one run on loopback (2-core machine, Python"
+            f" {sys.version.split()[0]}, debug build of the runtime).\n"
+        )
+        print("```sh\n.venv/bin/python clients/python/bench/bench_status.py --markdown\n```\n")
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The Python client's checks, as `make test` runs them: creates .venv at the repository root if it
+# is missing, installs the package (editable) and the pinned dev requirements, builds the
+# `openagents` binary the tests drive, then runs ruff (lint and format), mypy --strict and pytest.
+# Needs only python3 (3.10 or newer) and cargo.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+venv="$root/.venv"
+py="$venv/bin/python"
+
+if [ ! -x "$py" ]; then
+    echo "== creating $venv"
+    python3 -m venv "$venv"
+fi
+echo "== installing the package (editable) and the dev requirements"
+"$py" -m pip install --quiet --disable-pip-version-check -r "$here/requirements-dev.txt"
+"$py" -m pip install --quiet --disable-pip-version-check --no-deps -e "$here"
+
+echo "== building the openagents binary and the example runners"
+(cd "$root" && cargo build --quiet --locked -p openagents-cli -p openagents-runner)
+
+cd "$here"
+echo "== ruff check"
+"$venv/bin/ruff" check src tests examples bench
+echo "== ruff format --check (the generated modules must already be formatted)"
+"$venv/bin/ruff" format --check src tests examples bench
+echo "== mypy --strict"
+"$venv/bin/mypy"
+echo "== pytest"
+"$py" -m pytest -q "$@"

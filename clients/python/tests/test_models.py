@@ -1,0 +1,168 @@
+"""The generated models as a client uses them: open and closed objects, explicit unknown values,
+`null` versus missing, wire round trips, constants, and the exception of every error code."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import TypeAdapter, ValidationError
+
+import openagents
+from openagents import constants, errors, models
+from openagents._generated import methods
+
+
+def test_constants_are_generated() -> None:
+    assert constants.VERSION == "openagents.agent.runner.v1"
+    assert constants.MAX_FRAME == 98304
+    assert constants.MAX_OUTPUT == 1048576
+    assert constants.SERVER_MAX_LINE_BYTES == 16 * 1024 * 1024
+    assert constants.SERVER_EVENT_CHANNEL_CAPACITY == 1024
+    assert openagents.MAX_FRAME == constants.MAX_FRAME
+
+
+def test_an_unknown_event_kind_is_an_explicit_unknown_value() -> None:
+    ev = models.ServerEvent.from_wire({"seq": 3, "event": {"type": "turn_paused", "reason": "x"}})
+    assert isinstance(ev.event, models.UnknownRuntimeEvent)
+    assert ev.event.type == "turn_paused"
+    assert ev.event.model_extra == {"reason": "x"}
+    # It goes back on the wire as it came.
+    assert ev.to_wire() == {"seq": 3, "event": {"type": "turn_paused", "reason": "x"}}
+    # The strict check (the Rust validator's) refuses it, at the tag.
+    with pytest.raises(ValidationError) as info:
+        models.ServerEvent.from_wire({"seq": 3, "event": {"type": "turn_paused"}}, strict=True)
+    assert info.value.errors()[0]["loc"] == ("event", "type")
+
+
+def test_a_closed_union_refuses_an_unknown_kind() -> None:
+    with pytest.raises(ValidationError) as info:
+        TypeAdapter(models.Event).validate_python({"type": "paused"})
+    assert info.value.errors()[0]["type"] == "oneOf"
+    assert info.value.errors()[0]["loc"] == ("type",)
+
+
+def test_an_unknown_enum_value_is_kept_as_a_string() -> None:
+    status = {
+        "state": "paused",
+        "active_turn": None,
+        "counters": {"submitted": 0, "completed": 0, "failed": 0, "interrupted": 0},
+        "last_seq": 0,
+        "subscribers": 0,
+        "lease": None,
+        "schema_version": "openagents.agent.runner.v1",
+        "limits": {"max_frame": 1, "max_output": 1, "max_line_bytes": 1, "event_channel_capacity": 1},
+        "uptime_ms": 5,
+    }
+    s = models.RuntimeStatus.from_wire(status)
+    assert s.state == "paused" and not isinstance(s.state, models.RuntimeState)
+    assert s.model_extra is not None and s.model_extra["uptime_ms"] == 5
+    known = models.RuntimeStatus.from_wire({**status, "state": "idle"})
+    assert known.state is models.RuntimeState.IDLE
+
+
+def test_closed_objects_refuse_unknown_fields_and_open_ones_keep_them() -> None:
+    with pytest.raises(ValidationError) as info:
+        models.AgentSpec.from_wire({"runner": "echo", "command": "/bin/sh"})
+    assert info.value.errors()[0]["type"] == "extra_forbidden"
+    r = models.SubmitResult.from_wire({"assignment": "a", "conversation": "c", "result": "r", "cost": 1})
+    assert r.to_wire()["cost"] == 1
+
+
+def test_null_is_not_missing() -> None:
+    ok = models.ServerEvent.from_wire({"seq": 1, "event": {"type": "shutting_down"}})
+    assert ok.time_ms is None and "time_ms" not in ok.to_wire()
+    with pytest.raises(ValidationError):
+        models.ServerEvent.from_wire({"seq": 1, "time_ms": None, "event": {"type": "shutting_down"}})
+    # A required nullable property keeps its null on the wire.
+    st = models.RuntimeStatus.model_fields["active_turn"]
+    assert st.is_required()
+
+
+def test_integers_accept_whole_floats_only() -> None:
+    assert (
+        models.TurnCounters.from_wire({"submitted": 1.0, "completed": 0, "failed": 0, "interrupted": 0}).submitted == 1
+    )
+    for bad in (1.5, "1", True):
+        with pytest.raises(ValidationError):
+            models.TurnCounters.from_wire({"submitted": bad, "completed": 0, "failed": 0, "interrupted": 0})
+
+
+def test_the_turn_round_trips_with_its_json_names() -> None:
+    line = (
+        '{"schema":"openagents.agent.runner.v1","assignment":"a1","conversation":"c1",'
+        '"agent":{"runner":"echo"},"task":"hi","cwd":"/tmp"}'
+    )
+    turn = models.Turn.from_json(line)
+    assert turn.schema_ == constants.VERSION
+    assert turn.to_json() == line
+    built = models.Turn(
+        schema=constants.VERSION,
+        assignment="a1",
+        conversation="c1",
+        agent=models.AgentSpec(runner="echo"),
+        task="hi",
+        cwd="/tmp",
+    )
+    assert built == turn
+    # The Python name is not a wire name.
+    with pytest.raises(ValidationError):
+        models.Turn.from_wire({**turn.to_wire(), "schema_": constants.VERSION})
+
+
+def test_patterns_follow_ecma_262() -> None:
+    assert openagents.validate("Id", "abc") == []
+    assert [v.keyword for v in openagents.validate("Id", "abc\n")] == ["pattern"]
+    assert openagents.validate("Turn", {**_turn(), "cwd": "/tmp\n"}) == []
+    assert [v.pointer for v in openagents.validate("Turn", {**_turn(), "cwd": "/a\u0000b"})] == ["/cwd"]
+
+
+def _turn() -> dict[str, object]:
+    return {
+        "schema": "openagents.agent.runner.v1",
+        "assignment": "a1",
+        "conversation": "c1",
+        "agent": {"runner": "echo"},
+        "task": "hi",
+        "cwd": "/tmp",
+    }
+
+
+@pytest.mark.parametrize("code", list(models.ErrorCode))
+def test_every_error_code_has_its_exception(code: models.ErrorCode) -> None:
+    err = models.RuntimeSubmitError(code=code, message="m", retryable=True)
+    exc = errors.exception_for(err, None)
+    assert type(exc) is errors.BY_CODE[code.value]
+    assert isinstance(exc, errors.RuntimeSubmitException) and isinstance(exc, openagents.OpenAgentsError)
+    assert exc.code is code and exc.message == "m"
+    assert exc.rpc_code == type(exc).RPC_CODE and exc.rpc_code != -32000
+    assert exc.retryable == type(exc).RETRYABLE
+
+
+def test_an_unknown_error_code_is_the_base_class_and_not_retryable() -> None:
+    err = models.RuntimeSubmitError.from_wire({"code": "teapot", "message": "short and stout", "retryable": True})
+    exc = errors.exception_for(err, -32099)
+    assert type(exc) is errors.RuntimeSubmitException
+    assert exc.code == "teapot" and exc.retryable is False and exc.rpc_code == -32099
+
+
+def test_documented_retry_hints() -> None:
+    assert errors.BusyError.RETRYABLE is True and errors.BusyError.RPC_CODE == -32003
+    assert errors.InvalidParamsError.RETRYABLE is False and errors.InvalidParamsError.RPC_CODE == -32602
+
+
+def test_one_method_per_schema_branch() -> None:
+    names = list(methods.METHODS)
+    assert names[:4] == ["submit", "interrupt", "status", "shutdown"]
+    for name, spec in methods.METHODS.items():
+        assert spec.name == name
+        assert callable(getattr(methods.AsyncMethods, spec.attr))
+        assert callable(getattr(methods.Methods, spec.attr))
+
+
+def test_generated_methods_do_not_collide_with_client_members() -> None:
+    from openagents.client import AsyncClient, Client
+
+    own = {"call", "events", "aclose", "close", "stdio", "http", "transport"}
+    for spec in methods.METHODS.values():
+        assert spec.attr not in own
+        assert getattr(AsyncClient, spec.attr) is getattr(methods.AsyncMethods, spec.attr)
+        assert getattr(Client, spec.attr) is getattr(methods.Methods, spec.attr)

@@ -1,0 +1,114 @@
+/**
+ * The stdio transport: a real `openagents serve --stdio` child driving a real Node.js runner,
+ * with events as `{"event": …}` notifications between responses.
+ */
+
+import assert from "node:assert/strict";
+import { after, test } from "node:test";
+
+import { InterruptedError, RunnerNotFoundError, TransportError } from "@openagents/client";
+import type { ServerEvent } from "@openagents/client";
+import { connectStdio, StdioTransport } from "@openagents/client/node";
+
+import { BIN, Setup } from "./helpers.js";
+
+const setup = new Setup("stdio");
+after(() => setup.cleanup());
+
+test("a turn over stdio, with its events and typed errors", async () => {
+  const client = connectStdio({ runner: "echo-ts", bin: BIN, env: setup.env, cwd: setup.dir });
+  try {
+    assert.equal((await client.status()).state, "idle");
+    const events: ServerEvent[] = [];
+    const result = await client.runTurn({ task: "hello over stdio" }, { onEvent: (e) => events.push(e) });
+    assert.equal(result.result, "hello over stdio");
+    assert.deepEqual(
+      events.map((e) => e.event.type),
+      ["turn_started", "text", "text", "text", "turn_completed"],
+    );
+    await assert.rejects(client.submit({ task: "x", runner: "missing" }), (e: unknown) => e instanceof RunnerNotFoundError && e.details?.known?.includes("behave") === true);
+    // Requests run concurrently: a status answers while a submit is in flight.
+    const slow = client.submit({ task: "words a b c", runner: "behave" });
+    assert.equal(typeof (await client.status()).counters.submitted, "number");
+    assert.equal((await slow).result, "words a b c");
+  } finally {
+    await client.close();
+  }
+});
+
+test("aborting a submit over stdio interrupts the turn", async () => {
+  const client = connectStdio({ runner: "behave", bin: BIN, env: setup.env, cwd: setup.dir });
+  try {
+    const controller = new AbortController();
+    const stream = client.events();
+    await stream.ready;
+    const submitted = client.submit({ task: "hang" }, { signal: controller.signal });
+    for await (const ev of stream) {
+      if (ev.event.type === "text") controller.abort();
+      if (ev.event.type === "turn_failed") break;
+    }
+    await assert.rejects(submitted, (e: unknown) => e instanceof InterruptedError);
+    assert.equal((await client.status()).counters.interrupted, 1);
+  } finally {
+    await client.close();
+  }
+});
+
+test("events since a point are replayed through the subscribe method", async () => {
+  const client = connectStdio({ runner: "echo-ts", bin: BIN, env: setup.env, cwd: setup.dir });
+  try {
+    await client.submit({ task: "one two" });
+    const seqs: number[] = [];
+    const stream = client.events({ since: 0 });
+    await stream.ready;
+    for await (const ev of stream) {
+      seqs.push(ev.seq);
+      if (ev.event.type === "turn_completed") break;
+    }
+    assert.deepEqual(seqs, [1, 2, 3, 4]);
+  } finally {
+    await client.close();
+  }
+});
+
+test("shutdown ends the runtime; later requests fail as transport errors", async () => {
+  const transport = StdioTransport.spawn({ runner: "echo-ts", bin: BIN, env: setup.env, cwd: setup.dir });
+  const { OpenAgentsClient } = await import("@openagents/client");
+  const client = new OpenAgentsClient(transport);
+  const stream = client.events();
+  const kinds: string[] = [];
+  const reading = (async () => {
+    for await (const ev of stream) kinds.push(ev.event.type);
+  })();
+  assert.deepEqual(await client.shutdown(), { shutting_down: true });
+  await reading;
+  assert.deepEqual(kinds, ["shutting_down"]);
+  await new Promise((r) => transport.child.once("close", r).exitCode !== null && r(undefined));
+  await assert.rejects(client.status(), (e: unknown) => e instanceof TransportError && /the runtime exited \(exit code 0\)/.test(e.message));
+  await client.close();
+});
+
+test("OPENAGENTS_BIN names the binary; a runtime that cannot start is a transport error", async () => {
+  const saved = process.env.OPENAGENTS_BIN;
+  process.env.OPENAGENTS_BIN = BIN;
+  try {
+    const client = connectStdio({ runner: "echo-ts", env: setup.env, cwd: setup.dir });
+    assert.equal((await client.status()).state, "idle");
+    await client.close();
+  } finally {
+    if (saved === undefined) delete process.env.OPENAGENTS_BIN;
+    else process.env.OPENAGENTS_BIN = saved;
+  }
+  const missing = connectStdio({ runner: "echo-ts", bin: "/nonexistent/openagents", env: setup.env });
+  await assert.rejects(missing.status(), (e: unknown) => e instanceof TransportError && /cannot run the runtime/.test(e.message));
+  await missing.close();
+  // The operator has not enabled the server: the child says so, and the error quotes it.
+  const off = new Setup("stdio-off", { enabled: false });
+  try {
+    const refused = connectStdio({ runner: "echo-ts", bin: BIN, env: off.env, cwd: off.dir });
+    await assert.rejects(refused.status(), (e: unknown) => e instanceof TransportError && /the server is off/.test(e.message));
+    await refused.close();
+  } finally {
+    off.cleanup();
+  }
+});

@@ -1,0 +1,5 @@
+//! Fuzz target `frame`: the input goes to `openagents_hardening::oracles::frame`, which panics when
+//! an invariant breaks (see tests/hardening/src/oracles.rs).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| openagents_hardening::oracles::frame(data));

@@ -1,0 +1,5 @@
+//! Fuzz target `rpc_engine`: the input goes to `openagents_hardening::oracles::rpc_engine`, which panics when
+//! an invariant breaks (see tests/hardening/src/oracles.rs).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| openagents_hardening::oracles::rpc_engine(data));
