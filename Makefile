@@ -1,14 +1,17 @@
 # openagents — entry points. Every target installs what it needs itself.
 #   make demo      build, run a turn through the echo runner, validate sample documents and show refused ones
-#   make test      everything CI runs
-#   make codegen   regenerate checked-in generated files (snapshots of the generator's output)
+#   make test      everything CI runs: Rust, the Python client, the TypeScript client
+#   make codegen   regenerate every checked-in generated file (clients, snapshots)
+#   make compat    the compatibility verdict of the current schema against the published history
 #   make bench     benchmarks (not part of make test)
+#   make fuzz      coverage-guided fuzzing for a bounded time (not part of make test)
+#   make soak      a bounded soak over every transport (not part of make test)
 
 CARGO ?= cargo
 BIN := target/debug/openagents
 SAMPLES := tests/samples
 
-.PHONY: all build demo test codegen check-codegen bench clean
+.PHONY: all build demo test test-rust test-python test-typescript codegen check-codegen compat bench fuzz soak clean
 
 all: build
 
@@ -46,20 +49,42 @@ demo: build $(DEMO)/runners.toml
 	@echo "== echo '{\"a\":' | openagents validate Turn   (not JSON)"
 	@echo '{"a":' | $(BIN) validate Turn; code=$$?; echo "refused (exit $$code)"; test $$code -eq 2
 
-test:
+test: test-rust test-python test-typescript
+
+test-rust:
 	$(CARGO) test --workspace --locked
 	$(MAKE) check-codegen
+
+test-python:
+	bash clients/python/run-tests.sh
+
+test-typescript:
+	bash clients/typescript/run-tests.sh
 
 # The generator's checked-in output must match what it generates now.
 check-codegen:
 	$(CARGO) run --quiet --locked -p openagents-codegen -- check
 
 codegen:
+	$(CARGO) run --quiet -p openagents-codegen -- python --schema schema --out-dir clients/python/src/openagents/_generated
+	$(CARGO) run --quiet -p openagents-codegen -- typescript --schema schema --out-dir clients/typescript/src/generated
 	INSTA_UPDATE=always $(CARGO) test --quiet -p openagents-codegen --test snapshots
 	$(CARGO) run --quiet -p openagents-codegen -- check
 
+compat:
+	$(CARGO) run --quiet -p openagents-codegen -- compat
+
+fuzz:
+	bash tests/fuzz/run.sh
+
+soak:
+	bash tests/hardening/soak.sh
+
 bench:
 	$(CARGO) bench -p openagents-protocol
+	$(CARGO) build --release -p openagents-runner
+	$(CARGO) bench -p openagents-runner --bench host
+	bash crates/server/benches/run.sh
 
 clean:
 	$(CARGO) clean
