@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The Python client's checks, as `make test` runs them: creates .venv at the repository root if it
-# is missing, installs the package (editable) and the pinned dev requirements, builds the
+# is missing (or $OPENAGENTS_VENV), installs the package (editable) and the pinned dev requirements, builds the
 # `openagents` binary the tests drive, then runs ruff (lint and format), mypy --strict and pytest.
 # Needs only python3 (3.10 or newer) and cargo.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-venv="$root/.venv"
+venv="${OPENAGENTS_VENV:-$root/.venv}"  # override to test from a fresh environment
 py="$venv/bin/python"
 
 if [ ! -x "$py" ]; then
@@ -18,8 +18,8 @@ echo "== installing the package (editable) and the dev requirements"
 "$py" -m pip install --quiet --disable-pip-version-check -r "$here/requirements-dev.txt"
 "$py" -m pip install --quiet --disable-pip-version-check --no-deps -e "$here"
 
-echo "== building the openagents binary and the example runners"
-(cd "$root" && cargo build --quiet --locked -p openagents-cli -p openagents-runner)
+echo "== building the openagents binary, the example runners and the generator"
+(cd "$root" && cargo build --quiet --locked -p openagents-cli -p openagents-runner -p openagents-codegen)
 
 cd "$here"
 echo "== ruff check"

@@ -723,10 +723,11 @@ impl<'a> Cx<'a> {
 
     fn literals(&mut self, ov: &View<'_>, nv: &View<'_>, ptr: &str, dir: Direction) {
         let (o, n) = (literals(ov), literals(nv));
-        if let (Some(o), Some(n)) = (&o, &n) {
-            if let (Some(_), Some(_)) = (o.docs, n.docs) {
-                self.extensible(o.extensible, n.extensible, ptr, dir);
-            }
+        if let (Some(o), Some(n)) = (&o, &n)
+            && o.docs.is_some()
+            && n.docs.is_some()
+        {
+            self.extensible(o.extensible, n.extensible, ptr, dir);
         }
         match (o, n) {
             (None, None) => {}
@@ -999,14 +1000,14 @@ fn unbundle_refs(schema: &mut Value) {
     let Value::Object(map) = schema else { return };
     for (key, value) in map.iter_mut() {
         if key == "$ref" {
-            if let Value::String(r) = value {
-                if let Some(rest) = r.strip_prefix("#/$defs/") {
-                    let (stem, pointer) = match rest.find('/') {
-                        Some(i) => (&rest[..i], &rest[i..]),
-                        None => (rest, ""),
-                    };
-                    *r = if pointer.is_empty() { format!("{}.json", unescape_token(stem)) } else { format!("{}.json#{pointer}", unescape_token(stem)) };
-                }
+            if let Value::String(r) = value
+                && let Some(rest) = r.strip_prefix("#/$defs/")
+            {
+                let (stem, pointer) = match rest.find('/') {
+                    Some(i) => (&rest[..i], &rest[i..]),
+                    None => (rest, ""),
+                };
+                *r = if pointer.is_empty() { format!("{}.json", unescape_token(stem)) } else { format!("{}.json#{pointer}", unescape_token(stem)) };
             }
             continue;
         }
@@ -1179,13 +1180,10 @@ pub fn gate(schema_dir: &Path) -> Result<GateOutcome, SchemaError> {
     if frozen.is_empty() {
         problems.push(format!("schema/history/ holds no frozen version; {}", freeze_hint(version)));
     }
-    if let Some(newest) = frozen.last() {
-        if newest.version > version {
-            problems.push(format!(
-                "PROTOCOL_VERSION is {version}, older than the frozen {}; a protocol version only moves forward",
-                newest.version
-            ));
-        }
+    if let Some(newest) = frozen.last()
+        && newest.version > version
+    {
+        problems.push(format!("PROTOCOL_VERSION is {version}, older than the frozen {}; a protocol version only moves forward", newest.version));
     }
     if !frozen.is_empty() && !frozen.iter().any(|f| f.version.major == version.major && f.version <= version) {
         problems.push(format!("major version {} has no frozen bundle; {}", version.major, freeze_hint(version)));
@@ -1263,11 +1261,8 @@ pub fn changelog_digest(changelog: &str, version: Version) -> Option<String> {
             in_section = t == heading || t.starts_with(&format!("{heading} "));
             continue;
         }
-        if in_section {
-            if let Some(rest) = t.strip_prefix("Digest:") {
-                let hex: String = rest.trim().trim_matches('`').to_owned();
-                return Some(hex);
-            }
+        if in_section && let Some(rest) = t.strip_prefix("Digest:") {
+            return Some(rest.trim().trim_matches('`').to_owned());
         }
     }
     None

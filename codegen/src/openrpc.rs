@@ -27,11 +27,11 @@ pub fn document(space: &TypeSpace, digest: &str) -> Value {
     let version = space.constants.get("PROTOCOL_VERSION").and_then(|c| c.value.as_str()).unwrap_or("0.0.0").to_owned();
     let errors = error_codes(space);
     let mut methods = Vec::new();
-    if let Some(ms) = &space.methods {
-        if let Some(TypeKind::Union(u)) = space.types.get(&ms.union).map(|t| &t.kind) {
-            for v in &u.variants {
-                methods.push(p.method(v, &ms.params_field, &errors));
-            }
+    if let Some(ms) = &space.methods
+        && let Some(TypeKind::Union(u)) = space.types.get(&ms.union).map(|t| &t.kind)
+    {
+        for v in &u.variants {
+            methods.push(p.method(v, &ms.params_field, &errors));
         }
     }
     let mut info = Map::new();

@@ -489,13 +489,14 @@ fn translate_general(src: &str) -> Result<String, String> {
                 } else {
                     let v = hex(chars.get(*i..*i + 4).ok_or("`\\u` needs four hex digits")?).ok_or("`\\u` needs four hex digits")?;
                     *i += 4;
-                    if (0xD800..0xDC00).contains(&v) && chars.get(*i) == Some(&'\\') && chars.get(*i + 1) == Some(&'u') {
-                        if let Some(lo) = chars.get(*i + 2..*i + 6).and_then(hex) {
-                            if (0xDC00..0xE000).contains(&lo) {
-                                *i += 6;
-                                return Ok(single(0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00)));
-                            }
-                        }
+                    let lo = if (0xD800..0xDC00).contains(&v) && chars.get(*i) == Some(&'\\') && chars.get(*i + 1) == Some(&'u') {
+                        chars.get(*i + 2..*i + 6).and_then(hex).filter(|lo| (0xDC00..0xE000).contains(lo))
+                    } else {
+                        None
+                    };
+                    if let Some(lo) = lo {
+                        *i += 6;
+                        return Ok(single(0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00)));
                     }
                     v
                 };
@@ -1307,7 +1308,7 @@ impl<'a> Emitter<'a> {
         let mut not_null = Vec::new();
         for (f, id) in fields.iter().zip(&idents[idx..]) {
             out.blank();
-            let ann = self.ann(&f.node, In::Models).map_err(|m| SchemaError::new(&origin.file, &crate::error::push_pointer(&crate::error::push_pointer(&origin.pointer, "properties"), &f.name), "pattern", m))?;
+            let ann = self.ann(&f.node, In::Models).map_err(|m| SchemaError::new(&origin.file, crate::error::push_pointer(&crate::error::push_pointer(&origin.pointer, "properties"), &f.name), "pattern", m))?;
             // An alias goes in a `Field(...)` default, where type checkers read it (dataclass_transform).
             let alias = (id != &f.name).then(|| py_str(&f.name));
             let default = match (&alias, f.required) {

@@ -67,7 +67,7 @@ pub fn run(command: &str, args: Vec<String>) -> anyhow::Result<()> {
                     (newest.bundle.clone(), args.schema.clone())
                 }
                 [old, new] => (PathBuf::from(old), PathBuf::from(new)),
-                _ => anyhow::bail!("compat takes OLD and NEW, or nothing\n{USAGE}"),
+                _ => unusable(&format!("compat takes OLD and NEW, or nothing\n{USAGE}")),
             };
             let (_, old_space) = compat::load_side(&old).unwrap_or_else(|e| unusable(&e));
             let (_, new_space) = compat::load_side(&new).unwrap_or_else(|e| unusable(&e));
@@ -86,7 +86,7 @@ pub fn run(command: &str, args: Vec<String>) -> anyhow::Result<()> {
             }
         }
         "freeze" => {
-            let [version] = args.positional.as_slice() else { anyhow::bail!("freeze takes one VERSION\n{USAGE}") };
+            let [version] = args.positional.as_slice() else { unusable(&format!("freeze takes one VERSION\n{USAGE}")) };
             let (file, digest) = compat::freeze(&args.schema, version, args.force).unwrap_or_else(|e| unusable(&e));
             println!("froze {}", file.display());
             println!("add this entry to {}:\n", args.schema.join("CHANGELOG.md").display());

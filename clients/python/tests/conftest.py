@@ -17,11 +17,13 @@ PYTHON_DIR = Path(__file__).resolve().parent.parent
 REPO = PYTHON_DIR.parent.parent
 
 
-def _binary(name: str) -> Path:
+def binary(name: str) -> Path:
+    """A binary cargo built (debug profile)."""
     target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
     path = target / "debug" / name
     if not path.exists():
-        pytest.fail(f"{path} is missing: build it with `cargo build -p openagents-cli -p openagents-runner`")
+        build = "cargo build -p openagents-cli -p openagents-runner -p openagents-codegen"
+        pytest.fail(f"{path} is missing: build it with `{build}`")
     return path
 
 
@@ -42,8 +44,8 @@ class Setup:
 @pytest.fixture(scope="session")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Setup:
     d = tmp_path_factory.mktemp("openagents")
-    binary = _binary("openagents")
-    echo = _binary("openagents-runner-echo")
+    oa = binary("openagents")
+    echo = binary("openagents-runner-echo")
     (d / "config.toml").write_text("[capabilities.server]\nenabled = true\n")
     runners = {
         "echo": (str(echo), []),
@@ -59,11 +61,11 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Setup:
         {
             "OPENAGENTS_CONFIG": str(d / "config.toml"),
             "OPENAGENTS_RUNNERS": str(d / "runners.toml"),
-            "OPENAGENTS_BIN": str(binary),
+            "OPENAGENTS_BIN": str(oa),
             "XDG_RUNTIME_DIR": str(d),
         }
     )
-    return Setup(dir=d, binary=binary, env=env)
+    return Setup(dir=d, binary=oa, env=env)
 
 
 @pytest.fixture(autouse=True)

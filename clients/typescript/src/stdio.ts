@@ -163,7 +163,7 @@ export class StdioTransport implements Transport {
   }
 
   subscribe(options: SubscribeOptions = {}): EventSubscription {
-    const sub = new StdioSubscription(() => this.subscribers.delete(sub));
+    const sub = new StdioSubscription(() => this.subscribers.delete(sub), options.since);
     if (this.exited) {
       sub.end();
       return sub;
@@ -205,13 +205,21 @@ class StdioSubscription implements EventSubscription {
   failReady!: (e: unknown) => void;
   private readonly queue: unknown[] = [];
   private missed = 0;
-  private lastSeq = 0;
+  private lastSeq: number;
+  /**
+   * Whether the stream has reached this subscriber's starting point. Until then (a `since`
+   * subscription, while the connection's stream restarts) only the next event in sequence is
+   * taken: the old stream's events are replayed by the new one in order.
+   */
+  private synced: boolean;
   private ended = false;
   private waiter: (() => void) | null = null;
   private readonly onClose: () => void;
 
-  constructor(onClose: () => void) {
+  constructor(onClose: () => void, since?: number) {
     this.onClose = onClose;
+    this.lastSeq = since ?? 0;
+    this.synced = since === undefined;
     this.ready = new Promise<void>((resolve, reject) => {
       this.markReady = resolve;
       this.failReady = reject;
@@ -222,9 +230,17 @@ class StdioSubscription implements EventSubscription {
   push(ev: unknown): void {
     if (this.ended) return;
     if (isObject(ev) && typeof ev.seq === "number" && isObject(ev.event)) {
-      const notice = ev.event.type === "lagged" || ev.event.type === "gap";
-      if (!notice && ev.seq <= this.lastSeq) return; // Replayed after a restart: seen already.
-      if (!notice) this.lastSeq = ev.seq;
+      const kind = ev.event.type;
+      if (kind === "gap" && typeof ev.event.resumed_at === "number") {
+        // The runtime no longer holds the events up to `resumed_at`: carry on from there.
+        this.lastSeq = Math.max(this.lastSeq, ev.event.resumed_at);
+        this.synced = true;
+      } else if (kind !== "lagged") {
+        if (ev.seq <= this.lastSeq) return; // Replayed after a restart: seen already.
+        if (!this.synced && ev.seq !== this.lastSeq + 1) return; // The old stream, ahead of the replay.
+        this.synced = true;
+        this.lastSeq = ev.seq;
+      }
     }
     if (this.queue.length >= SERVER_EVENT_CHANNEL_CAPACITY) {
       this.queue.shift();

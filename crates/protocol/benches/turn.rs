@@ -124,8 +124,8 @@ fn assert_all_accept(v: &jsonschema::Validator, docs: &[(&str, &[u8])]) {
         if let Err(e) = <Turn as rt::Wire>::decode(&mut serde_json::Deserializer::from_slice(bytes)) {
             panic!("(c2) refuses the {name} document: {e}");
         }
-        for case in 0..CASES.len() {
-            assert!(run_case(case, v, bytes), "{} refuses the {name} document", CASES[case]);
+        for (case, label) in CASES.iter().enumerate() {
+            assert!(run_case(case, v, bytes), "{label} refuses the {name} document");
         }
     }
     // And the checks are live: each path refuses a document that breaks only the schema.
@@ -225,7 +225,7 @@ fn fmt_ns(ns: f64) -> String {
 }
 
 fn print_ratios(source: &str, rows: &[(&str, usize, [f64; 4])]) {
-    println!("\nmedians ({source}):");
+    println!("\ntimes per call ({source}):");
     for (name, len, m) in rows {
         let cells: Vec<String> = CASES.iter().zip(m).map(|(c, t)| format!("{c} {}", fmt_ns(*t))).collect();
         println!("  {name} ({len} B): {}", cells.join(", "));
@@ -299,12 +299,13 @@ fn main() {
         })
         .collect();
     if from_criterion.len() == docs.len() {
-        print_ratios("criterion, median of sample means", &from_criterion);
+        print_ratios("criterion medians", &from_criterion);
     } else {
         println!("\n(criterion estimates for this run not found; a filter may have skipped some cases)");
     }
 
-    let own: Vec<(&str, usize, ([f64; 4], [f64; 4]))> = docs
+    type Row<'a> = (&'a str, usize, ([f64; 4], [f64; 4]));
+    let own: Vec<Row<'_>> = docs
         .iter()
         .map(|(name, bytes)| (*name, bytes.len(), own_timings(&validator, bytes, Duration::from_secs(4))))
         .collect();

@@ -320,7 +320,7 @@ pub async fn run_turn_with(
         })
     });
     let outcome = match stdout {
-        Some(out) => read_events(out, spec.timeout, cancel, on_event, approver, &answers).await,
+        Some(out) => read_events(out, &mut child, spec.timeout, cancel, on_event, approver, &answers).await,
         None => Err(TurnError::Io(std::io::Error::other("the runner's stdout was not captured"))),
     };
     drop(answers);
@@ -411,9 +411,12 @@ impl EventChecker {
     }
 }
 
-/// Reads events until the turn ends; returns the result or the breach.
+/// Reads events until the turn ends; returns the result or the breach. A runner that exits
+/// without its terminal event ends the turn [`AFTER_TERMINAL_GRACE`] later (time for stdout to
+/// drain), even when a process it left behind holds stdout open.
 async fn read_events(
     stdout: tokio::process::ChildStdout,
+    child: &mut Child,
     limit: Duration,
     cancel: &CancellationToken,
     on_event: &mut (dyn FnMut(&Event) + Send),
@@ -423,8 +426,17 @@ async fn read_events(
     let mut reader = LineReader::new(BufReader::with_capacity(64 * 1024, stdout), MAX_FRAME);
     let deadline = Instant::now() + limit;
     let mut checker = EventChecker::new();
+    // Set when the runner exits: its status, and until when stdout may still drain (pushed back
+    // by every line that still arrives, so a slow reader never cuts real output short).
+    let mut exited: Option<(Option<ExitStatus>, Instant)> = None;
     loop {
-        let stop = if checker.has_terminal() { Instant::now().min(deadline) + AFTER_TERMINAL_GRACE } else { deadline };
+        let stop = if checker.has_terminal() {
+            Instant::now().min(deadline) + AFTER_TERMINAL_GRACE
+        } else if let Some((_, drain_until)) = exited {
+            drain_until.min(deadline)
+        } else {
+            deadline
+        };
         let next = tokio::select! {
             biased;
             () = cancel.cancelled() => return Err(TurnError::Interrupted),
@@ -432,12 +444,23 @@ async fn read_events(
                 return if checker.has_terminal() {
                     // The runner said its last word; stdout lingering open does not change it.
                     checker.finish()
+                } else if let Some((status, _)) = exited.filter(|_| Instant::now() < deadline) {
+                    // The runner is gone without a terminal event; what it left behind holding
+                    // stdout open does not keep the turn going.
+                    Err(TurnError::NoTerminal(status))
                 } else {
                     Err(TurnError::Timeout(limit))
                 };
             }
+            status = child.wait(), if exited.is_none() => {
+                exited = Some((status.ok(), Instant::now() + AFTER_TERMINAL_GRACE));
+                continue;
+            }
             l = reader.next_line() => l,
         };
+        if let Some((_, drain_until)) = exited.as_mut() {
+            *drain_until = Instant::now() + AFTER_TERMINAL_GRACE;
+        }
         let bytes = match next {
             Ok(Some(b)) => b,
             Ok(None) => return checker.finish(),

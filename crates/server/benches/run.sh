@@ -39,6 +39,7 @@ BIN="$ROOT/target/release/examples/oa-bench"
 
 mkdir -p "$OUT"
 RAW="$OUT/raw.txt"
+LOAD_START="$(cut -d' ' -f1-3 /proc/loadavg)"
 : > "$RAW"
 PIDS=()
 cleanup() {
@@ -111,7 +112,8 @@ for n in $SSE_SUBS; do
 done
 
 {
-    echo "Machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(uname -sr); wrk: $(wrk --version 2>&1 | head -1 | cut -d' ' -f1-2)"
+    echo "Machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(uname -sr); wrk: $(wrk --version 2>&1 | head -1 | cut -d' ' -f1-2)."
+    echo "Settings: ROUNDS=$ROUNDS DURATION=${DURATION}s CONNS=\"$CONNS\" STDIO_LINES=$STDIO_LINES SSE_EVENTS=$SSE_EVENTS; load average (1/5/15 min) at start $LOAD_START, at end $(cut -d' ' -f1-3 /proc/loadavg)."
     echo
     "$BIN" report "$RAW"
 } > "$OUT/report.md"

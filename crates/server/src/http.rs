@@ -161,9 +161,13 @@ async fn accept_loop(listener: TcpListener, router: Router, engine: RpcEngine, r
         let (router, rpc_app) = (router.clone(), rpc_app.clone());
         let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
             let request = request.map(Body::new);
+            let too_large = header_block_len(&request) > SERVER_MAX_LINE_BYTES;
             let direct = rpc_app.clone().filter(|_| request.method() == axum::http::Method::POST && request.uri().path() == "/rpc");
             let router = router.clone();
             async move {
+                if too_large {
+                    return Ok(header_block_too_large());
+                }
                 match direct {
                     Some(app) => Ok::<_, Infallible>(rpc(State(app), request).await),
                     None => tower::ServiceExt::oneshot(router, request).await,
@@ -176,7 +180,10 @@ async fn accept_loop(listener: TcpListener, router: Router, engine: RpcEngine, r
             let mut builder = hyper::server::conn::http1::Builder::new();
             // No `.max_headers(MAX_HEADERS)`: hyper's default limit is the same 100, and setting it
             // explicitly makes hyper fill a 100-slot header vector on every request.
-            builder.timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT).max_buf_size(SERVER_MAX_LINE_BYTES);
+            // `half_close`: a client that shuts down its write side after its request still gets
+            // the answer (without it, hyper drops the response of a handler still running when the
+            // end of input arrives: a 16 MiB body, a `submit`).
+            builder.timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT).max_buf_size(SERVER_MAX_LINE_BYTES).half_close(true);
             let conn = builder.serve_connection(TokioIo::new(stream), service).with_upgrades();
             let mut conn = std::pin::pin!(conn);
             tokio::select! {
@@ -188,6 +195,27 @@ async fn accept_loop(listener: TcpListener, router: Router, engine: RpcEngine, r
             }
         });
     }
+}
+
+/// The size of a request's header block as parsed: the request line, each field as
+/// `name: value\r\n`, and the blank line (for a client that writes them so, the bytes it sent).
+pub fn header_block_len<B>(request: &axum::http::Request<B>) -> usize {
+    let uri = request.uri();
+    let target = uri.scheme_str().map_or(0, |s| s.len() + 3) + uri.authority().map_or(0, |a| a.as_str().len()) + uri.path_and_query().map_or(0, |p| p.as_str().len());
+    let line = request.method().as_str().len() + 1 + target + " HTTP/1.1\r\n".len();
+    let fields: usize = request.headers().iter().map(|(n, v)| n.as_str().len() + 2 + v.len() + 2).sum();
+    line + fields + 2
+}
+
+/// The answer (431, `frame_too_large`) to a header block longer than `SERVER_MAX_LINE_BYTES`.
+/// hyper's read buffer (`max_buf_size`) bounds what is held, but accepts a block somewhat past
+/// it when its end arrives in the same read; checking the parsed size makes the limit exact.
+fn header_block_too_large() -> Response {
+    reject(
+        ErrorCode::FrameTooLarge,
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        format!("the header block is larger than SERVER_MAX_LINE_BYTES ({SERVER_MAX_LINE_BYTES} bytes)"),
+    )
 }
 
 fn json_response(status: u16, body: Vec<u8>) -> Response {

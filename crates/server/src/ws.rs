@@ -157,17 +157,27 @@ async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller) {
     let (mut sink, mut stream) = socket.split();
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(WS_OUTBOUND_QUEUE);
     let (control_tx, mut control_rx) = mpsc::channel::<Message>(4);
+    let text = |bytes: Vec<u8>| Message::Text(Utf8Bytes::from(String::from_utf8(bytes).unwrap_or_default()));
     let writer = tokio::spawn(async move {
-        loop {
+        'write: loop {
             let msg = tokio::select! {
                 biased;
                 c = control_rx.recv() => match c { Some(m) => m, None => break },
                 m = rx.recv() => match m {
-                    Some(bytes) => Message::Text(Utf8Bytes::from(String::from_utf8(bytes).unwrap_or_default())),
+                    Some(bytes) => text(bytes),
                     None => break,
                 },
             };
             let closing = matches!(msg, Message::Close(_));
+            // A close frame follows what is already queued (the final event, responses), except
+            // for a frontend too slow to take it.
+            if matches!(&msg, Message::Close(Some(f)) if f.code != close::TRY_AGAIN_LATER) {
+                while let Ok(bytes) = rx.try_recv() {
+                    if sink.send(text(bytes)).await.is_err() {
+                        break 'write;
+                    }
+                }
+            }
             if sink.send(msg).await.is_err() || closing {
                 break;
             }
@@ -183,8 +193,15 @@ async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller) {
     let close = loop {
         let msg = tokio::select! {
             () = engine.wait_for_shutdown() => {
-                // Let the final event out first.
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                // Let the final event out first: the event stream ends once it has queued it (or
+                // gives up on a frontend that takes nothing for the stuck timeout).
+                let events = session.task.lock().unwrap_or_else(|p| p.into_inner()).take();
+                if let Some(task) = events {
+                    let abort = task.abort_handle();
+                    if tokio::time::timeout(engine.bridge().stuck_timeout(), task).await.is_err() {
+                        abort.abort();
+                    }
+                }
                 break close_message(close::GOING_AWAY, "the runtime is shutting down");
             }
             () = stuck.cancelled() => break close_message(close::TRY_AGAIN_LATER, "too slow: the outbound queue stayed full; reconnect and subscribe with `since`"),

@@ -35,7 +35,8 @@ async fn auth_matrix() {
     let bearer = |t: &str| Some(format!("Bearer {t}"));
     const WRONG: &str = "tok-wrong-SECRET-31337";
     // (who, Authorization header, request, HTTP status, typed error code)
-    let cases: Vec<(&str, Option<String>, Req, u16, Option<&str>)> = vec![
+    type Case = (&'static str, Option<String>, Req, u16, Option<&'static str>);
+    let cases: Vec<Case> = vec![
         ("no token", None, Req::Call("status"), 401, Some("unauthorized")),
         ("no token", None, Req::Events, 401, Some("unauthorized")),
         ("wrong token", bearer(WRONG), Req::Call("status"), 401, Some("unauthorized")),
@@ -488,7 +489,7 @@ async fn a_subscriber_that_never_reads_does_not_stall_the_agent() {
     let r = http.submit(ADMIN, "big:6000").await;
     assert_eq!(r.result()["result"], "done");
     let took = started.elapsed();
-    assert!(took < Duration::from_secs(3), "the turn took {took:?}");
+    assert!(took < Duration::from_secs(5), "the turn took {took:?}");
     let st = http.status().await;
     assert_eq!(st["state"], "idle");
     assert_eq!(st["counters"]["completed"], 1);

@@ -256,7 +256,7 @@ async fn every_turn_ends_in_exactly_one_terminal_event() {
     let events = io.events();
     let seqs: Vec<i64> = events.iter().map(|e| e["seq"].as_i64().unwrap()).collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "each event once, in order: {seqs:?}");
-    assert_eq!(events.last().map(|e| kind(e)), Some("shutting_down"));
+    assert_eq!(events.last().map(kind), Some("shutting_down"));
     let mut current: Option<String> = None;
     let mut terminals: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     for e in &events {

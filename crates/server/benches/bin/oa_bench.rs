@@ -389,8 +389,9 @@ fn fmt_us(us: f64) -> String {
 fn report(path: &str) -> Res {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
     const SERVERS: [&str; 3] = ["ours", "jsonrpsee", "floor"];
-    // (conns, server) → per round (rps, p50, p99)
-    let mut http: BTreeMap<(u32, &str), BTreeMap<u32, (f64, f64, f64)>> = BTreeMap::new();
+    /// Per round: (req/s, p50 µs, p99 µs).
+    type Rounds = BTreeMap<u32, (f64, f64, f64)>;
+    let mut http: BTreeMap<(u32, &str), Rounds> = BTreeMap::new();
     let mut stdio: BTreeMap<&str, BTreeMap<u32, f64>> = BTreeMap::new();
     let mut sse_lines = Vec::new();
     let mut errors = 0.0;

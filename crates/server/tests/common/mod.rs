@@ -30,7 +30,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 /// The longest any single step (a response, an event, a connection) may take.
-pub const STEP: Duration = Duration::from_secs(5);
+pub const STEP: Duration = Duration::from_secs(10);
 
 /// The lease TTL every HTTP test runtime uses.
 pub const TTL: Duration = Duration::from_millis(300);
@@ -192,11 +192,6 @@ impl Resp {
         serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("status {}: body is not JSON ({e}): {}", self.status, String::from_utf8_lossy(&self.body)))
     }
 
-    /// The typed error code (`error.data.code`), if the body is an error response.
-    pub fn code(&self) -> Option<String> {
-        serde_json::from_slice::<Value>(&self.body).ok()?["error"]["data"]["code"].as_str().map(str::to_owned)
-    }
-
     /// The `result`, asserting a 200 with a result.
     pub fn result(&self) -> Value {
         let v = self.json();
@@ -211,11 +206,6 @@ impl Resp {
         let e = v.get("error").unwrap_or_else(|| panic!("expected an error: {v}")).clone();
         check_error_object(&e);
         e
-    }
-
-    /// A header as a string.
-    pub fn header(&self, name: &str) -> Option<String> {
-        self.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
     }
 }
 
@@ -569,10 +559,10 @@ impl Stdio {
     pub async fn event(&mut self, ty: &str) -> Value {
         loop {
             let v = self.next().await.unwrap_or_else(|| panic!("output ended before a `{ty}` event"));
-            if let Some(ev) = v.get("event") {
-                if kind(ev) == ty {
-                    return ev.clone();
-                }
+            if let Some(ev) = v.get("event")
+                && kind(ev) == ty
+            {
+                return ev.clone();
             }
         }
     }
@@ -602,11 +592,6 @@ impl Stdio {
         while self.next().await.is_some() {}
         let task = self.task.take().expect("not finished yet");
         within("run_stdio to return", task).await.expect("run_stdio did not panic")
-    }
-
-    /// Whether `run_stdio` has returned.
-    pub fn is_finished(&self) -> bool {
-        self.task.as_ref().is_none_or(JoinHandle::is_finished)
     }
 
     /// The task itself (to race it against a deadline).

@@ -1,0 +1,113 @@
+/**
+ * The package as a user gets it: `npm pack`, installed from the tarball into an empty folder
+ * (offline: its one dependency, `ws`, is in the npm cache after `npm ci`), imported there by
+ * every entry point of its `exports` map, and type-checked as a consumer would.
+ */
+
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { test } from "node:test";
+
+import { PKG } from "./helpers.js";
+
+const npm = process.platform === "win32" ? "npm.cmd" : "npm";
+
+test("the packed package installs offline into an empty folder, and imports and type-checks there", () => {
+  const dir = mkdtempSync(join(tmpdir(), "openagents-ts-pack-"));
+  try {
+    // dist/ is built already; --ignore-scripts skips the prepack rebuild.
+    const pack = spawnSync(npm, ["pack", "--ignore-scripts", "--json", "--pack-destination", dir], { cwd: PKG, encoding: "utf8" });
+    assert.equal(pack.status, 0, pack.stderr);
+    const [info] = JSON.parse(pack.stdout) as [{ filename: string; files: { path: string }[] }];
+    const files = info.files.map((f) => f.path).sort();
+    for (const f of ["package.json", "README.md", "dist/index.js", "dist/index.d.ts", "dist/node.js", "dist/runner.js", "dist/generated/validators.js"]) {
+      assert.ok(files.includes(f), `the tarball lacks ${f}`);
+    }
+    assert.ok(!files.some((f) => f.startsWith("src/") || f.startsWith("test/") || f.startsWith("node_modules/")), `the tarball holds sources or tests: ${files.join(", ")}`);
+
+    const app = join(dir, "app");
+    spawnSync("mkdir", [app]);
+    writeFileSync(join(app, "package.json"), JSON.stringify({ name: "app", version: "1.0.0", private: true, type: "module" }));
+    const install = spawnSync(npm, ["install", join(dir, info.filename), "--offline", "--no-audit", "--no-fund", "--ignore-scripts"], { cwd: app, encoding: "utf8" });
+    assert.equal(install.status, 0, `npm install --offline: ${install.stdout}${install.stderr}`);
+    const installed = JSON.parse(readFileSync(join(app, "node_modules/@openagents/client/package.json"), "utf8")) as { dependencies: Record<string, string> };
+    assert.deepEqual(Object.keys(installed.dependencies), ["ws"], "no runtime dependency beyond ws");
+
+    writeFileSync(
+      join(app, "check.mjs"),
+      `
+import * as main from "@openagents/client";
+import * as node from "@openagents/client/node";
+import * as runner from "@openagents/client/runner";
+const out = {
+  client: typeof main.OpenAgentsClient.http,
+  validates: main.isTurn({ schema: main.VERSION, assignment: "a", conversation: "c", agent: { runner: "r" }, task: "t", cwd: "/" }),
+  busy: new main.BusyError({ code: "busy", message: "m", retryable: true }).rpcCode,
+  stdio: typeof node.connectStdio,
+  serve: typeof runner.serveStreaming,
+};
+let deep = "importable";
+try { await import("@openagents/client/dist/index.js"); } catch (e) { deep = e.code; }
+out.deep = deep;
+console.log(JSON.stringify(out));
+`,
+    );
+    const run = spawnSync(process.execPath, ["check.mjs"], { cwd: app, encoding: "utf8" });
+    assert.equal(run.status, 0, run.stderr);
+    assert.deepEqual(JSON.parse(run.stdout), { client: "function", validates: true, busy: -32003, stdio: "function", serve: "function", deep: "ERR_PACKAGE_PATH_NOT_EXPORTED" });
+
+    writeFileSync(
+      join(app, "check.ts"),
+      `
+import { assertNever, isKnownRuntimeEvent, OpenAgentsClient } from "@openagents/client";
+import type { RuntimeEvent, SubmitResult } from "@openagents/client";
+import { connectStdio } from "@openagents/client/node";
+import { serveOnce } from "@openagents/client/runner";
+export function kind(e: RuntimeEvent): string {
+  if (!isKnownRuntimeEvent(e)) return "unknown";
+  switch (e.type) {
+    case "turn_started": case "text": case "turn_completed": case "turn_failed": case "approval_requested":
+    case "approval_resolved": case "approval_denied": case "lagged": case "gap": case "shutting_down":
+      return e.type;
+    default:
+      return assertNever(e);
+  }
+}
+export async function use(c: OpenAgentsClient): Promise<SubmitResult> { return c.submit({ task: "x" }); }
+export const s = typeof connectStdio;
+export const r = (): Promise<void> => serveOnce((t) => t.task);
+`,
+    );
+    const tsc = join(PKG, "node_modules/typescript/bin/tsc");
+    const types = dirname(join(PKG, "node_modules/@types/node/package.json"));
+    const check = spawnSync(
+      process.execPath,
+      [tsc, "--strict", "--noEmit", "--module", "nodenext", "--moduleResolution", "nodenext", "--target", "es2022", "--lib", "es2022,dom", "--typeRoots", dirname(types), "--types", "node", "check.ts"],
+      { cwd: app, encoding: "utf8" },
+    );
+    assert.equal(check.status, 0, `a consumer's tsc --strict:\n${check.stdout}${check.stderr}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("the browser entry point imports nothing from Node.js", () => {
+  // Follow relative imports from dist/index.js; none may be a Node.js built-in.
+  const seen = new Set<string>();
+  const visit = (file: string): void => {
+    if (seen.has(file)) return;
+    seen.add(file);
+    const text = readFileSync(file, "utf8");
+    // Import and re-export statements start their line in tsc's output (doc comments do not).
+    for (const m of text.matchAll(/^(?:import|export)\b[^;]*?\bfrom\s*["']([^"']+)["'];|^import\s*["']([^"']+)["'];/gm)) {
+      const spec = (m[1] ?? m[2])!;
+      assert.ok(spec.startsWith("."), `${file} imports ${spec}`);
+      visit(join(dirname(file), spec));
+    }
+  };
+  visit(join(PKG, "dist/index.js"));
+  assert.ok(seen.size > 5);
+});
