@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Python client's checks, as `make test` runs them: creates .venv at the repository root if it
-# is missing (or $OPENAGENTS_VENV), installs the package (editable) and the pinned dev requirements, builds the
-# `openagents` binary the tests drive, then runs ruff (lint and format), mypy --strict and pytest.
+# is missing (or $OPENAGENTS_VENV), installs the package (editable) and the pinned dev requirements,
+# builds the `openagents` binary and generator the tests drive, then runs ruff (lint and format),
+# mypy --strict and pytest. Arguments go to pytest.
 # Needs only python3 (3.10 or newer) and cargo.
 set -euo pipefail
 
@@ -10,13 +11,8 @@ root="$(cd "$here/../.." && pwd)"
 venv="${OPENAGENTS_VENV:-$root/.venv}"  # override to test from a fresh environment
 py="$venv/bin/python"
 
-if [ ! -x "$py" ]; then
-    echo "== creating $venv"
-    python3 -m venv "$venv"
-fi
-echo "== installing the package (editable) and the dev requirements"
-"$py" -m pip install --quiet --disable-pip-version-check -r "$here/requirements-dev.txt"
-"$py" -m pip install --quiet --disable-pip-version-check --no-deps -e "$here"
+echo "== installing the package (editable) and the pinned dev requirements into $venv"
+"$here/ensure-venv.sh"
 
 echo "== building the openagents binary, the example runners and the generator"
 (cd "$root" && cargo build --quiet --locked -p openagents-cli -p openagents-runner -p openagents-codegen)

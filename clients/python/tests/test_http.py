@@ -73,6 +73,26 @@ def test_events_replay_from_a_sequence_number(http_server: HttpServer) -> None:
         assert seqs == [2, 3, 4]
 
 
+def test_cancelling_a_submit_over_http_sends_interrupt(slow_http_server: HttpServer) -> None:
+    async def main() -> None:
+        async with AsyncClient.http(slow_http_server.url, token_file=slow_http_server.token_file) as client:
+            async with client.events() as events:
+                submit = asyncio.create_task(client.submit("forever"))
+                async for ev in events:
+                    if isinstance(ev.event, RuntimeEventText):
+                        break
+                submit.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await submit
+                async for ev in events:
+                    if isinstance(ev.event, TERMINAL):
+                        assert isinstance(ev.event, RuntimeEventTurnFailed) and ev.event.error.code == "interrupted"
+                        break
+            assert (await client.status()).counters.interrupted == 1
+
+    asyncio.run(main())
+
+
 class CuttingProxy:
     """A TCP proxy on loopback whose connections can be cut, to drop an event stream."""
 

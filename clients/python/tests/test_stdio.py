@@ -238,3 +238,43 @@ def test_ctrl_c_during_a_blocking_submit_sends_interrupt() -> None:
         while (status := client.status()).state is RuntimeState.RUNNING and time.monotonic() < deadline:
             time.sleep(0.05)
         assert status.counters.interrupted == 1
+
+
+def test_events_from_a_sequence_number_over_stdio() -> None:
+    async def main() -> None:
+        async with AsyncClient.stdio("echo") as client:
+            assert (await client.submit("a b c")).result == "a b c"
+            # stdio streams from the start; `since` asks the runtime to replay (the `subscribe` method).
+            async with client.events(since=2) as events:
+                seqs = []
+                async for ev in events:
+                    seqs.append(ev.seq)
+                    if isinstance(ev.event, TERMINAL):
+                        break
+            assert seqs == [3, 4, 5]
+
+    asyncio.run(main())
+
+
+def test_closing_during_a_turn_stops_the_server_and_its_runner() -> None:
+    async def main() -> None:
+        transport = StdioTransport("py-slow", close_timeout=0.5)
+        client = AsyncClient(transport)
+        async with client, client.events() as events:
+            submit = asyncio.create_task(client.submit("forever"))
+            async for ev in events:
+                if isinstance(ev.event, RuntimeEventText):
+                    break
+            await client.aclose()
+            with pytest.raises((TransportError, InterruptedError)):
+                await submit
+        assert transport.pid is not None
+        with pytest.raises(ProcessLookupError):
+            os.kill(transport.pid, 0)
+
+    asyncio.run(main())
+    # No runner is left behind.
+    import subprocess
+
+    left = subprocess.run(["pgrep", "-f", "slow_runner.py"], capture_output=True, text=True).stdout.split()
+    assert left == [], f"runner processes left: {left}"

@@ -64,37 +64,45 @@ fn trim_cr(mut line: Vec<u8>) -> Vec<u8> {
 pub struct LineReader<R> {
     inner: R,
     limit: usize,
+    /// The part of the current line read so far: kept here, not in `next_line`'s future, so
+    /// that dropping that future (a `select!` taking another branch) loses nothing.
+    partial: Vec<u8>,
 }
 
 impl<R: AsyncBufRead + Unpin> LineReader<R> {
     /// Lines of at most `limit` bytes from `inner`.
     pub fn new(inner: R, limit: usize) -> Self {
-        LineReader { inner, limit }
+        LineReader { inner, limit, partial: Vec::new() }
     }
 
     /// The next line, as [`read_line`] reads it; `Ok(None)` at end of input.
+    ///
+    /// Cancel safe: when the future is dropped before it completes, the bytes it had read stay
+    /// in the reader and the next call goes on from them.
     ///
     /// # Errors
     ///
     /// [`FrameError::TooLong`] past the limit (the reader is left inside the line), or I/O.
     pub async fn next_line(&mut self) -> Result<Option<Vec<u8>>, FrameError> {
-        let mut line = Vec::new();
         loop {
             let buf = self.inner.fill_buf().await?;
             if buf.is_empty() {
+                let line = std::mem::take(&mut self.partial);
                 return Ok(if line.is_empty() { None } else { Some(trim_cr(line)) });
             }
             let (take, done) = match buf.iter().position(|&b| b == b'\n') {
                 Some(i) => (i, true),
                 None => (buf.len(), false),
             };
-            if line.len() + take > self.limit + usize::from(done && buf[..take].last() == Some(&b'\r')) {
+            if self.partial.len() + take > self.limit + usize::from(done && buf[..take].last() == Some(&b'\r')) {
+                // Free it: a line past a 16 MiB limit must not keep 16 MiB allocated.
+                self.partial = Vec::new();
                 return Err(FrameError::TooLong { limit: self.limit });
             }
-            line.extend_from_slice(&buf[..take]);
+            self.partial.extend_from_slice(&buf[..take]);
             self.inner.consume(take + usize::from(done));
             if done {
-                return Ok(Some(trim_cr(line)));
+                return Ok(Some(trim_cr(std::mem::take(&mut self.partial))));
             }
         }
     }

@@ -326,13 +326,16 @@ pub async fn run_turn_with(
     drop(answers);
     let clean = outcome.is_ok();
     let exit = end_process_group(&mut child, pgid, clean).await;
+    // Awaited after the abort, so the pipes they own are closed when this returns (an aborted
+    // task is only dropped when the runtime next gets to it).
     writer.abort();
-    if let Some(t) = stderr_task {
+    let _ = writer.await;
+    if let Some(mut t) = stderr_task {
         // Everything in the group is dead; give the pipe a moment to drain, then close it (a
         // process that left the group could otherwise hold it open).
-        let abort = t.abort_handle();
-        if tokio::time::timeout(Duration::from_millis(100), t).await.is_err() {
-            abort.abort();
+        if tokio::time::timeout(Duration::from_millis(100), &mut t).await.is_err() {
+            t.abort();
+            let _ = t.await;
         }
     }
     let stderr = {

@@ -142,6 +142,13 @@ pub async fn run_http_authorized_with_lease_ttl(
 
 /// `rpc_app`: when serving HTTP, `POST /rpc` goes straight to [`rpc`], skipping the router's
 /// per-request routing work; everything else goes through the router.
+/// One of a listener's [`MAX_CONNECTIONS`] slots, carried in each request's extensions so a
+/// connection upgraded to a WebSocket keeps holding it.
+#[derive(Clone)]
+pub(crate) struct ConnectionSlot {
+    _permit: Arc<tokio::sync::OwnedSemaphorePermit>,
+}
+
 async fn accept_loop(listener: TcpListener, router: Router, engine: RpcEngine, rpc_app: Option<App>) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
@@ -158,9 +165,12 @@ async fn accept_loop(listener: TcpListener, router: Router, engine: RpcEngine, r
             drop(stream);
             continue;
         };
-        let (router, rpc_app) = (router.clone(), rpc_app.clone());
+        // The slot is held by the connection, and by a WebSocket it is upgraded to.
+        let slot = ConnectionSlot { _permit: Arc::new(permit) };
+        let (router, rpc_app, request_slot) = (router.clone(), rpc_app.clone(), slot.clone());
         let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-            let request = request.map(Body::new);
+            let mut request = request.map(Body::new);
+            request.extensions_mut().insert(request_slot.clone());
             let too_large = header_block_len(&request) > SERVER_MAX_LINE_BYTES;
             let direct = rpc_app.clone().filter(|_| request.method() == axum::http::Method::POST && request.uri().path() == "/rpc");
             let router = router.clone();
@@ -176,7 +186,7 @@ async fn accept_loop(listener: TcpListener, router: Router, engine: RpcEngine, r
         });
         let engine = engine.clone();
         tokio::spawn(async move {
-            let _permit = permit;
+            let _slot = slot;
             let mut builder = hyper::server::conn::http1::Builder::new();
             // No `.max_headers(MAX_HEADERS)`: hyper's default limit is the same 100, and setting it
             // explicitly makes hyper fill a 100-slot header vector on every request.

@@ -87,10 +87,15 @@ async fn upgrade<S: AppAuth + Clone + Send + Sync + 'static>(State(app): State<S
         Err(e) => return (StatusCode::BAD_REQUEST, format!("not a WebSocket upgrade: {e}\n")).into_response(),
     };
     let engine = app.engine().clone();
+    // The socket counts against the listener's connection limit for as long as it is open.
+    let slot = parts.extensions.get::<crate::http::ConnectionSlot>().cloned();
     ws.protocols([SUBPROTOCOL])
         .max_message_size(SERVER_MAX_LINE_BYTES)
         .max_frame_size(SERVER_MAX_LINE_BYTES)
-        .on_upgrade(move |socket| connection(socket, engine, caller))
+        .on_upgrade(move |socket| async move {
+            let _slot = slot;
+            connection(socket, engine, caller).await;
+        })
 }
 
 /// A connection's event stream, restarted by `subscribe`.

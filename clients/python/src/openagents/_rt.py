@@ -176,9 +176,12 @@ class Const:
         return core_schema.no_info_plain_validator_function(self._check)
 
     def _check(self, value: object) -> object:
-        if not json_equal(value, self.value):
-            raise PydanticCustomError("const", "must be {expected}", {"expected": _show(self.value)})
-        return self.value
+        if value.__class__ is str and self.value.__class__ is str:  # the common case: a tag
+            if value == self.value:
+                return self.value
+        elif json_equal(value, self.value):
+            return self.value
+        raise PydanticCustomError("const", "must be {expected}", {"expected": _show(self.value)})
 
 
 class OneOf:

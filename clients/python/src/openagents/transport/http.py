@@ -213,25 +213,36 @@ class HttpTransport(Transport):
     async def request(self, method: str, params: JsonValue | _Omit, timeout: float | None) -> JsonValue:
         self._next_id += 1
         body = encode_request(self._next_id, method, params)
+        request = self._client.build_request(
+            "POST", "rpc", content=body, headers={"Content-Type": "application/json"}, timeout=httpx.Timeout(timeout)
+        )
         try:
-            response = await self._client.post(
-                "rpc",
-                content=body,
-                headers={"Content-Type": "application/json"},
-                timeout=httpx.Timeout(timeout),
-            )
+            status, content = await self._send(request)
         except httpx.TimeoutException:
             raise TimeoutError(f"no answer to `{method}` within {timeout} s") from None
         except httpx.TransportError as e:
             raise TransportError(f"cannot reach {self.url}: {e}") from e
-        content = response.content
-        if len(content) > SERVER_MAX_LINE_BYTES:
-            raise ProtocolError(f"the response is longer than {SERVER_MAX_LINE_BYTES} bytes")
         try:
             doc = json.loads(content)
         except ValueError:
-            raise _error_from_body(response.status_code, content) from None
+            raise _error_from_body(status, content) from None
         return decode_response(doc)
+
+    async def _send(self, request: httpx.Request) -> tuple[int, bytes]:
+        """Sends a request and reads its body, never more than `SERVER_MAX_LINE_BYTES` of it."""
+        response = await self._client.send(request, stream=True)
+        try:
+            declared = response.headers.get("content-length")
+            if declared is not None and declared.isdigit() and int(declared) > SERVER_MAX_LINE_BYTES:
+                raise ProtocolError(f"the response is longer than {SERVER_MAX_LINE_BYTES} bytes")
+            body = bytearray()
+            async for chunk in response.aiter_raw():
+                body += chunk
+                if len(body) > SERVER_MAX_LINE_BYTES:
+                    raise ProtocolError(f"the response is longer than {SERVER_MAX_LINE_BYTES} bytes")
+            return response.status_code, bytes(body)
+        finally:
+            await response.aclose()
 
     def events(self, since: int | None) -> EventSource:
         return _Sse(self, since)

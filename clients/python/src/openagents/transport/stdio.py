@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -294,8 +295,10 @@ class StdioTransport(Transport):
             try:
                 await asyncio.wait_for(proc.wait(), self._close_timeout)
             except asyncio.TimeoutError:
+                # Ctrl-C, as the server understands it: interrupt the turn (its runner is stopped
+                # with it), publish the last event, exit. Killed if that does not happen soon.
                 with contextlib.suppress(ProcessLookupError):
-                    proc.terminate()
+                    proc.send_signal(signal.SIGINT)
                 try:
                     await asyncio.wait_for(proc.wait(), 2.0)
                 except asyncio.TimeoutError:
