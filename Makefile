@@ -11,7 +11,7 @@ CARGO ?= cargo
 BIN := target/debug/openagents
 SAMPLES := tests/samples
 
-.PHONY: all build demo test test-rust test-python test-typescript codegen check-codegen compat bench fuzz soak clean
+.PHONY: all build demo demo-python test test-rust test-python test-typescript codegen check-codegen compat bench fuzz soak clean
 
 all: build
 
@@ -24,7 +24,7 @@ $(DEMO)/runners.toml: build
 	@mkdir -p $(DEMO)
 	@printf '[runners.echo]\ncommand = "%s"\n' "$(CURDIR)/target/debug/openagents-runner-echo" > $@
 
-demo: build $(DEMO)/runners.toml
+demo: build $(DEMO)/runners.toml demo-python
 	@echo "== openagents runners   (registry: $(DEMO)/runners.toml)"
 	@OPENAGENTS_RUNNERS=$(DEMO)/runners.toml $(BIN) runners
 	@echo
@@ -50,6 +50,18 @@ demo: build $(DEMO)/runners.toml
 	@echo '{"a":' | $(BIN) validate Turn; code=$$?; echo "refused (exit $$code)"; test $$code -eq 2
 
 test: test-rust test-python test-typescript
+
+# A Python runner in the same registry, and one turn driven from Python over stdio.
+demo-python: build $(DEMO)/runners.toml
+	@clients/python/ensure-venv.sh
+	@printf '[capabilities.server]\nenabled = true\n' > $(DEMO)/config.toml
+	@printf '[runners.py-echo]\ncommand = "%s"\nargs = ["%s"]\n' "$(CURDIR)/.venv/bin/python" "$(CURDIR)/clients/python/examples/echo_runner.py" >> $(DEMO)/runners.toml
+	@echo '== openagents run --runner py-echo "hello from a python runner"'
+	@OPENAGENTS_RUNNERS=$(DEMO)/runners.toml $(BIN) run --runner py-echo "hello from a python runner"
+	@echo
+	@echo '== one turn driven from Python (clients/python/examples/drive_turn.py)'
+	@OPENAGENTS_CONFIG=$(DEMO)/config.toml OPENAGENTS_RUNNERS=$(DEMO)/runners.toml OPENAGENTS_BIN=$(CURDIR)/$(BIN) .venv/bin/python clients/python/examples/drive_turn.py --runner py-echo "hello from python"
+	@echo
 
 test-rust:
 	$(CARGO) test --workspace --locked

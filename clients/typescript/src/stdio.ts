@@ -33,6 +33,7 @@ export interface StdioTransportOptions {
 const STDERR_TAIL = 64 * 1024;
 
 interface Pending {
+  method: string;
   resolve: (v: unknown) => void;
   reject: (e: unknown) => void;
 }
@@ -45,6 +46,7 @@ export class StdioTransport implements Transport {
   private readonly pending = new Map<number, Pending>();
   private readonly subscribers = new Set<StdioSubscription>();
   private stderrTail = "";
+  private inputEnded = false;
   private exited: TransportError | null = null;
   private readonly exit: Promise<void>;
 
@@ -126,6 +128,8 @@ export class StdioTransport implements Transport {
       const p = typeof id === "number" ? this.pending.get(id) : undefined;
       if (p && typeof id === "number") {
         this.pending.delete(id);
+        // After `shutdown` the runtime reads no more requests; ending its input lets it exit.
+        if (p.method === "shutdown" && "result" in msg) this.endInput();
         p.resolve(msg);
       }
       // A response with a null id answers a request the runtime could not read; every request
@@ -133,8 +137,14 @@ export class StdioTransport implements Transport {
     }
   }
 
+  private endInput(): void {
+    this.inputEnded = true;
+    this.child.stdin?.end();
+  }
+
   request(method: string, params: unknown, options: RequestOptions = {}): Promise<unknown> {
     if (this.exited) return Promise.reject(this.exited);
+    if (this.inputEnded) return Promise.reject(new TransportError("the runtime has shut down (or is closing) and takes no more requests"));
     const signal = options.signal;
     if (signal?.aborted) return Promise.reject(signal.reason);
     const id = this.nextId++;
@@ -148,6 +158,7 @@ export class StdioTransport implements Transport {
         reject(signal?.reason);
       };
       this.pending.set(id, {
+        method,
         resolve: (v) => {
           signal?.removeEventListener("abort", onAbort);
           resolve(v);
@@ -185,7 +196,7 @@ export class StdioTransport implements Transport {
 
   /** Ends the runtime: closes its stdin (it stops at end of input), then stops it if it lingers. */
   async close(): Promise<void> {
-    this.child.stdin?.end();
+    this.endInput();
     const timer = setTimeout(() => this.child.kill("SIGTERM"), 5000);
     const hard = setTimeout(() => this.child.kill("SIGKILL"), 7000);
     await this.exit;
