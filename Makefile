@@ -76,15 +76,16 @@ test-typescript:
 # The generator's checked-in output must match what it generates now.
 check-codegen:
 	$(CARGO) run --quiet --locked -p openagents-codegen -- check
+	$(CARGO) run --quiet --locked -p openagents-codegen -- gate
 
 codegen:
 	$(CARGO) run --quiet -p openagents-codegen -- python --schema schema --out-dir clients/python/src/openagents/_generated
 	$(CARGO) run --quiet -p openagents-codegen -- typescript --schema schema --out-dir clients/typescript/src/generated
-	INSTA_UPDATE=always $(CARGO) test --quiet -p openagents-codegen --test snapshots
+	INSTA_UPDATE=always $(CARGO) test --quiet -p openagents-codegen --test snapshots --test openrpc --test compat_history
 	$(CARGO) run --quiet -p openagents-codegen -- check
 
 compat:
-	$(CARGO) run --quiet -p openagents-codegen -- compat
+	$(CARGO) run --quiet --locked -p openagents-codegen -- compat $(OLD) $(NEW)
 
 fuzz:
 	bash tests/fuzz/run.sh

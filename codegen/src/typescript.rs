@@ -1356,7 +1356,7 @@ impl<'a> Emitter<'a> {
             w.doc(&d);
             w.open(&format!("export class {class} extends OpenAgentsError {{"));
             w.doc("The code this class stands for.");
-            w.line(&format!("static override readonly code: string = {};", js_str(&v.value)));
+            w.line(&format!("static override readonly code = {};", js_str(&v.value)));
             w.close("}");
             classes.push((v.value.clone(), class));
         }

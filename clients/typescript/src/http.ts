@@ -229,8 +229,6 @@ class SseSubscription implements EventSubscription {
         }
         this.first = null;
         this.markReady();
-        failures = 0;
-        delay = delayMs;
         const body = response.body;
         if (!body) throw new TransportError("GET /events answered without a body");
         const reader = body.getReader();
@@ -246,6 +244,9 @@ class SseSubscription implements EventSubscription {
             }
             const messages = chunk.done ? parser.end() : parser.push(chunk.value);
             for (const m of messages) {
+              // A connection that delivers events is healthy again.
+              failures = 0;
+              delay = delayMs;
               let ev: unknown;
               try {
                 ev = JSON.parse(m.data) as unknown;
@@ -264,6 +265,14 @@ class SseSubscription implements EventSubscription {
           throw e;
         } finally {
           reader.cancel().catch(() => undefined);
+        }
+        // Dropped: reconnect from the last event seen — at once after a connection that delivered
+        // events, else with backoff, counted against the retries.
+        failures += 1;
+        if (failures > max) throw new TransportError(`the event stream keeps ending without events; gave up after ${max} retries`);
+        if (failures > 1) {
+          await sleep(delay, this.abort.signal);
+          delay = Math.min(delay * 2, 2000);
         }
       }
     } finally {

@@ -28,6 +28,10 @@ if ! command -v wrk >/dev/null 2>&1; then
     $SUDO apt-get update -qq && $SUDO apt-get install -y -qq wrk >/dev/null
 fi
 command -v taskset >/dev/null 2>&1 || { echo "taskset (util-linux) is missing" >&2; exit 2; }
+# On a shared machine, the measured processes take precedence over background work (builds)
+# when allowed to (root): CFS weight of nice -20 against nice 0 is about 87:1.
+PRIO=""
+if nice -n -20 true 2>/dev/null; then PRIO="nice -n -20"; fi
 if [ "$(nproc)" -lt 2 ]; then
     echo "warning: $(nproc) core(s): the server and the load generator share a core" >&2
     CLIENT_CORE=0
@@ -52,7 +56,7 @@ trap cleanup EXIT
 start() {
     local name="$1" mode="$2" log="$OUT/$1.addr"
     : > "$log"
-    taskset -c "$SERVER_CORE" "$BIN" "$mode" 127.0.0.1:0 > "$log" &
+    $PRIO taskset -c "$SERVER_CORE" "$BIN" "$mode" 127.0.0.1:0 > "$log" &
     PIDS+=("$!")
     for _ in $(seq 1 100); do
         if [ -s "$log" ]; then ADDR="$(head -1 "$log")"; return 0; fi
@@ -83,12 +87,12 @@ start floor serve-floor; FLOOR="$ADDR"
 taskset -c "$CLIENT_CORE" "$BIN" check "$OURS" "$JSONRPSEE" "$FLOOR" | tee "$OUT/check.txt"
 declare -A URL=([ours]="http://$OURS" [jsonrpsee]="http://$JSONRPSEE" [floor]="http://$FLOOR")
 for s in ours jsonrpsee floor; do   # warm-up
-    taskset -c "$CLIENT_CORE" wrk -t1 -c16 -d1s -s "$OUT/status.lua" "${URL[$s]}/rpc" > /dev/null
+    $PRIO taskset -c "$CLIENT_CORE" wrk -t1 -c16 -d1s -s "$OUT/status.lua" "${URL[$s]}/rpc" > /dev/null
 done
 for c in $CONNS; do
     for r in $(seq 1 "$ROUNDS"); do
         for s in ours jsonrpsee floor; do
-            line="$(taskset -c "$CLIENT_CORE" wrk -t1 -c"$c" -d"${DURATION}s" --timeout 5s -s "$OUT/status.lua" "${URL[$s]}/rpc" | grep '^requests=')"
+            line="$($PRIO taskset -c "$CLIENT_CORE" wrk -t1 -c"$c" -d"${DURATION}s" --timeout 5s -s "$OUT/status.lua" "${URL[$s]}/rpc" | grep '^requests=')"
             echo "http conns=$c round=$r server=$s $line" | tee -a "$RAW"
         done
     done
@@ -98,7 +102,7 @@ cleanup; PIDS=()
 echo "== stdio: status, ${STDIO_LINES} lines, ${ROUNDS} rounds"
 for r in $(seq 1 "$ROUNDS"); do
     for s in ours floor; do
-        line="$(taskset -c "$CLIENT_CORE" "$BIN" stdio-drive "$STDIO_LINES" taskset -c "$SERVER_CORE" "$BIN" "stdio-$s")"
+        line="$($PRIO taskset -c "$CLIENT_CORE" "$BIN" stdio-drive "$STDIO_LINES" taskset -c "$SERVER_CORE" "$BIN" "stdio-$s")"
         echo "stdio round=$r server=$s $line" | tee -a "$RAW"
     done
 done
@@ -106,14 +110,14 @@ done
 echo "== SSE: ${SSE_EVENTS} text events to GET /events subscribers"
 for n in $SSE_SUBS; do
     start sse serve-ours
-    line="$(taskset -c "$CLIENT_CORE" "$BIN" sse "$ADDR" "$n" "$SSE_EVENTS")"
+    line="$($PRIO taskset -c "$CLIENT_CORE" "$BIN" sse "$ADDR" "$n" "$SSE_EVENTS")"
     echo "sse $line" | tee -a "$RAW"
     cleanup; PIDS=()
 done
 
 {
     echo "Machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(uname -sr); wrk: $(wrk --version 2>&1 | head -1 | cut -d' ' -f1-2)."
-    echo "Settings: ROUNDS=$ROUNDS DURATION=${DURATION}s CONNS=\"$CONNS\" STDIO_LINES=$STDIO_LINES SSE_EVENTS=$SSE_EVENTS; load average (1/5/15 min) at start $LOAD_START, at end $(cut -d' ' -f1-3 /proc/loadavg)."
+    echo "Settings: ${PRIO:-default priority}; ROUNDS=$ROUNDS DURATION=${DURATION}s CONNS=\"$CONNS\" STDIO_LINES=$STDIO_LINES SSE_EVENTS=$SSE_EVENTS; load average (1/5/15 min) at start $LOAD_START, at end $(cut -d' ' -f1-3 /proc/loadavg)."
     echo
     "$BIN" report "$RAW"
 } > "$OUT/report.md"

@@ -140,8 +140,6 @@ pub async fn run_http_authorized_with_lease_ttl(
     run_http_authorized(engine, bind, credentials).await
 }
 
-/// `rpc_app`: when serving HTTP, `POST /rpc` goes straight to [`rpc`], skipping the router's
-/// per-request routing work; everything else goes through the router.
 /// One of a listener's [`MAX_CONNECTIONS`] slots, carried in each request's extensions so a
 /// connection upgraded to a WebSocket keeps holding it.
 #[derive(Clone)]
@@ -149,6 +147,8 @@ pub(crate) struct ConnectionSlot {
     _permit: Arc<tokio::sync::OwnedSemaphorePermit>,
 }
 
+/// `rpc_app`: when serving HTTP, `POST /rpc` goes straight to [`rpc`], skipping the router's
+/// per-request routing work; everything else goes through the router.
 async fn accept_loop(listener: TcpListener, router: Router, engine: RpcEngine, rpc_app: Option<App>) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
@@ -170,9 +170,12 @@ async fn accept_loop(listener: TcpListener, router: Router, engine: RpcEngine, r
         let (router, rpc_app, request_slot) = (router.clone(), rpc_app.clone(), slot.clone());
         let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
             let mut request = request.map(Body::new);
-            request.extensions_mut().insert(request_slot.clone());
             let too_large = header_block_len(&request) > SERVER_MAX_LINE_BYTES;
             let direct = rpc_app.clone().filter(|_| request.method() == axum::http::Method::POST && request.uri().path() == "/rpc");
+            if direct.is_none() {
+                // Only a routed request can become a WebSocket (`POST /rpc` never upgrades).
+                request.extensions_mut().insert(request_slot.clone());
+            }
             let router = router.clone();
             async move {
                 if too_large {

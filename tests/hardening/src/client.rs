@@ -84,10 +84,21 @@ pub fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
 /// Sends `bytes` as they are and reads until the server closes; `Err` when the server sent no
 /// parseable response (it closed or reset the connection instead).
 pub fn send_raw(addr: SocketAddr, bytes: &[u8]) -> io::Result<Resp> {
+    send(addr, bytes, false)
+}
+
+/// [`send_raw`], then shuts down the write side (a half-closed connection) before reading.
+pub fn send_half_closed(addr: SocketAddr, bytes: &[u8]) -> io::Result<Resp> {
+    send(addr, bytes, true)
+}
+
+fn send(addr: SocketAddr, bytes: &[u8], half_close: bool) -> io::Result<Resp> {
     let mut s = connect(addr)?;
     // The server may answer (and close) before it has read everything, as it does past a limit.
     let _ = s.write_all(bytes);
-    let _ = s.shutdown(std::net::Shutdown::Write);
+    if half_close {
+        let _ = s.shutdown(std::net::Shutdown::Write);
+    }
     let mut raw = Vec::new();
     let mut buf = [0u8; 64 * 1024];
     loop {

@@ -10,7 +10,7 @@ import type { ErrorCode } from "./types.js";
  */
 export class InvalidRequestError extends OpenAgentsError {
   /** The code this class stands for. */
-  static override readonly code: string = "invalid_request";
+  static override readonly code = "invalid_request";
 }
 
 /**
@@ -20,7 +20,7 @@ export class InvalidRequestError extends OpenAgentsError {
  */
 export class UnknownMethodError extends OpenAgentsError {
   /** The code this class stands for. */
-  static override readonly code: string = "unknown_method";
+  static override readonly code = "unknown_method";
 }
 
 /**
@@ -30,7 +30,7 @@ export class UnknownMethodError extends OpenAgentsError {
  */
 export class InvalidParamsError extends OpenAgentsError {
   /** The code this class stands for. */
-  static override readonly code: string = "invalid_params";
+  static override readonly code = "invalid_params";
 }
 
 /**
@@ -40,7 +40,7 @@ export class InvalidParamsError extends OpenAgentsError {
  */
 export class UnauthorizedError extends OpenAgentsError {
   /** The code this class stands for. */
-  static override readonly code: string = "unauthorized";
+  static override readonly code = "unauthorized";
 }
 
 /**
@@ -50,7 +50,7 @@ export class UnauthorizedError extends OpenAgentsError {
  */
 export class ForbiddenError extends OpenAgentsError {
   /** The code this class stands for. */
-  static override readonly code: string = "forbidden";
+  static override readonly code = "forbidden";
 }
 
 /**
@@ -60,7 +60,7 @@ export class ForbiddenError extends OpenAgentsError {
  */
 export class BusyError extends OpenAgentsError {
   /** The code this class stands for. */
-  static override readonly code: string = "busy";
+  static override readonly code = "busy";
 }
 
 /**
@@ -70,7 +70,7 @@ export class BusyError extends OpenAgentsError {
  */
 export class LeaseHeldError extends OpenAgentsError {
   /** The code this class stands for. */
-  static override readonly code: string = "lease_held";
+  static override readonly code = "lease_held";
 }
 
 /**
@@ -80,7 +80,7 @@ export class LeaseHeldError extends OpenAgentsError {
  */
 export class RunnerNotFoundError extends OpenAgentsError {
   /** The code this class stands for. */
-  static override readonly code: string = "runner_not_found";
+  static override readonly code = "runner_not_found";
 }
 
 /**
@@ -90,7 +90,7 @@ export class RunnerNotFoundError extends OpenAgentsError {
  */
 export class InterruptedError extends OpenAgentsError {
   /** The code this class stands for. */
-  static override readonly code: string = "interrupted";
+  static override readonly code = "interrupted";
 }
 
 /**
@@ -100,7 +100,7 @@ export class InterruptedError extends OpenAgentsError {
  */
 export class RunnerFailedError extends OpenAgentsError {
   /** The code this class stands for. */
-  static override readonly code: string = "runner_failed";
+  static override readonly code = "runner_failed";
 }
 
 /**
@@ -110,7 +110,7 @@ export class RunnerFailedError extends OpenAgentsError {
  */
 export class FrameTooLargeError extends OpenAgentsError {
   /** The code this class stands for. */
-  static override readonly code: string = "frame_too_large";
+  static override readonly code = "frame_too_large";
 }
 
 /**
@@ -120,7 +120,7 @@ export class FrameTooLargeError extends OpenAgentsError {
  */
 export class OutputTooLargeError extends OpenAgentsError {
   /** The code this class stands for. */
-  static override readonly code: string = "output_too_large";
+  static override readonly code = "output_too_large";
 }
 
 /**
@@ -130,7 +130,7 @@ export class OutputTooLargeError extends OpenAgentsError {
  */
 export class TimeoutError extends OpenAgentsError {
   /** The code this class stands for. */
-  static override readonly code: string = "timeout";
+  static override readonly code = "timeout";
 }
 
 /**
@@ -140,7 +140,7 @@ export class TimeoutError extends OpenAgentsError {
  */
 export class ShuttingDownError extends OpenAgentsError {
   /** The code this class stands for. */
-  static override readonly code: string = "shutting_down";
+  static override readonly code = "shutting_down";
 }
 
 /**
@@ -150,7 +150,7 @@ export class ShuttingDownError extends OpenAgentsError {
  */
 export class InternalError extends OpenAgentsError {
   /** The code this class stands for. */
-  static override readonly code: string = "internal";
+  static override readonly code = "internal";
 }
 
 /** The class for each `ErrorCode` value. */
