@@ -179,6 +179,16 @@ fn untyped_check(ty: &str, value: &Value) -> Vec<rt::Violation> {
         "Turn" => run::<p::Turn>(value),
         "TurnCounters" => run::<p::TurnCounters>(value),
         "Violation" => run::<p::Violation>(value),
+        "ApprovalAnswer" => run::<p::ApprovalAnswer>(value),
+        "ApprovalPrompt" => run::<p::ApprovalPrompt>(value),
+        "ApprovalReply" => run::<p::ApprovalReply>(value),
+        "FrontendApprovalRequest" => run::<p::FrontendApprovalRequest>(value),
+        "FrontendApprovalResolved" => run::<p::FrontendApprovalResolved>(value),
+        "FrontendApprovalResolvedParams" => run::<p::FrontendApprovalResolvedParams>(value),
+        "FrontendEventNotification" => run::<p::FrontendEventNotification>(value),
+        "ReleaseResult" => run::<p::ReleaseResult>(value),
+        "SubscribeParams" => run::<p::SubscribeParams>(value),
+        "SubscribeResult" => run::<p::SubscribeResult>(value),
         other => panic!("no untyped checker listed for `{other}`: add it to untyped_check in {}", file!()),
     }
 }

@@ -25,8 +25,9 @@ pub enum FrameError {
 ///
 /// # Errors
 ///
-/// [`FrameError::TooLong`] as soon as more than `limit` bytes arrive without a newline; at most
-/// `limit` bytes are ever held.
+/// [`FrameError::TooLong`] as soon as more than `limit` bytes arrive without a newline (one `\r`
+/// before the newline, or at the end of input, does not count); at most `limit` bytes (and that
+/// `\r`) are ever held.
 pub fn read_line<R: BufRead + ?Sized>(reader: &mut R, limit: usize) -> Result<Option<Vec<u8>>, FrameError> {
     let mut line = Vec::new();
     loop {
@@ -42,7 +43,7 @@ pub fn read_line<R: BufRead + ?Sized>(reader: &mut R, limit: usize) -> Result<Op
             Some(i) => (i, true),
             None => (buf.len(), false),
         };
-        if line.len() + take > limit + usize::from(done && buf[..take].last() == Some(&b'\r')) {
+        if over(&line, &buf[..take], limit) {
             return Err(FrameError::TooLong { limit });
         }
         line.extend_from_slice(&buf[..take]);
@@ -51,6 +52,15 @@ pub fn read_line<R: BufRead + ?Sized>(reader: &mut R, limit: usize) -> Result<Op
             return Ok(Some(trim_cr(line)));
         }
     }
+}
+
+/// Whether the line held so far plus `chunk` is longer than `limit`, not counting a `\r` at
+/// the very end: that one may be the `\r` of a `\r\n`, which is not part of the line, whether
+/// or not its `\n` has arrived yet (so the answer never depends on how the bytes were split
+/// into reads).
+fn over(held: &[u8], chunk: &[u8], limit: usize) -> bool {
+    let last = chunk.last().or(held.last());
+    held.len() + chunk.len() - usize::from(last == Some(&b'\r')) > limit
 }
 
 fn trim_cr(mut line: Vec<u8>) -> Vec<u8> {
@@ -94,7 +104,7 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
                 Some(i) => (i, true),
                 None => (buf.len(), false),
             };
-            if self.partial.len() + take > self.limit + usize::from(done && buf[..take].last() == Some(&b'\r')) {
+            if over(&self.partial, &buf[..take], self.limit) {
                 // Free it: a line past a 16 MiB limit must not keep 16 MiB allocated.
                 self.partial = Vec::new();
                 return Err(FrameError::TooLong { limit: self.limit });
@@ -164,5 +174,11 @@ mod tests {
         check(b"abcde", 4, &[Err(())]);
         check(b"abcd", 4, &[Ok(b"abcd")]);
         check(b"\n\n", 4, &[Ok(b""), Ok(b"")]);
+        // A `\r` before the newline (or at the end) is not part of the line, wherever the reads
+        // split the bytes (the buffer here holds 3).
+        check(b"abcd\r", 4, &[Ok(b"abcd")]);
+        check(b"ab\r\n", 2, &[Ok(b"ab")]);
+        check(b"abcd\r\r\n", 4, &[Err(())]);
+        check(b"abcd\rx\n", 4, &[Err(())]);
     }
 }

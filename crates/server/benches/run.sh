@@ -7,7 +7,7 @@
 # (ours, jsonrpsee, floor, ours, …) and the report gives medians of the per-round ratios.
 #
 # Knobs (environment): ROUNDS (3), DURATION seconds per run (5), CONNS ("1 16 64"),
-# STDIO_LINES (200000), SSE_EVENTS (200000), SSE_SUBS ("1 16"), OUT (target/bench/server).
+# STDIO_LINES (500000), SSE_EVENTS (200000), SSE_SUBS ("1 16"), OUT (target/bench/server).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../../.." && pwd)"
@@ -15,7 +15,7 @@ cd "$ROOT"
 ROUNDS="${ROUNDS:-3}"
 DURATION="${DURATION:-5}"
 CONNS="${CONNS:-1 16 64}"
-STDIO_LINES="${STDIO_LINES:-200000}"
+STDIO_LINES="${STDIO_LINES:-500000}"
 SSE_EVENTS="${SSE_EVENTS:-200000}"
 SSE_SUBS="${SSE_SUBS:-1 16}"
 OUT="${OUT:-$ROOT/target/bench/server}"

@@ -55,7 +55,8 @@ where
     session.subscribe(None);
     // Shared, not copied per request: a caller's grant is a set of strings.
     let caller = std::sync::Arc::new(Caller::stdio());
-    let mut lines = LineReader::new(BufReader::new(reader), SERVER_MAX_LINE_BYTES);
+    // 64 KiB reads: each read of tokio's stdin is a trip through the blocking thread pool.
+    let mut lines = LineReader::new(BufReader::with_capacity(64 * 1024, reader), SERVER_MAX_LINE_BYTES);
     let mut in_flight = JoinSet::new();
     let result = loop {
         let next = tokio::select! {

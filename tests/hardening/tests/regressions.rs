@@ -1,0 +1,59 @@
+//! Every input a fuzz target (tests/fuzz, `make fuzz`) ever crashed with, replayed through the
+//! same oracle (`openagents_hardening::oracles`), so each stays fixed. Add a case, with the
+//! input bytes inline and a line saying what it found, before fixing what it found.
+
+use openagents_hardening::oracles;
+
+/// `(fuzz target, what it found, input)`.
+const CASES: &[(&str, &str, &[u8])] = &[
+    (
+        "frame",
+        "a `\\r` arriving in a read without its `\\n` counted against the limit: the same line was \
+         accepted or refused depending on how the bytes were split (limit 8, buffer 1)",
+        b"\xc8\x10\x07\"abc\\n\"\r\n\"abc\\2\r",
+    ),
+];
+
+fn check(target: &str, input: &[u8]) {
+    match target {
+        "frame" => oracles::frame(input),
+        "validators" => oracles::validators(input),
+        "rpc_engine" => oracles::rpc_engine(input),
+        "runner_events" => oracles::runner_events(input),
+        "sse_resume" => oracles::sse_resume(input),
+        "ws_message" => oracles::ws_message(input),
+        other => panic!("no fuzz target `{other}`"),
+    }
+}
+
+#[test]
+fn every_crash_found_by_fuzzing_stays_fixed() {
+    for (target, what, input) in CASES {
+        let outcome = std::panic::catch_unwind(|| check(target, input));
+        assert!(outcome.is_ok(), "{target}: {what}: input {input:?}");
+    }
+}
+
+/// The seed corpora's shapes (as tests/fuzz/run.sh builds them) go through every oracle without
+/// a crash: a smoke test of the oracles themselves, fast enough for every `make test`.
+#[test]
+fn the_oracles_accept_well_formed_inputs() {
+    let request = br#"{"jsonrpc":"2.0","id":1,"method":"submit","params":{"task":"hello world"}}"#;
+    oracles::rpc_engine(request);
+    oracles::rpc_engine(br#"{"id":"s","method":"status"}"#);
+    oracles::rpc_engine(br#"{"id":2,"method":"shutdown"}"#);
+    oracles::rpc_engine(br#"{"id":3,"method":"status"}"#);
+    oracles::ws_message(br#"{"jsonrpc":"2.0","id":"approval-1","result":{"approved":true}}"#);
+    oracles::ws_message(br#"{"jsonrpc":"2.0","id":4,"method":"subscribe","params":{"since":0}}"#);
+    oracles::runner_events(b"{\"type\":\"text\",\"text\":\"a\"}\n{\"type\":\"completed\",\"result\":\"ok\"}\n");
+    oracles::runner_events(b"{\"type\":\"completed\",\"result\":\"ok\"}\n{\"type\":\"text\",\"text\":\"late\"}\n");
+    oracles::sse_resume(b"\x04\x0a\x03 3 \xffsince=1");
+    oracles::frame(b"\x04\x03abcd\r\nabcde\nab\r");
+    let turn = openagents_protocol::TYPES.iter().position(|t| t.name == "Turn").expect("Turn") as u8;
+    let mut doc = vec![turn];
+    doc.extend_from_slice(br#"{"schema":"openagents.agent.runner.v1","assignment":"a","conversation":"c","agent":{"runner":"echo"},"task":"t","cwd":"/"}"#);
+    oracles::validators(&doc);
+    let mut dup = vec![turn];
+    dup.extend_from_slice(br#"{"schema":"openagents.agent.runner.v1","schema":"openagents.agent.runner.v1","assignment":"a","conversation":"c","agent":{"runner":"echo"},"task":"t","cwd":"/"}"#);
+    oracles::validators(&dup);
+}
