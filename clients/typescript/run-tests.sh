@@ -16,4 +16,4 @@ rm -rf dist build
 npm run build
 npx tsc -p tsconfig.check.json
 npm run build:test
-node --test --test-concurrency=2 --test-timeout=300000 build/test/
+node --test --test-concurrency=2 --test-timeout=300000 build/test/*.test.js
