@@ -11,7 +11,7 @@ CARGO ?= cargo
 BIN := target/debug/openagents
 SAMPLES := tests/samples
 
-.PHONY: all build demo demo-python test test-rust test-python test-typescript codegen check-codegen compat bench fuzz soak clean
+.PHONY: all build demo demo-python demo-typescript test test-rust test-python test-typescript codegen check-codegen compat bench fuzz soak clean
 
 all: build
 
@@ -24,7 +24,7 @@ $(DEMO)/runners.toml: build
 	@mkdir -p $(DEMO)
 	@printf '[runners.echo]\ncommand = "%s"\n' "$(CURDIR)/target/debug/openagents-runner-echo" > $@
 
-demo: build $(DEMO)/runners.toml demo-python
+demo: build $(DEMO)/runners.toml demo-python demo-typescript
 	@echo "== openagents runners   (registry: $(DEMO)/runners.toml)"
 	@OPENAGENTS_RUNNERS=$(DEMO)/runners.toml $(BIN) runners
 	@echo
@@ -50,6 +50,16 @@ demo: build $(DEMO)/runners.toml demo-python
 	@echo '{"a":' | $(BIN) validate Turn; code=$$?; echo "refused (exit $$code)"; test $$code -eq 2
 
 test: test-rust test-python test-typescript
+
+# A TypeScript runner, and one turn driven from TypeScript over stdio.
+demo-typescript: build
+	@cd clients/typescript && npm ci --no-audit --no-fund --silent && npm run --silent build
+	@mkdir -p $(DEMO)
+	@printf '[capabilities.server]\nenabled = true\n' > $(DEMO)/config-ts.toml
+	@printf '[runners.echo-ts]\ncommand = "%s"\nargs = ["%s"]\n' "$$(command -v node)" "$(CURDIR)/clients/typescript/examples/echo-runner.mjs" > $(DEMO)/runners-ts.toml
+	@echo '== one turn driven from TypeScript through a TypeScript runner (clients/typescript/examples/drive-turn.mjs)'
+	@OPENAGENTS_CONFIG=$(DEMO)/config-ts.toml OPENAGENTS_RUNNERS=$(DEMO)/runners-ts.toml OPENAGENTS_BIN=$(CURDIR)/$(BIN) node clients/typescript/examples/drive-turn.mjs --runner echo-ts "hello from typescript"
+	@echo
 
 # A Python runner in the same registry, and one turn driven from Python over stdio.
 demo-python: build $(DEMO)/runners.toml
