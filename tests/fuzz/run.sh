@@ -67,9 +67,9 @@ for ty, doc in docs:
 events = [doc for ty, doc in docs if ty == "Event"]
 for i in range(0, len(events), 3):
     put("runner_events", b"\n".join(events[i:i + 3]) + b"\n")
-# SSE resume points: [capacity, published, after, Last-Event-ID bytes, 0xFF, query].
+# SSE resume points: [capacity, published, burst1, burst2, k, Last-Event-ID bytes, 0xFF, query].
 for hdr, q in [(b"3", b"since=1"), (b"-1", b""), (b" 7 ", b"x=1&since=2"), (b"", b"since=99999999999999999999"), (b"abc", b"since=-5")]:
-    put("sse_resume", bytes([4, 10, 3]) + hdr + b"\xff" + q)
+    put("sse_resume", bytes([4, 10, 3, 2, 1]) + hdr + b"\xff" + q)
 print(f"seeded {len(docs)} documents")
 PY
 

@@ -381,6 +381,19 @@ pub fn fd_count(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0)
 }
 
+/// How many descriptors process `pid` holds once the count has stopped moving (three equal
+/// readings 50 ms apart, within 5 s): connections just answered take a moment to close.
+pub fn settled_fd_count(pid: u32) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut last = (fd_count(pid), 0);
+    while Instant::now() < deadline && last.1 < 2 {
+        std::thread::sleep(Duration::from_millis(50));
+        let n = fd_count(pid);
+        last = if n == last.0 { (n, last.1 + 1) } else { (n, 0) };
+    }
+    last.0
+}
+
 /// A `/proc/<pid>/status` field in kB (`VmRSS`, `VmHWM`) or as a count (`Threads`).
 pub fn proc_status(pid: u32, field: &str) -> u64 {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();

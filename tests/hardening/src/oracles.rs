@@ -434,15 +434,17 @@ pub fn runner_events(data: &[u8]) {
 // sse_resume
 // ---------------------------------------------------------------------------------------------
 
-/// The SSE resume point: input `[capacity, published, after, header bytes…, 0xFF, query…]`.
-/// `published` events go into a hub holding `capacity`, a subscriber resumes from what
-/// `resume_point` makes of the `Last-Event-ID` header and the query string, `after` more events
-/// are published, and the subscriber must see every event after its resume point exactly once,
-/// in order, with an explicit `gap` or `lagged` for any it cannot have.
+/// The SSE resume point: input `[capacity, published, burst1, burst2, k, header bytes…, 0xFF,
+/// query…]`. `published` events go into a hub holding `capacity`; a subscriber resumes from
+/// what `resume_point` makes of the `Last-Event-ID` header and the query string; `burst1` more
+/// events are published, the subscriber takes `k` events, `burst2` more are published, and it
+/// takes the rest. It must see every event after its resume point exactly once, in order, with
+/// an explicit `gap` or `lagged` for any it cannot have, each notice carrying the sequence number
+/// of the newest event before the ones it missed.
 pub fn sse_resume(data: &[u8]) {
-    let [cap, before, after, rest @ ..] = data else { return };
+    let [cap, before, burst1, burst2, k, rest @ ..] = data else { return };
     let capacity = 1 + usize::from(*cap % 8);
-    let (before, after) = (i64::from(*before % 24), i64::from(*after % 24));
+    let (before, burst1, burst2, k) = (i64::from(*before % 24), i64::from(*burst1 % 24), i64::from(*burst2 % 24), usize::from(*k % 32));
     let (header, query) = match rest.iter().position(|&b| b == 0xFF) {
         Some(i) => (&rest[..i], Some(&rest[i + 1..])),
         None => (rest, None),
@@ -452,19 +454,27 @@ pub fn sse_resume(data: &[u8]) {
     let since = openagents_server::http::resume_point(header.as_ref(), query);
 
     let hub = EventHub::with_capacity(capacity);
-    for i in 0..before {
-        hub.publish(RuntimeEvent::Text { text: format!("before {i}") });
-    }
+    let publish = |n: i64, what: &str| {
+        for i in 0..n {
+            hub.publish(RuntimeEvent::Text { text: format!("{what} {i}") });
+        }
+    };
+    publish(before, "before");
     let mut sub = hub.subscribe(since);
-    for i in 0..after {
-        hub.publish(RuntimeEvent::Text { text: format!("after {i}") });
-    }
-    let last = before + after;
+    publish(burst1, "burst1");
     let mut got: Vec<ServerEvent> = Vec::new();
+    while got.len() < k {
+        match sub.next().now_or_never() {
+            Some(Some(ev)) => got.push(ev),
+            _ => break,
+        }
+    }
+    publish(burst2, "burst2");
     while let Some(Some(ev)) = sub.next().now_or_never() {
         got.push(ev);
         assert!(got.len() <= 200, "the subscription does not end");
     }
+    let last = before + burst1 + burst2;
     // Where the stream must start: after the clamped resume point, or at the first new event.
     let start = match since {
         Some(s) => s.clamp(0, before),
@@ -481,15 +491,16 @@ pub fn sse_resume(data: &[u8]) {
             }
             RuntimeEvent::Lagged { missed } => {
                 assert!(*missed >= 1, "lagged by nothing");
+                assert_eq!(ev.seq, expect_next - 1, "a lagged notice carries the newest sequence number before what it missed (since {since:?}, capacity {capacity}): {got:?}");
                 expect_next += missed;
             }
             _ => {
-                assert_eq!(ev.seq, expect_next, "since {since:?} (capacity {capacity}, {before} before, {after} after): {got:?}");
+                assert_eq!(ev.seq, expect_next, "since {since:?} (capacity {capacity}, {before} before, bursts {burst1}/{burst2}, k {k}): {got:?}");
                 expect_next += 1;
             }
         }
     }
-    assert_eq!(expect_next, last + 1, "the subscriber did not reach the newest event (since {since:?}, capacity {capacity}, {before} before, {after} after): {got:?}");
+    assert_eq!(expect_next, last + 1, "the subscriber did not reach the newest event (since {since:?}, capacity {capacity}, {before} before, bursts {burst1}/{burst2}, k {k}): {got:?}");
     drop(sub);
     assert_eq!(hub.subscribers(), 0, "a dropped subscription is still counted");
 }

@@ -10,7 +10,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use openagents_hardening::client::{self, Resp, Sse, Ws, WsRefused, post_rpc, rpc_head, send_raw};
-use openagents_hardening::harness::{HttpServer, Setup, fd_count, wait_for};
+use openagents_hardening::harness::{HttpServer, Setup, fd_count, settled_fd_count, wait_for};
 use openagents_protocol::SERVER_MAX_LINE_BYTES;
 use serde_json::{Value, json};
 
@@ -330,7 +330,7 @@ fn connections_past_max_connections_are_closed_and_service_resumes_when_they_go(
     let setup = Setup::new("conns");
     let server = setup.http();
     server.status();
-    let baseline = fd_count(server.pid);
+    let baseline = settled_fd_count(server.pid);
     let mut idle = Vec::new();
     for _ in 0..MAX_CONNECTIONS {
         idle.push(TcpStream::connect(server.addr).expect("connect"));

@@ -12,6 +12,14 @@ const CASES: &[(&str, &str, &[u8])] = &[
          accepted or refused depending on how the bytes were split (limit 8, buffer 1)",
         b"\xc8\x10\x07\"abc\\n\"\r\n\"abc\\2\r",
     ),
+    (
+        "sse_resume",
+        "two `lagged` notices in a row carried the same sequence number, so the second one's \
+         count started from before the events the first had already skipped: a silent gap \
+         (found first by the stuck-subscriber fault test; capacity 2, bursts of 6 and 6, one \
+         event taken between them)",
+        b"\x01\x00\x06\x06\x01",
+    ),
 ];
 
 fn check(target: &str, input: &[u8]) {
@@ -47,7 +55,7 @@ fn the_oracles_accept_well_formed_inputs() {
     oracles::ws_message(br#"{"jsonrpc":"2.0","id":4,"method":"subscribe","params":{"since":0}}"#);
     oracles::runner_events(b"{\"type\":\"text\",\"text\":\"a\"}\n{\"type\":\"completed\",\"result\":\"ok\"}\n");
     oracles::runner_events(b"{\"type\":\"completed\",\"result\":\"ok\"}\n{\"type\":\"text\",\"text\":\"late\"}\n");
-    oracles::sse_resume(b"\x04\x0a\x03 3 \xffsince=1");
+    oracles::sse_resume(b"\x04\x0a\x03\x02\x01 3 \xffsince=1");
     oracles::frame(b"\x04\x03abcd\r\nabcde\nab\r");
     let turn = openagents_protocol::TYPES.iter().position(|t| t.name == "Turn").expect("Turn") as u8;
     let mut doc = vec![turn];
