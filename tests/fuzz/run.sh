@@ -2,6 +2,7 @@
 # Runs every fuzz target for a bounded time and prints the executions per target.
 #
 #   tests/fuzz/run.sh [SECONDS]      (default 30 seconds per target; `make fuzz`)
+#   FUZZ_TARGETS="frame ws_message" tests/fuzz/run.sh 60     (some targets only)
 #
 # Coverage-guided with libFuzzer through cargo-fuzz (installed here if missing). cargo-fuzz
 # passes nightly-only flags to rustc; on a stable toolchain RUSTC_BOOTSTRAP=1 lets it, which is
@@ -18,7 +19,7 @@ set -euo pipefail
 SECONDS_PER_TARGET="${1:-30}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
-TARGETS=(frame validators rpc_engine runner_events sse_resume ws_message)
+TARGETS=(${FUZZ_TARGETS:-frame validators rpc_engine runner_events sse_resume ws_message})
 export RUSTC_BOOTSTRAP=1
 
 if ! cargo fuzz --version >/dev/null 2>&1; then

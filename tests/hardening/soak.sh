@@ -8,7 +8,7 @@ set -euo pipefail
 SECONDS_TO_RUN="${1:-120}"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT"
-cargo build --release --locked -p openagents-cli -p openagents-runner -p openagents-hardening --bin openagents --bin openagents-runner-echo --bin soak
+cargo build --release --locked -p openagents-cli -p openagents-runner -p openagents-hardening
 args=(--seconds "$SECONDS_TO_RUN")
 if [ -n "${2:-}" ]; then
     args+=(--seed "$2")

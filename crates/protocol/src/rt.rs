@@ -424,7 +424,65 @@ impl Wire for () {
 
 impl Wire for Value {
     fn decode<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Value::deserialize(d)
+        d.deserialize_any(ValueVisitor)
+    }
+}
+
+/// Builds a [`Value`] as serde_json's own visitor does, but refuses a key given twice at any
+/// depth (serde_json keeps the last one). Tagged unions buffer their object as values before
+/// decoding it, so without this `{"params": {"task": "a", "task": "b"}}` would pass as `b`.
+struct ValueVisitor;
+
+impl<'de> Visitor<'de> for ValueVisitor {
+    type Value = Value;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        Value::decode(d)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
+        while let Some(v) = seq.next_element_seed(WireSeed::<Value>::new())? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(k) = map.next_key::<Key<'de>>()? {
+            match out.entry(k.into_string()) {
+                serde_json::map::Entry::Occupied(e) => return Err(duplicate(e.key())),
+                serde_json::map::Entry::Vacant(e) => {
+                    e.insert(map.next_value_seed(WireSeed::<Value>::new())?);
+                }
+            }
+        }
+        Ok(Value::Object(out))
     }
 }
 

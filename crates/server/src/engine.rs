@@ -264,6 +264,16 @@ impl RpcEngine {
         };
         let id = request.id().clone();
         let jsonrpc = request.jsonrpc().is_some();
+        if let Some(Value::Number(n)) = &id {
+            // An integer id beyond 64 bits is parsed as a double, and echoing that double would
+            // hand the client back a different id: refuse it rather than answer under another.
+            if !n.is_i64() && !n.is_u64() && n.as_f64().is_some_and(|f| f.abs() >= 9_007_199_254_740_992.0) {
+                let message = format!("cannot be represented: the id {n} is an integer beyond 64 bits, which cannot be echoed exactly; use a string or a smaller integer");
+                let mut e = error(ErrorCode::InvalidParams, format!("invalid request: /id: {message}"));
+                e.details = Some(ErrorDetails { violations: Some(vec![openagents_protocol::Violation { pointer: "/id".into(), keyword: "type".into(), message }]), ..details() });
+                return Reply { id: None, jsonrpc, outcome: Err(e) };
+            }
+        }
         let outcome = self.call_in(caller, request.into_method(), session).await;
         Reply { id, jsonrpc, outcome }
     }

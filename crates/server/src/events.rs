@@ -119,7 +119,11 @@ impl Subscription {
                     return Some(ev);
                 }
                 Err(broadcast::error::RecvError::Lagged(missed)) => {
-                    return Some(ServerEvent { seq: self.seen, time_ms: Some(now_ms()), event: RuntimeEvent::Lagged { missed: missed as i64 } });
+                    let notice = ServerEvent { seq: self.seen, time_ms: Some(now_ms()), event: RuntimeEvent::Lagged { missed: missed as i64 } };
+                    // The missed events are behind this subscriber now: the next event is
+                    // `seq + missed + 1`, and a second notice before it counts from there.
+                    self.seen += missed as i64;
+                    return Some(notice);
                 }
                 Err(broadcast::error::RecvError::Closed) => return None,
             }

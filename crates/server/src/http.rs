@@ -193,10 +193,7 @@ async fn accept_loop(listener: TcpListener, router: Router, engine: RpcEngine, r
             let mut builder = hyper::server::conn::http1::Builder::new();
             // No `.max_headers(MAX_HEADERS)`: hyper's default limit is the same 100, and setting it
             // explicitly makes hyper fill a 100-slot header vector on every request.
-            // `half_close`: a client that shuts down its write side after its request still gets
-            // the answer (without it, hyper drops the response of a handler still running when the
-            // end of input arrives: a 16 MiB body, a `submit`).
-            builder.timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT).max_buf_size(SERVER_MAX_LINE_BYTES).half_close(true);
+            builder.timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT).max_buf_size(SERVER_MAX_LINE_BYTES);
             let conn = builder.serve_connection(TokioIo::new(stream), service).with_upgrades();
             let mut conn = std::pin::pin!(conn);
             tokio::select! {

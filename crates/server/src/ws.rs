@@ -158,6 +158,19 @@ pub fn as_response(text: &str) -> Option<(String, Result<ApprovalReply, ()>)> {
     o.get("error").map(|_| (id, Err(())))
 }
 
+/// Hands a frontend's JSON-RPC response (as [`as_response`] read it) on connection `conn` to
+/// the approval bridge: an unreadable result counts as a denial. Returns the error reply to send
+/// back when the bridge refuses the answer (a frontend without the approvals grant), echoing the
+/// id only when it is a valid `RequestId` (at most 256 characters), as for any request. Public
+/// for the fuzz targets.
+#[allow(clippy::result_unit_err)]
+pub fn take_response(engine: &RpcEngine, conn: u64, id: String, reply: Result<ApprovalReply, ()>) -> Option<crate::engine::Reply> {
+    let answer = reply.unwrap_or(ApprovalReply { approved: false, answer: None });
+    let e = engine.bridge().answer(conn, &id, answer).err()?;
+    let id = (id.chars().count() <= 256).then_some(serde_json::Value::String(id));
+    Some(crate::engine::Reply { id, jsonrpc: true, outcome: Err(e) })
+}
+
 async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller) {
     let (mut sink, mut stream) = socket.split();
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(WS_OUTBOUND_QUEUE);
@@ -234,12 +247,7 @@ async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller) {
         match msg {
             Message::Text(text) => {
                 if let Some((id, reply)) = as_response(text.as_str()) {
-                    let outcome = match reply {
-                        Ok(r) => engine.bridge().answer(conn, &id, r).map(|_| ()),
-                        Err(()) => engine.bridge().answer(conn, &id, ApprovalReply { approved: false, answer: None }).map(|_| ()),
-                    };
-                    if let Err(e) = outcome {
-                        let body = crate::engine::Reply { id: Some(serde_json::Value::String(id)), jsonrpc: true, outcome: Err(e) };
+                    if let Some(body) = take_response(&engine, conn, id, reply) {
                         let _ = tx.send(body.to_json()).await;
                     }
                     continue;

@@ -121,6 +121,12 @@ impl StreamCheck {
         Ok(())
     }
 
+    /// The sequence number of the newest event this stream has been given or told it missed:
+    /// where a reconnecting subscriber resumes from.
+    pub fn position(&self) -> Option<i64> {
+        self.next_seq.map(|n| n - 1)
+    }
+
     /// Whether the stream is between turns (every turn it saw start has ended).
     pub fn between_turns(&self) -> bool {
         self.turn != Turn::Running

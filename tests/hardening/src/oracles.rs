@@ -356,13 +356,12 @@ pub fn ws_message(data: &[u8]) {
                 assert!(matches!(validate_document("ApprovalReply", &j), Some(Ok(()))), "as_response accepted an invalid ApprovalReply {}", show(&j));
                 let _: &ApprovalReply = r;
             }
-            let answered = engine.bridge().answer(conn, &id, reply.unwrap_or(ApprovalReply { approved: false, answer: None }));
-            match answered {
-                Ok(settled) => assert!(!settled, "an answer settled a request nobody asked: {}", show(data)),
-                Err(e) => {
-                    assert!(!can_answer && e.code == ErrorCode::Forbidden, "answer failed: {e:?}");
-                    let body = openagents_server::Reply { id: Some(Value::String(id)), jsonrpc: true, outcome: Err(e) };
-                    check_reply("ws_message", &body.to_json(), &body);
+            match openagents_server::ws::take_response(&engine, conn, id, reply) {
+                None => assert!(can_answer, "a frontend without the approvals grant answered: {}", show(data)),
+                Some(body) => {
+                    let code = body.outcome.as_ref().err().map(|e| e.code.clone());
+                    assert!(!can_answer && code == Some(ErrorCode::Forbidden), "answer refused: {code:?}");
+                    check_reply("ws_message", data, &body);
                 }
             }
         }

@@ -140,20 +140,25 @@ fn a_client_that_disconnects_mid_submit_does_not_cut_the_turn_short() {
     s.write_all(&body.as_bytes()[..body.len() / 2]).expect("half the body");
     drop(s);
     // A half-closed client (write side shut right after the request) counts as gone, as a
-    // closed one does: it may not get the answer, but its turn runs to the end.
+    // closed one does: its request may be dropped before it starts a turn, or the turn runs to
+    // the end and only the answer is lost. Either way, never half a turn.
     let req = json!({"id": 10, "method": "submit", "params": {"task": "go", "runner": "slow"}}).to_string();
     let mut bytes = rpc_head(Some(&setup.tokens.controller), req.len(), "").into_bytes();
     bytes.extend_from_slice(req.as_bytes());
     if let Ok(r) = send_half_closed(server.addr, &bytes) {
         assert_eq!(r.json()["result"]["result"], "slow done", "{}", r.text());
     }
-    let events = until_terminal(&mut sse, &mut check);
-    assert_eq!(events.last().map(SseEvent::kind), Some("turn_completed"));
+    wait_for(STEP, || (server.status()["state"] == "idle").then_some(())).expect("back to idle");
     let s = counters_add_up(&server);
-    assert_eq!(s["counters"]["submitted"], 4, "{s}");
-    assert_eq!(s["counters"]["completed"], 4, "{s}");
-    assert_eq!(check.started, 4);
-    assert_eq!(check.terminals, 4);
+    let submitted = s["counters"]["submitted"].as_u64().unwrap_or(0);
+    assert!(submitted == 3 || submitted == 4, "{s}");
+    if submitted == 4 {
+        let events = until_terminal(&mut sse, &mut check);
+        assert_eq!(events.last().map(SseEvent::kind), Some("turn_completed"));
+    }
+    assert_eq!(s["counters"]["completed"].as_u64(), Some(submitted), "{s}");
+    assert_eq!(check.started, submitted);
+    assert_eq!(check.terminals, submitted);
     let left = groups_gone(&setup.pids("slow"), Duration::from_secs(5));
     assert!(left.is_empty(), "{left:?}");
 }

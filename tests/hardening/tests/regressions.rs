@@ -20,6 +20,12 @@ const CASES: &[(&str, &str, &[u8])] = &[
          event taken between them)",
         b"\x01\x00\x06\x06\x01",
     ),
+    (
+        "ws_message",
+        "a frontend without the approvals grant answering with a 257-character id got an error \
+         reply echoing that id, which breaks the RpcResponse schema (ids are at most 256)",
+        br#"{"id":"iiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiii","result":1}"#,
+    ),
 ];
 
 fn check(target: &str, input: &[u8]) {

@@ -204,24 +204,34 @@ fn poller(server: Arc<HttpServer>, setup: Arc<Setup>, report: Shared, stop: Arc<
 }
 
 fn sse_reader(server: Arc<HttpServer>, setup: Arc<Setup>, report: Shared, stop: Arc<AtomicBool>, mut rng: Rng, name: String) -> StreamCheck {
-    let mut check = StreamCheck::idle();
-    let mut last: Option<i64> = None;
-    while !stop.load(Ordering::Relaxed) {
-        let resume = last.map(|l| l.to_string());
+    // It subscribes while turns run: the first turn it sees may be half over.
+    let mut check = StreamCheck::default();
+    // Once the drivers stop: read on until the last event of the (then idle) runtime, so the
+    // stream ends between turns.
+    let mut target: Option<(i64, Instant)> = None;
+    let caught_up = |check: &StreamCheck, target: &Option<(i64, Instant)>| {
+        target.is_some_and(|(last, deadline)| check.position().is_some_and(|p| p >= last) || Instant::now() > deadline)
+    };
+    loop {
+        if stop.load(Ordering::Relaxed) && target.is_none() {
+            let _ = wait_for(Duration::from_secs(30), || (server.status()["state"] == "idle").then_some(()));
+            target = Some((server.status()["last_seq"].as_i64().unwrap_or(0), Instant::now() + Duration::from_secs(30)));
+        }
+        if caught_up(&check, &target) {
+            break;
+        }
+        let resume = check.position().map(|l| l.to_string());
         let Ok(mut sse) = Sse::open(server.addr, Some(&setup.tokens.observer), resume.as_deref()) else { break };
         if resume.is_some() {
             note(&report, |r| bump(&mut r.faults, "SSE reconnect with Last-Event-ID"));
         }
         let until = Instant::now() + Duration::from_millis(1000 + rng.below(4000));
-        while Instant::now() < until && !stop.load(Ordering::Relaxed) {
+        while Instant::now() < until && !caught_up(&check, &target) {
             match sse.next(Duration::from_millis(200)) {
                 Ok(Some(e)) => {
                     if let Err(err) = check.push(&e.data) {
                         broken(&report, format!("{name}: {err}"));
                         check = StreamCheck::default();
-                    }
-                    if !matches!(e.kind(), "lagged" | "gap") {
-                        last = Some(e.seq());
                     }
                     note(&report, |r| bump(&mut r.events, "sse"));
                 }
@@ -234,12 +244,12 @@ fn sse_reader(server: Arc<HttpServer>, setup: Arc<Setup>, report: Shared, stop: 
 }
 
 fn ws_driver(server: Arc<HttpServer>, setup: Arc<Setup>, report: Shared, stop: Arc<AtomicBool>, mut rng: Rng) -> StreamCheck {
-    let mut check = StreamCheck::idle();
-    let mut last: Option<i64> = None;
+    let mut check = StreamCheck::default();
     let mut id = 0i64;
     'connect: while !stop.load(Ordering::Relaxed) {
         let Ok(mut ws) = Ws::connect(server.addr, Some(&setup.tokens.controller)) else { break };
         id += 1;
+        let last = check.position();
         let since = last.map_or(Value::Null, |l| json!({"since": l}));
         if last.is_some() {
             note(&report, |r| bump(&mut r.faults, "WebSocket reconnect with since"));
@@ -267,9 +277,6 @@ fn ws_driver(server: Arc<HttpServer>, setup: Arc<Setup>, report: Shared, stop: A
                         if let Err(err) = check.push(ev) {
                             broken(&report, format!("websocket: {err}"));
                             check = StreamCheck::default();
-                        }
-                        if !matches!(ev["event"]["type"].as_str(), Some("lagged" | "gap")) {
-                            last = ev["seq"].as_i64();
                         }
                         note(&report, |r| bump(&mut r.events, "websocket"));
                     }
@@ -304,7 +311,7 @@ fn stdio_driver(setup: Arc<Setup>, report: Shared, stop: Arc<AtomicBool>, mut rn
     let mut check = StreamCheck::idle();
     let mut checked = 0usize;
     let mut n = 0u64;
-    let mut drain = |server: &mut openagents_hardening::harness::StdioServer, check: &mut StreamCheck, checked: &mut usize| {
+    let drain = |server: &mut openagents_hardening::harness::StdioServer, check: &mut StreamCheck, checked: &mut usize| {
         for ev in &server.events[*checked..] {
             if let Err(err) = check.push(&ev["event"]) {
                 broken(&report, format!("stdio: {err}"));
