@@ -72,15 +72,14 @@ impl Config {
         self
     }
 
-    /// Loads and lowers the schema folder.
+    /// Loads and lowers the schema: a folder of schema files, a bundle file (what
+    /// `openagents schema --bundle` prints), or a `schema/history/<version>` folder holding one.
     ///
     /// # Errors
     ///
     /// The first [`SchemaError`].
     pub fn load(&self) -> Result<(Documents, TypeSpace), SchemaError> {
-        let docs = Documents::load_dir(&self.schema_dir)?;
-        let space = lower::lower(&docs)?;
-        Ok((docs, space))
+        compat::load_side(&self.schema_dir)
     }
 
     /// The generated Rust module for the schema folder.
@@ -109,8 +108,9 @@ impl Config {
     ///
     /// The first [`SchemaError`].
     pub fn generate_typescript(&self) -> Result<Vec<(String, String)>, SchemaError> {
-        let (_, space) = self.load()?;
-        Ok(typescript::emit(&space, &typescript::TypeScriptOptions::default()))
+        let (docs, space) = self.load()?;
+        let opts = typescript::TypeScriptOptions { schema_digest: Some(digest::digest(&docs.bundle())), ..typescript::TypeScriptOptions::default() };
+        Ok(typescript::emit(&space, &opts))
     }
 
     /// The schema digest: the lowercase hex SHA-256 of the bundle's canonical form (see
@@ -141,8 +141,8 @@ impl Config {
     ///
     /// The first [`SchemaError`].
     pub fn generate_python(&self) -> Result<Vec<(String, String)>, SchemaError> {
-        let (_, space) = self.load()?;
-        python::emit(&space)
+        let (docs, space) = self.load()?;
+        python::emit(&space, Some(&digest::digest(&docs.bundle())))
     }
 
     /// Generates Rust for the schema folder into `out_file`, the way a build script uses it.

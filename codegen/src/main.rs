@@ -16,8 +16,8 @@ const USAGE: &str = "usage:
   openagents-codegen compat [OLD NEW]                                    what changed between two schemas, and whom it breaks
   openagents-codegen gate [--schema DIR]                                 the schema against every version in schema/history/
   openagents-codegen freeze VERSION [--schema DIR] [--force]             freeze the schema as schema/history/VERSION/bundle.json
-  openagents-codegen typescript [--schema DIR] --out-dir DIR             generated TypeScript modules
-  openagents-codegen python [--schema DIR] --out-dir DIR                 generated Python modules";
+  openagents-codegen typescript [--schema DIR|BUNDLE] --out-dir DIR      generated TypeScript modules
+  openagents-codegen python [--schema DIR|BUNDLE] --out-dir DIR          generated Python modules";
 
 fn main() -> ExitCode {
     match run() {

@@ -38,14 +38,23 @@ const MODEL_RESERVED: &[&str] = &[
     "update_forward_refs", "to_wire", "to_json", "from_wire", "from_json", "fields",
 ];
 
+/// The name of the generated constant holding the schema digest, in every target.
+pub const SCHEMA_DIGEST_NAME: &str = "SCHEMA_DIGEST";
+
+/// What the generated `SCHEMA_DIGEST` constant documents.
+pub const SCHEMA_DIGEST_DOC: &str = "The digest of the exact schema this package was generated from: the lowercase hex SHA-256 of the\ncanonical bundle (`openagents schema --digest`). A runtime reports its own in `status`\n(`schema_digest`) and in the `openagents-schema-digest` header; the client compares the two and\nreports a mismatch (a warning by default, an error in strict mode).";
+
 /// Emits the generated modules for `space` as `(file name, contents)` pairs, in file-name order.
+/// With `schema_digest` (the digest of the bundle `space` was lowered from), `constants.py` also
+/// holds `SCHEMA_DIGEST`, which the client compares with the runtime's.
 ///
 /// # Errors
 ///
 /// A [`SchemaError`] naming the place when the schema uses something the Python target cannot
 /// express exactly (a pattern `re` cannot run with ECMA-262 meaning, or a name clash).
-pub fn emit(space: &TypeSpace) -> Result<Vec<(String, String)>, SchemaError> {
-    let e = Emitter::new(space)?;
+pub fn emit(space: &TypeSpace, schema_digest: Option<&str>) -> Result<Vec<(String, String)>, SchemaError> {
+    let mut e = Emitter::new(space)?;
+    e.schema_digest = schema_digest.map(str::to_owned);
     let mut files = vec![
         ("__init__.py".to_owned(), e.init_module()),
         ("constants.py".to_owned(), e.constants_module()),
@@ -724,6 +733,8 @@ struct Emitter<'a> {
     unknown_classes: BTreeMap<String, String>,
     /// Translated patterns, by index into `space.patterns`; `Err` with why when untranslatable.
     patterns: Vec<Result<String, String>>,
+    /// The digest of the bundle the schema came from, when known.
+    schema_digest: Option<String>,
 }
 
 /// Which module a type expression is written for (names from models need `m.` elsewhere).
@@ -764,7 +775,7 @@ impl<'a> Emitter<'a> {
             }
         }
         let patterns = space.patterns.iter().map(translate_pattern).collect();
-        Ok(Emitter { space, variant_classes, unknown_classes, patterns })
+        Ok(Emitter { space, variant_classes, unknown_classes, patterns, schema_digest: None })
     }
 
     fn kind(&self, name: &str) -> Option<&'a TypeKind> {
@@ -1055,13 +1066,23 @@ impl<'a> Emitter<'a> {
     fn constants_module(&self) -> String {
         let mut out = Out::default();
         Self::header(&mut out, "The constants the schema declares with `x-constants`, each with why it has that value.");
-        if self.space.constants.is_empty() {
+        if self.space.constants.is_empty() && self.schema_digest.is_none() {
             out.line(0, "__all__: list[str] = []");
             return out.text;
         }
         out.line(0, "from typing import Final");
         out.blank();
-        out.stmt(0, "__all__ = ", &group("", "[", "]", self.space.constants.keys().map(|k| atom(py_str(k))).collect()), "");
+        let mut names: Vec<&str> = self.space.constants.keys().map(String::as_str).collect();
+        if self.schema_digest.is_some() {
+            names.push(SCHEMA_DIGEST_NAME);
+            names.sort_unstable();
+        }
+        out.stmt(0, "__all__ = ", &group("", "[", "]", names.iter().map(|k| atom(py_str(k))).collect()), "");
+        if let Some(d) = &self.schema_digest {
+            out.blank();
+            out.line(0, &format!("{SCHEMA_DIGEST_NAME}: Final = {}", py_str(d)));
+            out.doc(0, SCHEMA_DIGEST_DOC);
+        }
         for (name, c) in &self.space.constants {
             out.blank();
             let v = match &c.value {

@@ -29,11 +29,14 @@ pub struct TypeScriptOptions {
     /// The module holding `OpenAgentsError` and `UnknownCodeError`, the base classes of the
     /// generated error classes.
     pub error_base: String,
+    /// The digest of the bundle the schema came from: when set, `types.ts` exports it as
+    /// `SCHEMA_DIGEST`, which the client compares with the runtime's.
+    pub schema_digest: Option<String>,
 }
 
 impl Default for TypeScriptOptions {
     fn default() -> Self {
-        TypeScriptOptions { runtime: "../rt.js".into(), error_base: "../error.js".into() }
+        TypeScriptOptions { runtime: "../rt.js".into(), error_base: "../error.js".into(), schema_digest: None }
     }
 }
 
@@ -353,6 +356,11 @@ impl<'a> Emitter<'a> {
         w.blank();
         w.doc("A tag or enum value this version does not know: what an `x-extensible` union or enum holds\nwhen a newer peer sends a kind added after this client was generated. It is a string at run\ntime; the brand keeps it apart from the known values, so narrowing on a known value works.");
         w.line("export type UnknownValue = string & { readonly __unknownValue: true };");
+        if let Some(d) = &self.opts.schema_digest {
+            w.blank();
+            w.doc(crate::python::SCHEMA_DIGEST_DOC);
+            w.line(&format!("export const {} = {};", crate::python::SCHEMA_DIGEST_NAME, js_str(d)));
+        }
         for (name, c) in &self.space.constants {
             w.blank();
             w.doc(&c.description);

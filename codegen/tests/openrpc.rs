@@ -60,6 +60,43 @@ fn the_digest_is_the_sha256_of_the_canonical_bundle() {
     assert!(rust.contains(&format!("pub const SCHEMA_DIGEST: &str = \"{d}\";")), "the generated Rust embeds SCHEMA_DIGEST = {d}");
     let doc = config().generate_openrpc().expect("openrpc");
     assert_eq!(doc["info"]["x-schema-digest"], d.as_str());
+    let python = config().generate_python().expect("python");
+    let constants = &python.iter().find(|(n, _)| n == "constants.py").expect("constants.py").1;
+    assert!(constants.contains(&format!("SCHEMA_DIGEST: Final = \"{d}\"")), "the Python client embeds SCHEMA_DIGEST = {d}");
+    let ts = config().generate_typescript().expect("typescript");
+    let types = &ts.iter().find(|(n, _)| n == "types.ts").expect("types.ts").1;
+    assert!(types.contains(&format!("export const SCHEMA_DIGEST = \"{d}\";")), "the TypeScript client embeds SCHEMA_DIGEST = {d}");
+}
+
+/// A client generated from an older bundle (a frozen `schema/history/<version>` folder, or a
+/// bundle file) embeds that bundle's digest, not the current one.
+#[test]
+fn clients_generated_from_a_bundle_embed_its_digest() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = std::env::temp_dir().join(format!("oa-older-bundle-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temp dir");
+    // An "older" schema: the current bundle with one description changed.
+    let (docs, _) = config().load().expect("loads");
+    let mut older = docs.bundle();
+    older["$defs"]["RuntimeStatus"]["description"] = Value::String("An older description of the status.".into());
+    let file = dir.join("bundle.json");
+    std::fs::write(&file, serde_json::to_string_pretty(&older).expect("serializes")).expect("writes");
+    let old = openagents_codegen::Config::new().schema_dir(&file);
+    let old_digest = old.digest().expect("a bundle file loads");
+    assert_eq!(old_digest, digest::digest(&older), "the digest of a loaded bundle is the bundle's own");
+    assert_ne!(old_digest, config().digest().expect("digest"));
+    let python = old.generate_python().expect("python from a bundle");
+    assert!(python.iter().any(|(n, t)| n == "constants.py" && t.contains(&old_digest)));
+    let ts = old.generate_typescript().expect("typescript from a bundle");
+    assert!(ts.iter().any(|(n, t)| n == "types.ts" && t.contains(&old_digest)));
+    // Every frozen version round-trips to the digest its bundle file has.
+    for version in std::fs::read_dir(root.join("schema/history")).expect("history").flatten() {
+        let text = std::fs::read_to_string(version.path().join("bundle.json")).expect("a frozen bundle");
+        let frozen: Value = serde_json::from_str(&text).expect("JSON");
+        let loaded = openagents_codegen::Config::new().schema_dir(version.path()).digest().expect("a history folder loads");
+        assert_eq!(loaded, digest::digest(&frozen), "{}", version.path().display());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -58,7 +58,7 @@ fn every_fixture_generates_python() {
         let text = std::fs::read_to_string(&path).expect("readable fixture");
         let docs = Documents::from_texts([(name.as_str(), text.as_str())]).expect("fixture loads");
         let space = lower::lower(&docs).expect("fixture lowers");
-        let files = python::emit(&space).unwrap_or_else(|e| panic!("fixture {name} must generate Python: {e}"));
+        let files = python::emit(&space, None).unwrap_or_else(|e| panic!("fixture {name} must generate Python: {e}"));
         assert!(files.iter().any(|(n, _)| n == "models.py"), "{name}: no models.py");
     }
 }

@@ -35,6 +35,20 @@ pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 pub const MAX_HEADERS: usize = 100;
 /// How often an idle event stream gets a keep-alive comment.
 pub const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// The response header that carries `PROTOCOL_VERSION` on every HTTP response and on the
+/// WebSocket handshake, so a client can compare versions before it reads a body.
+pub const PROTOCOL_VERSION_HEADER: &str = "openagents-protocol-version";
+/// The response header that carries `SCHEMA_DIGEST` (the digest of the exact schema this runtime
+/// was built from) on every HTTP response and on the WebSocket handshake.
+pub const SCHEMA_DIGEST_HEADER: &str = "openagents-schema-digest";
+
+/// Adds the protocol version and schema digest headers to a response.
+fn stamp_schema(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(PROTOCOL_VERSION_HEADER, HeaderValue::from_static(openagents_protocol::PROTOCOL_VERSION));
+    headers.insert(SCHEMA_DIGEST_HEADER, HeaderValue::from_static(openagents_protocol::SCHEMA_DIGEST));
+    response
+}
 
 #[derive(Clone)]
 struct App {
@@ -179,12 +193,16 @@ async fn accept_loop(listener: TcpListener, router: Router, engine: RpcEngine, r
             let router = router.clone();
             async move {
                 if too_large {
-                    return Ok(header_block_too_large());
+                    return Ok(stamp_schema(header_block_too_large()));
                 }
-                match direct {
-                    Some(app) => Ok::<_, Infallible>(rpc(State(app), request).await),
-                    None => tower::ServiceExt::oneshot(router, request).await,
-                }
+                let response = match direct {
+                    Some(app) => rpc(State(app), request).await,
+                    None => match tower::ServiceExt::oneshot(router, request).await {
+                        Ok(r) => r,
+                        Err(never) => match never {},
+                    },
+                };
+                Ok::<_, Infallible>(stamp_schema(response))
             }
         });
         let engine = engine.clone();

@@ -33,7 +33,7 @@ pub use bridge::FrontendRequestBridge;
 pub use openagents_runner::host::ApprovalDecision;
 pub use auth::{Caller, Grant, RuntimeHttpCredential, generate_token, load_credentials};
 pub use engine::{DEFAULT_LEASE_TTL, EngineConfig, EventSession, Reply, RpcEngine};
-pub use http::{run_http, run_http_authorized, run_http_authorized_with_lease_ttl};
+pub use http::{PROTOCOL_VERSION_HEADER, SCHEMA_DIGEST_HEADER, run_http, run_http_authorized, run_http_authorized_with_lease_ttl};
 pub use openagents_protocol::{RpcRequest, RuntimeStatus, RuntimeSubmitError, SERVER_EVENT_CHANNEL_CAPACITY, SERVER_MAX_LINE_BYTES};
 pub use stdio::run_stdio;
 pub use ws::{FrontendWebSocketServer, run_frontend_websocket};

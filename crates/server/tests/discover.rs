@@ -122,3 +122,50 @@ async fn observers_may_discover() {
     assert_eq!((status, r["error"]["data"]["code"].as_str()), (403, Some("forbidden")));
     let _ = post(addr, "admin-token", r#"{"id":3,"method":"shutdown"}"#).await;
 }
+
+/// The status line and headers of one request on a fresh connection.
+async fn head(addr: std::net::SocketAddr, request: Request<Full<Bytes>>) -> hyper::Response<hyper::body::Incoming> {
+    let stream = tokio::time::timeout(STEP, TcpStream::connect(addr)).await.expect("connects in time").expect("connects");
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.expect("handshake");
+    tokio::spawn(conn.with_upgrades());
+    tokio::time::timeout(STEP, sender.send_request(request)).await.expect("answers in time").expect("answers")
+}
+
+fn assert_stamped(what: &str, headers: &hyper::HeaderMap) {
+    assert_eq!(headers.get(openagents_server::PROTOCOL_VERSION_HEADER).and_then(|v| v.to_str().ok()), Some(PROTOCOL_VERSION), "{what}: {headers:?}");
+    assert_eq!(headers.get(openagents_server::SCHEMA_DIGEST_HEADER).and_then(|v| v.to_str().ok()), Some(SCHEMA_DIGEST), "{what}: {headers:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_http_response_and_the_websocket_handshake_carry_the_digest() {
+    let engine = engine();
+    let addr = run_http(engine.clone(), "127.0.0.1:0", "admin-token").await.expect("binds loopback");
+    let rpc = |token: &str| {
+        Request::post("/rpc")
+            .header("host", addr.to_string())
+            .header("authorization", format!("Bearer {token}"))
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from_static(br#"{"id":1,"method":"status"}"#)))
+            .expect("a request")
+    };
+    let ok = head(addr, rpc("admin-token")).await;
+    assert_eq!(ok.status(), 200);
+    assert_stamped("a result", ok.headers());
+    let refused = head(addr, rpc("wrong-token")).await;
+    assert_eq!(refused.status(), 401);
+    assert_stamped("a refusal", refused.headers());
+    let upgrade = Request::get("/frontend/v2")
+        .header("host", addr.to_string())
+        .header("authorization", "Bearer admin-token")
+        .header("connection", "upgrade")
+        .header("upgrade", "websocket")
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+        .header("sec-websocket-protocol", "openagents.v2")
+        .body(Full::new(Bytes::new()))
+        .expect("a request");
+    let switched = head(addr, upgrade).await;
+    assert_eq!(switched.status(), 101);
+    assert_stamped("the WebSocket handshake", switched.headers());
+    let _ = post(addr, "admin-token", r#"{"id":4,"method":"shutdown"}"#).await;
+}

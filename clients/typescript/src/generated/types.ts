@@ -13,6 +13,14 @@
  */
 export type UnknownValue = string & { readonly __unknownValue: true };
 
+/**
+ * The digest of the exact schema this package was generated from: the lowercase hex SHA-256 of the
+ * canonical bundle (`openagents schema --digest`). A runtime reports its own in `status`
+ * (`schema_digest`) and in the `openagents-schema-digest` header; the client compares the two and
+ * reports a mismatch (a warning by default, an error in strict mode).
+ */
+export const SCHEMA_DIGEST = "86a3b0d49f623ad6082ef455ef99e37f2a19d24a060fa2cf67a375d3d67634cd";
+
 /** The largest request or result line, in bytes (96 KiB). Large enough for a long task, small enough that a runner can hold a whole line in memory without thinking about it. */
 export const MAX_FRAME = 98304;
 

@@ -7,10 +7,18 @@ __all__ = [
     "MAX_FRAME",
     "MAX_OUTPUT",
     "PROTOCOL_VERSION",
+    "SCHEMA_DIGEST",
     "SERVER_EVENT_CHANNEL_CAPACITY",
     "SERVER_MAX_LINE_BYTES",
     "VERSION",
 ]
+
+SCHEMA_DIGEST: Final = "86a3b0d49f623ad6082ef455ef99e37f2a19d24a060fa2cf67a375d3d67634cd"
+"""The digest of the exact schema this package was generated from: the lowercase hex SHA-256 of the
+canonical bundle (`openagents schema --digest`). A runtime reports its own in `status`
+(`schema_digest`) and in the `openagents-schema-digest` header; the client compares the two and
+reports a mismatch (a warning by default, an error in strict mode).
+"""
 
 MAX_FRAME: Final = 98304
 """The largest request or result line, in bytes (96 KiB). Large enough for a long task, small enough
