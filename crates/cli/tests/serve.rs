@@ -125,3 +125,31 @@ fn a_non_loopback_bind_warns_and_credentials_scope_the_grants() {
     let out = child.wait_with_output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("warning: listening on 0.0.0.0"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn serve_stdio_exits_after_shutdown_with_stdin_still_open() {
+    use std::io::Write;
+    let s = Setup::new("stdio-shutdown", Some(true));
+    let mut child = s.command(&["serve", "--stdio", "--runner", "echo"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"shutdown\"}\n").unwrap();
+    stdin.flush().unwrap();
+    // stdin stays open (held here): the process must end on its own.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("`openagents serve --stdio` still running 20 s after `shutdown` with stdin open");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    let mut out = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    let answered = out.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()).any(|v| v["id"] == 1 && v.get("result").is_some());
+    assert!(answered, "shutdown was answered before the exit: {out}");
+    drop(stdin);
+}
