@@ -175,6 +175,8 @@ async fn accept_loop(listener: TcpListener, router: Router, engine: RpcEngine, r
             tokio::time::sleep(Duration::from_millis(20)).await;
             continue;
         };
+        // Each response and event goes out when written, not held back waiting for an ACK.
+        let _ = stream.set_nodelay(true);
         let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
             drop(stream);
             continue;
