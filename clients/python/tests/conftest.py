@@ -1,5 +1,5 @@
 """Fixtures: the real `openagents` binary, a temporary operator configuration (server enabled) and
-a temporary runner registry holding the Rust echo runner and the Python runners."""
+a temporary runner registry holding the Rust echo and ask runners and the Python runners."""
 
 from __future__ import annotations
 
@@ -46,9 +46,11 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Setup:
     d = tmp_path_factory.mktemp("openagents")
     oa = binary("openagents")
     echo = binary("openagents-runner-echo")
+    ask = binary("openagents-runner-ask")
     (d / "config.toml").write_text("[capabilities.server]\nenabled = true\n")
     runners = {
         "echo": (str(echo), []),
+        "ask": (str(ask), []),
         "py-echo": (sys.executable, [str(PYTHON_DIR / "examples" / "echo_runner.py")]),
         "py-slow": (sys.executable, [str(PYTHON_DIR / "tests" / "runners" / "slow_runner.py")]),
     }
@@ -91,6 +93,12 @@ def http_server(setup: Setup) -> Iterator[HttpServer]:
 @pytest.fixture
 def slow_http_server(setup: Setup) -> Iterator[HttpServer]:
     yield from _serve_http(setup, "py-slow")
+
+
+@pytest.fixture
+def ask_http_server(setup: Setup) -> Iterator[HttpServer]:
+    """A runtime whose runner asks for approval before it completes (`openagents-runner-ask`)."""
+    yield from _serve_http(setup, "ask")
 
 
 def _serve_http(setup: Setup, runner: str) -> Iterator[HttpServer]:

@@ -278,3 +278,92 @@ def test_closing_during_a_turn_stops_the_server_and_its_runner() -> None:
 
     left = subprocess.run(["pgrep", "-f", "slow_runner.py"], capture_output=True, text=True).stdout.split()
     assert left == [], f"runner processes left: {left}"
+
+
+class _FeedOnly:
+    """What a `_Subscriber` needs of its transport, without a process: events are pushed by hand."""
+
+    def __init__(self) -> None:
+        self._subscribers: set[object] = set()
+        self._failure = None
+        self._shut_down = False
+
+    async def start(self) -> None:
+        return None
+
+
+def _text(seq: int) -> ServerEvent:
+    return ServerEvent.from_wire({"seq": seq, "event": {"type": "text", "text": f"t{seq}"}})
+
+
+@pytest.mark.parametrize(
+    ("since", "feed", "expected"),
+    [
+        # The previous subscription's queued event 5 arrives before the replay of 3, 4, 5.
+        (2, [5, 3, 4, 5, 6], [3, 4, 5, 6]),
+        (2, [3, 4, 5], [3, 4, 5]),
+        # Already-delivered and older events are dropped.
+        (2, [1, 2, 3, 3, 4], [3, 4]),
+        # The end of the stream releases what is still held, in order.
+        (2, [6, 5], [5, 6]),
+    ],
+)
+def test_a_stdio_stream_from_a_sequence_number_stays_in_order(since: int, feed: list[int], expected: list[int]) -> None:
+    from typing import cast
+
+    from openagents.transport.stdio import _Subscriber
+
+    async def main() -> list[int]:
+        sub = _Subscriber(cast(StdioTransport, _FeedOnly()), since)
+        await sub.open()
+        for seq in feed:
+            sub._push(_text(seq))
+        sub._end()
+        seen = []
+        while (ev := await sub.next()) is not None:
+            seen.append(ev.seq)
+        return seen
+
+    assert asyncio.run(main()) == expected
+
+
+def test_a_gap_notice_moves_the_resume_point() -> None:
+    from typing import cast
+
+    from openagents.transport.stdio import _Subscriber
+
+    async def main() -> list[tuple[int, str]]:
+        sub = _Subscriber(cast(StdioTransport, _FeedOnly()), 2)
+        await sub.open()
+        # The old subscription's 9, then the replay: 3..6 are no longer held, it resumes at 7.
+        sub._push(_text(9))
+        sub._push(ServerEvent.from_wire({"seq": 9, "event": {"type": "gap", "since": 2, "resumed_at": 7}}))
+        for seq in (7, 8, 9, 10):
+            sub._push(_text(seq))
+        sub._end()
+        seen = []
+        while (ev := await sub.next()) is not None:
+            seen.append((ev.seq, ev.event.type))
+        return seen
+
+    assert asyncio.run(main()) == [(9, "gap"), (7, "text"), (8, "text"), (9, "text"), (10, "text")]
+
+
+def test_a_lagged_notice_releases_held_events() -> None:
+    from typing import cast
+
+    from openagents.transport.stdio import _Subscriber
+
+    async def main() -> list[tuple[int, str]]:
+        sub = _Subscriber(cast(StdioTransport, _FeedOnly()), 2)
+        await sub.open()
+        sub._push(_text(9))
+        sub._push(ServerEvent.from_wire({"seq": 9, "event": {"type": "lagged", "missed": 5}}))
+        sub._push(_text(10))
+        sub._end()
+        seen = []
+        while (ev := await sub.next()) is not None:
+            seen.append((ev.seq, ev.event.type))
+        return seen
+
+    assert asyncio.run(main()) == [(9, "lagged"), (9, "text"), (10, "text")]

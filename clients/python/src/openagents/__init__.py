@@ -4,7 +4,10 @@ The models, constants, typed methods and error classes are generated from the JS
 in `schema/` (`openagents._generated`); the transports and the runner helper are written by hand.
 
 - `AsyncClient` / `Client`: drive a runtime over stdio (`AsyncClient.stdio(runner)` starts
-  `openagents serve --stdio`) or HTTP (`AsyncClient.http(url, token_file=...)`).
+  `openagents serve --stdio`), HTTP (`AsyncClient.http(url, token_file=...)`) or the WebSocket
+  (`AsyncClient.websocket(url, token_file=..., on_approval=...)`).
+- `SchemaMismatchWarning` / `SchemaMismatchError`: a runtime built from a different schema than
+  this package (a warning once per client; an error with `strict_schema=True`).
 - `openagents.runner.serve_once` / `serve_streaming`: write a runner in Python.
 - `openagents.models`, `openagents.errors`, `openagents.constants`: the generated types.
 - `openagents.validate(type_name, document)`: check a document strictly, as the Rust validator.
@@ -19,7 +22,14 @@ from ._generated.constants import __all__ as _constants
 from ._generated.errors import *  # noqa: F403
 from ._generated.errors import __all__ as _errors
 from ._rt import OpenAgentsError
-from .errors import DocumentInvalid, ProtocolError, TransportError
+from .errors import (
+    DocumentInvalid,
+    ProtocolError,
+    SchemaMismatchError,
+    SchemaMismatchWarning,
+    TransportError,
+    WebSocketClosed,
+)
 from .validation import check, validate
 
 if TYPE_CHECKING:
@@ -37,7 +47,10 @@ __all__ = [
     "EventStream",
     "OpenAgentsError",
     "ProtocolError",
+    "SchemaMismatchError",
+    "SchemaMismatchWarning",
     "TransportError",
+    "WebSocketClosed",
     "check",
     "validate",
 ]

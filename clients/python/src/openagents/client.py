@@ -14,6 +14,11 @@ async with AsyncClient.stdio("echo") as client:
 Every method the schema defines is a method here (generated: `openagents._generated.methods`),
 with typed params and a typed result; errors are the generated exceptions (`BusyError`, ...).
 Cancelling an awaited `submit` (or a blocking one, with Ctrl-C) sends `interrupt`.
+
+Every client compares the digest of the schema its runtime was built from (HTTP response headers,
+the WebSocket handshake, `status` over stdio, and every `status` result) with `SCHEMA_DIGEST`, and
+reports a mismatch once: a `SchemaMismatchWarning`, or with `strict_schema=True` a
+`SchemaMismatchError` from that call and every later one.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import IO, Any, Literal, TypeVar
 
@@ -31,11 +36,14 @@ from pydantic import JsonValue, ValidationError
 from . import _rt
 from ._generated.errors import RuntimeSubmitException, exception_for
 from ._generated.methods import INTERRUPT, METHODS, AsyncMethods, Methods
-from ._generated.models import ErrorCode, ErrorDetails, RuntimeSubmitError, ServerEvent
+from ._generated.models import ErrorCode, ErrorDetails, RuntimeStatus, RuntimeSubmitError, ServerEvent
+from ._rt import OpenAgentsError
+from ._schema import RuntimeSchema, SchemaGuard
 from .errors import ProtocolError, TransportError
 from .transport.base import OMIT, EventSource, Transport, _Omit
 from .transport.http import HttpTransport, Reconnect
 from .transport.stdio import StdioTransport
+from .transport.websocket import ApprovalCallback, WebSocketTransport
 from .validation import violations
 
 __all__ = ["AsyncClient", "AsyncEventStream", "Client", "EventStream"]
@@ -98,9 +106,15 @@ class AsyncEventStream:
     """The runtime's events, as an async iterator of `ServerEvent`; use it as an async context
     manager to be subscribed before you submit (so no event of the turn is missed)."""
 
-    def __init__(self, source: EventSource, before: Coroutine[Any, Any, object] | None = None) -> None:
+    def __init__(
+        self,
+        source: EventSource,
+        before: Coroutine[Any, Any, object] | None = None,
+        on_open: Callable[[], None] | None = None,
+    ) -> None:
         self._source = source
         self._before = before
+        self._on_open = on_open
 
     async def __aenter__(self) -> AsyncEventStream:
         await self.open()
@@ -111,7 +125,12 @@ class AsyncEventStream:
 
     async def open(self) -> None:
         """Subscribes; events published after this returns all arrive."""
-        await self._source.open()
+        try:
+            await self._source.open()
+        finally:
+            if self._on_open is not None:
+                on_open, self._on_open = self._on_open, None
+                on_open()
         if self._before is not None:
             before, self._before = self._before, None
             await before
@@ -135,8 +154,11 @@ class AsyncEventStream:
 
 
 class AsyncClient(AsyncMethods):
-    """A typed client over a `Transport`. Build one with `AsyncClient.stdio(...)` or
-    `AsyncClient.http(...)`, and use it as an async context manager."""
+    """A typed client over a `Transport`. Build one with `AsyncClient.stdio(...)`,
+    `AsyncClient.http(...)` or `AsyncClient.websocket(...)`, and use it as an async context manager.
+
+    `strict_schema=True` makes a runtime built from a different schema an error
+    (`SchemaMismatchError`) rather than a warning."""
 
     def __init__(
         self,
@@ -145,12 +167,16 @@ class AsyncClient(AsyncMethods):
         timeout: float | None = DEFAULT_TIMEOUT,
         method_timeouts: Mapping[str, float | None] | None = None,
         interrupt_on_cancel: bool = True,
+        strict_schema: bool = False,
     ) -> None:
         self.transport = transport
         self.timeout = timeout
         self.method_timeouts = dict(DEFAULT_METHOD_TIMEOUTS if method_timeouts is None else method_timeouts)
         self.interrupt_on_cancel = interrupt_on_cancel
+        self.schema = SchemaGuard(strict_schema)
+        """The schema check: `schema.mismatch` is what the runtime reported once it differed."""
         self._inflight: set[asyncio.Task[Any]] = set()
+        self._probed = False
 
     @classmethod
     def stdio(
@@ -164,11 +190,12 @@ class AsyncClient(AsyncMethods):
         stderr: Literal["capture", "inherit"] | int | IO[bytes] = "capture",
         timeout: float | None = DEFAULT_TIMEOUT,
         method_timeouts: Mapping[str, float | None] | None = None,
+        strict_schema: bool = False,
     ) -> AsyncClient:
         """A client for a runtime it starts itself: `openagents serve --stdio --runner RUNNER`
         (`binary` defaults to `$OPENAGENTS_BIN`, then `openagents` on `PATH`)."""
         transport = StdioTransport(runner, binary=binary, args=args, env=env, cwd=cwd, stderr=stderr)
-        return cls(transport, timeout=timeout, method_timeouts=method_timeouts)
+        return cls(transport, timeout=timeout, method_timeouts=method_timeouts, strict_schema=strict_schema)
 
     @classmethod
     def http(
@@ -180,14 +207,66 @@ class AsyncClient(AsyncMethods):
         timeout: float | None = DEFAULT_TIMEOUT,
         method_timeouts: Mapping[str, float | None] | None = None,
         reconnect: Reconnect | None = None,
+        strict_schema: bool = False,
     ) -> AsyncClient:
         """A client for `openagents serve --http` at `url`, with its bearer token."""
         transport = HttpTransport(url, token=token, token_file=token_file, timeout=timeout, reconnect=reconnect)
-        return cls(transport, timeout=timeout, method_timeouts=method_timeouts)
+        return cls(transport, timeout=timeout, method_timeouts=method_timeouts, strict_schema=strict_schema)
+
+    @classmethod
+    def websocket(
+        cls,
+        url: str,
+        *,
+        token: str | None = None,
+        token_file: str | os.PathLike[str] | None = None,
+        on_approval: ApprovalCallback | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        method_timeouts: Mapping[str, float | None] | None = None,
+        open_timeout: float | None = 10.0,
+        ping_interval: float | None = 20.0,
+        close_timeout: float | None = 5.0,
+        strict_schema: bool = False,
+    ) -> AsyncClient:
+        """A client for the WebSocket `/frontend/v2` of `openagents serve --http` at `url` (the
+        `http://` URL its readiness line printed, or a `ws://` URL), with its bearer token.
+
+        `on_approval(prompt)` decides the runtime's approval requests (sync, run in a worker thread,
+        or async) and returns an `ApprovalReply` or a bool; when it raises, times out, or is not
+        given, the request is denied. Every frontend whose credential may answer approvals is asked,
+        and the first answer wins: a client without a callback on such a credential denies them."""
+        transport = WebSocketTransport(
+            url,
+            token=token,
+            token_file=token_file,
+            on_approval=on_approval,
+            timeout=timeout,
+            open_timeout=open_timeout,
+            ping_interval=ping_interval,
+            close_timeout=close_timeout,
+        )
+        return cls(transport, timeout=timeout, method_timeouts=method_timeouts, strict_schema=strict_schema)
 
     async def __aenter__(self) -> AsyncClient:
-        await self.transport.start()
+        await self.start()
         return self
+
+    async def start(self) -> None:
+        """Connects (or starts the runtime) and checks the runtime's schema when the transport
+        learns it on connecting (the WebSocket handshake)."""
+        try:
+            await self.transport.start()
+        except OpenAgentsError:
+            self._check_schema()
+            raise
+        try:
+            self._check_schema()
+        except BaseException:
+            await self.aclose()
+            raise
+
+    def _check_schema(self) -> None:
+        self.schema.check(self.transport.runtime_schema)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -205,16 +284,33 @@ class AsyncClient(AsyncMethods):
         wire = _wire_params(spec, params)
         result = await self._request(spec.name, wire)
         try:
-            return spec.result.validate_python(result)
+            typed = spec.result.validate_python(result)
         except ValidationError as e:
             raise ProtocolError(f"the `{spec.name}` result is not a valid result: {e}") from None
+        if isinstance(typed, RuntimeStatus):
+            where = f"{self.transport.where}, in its `status` result"
+            self.schema.check(RuntimeSchema(typed.schema_digest, typed.protocol_version, where))
+        return typed
+
+    async def _probe_schema(self, method: str) -> None:
+        """Over a transport without headers (stdio), asks `status` once before the first call."""
+        if self._probed or not self.transport.probes_schema:
+            return
+        self._probed = True
+        if method != "status":
+            with contextlib.suppress(RuntimeSubmitException):
+                await self._call(METHODS["status"], None)
 
     async def _request(self, method: str, wire: JsonValue | _Omit) -> JsonValue:
+        await self._probe_schema(method)
         task = asyncio.current_task()
         if task is not None:
             self._inflight.add(task)
         try:
-            return await self.transport.request(method, wire, self._timeout_for(method))
+            result = await self.transport.request(method, wire, self._timeout_for(method))
+        except OpenAgentsError:
+            self._check_schema()
+            raise
         except (asyncio.CancelledError, TimeoutError):
             if method == "submit" and self.interrupt_on_cancel:
                 # The turn runs on in the runtime until told to stop.
@@ -223,6 +319,8 @@ class AsyncClient(AsyncMethods):
         finally:
             if task is not None:
                 self._inflight.discard(task)
+        self._check_schema()
+        return result
 
     async def _interrupt_quietly(self) -> None:
         with contextlib.suppress(Exception, asyncio.CancelledError):
@@ -251,7 +349,7 @@ class AsyncClient(AsyncMethods):
         before = None
         if since is not None and not self.transport.resumes:
             before = self.subscribe(since=since)
-        return AsyncEventStream(source, before)
+        return AsyncEventStream(source, before, self._check_schema)
 
 
 # --- the blocking client ---------------------------------------------------------------------------
@@ -314,6 +412,15 @@ class Client(Methods):
         transport = HttpTransport(url, timeout=options.get("timeout", DEFAULT_TIMEOUT), **transport_opts)
         return cls(transport, **options)
 
+    @classmethod
+    def websocket(cls, url: str, **options: Any) -> Client:
+        """A client for the WebSocket `/frontend/v2`; the options are `AsyncClient.websocket`'s. A
+        plain `on_approval` function runs in a worker thread, an async one on the client's loop."""
+        names = ("token", "token_file", "on_approval", "open_timeout", "ping_interval", "close_timeout")
+        transport_opts = {k: options.pop(k) for k in names if k in options}
+        transport = WebSocketTransport(url, timeout=options.get("timeout", DEFAULT_TIMEOUT), **transport_opts)
+        return cls(transport, **options)
+
     def _run(self, coro: Coroutine[Any, Any, _T]) -> _T:
         if self._closed:
             coro.close()
@@ -346,7 +453,7 @@ class Client(Methods):
         return EventStream(self, self._run(make()))
 
     def __enter__(self) -> Client:
-        self._run(self.aio.transport.start())
+        self._run(self.aio.start())
         return self
 
     def __exit__(

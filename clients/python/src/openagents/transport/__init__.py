@@ -6,12 +6,15 @@ means; `AsyncClient` and `Client` sit on top of any of them.
 - `HttpTransport`: `POST /rpc` for requests and `GET /events` (Server-Sent Events, resumed with
   `Last-Event-ID` after a dropped connection) with a bearer token.
 
-A new transport (the WebSocket `/frontend/v2` one, for instance) implements `Transport` and
-`EventSource` from `openagents.transport.base`.
+- `WebSocketTransport`: the frontend WebSocket `/frontend/v2` (JSON-RPC both ways; events after
+  `subscribe`; approval requests answered by a callback, denied without one).
+
+A new transport implements `Transport` and `EventSource` from `openagents.transport.base`.
 """
 
 from .base import EventSource, Transport
 from .http import HttpTransport, Reconnect
 from .stdio import StdioTransport
+from .websocket import WebSocketTransport
 
-__all__ = ["EventSource", "HttpTransport", "Reconnect", "StdioTransport", "Transport"]
+__all__ = ["EventSource", "HttpTransport", "Reconnect", "StdioTransport", "Transport", "WebSocketTransport"]

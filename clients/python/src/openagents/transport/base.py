@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import json
+from collections.abc import Mapping
 from typing import Final
 
 from pydantic import JsonValue, ValidationError
@@ -18,9 +19,20 @@ from .._generated.models import (
     RuntimeSubmitError,
     ServerEvent,
 )
+from .._schema import PROTOCOL_VERSION_HEADER, SCHEMA_DIGEST_HEADER, RuntimeSchema
 from ..errors import ProtocolError
 
-__all__ = ["OMIT", "EventSource", "Transport", "decode_response", "encode_request", "is_notice", "local_error"]
+__all__ = [
+    "OMIT",
+    "EventSource",
+    "RuntimeSchema",
+    "Transport",
+    "decode_response",
+    "encode_request",
+    "is_notice",
+    "local_error",
+    "schema_from_headers",
+]
 
 
 class _Omit:
@@ -54,6 +66,18 @@ class Transport(abc.ABC):
 
     #: Whether `events(since=...)` resumes on the transport's own (HTTP's `Last-Event-ID`).
     resumes: bool = False
+
+    #: What the runtime said about its schema (headers), once it said it; the client checks it.
+    runtime_schema: RuntimeSchema | None = None
+
+    #: Whether the client asks `status` once for the runtime's schema digest, because the transport
+    #: carries no headers (stdio, whose caller is trusted with `status`).
+    probes_schema: bool = False
+
+    @property
+    def where(self) -> str:
+        """The transport and the runtime's address, for messages."""
+        return type(self).__name__
 
     async def start(self) -> None:  # noqa: B027 - optional hook
         """Connects (or starts the runtime); called before the first request."""
@@ -117,3 +141,12 @@ def is_notice(event: ServerEvent) -> bool:
     """Whether an event is a subscriber-local notice (`lagged`, `gap`), which does not advance the
     sequence."""
     return isinstance(event.event, (RuntimeEventLagged, RuntimeEventGap))
+
+
+def schema_from_headers(headers: Mapping[str, str], where: str) -> RuntimeSchema | None:
+    """The runtime's schema digest and protocol version from response headers (None without the
+    digest header: an older runtime)."""
+    digest = headers.get(SCHEMA_DIGEST_HEADER)
+    if digest is None:
+        return None
+    return RuntimeSchema(digest.strip(), headers.get(PROTOCOL_VERSION_HEADER), where)

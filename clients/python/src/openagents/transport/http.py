@@ -17,7 +17,7 @@ from pydantic import JsonValue, ValidationError
 from .._generated.constants import SERVER_MAX_LINE_BYTES
 from .._generated.models import RuntimeEventShuttingDown, ServerEvent
 from ..errors import ProtocolError, TransportError
-from .base import EventSource, Transport, _Omit, decode_response, encode_request, is_notice
+from .base import EventSource, Transport, _Omit, decode_response, encode_request, is_notice, schema_from_headers
 
 __all__ = ["HttpTransport", "Reconnect"]
 
@@ -83,6 +83,7 @@ class _Sse(EventSource):
         timeout = httpx.Timeout(self._t._timeout or 30.0, read=r.read_timeout)
         request = self._t._client.build_request("GET", "events", headers=headers, timeout=timeout)
         response = await self._t._client.send(request, stream=True)
+        self._t._note_schema(response)
         if response.status_code != 200:
             body = await response.aread()
             await response.aclose()
@@ -231,6 +232,7 @@ class HttpTransport(Transport):
     async def _send(self, request: httpx.Request) -> tuple[int, bytes]:
         """Sends a request and reads its body, never more than `SERVER_MAX_LINE_BYTES` of it."""
         response = await self._client.send(request, stream=True)
+        self._note_schema(response)
         try:
             declared = response.headers.get("content-length")
             if declared is not None and declared.isdigit() and int(declared) > SERVER_MAX_LINE_BYTES:
@@ -243,6 +245,14 @@ class HttpTransport(Transport):
             return response.status_code, bytes(body)
         finally:
             await response.aclose()
+
+    def _note_schema(self, response: httpx.Response) -> None:
+        if self.runtime_schema is None:
+            self.runtime_schema = schema_from_headers(response.headers, self.where)
+
+    @property
+    def where(self) -> str:
+        return f"HTTP {self.url}"
 
     def events(self, since: int | None) -> EventSource:
         return _Sse(self, since)

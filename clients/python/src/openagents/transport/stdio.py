@@ -16,7 +16,7 @@ from typing import IO, Literal
 from pydantic import JsonValue, ValidationError
 
 from .._generated.constants import SERVER_EVENT_CHANNEL_CAPACITY, SERVER_MAX_LINE_BYTES
-from .._generated.models import RuntimeEventLagged, RuntimeEventShuttingDown, ServerEvent
+from .._generated.models import RuntimeEventGap, RuntimeEventLagged, RuntimeEventShuttingDown, ServerEvent
 from ..errors import ProtocolError, TransportError
 from .base import EventSource, Transport, _Omit, decode_response, encode_request, is_notice
 
@@ -42,11 +42,22 @@ def find_binary(binary: str | os.PathLike[str] | None = None) -> str:
 
 
 class _Subscriber(EventSource):
-    def __init__(self, transport: StdioTransport) -> None:
+    """One event stream over the connection's single stdio event feed.
+
+    With `since`, the client sends `subscribe`; until the runtime's replay catches up, the feed
+    may still carry events the previous subscription had already queued, which can be newer than
+    the replay's first. Sequence numbers are contiguous on the runtime, so such an event is held
+    until the ones before it arrive (or a `gap`/`lagged` notice says they will not), and the
+    stream stays in order without loss or duplicates.
+    """
+
+    def __init__(self, transport: StdioTransport, since: int | None = None) -> None:
         self._t = transport
         self._queue: deque[ServerEvent] = deque()
         self._missed = 0
-        self._last = -1
+        self._last = -1 if since is None else since
+        self._reorder = since is not None
+        self._held: dict[int, ServerEvent] = {}
         self._wake = asyncio.Event()
         self._ended = False
         self._open = False
@@ -74,25 +85,51 @@ class _Subscriber(EventSource):
         await self.open()
         while True:
             if self._missed:
+                self._release_held()
                 missed, self._missed = self._missed, 0
                 lagged = RuntimeEventLagged(type="lagged", missed=missed)
                 return ServerEvent(seq=max(self._last, 0), event=lagged)
+            if self._held and self._last + 1 in self._held:
+                event = self._held.pop(self._last + 1)
+                self._last = event.seq
+                return event
             if self._queue:
                 event = self._queue.popleft()
-                if not is_notice(event):
+                if isinstance(event.event, RuntimeEventGap):
+                    # The replay resumes at `resumed_at`: wait for that one, not the lost ones.
+                    self._last = max(self._last, event.event.resumed_at - 1)
+                    for seq in [s for s in self._held if s <= self._last]:
+                        del self._held[seq]
+                elif is_notice(event):
+                    self._release_held()  # `lagged`: some events will not come
+                else:
                     if event.seq <= self._last:
                         continue  # a replay after `subscribe`: already delivered
+                    if self._reorder and event.seq > self._last + 1:
+                        self._held[event.seq] = event
+                        if len(self._held) > SERVER_EVENT_CHANNEL_CAPACITY:
+                            self._release_held()
+                        continue
                     self._last = event.seq
                 if isinstance(event.event, RuntimeEventShuttingDown):
                     self._ended = True  # the runtime's last event
                     self._queue.clear()
                 return event
+            if self._held and self._ended:
+                self._release_held()  # nothing more is coming: what is held goes out in order
+                continue
             if self._ended:
                 if self._t._failure is not None and not self._t._shut_down and not self._closed:
                     raise self._t._failure
                 return None
             self._wake.clear()
             await self._wake.wait()
+
+    def _release_held(self) -> None:
+        """Stops waiting for earlier events: what is held goes out next, in order."""
+        self._reorder = False
+        for seq in sorted(self._held, reverse=True):
+            self._queue.appendleft(self._held.pop(seq))
 
     async def aclose(self) -> None:
         self._t._subscribers.discard(self)
@@ -106,7 +143,11 @@ class StdioTransport(Transport):
     The server starts only when the operator's configuration (`$OPENAGENTS_CONFIG`) enables it;
     its runners come from the operator's registry (`$OPENAGENTS_RUNNERS`). `stderr="capture"`
     keeps the newest `STDERR_TAIL_BYTES` of the server's stderr (`stderr_tail`) and puts it in
-    the error when the server exits; `"inherit"` lets it through."""
+    the error when the server exits; `"inherit"` lets it through.
+
+    stdio carries no headers: the client asks `status` once for the runtime's schema digest."""
+
+    probes_schema = True
 
     def __init__(
         self,
@@ -137,6 +178,10 @@ class StdioTransport(Transport):
         self._failure: TransportError | None = None
         self._shut_down = False
         self._closed = False
+
+    @property
+    def where(self) -> str:
+        return f"stdio (`{' '.join(self.command)}`)"
 
     @property
     def stderr_tail(self) -> str:
@@ -280,7 +325,7 @@ class StdioTransport(Transport):
         return decode_response(doc)
 
     def events(self, since: int | None) -> EventSource:
-        return _Subscriber(self)
+        return _Subscriber(self, since)
 
     async def aclose(self) -> None:
         self._closed = True
