@@ -297,21 +297,20 @@ fn check_engine(what: &str, engine: &RpcEngine) {
     assert!(status.state != RuntimeState::Running, "{what}: still running");
 }
 
-struct Fixture {
-    engine: Mutex<RpcEngine>,
-}
-
-fn fixture() -> &'static Fixture {
-    static F: OnceLock<Fixture> = OnceLock::new();
-    F.get_or_init(|| Fixture { engine: Mutex::new(agent_engine()) })
+thread_local! {
+    /// One engine per thread: an oracle checks the engine's state after each input, so two
+    /// threads (a test harness runs tests in parallel) must never share one.
+    static ENGINE: std::cell::RefCell<Option<RpcEngine>> = const { std::cell::RefCell::new(None) };
 }
 
 fn current_engine() -> RpcEngine {
-    let mut e = fixture().engine.lock().unwrap_or_else(|p| p.into_inner());
-    if e.is_shut_down() {
-        *e = agent_engine();
-    }
-    e.clone()
+    ENGINE.with(|cell| {
+        let mut e = cell.borrow_mut();
+        match e.as_ref() {
+            Some(engine) if !engine.is_shut_down() => engine.clone(),
+            _ => e.insert(agent_engine()).clone(),
+        }
+    })
 }
 
 /// One request through `RpcEngine::handle`, as one of four callers (the stdio parent, admin,
