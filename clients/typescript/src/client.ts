@@ -10,13 +10,17 @@ import { errorClass, InvalidParamsError } from "./generated/errors.js";
 import { GeneratedMethods } from "./generated/methods.js";
 import type { CallOptions } from "./generated/methods.js";
 import type { MethodName, MethodParams, MethodResult, RpcError, ServerEvent, SubmitParams, SubmitResult } from "./generated/types.js";
-import { isKnownRuntimeEvent } from "./generated/types.js";
+import { isKnownRuntimeEvent, SCHEMA_DIGEST } from "./generated/types.js";
 import { METHOD_CHECKS, validateRpcError, validateRpcResponse, validateServerEvent } from "./generated/validators.js";
 import { HttpTransport } from "./http.js";
 import type { HttpTransportOptions } from "./http.js";
 import { isObject } from "./rt.js";
+import { SchemaMismatchError, schemaMismatch, warnSchemaMismatch } from "./schema.js";
+import type { SchemaMismatch } from "./schema.js";
 import { RefusedByRuntime } from "./transport.js";
 import type { EventSubscription, SubscribeOptions, Transport } from "./transport.js";
+import { WebSocketTransport } from "./websocket.js";
+import type { WebSocketTransportOptions } from "./websocket.js";
 
 export type { CallOptions };
 
@@ -26,6 +30,17 @@ export interface ClientOptions {
   readonly validateParams?: boolean;
   /** Check responses and events (leniently) and throw `ProtocolError` on a malformed one (default true). */
   readonly validateResponses?: boolean;
+  /**
+   * When the runtime runs another schema than this client was generated from (`SCHEMA_DIGEST`),
+   * fail every call with `SchemaMismatchError` instead of warning (default false).
+   */
+  readonly strictSchema?: boolean;
+  /**
+   * Called once per client when the runtime's schema differs from this client's, instead of the
+   * default warning (`process.emitWarning` as a `SchemaMismatchWarning` in Node.js, else
+   * `console.warn`). In strict mode it is called too, before calls fail.
+   */
+  readonly onSchemaMismatch?: (mismatch: SchemaMismatch) => void;
 }
 
 /** A typed event stream. */
@@ -53,17 +68,76 @@ export class OpenAgentsClient extends GeneratedMethods {
   readonly transport: Transport;
   private readonly checkParams: boolean;
   private readonly checkResponses: boolean;
+  private readonly strictSchema: boolean;
+  private readonly onSchemaMismatch: ((mismatch: SchemaMismatch) => void) | undefined;
+  /** The runtime's schema differs from this client's (found once, reported once). */
+  private schemaMismatch: SchemaMismatchError | null = null;
+  /** The `status` sent once to check the schema, on transports that cannot tell it otherwise. */
+  private schemaProbe: Promise<void> | null = null;
 
   constructor(transport: Transport, options: ClientOptions = {}) {
     super();
     this.transport = transport;
     this.checkParams = options.validateParams ?? true;
     this.checkResponses = options.validateResponses ?? true;
+    this.strictSchema = options.strictSchema ?? false;
+    this.onSchemaMismatch = options.onSchemaMismatch;
+    transport.watchIdentity?.((identity) => this.compareSchema(identity.schemaDigest, identity.protocolVersion, identity.via));
   }
 
   /** A client over HTTP (`POST /rpc`, SSE `GET /events`). */
   static http(options: HttpTransportOptions & ClientOptions): OpenAgentsClient {
     return new OpenAgentsClient(new HttpTransport(options), options);
+  }
+
+  /**
+   * A client over the WebSocket `/frontend/v2`, with the global `WebSocket` (browsers) or the
+   * one given; in Node.js use `connectWebSocket` from `@openagents/client/node`.
+   */
+  static websocket(options: WebSocketTransportOptions & ClientOptions): OpenAgentsClient {
+    return new OpenAgentsClient(new WebSocketTransport(options), options);
+  }
+
+  /** The schema mismatch found so far, if any (see `strictSchema`, `onSchemaMismatch`). */
+  get schemaMismatchFound(): SchemaMismatch | undefined {
+    return this.schemaMismatch?.mismatch;
+  }
+
+  /** Compares a digest the runtime stated with this client's; reports the first mismatch. */
+  private compareSchema(digest: unknown, protocolVersion: unknown, via: string): void {
+    if (typeof digest !== "string" || digest === SCHEMA_DIGEST || this.schemaMismatch) return;
+    const mismatch = schemaMismatch(digest, typeof protocolVersion === "string" ? protocolVersion : undefined, this.transport.where ?? "(an unnamed transport)", via);
+    this.schemaMismatch = new SchemaMismatchError(mismatch);
+    if (this.onSchemaMismatch) {
+      try {
+        this.onSchemaMismatch(mismatch);
+      } catch {
+        // A failing callback must not break the call that found the mismatch.
+      }
+    } else if (!this.strictSchema) {
+      warnSchemaMismatch(mismatch);
+    }
+  }
+
+  /** In strict mode, fails once the runtime is known to run another schema. */
+  private assertSchema(): void {
+    if (this.strictSchema && this.schemaMismatch) throw this.schemaMismatch;
+  }
+
+  /**
+   * On a transport that cannot say the runtime's schema before its first answer (stdio, a
+   * browser's WebSocket), asks `status` once. A failed probe checks nothing; every later
+   * `status` result is still checked.
+   */
+  private checkSchemaFirst(): Promise<void> {
+    if (this.transport.reportsIdentity) return Promise.resolve();
+    this.schemaProbe ??= this.transport.request("status", undefined).then(
+      (raw) => {
+        if (isObject(raw) && isObject(raw.result)) this.compareSchema(raw.result.schema_digest, raw.result.protocol_version, "the `status` result");
+      },
+      () => undefined,
+    );
+    return this.schemaProbe;
   }
 
   /**
@@ -90,11 +164,22 @@ export class OpenAgentsClient extends GeneratedMethods {
         );
       }
     }
-    if (method === "submit" && options.signal) return (await this.submitInterruptible(params, options.signal)) as MethodResult<M>;
-    const raw = await this.transport.request(method, params, { signal: options.signal });
+    if (method === "submit") options.signal?.throwIfAborted();
+    // A `status` checks the schema with its own result.
+    if (method !== "status") await this.checkSchemaFirst();
+    this.assertSchema();
+    let raw: unknown;
+    try {
+      raw = method === "submit" && options.signal ? await this.submitInterruptible(params, options.signal) : await this.transport.request(method, params, { signal: options.signal });
+    } catch (e) {
+      throw mapError(e);
+    }
+    // The exchange's own headers may have told of a mismatch.
+    this.assertSchema();
     return this.read(method, raw);
   }
 
+  /** Sends `submit`; aborting `signal` interrupts the turn. Resolves with the raw response. */
   private async submitInterruptible(params: unknown, signal: AbortSignal): Promise<unknown> {
     signal.throwIfAborted();
     let settled = false;
@@ -103,8 +188,7 @@ export class OpenAgentsClient extends GeneratedMethods {
     };
     signal.addEventListener("abort", onAbort, { once: true });
     try {
-      const raw = await this.transport.request("submit", params);
-      return this.read("submit", raw);
+      return await this.transport.request("submit", params);
     } finally {
       settled = true;
       signal.removeEventListener("abort", onAbort);
@@ -138,6 +222,10 @@ export class OpenAgentsClient extends GeneratedMethods {
       const violations = METHOD_CHECKS[method].checkResult(envelope.result, true);
       if (violations.length > 0) throw new ProtocolError(`the \`${method}\` result is not valid`, violations);
     }
+    if (method === "status" && isObject(envelope.result)) {
+      this.compareSchema(envelope.result.schema_digest, envelope.result.protocol_version, "the `status` result");
+      this.assertSchema();
+    }
     return envelope.result as MethodResult<M>;
   }
 
@@ -149,16 +237,22 @@ export class OpenAgentsClient extends GeneratedMethods {
   events(options: SubscribeOptions = {}): EventStream {
     const sub: EventSubscription = this.transport.subscribe(options);
     const check = this.checkResponses;
-    const ready = sub.ready.catch((e: unknown) => {
-      throw mapError(e);
-    });
+    const ready = sub.ready.then(
+      () => this.assertSchema(),
+      (e: unknown) => {
+        throw mapError(e);
+      },
+    );
     ready.catch(() => undefined);
+    const client = this;
     return {
       ready,
       close: () => sub.close(),
       async *[Symbol.asyncIterator](): AsyncIterator<ServerEvent> {
         try {
+          await client.checkSchemaFirst();
           for await (const raw of sub) {
+            client.assertSchema();
             if (check) {
               const violations = validateServerEvent(raw, true);
               if (violations.length > 0) throw new ProtocolError("an event is not a valid ServerEvent", violations);

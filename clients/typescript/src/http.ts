@@ -9,8 +9,8 @@ import { TransportError } from "./error.js";
 import { SERVER_MAX_LINE_BYTES } from "./generated/types.js";
 import { isObject } from "./rt.js";
 import { SseLimitError, SseParser } from "./sse.js";
-import { RefusedByRuntime } from "./transport.js";
-import type { EventSubscription, RequestOptions, SubscribeOptions, Transport } from "./transport.js";
+import { identityFromHeaders, RefusedByRuntime } from "./transport.js";
+import type { EventSubscription, RequestOptions, RuntimeIdentity, SubscribeOptions, Transport } from "./transport.js";
 
 /** Options for `HttpTransport`. */
 export interface HttpTransportOptions {
@@ -36,12 +36,18 @@ export class HttpTransport implements Transport {
   private readonly reconnectDelayMs: number;
   private nextId = 1;
   private readonly subscriptions = new Set<SseSubscription>();
+  private readonly identityListeners: ((identity: RuntimeIdentity) => void)[] = [];
+  /** The runtime's base URL. */
+  readonly where: string;
+  /** Every response's headers say the runtime's schema digest and protocol version. */
+  readonly reportsIdentity = true;
 
   constructor(options: HttpTransportOptions) {
     const base = new URL(options.url);
     if (!base.pathname.endsWith("/")) base.pathname += "/";
     this.rpcUrl = new URL("rpc", base);
     this.eventsUrl = new URL("events", base);
+    this.where = base.href;
     this.auth = `Bearer ${options.token}`;
     this.fetchFn = options.fetch ?? globalThis.fetch.bind(globalThis);
     this.maxReconnects = options.maxReconnects ?? 5;
@@ -63,12 +69,23 @@ export class HttpTransport implements Transport {
       if (options.signal?.aborted) throw e;
       throw new TransportError(`cannot reach ${this.rpcUrl.href}: ${describe(e)}`, { cause: e });
     }
+    this.stateIdentity(response);
     const text = await readBounded(response, SERVER_MAX_LINE_BYTES);
     try {
       return JSON.parse(text) as unknown;
     } catch {
       throw new TransportError(`POST ${this.rpcUrl.pathname} answered HTTP ${response.status} with a body that is not JSON: ${text.slice(0, 200)}`);
     }
+  }
+
+  watchIdentity(listener: (identity: RuntimeIdentity) => void): void {
+    this.identityListeners.push(listener);
+  }
+
+  private stateIdentity(response: Response): void {
+    if (this.identityListeners.length === 0) return;
+    const identity = identityFromHeaders((name) => response.headers.get(name), "HTTP response headers");
+    for (const l of this.identityListeners) l(identity);
   }
 
   subscribe(options: SubscribeOptions = {}): EventSubscription {
@@ -82,10 +99,12 @@ export class HttpTransport implements Transport {
   }
 
   /** @internal */
-  openEvents(lastEventId: number | undefined, signal: AbortSignal): Promise<Response> {
+  async openEvents(lastEventId: number | undefined, signal: AbortSignal): Promise<Response> {
     const headers: Record<string, string> = { authorization: this.auth, accept: "text/event-stream" };
     if (lastEventId !== undefined) headers["last-event-id"] = String(lastEventId);
-    return this.fetchFn(this.eventsUrl, { headers, signal, cache: "no-store" });
+    const response = await this.fetchFn(this.eventsUrl, { headers, signal, cache: "no-store" });
+    this.stateIdentity(response);
+    return response;
   }
 
   /** @internal */

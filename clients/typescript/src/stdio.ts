@@ -8,7 +8,8 @@ import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
 
 import { TransportError } from "./error.js";
-import { SERVER_EVENT_CHANNEL_CAPACITY, SERVER_MAX_LINE_BYTES } from "./generated/types.js";
+import { LocalSubscription } from "./fanout.js";
+import { SERVER_MAX_LINE_BYTES } from "./generated/types.js";
 import { LineReader } from "./lines.js";
 import { isObject } from "./rt.js";
 import type { EventSubscription, RequestOptions, SubscribeOptions, Transport } from "./transport.js";
@@ -42,16 +43,19 @@ interface Pending {
 export class StdioTransport implements Transport {
   /** The child process. */
   readonly child: ChildProcess;
+  /** The command the runtime runs as. */
+  readonly where: string;
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
-  private readonly subscribers = new Set<StdioSubscription>();
+  private readonly subscribers = new Set<LocalSubscription>();
   private stderrTail = "";
   private inputEnded = false;
   private exited: TransportError | null = null;
   private readonly exit: Promise<void>;
 
-  private constructor(child: ChildProcess) {
+  private constructor(child: ChildProcess, where: string) {
     this.child = child;
+    this.where = where;
     this.exit = new Promise<void>((resolve) => {
       child.once("error", (e) => {
         this.fail(new TransportError(`cannot run the runtime: ${e.message}`, { cause: e }));
@@ -75,12 +79,13 @@ export class StdioTransport implements Transport {
   /** Starts `openagents serve --stdio --runner ID` as a child process. */
   static spawn(options: StdioTransportOptions): StdioTransport {
     const bin = options.bin ?? process.env.OPENAGENTS_BIN ?? "openagents";
-    const child = spawn(bin, ["serve", "--stdio", "--runner", options.runner, ...(options.args ?? [])], {
+    const args = ["serve", "--stdio", "--runner", options.runner, ...(options.args ?? [])];
+    const child = spawn(bin, args, {
       stdio: ["pipe", "pipe", options.stderr ?? "pipe"],
       ...(options.env ? { env: options.env } : {}),
       ...(options.cwd ? { cwd: options.cwd } : {}),
     });
-    return new StdioTransport(child);
+    return new StdioTransport(child, `\`${[bin, ...args].join(" ")}\` (stdio)`);
   }
 
   /** The newest bytes the runtime wrote to stderr (with `stderr: "pipe"`). */
@@ -174,7 +179,7 @@ export class StdioTransport implements Transport {
   }
 
   subscribe(options: SubscribeOptions = {}): EventSubscription {
-    const sub = new StdioSubscription(() => this.subscribers.delete(sub), options.since);
+    const sub = new LocalSubscription(() => this.subscribers.delete(sub), options.since);
     if (this.exited) {
       sub.end();
       return sub;
@@ -202,104 +207,5 @@ export class StdioTransport implements Transport {
     await this.exit;
     clearTimeout(timer);
     clearTimeout(hard);
-  }
-}
-
-/**
- * One local subscriber of the connection's notifications. It holds at most
- * `SERVER_EVENT_CHANNEL_CAPACITY` events; a reader that falls further behind misses the oldest
- * and is told with a `lagged` event, as the runtime tells its own subscribers.
- */
-class StdioSubscription implements EventSubscription {
-  readonly ready: Promise<void>;
-  markReady!: () => void;
-  failReady!: (e: unknown) => void;
-  private readonly queue: unknown[] = [];
-  private missed = 0;
-  private lastSeq: number;
-  /**
-   * Whether the stream has reached this subscriber's starting point. Until then (a `since`
-   * subscription, while the connection's stream restarts) only the next event in sequence is
-   * taken: the old stream's events are replayed by the new one in order.
-   */
-  private synced: boolean;
-  private ended = false;
-  private waiter: (() => void) | null = null;
-  private readonly onClose: () => void;
-
-  constructor(onClose: () => void, since?: number) {
-    this.onClose = onClose;
-    this.lastSeq = since ?? 0;
-    this.synced = since === undefined;
-    this.ready = new Promise<void>((resolve, reject) => {
-      this.markReady = resolve;
-      this.failReady = reject;
-    });
-    this.ready.catch(() => undefined);
-  }
-
-  push(ev: unknown): void {
-    if (this.ended) return;
-    if (isObject(ev) && typeof ev.seq === "number" && isObject(ev.event)) {
-      const kind = ev.event.type;
-      if (kind === "gap" && typeof ev.event.resumed_at === "number") {
-        // The runtime no longer holds the events up to `resumed_at`: carry on from there.
-        this.lastSeq = Math.max(this.lastSeq, ev.event.resumed_at);
-        this.synced = true;
-      } else if (kind !== "lagged") {
-        if (ev.seq <= this.lastSeq) return; // Replayed after a restart: seen already.
-        if (!this.synced && ev.seq !== this.lastSeq + 1) return; // The old stream, ahead of the replay.
-        this.synced = true;
-        this.lastSeq = ev.seq;
-      }
-    }
-    if (this.queue.length >= SERVER_EVENT_CHANNEL_CAPACITY) {
-      this.queue.shift();
-      this.missed += 1;
-    }
-    this.queue.push(ev);
-    this.wake();
-  }
-
-  end(): void {
-    this.ended = true;
-    this.failReady(new TransportError("the runtime has gone"));
-    this.wake();
-  }
-
-  close(): void {
-    this.end();
-    this.onClose();
-  }
-
-  private wake(): void {
-    const w = this.waiter;
-    this.waiter = null;
-    w?.();
-  }
-
-  async *[Symbol.asyncIterator](): AsyncIterator<unknown> {
-    try {
-      for (;;) {
-        if (this.missed > 0) {
-          const missed = this.missed;
-          this.missed = 0;
-          yield { seq: this.lastSeq, event: { type: "lagged", missed } };
-          continue;
-        }
-        const ev = this.queue.shift();
-        if (ev !== undefined) {
-          yield ev;
-          if (isObject(ev) && isObject(ev.event) && ev.event.type === "shutting_down") return;
-          continue;
-        }
-        if (this.ended) return;
-        await new Promise<void>((resolve) => {
-          this.waiter = resolve;
-        });
-      }
-    } finally {
-      this.close();
-    }
   }
 }

@@ -4,12 +4,10 @@
  * the exchange itself failed (`TransportError`). Typing, validation and error classes are the
  * client's.
  *
- * Implemented by `HttpTransport` (`POST /rpc` + SSE `GET /events`) and, in Node.js,
- * `StdioTransport` (a child `openagents serve --stdio`). A WebSocket transport for
- * `/frontend/v2` fits the same shape: `request` sends a text frame and awaits the response with
- * the same `id`; `subscribe` sends the `subscribe` method and yields the `params` of each
- * `frontend.v2.event` notification; server-to-client approval requests would go to an approval
- * handler given to that transport. It is not part of this package yet.
+ * Implemented by `HttpTransport` (`POST /rpc` + SSE `GET /events`), `WebSocketTransport`
+ * (`/frontend/v2`: requests and responses as text frames, events as `frontend.v2.event`
+ * notifications after `subscribe`, approval requests answered by a handler) and, in Node.js,
+ * `StdioTransport` (a child `openagents serve --stdio`).
  */
 
 /** Options for one request. */
@@ -47,6 +45,39 @@ export interface Transport {
   subscribe(options?: SubscribeOptions): EventSubscription;
   /** Releases the transport's resources (connections, the child process). */
   close(): Promise<void>;
+  /** Where it connects, for messages: a URL, or the command it runs. */
+  readonly where?: string;
+  /**
+   * Whether the transport tells `watchIdentity` listeners what the runtime states about itself
+   * before it answers its first exchange (HTTP response headers; the WebSocket handshake, where
+   * it can be read). When it does not, the client asks `status` once to check the schema.
+   */
+  readonly reportsIdentity?: boolean;
+  /** Registers a listener for the identity the runtime states on each exchange. */
+  watchIdentity?(listener: (identity: RuntimeIdentity) => void): void;
+}
+
+/**
+ * What a runtime states about itself outside any result: the `openagents-schema-digest` and
+ * `openagents-protocol-version` headers of every HTTP response and of the WebSocket handshake.
+ */
+export interface RuntimeIdentity {
+  /** The digest of the schema the runtime was built from, when it said. */
+  readonly schemaDigest: string | undefined;
+  /** The protocol version the runtime speaks, when it said. */
+  readonly protocolVersion: string | undefined;
+  /** Which exchange said it (for messages): `HTTP response headers`, `the WebSocket handshake`. */
+  readonly via: string;
+}
+
+/** The header with the runtime's schema digest. */
+export const SCHEMA_DIGEST_HEADER = "openagents-schema-digest";
+/** The header with the runtime's protocol version. */
+export const PROTOCOL_VERSION_HEADER = "openagents-protocol-version";
+
+/** Reads a runtime's identity from response headers (`get` looks a header up by lower-case name). */
+export function identityFromHeaders(get: (name: string) => string | null | undefined, via: string): RuntimeIdentity {
+  return { schemaDigest: get(SCHEMA_DIGEST_HEADER) ?? undefined, protocolVersion: get(PROTOCOL_VERSION_HEADER) ?? undefined, via };
 }
 
 /**

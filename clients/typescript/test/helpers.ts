@@ -16,6 +16,8 @@ export const ROOT = resolve(PKG, "../..");
 export const BIN = process.env.OPENAGENTS_BIN ?? join(ROOT, "target/debug/openagents");
 /** The Rust echo runner. */
 export const RUST_ECHO = join(ROOT, "target/debug/openagents-runner-echo");
+/** The Rust `ask` runner: asks for approval to do its task; completes when approved, fails when denied. */
+export const RUST_ASK = join(ROOT, "target/debug/openagents-runner-ask");
 /** The TypeScript echo runner. */
 export const TS_ECHO = join(PKG, "examples/echo-runner.mjs");
 /** A runner whose task says what to do (see the file). */
@@ -38,6 +40,7 @@ export class Setup {
         `[runners.echo]\ncommand = ${JSON.stringify(RUST_ECHO)}\n`,
         `[runners.echo-ts]\ncommand = ${node}\nargs = [${JSON.stringify(TS_ECHO)}]\n`,
         `[runners.behave]\ncommand = ${node}\nargs = [${JSON.stringify(BEHAVE)}]\ntimeout_s = 30\n`,
+        `[runners.ask]\ncommand = ${JSON.stringify(RUST_ASK)}\ntimeout_s = 30\n`,
       ].join("\n"),
     );
   }
@@ -67,6 +70,8 @@ export class Setup {
 export interface HttpServer {
   readonly url: string;
   readonly token: string;
+  /** The file the token is in, as the readiness line names it. */
+  readonly tokenFile: string;
   readonly child: ChildProcess;
   stderr(): string;
   stop(): Promise<void>;
@@ -90,6 +95,7 @@ export async function startHttp(setup: Setup, runner: string, extra: string[] = 
   return {
     url: ready.url,
     token,
+    tokenFile: ready.token_file,
     child,
     stderr: () => err,
     stop: async () => {

@@ -5,17 +5,36 @@
  */
 
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { test } from "node:test";
 
-import { PKG } from "./helpers.js";
+import { PKG, Setup, startHttp } from "./helpers.js";
 
 const npm = process.platform === "win32" ? "npm.cmd" : "npm";
 
-test("the packed package installs offline into an empty folder, and imports and type-checks there", () => {
+/** The first ```ts block of a README. */
+function firstExample(readme: string): string {
+  const m = /```ts\n([\s\S]*?)```/.exec(readme);
+  assert.ok(m, "the README has a ```ts example");
+  return m[1]!;
+}
+
+/** Runs `node FILE` in `cwd` with `env`, without blocking this process's event loop. */
+function runNode(file: string, cwd: string, env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolveRun) => {
+    const child = spawn(process.execPath, [file], { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (s: string) => (stdout += s));
+    child.stderr.setEncoding("utf8").on("data", (s: string) => (stderr += s));
+    child.on("close", (code) => resolveRun({ code, stdout, stderr }));
+  });
+}
+
+test("the packed package installs offline into an empty folder, imports and type-checks there, and its README example runs against serve --http", async () => {
   const dir = mkdtempSync(join(tmpdir(), "openagents-ts-pack-"));
   try {
     // dist/ is built already; --ignore-scripts skips the prepack rebuild.
@@ -47,6 +66,9 @@ const out = {
   validates: main.isTurn({ schema: main.VERSION, assignment: "a", conversation: "c", agent: { runner: "r" }, task: "t", cwd: "/" }),
   busy: new main.BusyError({ code: "busy", message: "m", retryable: true }).rpcCode,
   stdio: typeof node.connectStdio,
+  ws: typeof node.connectWebSocket,
+  websocket: typeof main.OpenAgentsClient.websocket,
+  strict: new main.SchemaMismatchError({ clientDigest: main.SCHEMA_DIGEST, runtimeDigest: "0", clientProtocolVersion: main.PROTOCOL_VERSION, runtimeProtocolVersion: undefined, where: "w", via: "v", message: "m" }) instanceof main.OpenAgentsError,
   serve: typeof runner.serveStreaming,
 };
 let deep = "importable";
@@ -57,14 +79,14 @@ console.log(JSON.stringify(out));
     );
     const run = spawnSync(process.execPath, ["check.mjs"], { cwd: app, encoding: "utf8" });
     assert.equal(run.status, 0, run.stderr);
-    assert.deepEqual(JSON.parse(run.stdout), { client: "function", validates: true, busy: -32003, stdio: "function", serve: "function", deep: "ERR_PACKAGE_PATH_NOT_EXPORTED" });
+    assert.deepEqual(JSON.parse(run.stdout), { client: "function", validates: true, busy: -32003, stdio: "function", ws: "function", websocket: "function", strict: true, serve: "function", deep: "ERR_PACKAGE_PATH_NOT_EXPORTED" });
 
     writeFileSync(
       join(app, "check.ts"),
       `
-import { assertNever, isKnownRuntimeEvent, OpenAgentsClient } from "@openagents/client";
-import type { RuntimeEvent, SubmitResult } from "@openagents/client";
-import { connectStdio } from "@openagents/client/node";
+import { assertNever, isKnownRuntimeEvent, OpenAgentsClient, SchemaMismatchError } from "@openagents/client";
+import type { ApprovalPrompt, RuntimeEvent, SchemaMismatch, SubmitResult } from "@openagents/client";
+import { connectStdio, connectWebSocket } from "@openagents/client/node";
 import { serveOnce } from "@openagents/client/runner";
 export function kind(e: RuntimeEvent): string {
   if (!isKnownRuntimeEvent(e)) return "unknown";
@@ -78,17 +100,45 @@ export function kind(e: RuntimeEvent): string {
 }
 export async function use(c: OpenAgentsClient): Promise<SubmitResult> { return c.submit({ task: "x" }); }
 export const s = typeof connectStdio;
+export const w = connectWebSocket({
+  url: "http://127.0.0.1:1/",
+  token: "t",
+  strictSchema: true,
+  onSchemaMismatch: (m: SchemaMismatch) => console.warn(m.message),
+  onApproval: async (p: ApprovalPrompt, { signal }) => !signal.aborted && p.prompt.length < 100,
+});
+export const b = (W: typeof WebSocket): OpenAgentsClient => OpenAgentsClient.websocket({ url: "https://example.test/", token: "t", WebSocket: W });
+export const e = (x: unknown): string | undefined => (x instanceof SchemaMismatchError ? x.mismatch.runtimeDigest : undefined);
 export const r = (): Promise<void> => serveOnce((t) => t.task);
 `,
     );
+    // The README example, as the installed package ships it: type-checked and run as written.
+    const example = firstExample(readFileSync(join(app, "node_modules/@openagents/client/README.md"), "utf8"));
+    writeFileSync(join(app, "readme.ts"), example);
+    writeFileSync(join(app, "readme.mjs"), example);
+
     const tsc = join(PKG, "node_modules/typescript/bin/tsc");
     const types = dirname(join(PKG, "node_modules/@types/node/package.json"));
     const check = spawnSync(
       process.execPath,
-      [tsc, "--strict", "--noEmit", "--module", "nodenext", "--moduleResolution", "nodenext", "--target", "es2022", "--lib", "es2022,dom", "--typeRoots", dirname(types), "--types", "node", "check.ts"],
+      [tsc, "--strict", "--noEmit", "--module", "nodenext", "--moduleResolution", "nodenext", "--target", "es2022", "--lib", "es2022,dom", "--typeRoots", dirname(types), "--types", "node", "check.ts", "readme.ts"],
       { cwd: app, encoding: "utf8" },
     );
     assert.equal(check.status, 0, `a consumer's tsc --strict:\n${check.stdout}${check.stderr}`);
+
+    const setup = new Setup("pack-readme");
+    const server = await startHttp(setup, "echo");
+    try {
+      const run = await runNode("readme.mjs", app, { ...process.env, OPENAGENTS_URL: server.url, OPENAGENTS_TOKEN_FILE: server.tokenFile });
+      assert.equal(run.code, 0, `the README example failed:\n${run.stdout}${run.stderr}\n${server.stderr()}`);
+      const lines = run.stdout.trim().split("\n");
+      assert.equal(lines.at(-1), "hello world", `the example prints the turn's result last: ${run.stdout}`);
+      assert.ok(lines.some((l) => /^\d+ turn_started$/.test(l)), `the example prints streamed events: ${run.stdout}`);
+      assert.ok(lines.some((l) => /^\d+ turn_completed$/.test(l)), `the example prints the terminal event: ${run.stdout}`);
+    } finally {
+      await server.stop();
+      setup.cleanup();
+    }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
