@@ -12,6 +12,7 @@ import { LocalSubscription } from "./fanout.js";
 import { SERVER_MAX_LINE_BYTES } from "./generated/types.js";
 import { LineReader } from "./lines.js";
 import { isObject } from "./rt.js";
+import { PendingReplies } from "./transport.js";
 import type { EventSubscription, RequestOptions, SubscribeOptions, Transport } from "./transport.js";
 
 /** Options for `StdioTransport.spawn`. */
@@ -33,20 +34,14 @@ export interface StdioTransportOptions {
 /** How much of the child's stderr is kept for error messages. */
 const STDERR_TAIL = 64 * 1024;
 
-interface Pending {
-  method: string;
-  resolve: (v: unknown) => void;
-  reject: (e: unknown) => void;
-}
-
 /** JSONL-RPC with a child `openagents serve --stdio`. */
 export class StdioTransport implements Transport {
   /** The child process. */
   readonly child: ChildProcess;
   /** The command the runtime runs as. */
   readonly where: string;
-  private nextId = 1;
-  private readonly pending = new Map<number, Pending>();
+  /** Requests awaiting their replies, each with its method. */
+  private readonly pending = new PendingReplies<{ method: string }>();
   private readonly subscribers = new Set<LocalSubscription>();
   private stderrTail = "";
   private inputEnded = false;
@@ -96,8 +91,7 @@ export class StdioTransport implements Transport {
   private fail(err: TransportError): void {
     if (this.exited) return;
     this.exited = err;
-    for (const p of this.pending.values()) p.reject(err);
-    this.pending.clear();
+    this.pending.rejectAll(err);
     for (const s of this.subscribers) s.end();
   }
 
@@ -129,10 +123,8 @@ export class StdioTransport implements Transport {
         for (const s of this.subscribers) s.push(msg.event);
         continue;
       }
-      const id = msg.id;
-      const p = typeof id === "number" ? this.pending.get(id) : undefined;
-      if (p && typeof id === "number") {
-        this.pending.delete(id);
+      const p = this.pending.take(msg.id);
+      if (p) {
         // After `shutdown` the runtime reads no more requests; ending its input lets it exit.
         if (p.method === "shutdown" && "result" in msg) this.endInput();
         p.resolve(msg);
@@ -152,30 +144,12 @@ export class StdioTransport implements Transport {
     if (this.inputEnded) return Promise.reject(new TransportError("the runtime has shut down (or is closing) and takes no more requests"));
     const signal = options.signal;
     if (signal?.aborted) return Promise.reject(signal.reason);
-    const id = this.nextId++;
+    const id = this.pending.newId();
     const line = JSON.stringify(params === undefined ? { id, method } : { id, method, params });
     if (Buffer.byteLength(line) > SERVER_MAX_LINE_BYTES) {
       return Promise.reject(new TransportError(`the request is longer than SERVER_MAX_LINE_BYTES (${SERVER_MAX_LINE_BYTES} bytes)`));
     }
-    return new Promise<unknown>((resolve, reject) => {
-      const onAbort = (): void => {
-        this.pending.delete(id);
-        reject(signal?.reason);
-      };
-      this.pending.set(id, {
-        method,
-        resolve: (v) => {
-          signal?.removeEventListener("abort", onAbort);
-          resolve(v);
-        },
-        reject: (e) => {
-          signal?.removeEventListener("abort", onAbort);
-          reject(e);
-        },
-      });
-      signal?.addEventListener("abort", onAbort, { once: true });
-      this.child.stdin?.write(line + "\n");
-    });
+    return this.pending.wait(id, { method }, signal, () => this.child.stdin?.write(line + "\n"));
   }
 
   subscribe(options: SubscribeOptions = {}): EventSubscription {

@@ -97,3 +97,64 @@ export class RefusedByRuntime extends Error {
     this.status = status;
   }
 }
+
+/** A request waiting for its reply. */
+export interface ReplyWaiter {
+  resolve(reply: unknown): void;
+  reject(error: unknown): void;
+}
+
+/**
+ * The requests of one connection that await their replies, by id (stdio, WebSocket: replies
+ * arrive on a shared stream, matched by id). Browser-safe.
+ */
+export class PendingReplies<Extra extends object = Record<never, never>> {
+  private nextId = 1;
+  private readonly waiting = new Map<number, Extra & ReplyWaiter>();
+
+  /** The id for the next request. */
+  newId(): number {
+    return this.nextId++;
+  }
+
+  /**
+   * Registers request `id` (with `extra` kept beside it), runs `send`, and settles with the reply,
+   * or with `signal`'s reason when it aborts first (the request is forgotten then).
+   */
+  wait(id: number, extra: Extra, signal: AbortSignal | undefined, send: () => void): Promise<unknown> {
+    return new Promise<unknown>((resolve, reject) => {
+      const onAbort = (): void => {
+        this.waiting.delete(id);
+        reject(signal?.reason);
+      };
+      this.waiting.set(id, {
+        ...extra,
+        resolve: (v: unknown) => {
+          signal?.removeEventListener("abort", onAbort);
+          resolve(v);
+        },
+        reject: (e: unknown) => {
+          signal?.removeEventListener("abort", onAbort);
+          reject(e);
+        },
+      });
+      signal?.addEventListener("abort", onAbort, { once: true });
+      send();
+    });
+  }
+
+  /** Removes and returns the request a reply with `id` answers; undefined when none waits for it. */
+  take(id: unknown): (Extra & ReplyWaiter) | undefined {
+    if (typeof id !== "number") return undefined;
+    const w = this.waiting.get(id);
+    this.waiting.delete(id);
+    return w;
+  }
+
+  /** Fails every waiting request with `error`. */
+  rejectAll(error: unknown): void {
+    const all = [...this.waiting.values()];
+    this.waiting.clear();
+    for (const w of all) w.reject(error);
+  }
+}

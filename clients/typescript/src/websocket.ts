@@ -17,7 +17,7 @@ import type { ApprovalPrompt, ApprovalReply } from "./generated/types.js";
 import { SERVER_MAX_LINE_BYTES } from "./generated/types.js";
 import { validateApprovalReply, validateFrontendApprovalRequest } from "./generated/validators.js";
 import { isObject } from "./rt.js";
-import { identityFromHeaders, RefusedByRuntime } from "./transport.js";
+import { identityFromHeaders, PendingReplies, RefusedByRuntime } from "./transport.js";
 import type { EventSubscription, RequestOptions, RuntimeIdentity, SubscribeOptions, Transport } from "./transport.js";
 
 /** The only WebSocket path a runtime serves. */
@@ -119,11 +119,6 @@ export class WebSocketClosedError extends TransportError {
   }
 }
 
-interface Pending {
-  resolve: (v: unknown) => void;
-  reject: (e: unknown) => void;
-}
-
 /** The `ws:` URL of `/frontend/v2` for a base URL or a WebSocket URL. */
 export function frontendUrl(url: string | URL): URL {
   const u = new URL(url);
@@ -148,8 +143,7 @@ export class WebSocketTransport implements Transport {
   private readonly socket: WebSocketLike;
   private readonly opened: Promise<void>;
   private readonly onApproval: ApprovalHandler | undefined;
-  private nextId = 1;
-  private readonly pending = new Map<number, Pending>();
+  private readonly pending = new PendingReplies();
   private readonly subscribers = new Set<LocalSubscription>();
   private readonly approvals = new Map<string, AbortController>();
   private readonly identityListeners: ((identity: RuntimeIdentity) => void)[] = [];
@@ -250,8 +244,7 @@ export class WebSocketTransport implements Transport {
   private fail(err: Error): void {
     if (this.failure) return;
     this.failure = err;
-    for (const p of this.pending.values()) p.reject(err);
-    this.pending.clear();
+    this.pending.rejectAll(err);
     for (const s of this.subscribers) s.end(this.closedByUs ? undefined : err);
     for (const c of this.approvals.values()) c.abort(err);
   }
@@ -289,12 +282,7 @@ export class WebSocketTransport implements Transport {
       }
       return; // A notification this version does not know.
     }
-    const id = msg.id;
-    const p = typeof id === "number" ? this.pending.get(id) : undefined;
-    if (p && typeof id === "number") {
-      this.pending.delete(id);
-      p.resolve(msg);
-    }
+    this.pending.take(msg.id)?.resolve(msg);
   }
 
   /** Answers one `frontend.v2.approval` request: the handler's decision, else a denial. */
@@ -329,29 +317,12 @@ export class WebSocketTransport implements Transport {
     await this.opened;
     if (this.failure) throw this.failure;
     signal?.throwIfAborted();
-    const id = this.nextId++;
+    const id = this.pending.newId();
     const text = JSON.stringify(params === undefined ? { jsonrpc: "2.0", id, method } : { jsonrpc: "2.0", id, method, params });
     if (new TextEncoder().encode(text).byteLength > SERVER_MAX_LINE_BYTES) {
       throw new TransportError(`the request is larger than SERVER_MAX_LINE_BYTES (${SERVER_MAX_LINE_BYTES} bytes)`);
     }
-    return new Promise<unknown>((resolve, reject) => {
-      const onAbort = (): void => {
-        this.pending.delete(id);
-        reject(signal?.reason);
-      };
-      this.pending.set(id, {
-        resolve: (v) => {
-          signal?.removeEventListener("abort", onAbort);
-          resolve(v);
-        },
-        reject: (e) => {
-          signal?.removeEventListener("abort", onAbort);
-          reject(e);
-        },
-      });
-      signal?.addEventListener("abort", onAbort, { once: true });
-      this.socket.send(text);
-    });
+    return this.pending.wait(id, {}, signal, () => this.socket.send(text));
   }
 
   /**

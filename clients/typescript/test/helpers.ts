@@ -8,6 +8,8 @@ import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
+import type { OpenAgentsClient } from "@openagents/client";
+
 /** `clients/typescript/` (tests run from `build/test/`). */
 export const PKG = resolve(fileURLToPath(new URL("../../", import.meta.url)));
 /** The repository root. */
@@ -108,4 +110,13 @@ export async function startHttp(setup: Setup, runner: string, extra: string[] = 
 /** Resolves after `ms` milliseconds. */
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Waits until the runtime `client` talks to is idle (a turn ended on the runner's side too). */
+export async function waitIdle(client: OpenAgentsClient): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if ((await client.status()).state === "idle") return;
+    await sleep(25);
+  }
+  throw new Error("the runtime did not become idle");
 }

@@ -24,7 +24,7 @@ import {
 } from "@openagents/client";
 import type { ServerEvent } from "@openagents/client";
 
-import { Setup, startHttp } from "./helpers.js";
+import { Setup, startHttp, waitIdle } from "./helpers.js";
 import type { HttpServer } from "./helpers.js";
 
 const setup = new Setup("http");
@@ -41,15 +41,6 @@ after(async () => {
   await server?.stop();
   setup.cleanup();
 });
-
-/** Waits until the runtime is idle (a turn ended on the runner's side too). */
-async function idle(): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    if ((await client.status()).state === "idle") return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error("the runtime did not become idle");
-}
 
 test("status is typed and valid", async () => {
   const s = await client.status();
@@ -123,7 +114,7 @@ test("busy while a turn runs; aborting the submit interrupts the turn", async ()
   await assert.rejects(client.submit({ task: "second" }), (e: unknown) => e instanceof BusyError && e.retryable && e.rpcCode === -32003);
   await assert.rejects(running, (e: unknown) => e instanceof InterruptedError && e.retryable);
   assert.equal(events.at(-1)?.event.type, "turn_failed");
-  await idle();
+  await waitIdle(client);
   const after = await client.status();
   assert.equal(after.counters.interrupted, before.counters.interrupted + 1);
   // An already-aborted signal sends nothing.
@@ -133,7 +124,7 @@ test("busy while a turn runs; aborting the submit interrupts the turn", async ()
 });
 
 test("a dropped event stream resumes with Last-Event-ID: every event once, in order", async () => {
-  await idle();
+  await waitIdle(client);
   const requests: { lastEventId: string | null }[] = [];
   let connections = 0;
   // A fetch that cuts the first event stream after its second event.
@@ -192,7 +183,7 @@ test("a dropped event stream resumes with Last-Event-ID: every event once, in or
 });
 
 test("events since a point replay what the runtime holds", async () => {
-  await idle();
+  await waitIdle(client);
   const last = (await client.status()).last_seq;
   const stream = client.events({ since: Math.max(0, last - 3) });
   const seqs: number[] = [];

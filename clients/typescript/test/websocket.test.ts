@@ -26,7 +26,7 @@ import {
 import type { ApprovalHandler, ApprovalPrompt, ServerEvent, WebSocketConstructor } from "@openagents/client";
 import { connectWebSocket } from "@openagents/client/node";
 
-import { BIN, Setup, startHttp } from "./helpers.js";
+import { BIN, Setup, startHttp, waitIdle } from "./helpers.js";
 import type { HttpServer } from "./helpers.js";
 
 const setup = new Setup("ws");
@@ -50,14 +50,6 @@ after(async () => {
   setup.cleanup();
 });
 
-async function idle(c: OpenAgentsClient): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    if ((await c.status()).state === "idle") return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error("the runtime did not become idle");
-}
-
 test("status and submit over the WebSocket are typed, and errors are their classes", async () => {
   const s = await client.status();
   assert.equal(s.schema_version, VERSION);
@@ -72,7 +64,7 @@ test("status and submit over the WebSocket are typed, and errors are their class
 });
 
 test("events stream as typed ServerEvents via subscribe; since replays; two streams share the socket", async () => {
-  await idle(client);
+  await waitIdle(client);
   const events: ServerEvent[] = [];
   const result = await client.runTurn({ task: "streamed over ws" }, { onEvent: (e) => events.push(e) });
   assert.equal(result.result, "streamed over ws");
@@ -270,7 +262,7 @@ test("the browser-style constructor authenticates with the bearer subprotocol", 
 });
 
 test("aborting a submit over the WebSocket interrupts the turn", async () => {
-  await idle(client);
+  await waitIdle(client);
   const before = await client.status();
   const controller = new AbortController();
   const events: ServerEvent[] = [];
@@ -286,7 +278,7 @@ test("aborting a submit over the WebSocket interrupts the turn", async () => {
   );
   await assert.rejects(running, (e: unknown) => e instanceof InterruptedError && e.retryable);
   assert.equal(events.at(-1)?.event.type, "turn_failed");
-  await idle(client);
+  await waitIdle(client);
   assert.equal((await client.status()).counters.interrupted, before.counters.interrupted + 1);
 });
 
