@@ -32,6 +32,54 @@ fn the_bundle_is_snapshotted() {
     insta::assert_snapshot!("schema_bundle", bundle);
 }
 
+/// Every place in `v` a schema author could edit (each string, number and boolean), as JSON
+/// pointers, skipping the file-level `$schema` and `$id` that bundling drops by design.
+fn leaves(v: &Value, pointer: &str, out: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, child) in m {
+                if pointer.is_empty() && (k == "$schema" || k == "$id") {
+                    continue;
+                }
+                leaves(child, &format!("{pointer}/{}", k.replace('~', "~0").replace('/', "~1")), out);
+            }
+        }
+        Value::Array(a) => a.iter().enumerate().for_each(|(i, child)| leaves(child, &format!("{pointer}/{i}"), out)),
+        Value::Null => {}
+        _ => out.push(pointer.to_owned()),
+    }
+}
+
+/// Changing any value in any schema file changes the bundle — so the `schema_bundle` snapshot
+/// shows it as a diff — and the digest.
+#[test]
+fn changing_any_schema_file_changes_the_snapshotted_bundle_and_the_digest() {
+    let (docs, _) = config().load().expect("the real schema loads");
+    let bundle = docs.bundle();
+    let d = digest::digest(&bundle);
+    let mut tried = 0;
+    for (file, doc) in &docs.files {
+        let mut pointers = Vec::new();
+        leaves(doc, "", &mut pointers);
+        assert!(!pointers.is_empty(), "{file} has values");
+        for pointer in pointers {
+            let mut changed = docs.clone();
+            let leaf = changed.files.get_mut(file).and_then(|d| d.pointer_mut(&pointer)).expect("the pointer was just found");
+            *leaf = match leaf.take() {
+                Value::String(s) => Value::String(format!("{s}~")),
+                Value::Bool(b) => Value::Bool(!b),
+                Value::Number(n) => serde_json::json!(n.as_f64().unwrap_or(0.0) + 1.0),
+                other => unreachable!("not a leaf: {other}"),
+            };
+            let after = changed.bundle();
+            assert_ne!(after, bundle, "changing {file}#{pointer} leaves the bundle (and its snapshot) as it was");
+            assert_ne!(digest::digest(&after), d, "changing {file}#{pointer} leaves the digest as it was");
+            tried += 1;
+        }
+    }
+    assert!(tried > 100, "only {tried} values tried");
+}
+
 /// The same JSON value with every object's keys in reverse order.
 fn reversed(v: &Value) -> Value {
     match v {
