@@ -89,7 +89,7 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         Err(e) => return fail(format!("cannot start: {e}")),
     };
     if args.stdio {
-        return runtime.block_on(async move {
+        let code = runtime.block_on(async move {
             let ctrl_c = {
                 let engine = engine.clone();
                 tokio::spawn(async move {
@@ -105,6 +105,11 @@ pub fn serve(args: ServeArgs) -> ExitCode {
                 Err(e) => fail(format!("stdio failed: {e}")),
             }
         });
+        // Every answer and event has been written and flushed. What may remain is tokio's read
+        // of stdin, a blocking read that cannot be cancelled: after `shutdown` with the input
+        // still open, waiting for it (as dropping the runtime does) would never end.
+        runtime.shutdown_background();
+        return code;
     }
     // HTTP.
     let bind = args.bind.or(settings.bind).unwrap_or_else(|| "127.0.0.1:0".into());
