@@ -64,7 +64,7 @@ const RUST_KEYWORDS: &[&str] = &[
 fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let suite_dir = manifest.join("../../../shared/json-schema-test-suite/draft2020-12");
+    let suite_dir = manifest.join("suite/draft2020-12");
     let fixtures_dir = manifest.join("../../codegen/tests/fixtures");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed={}", suite_dir.display());
@@ -138,8 +138,7 @@ fn suite(dir: &Path) -> String {
     if !dir.is_dir() {
         fail(&format!(
             "the JSON Schema Test Suite is missing: expected its draft 2020-12 files at {} \
-             (a clone of https://github.com/json-schema-org/JSON-Schema-Test-Suite at `shared/json-schema-test-suite`, \
-             beside this repository)",
+             (the suite's data files, kept in tests/conformance/suite)",
             dir.display()
         ));
     }
