@@ -158,6 +158,7 @@ fn untyped_check(ty: &str, value: &Value) -> Vec<rt::Violation> {
         "ErrorDetails" => run::<p::ErrorDetails>(value),
         "Event" => run::<p::Event>(value),
         "Id" => run_fn(p::check_id, value),
+        "InterruptParams" => run::<p::InterruptParams>(value),
         "InterruptResult" => run::<p::InterruptResult>(value),
         "JsonRpcVersion" => run_fn(p::check_json_rpc_version, value),
         "Lease" => run::<p::Lease>(value),

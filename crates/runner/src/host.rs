@@ -176,7 +176,7 @@ impl TurnError {
     /// The typed error every transport and client sees.
     pub fn to_runtime_error(&self) -> RuntimeSubmitError {
         let code = self.code();
-        let mut details = ErrorDetails { violations: None, known: None, holder: None, expires_at_ms: None, limit: None };
+        let mut details = ErrorDetails { violations: None, violations_omitted: None, known: None, holder: None, expires_at_ms: None, limit: None };
         match self {
             TurnError::InvalidTurn(v) | TurnError::InvalidEvent { violations: v, .. } => {
                 details.violations = Some(v.iter().map(|v| openagents_protocol::Violation { pointer: v.pointer.clone(), keyword: v.keyword.clone(), message: v.message.clone() }).collect());

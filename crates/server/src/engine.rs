@@ -183,7 +183,7 @@ fn encode<M: RpcMethod>(result: Result<M::Result, RuntimeSubmitError>) -> Result
 }
 
 fn details() -> ErrorDetails {
-    ErrorDetails { violations: None, known: None, holder: None, expires_at_ms: None, limit: None }
+    ErrorDetails { violations: None, violations_omitted: None, known: None, holder: None, expires_at_ms: None, limit: None }
 }
 
 impl RpcEngine {
@@ -291,7 +291,7 @@ impl RpcEngine {
         self.touch_lease(caller);
         match method {
             Method::Submit(params) => encode::<methods::Submit>(self.submit(caller, params).await),
-            Method::Interrupt(_) => encode::<methods::Interrupt>(self.interrupt(caller)),
+            Method::Interrupt(params) => encode::<methods::Interrupt>(self.interrupt(caller, params.and_then(|p| p.assignment).as_deref())),
             Method::Status(_) => self.status_json(),
             Method::Shutdown(_) => encode::<methods::Shutdown>(Ok(self.shutdown().await)),
             Method::Release(_) => encode::<methods::Release>(Ok(self.release(caller))),
@@ -410,9 +410,12 @@ impl RpcEngine {
         outcome.map(|result| SubmitResult { assignment: turn.assignment, conversation: turn.conversation, result })
     }
 
-    fn interrupt(&self, caller: &Caller) -> Result<InterruptResult, RuntimeSubmitError> {
+    /// Interrupts the active turn; with `assignment`, only when the active turn is that one, so
+    /// a late interrupt (an editor's cancel racing the turn's end) never stops the next turn.
+    fn interrupt(&self, caller: &Caller, assignment: Option<&str>) -> Result<InterruptResult, RuntimeSubmitError> {
         let mut st = self.state();
-        if st.active.is_none() {
+        let matches = st.active.as_ref().is_some_and(|a| assignment.is_none_or(|want| a.info.assignment == want));
+        if !matches {
             return Ok(InterruptResult { interrupted: false });
         }
         self.claim_lease(&mut st, caller)?;

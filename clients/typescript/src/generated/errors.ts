@@ -4,7 +4,17 @@ import { OpenAgentsError, UnknownCodeError } from "../error.js";
 import type { ErrorCode } from "./types.js";
 
 /**
- * The request is not valid JSON, or not a request object. Fix the request; retrying the same bytes cannot help.
+ * The message is not valid JSON (or not UTF-8). Fix the request; retrying the same bytes cannot help.
+ *
+ * Retrying the same request cannot help.
+ */
+export class ParseErrorError extends OpenAgentsError {
+  /** The code this class stands for. */
+  static override readonly code = "parse_error";
+}
+
+/**
+ * The message is JSON but not a valid request object (its `jsonrpc`, `id` or `method` member is wrong, or it has an unknown member), or a batch is empty or too large. Fix the request; retrying the same bytes cannot help.
  *
  * Retrying the same request cannot help.
  */
@@ -74,7 +84,7 @@ export class LeaseHeldError extends OpenAgentsError {
 }
 
 /**
- * The named runner is not in the operator's registry; `details.known` lists the ids that are.
+ * The named runner is not one this runtime serves. The error does not list the runners the operator installed.
  *
  * Retrying the same request cannot help.
  */
@@ -155,6 +165,7 @@ export class InternalError extends OpenAgentsError {
 
 /** The class for each `ErrorCode` value. */
 export const ERROR_CLASSES = {
+  parse_error: ParseErrorError,
   invalid_request: InvalidRequestError,
   unknown_method: UnknownMethodError,
   invalid_params: InvalidParamsError,

@@ -26,11 +26,11 @@ export abstract class GeneratedMethods {
   }
 
   /**
-   * Stop the active turn. The result says whether a turn was running.
+   * Stop the active turn. With `assignment`, only when the active turn is that one, so a late interrupt can never stop the next turn. The result says whether a turn was interrupted.
    *
    * Sends `interrupt`.
    */
-  interrupt(params?: T.NoParams, options?: CallOptions): Promise<T.InterruptResult> {
+  interrupt(params?: T.InterruptParams, options?: CallOptions): Promise<T.InterruptResult> {
     return this.call("interrupt", params, options);
   }
 

@@ -19,7 +19,7 @@ export type UnknownValue = string & { readonly __unknownValue: true };
  * (`schema_digest`) and in the `openagents-schema-digest` header; the client compares the two and
  * reports a mismatch (a warning by default, an error in strict mode).
  */
-export const SCHEMA_DIGEST = "86a3b0d49f623ad6082ef455ef99e37f2a19d24a060fa2cf67a375d3d67634cd";
+export const SCHEMA_DIGEST = "e0fc8d84058f194e5fd670c219a69d86c2b29818f34f766e2050ff8c7a9ac61e";
 
 /** The largest request or result line, in bytes (96 KiB). Large enough for a long task, small enough that a runner can hold a whole line in memory without thinking about it. */
 export const MAX_FRAME = 98304;
@@ -28,10 +28,19 @@ export const MAX_FRAME = 98304;
 export const MAX_OUTPUT = 1048576;
 
 /** The protocol version this schema defines, MAJOR.MINOR.PATCH: MAJOR changes with any change that breaks old clients, hosts or runners (in either direction), MINOR with compatible additions, PATCH with documentation only. Every released version is frozen in schema/history/<version>/bundle.json with an entry in schema/CHANGELOG.md; `openagents-codegen gate` checks the schema against them. */
-export const PROTOCOL_VERSION = "1.0.0";
+export const PROTOCOL_VERSION = "1.1.0";
 
 /** How many events the runtime's bounded broadcast holds for its subscribers. A slow or absent subscriber never makes the agent wait or memory grow: it misses the oldest events and is told how many with a `lagged` event. */
 export const SERVER_EVENT_CHANNEL_CAPACITY = 1024;
+
+/** The most requests one JSON-RPC batch may hold; a larger batch is refused whole with one `invalid_request` error. Each entry runs through the same dispatch, grants and lease as a single request. */
+export const SERVER_MAX_BATCH_ENTRIES = 128;
+
+/** The largest HTTP request header block a server reads before it answers 431, in bytes (64 KiB): headers arrive before authentication, so they are bounded far below the body limit. */
+export const SERVER_MAX_HEADER_BYTES = 65536;
+
+/** The most requests one streaming connection (stdio, WebSocket) may have running at once; past it the server stops reading that connection until one ends (backpressure), so one client can never make the server hold unbounded work. */
+export const SERVER_MAX_IN_FLIGHT = 32;
 
 /** The largest request line, HTTP body or header block a server accepts, in bytes (16 MiB). Large enough for any valid request (a `submit` carries at most a 96 KiB task), small enough that an adversarial or broken client can never make a transport buffer an unbounded amount of data. */
 export const SERVER_MAX_LINE_BYTES = 16777216;
@@ -87,10 +96,10 @@ export interface ApprovalReply {
 export type ErrorCode = KnownErrorCode | UnknownValue;
 
 /** The values of `ErrorCode` this version knows. */
-export type KnownErrorCode = "invalid_request" | "unknown_method" | "invalid_params" | "unauthorized" | "forbidden" | "busy" | "lease_held" | "runner_not_found" | "interrupted" | "runner_failed" | "frame_too_large" | "output_too_large" | "timeout" | "shutting_down" | "internal";
+export type KnownErrorCode = "parse_error" | "invalid_request" | "unknown_method" | "invalid_params" | "unauthorized" | "forbidden" | "busy" | "lease_held" | "runner_not_found" | "interrupted" | "runner_failed" | "frame_too_large" | "output_too_large" | "timeout" | "shutting_down" | "internal";
 
 /** Every value of `ErrorCode` this version knows, in schema order. */
-export const ERROR_CODE_VALUES = ["invalid_request", "unknown_method", "invalid_params", "unauthorized", "forbidden", "busy", "lease_held", "runner_not_found", "interrupted", "runner_failed", "frame_too_large", "output_too_large", "timeout", "shutting_down", "internal"] as const;
+export const ERROR_CODE_VALUES = ["parse_error", "invalid_request", "unknown_method", "invalid_params", "unauthorized", "forbidden", "busy", "lease_held", "runner_not_found", "interrupted", "runner_failed", "frame_too_large", "output_too_large", "timeout", "shutting_down", "internal"] as const;
 
 /** Whether `value` is a value of `ErrorCode` this version knows. */
 export function isKnownErrorCode(value: string): value is KnownErrorCode {
@@ -99,14 +108,15 @@ export function isKnownErrorCode(value: string): value is KnownErrorCode {
 
 /** What each value of `ErrorCode` means, whether retrying can help, and its JSON-RPC code. */
 export const ERROR_CODE_INFO = {
-  invalid_request: { description: "The request is not valid JSON, or not a request object. Fix the request; retrying the same bytes cannot help.", retryable: false, rpcCode: -32600 },
+  parse_error: { description: "The message is not valid JSON (or not UTF-8). Fix the request; retrying the same bytes cannot help.", retryable: false, rpcCode: -32700 },
+  invalid_request: { description: "The message is JSON but not a valid request object (its `jsonrpc`, `id` or `method` member is wrong, or it has an unknown member), or a batch is empty or too large. Fix the request; retrying the same bytes cannot help.", retryable: false, rpcCode: -32600 },
   unknown_method: { description: "The method is not one this server knows. Check the method name against the schema version.", retryable: false, rpcCode: -32601 },
   invalid_params: { description: "The params do not match the method's schema; `details.violations` names each problem by JSON pointer.", retryable: false, rpcCode: -32602 },
   unauthorized: { description: "No credential, or a credential the server does not know. Send `Authorization: Bearer <token>` with a valid token.", retryable: false, rpcCode: -32001 },
   forbidden: { description: "The credential is valid but its grant does not include this method. Use a credential with the needed grant.", retryable: false, rpcCode: -32002 },
   busy: { description: "A turn is already running. Retry once it has ended, or interrupt it.", retryable: true, rpcCode: -32003 },
   lease_held: { description: "Another controller holds the lease; `details` names the holder and when it expires. Retry after the lease expires or is released.", retryable: true, rpcCode: -32004 },
-  runner_not_found: { description: "The named runner is not in the operator's registry; `details.known` lists the ids that are.", retryable: false, rpcCode: -32005 },
+  runner_not_found: { description: "The named runner is not one this runtime serves. The error does not list the runners the operator installed.", retryable: false, rpcCode: -32005 },
   interrupted: { description: "The turn was stopped before it ended, by an interrupt or a shutdown. Submitting it again may succeed.", retryable: true, rpcCode: -32006 },
   runner_failed: { description: "The runner reported failure, exited without a terminal event, or broke the runner contract. It may succeed another time; the message says which.", retryable: true, rpcCode: -32007 },
   frame_too_large: { description: "A line was longer than the limit (`MAX_FRAME` for runners, `SERVER_MAX_LINE_BYTES` for servers). Send less per line.", retryable: false, rpcCode: -32008 },
@@ -118,8 +128,10 @@ export const ERROR_CODE_INFO = {
 
 /** Structured details about an error. Open to new fields. */
 export interface ErrorDetails {
-  /** Each schema violation found in the request, by JSON pointer. */
+  /** Schema violations found in the request, by JSON pointer: at most the first 100, the rest counted in `violations_omitted`. */
   violations?: Violation[];
+  /** How many further violations were found and left out of `violations`. */
+  violations_omitted?: number;
   /** The ids that would have been accepted (for `runner_not_found`, the registry's runners). */
   known?: string[];
   /** Who holds the lease (for `lease_held`): the credential's name. */
@@ -202,6 +214,12 @@ export interface FrontendEventNotification {
 /** An identifier: 1 to 128 characters from `A-Z a-z 0-9 . _ : -`, starting with a letter or digit. */
 export type Id = string;
 
+/** What to interrupt: no `params`, `null` or `{}` for whatever turn is active; with `assignment`, only that turn. */
+export type InterruptParams = {
+  /** Interrupt only if the active turn has this assignment id; otherwise nothing is interrupted. */
+  assignment?: Id;
+} | null;
+
 /** Whether a turn was running and has been told to stop. */
 export interface InterruptResult {
   interrupted: boolean;
@@ -268,12 +286,12 @@ export interface RpcRequestSubmit {
   params: SubmitParams;
 }
 
-/** Stop the active turn. The result says whether a turn was running. */
+/** Stop the active turn. With `assignment`, only when the active turn is that one, so a late interrupt can never stop the next turn. The result says whether a turn was interrupted. */
 export interface RpcRequestInterrupt {
   method: "interrupt";
   jsonrpc?: JsonRpcVersion;
   id?: RequestId;
-  params?: NoParams;
+  params?: InterruptParams;
 }
 
 /** Describe the runtime: state, active turn, counters, event position, lease and limits. */
@@ -572,6 +590,7 @@ export interface TypeMap {
   FrontendApprovalResolvedParams: FrontendApprovalResolvedParams;
   FrontendEventNotification: FrontendEventNotification;
   Id: Id;
+  InterruptParams: InterruptParams;
   InterruptResult: InterruptResult;
   JsonRpcVersion: JsonRpcVersion;
   Lease: Lease;
@@ -605,8 +624,8 @@ export type TypeName = keyof TypeMap;
 export interface Methods {
   /** Run one turn and answer with its result once it ends. Only one turn runs at a time: while another runs, the answer is `busy`. */
   submit: { params: SubmitParams; result: SubmitResult };
-  /** Stop the active turn. The result says whether a turn was running. */
-  interrupt: { params: NoParams | undefined; result: InterruptResult };
+  /** Stop the active turn. With `assignment`, only when the active turn is that one, so a late interrupt can never stop the next turn. The result says whether a turn was interrupted. */
+  interrupt: { params: InterruptParams | undefined; result: InterruptResult };
   /** Describe the runtime: state, active turn, counters, event position, lease and limits. */
   status: { params: NoParams | undefined; result: RuntimeStatus };
   /** Stop every transport's accept loop, interrupt the active turn, publish a final event and answer. */

@@ -440,6 +440,7 @@ export function validateErrorCode(value: unknown, lenient = false): Violation[] 
 function fErrorCode(v: unknown, lenient: boolean): boolean {
   if (typeof v !== "string") return false;
   switch (v) {
+    case "parse_error":
     case "invalid_request":
     case "unknown_method":
     case "invalid_params":
@@ -467,6 +468,7 @@ function cErrorCode(v: unknown, p: string, out: Violation[], lenient: boolean): 
     return;
   }
   switch (v) {
+    case "parse_error":
     case "invalid_request":
     case "unknown_method":
     case "invalid_params":
@@ -485,7 +487,7 @@ function cErrorCode(v: unknown, p: string, out: Violation[], lenient: boolean): 
       return;
   }
   if (lenient) return;
-  $enumViolation(out, p, v, ["invalid_request", "unknown_method", "invalid_params", "unauthorized", "forbidden", "busy", "lease_held", "runner_not_found", "interrupted", "runner_failed", "frame_too_large", "output_too_large", "timeout", "shutting_down", "internal"]);
+  $enumViolation(out, p, v, ["parse_error", "invalid_request", "unknown_method", "invalid_params", "unauthorized", "forbidden", "busy", "lease_held", "runner_not_found", "interrupted", "runner_failed", "frame_too_large", "output_too_large", "timeout", "shutting_down", "internal"]);
 }
 
 /** Whether `value` is a valid `ErrorDetails` (see the module comment for `lenient`). */
@@ -509,27 +511,32 @@ function fErrorDetails(v: unknown, lenient: boolean): boolean {
       if (!fViolation(x2, lenient)) return false;
     }
   }
-  const x3 = v.known;
+  const x3 = v.violations_omitted;
   if (x3 !== undefined) {
-    if (!($isArray(x3))) return false;
-    for (let i4 = 0; i4 < x3.length; i4++) {
-      const x5: unknown = x3[i4];
-      if (!(typeof x5 === "string")) return false;
+    if (!($isInteger(x3))) return false;
+    if (x3 < 0) return false;
+  }
+  const x4 = v.known;
+  if (x4 !== undefined) {
+    if (!($isArray(x4))) return false;
+    for (let i5 = 0; i5 < x4.length; i5++) {
+      const x6: unknown = x4[i5];
+      if (!(typeof x6 === "string")) return false;
     }
   }
-  const x6 = v.holder;
-  if (x6 !== undefined) {
-    if (!(typeof x6 === "string")) return false;
-  }
-  const x7 = v.expires_at_ms;
+  const x7 = v.holder;
   if (x7 !== undefined) {
-    if (!($isInteger(x7))) return false;
-    if (x7 < 0) return false;
+    if (!(typeof x7 === "string")) return false;
   }
-  const x8 = v.limit;
+  const x8 = v.expires_at_ms;
   if (x8 !== undefined) {
     if (!($isInteger(x8))) return false;
     if (x8 < 0) return false;
+  }
+  const x9 = v.limit;
+  if (x9 !== undefined) {
+    if (!($isInteger(x9))) return false;
+    if (x9 < 0) return false;
   }
   return true;
 }
@@ -553,51 +560,61 @@ function cErrorDetails(v: unknown, p: string, out: Violation[], lenient: boolean
       }
     }
   }
-  const x4 = v.known;
+  const x4 = v.violations_omitted;
   if (x4 !== undefined) {
     n5: {
-      if (!($isArray(x4))) {
-        $typeViolation(out, p + "/known", "array", x4);
+      if (!($isInteger(x4))) {
+        $typeViolation(out, p + "/violations_omitted", "integer", x4);
         break n5;
       }
-      for (let i6 = 0; i6 < x4.length; i6++) {
-        const x7: unknown = x4[i6];
-        n8: {
-          if (!(typeof x7 === "string")) {
-            $typeViolation(out, p + "/known" + "/" + i6, "string", x7);
-            break n8;
+      if (x4 < 0) $boundViolation(out, p + "/violations_omitted", "minimum", x4, 0);
+    }
+  }
+  const x6 = v.known;
+  if (x6 !== undefined) {
+    n7: {
+      if (!($isArray(x6))) {
+        $typeViolation(out, p + "/known", "array", x6);
+        break n7;
+      }
+      for (let i8 = 0; i8 < x6.length; i8++) {
+        const x9: unknown = x6[i8];
+        n10: {
+          if (!(typeof x9 === "string")) {
+            $typeViolation(out, p + "/known" + "/" + i8, "string", x9);
+            break n10;
           }
         }
       }
     }
   }
-  const x9 = v.holder;
-  if (x9 !== undefined) {
-    n10: {
-      if (!(typeof x9 === "string")) {
-        $typeViolation(out, p + "/holder", "string", x9);
-        break n10;
-      }
-    }
-  }
-  const x11 = v.expires_at_ms;
+  const x11 = v.holder;
   if (x11 !== undefined) {
     n12: {
-      if (!($isInteger(x11))) {
-        $typeViolation(out, p + "/expires_at_ms", "integer", x11);
+      if (!(typeof x11 === "string")) {
+        $typeViolation(out, p + "/holder", "string", x11);
         break n12;
       }
-      if (x11 < 0) $boundViolation(out, p + "/expires_at_ms", "minimum", x11, 0);
     }
   }
-  const x13 = v.limit;
+  const x13 = v.expires_at_ms;
   if (x13 !== undefined) {
     n14: {
       if (!($isInteger(x13))) {
-        $typeViolation(out, p + "/limit", "integer", x13);
+        $typeViolation(out, p + "/expires_at_ms", "integer", x13);
         break n14;
       }
-      if (x13 < 0) $boundViolation(out, p + "/limit", "minimum", x13, 0);
+      if (x13 < 0) $boundViolation(out, p + "/expires_at_ms", "minimum", x13, 0);
+    }
+  }
+  const x15 = v.limit;
+  if (x15 !== undefined) {
+    n16: {
+      if (!($isInteger(x15))) {
+        $typeViolation(out, p + "/limit", "integer", x15);
+        break n16;
+      }
+      if (x15 < 0) $boundViolation(out, p + "/limit", "minimum", x15, 0);
     }
   }
 }
@@ -1068,6 +1085,50 @@ function cId(v: unknown, p: string, out: Violation[], lenient: boolean): void {
   }
 }
 
+/** Whether `value` is a valid `InterruptParams` (see the module comment for `lenient`). */
+export function isInterruptParams(value: unknown, lenient = false): value is T.InterruptParams {
+  return fInterruptParams(value, lenient);
+}
+
+/** Every violation of `value` as a `InterruptParams`, each with its JSON pointer and keyword; empty when it is valid. */
+export function validateInterruptParams(value: unknown, lenient = false): Violation[] {
+  return fInterruptParams(value, lenient) ? [] : explained(cInterruptParams, value, lenient);
+}
+
+function fInterruptParams(v: unknown, lenient: boolean): boolean {
+  if (v === null) return true;
+  if (!$isObject(v)) return false;
+  const x0 = v.assignment;
+  if (x0 !== undefined) {
+    if (!fId(x0, lenient)) return false;
+  }
+  for (const k1 in v) {
+    switch (k1) {
+      case "assignment":
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+function cInterruptParams(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+  if (v === null) return;
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object or null", v);
+    return;
+  }
+  const x0 = v.assignment;
+  if (x0 !== undefined) {
+    cId(x0, p + "/assignment", out, lenient);
+  }
+  for (const k1 of $keysOf(v)) {
+    if (k1 === "assignment") continue;
+    $report(out, $keyOf(p, k1), "additionalProperties", "property `" + k1 + "` is not allowed here (allowed: `assignment`)");
+  }
+}
+
 /** Whether `value` is a valid `InterruptResult` (see the module comment for `lenient`). */
 export function isInterruptResult(value: unknown, lenient = false): value is T.InterruptResult {
   return fInterruptResult(value, lenient);
@@ -1500,7 +1561,7 @@ function fRpcRequest(v: unknown, lenient: boolean): boolean {
       }
       const x6 = v.params;
       if (x6 !== undefined) {
-        if (x6 !== null && !fNoParams(x6, lenient)) return false;
+        if (x6 !== null && !fInterruptParams(x6, lenient)) return false;
       }
       for (const k7 in v) {
         switch (k7) {
@@ -1691,7 +1752,7 @@ function cRpcRequest(v: unknown, p: string, out: Violation[], lenient: boolean):
         }
         const x6 = v.params;
         if (x6 !== undefined) {
-          if (x6 !== null) cNoParams(x6, p + "/params", out, lenient);
+          if (x6 !== null) cInterruptParams(x6, p + "/params", out, lenient);
         }
         for (const k7 of $keysOf(v)) {
           if (k7 === "jsonrpc" || k7 === "id" || k7 === "params" || k7 === "method") continue;
@@ -3081,6 +3142,7 @@ export const TYPES: readonly TypeInfo[] = [
   { name: "FrontendApprovalResolvedParams", pointer: "#/$defs/RpcRequest/$defs/FrontendApprovalResolved/properties/params", root: false, description: "" },
   { name: "FrontendEventNotification", pointer: "#/$defs/RpcRequest/$defs/FrontendEventNotification", root: false, description: "An event pushed to a WebSocket frontend: a JSON-RPC 2.0 notification." },
   { name: "Id", pointer: "#/$defs/Turn/$defs/Id", root: false, description: "An identifier: 1 to 128 characters from `A-Z a-z 0-9 . _ : -`, starting with a letter or digit." },
+  { name: "InterruptParams", pointer: "#/$defs/RpcRequest/$defs/InterruptParams", root: false, description: "What to interrupt: no `params`, `null` or `{}` for whatever turn is active; with `assignment`, only that turn." },
   { name: "InterruptResult", pointer: "#/$defs/RpcRequest/$defs/InterruptResult", root: false, description: "Whether a turn was running and has been told to stop." },
   { name: "JsonRpcVersion", pointer: "#/$defs/RpcRequest/$defs/JsonRpcVersion", root: false, description: "The JSON-RPC version marker; when a request carries it, the response echoes it." },
   { name: "Lease", pointer: "#/$defs/RuntimeStatus/$defs/Lease", root: false, description: "Which controller holds the lease, and until when." },
@@ -3124,6 +3186,7 @@ const CHECKS: { readonly [N in T.TypeName]: readonly [Fast, Explain] } = {
   FrontendApprovalResolvedParams: [fFrontendApprovalResolvedParams, cFrontendApprovalResolvedParams],
   FrontendEventNotification: [fFrontendEventNotification, cFrontendEventNotification],
   Id: [fId, cId],
+  InterruptParams: [fInterruptParams, cInterruptParams],
   InterruptResult: [fInterruptResult, cInterruptResult],
   JsonRpcVersion: [fJsonRpcVersion, cJsonRpcVersion],
   Lease: [fLease, cLease],
@@ -3198,13 +3261,13 @@ function cr$Submit(v: unknown, p: string, out: Violation[], lenient: boolean): v
 
 function fp$Interrupt(v: unknown, lenient: boolean): boolean {
   if (v === undefined) return true;
-  if (v !== null && !fNoParams(v, lenient)) return false;
+  if (v !== null && !fInterruptParams(v, lenient)) return false;
   return true;
 }
 
 function cp$Interrupt(v: unknown, p: string, out: Violation[], lenient: boolean): void {
   if (v === undefined) return;
-  if (v !== null) cNoParams(v, p, out, lenient);
+  if (v !== null) cInterruptParams(v, p, out, lenient);
 }
 
 function fr$Interrupt(v: unknown, lenient: boolean): boolean {

@@ -9,11 +9,14 @@ __all__ = [
     "PROTOCOL_VERSION",
     "SCHEMA_DIGEST",
     "SERVER_EVENT_CHANNEL_CAPACITY",
+    "SERVER_MAX_BATCH_ENTRIES",
+    "SERVER_MAX_HEADER_BYTES",
+    "SERVER_MAX_IN_FLIGHT",
     "SERVER_MAX_LINE_BYTES",
     "VERSION",
 ]
 
-SCHEMA_DIGEST: Final = "86a3b0d49f623ad6082ef455ef99e37f2a19d24a060fa2cf67a375d3d67634cd"
+SCHEMA_DIGEST: Final = "e0fc8d84058f194e5fd670c219a69d86c2b29818f34f766e2050ff8c7a9ac61e"
 """The digest of the exact schema this package was generated from: the lowercase hex SHA-256 of the
 canonical bundle (`openagents schema --digest`). A runtime reports its own in `status`
 (`schema_digest`) and in the `openagents-schema-digest` header; the client compares the two and
@@ -30,7 +33,7 @@ MAX_OUTPUT: Final = 1048576
 buffers and forwards for a single turn.
 """
 
-PROTOCOL_VERSION: Final = "1.0.0"
+PROTOCOL_VERSION: Final = "1.1.0"
 """The protocol version this schema defines, MAJOR.MINOR.PATCH: MAJOR changes with any change that
 breaks old clients, hosts or runners (in either direction), MINOR with compatible additions, PATCH
 with documentation only. Every released version is frozen in schema/history/<version>/bundle.json
@@ -41,6 +44,23 @@ SERVER_EVENT_CHANNEL_CAPACITY: Final = 1024
 """How many events the runtime's bounded broadcast holds for its subscribers. A slow or absent
 subscriber never makes the agent wait or memory grow: it misses the oldest events and is told how
 many with a `lagged` event.
+"""
+
+SERVER_MAX_BATCH_ENTRIES: Final = 128
+"""The most requests one JSON-RPC batch may hold; a larger batch is refused whole with one
+`invalid_request` error. Each entry runs through the same dispatch, grants and lease as a single
+request.
+"""
+
+SERVER_MAX_HEADER_BYTES: Final = 65536
+"""The largest HTTP request header block a server reads before it answers 431, in bytes (64 KiB):
+headers arrive before authentication, so they are bounded far below the body limit.
+"""
+
+SERVER_MAX_IN_FLIGHT: Final = 32
+"""The most requests one streaming connection (stdio, WebSocket) may have running at once; past it the
+server stops reading that connection until one ends (backpressure), so one client can never make the
+server hold unbounded work.
 """
 
 SERVER_MAX_LINE_BYTES: Final = 16777216

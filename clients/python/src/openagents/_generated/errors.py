@@ -23,6 +23,7 @@ __all__ = [
     "InvalidRequestError",
     "LeaseHeldError",
     "OutputTooLargeError",
+    "ParseErrorError",
     "RunnerFailedError",
     "RunnerNotFoundError",
     "RuntimeSubmitException",
@@ -60,9 +61,20 @@ class RuntimeSubmitException(_rt.OpenAgentsError):
         self.rpc_code: int = self.RPC_CODE if rpc_code is None else rpc_code
 
 
+class ParseErrorError(RuntimeSubmitException):
+    """The message is not valid JSON (or not UTF-8). Fix the request; retrying the same bytes cannot
+    help.
+    """
+
+    CODE: ClassVar[str | None] = "parse_error"
+    RETRYABLE: ClassVar[bool] = False
+    RPC_CODE: ClassVar[int] = -32700
+
+
 class InvalidRequestError(RuntimeSubmitException):
-    """The request is not valid JSON, or not a request object. Fix the request; retrying the same bytes
-    cannot help.
+    """The message is JSON but not a valid request object (its `jsonrpc`, `id` or `method` member is
+    wrong, or it has an unknown member), or a batch is empty or too large. Fix the request; retrying
+    the same bytes cannot help.
     """
 
     CODE: ClassVar[str | None] = "invalid_request"
@@ -127,7 +139,9 @@ class LeaseHeldError(RuntimeSubmitException):
 
 
 class RunnerNotFoundError(RuntimeSubmitException):
-    """The named runner is not in the operator's registry; `details.known` lists the ids that are."""
+    """The named runner is not one this runtime serves. The error does not list the runners the
+    operator installed.
+    """
 
     CODE: ClassVar[str | None] = "runner_not_found"
     RETRYABLE: ClassVar[bool] = False
@@ -197,6 +211,7 @@ class InternalError(RuntimeSubmitException):
 
 
 BY_CODE: Final[dict[str, type[RuntimeSubmitException]]] = {
+    "parse_error": ParseErrorError,
     "invalid_request": InvalidRequestError,
     "unknown_method": UnknownMethodError,
     "invalid_params": InvalidParamsError,

@@ -41,7 +41,7 @@ SUBMIT: Final[_rt.MethodSpec[m.SubmitResult]] = _rt.MethodSpec(
 INTERRUPT: Final[_rt.MethodSpec[m.InterruptResult]] = _rt.MethodSpec(
     "interrupt",
     attr="interrupt",
-    params=m.NoParams,
+    params=m.InterruptParams,
     params_adapter=None,
     params_required=False,
     result=TypeAdapter(m.InterruptResult),
@@ -140,9 +140,16 @@ class AsyncMethods:
             {"task": task, "runner": runner, "cwd": cwd, "assignment": assignment, "conversation": conversation},
         )
 
-    async def interrupt(self) -> m.InterruptResult:
-        """Stop the active turn. The result says whether a turn was running."""
-        return await self._call(INTERRUPT, None)
+    async def interrupt(self, *, assignment: str | None = None) -> m.InterruptResult:
+        """Stop the active turn. With `assignment`, only when the active turn is that one, so a late
+        interrupt can never stop the next turn. The result says whether a turn was interrupted.
+
+        Args:
+            assignment: Interrupt only if the active turn has this assignment id; otherwise nothing
+            is
+                interrupted.
+        """
+        return await self._call(INTERRUPT, {"assignment": assignment})
 
     async def status(self) -> m.RuntimeStatus:
         """Describe the runtime: state, active turn, counters, event position, lease and limits."""
@@ -206,9 +213,16 @@ class Methods:
             {"task": task, "runner": runner, "cwd": cwd, "assignment": assignment, "conversation": conversation},
         )
 
-    def interrupt(self) -> m.InterruptResult:
-        """Stop the active turn. The result says whether a turn was running."""
-        return self._call(INTERRUPT, None)
+    def interrupt(self, *, assignment: str | None = None) -> m.InterruptResult:
+        """Stop the active turn. With `assignment`, only when the active turn is that one, so a late
+        interrupt can never stop the next turn. The result says whether a turn was interrupted.
+
+        Args:
+            assignment: Interrupt only if the active turn has this assignment id; otherwise nothing
+            is
+                interrupted.
+        """
+        return self._call(INTERRUPT, {"assignment": assignment})
 
     def status(self) -> m.RuntimeStatus:
         """Describe the runtime: state, active turn, counters, event position, lease and limits."""

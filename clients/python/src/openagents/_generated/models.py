@@ -35,6 +35,7 @@ __all__ = [
     "FrontendApprovalResolvedParams",
     "FrontendEventNotification",
     "Id",
+    "InterruptParams",
     "InterruptResult",
     "JsonRpcVersion",
     "Lease",
@@ -88,9 +89,15 @@ class ErrorCode(_rt.WireEnum):
     Where it is read, a value this version does not know arrives as a plain `str`.
     """
 
+    PARSE_ERROR = "parse_error"
+    """The message is not valid JSON (or not UTF-8). Fix the request; retrying the same bytes cannot
+    help.
+    """
+
     INVALID_REQUEST = "invalid_request"
-    """The request is not valid JSON, or not a request object. Fix the request; retrying the same bytes
-    cannot help.
+    """The message is JSON but not a valid request object (its `jsonrpc`, `id` or `method` member is
+    wrong, or it has an unknown member), or a batch is empty or too large. Fix the request; retrying
+    the same bytes cannot help.
     """
 
     UNKNOWN_METHOD = "unknown_method"
@@ -120,7 +127,9 @@ class ErrorCode(_rt.WireEnum):
     """
 
     RUNNER_NOT_FOUND = "runner_not_found"
-    """The named runner is not in the operator's registry; `details.known` lists the ids that are."""
+    """The named runner is not one this runtime serves. The error does not list the runners the
+    operator installed.
+    """
 
     INTERRUPTED = "interrupted"
     """The turn was stopped before it ended, by an interrupt or a shutdown. Submitting it again may
@@ -253,7 +262,12 @@ class ErrorDetails(_rt.Model):
     model_config = _rt.OPEN
 
     violations: Annotated[list[Violation], Strict(), Field(max_length=1000)] | None = None
-    """Each schema violation found in the request, by JSON pointer."""
+    """Schema violations found in the request, by JSON pointer: at most the first 100, the rest counted
+    in `violations_omitted`.
+    """
+
+    violations_omitted: Annotated[_rt.Int, Field(ge=0)] | None = None
+    """How many further violations were found and left out of `violations`."""
 
     known: Annotated[list[_rt.Str], Strict()] | None = None
     """The ids that would have been accepted (for `runner_not_found`, the registry's runners)."""
@@ -267,7 +281,7 @@ class ErrorDetails(_rt.Model):
     limit: Annotated[_rt.Int, Field(ge=0)] | None = None
     """The limit that was exceeded, in bytes (for `frame_too_large` and `output_too_large`)."""
 
-    @field_validator("violations", "known", "holder", "expires_at_ms", "limit", mode="before")
+    @field_validator("violations", "violations_omitted", "known", "holder", "expires_at_ms", "limit", mode="before")
     @classmethod
     def _not_null(cls, value: object) -> object:
         return _rt.not_null(value)
@@ -383,6 +397,22 @@ class FrontendEventNotification(_rt.Model):
     params: ServerEvent
 
 
+class InterruptParams(_rt.Model):
+    """What to interrupt: no `params`, `null` or `{}` for whatever turn is active; with `assignment`,
+    only that turn.
+    """
+
+    model_config = _rt.CLOSED
+
+    assignment: Id | None = None
+    """Interrupt only if the active turn has this assignment id; otherwise nothing is interrupted."""
+
+    @field_validator("assignment", mode="before")
+    @classmethod
+    def _not_null(cls, value: object) -> object:
+        return _rt.not_null(value)
+
+
 class InterruptResult(_rt.Model):
     """Whether a turn was running and has been told to stop."""
 
@@ -476,7 +506,9 @@ class RpcRequestSubmit(_rt.Model):
 
 
 class RpcRequestInterrupt(_rt.Model):
-    """Stop the active turn. The result says whether a turn was running."""
+    """Stop the active turn. With `assignment`, only when the active turn is that one, so a late
+    interrupt can never stop the next turn. The result says whether a turn was interrupted.
+    """
 
     model_config = _rt.CLOSED
 
@@ -486,7 +518,7 @@ class RpcRequestInterrupt(_rt.Model):
 
     id: RequestId | None = None
 
-    params: NoParams | None = None
+    params: InterruptParams | None = None
 
     @field_validator("jsonrpc", mode="before")
     @classmethod
@@ -1109,6 +1141,7 @@ TYPES: Final[dict[str, object]] = {
     "FrontendApprovalResolvedParams": FrontendApprovalResolvedParams,
     "FrontendEventNotification": FrontendEventNotification,
     "Id": Id,
+    "InterruptParams": InterruptParams | None,
     "InterruptResult": InterruptResult,
     "JsonRpcVersion": JsonRpcVersion,
     "Lease": Lease,
