@@ -269,17 +269,7 @@ pub async fn run_turn_with(
         return fail(TurnError::TurnTooLarge(line.len()));
     }
     line.push(b'\n');
-    let mut child = match Command::new(&spec.command)
-        .args(&spec.args)
-        .envs(&spec.env)
-        .current_dir(&turn.cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-    {
+    let mut child = match spawn_in_group(spec, &turn.cwd) {
         Ok(c) => c,
         Err(source) => return fail(TurnError::Spawn { runner: spec.id.clone(), command: spec.command.display().to_string(), source }),
     };
@@ -303,22 +293,8 @@ pub async fn run_turn_with(
             let _ = stdin.shutdown().await;
         }
     });
-    let tail = Arc::new(Mutex::new(VecDeque::<u8>::new()));
-    let stderr_task = stderr.map(|mut err| {
-        let tail = Arc::clone(&tail);
-        tokio::spawn(async move {
-            let mut buf = [0u8; 8192];
-            while let Ok(n) = err.read(&mut buf).await {
-                if n == 0 {
-                    break;
-                }
-                let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
-                t.extend(&buf[..n]);
-                let excess = t.len().saturating_sub(STDERR_TAIL_BYTES);
-                t.drain(..excess);
-            }
-        })
-    });
+    let tail = StderrTail::default();
+    let stderr_task = stderr.map(|err| tail.collect(err));
     let outcome = match stdout {
         Some(out) => read_events(out, &mut child, spec.timeout, cancel, on_event, approver, &answers).await,
         None => Err(TurnError::Io(std::io::Error::other("the runner's stdout was not captured"))),
@@ -338,16 +314,59 @@ pub async fn run_turn_with(
             let _ = t.await;
         }
     }
-    let stderr = {
-        let t = tail.lock().unwrap_or_else(|p| p.into_inner());
-        String::from_utf8_lossy(&t.iter().copied().collect::<Vec<u8>>()).into_owned()
-    };
+    let stderr = tail.text();
     let outcome = match outcome {
         Ok(result) => Ok(result),
         Err(TurnError::NoTerminal(None)) => Err(TurnError::NoTerminal(exit)),
         Err(e) => Err(e),
     };
     TurnReport { outcome, stderr, exit }
+}
+
+/// Starts `spec`'s executable in `cwd` as the leader of a process group of its own (so the
+/// whole group can be ended), with its environment and all three stdio streams piped. Shared
+/// by every protocol a runner may speak.
+pub(crate) fn spawn_in_group(spec: &RunnerSpec, cwd: &str) -> std::io::Result<Child> {
+    Command::new(&spec.command)
+        .args(&spec.args)
+        .envs(&spec.env)
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+}
+
+/// The newest [`STDERR_TAIL_BYTES`] a runner wrote to stderr, collected by a task of its own
+/// so a runner that logs a lot never blocks on a full pipe.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StderrTail(Arc<Mutex<VecDeque<u8>>>);
+
+impl StderrTail {
+    /// Reads `err` to its end into the tail.
+    pub(crate) fn collect(&self, mut err: tokio::process::ChildStderr) -> tokio::task::JoinHandle<()> {
+        let tail = Arc::clone(&self.0);
+        tokio::spawn(async move {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = err.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
+                t.extend(&buf[..n]);
+                let excess = t.len().saturating_sub(STDERR_TAIL_BYTES);
+                t.drain(..excess);
+            }
+        })
+    }
+
+    /// What has been collected so far, as text.
+    pub(crate) fn text(&self) -> String {
+        let t = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        String::from_utf8_lossy(&t.iter().copied().collect::<Vec<u8>>()).into_owned()
+    }
 }
 
 /// The runner contract's checks on stdout, one line at a time and without any I/O: the
@@ -497,7 +516,7 @@ fn finish(terminal: Event) -> Result<String, TurnError> {
 /// Ends the runner's process group and reaps the runner. After a clean turn the runner has
 /// usually exited already and only leftovers are killed; otherwise it gets SIGTERM, then
 /// SIGKILL after [`KILL_GRACE`].
-async fn end_process_group(child: &mut Child, pgid: Option<Pid>, clean: bool) -> Option<ExitStatus> {
+pub(crate) async fn end_process_group(child: &mut Child, pgid: Option<Pid>, clean: bool) -> Option<ExitStatus> {
     let signal_group = |sig: Signal| {
         if let Some(p) = pgid {
             // ESRCH: the group is already gone.

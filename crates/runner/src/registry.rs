@@ -11,6 +11,44 @@ use serde::Deserialize;
 /// The time limit of a turn when the registry does not set one.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// How long an ACP agent's process lives without a turn when the registry does not say: long
+/// enough for a person to read an answer and write the next prompt, short enough that
+/// abandoned conversations do not keep agents running for the rest of the day.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How many processes of one ACP runner may be live at once (one per conversation) when the
+/// registry does not say. Each is a whole agent (often a Node.js or Python process holding a
+/// model session), so a handful, not hundreds.
+pub const DEFAULT_MAX_PROCESSES: usize = 4;
+
+/// The protocol a runner speaks on its stdio.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    /// The openagents runner contract (`"openagents.v1"`): one `Turn` line in, `Event` lines
+    /// out, one process per turn.
+    #[default]
+    Runner,
+    /// The Agent Client Protocol (`"acp"`), version 1: the host is the ACP client; the agent
+    /// process and its session live across the turns of one conversation.
+    Acp(AcpSettings),
+}
+
+/// How the host keeps the processes of an ACP runner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcpSettings {
+    /// How long a process lives without a turn (`idle_timeout_s`).
+    pub idle_timeout: Duration,
+    /// How many of this runner's processes may be live at once (`max_processes`); the one idle
+    /// the longest is closed first.
+    pub max_processes: usize,
+}
+
+impl Default for AcpSettings {
+    fn default() -> Self {
+        AcpSettings { idle_timeout: DEFAULT_IDLE_TIMEOUT, max_processes: DEFAULT_MAX_PROCESSES }
+    }
+}
+
 /// One installed runner.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunnerSpec {
@@ -33,6 +71,8 @@ pub struct Registry {
     pub source: Option<PathBuf>,
     /// Runners by id, in id order.
     pub runners: BTreeMap<String, RunnerSpec>,
+    /// The protocol of each runner that does not speak the runner contract (`protocol = "acp"`).
+    pub protocols: BTreeMap<String, Protocol>,
 }
 
 /// Why the registry could not be loaded or a runner not found.
@@ -87,6 +127,9 @@ struct Entry {
     #[serde(default)]
     env: BTreeMap<String, String>,
     timeout_s: Option<toml::Spanned<u64>>,
+    protocol: Option<toml::Spanned<String>>,
+    idle_timeout_s: Option<toml::Spanned<u64>>,
+    max_processes: Option<toml::Spanned<u64>>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -121,7 +164,7 @@ impl Registry {
     pub fn load_default() -> Result<Registry, RegistryError> {
         let path = Registry::default_path()?;
         if !path.exists() {
-            return Ok(Registry { source: Some(path), runners: BTreeMap::new() });
+            return Ok(Registry { source: Some(path), ..Registry::default() });
         }
         Registry::load(&path)
     }
@@ -131,7 +174,8 @@ impl Registry {
     /// # Errors
     ///
     /// [`RegistryError`] naming the file and line: unreadable, malformed TOML, an unknown key, a
-    /// missing or relative `command`, or a zero timeout.
+    /// missing or relative `command`, a zero timeout, an unknown `protocol`, or ACP settings
+    /// (`idle_timeout_s`, `max_processes`) on a runner that does not speak ACP.
     pub fn load(path: &Path) -> Result<Registry, RegistryError> {
         let text = std::fs::read_to_string(path).map_err(|source| RegistryError::Read { path: path.to_owned(), source })?;
         Registry::parse(&text, Some(path))
@@ -150,6 +194,7 @@ impl Registry {
             invalid(offset, e.message().to_owned())
         })?;
         let mut runners = BTreeMap::new();
+        let mut protocols = BTreeMap::new();
         for (id, entry) in file.runners {
             let span = entry.span();
             let entry = entry.into_inner();
@@ -165,9 +210,44 @@ impl Registry {
                 Some(t) => Duration::from_secs(*t.get_ref()),
                 None => DEFAULT_TIMEOUT,
             };
+            let acp = match entry.protocol.as_ref().map(|p| (p.get_ref().as_str(), p.span().start)) {
+                None | Some(("openagents.v1", _)) => false,
+                Some(("acp", _)) => true,
+                Some((other, at)) => {
+                    return Err(invalid(at, format!("runner `{id}`: protocol `{other}` is not known; use \"openagents.v1\" (the runner contract, the default) or \"acp\" (the Agent Client Protocol)")));
+                }
+            };
+            let mut settings = AcpSettings::default();
+            if let Some(t) = entry.idle_timeout_s {
+                if !acp {
+                    return Err(invalid(t.span().start, format!("runner `{id}`: idle_timeout_s applies only to runners with protocol = \"acp\"")));
+                }
+                if *t.get_ref() == 0 {
+                    return Err(invalid(t.span().start, format!("runner `{id}`: idle_timeout_s must be at least 1")));
+                }
+                settings.idle_timeout = Duration::from_secs(*t.get_ref());
+            }
+            if let Some(m) = entry.max_processes {
+                if !acp {
+                    return Err(invalid(m.span().start, format!("runner `{id}`: max_processes applies only to runners with protocol = \"acp\"")));
+                }
+                if *m.get_ref() == 0 || *m.get_ref() > 1024 {
+                    return Err(invalid(m.span().start, format!("runner `{id}`: max_processes must be 1 to 1024")));
+                }
+                settings.max_processes = *m.get_ref() as usize;
+            }
+            if acp {
+                protocols.insert(id.clone(), Protocol::Acp(settings));
+            }
             runners.insert(id.clone(), RunnerSpec { id, command, args: entry.args, env: entry.env, timeout });
         }
-        Ok(Registry { source: path.map(Path::to_owned), runners })
+        Ok(Registry { source: path.map(Path::to_owned), runners, protocols })
+    }
+
+    /// The protocol the runner with this id speaks (the runner contract unless its entry says
+    /// `protocol = "acp"`).
+    pub fn protocol(&self, id: &str) -> Protocol {
+        self.protocols.get(id).copied().unwrap_or_default()
     }
 
     /// The runner with this id.
@@ -208,6 +288,21 @@ mod tests {
         check("[runners.echo\n", Err("runners.toml:1:"));
         check("[server]\nenabled = true\n", Err("unknown field `server`"));
         check("[runners.\"../x\"]\ncommand = \"/bin/echo\"\n", Err("runner id `../x` must be"));
+        check("[runners.g]\ncommand = \"/bin/g\"\nprotocol = \"acp\"\nidle_timeout_s = 5\nmax_processes = 2\n", Ok(1));
+        check("[runners.g]\ncommand = \"/bin/g\"\nprotocol = \"openagents.v1\"\n", Ok(1));
+        check("[runners.g]\ncommand = \"/bin/g\"\nprotocol = \"mcp\"\n", Err("runners.toml:3: runner `g`: protocol `mcp` is not known; use \"openagents.v1\""));
+        check("[runners.g]\ncommand = \"/bin/g\"\nprotocol = 1\n", Err("runners.toml:3:"));
+        check("[runners.g]\ncommand = \"/bin/g\"\nprotocol = \"acp\"\nidle_timeout_s = 0\n", Err("runners.toml:4: runner `g`: idle_timeout_s must be at least 1"));
+        check("[runners.g]\ncommand = \"/bin/g\"\nidle_timeout_s = 5\n", Err("runners.toml:3: runner `g`: idle_timeout_s applies only to runners with protocol = \"acp\""));
+        check("[runners.g]\ncommand = \"/bin/g\"\nprotocol = \"acp\"\nmax_processes = 0\n", Err("runners.toml:4: runner `g`: max_processes must be 1 to 1024"));
+        check("[runners.g]\ncommand = \"/bin/g\"\nmax_processes = 2\n", Err("runners.toml:3: runner `g`: max_processes applies only"));
+    }
+
+    #[test]
+    fn protocols_default_to_the_runner_contract() {
+        let r = Registry::parse("[runners.a]\ncommand = \"/x\"\n[runners.g]\ncommand = \"/y\"\nprotocol = \"acp\"\nidle_timeout_s = 7\n", None).unwrap();
+        assert_eq!(r.protocol("a"), Protocol::Runner);
+        assert_eq!(r.protocol("g"), Protocol::Acp(AcpSettings { idle_timeout: Duration::from_secs(7), max_processes: DEFAULT_MAX_PROCESSES }));
     }
 
     #[test]
