@@ -103,6 +103,8 @@ pub fn run(args: RunArgs) -> ExitCode {
         let outcome = engine.call(&Caller::stdio(), Method::Submit(params)).await;
         ctrl_c.abort();
         let _ = printer.await;
+        // Nothing outlives the command: an ACP runner's agent process ends here.
+        engine.shutdown().await;
         match outcome {
             Ok(bytes) => {
                 if !json {

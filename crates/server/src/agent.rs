@@ -7,8 +7,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use openagents_protocol::{ErrorCode, Event, RuntimeEvent, RuntimeSubmitError, Turn};
-use openagents_runner::RunnerHost;
 use openagents_runner::host::{ApprovalDecision, Approver};
+use openagents_runner::registry::Protocol;
+use openagents_runner::{AcpHost, RunnerHost};
 use tokio_util::sync::CancellationToken;
 
 use crate::events::EventHub;
@@ -25,6 +26,12 @@ pub trait Agent: Send + Sync + 'static {
     /// A name for logs and status.
     fn describe(&self) -> String {
         "agent".into()
+    }
+
+    /// Ends whatever the agent keeps between turns (an ACP runner's agent processes). The
+    /// engine calls it at shutdown, once the last turn has ended.
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
     }
 }
 
@@ -71,15 +78,22 @@ impl TurnContext {
 
 /// The default agent: each turn runs the runner it names, from the operator's registry, with
 /// every bound of the runner contract enforced. `openagents run` and `openagents serve` build
-/// the same one.
+/// the same one. A runner whose entry says `protocol = "acp"` is driven over the Agent Client
+/// Protocol instead, its process kept across the turns of a conversation ([`AcpHost`]).
 pub struct RunnerAgent {
     host: RunnerHost,
+    acp: AcpHost,
 }
 
 impl RunnerAgent {
     /// An agent for the runners of `host`'s registry.
     pub fn new(host: RunnerHost) -> Self {
-        RunnerAgent { host }
+        RunnerAgent { host, acp: AcpHost::new() }
+    }
+
+    /// The host of the ACP runners' processes.
+    pub fn acp(&self) -> &AcpHost {
+        &self.acp
     }
 
     /// The host.
@@ -97,6 +111,15 @@ impl Agent for RunnerAgent {
                 }
             };
             let approver = ContextApprover(&ctx);
+            if let (Protocol::Acp(settings), Ok(spec)) = (self.host.registry().protocol(&turn.agent.runner), self.host.registry().get(&turn.agent.runner)) {
+                let report = self.acp.run(spec, settings, &turn, ctx.cancelled(), &mut on_event, &approver).await;
+                return report.outcome.map_err(|e| {
+                    if matches!(e, openagents_runner::AcpError::BadCwd { .. }) {
+                        eprintln!("openagents: turn `{}` refused: {}", turn.assignment, e.operator_detail());
+                    }
+                    e.to_runtime_error()
+                });
+            }
             let report = self.host.run_with(&turn, ctx.cancelled(), &mut on_event, &approver).await;
             report.outcome.map_err(|e| e.to_runtime_error())
         })
@@ -105,6 +128,10 @@ impl Agent for RunnerAgent {
     fn describe(&self) -> String {
         let ids: Vec<&str> = self.host.registry().runners.keys().map(String::as_str).collect();
         format!("runners: {}", ids.join(", "))
+    }
+
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.acp.shutdown())
     }
 }
 

@@ -508,6 +508,8 @@ impl RpcEngine {
             while self.state().active.is_some() && Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
+            // What the agent keeps between turns (ACP runners' processes) ends with the runtime.
+            self.inner.agent.shutdown().await;
             self.inner.hub.publish(RuntimeEvent::ShuttingDown {});
             self.inner.shutdown.cancel();
         }

@@ -1,0 +1,1123 @@
+//! The host side of the Agent Client Protocol (ACP, version 1): drives an agent that speaks ACP
+//! on stdio (Gemini CLI's ACP mode, the Claude Code and Codex ACP adapters, goose, …) as a
+//! runner, with the host as the ACP client.
+//!
+//! The agent is spawned like every runner (its own process group, the registry's environment,
+//! every line at most `MAX_FRAME`, at most `MAX_OUTPUT` bytes of stdout per turn), then
+//! `initialize`d (protocol version 1, no `fs` or `terminal` client capabilities, so it uses its
+//! own tools) and given a session (`session/new` with the turn's `cwd` and no MCP servers).
+//! Each turn is one `session/prompt` with the task as text:
+//!
+//! | ACP | runner events and outcome |
+//! | --- | --- |
+//! | `agent_message_chunk` (text) | appended to the result, and streamed as `text` |
+//! | `agent_thought_chunk`, `tool_call`, `tool_call_update` (status), `plan` | readable `text` lines |
+//! | `session/request_permission` | an approval request; approve selects `allow_once`, anything else `reject_once` (`cancelled` once the turn is being cancelled) |
+//! | `fs/*`, `terminal/*`, any other request | JSON-RPC error -32601 (method not found) |
+//! | stop reason `end_turn` | completed, with the accumulated message |
+//! | stop reason `cancelled` | interrupted |
+//! | `refusal`, `max_tokens`, `max_turn_requests`, a JSON-RPC error | failed, saying which |
+//!
+//! An interrupt sends `session/cancel` and waits [`CANCEL_GRACE`] for the prompt to answer;
+//! an agent that does not is killed with its process group. The process and its session live
+//! across the turns of one conversation, so the conversation has the agent's memory; they are
+//! closed after the runner's idle timeout, when the runner's process cap needs room (the one
+//! idle the longest first), and at [`AcpHost::shutdown`]. An agent that breaks the protocol,
+//! exits or exceeds a bound fails its turn with a typed error and is started afresh for the
+//! next one.
+
+use std::collections::{HashMap, VecDeque};
+use std::process::ExitStatus;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use openagents_protocol::{ErrorCode, ErrorDetails, Event, MAX_FRAME, MAX_OUTPUT, RuntimeSubmitError, Turn};
+use serde_json::{Value, json};
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdout};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::frame::{FrameError, LineReader};
+use crate::host::{AFTER_TERMINAL_GRACE, ApprovalDecision, Approver, BoxFuture, StderrTail, end_process_group, spawn_in_group};
+use crate::registry::{AcpSettings, RunnerSpec};
+
+/// The ACP major version the host speaks.
+pub const ACP_PROTOCOL_VERSION: u64 = 1;
+
+/// How long an interrupted turn's agent gets, after `session/cancel`, to answer the prompt
+/// (with `cancelled`, as ACP requires) before its process group is killed: enough for an agent
+/// to stop a model call and flush its last updates, short enough that a stop feels immediate.
+pub const CANCEL_GRACE: Duration = Duration::from_secs(2);
+
+/// The longest progress `text` or result, in code points: an `Event`'s `text` and `result`
+/// (`maxLength` in `schema/Event.json`).
+pub const MAX_TEXT_CHARS: usize = 98_304;
+
+/// The longest approval prompt, in code points (`approval_request.prompt` in `schema/Event.json`).
+pub const MAX_PROMPT_CHARS: usize = 16_384;
+
+/// JSON-RPC "method not found".
+const METHOD_NOT_FOUND: i64 = -32601;
+
+/// Why an ACP turn did not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum AcpError {
+    /// The turn's working folder does not exist, is not a folder, or cannot be used. What the
+    /// caller sees does not say which (that would let it probe the host's files);
+    /// [`AcpError::operator_detail`] does.
+    #[error("cwd is not an accessible folder")]
+    BadCwd {
+        /// The folder.
+        cwd: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The agent could not be started.
+    #[error("cannot start ACP agent `{runner}` ({command}): {source}")]
+    Spawn {
+        /// The runner's id.
+        runner: String,
+        /// Its command.
+        command: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `initialize` or `session/new` failed.
+    #[error("the ACP agent could not be set up: {0}")]
+    Handshake(String),
+    /// The agent wrote a line that is not an ACP (JSON-RPC 2.0) message.
+    #[error("the ACP agent wrote a line that is not an ACP message (line {line}): {message}")]
+    NotAcp {
+        /// The 1-based line number on the agent's stdout.
+        line: usize,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The agent wrote a line longer than `MAX_FRAME`.
+    #[error("the ACP agent wrote a line longer than MAX_FRAME ({MAX_FRAME} bytes)")]
+    FrameTooLarge,
+    /// The agent wrote more than `MAX_OUTPUT` bytes during one turn.
+    #[error("the ACP agent wrote more than MAX_OUTPUT ({MAX_OUTPUT} bytes) during the turn")]
+    OutputTooLarge,
+    /// The agent's answer is longer than a result may be.
+    #[error("the ACP agent's answer is longer than {MAX_TEXT_CHARS} characters")]
+    ResultTooLarge,
+    /// The agent exited, or closed its stdout, during the turn.
+    #[error("the ACP agent exited during the turn{}", .0.map(|s| format!(" ({s})")).unwrap_or_default())]
+    Exited(Option<ExitStatus>),
+    /// The turn took longer than the runner's time limit.
+    #[error("the turn took longer than {0:?}")]
+    Timeout(Duration),
+    /// The turn was stopped by the user (or the agent answered `cancelled`).
+    #[error("the turn was interrupted")]
+    Interrupted,
+    /// The agent ended the turn with a stop reason other than `end_turn` or `cancelled`.
+    #[error("{message}")]
+    StopReason {
+        /// The ACP stop reason.
+        reason: String,
+        /// What it means.
+        message: String,
+    },
+    /// The agent answered `session/prompt` with a JSON-RPC error.
+    #[error("the ACP agent answered session/prompt with error {code}: {message}")]
+    PromptError {
+        /// The JSON-RPC error code.
+        code: i64,
+        /// Its message.
+        message: String,
+    },
+    /// Every live process of the runner is in a turn, or this conversation's is.
+    #[error("{0}")]
+    Busy(String),
+    /// The host is shutting down.
+    #[error("the ACP host is shutting down and takes no new turns")]
+    ShuttingDown,
+    /// The host failed to talk to the agent.
+    #[error("talking to the ACP agent failed: {0}")]
+    Io(#[source] std::io::Error),
+}
+
+impl AcpError {
+    /// The stable error code for this failure.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            AcpError::BadCwd { .. } => ErrorCode::InvalidParams,
+            AcpError::FrameTooLarge => ErrorCode::FrameTooLarge,
+            AcpError::OutputTooLarge | AcpError::ResultTooLarge => ErrorCode::OutputTooLarge,
+            AcpError::Timeout(_) => ErrorCode::Timeout,
+            AcpError::Interrupted => ErrorCode::Interrupted,
+            AcpError::Busy(_) => ErrorCode::Busy,
+            AcpError::ShuttingDown => ErrorCode::ShuttingDown,
+            AcpError::Io(_) => ErrorCode::Internal,
+            AcpError::Spawn { .. }
+            | AcpError::Handshake(_)
+            | AcpError::NotAcp { .. }
+            | AcpError::Exited(_)
+            | AcpError::StopReason { .. }
+            | AcpError::PromptError { .. } => ErrorCode::RunnerFailed,
+        }
+    }
+
+    /// The whole story, for the operator's own log (never for a client).
+    pub fn operator_detail(&self) -> String {
+        match self {
+            AcpError::BadCwd { cwd, reason } => format!("the working folder {cwd} {reason}"),
+            other => other.to_string(),
+        }
+    }
+
+    /// The typed error every transport and client sees.
+    pub fn to_runtime_error(&self) -> RuntimeSubmitError {
+        let code = self.code();
+        let limit = match self {
+            AcpError::FrameTooLarge | AcpError::ResultTooLarge => Some(MAX_FRAME as i64),
+            AcpError::OutputTooLarge => Some(MAX_OUTPUT as i64),
+            _ => None,
+        };
+        let details = limit.map(|limit| ErrorDetails { violations: None, violations_omitted: None, known: None, holder: None, expires_at_ms: None, limit: Some(limit) });
+        RuntimeSubmitError { retryable: code.retryable(), code, message: self.to_string(), details }
+    }
+
+    /// Whether the agent is still fit for the conversation's next turn after this failure: it
+    /// answered the prompt (a stop reason or an error) and kept to the protocol.
+    fn keeps_process(&self) -> bool {
+        matches!(self, AcpError::StopReason { .. } | AcpError::PromptError { .. } | AcpError::ResultTooLarge)
+    }
+}
+
+/// How one ACP turn ended, with what the agent logged.
+#[derive(Debug)]
+pub struct AcpReport {
+    /// The result, or why there is none.
+    pub outcome: Result<String, AcpError>,
+    /// The newest bytes the agent wrote to stderr (at most
+    /// [`crate::host::STDERR_TAIL_BYTES`]), for logs; never part of the result.
+    pub stderr: String,
+    /// Whether this turn started the agent process (a new conversation, or a restart after
+    /// the previous process was closed or failed).
+    pub started: bool,
+}
+
+/// Drives ACP runners: one agent process (and ACP session) per conversation, kept between
+/// turns within the runner's idle timeout and process cap. Cheap to clone; clones share the
+/// processes.
+#[derive(Clone, Default)]
+pub struct AcpHost {
+    inner: Arc<Pool>,
+}
+
+impl std::fmt::Debug for AcpHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AcpHost").field("live", &self.live_processes()).finish()
+    }
+}
+
+#[derive(Default)]
+struct Pool {
+    state: Mutex<PoolState>,
+}
+
+#[derive(Default)]
+struct PoolState {
+    slots: HashMap<(String, String), Slot>,
+    closed: bool,
+    next_generation: u64,
+}
+
+/// One conversation's agent: `process` is `None` while a turn has it (or is starting it).
+struct Slot {
+    process: Option<AcpProcess>,
+    idle_since: Instant,
+    generation: u64,
+}
+
+impl Pool {
+    fn state(&self) -> std::sync::MutexGuard<'_, PoolState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl AcpHost {
+    /// A host with no processes yet.
+    pub fn new() -> Self {
+        AcpHost::default()
+    }
+
+    /// How many agent processes are live (in a turn or idle).
+    pub fn live_processes(&self) -> usize {
+        self.inner.state().slots.len()
+    }
+
+    /// Runs one turn of `turn.conversation` through the ACP agent `spec`, calling `on_event`
+    /// for every progress `text` (and each approval request) as it arrives and `approver` for
+    /// the agent's permission requests, until the turn ends, `cancel` fires, or the runner's
+    /// time limit passes. The turn must already be valid and name `spec`.
+    pub async fn run(
+        &self,
+        spec: &RunnerSpec,
+        settings: AcpSettings,
+        turn: &Turn,
+        cancel: &CancellationToken,
+        on_event: &mut (dyn FnMut(&Event) + Send),
+        approver: &dyn Approver,
+    ) -> AcpReport {
+        let fail = |e: AcpError| AcpReport { outcome: Err(e), stderr: String::new(), started: false };
+        match std::fs::metadata(&turn.cwd) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return fail(AcpError::BadCwd { cwd: turn.cwd.clone(), reason: "is not a folder".into() }),
+            Err(e) => return fail(AcpError::BadCwd { cwd: turn.cwd.clone(), reason: format!("cannot be used: {e}") }),
+        }
+        let key = (spec.id.clone(), turn.conversation.clone());
+        let (existing, evicted) = match self.checkout(&key, settings) {
+            Ok(x) => x,
+            Err(e) => return fail(e),
+        };
+        if let Some(p) = evicted {
+            p.close(true).await;
+        }
+        let deadline = Instant::now() + spec.timeout;
+        let mut budget = MAX_OUTPUT;
+        let mut started = false;
+        let process = match existing {
+            // The conversation moved to another folder, or its agent died while idle: start
+            // afresh (the agent's memory of the conversation is gone either way).
+            Some(p) if p.cwd != turn.cwd => {
+                p.close(true).await;
+                None
+            }
+            Some(mut p) => {
+                if p.has_exited() {
+                    p.close(false).await;
+                    None
+                } else {
+                    Some(p)
+                }
+            }
+            None => None,
+        };
+        let mut process = match process {
+            Some(p) => p,
+            None => {
+                started = true;
+                let mut p = match AcpProcess::spawn(spec, &turn.cwd) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        self.checkin(&key, None, settings);
+                        return fail(e);
+                    }
+                };
+                if let Err(e) = p.handshake(&turn.cwd, cancel, deadline, spec.timeout, &mut budget).await {
+                    let stderr = p.tail.text();
+                    p.close(false).await;
+                    self.checkin(&key, None, settings);
+                    return AcpReport { outcome: Err(e), stderr, started };
+                }
+                p
+            }
+        };
+        let outcome = process.prompt(&turn.task, cancel, deadline, spec.timeout, &mut budget, on_event, approver).await;
+        let keep = match &outcome {
+            Ok(_) => true,
+            Err(AcpError::Interrupted) => process.answered,
+            Err(e) => e.keeps_process(),
+        };
+        let stderr = process.tail.text();
+        if keep {
+            if let Some(p) = self.checkin(&key, Some(process), settings) {
+                p.close(true).await;
+            }
+        } else {
+            process.close(false).await;
+            self.checkin(&key, None, settings);
+        }
+        AcpReport { outcome, stderr, started }
+    }
+
+    /// Takes the conversation's idle process (if any) for a turn, reserving its place; makes
+    /// room under the cap for a new one by taking the process idle the longest, to be closed.
+    fn checkout(&self, key: &(String, String), settings: AcpSettings) -> Result<(Option<AcpProcess>, Option<AcpProcess>), AcpError> {
+        let mut st = self.inner.state();
+        if st.closed {
+            return Err(AcpError::ShuttingDown);
+        }
+        if let Some(slot) = st.slots.get_mut(key) {
+            return match slot.process.take() {
+                Some(p) => {
+                    slot.generation = u64::MAX;
+                    Ok((Some(p), None))
+                }
+                None => Err(AcpError::Busy(format!("conversation `{}` already has a turn running on ACP runner `{}`", key.1, key.0))),
+            };
+        }
+        let mut evicted = None;
+        let live = st.slots.keys().filter(|(runner, _)| *runner == key.0).count();
+        if live >= settings.max_processes {
+            let oldest = st.slots.iter().filter(|((runner, _), s)| *runner == key.0 && s.process.is_some()).min_by_key(|(_, s)| s.idle_since).map(|(k, _)| k.clone());
+            match oldest {
+                Some(k) => evicted = st.slots.remove(&k).and_then(|s| s.process),
+                None => {
+                    return Err(AcpError::Busy(format!(
+                        "all {} processes ACP runner `{}` may have (max_processes) are in turns; retry when one ends",
+                        settings.max_processes, key.0
+                    )));
+                }
+            }
+        }
+        st.slots.insert(key.clone(), Slot { process: None, idle_since: Instant::now(), generation: u64::MAX });
+        Ok((None, evicted))
+    }
+
+    /// Returns the conversation's process after a turn (or frees its place with `None`), and
+    /// starts its idle timer. Hands the process back when the host is closing, to be closed.
+    fn checkin(&self, key: &(String, String), process: Option<AcpProcess>, settings: AcpSettings) -> Option<AcpProcess> {
+        let mut st = self.inner.state();
+        let Some(process) = process else {
+            st.slots.remove(key);
+            return None;
+        };
+        if st.closed {
+            st.slots.remove(key);
+            return Some(process);
+        }
+        st.next_generation += 1;
+        let generation = st.next_generation;
+        st.slots.insert(key.clone(), Slot { process: Some(process), idle_since: Instant::now(), generation });
+        drop(st);
+        let pool = Arc::downgrade(&self.inner);
+        let key = key.clone();
+        tokio::spawn(close_when_idle(pool, key, generation, settings.idle_timeout));
+        None
+    }
+
+    /// Closes every idle agent process and takes no new turns; a turn still running closes its
+    /// process when it ends. Every process is reaped when this returns.
+    pub async fn shutdown(&self) {
+        let idle: Vec<AcpProcess> = {
+            let mut st = self.inner.state();
+            st.closed = true;
+            let keys: Vec<_> = st.slots.iter().filter(|(_, s)| s.process.is_some()).map(|(k, _)| k.clone()).collect();
+            keys.into_iter().filter_map(|k| st.slots.remove(&k).and_then(|s| s.process)).collect()
+        };
+        for p in idle {
+            p.close(true).await;
+        }
+    }
+}
+
+/// Closes the conversation's process once it has been idle for `idle`, unless a turn took it
+/// (which changes its generation) in the meantime.
+async fn close_when_idle(pool: Weak<Pool>, key: (String, String), generation: u64, idle: Duration) {
+    tokio::time::sleep(idle).await;
+    let Some(pool) = pool.upgrade() else { return };
+    let process = {
+        let mut st = pool.state();
+        match st.slots.get(&key) {
+            Some(s) if s.generation == generation && s.process.is_some() => st.slots.remove(&key).and_then(|s| s.process),
+            _ => None,
+        }
+    };
+    if let Some(p) = process {
+        p.close(true).await;
+    }
+}
+
+/// One live agent process with its ACP session.
+struct AcpProcess {
+    child: Child,
+    pgid: Option<Pid>,
+    writer: Option<mpsc::UnboundedSender<Vec<u8>>>,
+    writer_task: Option<tokio::task::JoinHandle<()>>,
+    reader: LineReader<BufReader<ChildStdout>>,
+    tail: StderrTail,
+    stderr_task: Option<tokio::task::JoinHandle<()>>,
+    cwd: String,
+    session_id: String,
+    next_id: u64,
+    line_no: usize,
+    /// Set when the agent answered the last prompt (after `session/cancel` too: it honoured
+    /// the cancel and may keep the conversation).
+    answered: bool,
+    exited: Option<Option<ExitStatus>>,
+    closed: bool,
+}
+
+/// What the host is waiting for while it reads the agent's messages.
+struct Waiting {
+    id: u64,
+    method: &'static str,
+}
+
+/// A permission request waiting for its answer.
+struct Permission {
+    rpc_id: Value,
+    tool_call_id: String,
+    prompt: String,
+    options: Vec<(String, String)>,
+}
+
+/// The turn's state while the agent works on a prompt.
+#[derive(Default)]
+struct TurnState {
+    result: String,
+    result_chars: usize,
+    thought: String,
+    tools: HashMap<String, String>,
+    /// Progress lines to deliver.
+    out: Vec<String>,
+    too_large: bool,
+}
+
+impl AcpProcess {
+    fn spawn(spec: &RunnerSpec, cwd: &str) -> Result<AcpProcess, AcpError> {
+        let mut child = spawn_in_group(spec, cwd).map_err(|source| AcpError::Spawn { runner: spec.id.clone(), command: spec.command.display().to_string(), source })?;
+        let pgid = child.id().map(|id| Pid::from_raw(id as i32));
+        let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        let Some(stdout) = stdout else {
+            return Err(AcpError::Io(std::io::Error::other("the agent's stdout was not captured")));
+        };
+        // Stdin has its own task, so an agent that stops reading cannot block the host; what
+        // is queued is bounded by what the agent itself sent within its output budget.
+        let (writer, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let writer_task = tokio::spawn(async move {
+            if let Some(mut stdin) = stdin {
+                while let Some(line) = rx.recv().await {
+                    if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
+                        return;
+                    }
+                }
+                let _ = stdin.shutdown().await;
+            }
+        });
+        let tail = StderrTail::default();
+        let stderr_task = stderr.map(|e| tail.collect(e));
+        Ok(AcpProcess {
+            child,
+            pgid,
+            writer: Some(writer),
+            writer_task: Some(writer_task),
+            reader: LineReader::new(BufReader::with_capacity(64 * 1024, stdout), MAX_FRAME),
+            tail,
+            stderr_task,
+            cwd: cwd.to_owned(),
+            session_id: String::new(),
+            next_id: 0,
+            line_no: 0,
+            answered: false,
+            exited: None,
+            closed: false,
+        })
+    }
+
+    fn has_exited(&mut self) -> bool {
+        self.exited.is_some() || matches!(self.child.try_wait(), Ok(Some(_)) | Err(_))
+    }
+
+    fn send(&self, message: &Value) {
+        if let Some(w) = &self.writer {
+            let mut line = serde_json::to_vec(message).unwrap_or_default();
+            line.push(b'\n');
+            // An agent that has stopped reading only loses the message.
+            let _ = w.send(line);
+        }
+    }
+
+    fn request(&mut self, method: &'static str, params: Value) -> Waiting {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
+        Waiting { id, method }
+    }
+
+    /// `initialize`, then `session/new`.
+    async fn handshake(&mut self, cwd: &str, cancel: &CancellationToken, deadline: Instant, limit: Duration, budget: &mut usize) -> Result<(), AcpError> {
+        let init = self.request(
+            "initialize",
+            json!({
+                "protocolVersion": ACP_PROTOCOL_VERSION,
+                "clientCapabilities": { "fs": { "readTextFile": false, "writeTextFile": false }, "terminal": false },
+                "clientInfo": { "name": "openagents", "title": "openagents", "version": env!("CARGO_PKG_VERSION") },
+            }),
+        );
+        let result = self.wait(init, cancel, deadline, limit, budget, None).await?;
+        let result = result.map_err(|(code, message)| AcpError::Handshake(format!("initialize failed with error {code}: {message}")))?;
+        match result.get("protocolVersion").and_then(Value::as_u64) {
+            Some(ACP_PROTOCOL_VERSION) => {}
+            Some(v) => return Err(AcpError::Handshake(format!("the agent speaks ACP version {v}; openagents speaks version {ACP_PROTOCOL_VERSION}"))),
+            None => return Err(AcpError::Handshake("the initialize result has no integer protocolVersion".into())),
+        }
+        let new = self.request("session/new", json!({ "cwd": cwd, "mcpServers": [] }));
+        let result = self.wait(new, cancel, deadline, limit, budget, None).await?;
+        let result = result.map_err(|(code, message)| {
+            let hint = if code == -32000 { " (the agent needs a login: run it once by hand to sign in, or give it credentials in the registry's env)" } else { "" };
+            AcpError::Handshake(format!("session/new failed with error {code}: {message}{hint}"))
+        })?;
+        match result.get("sessionId").and_then(Value::as_str) {
+            Some(id) if !id.is_empty() => self.session_id = id.to_owned(),
+            _ => return Err(AcpError::Handshake("the session/new result has no sessionId".into())),
+        }
+        Ok(())
+    }
+
+    /// One `session/prompt`, mapped onto the turn's events and outcome.
+    #[allow(clippy::too_many_arguments)]
+    async fn prompt(
+        &mut self,
+        task: &str,
+        cancel: &CancellationToken,
+        deadline: Instant,
+        limit: Duration,
+        budget: &mut usize,
+        on_event: &mut (dyn FnMut(&Event) + Send),
+        approver: &dyn Approver,
+    ) -> Result<String, AcpError> {
+        self.answered = false;
+        let params = json!({ "sessionId": self.session_id, "prompt": [{ "type": "text", "text": task }] });
+        let waiting = self.request("session/prompt", params);
+        let mut state = TurnState::default();
+        let answer = self.wait(waiting, cancel, deadline, limit, budget, Some((&mut state, on_event, approver))).await;
+        let cancelled = cancel.is_cancelled();
+        let result = answer?;
+        self.answered = true;
+        if cancelled {
+            return Err(AcpError::Interrupted);
+        }
+        let result = result.map_err(|(code, message)| AcpError::PromptError { code, message })?;
+        let reason = result.get("stopReason").and_then(Value::as_str).unwrap_or_default();
+        let message = match reason {
+            "end_turn" => {
+                return if state.too_large { Err(AcpError::ResultTooLarge) } else { Ok(state.result) };
+            }
+            "cancelled" => return Err(AcpError::Interrupted),
+            "refusal" => "the ACP agent refused to go on (stop reason `refusal`)".to_owned(),
+            "max_tokens" => "the ACP agent reached its token limit (stop reason `max_tokens`)".to_owned(),
+            "max_turn_requests" => "the ACP agent reached its limit of model requests for one turn (stop reason `max_turn_requests`)".to_owned(),
+            "" => return Err(AcpError::NotAcp { line: self.line_no, message: "the session/prompt result has no stopReason".into() }),
+            other => format!("the ACP agent ended the turn with an unknown stop reason `{}`", clip(other, 64)),
+        };
+        Err(AcpError::StopReason { reason: reason.to_owned(), message })
+    }
+
+    /// Reads the agent's messages until the response to `waiting` arrives: its result, or its
+    /// JSON-RPC error as `(code, message)`. During a prompt (`turn` given), session updates
+    /// become events and permission requests go to the approver; otherwise updates are
+    /// ignored and permission requests answered `cancelled`. Other requests get -32601.
+    async fn wait(
+        &mut self,
+        waiting: Waiting,
+        cancel: &CancellationToken,
+        deadline: Instant,
+        limit: Duration,
+        budget: &mut usize,
+        mut turn: Option<(&mut TurnState, &mut (dyn FnMut(&Event) + Send), &dyn Approver)>,
+    ) -> Result<Result<Value, (i64, String)>, AcpError> {
+        let approver: Option<&dyn Approver> = turn.as_ref().map(|t| t.2);
+        let mut queue: VecDeque<Permission> = VecDeque::new();
+        let mut asking: Option<(Permission, BoxFuture<'_, ApprovalDecision>)> = None;
+        // Set once `session/cancel` has gone out: the agent has until then to answer.
+        let mut grace: Option<Instant> = None;
+        let mut drain_until: Option<Instant> = None;
+        loop {
+            if asking.is_none() && grace.is_none() {
+                if let (Some(p), Some(approver)) = (queue.pop_front(), approver) {
+                    if let Some((_, on_event, _)) = turn.as_mut() {
+                        on_event(&Event::ApprovalRequest { id: p.tool_call_id.clone(), prompt: p.prompt.clone() });
+                    }
+                    let (id, prompt) = (p.tool_call_id.clone(), p.prompt.clone());
+                    let fut: BoxFuture<'_, ApprovalDecision> = Box::pin(async move { approver.approve(&id, &prompt).await });
+                    asking = Some((p, fut));
+                }
+            }
+            let stop = [Some(deadline), grace, drain_until].into_iter().flatten().min().unwrap_or(deadline);
+            let next = tokio::select! {
+                biased;
+                () = cancel.cancelled(), if grace.is_none() => {
+                    if waiting.method != "session/prompt" {
+                        return Err(AcpError::Interrupted);
+                    }
+                    self.send(&json!({ "jsonrpc": "2.0", "method": "session/cancel", "params": { "sessionId": self.session_id } }));
+                    // ACP: the client answers every pending permission request `cancelled`.
+                    if let Some((p, _)) = asking.take() {
+                        self.answer_permission(&p.rpc_id, None);
+                    }
+                    for p in queue.drain(..) {
+                        self.answer_permission(&p.rpc_id, None);
+                    }
+                    grace = Some(Instant::now() + CANCEL_GRACE);
+                    continue;
+                }
+                () = tokio::time::sleep_until(stop) => {
+                    if grace.is_some_and(|g| Instant::now() >= g) {
+                        return Err(AcpError::Interrupted);
+                    }
+                    if Instant::now() >= deadline {
+                        return Err(AcpError::Timeout(limit));
+                    }
+                    return Err(AcpError::Exited(self.exited.flatten()));
+                }
+                decision = answer_of(asking.as_mut().map(|(_, f)| f)), if asking.is_some() => {
+                    if let Some((p, _)) = asking.take() {
+                        let chosen = choose_option(&p.options, decision.approved);
+                        self.answer_permission(&p.rpc_id, chosen.as_deref());
+                    }
+                    continue;
+                }
+                status = self.child.wait(), if self.exited.is_none() => {
+                    // Let stdout drain: the agent may have answered just before exiting.
+                    self.exited = Some(status.ok());
+                    drain_until = Some(Instant::now() + AFTER_TERMINAL_GRACE);
+                    continue;
+                }
+                l = self.reader.next_line() => l,
+            };
+            if drain_until.is_some() {
+                drain_until = Some(Instant::now() + AFTER_TERMINAL_GRACE);
+            }
+            let bytes = match next {
+                Ok(Some(b)) => b,
+                Ok(None) => {
+                    // Stdout closed: the agent is gone (or going); wait briefly for its status.
+                    if self.exited.is_none() {
+                        if let Ok(Ok(s)) = tokio::time::timeout(AFTER_TERMINAL_GRACE, self.child.wait()).await {
+                            self.exited = Some(Some(s));
+                        }
+                    }
+                    return Err(AcpError::Exited(self.exited.flatten()));
+                }
+                Err(FrameError::TooLong { .. }) => return Err(AcpError::FrameTooLarge),
+                Err(FrameError::Io(e)) => return Err(AcpError::Io(e)),
+            };
+            self.line_no += 1;
+            *budget = match budget.checked_sub(bytes.len() + 1) {
+                Some(b) => b,
+                None => return Err(AcpError::OutputTooLarge),
+            };
+            if bytes.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let message = parse_message(&bytes).map_err(|message| AcpError::NotAcp { line: self.line_no, message })?;
+            match message {
+                Message::Response { id, outcome } => {
+                    if id.as_u64() == Some(waiting.id) {
+                        if let Some((state, on_event, _)) = turn.as_mut() {
+                            state.flush_thought();
+                            deliver(state, on_event);
+                        }
+                        return Ok(outcome);
+                    }
+                }
+                Message::Notification { method, params } => {
+                    if method == "session/update" {
+                        if let Some((state, on_event, _)) = turn.as_mut() {
+                            if params.get("sessionId").and_then(Value::as_str) == Some(self.session_id.as_str()) {
+                                state.update(params.get("update").unwrap_or(&Value::Null));
+                                deliver(state, on_event);
+                            }
+                        }
+                    }
+                    // Unknown notifications are ignored, as ACP asks.
+                }
+                Message::Request { id, method, params } => {
+                    if method == "session/request_permission" {
+                        let state = turn.as_ref().map(|t| &*t.0);
+                        let p = permission(id, &params, state);
+                        if turn.is_none() || grace.is_some() {
+                            self.answer_permission(&p.rpc_id, None);
+                        } else {
+                            queue.push_back(p);
+                        }
+                    } else {
+                        let why = if method.starts_with("fs/") || method.starts_with("terminal/") {
+                            "openagents did not advertise this client capability; the agent uses its own tools"
+                        } else {
+                            "openagents does not implement this client method"
+                        };
+                        self.send(&json!({ "jsonrpc": "2.0", "id": id, "error": { "code": METHOD_NOT_FOUND, "message": format!("Method not found: {}: {why}", clip(&method, 128)) } }));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Answers a permission request: the option chosen, or `cancelled` with `None`.
+    fn answer_permission(&self, rpc_id: &Value, option: Option<&str>) {
+        let outcome = match option {
+            Some(o) => json!({ "outcome": "selected", "optionId": o }),
+            None => json!({ "outcome": "cancelled" }),
+        };
+        self.send(&json!({ "jsonrpc": "2.0", "id": rpc_id, "result": { "outcome": outcome } }));
+    }
+
+    /// Ends the process group and reaps the agent: after closing stdin (ACP has no shutdown
+    /// method) a `clean` agent gets time to exit by itself; otherwise SIGTERM, then SIGKILL.
+    async fn close(mut self, clean: bool) {
+        self.writer.take();
+        let exit = if clean {
+            // The writer shuts stdin down once its queue is written.
+            if let Some(w) = self.writer_task.as_mut() {
+                let _ = tokio::time::timeout(Duration::from_millis(200), w).await;
+            }
+            end_process_group(&mut self.child, self.pgid, true).await
+        } else {
+            end_process_group(&mut self.child, self.pgid, false).await
+        };
+        let _ = exit;
+        self.closed = true;
+        if let Some(w) = self.writer_task.take() {
+            w.abort();
+            let _ = w.await;
+        }
+        if let Some(mut t) = self.stderr_task.take() {
+            if tokio::time::timeout(Duration::from_millis(100), &mut t).await.is_err() {
+                t.abort();
+                let _ = t.await;
+            }
+        }
+    }
+}
+
+impl Drop for AcpProcess {
+    /// A process dropped without [`AcpProcess::close`] (a host dropped mid-turn) still takes
+    /// its whole group with it.
+    fn drop(&mut self) {
+        if !self.closed {
+            if let Some(p) = self.pgid {
+                let _ = killpg(p, Signal::SIGKILL);
+            }
+        }
+    }
+}
+
+/// The approver's answer, when there is a question out (never resolves otherwise).
+async fn answer_of(asking: Option<&mut BoxFuture<'_, ApprovalDecision>>) -> ApprovalDecision {
+    match asking {
+        Some(f) => f.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Delivers the progress lines gathered so far.
+fn deliver(state: &mut TurnState, on_event: &mut (dyn FnMut(&Event) + Send)) {
+    for text in state.out.drain(..) {
+        if !text.is_empty() {
+            on_event(&Event::Text { text });
+        }
+    }
+}
+
+/// The option to select: for an approval the agent's `allow_once`, for anything else its
+/// `reject_once` (then `reject_always`). `None` (answered `cancelled`) when the agent offered
+/// no such option: an approval never becomes an "always", and a denial never an approval.
+fn choose_option(options: &[(String, String)], approved: bool) -> Option<String> {
+    let kinds: &[&str] = if approved { &["allow_once"] } else { &["reject_once", "reject_always"] };
+    kinds.iter().find_map(|k| options.iter().find(|(_, kind)| kind == k).map(|(id, _)| id.clone()))
+}
+
+/// A permission request's text for a person to judge: the tool call's title, kind and what it
+/// would do.
+fn permission(rpc_id: Value, params: &Value, state: Option<&TurnState>) -> Permission {
+    let call = params.get("toolCall").unwrap_or(&Value::Null);
+    let tool_call_id = call.get("toolCallId").and_then(Value::as_str).unwrap_or("").to_owned();
+    let title = call
+        .get("title")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .or_else(|| state.and_then(|s| s.tools.get(&tool_call_id).cloned()))
+        .unwrap_or_else(|| format!("tool call `{}`", clip(&tool_call_id, 128)));
+    let mut prompt = format!("The agent asks permission: {title}");
+    if let Some(kind) = call.get("kind").and_then(Value::as_str) {
+        prompt.push_str(&format!(" ({kind})"));
+    }
+    let texts = content_texts(call.get("content"));
+    if !texts.is_empty() {
+        prompt.push('\n');
+        prompt.push_str(&texts);
+    } else if let Some(raw) = call.get("rawInput").filter(|v| !v.is_null()) {
+        prompt.push('\n');
+        prompt.push_str(&raw.to_string());
+    }
+    let options = params
+        .get("options")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|o| Some((o.get("optionId")?.as_str()?.to_owned(), o.get("kind")?.as_str()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default();
+    let tool_call_id = if tool_call_id.is_empty() { format!("acp-permission-{rpc_id}") } else { tool_call_id };
+    Permission { rpc_id, tool_call_id: clip(&tool_call_id, 128), prompt: clip(&prompt, MAX_PROMPT_CHARS), options }
+}
+
+/// The text of a tool call's `content` items (`{type:"content", content:{type:"text"}}`; a
+/// diff as its path).
+fn content_texts(content: Option<&Value>) -> String {
+    let Some(items) = content.and_then(Value::as_array) else { return String::new() };
+    let mut out = Vec::new();
+    for item in items {
+        match item.get("type").and_then(Value::as_str) {
+            Some("content") => {
+                if let Some(t) = item.get("content").and_then(|c| c.get("text")).and_then(Value::as_str) {
+                    out.push(t.to_owned());
+                }
+            }
+            Some("diff") => {
+                if let Some(p) = item.get("path").and_then(Value::as_str) {
+                    out.push(format!("edit {p}"));
+                }
+            }
+            _ => {}
+        }
+    }
+    out.join("\n")
+}
+
+impl TurnState {
+    /// Maps one `session/update` onto the result and progress lines.
+    fn update(&mut self, update: &Value) {
+        let kind = update.get("sessionUpdate").and_then(Value::as_str).unwrap_or_default();
+        if kind != "agent_thought_chunk" {
+            self.flush_thought();
+        }
+        match kind {
+            "agent_message_chunk" => match text_of(update.get("content")) {
+                Ok(text) => {
+                    self.result_chars += text.chars().count();
+                    if self.result_chars > MAX_TEXT_CHARS {
+                        self.too_large = true;
+                    } else {
+                        self.result.push_str(text);
+                    }
+                    self.out.push(text.to_owned());
+                }
+                Err(other) => self.out.push(format!("[the agent sent {other} content]")),
+            },
+            "agent_thought_chunk" => {
+                if let Ok(text) = text_of(update.get("content")) {
+                    self.thought.push_str(text);
+                    // Whole lines go out as they complete; the rest when the thought ends.
+                    while let Some(i) = self.thought.find('\n') {
+                        let line: String = self.thought.drain(..=i).collect();
+                        let line = line.trim();
+                        if !line.is_empty() {
+                            self.out.push(clip(&format!("thinking: {line}"), MAX_TEXT_CHARS));
+                        }
+                    }
+                }
+            }
+            "tool_call" => {
+                let id = update.get("toolCallId").and_then(Value::as_str).unwrap_or_default();
+                let title = update.get("title").and_then(Value::as_str).unwrap_or("a tool");
+                self.tools.insert(clip(id, 256), clip(title, 256));
+                let mut line = format!("tool: {title}");
+                if let Some(k) = update.get("kind").and_then(Value::as_str) {
+                    line.push_str(&format!(" [{k}]"));
+                }
+                if let Some(s) = update.get("status").and_then(Value::as_str) {
+                    line.push_str(&format!(" ({s})"));
+                }
+                self.out.push(clip(&line, MAX_TEXT_CHARS));
+            }
+            "tool_call_update" => {
+                let id = update.get("toolCallId").and_then(Value::as_str).unwrap_or_default();
+                if let Some(t) = update.get("title").and_then(Value::as_str) {
+                    self.tools.insert(clip(id, 256), clip(t, 256));
+                }
+                if let Some(s) = update.get("status").and_then(Value::as_str) {
+                    let title = self.tools.get(id).cloned().unwrap_or_else(|| clip(id, 256));
+                    self.out.push(clip(&format!("tool: {title}: {s}"), MAX_TEXT_CHARS));
+                }
+            }
+            "plan" => {
+                let entries: Vec<String> = update
+                    .get("entries")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .map(|e| format!("[{}] {}", e.get("status").and_then(Value::as_str).unwrap_or("pending"), e.get("content").and_then(Value::as_str).unwrap_or_default()))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if !entries.is_empty() {
+                    self.out.push(clip(&format!("plan: {}", entries.join("; ")), MAX_TEXT_CHARS));
+                }
+            }
+            // Modes, commands, usage and the like have no place in the runner contract.
+            _ => {}
+        }
+    }
+
+    fn flush_thought(&mut self) {
+        let rest = std::mem::take(&mut self.thought);
+        let rest = rest.trim();
+        if !rest.is_empty() {
+            self.out.push(clip(&format!("thinking: {rest}"), MAX_TEXT_CHARS));
+        }
+    }
+}
+
+/// The text of a content block, or its type when it is not text.
+fn text_of(content: Option<&Value>) -> Result<&str, String> {
+    let content = content.unwrap_or(&Value::Null);
+    match content.get("type").and_then(Value::as_str) {
+        Some("text") => content.get("text").and_then(Value::as_str).ok_or_else(|| "malformed text".to_owned()),
+        Some(other) => Err(clip(other, 64)),
+        None => Err("untyped".to_owned()),
+    }
+}
+
+/// At most `max` code points of `s`.
+fn clip(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => s[..i].to_owned(),
+        None => s.to_owned(),
+    }
+}
+
+/// One JSON-RPC 2.0 message from the agent.
+#[derive(Debug, PartialEq)]
+enum Message {
+    Request { id: Value, method: String, params: Value },
+    Notification { method: String, params: Value },
+    Response { id: Value, outcome: Result<Value, (i64, String)> },
+}
+
+/// Reads one line as a JSON-RPC 2.0 message, or says why it is not one.
+fn parse_message(bytes: &[u8]) -> Result<Message, String> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+    let Value::Object(mut obj) = value else { return Err("a message is a JSON object".into()) };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err("`jsonrpc` must be \"2.0\"".into());
+    }
+    let id = obj.remove("id");
+    if let Some(id) = &id {
+        if !(id.is_string() || id.is_i64() || id.is_u64() || id.is_null()) {
+            return Err("`id` must be a string, an integer or null".into());
+        }
+    }
+    match (obj.remove("method"), id) {
+        (Some(Value::String(method)), id) => {
+            let params = obj.remove("params").unwrap_or(Value::Null);
+            Ok(match id {
+                Some(id) if !id.is_null() => Message::Request { id, method, params },
+                _ => Message::Notification { method, params },
+            })
+        }
+        (Some(_), _) => Err("`method` must be a string".into()),
+        (None, Some(id)) => {
+            if let Some(result) = obj.remove("result") {
+                Ok(Message::Response { id, outcome: Ok(result) })
+            } else if let Some(error) = obj.remove("error") {
+                let code = error.get("code").and_then(Value::as_i64).ok_or("an error needs an integer `code`")?;
+                let message = error.get("message").and_then(Value::as_str).unwrap_or_default();
+                Ok(Message::Response { id, outcome: Err((code, clip(message, 4096))) })
+            } else {
+                Err("a response needs `result` or `error`".into())
+            }
+        }
+        (None, None) => Err("a message needs `method` or `id`".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check_parse(line: &str, expected: Result<&str, &str>) {
+        match (parse_message(line.as_bytes()), expected) {
+            (Ok(m), Ok(kind)) => assert!(format!("{m:?}").starts_with(kind), "{line}: {m:?}"),
+            (Err(e), Err(needle)) => assert!(e.contains(needle), "{line}: {e}"),
+            (got, want) => panic!("{line}: got {got:?}, want {want:?}"),
+        }
+    }
+
+    #[test]
+    fn messages() {
+        check_parse(r#"{"jsonrpc":"2.0","id":1,"method":"fs/read_text_file","params":{}}"#, Ok("Request"));
+        check_parse(r#"{"jsonrpc":"2.0","method":"session/update","params":{}}"#, Ok("Notification"));
+        check_parse(r#"{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}"#, Ok("Response"));
+        check_parse(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"x"}}"#, Ok("Response"));
+        check_parse("garbage", Err("not JSON"));
+        check_parse("[1]", Err("a message is a JSON object"));
+        check_parse(r#"{"id":1,"result":{}}"#, Err("`jsonrpc` must be"));
+        check_parse(r#"{"jsonrpc":"2.0","id":1}"#, Err("needs `result` or `error`"));
+        check_parse(r#"{"jsonrpc":"2.0","id":{},"result":1}"#, Err("`id` must be"));
+        check_parse(r#"{"jsonrpc":"2.0","id":1,"error":{"message":"x"}}"#, Err("integer `code`"));
+        check_parse(r#"{"jsonrpc":"2.0","method":3}"#, Err("`method` must be a string"));
+        check_parse(r#"{"jsonrpc":"2.0"}"#, Err("needs `method` or `id`"));
+    }
+
+    fn check_updates(updates: &[Value], result: &str, progress: &[&str]) {
+        let mut s = TurnState::default();
+        for u in updates {
+            s.update(u);
+        }
+        s.flush_thought();
+        assert_eq!(s.result, result);
+        assert_eq!(s.out, progress);
+    }
+
+    #[test]
+    fn updates_become_result_and_progress() {
+        let msg = |t: &str| json!({"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":t}});
+        let thought = |t: &str| json!({"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":t}});
+        check_updates(&[msg("Hello"), msg(" world")], "Hello world", &["Hello", " world"]);
+        check_updates(&[thought("let me "), thought("think\nmore"), msg("ok")], "ok", &["thinking: let me think", "thinking: more", "ok"]);
+        check_updates(
+            &[
+                json!({"sessionUpdate":"tool_call","toolCallId":"c1","title":"Read a.txt","kind":"read","status":"pending"}),
+                json!({"sessionUpdate":"tool_call_update","toolCallId":"c1","status":"completed"}),
+                json!({"sessionUpdate":"tool_call_update","toolCallId":"c1","content":[]}),
+            ],
+            "",
+            &["tool: Read a.txt [read] (pending)", "tool: Read a.txt: completed"],
+        );
+        check_updates(
+            &[json!({"sessionUpdate":"plan","entries":[{"content":"a","priority":"high","status":"completed"},{"content":"b","priority":"low","status":"pending"}]})],
+            "",
+            &["plan: [completed] a; [pending] b"],
+        );
+        check_updates(&[json!({"sessionUpdate":"agent_message_chunk","content":{"type":"image","data":"","mimeType":"image/png"}})], "", &["[the agent sent image content]"]);
+        check_updates(&[json!({"sessionUpdate":"usage_update","used":1,"size":2}), json!({"sessionUpdate":"future_kind"})], "", &[]);
+    }
+
+    #[test]
+    fn options_fail_closed() {
+        let all = vec![("a1".to_owned(), "allow_always".to_owned()), ("a".to_owned(), "allow_once".to_owned()), ("r".to_owned(), "reject_once".to_owned()), ("ra".to_owned(), "reject_always".to_owned())];
+        assert_eq!(choose_option(&all, true).as_deref(), Some("a"));
+        assert_eq!(choose_option(&all, false).as_deref(), Some("r"));
+        let always_only = vec![("a1".to_owned(), "allow_always".to_owned()), ("ra".to_owned(), "reject_always".to_owned())];
+        assert_eq!(choose_option(&always_only, true), None);
+        assert_eq!(choose_option(&always_only, false).as_deref(), Some("ra"));
+        assert_eq!(choose_option(&[], false), None);
+    }
+
+    #[test]
+    fn permission_prompts_say_what_the_tool_would_do() {
+        let params = json!({"sessionId":"s","toolCall":{"toolCallId":"c1","title":"Write notes.txt","kind":"edit","content":[{"type":"content","content":{"type":"text","text":"add a line"}}]},"options":[{"optionId":"ok","name":"Allow","kind":"allow_once"}]});
+        let p = permission(json!(7), &params, None);
+        assert_eq!(p.prompt, "The agent asks permission: Write notes.txt (edit)\nadd a line");
+        assert_eq!(p.tool_call_id, "c1");
+        assert_eq!(p.options, vec![("ok".to_owned(), "allow_once".to_owned())]);
+        let mut s = TurnState::default();
+        s.update(&json!({"sessionUpdate":"tool_call","toolCallId":"c2","title":"Run tests"}));
+        let p = permission(json!("x"), &json!({"toolCall":{"toolCallId":"c2"},"options":[]}), Some(&s));
+        assert_eq!(p.prompt, "The agent asks permission: Run tests");
+        let long = "x".repeat(MAX_PROMPT_CHARS + 10);
+        let p = permission(json!(1), &json!({"toolCall":{"toolCallId":"c3","title":long},"options":[]}), None);
+        assert_eq!(p.prompt.chars().count(), MAX_PROMPT_CHARS);
+    }
+
+    #[test]
+    fn errors_have_their_codes() {
+        assert_eq!(AcpError::OutputTooLarge.to_runtime_error().details.and_then(|d| d.limit), Some(MAX_OUTPUT as i64));
+        assert_eq!(AcpError::Exited(None).code(), ErrorCode::RunnerFailed);
+        assert_eq!(AcpError::Interrupted.code(), ErrorCode::Interrupted);
+        let e = AcpError::StopReason { reason: "refusal".into(), message: "the ACP agent refused to go on (stop reason `refusal`)".into() };
+        assert!(e.to_runtime_error().message.contains("refusal"));
+    }
+}
