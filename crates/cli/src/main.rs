@@ -1,6 +1,7 @@
 //! `openagents`: validate documents against the protocol's schemas, print the bundled schema,
 //! and run turns through operator-installed runners.
 
+mod acp;
 mod attach;
 mod client;
 mod config;
@@ -61,6 +62,9 @@ enum Command {
     Status(serve::ClientArgs),
     /// Attach to a runtime over its WebSocket: print events live and answer approval prompts.
     Attach(attach::AttachArgs),
+    /// Speak the Agent Client Protocol (v1) on stdin/stdout, for editors: sessions run turns
+    /// through the named runners. Off until the operator's configuration enables the server.
+    Acp(acp::AcpArgs),
 }
 
 fn main() -> ExitCode {
@@ -91,5 +95,6 @@ fn main() -> ExitCode {
         Command::Submit(args) => serve::submit(args),
         Command::Status(args) => serve::status(args),
         Command::Attach(args) => attach::attach(args),
+        Command::Acp(args) => acp::acp(args),
     }
 }

@@ -56,34 +56,56 @@ fn write_new_token_file(token: &str) -> std::io::Result<PathBuf> {
     Ok(path)
 }
 
+/// The operator's gate, shared by every server (`serve`, `acp`): project files in the current
+/// folder and `cwd` are checked (they can never enable a server), then the operator's own
+/// configuration must have `[capabilities.server] enabled = true`.
+///
+/// # Errors
+///
+/// Why the server may not start, for a person to read.
+pub(crate) fn operator_gate(cwd: &str) -> Result<config::ServerSettings, String> {
+    let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    config::check_project_files(&[here.as_path(), std::path::Path::new(cwd)]);
+    let Some(config_path) = config::operator_config_path() else { return Err("no configuration location: set OPENAGENTS_CONFIG".into()) };
+    let settings = config::server_settings(&config_path)?;
+    if !settings.enabled {
+        return Err(format!(
+            "the server is off. It starts only when the operator enables it: add\n\n    [capabilities.server]\n    enabled = true\n\nto {} (or point OPENAGENTS_CONFIG at another file). A project's .openagents/config.toml cannot enable it.",
+            config_path.display()
+        ));
+    }
+    Ok(settings)
+}
+
+/// The runtime every server builds: a `RunnerAgent` over the operator's registry inside an
+/// `RpcEngine`, the first of `runners` its default (each must be in the registry).
+///
+/// # Errors
+///
+/// An unreadable registry, or a runner it does not have.
+pub(crate) fn build_engine(runners: &[String], cwd: String) -> Result<RpcEngine, String> {
+    let registry = Registry::load_default().map_err(|e| e.to_string())?;
+    for runner in runners {
+        registry.get(runner).map_err(|e| e.to_string())?;
+    }
+    let engine_config = EngineConfig { default_runner: runners.first().cloned(), cwd, ..EngineConfig::default() };
+    Ok(RpcEngine::with_config(RunnerAgent::new(RunnerHost::new(registry)), engine_config))
+}
+
 /// Runs the server until shutdown (or Ctrl-C).
 pub fn serve(args: ServeArgs) -> ExitCode {
     if !args.stdio && !args.http {
         return fail("choose a transport: --stdio or --http");
     }
     let cwd = args.cwd.clone().unwrap_or_else(|| std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_else(|_| "/".into()));
-    let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    config::check_project_files(&[here.as_path(), std::path::Path::new(&cwd)]);
-    let Some(config_path) = config::operator_config_path() else { return fail("no configuration location: set OPENAGENTS_CONFIG") };
-    let settings = match config::server_settings(&config_path) {
+    let settings = match operator_gate(&cwd) {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    if !settings.enabled {
-        return fail(format!(
-            "the server is off. It starts only when the operator enables it: add\n\n    [capabilities.server]\n    enabled = true\n\nto {} (or point OPENAGENTS_CONFIG at another file). A project's .openagents/config.toml cannot enable it.",
-            config_path.display()
-        ));
-    }
-    let registry = match Registry::load_default() {
-        Ok(r) => r,
+    let engine = match build_engine(std::slice::from_ref(&args.runner), cwd) {
+        Ok(e) => e,
         Err(e) => return fail(e),
     };
-    if let Err(e) = registry.get(&args.runner) {
-        return fail(e);
-    }
-    let engine_config = EngineConfig { default_runner: Some(args.runner.clone()), cwd, ..EngineConfig::default() };
-    let engine = RpcEngine::with_config(RunnerAgent::new(RunnerHost::new(registry)), engine_config);
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(r) => r,
         Err(e) => return fail(format!("cannot start: {e}")),

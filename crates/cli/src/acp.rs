@@ -1,0 +1,807 @@
+//! `openagents acp`: an Agent Client Protocol (v1) agent on stdin/stdout, so that editors (Zed,
+//! JetBrains IDEs, Neovim and Emacs plugins) drive the operator's runners.
+//!
+//! It runs in process over the same engine `serve` builds (a `RunnerAgent` inside an
+//! `RpcEngine`), behind the same operator gate. Three tasks share one state:
+//! - the reader (this function's loop): bounded lines from stdin, answered at once, except
+//!   `session/prompt`, which joins the turn queue;
+//! - the worker: takes one queued prompt at a time, submits its turn, and answers the prompt
+//!   only after the event pump has written every update the turn published;
+//! - the event pump: the engine's events (`engine.subscribe(None)`) become `session/update`
+//!   notifications, and the approval bridge's requests become a `tool_call` card plus
+//!   `session/request_permission`.
+//!
+//! One writer task owns stdout, so nothing but whole ACP lines ever reaches it.
+
+mod wire;
+
+use std::collections::{HashMap, VecDeque};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clap::Args;
+use openagents_sdk::agents::host::{FrameError, LineReader};
+use openagents_sdk::protocol::{ApprovalReply, ErrorCode, InterruptParams, Method, RuntimeEvent, RuntimeSubmitError, SERVER_MAX_LINE_BYTES, ServerEvent, SubmitParams, Turn};
+use openagents_sdk::server::events::Subscription;
+use openagents_sdk::server::{Caller, RpcEngine};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{Notify, mpsc, oneshot};
+
+use wire::{ACP_PROTOCOL_VERSION, JsonRpc, Outgoing, SessionUpdate, StopReason, TextBlock, ToolCallStatus, ToolKind};
+
+/// Prompts that may wait for the turn slot at once (each session has at most one).
+pub const MAX_WAITING_PROMPTS: usize = 64;
+/// Outgoing lines that may wait for stdout.
+const OUTBOUND_QUEUE: usize = 1024;
+/// ACP's "Resource not found", for an unknown session.
+const ACP_RESOURCE_NOT_FOUND: i64 = -32002;
+/// The longest a tool-call title is, in characters.
+const TITLE_CHARS: usize = 200;
+
+/// Arguments of `openagents acp`.
+#[derive(Args)]
+pub struct AcpArgs {
+    /// A runner sessions may use (repeatable). The first is the default; a session picks
+    /// another with `"_meta": {"openagents/runner": "ID"}` in `session/new`.
+    #[arg(long, required = true)]
+    runner: Vec<String>,
+    /// Seconds an approval waits for the editor's answer before it is denied.
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    approval_timeout: u64,
+    /// Working folder for the runtime (sessions name their own `cwd`; default: the current one).
+    #[arg(long)]
+    cwd: Option<String>,
+}
+
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("openagents acp: {message}");
+    ExitCode::from(2)
+}
+
+/// Runs the ACP agent until stdin ends (or SIGINT/SIGTERM); exit 0 then.
+pub fn acp(args: AcpArgs) -> ExitCode {
+    let cwd = args.cwd.clone().unwrap_or_else(|| std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_else(|_| "/".into()));
+    if let Err(e) = crate::serve::operator_gate(&cwd) {
+        return fail(e);
+    }
+    let engine = match crate::serve::build_engine(&args.runner, cwd) {
+        Ok(e) => e,
+        Err(e) => return fail(e),
+    };
+    engine.bridge().set_timeout(Duration::from_secs(args.approval_timeout));
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(r) => r,
+        Err(e) => return fail(format!("cannot start: {e}")),
+    };
+    let code = runtime.block_on(run(engine, args.runner));
+    // Tokio's read of stdin is a blocking read that cannot be cancelled: after a signal with the
+    // input still open, waiting for it (as dropping the runtime does) would never end.
+    runtime.shutdown_background();
+    code
+}
+
+/// The JSON-RPC error for `e`: its `rpc_code`, and `data` the typed error itself.
+fn error_object(e: &RuntimeSubmitError) -> wire::ErrorObject {
+    wire::ErrorObject { code: e.code.rpc_code(), message: e.message.clone(), data: wire::value(e) }
+}
+
+fn err(code: ErrorCode, message: impl Into<String>) -> RuntimeSubmitError {
+    RuntimeSubmitError { retryable: code.retryable(), code, message: message.into(), details: None }
+}
+
+fn params<T: DeserializeOwned>(method: &str, p: Option<&Value>) -> Result<T, RuntimeSubmitError> {
+    let p = p.cloned().unwrap_or_else(|| json!({}));
+    serde_json::from_value(p).map_err(|e| err(ErrorCode::InvalidParams, format!("invalid `{method}` params: {e}")))
+}
+
+/// The schema's violations of `turn` under `pointer` (`/cwd`, `/task`), as one typed error.
+fn turn_violations(turn: &Turn, pointer: &str, what: &str) -> Result<(), RuntimeSubmitError> {
+    let Err(violations) = openagents_sdk::protocol::rt::Validate::validate(turn) else { return Ok(()) };
+    let ours: Vec<_> = violations.into_iter().filter(|v| v.pointer.starts_with(pointer)).collect();
+    if ours.is_empty() {
+        return Ok(());
+    }
+    let mut e = err(ErrorCode::InvalidParams, format!("{what}: {}", ours.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")));
+    e.details = Some(openagents_sdk::protocol::ErrorDetails {
+        violations: Some(ours.into_iter().map(|v| openagents_sdk::protocol::Violation { pointer: v.pointer, keyword: v.keyword, message: v.message }).collect()),
+        violations_omitted: None,
+        known: None,
+        holder: None,
+        expires_at_ms: None,
+        limit: None,
+    });
+    Err(e)
+}
+
+struct Session {
+    cwd: String,
+    runner: String,
+    /// The session's one prompt, queued or running.
+    prompt: Option<Prompt>,
+}
+
+struct Prompt {
+    id: Value,
+    task: String,
+    /// The client sent `session/cancel` for it: it answers `cancelled`, whatever happens.
+    cancel: bool,
+}
+
+struct Running {
+    session: String,
+    assignment: String,
+    /// Its `turn_started` has been seen.
+    started: bool,
+    progress: usize,
+    result_sent: bool,
+}
+
+/// An open approval card.
+struct Card {
+    /// Our `session/request_permission` still waiting for the client's answer.
+    request: Option<i64>,
+}
+
+#[derive(Default)]
+struct State {
+    initialized: bool,
+    notices: bool,
+    client: String,
+    sessions: HashMap<String, Session>,
+    queue: VecDeque<String>,
+    running: Option<Running>,
+    next_session: u64,
+    next_turn: u64,
+    next_request: i64,
+    /// Our outstanding permission requests: request id → approval id.
+    permissions: HashMap<i64, String>,
+    /// Open cards by approval id.
+    cards: HashMap<String, Card>,
+    /// The client answered a permission request with "method not found": it cannot answer.
+    cannot_answer: bool,
+    closing: bool,
+}
+
+struct Adapter {
+    engine: RpcEngine,
+    caller: Caller,
+    runners: Vec<String>,
+    conn: u64,
+    out: mpsc::Sender<Vec<u8>>,
+    state: Mutex<State>,
+    work: Notify,
+    /// A stamp making session ids unique across processes (runners may keep memory by
+    /// conversation id).
+    stamp: u128,
+}
+
+type Barrier = (i64, oneshot::Sender<()>);
+
+async fn run(engine: RpcEngine, runners: Vec<String>) -> ExitCode {
+    let (out, mut out_rx) = mpsc::channel::<Vec<u8>>(OUTBOUND_QUEUE);
+    let writer = tokio::spawn(async move {
+        let mut w = tokio::io::BufWriter::with_capacity(64 * 1024, tokio::io::stdout());
+        while let Some(first) = out_rx.recv().await {
+            let mut next = Some(first);
+            while let Some(mut line) = next.take() {
+                line.push(b'\n');
+                if w.write_all(&line).await.is_err() {
+                    return;
+                }
+                next = out_rx.try_recv().ok();
+            }
+            if w.flush().await.is_err() {
+                return;
+            }
+        }
+    });
+    // Subscribed before anything can run, so no event of any turn is missed.
+    let sub = engine.subscribe(None);
+    let (bridge_tx, bridge_rx) = mpsc::channel(64);
+    let conn = engine.bridge().attach("acp", true, bridge_tx);
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    let adapter = Arc::new(Adapter { engine: engine.clone(), caller: Caller::stdio(), runners, conn, out, state: Mutex::new(State::default()), work: Notify::new(), stamp });
+    let (barrier_tx, barrier_rx) = mpsc::channel::<Barrier>(4);
+    let pump = tokio::spawn(Arc::clone(&adapter).pump(sub, bridge_rx, barrier_rx));
+    let worker = tokio::spawn(Arc::clone(&adapter).worker(barrier_tx));
+
+    let mut lines = LineReader::new(tokio::io::BufReader::with_capacity(64 * 1024, tokio::io::stdin()), SERVER_MAX_LINE_BYTES);
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    loop {
+        let next = tokio::select! {
+            l = lines.next_line() => l,
+            _ = tokio::signal::ctrl_c() => { eprintln!("openagents acp: interrupted; shutting down"); break }
+            Some(()) = async { match term.as_mut() { Some(t) => t.recv().await, None => std::future::pending().await } } => { eprintln!("openagents acp: terminated; shutting down"); break }
+        };
+        match next {
+            Ok(None) => break,
+            Ok(Some(line)) if line.iter().all(u8::is_ascii_whitespace) => {}
+            Ok(Some(line)) => adapter.on_line(&line).await,
+            Err(FrameError::TooLong { limit }) => {
+                let e = err(ErrorCode::FrameTooLarge, format!("the message is longer than SERVER_MAX_LINE_BYTES ({limit} bytes); it was discarded unread"));
+                adapter.send_error(Value::Null, &e).await;
+                match lines.skip_line().await {
+                    Ok((_, true)) => {}
+                    Ok((_, false)) => break,
+                    Err(e) => {
+                        eprintln!("openagents acp: cannot read stdin: {e}");
+                        break;
+                    }
+                }
+            }
+            Err(FrameError::Io(e)) => {
+                eprintln!("openagents acp: cannot read stdin: {e}");
+                break;
+            }
+        }
+    }
+    adapter.close().await;
+    let abort = worker.abort_handle();
+    if tokio::time::timeout(Duration::from_secs(10), worker).await.is_err() {
+        abort.abort();
+    }
+    pump.abort();
+    let _ = pump.await;
+    engine.bridge().detach(conn);
+    drop(adapter);
+    let abort = writer.abort_handle();
+    if tokio::time::timeout(Duration::from_secs(2), writer).await.is_err() {
+        abort.abort();
+    }
+    ExitCode::SUCCESS
+}
+
+/// The text a prompt's blocks flatten to: text as it is, a resource link as `[name](uri)`,
+/// blocks separated by a blank line.
+fn flatten(blocks: &[Value]) -> Result<String, RuntimeSubmitError> {
+    let mut parts = Vec::with_capacity(blocks.len());
+    for (i, b) in blocks.iter().enumerate() {
+        match serde_json::from_value::<wire::PromptBlock>(b.clone()) {
+            Ok(wire::PromptBlock::Text { text }) => parts.push(text),
+            Ok(wire::PromptBlock::ResourceLink { uri, name }) => parts.push(format!("[{name}]({uri})")),
+            Err(e) => {
+                let kind = b.get("type").and_then(Value::as_str).unwrap_or("?");
+                let why = if matches!(kind, "image" | "audio" | "resource") { "not supported (promptCapabilities: text and resource_link only)".to_owned() } else { e.to_string() };
+                return Err(err(ErrorCode::InvalidParams, format!("prompt block {i} (type `{kind}`): {why}")));
+            }
+        }
+    }
+    Ok(parts.join("\n\n"))
+}
+
+/// The first line of `prompt`, at most [`TITLE_CHARS`] characters.
+fn title(prompt: &str) -> String {
+    let line = prompt.lines().find(|l| !l.trim().is_empty()).unwrap_or("Approval requested").trim();
+    let mut t: String = line.chars().take(TITLE_CHARS).collect();
+    if line.chars().count() > TITLE_CHARS {
+        t.push('…');
+    }
+    t
+}
+
+impl Adapter {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn send(&self, msg: Outgoing) {
+        let _ = self.out.send(msg.to_line()).await;
+    }
+
+    async fn send_result(&self, id: Value, result: Value) {
+        self.send(Outgoing::Result { jsonrpc: JsonRpc::V2, id, result }).await;
+    }
+
+    async fn send_error(&self, id: Value, e: &RuntimeSubmitError) {
+        self.send(Outgoing::Error { jsonrpc: JsonRpc::V2, id, error: error_object(e) }).await;
+    }
+
+    async fn send_update(&self, session: &str, update: SessionUpdate) {
+        let params = wire::value(&wire::SessionNotification { session_id: session.to_owned(), update });
+        self.send(Outgoing::Notification { jsonrpc: JsonRpc::V2, method: "session/update", params }).await;
+    }
+
+    async fn answer_prompt(&self, id: Value, outcome: Result<StopReason, RuntimeSubmitError>) {
+        match outcome {
+            Ok(stop_reason) => self.send_result(id, wire::value(&wire::PromptResponse { stop_reason })).await,
+            Err(e) => self.send_error(id, &e).await,
+        }
+    }
+
+    async fn on_line(&self, line: &[u8]) {
+        let value: Value = match serde_json::from_slice(line) {
+            Ok(v) => v,
+            Err(e) => return self.send_error(Value::Null, &err(ErrorCode::ParseError, format!("the message is not JSON: {e}"))).await,
+        };
+        let Value::Object(o) = value else {
+            let why = if value.is_array() { "batches are not part of ACP v1: send one JSON-RPC message per line" } else { "a message is a JSON-RPC 2.0 object" };
+            return self.send_error(Value::Null, &err(ErrorCode::InvalidRequest, why)).await;
+        };
+        // ACP's RequestId: null, a 64-bit integer or a string.
+        let id = match o.get("id") {
+            None => None,
+            Some(v @ (Value::Null | Value::String(_))) => Some(v.clone()),
+            Some(Value::Number(n)) if n.is_i64() => Some(Value::Number(n.clone())),
+            Some(_) => return self.send_error(Value::Null, &err(ErrorCode::InvalidRequest, "`id` must be null, a 64-bit integer or a string")).await,
+        };
+        if o.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return self.send_error(id.unwrap_or(Value::Null), &err(ErrorCode::InvalidRequest, "every message carries \"jsonrpc\": \"2.0\"")).await;
+        }
+        match (o.get("method"), id) {
+            (Some(Value::String(m)), Some(id)) => self.on_request(m, id, o.get("params")).await,
+            (Some(Value::String(m)), None) => self.on_notification(m, o.get("params")).await,
+            (Some(_), id) => self.send_error(id.unwrap_or(Value::Null), &err(ErrorCode::InvalidRequest, "`method` must be a string")).await,
+            (None, Some(Value::Number(n))) if o.contains_key("result") || o.contains_key("error") => self.on_response(n.as_i64().unwrap_or(-1), &o).await,
+            (None, Some(_)) if o.contains_key("result") || o.contains_key("error") => eprintln!("openagents acp: ignoring a response to an id we never used"),
+            (None, id) => self.send_error(id.unwrap_or(Value::Null), &err(ErrorCode::InvalidRequest, "the message has no `method`")).await,
+        }
+    }
+
+    async fn on_request(&self, method: &str, id: Value, p: Option<&Value>) {
+        if method != "initialize" && !self.lock().initialized {
+            return self.send_error(id, &err(ErrorCode::InvalidRequest, format!("`{method}` before `initialize`: send `initialize` first"))).await;
+        }
+        let outcome = match method {
+            "initialize" => self.initialize(p),
+            "session/new" => match self.new_session(p) {
+                Ok((result, notice)) => {
+                    // The response first: nothing is sent on a session before it.
+                    self.send_result(id, result.0).await;
+                    if let Some(update) = notice {
+                        self.send_update(&result.1, update).await;
+                    }
+                    return;
+                }
+                Err(e) => Err(e),
+            },
+            "session/prompt" => match self.prompt(id.clone(), p) {
+                Ok(()) => return,
+                Err(e) => return self.send(Outgoing::Error { jsonrpc: JsonRpc::V2, id, error: e }).await,
+            },
+            "_openagents/status" => Ok(wire::value(&self.engine.status())),
+            _ => Err(err(ErrorCode::UnknownMethod, format!("`{method}` is not a method this agent offers (initialize, session/new, session/prompt, session/cancel, _openagents/status)"))),
+        };
+        match outcome {
+            Ok(result) => self.send_result(id, result).await,
+            Err(e) => self.send_error(id, &e).await,
+        }
+    }
+
+    async fn on_notification(&self, method: &str, p: Option<&Value>) {
+        if !self.lock().initialized {
+            return;
+        }
+        match method {
+            "session/cancel" => match params::<wire::CancelNotification>(method, p) {
+                Ok(c) => self.cancel(&c.session_id).await,
+                Err(e) => eprintln!("openagents acp: ignoring session/cancel: {}", e.message),
+            },
+            // Unknown notifications (and `$/cancel_request`: every request we answer is
+            // answered promptly, or is a prompt, which `session/cancel` ends) are ignored.
+            _ => {}
+        }
+    }
+
+    fn initialize(&self, p: Option<&Value>) -> Result<Value, RuntimeSubmitError> {
+        let req: wire::InitializeRequest = params("initialize", p)?;
+        let notices = req.client_capabilities.as_ref().and_then(|c| c.session.as_ref()).and_then(|s| s.notices.as_ref()).is_some_and(|n| !n.is_null());
+        let client = req.client_info.as_ref().and_then(|i| i.name.clone()).unwrap_or_else(|| "an unnamed client".into());
+        let version = req.client_info.as_ref().and_then(|i| i.version.clone()).unwrap_or_default();
+        eprintln!("openagents acp: {client} {version} connected (asked for ACP {}, speaking {ACP_PROTOCOL_VERSION})", req.protocol_version);
+        {
+            let mut st = self.lock();
+            st.initialized = true;
+            st.notices = notices;
+            st.client = client;
+        }
+        Ok(wire::value(&wire::InitializeResponse {
+            protocol_version: ACP_PROTOCOL_VERSION,
+            agent_capabilities: wire::AgentCapabilities {
+                load_session: false,
+                prompt_capabilities: wire::PromptCapabilities { image: false, audio: false, embedded_context: false },
+                mcp_capabilities: wire::McpCapabilities { http: false, sse: false },
+                session_capabilities: wire::Empty {},
+                meta: wire::CapabilitiesMeta { extensions: vec!["_openagents/status"] },
+            },
+            auth_methods: vec![],
+            agent_info: wire::Implementation { name: "openagents".into(), title: "openagents".into(), version: env!("CARGO_PKG_VERSION").into() },
+            meta: wire::InitializeMeta { protocol_version: openagents_sdk::protocol::PROTOCOL_VERSION.into(), schema_digest: openagents_sdk::protocol::SCHEMA_DIGEST.into() },
+        }))
+    }
+
+    /// The result (and the session id), and the notice to send after it, if any.
+    #[allow(clippy::type_complexity)]
+    fn new_session(&self, p: Option<&Value>) -> Result<((Value, String), Option<SessionUpdate>), RuntimeSubmitError> {
+        let req: wire::NewSessionRequest = params("session/new", p)?;
+        let runner = match p.and_then(|p| p.get("_meta")).and_then(|m| m.get("openagents/runner")) {
+            None | Some(Value::Null) => self.runners[0].clone(),
+            Some(Value::String(r)) if self.runners.contains(r) => r.clone(),
+            Some(other) => return Err(err(ErrorCode::InvalidParams, format!("`_meta.openagents/runner` {other} is not one of this agent's runners ({})", self.runners.join(", ")))),
+        };
+        // The same check as `Turn.cwd`.
+        turn_violations(&Turn::new("a", "a", runner.clone(), "a", req.cwd.clone()), "/cwd", "`cwd` is not an absolute path a turn can use")?;
+        let ignored: Vec<String> = req.mcp_servers.unwrap_or_default().iter().map(|s| s.get("name").and_then(Value::as_str).unwrap_or("(unnamed)").to_owned()).collect();
+        let mut st = self.lock();
+        st.next_session += 1;
+        let session_id = format!("acp-{}-{}-{}", self.stamp, std::process::id(), st.next_session);
+        st.sessions.insert(session_id.clone(), Session { cwd: req.cwd, runner, prompt: None });
+        let notices = st.notices;
+        drop(st);
+        let mut notice = None;
+        let meta = if ignored.is_empty() {
+            None
+        } else {
+            let what = format!("ignored {} MCP server(s) from the editor ({}): openagents runs only the operator's runners and never launches a command a client names", ignored.len(), ignored.join(", "));
+            eprintln!("openagents acp: session {session_id}: {what}");
+            if notices {
+                notice = Some(SessionUpdate::Notice { severity: wire::NoticeSeverity::Warning, title: what });
+            }
+            Some(wire::NewSessionMeta { ignored_mcp_servers: ignored })
+        };
+        Ok(((wire::value(&wire::NewSessionResponse { session_id: session_id.clone(), meta }), session_id), notice))
+    }
+
+    /// ACP's "Resource not found" (-32002), with our typed error and the session id in `data`.
+    fn unknown_session(session: &str) -> wire::ErrorObject {
+        let e = err(ErrorCode::InvalidParams, format!("unknown session `{session}`: create one with session/new"));
+        let mut data = wire::value(&e);
+        data["sessionId"] = Value::String(session.to_owned());
+        wire::ErrorObject { code: ACP_RESOURCE_NOT_FOUND, message: e.message, data }
+    }
+
+    fn prompt(&self, id: Value, p: Option<&Value>) -> Result<(), wire::ErrorObject> {
+        let req: wire::PromptRequest = params("session/prompt", p).map_err(|e| error_object(&e))?;
+        let task = flatten(&req.prompt).map_err(|e| error_object(&e))?;
+        let mut st = self.lock();
+        if st.closing {
+            return Err(error_object(&err(ErrorCode::ShuttingDown, "the agent is shutting down and takes no new prompts")));
+        }
+        let waiting = st.queue.len();
+        let Some(session) = st.sessions.get_mut(&req.session_id) else { return Err(Self::unknown_session(&req.session_id)) };
+        if session.prompt.is_some() {
+            return Err(error_object(&err(ErrorCode::InvalidParams, format!("session `{}` already has a prompt in progress; wait for its answer, or send session/cancel", req.session_id))));
+        }
+        turn_violations(&Turn::new("a", "a", session.runner.clone(), task.clone(), session.cwd.clone()), "/task", "the prompt cannot be a turn's task").map_err(|e| error_object(&e))?;
+        if waiting >= MAX_WAITING_PROMPTS {
+            return Err(error_object(&err(ErrorCode::Busy, format!("{waiting} prompts are already waiting for the turn slot; retry when one has been answered"))));
+        }
+        session.prompt = Some(Prompt { id, task, cancel: false });
+        st.queue.push_back(req.session_id);
+        drop(st);
+        self.work.notify_one();
+        Ok(())
+    }
+
+    async fn cancel(&self, session_id: &str) {
+        enum Then {
+            Nothing,
+            Answer(Value),
+            Interrupt(String),
+        }
+        let then = {
+            let mut st = self.lock();
+            let running = st.running.as_ref().filter(|r| r.session == session_id).map(|r| (r.assignment.clone(), r.started));
+            match st.sessions.get_mut(session_id) {
+                // Unknown session, or nothing in progress: a late cancel, ignored.
+                None => Then::Nothing,
+                Some(s) if s.prompt.is_none() => Then::Nothing,
+                Some(s) => match running {
+                    Some((assignment, started)) => {
+                        if let Some(p) = s.prompt.as_mut() {
+                            p.cancel = true;
+                        }
+                        if started { Then::Interrupt(assignment) } else { Then::Nothing }
+                    }
+                    None => {
+                        // Only queued: it never runs.
+                        let p = s.prompt.take();
+                        st.queue.retain(|q| q != session_id);
+                        p.map_or(Then::Nothing, |p| Then::Answer(p.id))
+                    }
+                },
+            }
+        };
+        match then {
+            Then::Nothing => {}
+            Then::Answer(id) => self.answer_prompt(id, Ok(StopReason::Cancelled)).await,
+            Then::Interrupt(assignment) => self.interrupt(assignment).await,
+        }
+    }
+
+    /// Interrupts the turn `assignment`, and no other: a late cancel never stops the next turn.
+    async fn interrupt(&self, assignment: String) {
+        let r = self.engine.call(&self.caller, Method::Interrupt(Some(InterruptParams { assignment: Some(assignment.clone()) }))).await;
+        if let Err(e) = r {
+            eprintln!("openagents acp: cannot interrupt {assignment}: {}", e.message);
+        }
+    }
+
+    async fn on_response(&self, request: i64, o: &serde_json::Map<String, Value>) {
+        let Some(approval) = self.lock().permissions.remove(&request) else { return };
+        let approved = if let Some(result) = o.get("result") {
+            match serde_json::from_value::<wire::RequestPermissionResponse>(result.clone()) {
+                Ok(r) => matches!(r.outcome, wire::PermissionOutcome::Selected { ref option_id } if option_id == wire::APPROVE_OPTION),
+                Err(e) => {
+                    eprintln!("openagents acp: an unreadable answer to approval {approval} denies it: {e}");
+                    false
+                }
+            }
+        } else {
+            let code = o.get("error").and_then(|e| e.get("code")).and_then(Value::as_i64);
+            if code == Some(-32601) {
+                eprintln!("openagents acp: the client cannot answer session/request_permission (method not found): every later approval is denied at once");
+                self.lock().cannot_answer = true;
+            }
+            false
+        };
+        if let Some(card) = self.lock().cards.get_mut(&approval) {
+            card.request = None;
+        }
+        self.answer_approval(&approval, approved);
+    }
+
+    fn answer_approval(&self, approval: &str, approved: bool) {
+        if let Err(e) = self.engine.bridge().answer(self.conn, approval, ApprovalReply { approved, answer: None }) {
+            eprintln!("openagents acp: the answer to approval {approval} was refused: {}", e.message);
+        }
+    }
+
+    /// Stdin ended (or a signal): deny what waits for the client, answer what is queued,
+    /// interrupt the turn (its runner's process group is killed) and let the worker answer it.
+    async fn close(&self) {
+        let (approvals, queued) = {
+            let mut st = self.lock();
+            st.closing = true;
+            let approvals: Vec<String> = st.permissions.drain().map(|(_, a)| a).collect();
+            let sessions: Vec<String> = st.queue.drain(..).collect();
+            let queued: Vec<Prompt> = sessions.iter().filter_map(|s| st.sessions.get_mut(s).and_then(|s| s.prompt.take())).collect();
+            (approvals, queued)
+        };
+        for a in approvals {
+            self.answer_approval(&a, false);
+        }
+        for p in queued {
+            let outcome = if p.cancel { Ok(StopReason::Cancelled) } else { Err(err(ErrorCode::Interrupted, "the editor closed the connection before this prompt ran")) };
+            self.answer_prompt(p.id, outcome).await;
+        }
+        self.work.notify_one();
+        self.engine.shutdown().await;
+    }
+
+    async fn worker(self: Arc<Self>, barriers: mpsc::Sender<Barrier>) {
+        loop {
+            let job = loop {
+                let notified = self.work.notified();
+                {
+                    let mut st = self.lock();
+                    if st.closing {
+                        break None;
+                    }
+                    if let Some(sid) = st.queue.pop_front() {
+                        st.next_turn += 1;
+                        let n = st.next_turn;
+                        let Some(s) = st.sessions.get(&sid) else { continue };
+                        let Some(p) = s.prompt.as_ref() else { continue };
+                        let job = (sid.clone(), format!("{sid}.t{n}"), s.runner.clone(), s.cwd.clone(), p.task.clone());
+                        st.running = Some(Running { session: sid, assignment: job.1.clone(), started: false, progress: 0, result_sent: false });
+                        break Some(job);
+                    }
+                }
+                notified.await;
+            };
+            let Some((sid, assignment, runner, cwd, task)) = job else { return };
+            let submit = SubmitParams { task, runner: Some(runner), cwd: Some(cwd), assignment: Some(assignment.clone()), conversation: Some(sid.clone()) };
+            let result = self.engine.call(&self.caller, Method::Submit(submit)).await;
+            // Every event of the turn was published before `submit` returned: wait until the
+            // pump has written them all, so that no update trails the answer.
+            let seq = self.engine.status().last_seq;
+            let (tx, rx) = oneshot::channel();
+            if barriers.send((seq, tx)).await.is_ok() {
+                let _ = tokio::time::timeout(Duration::from_secs(5), rx).await;
+            }
+            let (prompt, running, open) = {
+                let mut st = self.lock();
+                let running = st.running.take();
+                let prompt = st.sessions.get_mut(&sid).and_then(|s| s.prompt.take());
+                let open: Vec<String> = st.cards.drain().map(|(id, _)| id).collect();
+                (prompt, running, open)
+            };
+            for card in open {
+                self.send_update(&sid, SessionUpdate::ToolCallUpdate { tool_call_id: card, status: ToolCallStatus::Failed }).await;
+            }
+            let Some(prompt) = prompt else { continue };
+            let outcome = match result {
+                _ if prompt.cancel => Ok(StopReason::Cancelled),
+                Ok(bytes) => {
+                    if !running.is_some_and(|r| r.result_sent) {
+                        // The pump missed the terminal event (it lagged): the result still goes out.
+                        let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                        let text = v.get("result").and_then(Value::as_str).unwrap_or_default().to_owned();
+                        self.send_update(&sid, SessionUpdate::AgentMessageChunk { content: TextBlock::new(text), message_id: format!("{assignment}:result") }).await;
+                    }
+                    Ok(StopReason::EndTurn)
+                }
+                Err(e) => Err(e),
+            };
+            self.answer_prompt(prompt.id, outcome).await;
+        }
+    }
+
+    async fn pump(self: Arc<Self>, mut sub: Subscription, mut bridge: mpsc::Receiver<Vec<u8>>, mut barriers: mpsc::Receiver<Barrier>) {
+        let mut waiting: Vec<Barrier> = Vec::new();
+        let (mut bridge_open, mut barriers_open) = (true, true);
+        loop {
+            tokio::select! {
+                biased;
+                ev = sub.next() => match ev {
+                    Some(ev) => self.on_event(ev).await,
+                    None => return,
+                },
+                m = bridge.recv(), if bridge_open => match m {
+                    Some(m) => self.on_bridge(&m).await,
+                    None => bridge_open = false,
+                },
+                b = barriers.recv(), if barriers_open => match b {
+                    Some(b) => waiting.push(b),
+                    None => barriers_open = false,
+                },
+            }
+            let at = sub.position();
+            let (done, keep): (Vec<Barrier>, Vec<Barrier>) = waiting.into_iter().partition(|(seq, _)| *seq <= at);
+            waiting = keep;
+            for (_, tx) in done {
+                let _ = tx.send(());
+            }
+        }
+    }
+
+    /// The session of the turn that is running, once its `turn_started` has been seen.
+    fn running_session(st: &State) -> Option<String> {
+        st.running.as_ref().filter(|r| r.started).map(|r| r.session.clone())
+    }
+
+    async fn on_event(&self, ev: ServerEvent) {
+        match ev.event {
+            RuntimeEvent::TurnStarted { assignment, .. } => {
+                let cancel_now = {
+                    let mut st = self.lock();
+                    let Some(r) = st.running.as_mut().filter(|r| r.assignment == assignment) else { return };
+                    r.started = true;
+                    let sid = r.session.clone();
+                    st.sessions.get(&sid).and_then(|s| s.prompt.as_ref()).is_some_and(|p| p.cancel)
+                };
+                // Cancelled before the turn had started: stop it now.
+                if cancel_now {
+                    self.interrupt(assignment).await;
+                }
+            }
+            RuntimeEvent::Text { text } => {
+                let update = {
+                    let mut st = self.lock();
+                    let Some(r) = st.running.as_mut().filter(|r| r.started) else { return };
+                    let sep = if r.progress > 0 { " " } else { "" };
+                    r.progress += 1;
+                    (r.session.clone(), SessionUpdate::AgentThoughtChunk { content: TextBlock::new(format!("{sep}{text}")), message_id: format!("{}:progress", r.assignment) })
+                };
+                self.send_update(&update.0, update.1).await;
+            }
+            RuntimeEvent::TurnCompleted { result } => {
+                let update = {
+                    let mut st = self.lock();
+                    let Some(r) = st.running.as_mut().filter(|r| r.started && !r.result_sent) else { return };
+                    r.result_sent = true;
+                    (r.session.clone(), SessionUpdate::AgentMessageChunk { content: TextBlock::new(result), message_id: format!("{}:result", r.assignment) })
+                };
+                self.close_cards().await;
+                self.send_update(&update.0, update.1).await;
+            }
+            RuntimeEvent::TurnFailed { .. } => self.close_cards().await,
+            RuntimeEvent::ApprovalResolved { request_id, approved, .. } => self.close_card(&request_id, approved).await,
+            RuntimeEvent::ApprovalDenied { request_id: Some(request_id), reason, .. } => {
+                eprintln!("openagents acp: approval {request_id} denied: {reason}");
+                self.close_card(&request_id, false).await;
+            }
+            RuntimeEvent::Lagged { missed } => self.dropped(missed).await,
+            RuntimeEvent::Gap { since, resumed_at } => self.dropped(resumed_at - since).await,
+            _ => {}
+        }
+    }
+
+    async fn dropped(&self, missed: i64) {
+        eprintln!("openagents acp: {missed} events were dropped (stdout is not keeping up)");
+        let (session, notices) = {
+            let st = self.lock();
+            (Self::running_session(&st), st.notices)
+        };
+        let Some(session) = session else { return };
+        let what = format!("[openagents: {missed} progress events were dropped]");
+        let update = if notices { SessionUpdate::Notice { severity: wire::NoticeSeverity::Warning, title: what } } else { SessionUpdate::AgentThoughtChunk { content: TextBlock::new(what), message_id: "openagents:notice".into() } };
+        self.send_update(&session, update).await;
+    }
+
+    /// Closes the card of approval `id` (once): `completed` when approved, else `failed`, and
+    /// withdraws our permission request if the client has not answered it.
+    async fn close_card(&self, id: &str, approved: bool) {
+        let (card, session) = {
+            let mut st = self.lock();
+            let Some(card) = st.cards.remove(id) else { return };
+            if let Some(r) = card.request {
+                st.permissions.remove(&r);
+            }
+            (card, Self::running_session(&st))
+        };
+        if let Some(request_id) = card.request {
+            let params = wire::value(&wire::CancelRequestNotification { request_id });
+            self.send(Outgoing::Notification { jsonrpc: JsonRpc::V2, method: "$/cancel_request", params }).await;
+        }
+        if let Some(session) = session {
+            self.send_update(&session, SessionUpdate::ToolCallUpdate { tool_call_id: id.to_owned(), status: if approved { ToolCallStatus::Completed } else { ToolCallStatus::Failed } }).await;
+        }
+    }
+
+    async fn close_cards(&self) {
+        let open: Vec<String> = self.lock().cards.keys().cloned().collect();
+        for id in open {
+            self.close_card(&id, false).await;
+        }
+    }
+
+    async fn on_bridge(&self, message: &[u8]) {
+        let Ok(v) = serde_json::from_slice::<Value>(message) else { return };
+        let p = &v["params"];
+        let Some(request_id) = p["request_id"].as_str().map(str::to_owned) else { return };
+        match v["method"].as_str() {
+            Some("frontend.v2.approval") => {
+                let prompt = p["prompt"].as_str().unwrap_or_default().to_owned();
+                let (session, ask) = {
+                    let mut st = self.lock();
+                    let Some(session) = Self::running_session(&st) else {
+                        drop(st);
+                        // No turn of ours is running: nobody here could have asked.
+                        return self.answer_approval(&request_id, false);
+                    };
+                    let ask = if st.cannot_answer || st.closing {
+                        None
+                    } else {
+                        st.next_request += 1;
+                        let r = st.next_request;
+                        st.permissions.insert(r, request_id.clone());
+                        Some(r)
+                    };
+                    st.cards.insert(request_id.clone(), Card { request: ask });
+                    (session, ask)
+                };
+                let title = title(&prompt);
+                self.send_update(
+                    &session,
+                    SessionUpdate::ToolCall {
+                        tool_call_id: request_id.clone(),
+                        title: title.clone(),
+                        kind: ToolKind::Other,
+                        status: ToolCallStatus::Pending,
+                        content: vec![wire::ToolCallContent { kind: wire::ContentTag::Content, content: TextBlock::new(prompt.clone()) }],
+                        raw_input: wire::RawInput { prompt },
+                    },
+                )
+                .await;
+                match ask {
+                    None => self.answer_approval(&request_id, false),
+                    Some(id) => {
+                        let params = wire::value(&wire::RequestPermissionRequest {
+                            session_id: session,
+                            tool_call: wire::ToolCallRef { tool_call_id: request_id, title, kind: ToolKind::Other, status: ToolCallStatus::Pending },
+                            options: wire::permission_options(),
+                        });
+                        self.send(Outgoing::Request { jsonrpc: JsonRpc::V2, id, method: "session/request_permission", params }).await;
+                    }
+                }
+            }
+            // Settled without our answer (the turn ended, or the bridge's timeout).
+            Some("frontend.v2.approval_resolved") => self.close_card(&request_id, p["approved"].as_bool().unwrap_or(false)).await,
+            _ => {}
+        }
+    }
+}
