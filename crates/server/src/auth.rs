@@ -38,9 +38,27 @@ impl Grant {
     pub fn allows(&self, method: &str) -> bool {
         self.methods.contains(method)
     }
+    /// The one rule for reading events, on every transport (`GET /events`, `subscribe` on the
+    /// WebSocket and stdio): the grant's `events` flag.
+    ///
+    /// # Errors
+    ///
+    /// `forbidden`, naming the credential `name`.
+    pub fn may_read_events(&self, name: &str) -> Result<(), openagents_protocol::RuntimeSubmitError> {
+        if self.events {
+            Ok(())
+        } else {
+            Err(crate::agent::error(openagents_protocol::ErrorCode::Forbidden, format!("credential `{name}` may not read events (`subscribe`, `GET /events`)")))
+        }
+    }
     /// Whether the grant makes its holder a controller (subject to the lease).
     pub fn controls(&self) -> bool {
         self.allows("submit")
+    }
+    /// Whether the grant is an admin's: every method [`Grant::admin`] has. An admin may answer
+    /// approvals whoever holds the lease.
+    pub fn administers(&self) -> bool {
+        Grant::admin().methods.is_subset(&self.methods)
     }
 }
 
@@ -127,6 +145,65 @@ pub fn authenticate_index(credentials: &[RuntimeHttpCredential], token: &str) ->
     found
 }
 
+/// The shortest token read from a token file, in bytes. The tokens [`generate_token`] mints
+/// are 64; anything much shorter can be guessed.
+pub const MIN_TOKEN_BYTES: usize = 32;
+
+/// Why a token file was refused. Never carries the token.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenFileError {
+    /// The file could not be opened or read.
+    #[error("cannot read the token file {}: {source}", .path.display())]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Group or others may read or write the file (as ssh does with private keys).
+    #[error("the token file {} is accessible by group or others (mode {mode:03o}); make it private with `chmod 600 {}`", .path.display(), .path.display())]
+    TooOpen {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// The token is shorter than [`MIN_TOKEN_BYTES`] (an empty file included).
+    #[error("the token in {} is {len} bytes; a token must be at least {MIN_TOKEN_BYTES} bytes (for example 32 random bytes as 64 hex characters)", .path.display())]
+    TooShort {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The token's length, in bytes (surrounding whitespace trimmed).
+        len: usize,
+    },
+}
+
+/// Reads a bearer token from `path`: the file's text without surrounding whitespace. The file
+/// must be private to its owner (no permission bits for group or others, checked on the open
+/// file) and the token at least [`MIN_TOKEN_BYTES`] long.
+///
+/// # Errors
+///
+/// [`TokenFileError`], naming the file and what to do; never the token.
+pub fn read_token_file(path: &Path) -> Result<String, TokenFileError> {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+    let read = |source| TokenFileError::Read { path: path.to_owned(), source };
+    let mut file = std::fs::File::open(path).map_err(read)?;
+    let mode = file.metadata().map_err(read)?.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(TokenFileError::TooOpen { path: path.to_owned(), mode });
+    }
+    let mut text = String::new();
+    // A token file is one short line; more than this is not a token file.
+    file.by_ref().take(64 * 1024).read_to_string(&mut text).map_err(read)?;
+    let token = text.trim();
+    if token.len() < MIN_TOKEN_BYTES {
+        return Err(TokenFileError::TooShort { path: path.to_owned(), len: token.len() });
+    }
+    Ok(token.to_owned())
+}
+
 /// Mints a bearer token: 32 bytes from the operating system's random source, as 64 hex
 /// characters.
 ///
@@ -201,8 +278,8 @@ pub fn load_credentials(path: &Path) -> Result<Vec<RuntimeHttpCredential>, Strin
         let cred = match (e.token, e.token_file, e.token_sha256) {
             (Some(t), None, None) => RuntimeHttpCredential::new(&name, t.trim(), grant),
             (None, Some(f), None) => {
-                let t = std::fs::read_to_string(&f).map_err(|err| format!("{at}: cannot read token_file {f}: {err}"))?;
-                RuntimeHttpCredential::new(&name, t.trim(), grant)
+                let t = read_token_file(Path::new(&f)).map_err(|err| format!("{at}: {err}"))?;
+                RuntimeHttpCredential::new(&name, &t, grant)
             }
             (None, None, Some(h)) => RuntimeHttpCredential::from_sha256_hex(&name, &h, grant).map_err(|m| format!("{at}: {m}"))?,
             _ => return Err(format!("{at}: give exactly one of `token`, `token_file`, `token_sha256`")),

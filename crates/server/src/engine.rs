@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use openagents_protocol::rt::{self, DocumentError, RpcMethod, Validate};
+use openagents_protocol::rt::{RpcMethod, Validate};
 use openagents_protocol::{
-    ActiveTurn, ErrorCode, ErrorDetails, InterruptResult, Lease, Limits, MAX_FRAME, MAX_OUTPUT, Method, ReleaseResult, RpcRequest, RuntimeEvent,
+    ActiveTurn, ErrorCode, ErrorDetails, InterruptResult, Lease, Limits, MAX_FRAME, MAX_OUTPUT, Method, ReleaseResult, RuntimeEvent,
     RuntimeState, RuntimeStatus, RuntimeSubmitError, SERVER_EVENT_CHANNEL_CAPACITY, SERVER_MAX_LINE_BYTES, ShutdownResult, SubmitParams, SubmitResult,
     SubscribeResult, Turn, TurnCounters, VERSION, methods,
 };
@@ -25,6 +25,10 @@ use crate::events::{EventHub, Subscription};
 
 /// How long a controller keeps the lease without activity, unless configured otherwise.
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(60);
+
+/// The longest lease TTL: one day. A longer one is clamped to it (the CLI refuses it), so the
+/// lease's deadline is always a representable instant.
+pub const MAX_LEASE_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// How long `shutdown` waits for the interrupted turn to end before it publishes the final
 /// event anyway (the runner host kills a runner within about a second).
@@ -121,15 +125,13 @@ impl Reply {
         Reply { id: None, jsonrpc: false, outcome: Err(err) }
     }
 
-    /// The response line (without a newline): `{"id", "result"}` or `{"id", "error"}`, with a
-    /// JSON-RPC 2.0 error object whose `data` is the typed `RuntimeSubmitError`.
+    /// The response object (without a newline): `{"jsonrpc": "2.0", "id", "result"}` or
+    /// `{"jsonrpc": "2.0", "id", "error"}`, whatever the request carried. The error object's
+    /// `message` is the short, fixed title of its code (JSON-RPC's own for the standard codes);
+    /// the detail is said once, in `data` (the typed `RuntimeSubmitError`), bounded in length.
     pub fn to_json(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(128 + self.outcome.as_ref().map_or(0, Vec::len));
-        out.push(b'{');
-        if self.jsonrpc {
-            out.extend_from_slice(br#""jsonrpc":"2.0","#);
-        }
-        out.extend_from_slice(br#""id":"#);
+        out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
         let mark = out.len();
         if self.id.as_ref().is_none_or(|id| serde_json::to_writer(&mut out, id).is_err()) {
             out.truncate(mark);
@@ -141,7 +143,11 @@ impl Reply {
                 out.extend_from_slice(result);
             }
             Err(e) => {
-                let obj = openagents_protocol::RpcError { code: e.code.rpc_code(), message: e.message.clone(), data: e.clone() };
+                let mut data = e.clone();
+                if data.message.len() > crate::jsonrpc::MAX_ERROR_MESSAGE {
+                    data.message = crate::jsonrpc::bounded(&data.message, crate::jsonrpc::MAX_ERROR_MESSAGE).into_owned();
+                }
+                let obj = openagents_protocol::RpcError { code: e.code.rpc_code(), message: error_title(&e.code).into_owned(), data };
                 out.extend_from_slice(br#","error":"#);
                 out.extend_from_slice(&serde_json::to_vec(&obj).unwrap_or_default());
             }
@@ -149,19 +155,24 @@ impl Reply {
         out.push(b'}');
         out
     }
+}
 
-    /// The HTTP status for this reply: 400 for a request that could not be read, 401, 403 and
-    /// 413 for their codes, and 200 for everything JSON-RPC answers in its body.
-    pub fn http_status(&self) -> u16 {
-        match &self.outcome {
-            Ok(_) => 200,
-            Err(e) => match e.code {
-                ErrorCode::InvalidRequest => 400,
-                ErrorCode::Unauthorized => 401,
-                ErrorCode::Forbidden => 403,
-                ErrorCode::FrameTooLarge => 413,
-                _ => 200,
-            },
+/// The short, fixed `message` of a JSON-RPC error object for `code`: the specification's own
+/// words for its standard codes, the code's name in words for ours.
+pub fn error_title(code: &ErrorCode) -> std::borrow::Cow<'static, str> {
+    match code {
+        ErrorCode::ParseError => "Parse error".into(),
+        ErrorCode::InvalidRequest => "Invalid Request".into(),
+        ErrorCode::UnknownMethod => "Method not found".into(),
+        ErrorCode::InvalidParams => "Invalid params".into(),
+        ErrorCode::Internal => "Internal error".into(),
+        other => {
+            let words = other.as_str().replace('_', " ");
+            let mut chars = words.chars();
+            match chars.next() {
+                Some(first) => format!("{}{}", first.to_uppercase(), chars.as_str()).into(),
+                None => "Error".into(),
+            }
         }
     }
 }
@@ -195,11 +206,12 @@ impl RpcEngine {
     }
 
     /// An engine for `agent` with `config`.
-    pub fn with_config(agent: impl Agent, config: EngineConfig) -> Self {
+    pub fn with_config(agent: impl Agent, mut config: EngineConfig) -> Self {
+        config.lease_ttl = config.lease_ttl.min(MAX_LEASE_TTL);
         let hub = EventHub::default();
         let bridge = FrontendRequestBridge::new(hub.clone());
         let approvals: Arc<dyn ApprovalHandler> = Arc::new(BridgeHandler(Arc::clone(&bridge)));
-        RpcEngine {
+        let engine = RpcEngine {
             inner: Arc::new(Inner {
                 agent: Arc::new(agent),
                 approvals: Some(approvals),
@@ -210,7 +222,19 @@ impl RpcEngine {
                 shutdown: CancellationToken::new(),
                 status_json: Mutex::new(None),
             }),
-        }
+        };
+        // While a controller holds the lease, only it (or an admin) answers approvals.
+        let inner = Arc::downgrade(&engine.inner);
+        engine.inner.bridge.set_lease_holder(Arc::new(move || inner.upgrade().and_then(|inner| RpcEngine { inner }.lease_holder())));
+        engine
+    }
+
+    /// Who holds the controller lease now, if anyone (a lease past its TTL still counts while
+    /// its holder's turn runs).
+    fn lease_holder(&self) -> Option<String> {
+        let st = self.state();
+        let now = Instant::now();
+        st.lease.as_ref().filter(|l| l.expires > now || st.active.as_ref().is_some_and(|a| a.owner == l.holder)).map(|l| l.holder.clone())
     }
 
     /// The bridge that carries approval requests to frontends (and fails closed without any).
@@ -223,9 +247,10 @@ impl RpcEngine {
         self.inner.agent.describe()
     }
 
-    /// Changes how long a controller keeps the lease without activity.
+    /// Changes how long a controller keeps the lease without activity (at most
+    /// [`MAX_LEASE_TTL`]; a longer one is clamped).
     pub fn set_lease_ttl(&self, ttl: Duration) {
-        self.inner.config.lock().unwrap_or_else(|p| p.into_inner()).lease_ttl = ttl;
+        self.inner.config.lock().unwrap_or_else(|p| p.into_inner()).lease_ttl = ttl.min(MAX_LEASE_TTL);
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -246,6 +271,11 @@ impl RpcEngine {
         self.inner.shutdown.cancelled().await;
     }
 
+    /// Whether the runtime takes work: false once `shutdown` has begun (`GET /readyz`).
+    pub fn is_accepting(&self) -> bool {
+        !self.state().shutting_down
+    }
+
     /// Whether `shutdown` has completed.
     pub fn is_shut_down(&self) -> bool {
         self.inner.shutdown.is_cancelled()
@@ -257,25 +287,10 @@ impl RpcEngine {
     }
 
     /// [`RpcEngine::handle`] on a streaming connection whose event stream `subscribe` controls.
+    /// A batch is not one request: transports use [`RpcEngine::handle_message`], which also
+    /// knows notifications and batches.
     pub async fn handle_in(&self, caller: &Caller, bytes: &[u8], session: Option<&dyn EventSession>) -> Reply {
-        let request = match rt::parse_validated::<RpcRequest>(bytes) {
-            Ok(r) => r,
-            Err(e) => return decode_error(bytes, e),
-        };
-        let id = request.id().clone();
-        let jsonrpc = request.jsonrpc().is_some();
-        if let Some(Value::Number(n)) = &id {
-            // An integer id beyond 64 bits is parsed as a double, and echoing that double would
-            // hand the client back a different id: refuse it rather than answer under another.
-            if !n.is_i64() && !n.is_u64() && n.as_f64().is_some_and(|f| f.abs() >= 9_007_199_254_740_992.0) {
-                let message = format!("cannot be represented: the id {n} is an integer beyond 64 bits, which cannot be echoed exactly; use a string or a smaller integer");
-                let mut e = error(ErrorCode::InvalidParams, format!("invalid request: /id: {message}"));
-                e.details = Some(ErrorDetails { violations: Some(vec![openagents_protocol::Violation { pointer: "/id".into(), keyword: "type".into(), message }]), ..details() });
-                return Reply { id: None, jsonrpc, outcome: Err(e) };
-            }
-        }
-        let outcome = self.call_in(caller, request.into_method(), session).await;
-        Reply { id, jsonrpc, outcome }
+        self.handle_request(caller, bytes, session).await
     }
 
     /// Calls one method in process, as `caller` (no socket needed).
@@ -285,7 +300,11 @@ impl RpcEngine {
 
     /// [`RpcEngine::call`] on a streaming connection.
     pub async fn call_in(&self, caller: &Caller, method: Method, session: Option<&dyn EventSession>) -> Result<Vec<u8>, RuntimeSubmitError> {
-        if !caller.grant.allows(method.name()) {
+        // Reading events has one rule on every transport (the `events` grant), so `subscribe`
+        // is decided by it alone, as `GET /events` is.
+        if matches!(method, Method::Subscribe(_)) {
+            caller.grant.may_read_events(&caller.name)?;
+        } else if !caller.grant.allows(method.name()) {
             return Err(error(ErrorCode::Forbidden, format!("credential `{}` may not call `{}`", caller.name, method.name())));
         }
         self.touch_lease(caller);
@@ -426,9 +445,7 @@ impl RpcEngine {
     }
 
     fn subscribe_session(&self, caller: &Caller, since: Option<i64>, session: Option<&dyn EventSession>) -> Result<SubscribeResult, RuntimeSubmitError> {
-        if !caller.grant.events {
-            return Err(error(ErrorCode::Forbidden, format!("credential `{}` may not read events", caller.name)));
-        }
+        caller.grant.may_read_events(&caller.name)?;
         let Some(session) = session else {
             return Err(error(ErrorCode::InvalidRequest, "`subscribe` is for streaming connections (stdio, WebSocket); over HTTP, use GET /events with Last-Event-ID"));
         };
@@ -515,36 +532,4 @@ impl RpcEngine {
         }
         ShutdownResult { shutting_down: true }
     }
-}
-
-/// The reply for a request that did not decode: the most precise code, with the id echoed when
-/// it can be read.
-fn decode_error(bytes: &[u8], e: DocumentError) -> Reply {
-    let value: Option<Value> = serde_json::from_slice(bytes).ok();
-    let obj = value.as_ref().and_then(Value::as_object);
-    let id = obj.and_then(|o| o.get("id")).filter(|id| matches!(id, Value::String(s) if s.chars().count() <= 256) || id.as_i64().is_some()).cloned();
-    let jsonrpc = obj.and_then(|o| o.get("jsonrpc")).is_some_and(|v| v == "2.0");
-    let err = match e {
-        DocumentError::NotJson(m) => error(ErrorCode::InvalidRequest, format!("the request is not JSON: {m}")),
-        DocumentError::Invalid(violations) => match obj {
-            None => error(ErrorCode::InvalidRequest, "a request is a JSON object: {\"id\", \"method\", \"params\"}"),
-            Some(o) => match o.get("method") {
-                None => error(ErrorCode::InvalidRequest, "the request has no `method`"),
-                Some(Value::String(m)) if !Method::NAMES.contains(&m.as_str()) => {
-                    error(ErrorCode::UnknownMethod, format!("unknown method `{m}`; this server knows {}", Method::NAMES.join(", ")))
-                }
-                Some(Value::String(_)) => {
-                    let list: Vec<String> = violations.iter().map(ToString::to_string).collect();
-                    let mut err = error(ErrorCode::InvalidParams, format!("invalid request: {}", list.join("; ")));
-                    err.details = Some(ErrorDetails {
-                        violations: Some(violations.into_iter().take(1000).map(|v| openagents_protocol::Violation { pointer: v.pointer, keyword: v.keyword, message: v.message }).collect()),
-                        ..details()
-                    });
-                    err
-                }
-                Some(_) => error(ErrorCode::InvalidRequest, "`method` must be a string"),
-            },
-        },
-    };
-    Reply { id, jsonrpc, outcome: Err(err) }
 }

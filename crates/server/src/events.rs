@@ -78,8 +78,18 @@ impl EventHub {
         let mut backlog = VecDeque::new();
         let mut cursor = last;
         if let Some(since) = since {
-            let since = since.clamp(0, last);
             let oldest = log.replay.front().map_or(last + 1, |e| e.seq);
+            if since > last {
+                // A resume point this runtime never reached (a client of an earlier run of a
+                // restarted server): say so, and replay from the oldest event held.
+                let resumed_at = oldest - 1;
+                backlog.push_back(ServerEvent { seq: resumed_at.max(0), time_ms: Some(now_ms()), event: RuntimeEvent::Gap { since, resumed_at: resumed_at.max(0) } });
+                backlog.extend(log.replay.iter().cloned());
+                drop(log);
+                self.subscribers.fetch_add(1, Ordering::Relaxed);
+                return Subscription { backlog, rx, seen: resumed_at.max(0), count: Arc::clone(&self.subscribers) };
+            }
+            let since = since.max(0);
             if since + 1 < oldest {
                 backlog.push_back(ServerEvent { seq: oldest - 1, time_ms: Some(now_ms()), event: RuntimeEvent::Gap { since, resumed_at: oldest - 1 } });
             }

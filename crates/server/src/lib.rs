@@ -21,19 +21,23 @@
 pub mod agent;
 pub mod auth;
 pub mod bridge;
+pub mod decode;
 pub mod engine;
 pub mod events;
 pub mod http;
+pub mod jsonrpc;
+pub mod listener;
 pub mod projection;
 pub mod stdio;
+pub mod web;
 pub mod ws;
 
 pub use agent::{Agent, ApprovalHandler, FnAgent, RunnerAgent, TurnContext};
 pub use bridge::FrontendRequestBridge;
 pub use openagents_runner::host::ApprovalDecision;
-pub use auth::{Caller, Grant, RuntimeHttpCredential, generate_token, load_credentials};
+pub use auth::{Caller, Grant, MIN_TOKEN_BYTES, RuntimeHttpCredential, TokenFileError, generate_token, load_credentials, read_token_file};
 pub use engine::{DEFAULT_LEASE_TTL, EngineConfig, EventSession, Reply, RpcEngine};
-pub use http::{PROTOCOL_VERSION_HEADER, SCHEMA_DIGEST_HEADER, run_http, run_http_authorized, run_http_authorized_with_lease_ttl};
+pub use http::{PROTOCOL_VERSION_HEADER, SCHEMA_DIGEST_HEADER, run_http, run_http_authorized, run_http_authorized_web, run_http_authorized_with_lease_ttl};
 pub use openagents_protocol::{RpcRequest, RuntimeStatus, RuntimeSubmitError, SERVER_EVENT_CHANNEL_CAPACITY, SERVER_MAX_LINE_BYTES};
 pub use stdio::run_stdio;
 pub use ws::{FrontendWebSocketServer, run_frontend_websocket};

@@ -3,7 +3,7 @@
 //! served while a `submit` is in flight; one writer task owns the output, so lines never
 //! interleave.
 
-use openagents_protocol::{ErrorCode, SERVER_MAX_LINE_BYTES};
+use openagents_protocol::{ErrorCode, SERVER_MAX_IN_FLIGHT, SERVER_MAX_LINE_BYTES};
 use openagents_runner::frame::{FrameError, LineReader};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, watch};
@@ -59,6 +59,14 @@ where
     let mut lines = LineReader::new(BufReader::with_capacity(64 * 1024, reader), SERVER_MAX_LINE_BYTES);
     let mut in_flight = JoinSet::new();
     let result = loop {
+        // At most SERVER_MAX_IN_FLIGHT requests wait at once; past it no line is read until one
+        // ends (backpressure: a parent that writes without reading holds bounded work).
+        while in_flight.len() >= SERVER_MAX_IN_FLIGHT {
+            tokio::select! {
+                () = engine.wait_for_shutdown() => break,
+                _ = in_flight.join_next() => {}
+            }
+        }
         let next = tokio::select! {
             () = engine.wait_for_shutdown() => break Ok(()),
             l = lines.next_line() => l,
@@ -69,8 +77,9 @@ where
             Ok(Some(line)) => {
                 let (engine, caller, tx, session) = (engine.clone(), caller.clone(), tx.clone(), session.clone());
                 let mut request = Box::pin(async move {
-                    let reply = engine.handle_in(&caller, &line, Some(&*session)).await;
-                    let _ = tx.send(reply.to_json()).await;
+                    if let Some(reply) = engine.handle_message(&caller, &line, Some(&*session)).await {
+                        let _ = tx.send(reply).await;
+                    }
                 });
                 // Most requests (`status`, say) are answered at once, here; one that waits (a
                 // `submit`) goes on in a task of its own, so what follows is served meanwhile.

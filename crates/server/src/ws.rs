@@ -14,8 +14,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures_util::{SinkExt, StreamExt};
-use openagents_protocol::{ApprovalReply, SERVER_MAX_LINE_BYTES};
-use tokio::sync::mpsc;
+use openagents_protocol::{ApprovalReply, SERVER_MAX_IN_FLIGHT, SERVER_MAX_LINE_BYTES};
+use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -60,20 +60,33 @@ pub fn route<S: AppAuth + Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new().route(FRONTEND_PATH, get(upgrade::<S>))
 }
 
+fn offered_protocols(headers: &HeaderMap) -> impl Iterator<Item = &str> {
+    headers.get_all("sec-websocket-protocol").into_iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).map(str::trim)
+}
+
 fn bearer_from_protocols(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get_all("sec-websocket-protocol")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .find_map(|p| p.strip_prefix(BEARER_PROTOCOL_PREFIX).map(str::to_owned))
+    offered_protocols(headers).find_map(|p| p.strip_prefix(BEARER_PROTOCOL_PREFIX).map(str::to_owned))
 }
 
 async fn upgrade<S: AppAuth + Clone + Send + Sync + 'static>(State(app): State<S>, request: Request) -> Response {
     // Authenticate before the upgrade completes: the Authorization header, or the bearer
     // subprotocol. Never a token in the URL.
     let headers = request.headers().clone();
+    // A browser always sends `Origin`; a page from an origin the operator did not allow (and
+    // not the runtime's own) is refused before anything else.
+    if let Some(origin) = headers.get(axum::http::header::ORIGIN) {
+        let host = headers.get(axum::http::header::HOST).and_then(|h| h.to_str().ok());
+        if !origin.to_str().is_ok_and(|o| app.origin_allowed(o, host)) {
+            let message = "this browser origin may not open the WebSocket: the operator lists allowed origins in `[capabilities.server] allowed_origins`";
+            return crate::http::reject_status(openagents_protocol::ErrorCode::Forbidden, StatusCode::FORBIDDEN, message);
+        }
+    }
+    // Offering only the bearer subprotocol would upgrade without selecting one, which browsers
+    // reject with an opaque 1006: say what to offer instead.
+    if bearer_from_protocols(&headers).is_some() && !offered_protocols(&headers).any(|p| p == SUBPROTOCOL) {
+        let message = "offer the subprotocol `openagents.v2` alongside `openagents.bearer.<token>`";
+        return crate::http::reject_status(openagents_protocol::ErrorCode::InvalidRequest, StatusCode::BAD_REQUEST, message);
+    }
     let caller = match app.authorize(&headers) {
         Ok(c) => c,
         Err(_) => match bearer_from_protocols(&headers).and_then(|t| app.credential(&t)) {
@@ -145,17 +158,8 @@ fn close_message(code: u16, reason: &str) -> Message {
 /// `result` or an `error`, and no `method`. Public for the fuzz targets.
 #[allow(clippy::result_unit_err)]
 pub fn as_response(text: &str) -> Option<(String, Result<ApprovalReply, ()>)> {
-    let v: serde_json::Value = serde_json::from_str(text).ok()?;
-    let o = v.as_object()?;
-    if o.contains_key("method") {
-        return None;
-    }
-    let id = o.get("id")?.as_str()?.to_owned();
-    if let Some(result) = o.get("result") {
-        let reply = openagents_protocol::rt::parse_validated::<ApprovalReply>(result.to_string().as_bytes()).map_err(|_| ());
-        return Some((id, reply));
-    }
-    o.get("error").map(|_| (id, Err(())))
+    // Exact decoding, as for requests: a key given twice is never resolved by the last copy.
+    crate::decode::response(text.as_bytes())
 }
 
 /// Hands a frontend's JSON-RPC response (as [`as_response`] read it) on connection `conn` to
@@ -208,7 +212,22 @@ async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller) {
     let mut ping = tokio::time::interval(WS_PING_INTERVAL);
     ping.tick().await;
     let mut last_heard = Instant::now();
+    // At most SERVER_MAX_IN_FLIGHT requests run at once; past it the socket is not read until
+    // one ends (backpressure), so a client that floods without reading holds bounded work.
+    let in_flight = Arc::new(Semaphore::new(SERVER_MAX_IN_FLIGHT));
+    let patience = engine.bridge().stuck_timeout();
+    let mut permit: Option<tokio::sync::OwnedSemaphorePermit> = None;
     let close = loop {
+        if permit.is_none() {
+            tokio::select! {
+                () = engine.wait_for_shutdown() => {}
+                () = stuck.cancelled() => {}
+                p = Arc::clone(&in_flight).acquire_owned() => {
+                    permit = p.ok();
+                    continue;
+                }
+            }
+        }
         let msg = tokio::select! {
             () = engine.wait_for_shutdown() => {
                 // Let the final event out first: the event stream ends once it has queued it (or
@@ -252,11 +271,16 @@ async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller) {
                     }
                     continue;
                 }
-                let (engine, caller, tx, session) = (engine.clone(), caller.clone(), tx.clone(), Arc::clone(&session));
-                let bytes = text.as_str().as_bytes().to_vec();
+                let (engine, caller, tx, session, stuck) = (engine.clone(), caller.clone(), tx.clone(), Arc::clone(&session), stuck.clone());
+                let held = permit.take();
                 tokio::spawn(async move {
-                    let reply = engine.handle_in(&caller, &bytes, Some(&*session)).await;
-                    let _ = tx.send(reply.to_json()).await;
+                    let _held = held;
+                    let Some(reply) = engine.handle_message(&caller, text.as_str().as_bytes(), Some(&*session)).await else { return };
+                    // A reply that cannot be queued for the stuck timeout means the frontend
+                    // reads nothing: it is disconnected (1013) rather than held.
+                    if tokio::time::timeout(patience, tx.send(reply)).await.is_err() {
+                        stuck.cancel();
+                    }
                 });
             }
             Message::Binary(_) => break close_message(close::UNSUPPORTED_DATA, "binary frames are not accepted; send JSON-RPC messages as text frames"),

@@ -32,7 +32,7 @@ async fn interrupt_is_served_while_a_submit_is_in_flight() {
     assert_eq!(r, json!({"jsonrpc": "2.0", "id": 2, "result": {"interrupted": true}}));
     let s1 = io.response(json!("s1")).await;
     assert_eq!(s1["error"]["data"]["code"], "interrupted", "{s1}");
-    assert!(s1.get("jsonrpc").is_none(), "not echoed when not sent: {s1}");
+    assert_eq!(s1["jsonrpc"], "2.0", "carried whether or not the request sent it: {s1}");
     if !io.events().iter().any(|e| kind(e) == "turn_failed") {
         io.event("turn_failed").await;
     }
@@ -131,8 +131,8 @@ async fn blank_malformed_and_unknown_lines() {
         ("   ", None),
         ("\t \t", None),
         ("\r", None),
-        ("{", Some((Value::Null, Some("invalid_request")))),
-        ("not json", Some((Value::Null, Some("invalid_request")))),
+        ("{", Some((Value::Null, Some("parse_error")))),
+        ("not json", Some((Value::Null, Some("parse_error")))),
         ("[]", Some((Value::Null, Some("invalid_request")))),
         ("null", Some((Value::Null, Some("invalid_request")))),
         (r#"{"id":5,"method":5}"#, Some((json!(5), Some("invalid_request")))),
@@ -156,7 +156,7 @@ async fn blank_malformed_and_unknown_lines() {
             Some((id, code)) => {
                 let r = next_response(&mut io).await;
                 assert_eq!(r["id"], *id, "{line:?}: {r}");
-                assert_eq!(r.get("jsonrpc").is_some(), line.contains("jsonrpc"), "{line:?}: {r}");
+                assert_eq!(r["jsonrpc"], "2.0", "every reply carries it, sent or not: {line:?}: {r}");
                 match code {
                     Some(code) => assert_eq!(r["error"]["data"]["code"], *code, "{line:?}: {r}"),
                     None => assert!(r.get("result").is_some(), "{line:?}: {r}"),

@@ -87,7 +87,23 @@ async fn the_upgrade_is_authenticated_on_both_listeners() {
 async fn a_grant_without_events_connects_but_may_not_subscribe() {
     let engine = script_engine(STEP);
     let addr = http_runtime(&engine).await;
-    for (token, who) in [(BLIND, "blind"), (NOSUB, "nosub")] {
+    // One rule for events on every transport: the `events` grant decides, for `GET /events` and
+    // for `subscribe` alike. `nosub` has events without the `subscribe` method: it may read them
+    // both ways; `blind` has the method without events: neither way.
+    let mut ws = connect(addr, NOSUB).await;
+    let r = ws.call("subscribe", json!({"since": 0})).await;
+    assert!(r["result"]["last_seq"].is_i64(), "nosub may subscribe, as it may GET /events: {r}");
+    let _sse = Sse::open(addr, NOSUB, 0).await;
+    let refused = {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(addr).await.expect("connects");
+        s.write_all(format!("GET /events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {BLIND}\r\nConnection: close\r\n\r\n").as_bytes()).await.expect("writes");
+        let mut head = vec![0u8; 12];
+        tokio::time::timeout(STEP, s.read_exact(&mut head)).await.expect("answered in time").expect("reads");
+        String::from_utf8_lossy(&head).into_owned()
+    };
+    assert!(refused.starts_with("HTTP/1.1 403"), "blind may not GET /events: {refused}");
+    for (token, who) in [(BLIND, "blind")] {
         let mut ws = connect(addr, token).await;
         let status = ws.call("status", Value::Null).await;
         assert!(status["result"]["state"].is_string(), "{who} may call status: {status}");
@@ -116,11 +132,11 @@ async fn requests_are_answered_with_their_id_and_status_matches_http() {
     let cases: &[(&str, Value, bool, Option<&str>)] = &[
         (r#"{"jsonrpc":"2.0","id":7,"method":"status"}"#, json!(7), true, None),
         (r#"{"jsonrpc":"2.0","id":"abc","method":"status"}"#, json!("abc"), true, None),
-        (r#"{"id":8,"method":"status"}"#, json!(8), false, None),
+        (r#"{"id":8,"method":"status"}"#, json!(8), true, None),
         (r#"{"jsonrpc":"2.0","id":9,"method":"frobnicate"}"#, json!(9), true, Some("unknown_method")),
         (r#"{"jsonrpc":"2.0","id":10,"method":"submit","params":{}}"#, json!(10), true, Some("invalid_params")),
         (r#"{"jsonrpc":"2.0","id":11,"method":"submit","params":{"task":""}}"#, json!(11), true, Some("invalid_params")),
-        ("this is not JSON", Value::Null, false, Some("invalid_request")),
+        ("this is not JSON", Value::Null, true, Some("parse_error")),
     ];
     for (text, id, jsonrpc, code) in cases {
         ws.send_text((*text).to_owned()).await;
@@ -662,20 +678,28 @@ async fn shutdown_closes_every_socket_with_1001_after_the_final_event() {
 }
 
 /// Whether an upgrade on a fresh connection succeeds (false: closed on arrival, no HTTP answer).
-async fn upgrades(addr: SocketAddr) -> bool {
-    let Ok(stream) = tokio::net::TcpStream::connect(addr).await else { return false };
-    within("a handshake", tokio_tungstenite::client_async(request(addr, "/frontend/v2", Auth::Header(WATCHER)), stream)).await.is_ok()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn open_websockets_count_against_the_connection_limit() {
     let engine = script_engine(STEP);
     let addr = http_runtime(&engine).await;
+    use openagents_server::http::{MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER};
+    let peer = |n: u8| std::net::Ipv4Addr::new(127, 0, 0, n);
     let mut open = Vec::new();
-    for _ in 0..openagents_server::http::MAX_CONNECTIONS {
-        open.push(connect(addr, WATCHER).await);
+    // One peer holds at most MAX_CONNECTIONS_PER_PEER; others still get in.
+    for _ in 0..MAX_CONNECTIONS_PER_PEER {
+        open.push(connect_from(addr, peer(1), WATCHER).await.expect("within the per-peer cap"));
     }
-    assert!(!upgrades(addr).await, "one connection more than MAX_CONNECTIONS is closed on arrival");
+    assert!(connect_from(addr, peer(1), WATCHER).await.is_none(), "one connection more than MAX_CONNECTIONS_PER_PEER from one peer is closed on arrival");
+    // Every peer together holds at most MAX_CONNECTIONS.
+    let mut n = 2;
+    while open.len() < MAX_CONNECTIONS {
+        for _ in 0..MAX_CONNECTIONS_PER_PEER.min(MAX_CONNECTIONS - open.len()) {
+            open.push(connect_from(addr, peer(n), WATCHER).await.expect("within both caps"));
+        }
+        n += 1;
+    }
+    assert!(connect_from(addr, peer(n), WATCHER).await.is_none(), "one connection more than MAX_CONNECTIONS is closed on arrival");
     // Plain HTTP too: the connection is closed without an answer.
     let mut raw = tokio::net::TcpStream::connect(addr).await.expect("the kernel accepts");
     let _ = tokio::io::AsyncWriteExt::write_all(&mut raw, b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n").await;
@@ -690,7 +714,8 @@ async fn open_websockets_count_against_the_connection_limit() {
     assert!(matches!(leaving.recv().await, Incoming::Closed(_)), "the server acknowledges the close");
     let freed = within("the slot to be freed", async {
         loop {
-            if upgrades(addr).await {
+            if let Some(ws) = connect_from(addr, peer(n), WATCHER).await {
+                drop(ws);
                 return true;
             }
             tokio::task::yield_now().await;

@@ -212,6 +212,7 @@ impl Resp {
 /// The JSON-RPC numeric code of each typed code (RuntimeSubmitError.json `x-enum`).
 pub fn rpc_code(code: &str) -> i64 {
     match code {
+        "parse_error" => -32700,
         "invalid_request" => -32600,
         "unknown_method" => -32601,
         "invalid_params" => -32602,
@@ -237,7 +238,20 @@ pub fn check_error_object(e: &Value) {
     let data = &e["data"];
     let code = data["code"].as_str().unwrap_or_else(|| panic!("error.data.code missing: {e}"));
     assert_eq!(e["code"].as_i64(), Some(rpc_code(code)), "{e}");
-    assert_eq!(e["message"], data["message"], "{e}");
+    // The message is the code's short fixed title, never a second copy of `data.message`.
+    let title = match code {
+        "parse_error" => "Parse error".to_owned(),
+        "invalid_request" => "Invalid Request".to_owned(),
+        "unknown_method" => "Method not found".to_owned(),
+        "invalid_params" => "Invalid params".to_owned(),
+        "internal" => "Internal error".to_owned(),
+        other => {
+            let words = other.replace('_', " ");
+            format!("{}{}", words[..1].to_uppercase(), &words[1..])
+        }
+    };
+    assert_eq!(e["message"].as_str(), Some(title.as_str()), "{e}");
+    assert_eq!(e["jsonrpc"], Value::Null, "the error object itself carries no `jsonrpc`: {e}");
     let retryable = matches!(code, "busy" | "lease_held" | "interrupted" | "runner_failed" | "timeout" | "internal");
     assert_eq!(data["retryable"].as_bool(), Some(retryable), "{e}");
     let typed: RuntimeSubmitError = serde_json::from_value(data.clone()).unwrap_or_else(|err| panic!("error.data is not a RuntimeSubmitError ({err}): {e}"));

@@ -230,6 +230,17 @@ pub async fn try_connect_with(addr: SocketAddr, req: tungstenite::handshake::cli
     }
 }
 
+/// Connects from the loopback address `local` (another peer than 127.0.0.1, as far as the
+/// server's per-peer cap is concerned) and upgrades with `token`; `None` when the connection is
+/// closed without an upgrade.
+pub async fn connect_from(addr: SocketAddr, local: std::net::Ipv4Addr, token: &str) -> Option<Ws> {
+    let socket = TcpSocket::new_v4().expect("a socket");
+    socket.bind(SocketAddr::from((local, 0))).expect("binds a loopback address");
+    let stream = within("the TCP connection", socket.connect(addr)).await.ok()?;
+    let (ws, _) = within("the WebSocket handshake", tokio_tungstenite::client_async(request(addr, "/frontend/v2", Auth::Header(token)), stream)).await.ok()?;
+    Some(Ws::new(ws))
+}
+
 /// Connects and upgrades with `Authorization: Bearer <token>`.
 pub async fn connect(addr: SocketAddr, token: &str) -> Ws {
     match try_connect(addr, "/frontend/v2", Auth::Header(token)).await {

@@ -1,0 +1,304 @@
+//! JSON-RPC 2.0 message handling, the same for every transport: one message (a request object,
+//! a notification or a batch) in, at most one encoded reply out. Transports only frame bytes;
+//! what a message means, and whether it gets an answer, is decided here.
+//!
+//! - A request object without an `id` member is a notification: it runs and gets no reply,
+//!   whatever its outcome (JSON-RPC 2.0 §4.1).
+//! - A message that is not JSON is `parse_error` (-32700) with a `null` id; JSON that is not a
+//!   request object (a wrong `jsonrpc`, an `id` that is an object or array, a `method` that is
+//!   not a string, an unknown envelope member) is `invalid_request` (-32600); only a problem
+//!   inside `params` is `invalid_params` (-32602).
+//! - A JSON array is a batch of at most [`SERVER_MAX_BATCH_ENTRIES`] entries; each entry goes
+//!   through the same dispatch, grants and lease as a single request, and the reply is the array
+//!   of the entries' replies (notifications leave none; no replies at all is no reply).
+//! - Every reply carries `"jsonrpc": "2.0"`; requests without the member (the seed's JSONL-RPC)
+//!   are still accepted.
+//! - Nothing is proportional to a body the caller may not send: the grant is checked before a
+//!   request's params are explained, an error holds at most [`MAX_VIOLATIONS`] violations of
+//!   bounded length (and a count of the rest), and a request larger than [`EXPLAIN_LIMIT`] is
+//!   refused with its first problem only.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use openagents_protocol::rt::{self, DocumentError, Validate, Wire};
+use openagents_protocol::{ErrorCode, ErrorDetails, Method, RpcRequest, RuntimeSubmitError, SERVER_MAX_BATCH_ENTRIES, Violation};
+use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::agent::error;
+use crate::auth::Caller;
+use crate::engine::{EventSession, Reply, RpcEngine};
+
+/// The most violations one error carries; the rest are counted in `violations_omitted`.
+pub const MAX_VIOLATIONS: usize = 100;
+/// The longest pointer or message of one violation, in bytes; longer ones are cut with `…`.
+pub const MAX_VIOLATION_TEXT: usize = 512;
+/// The longest error message, in bytes.
+pub const MAX_ERROR_MESSAGE: usize = 2048;
+/// Requests up to this size (1 MiB) that break the schema get every violation explained (up to
+/// [`MAX_VIOLATIONS`]); larger ones get only the decoder's first problem, so a huge invalid
+/// request costs no more than reading it.
+pub const EXPLAIN_LIMIT: usize = 1024 * 1024;
+/// The longest `id` echoed, in characters (`RequestId`'s `maxLength`).
+const MAX_ID_CHARS: usize = 256;
+
+/// `s` cut to at most `max` bytes on a character boundary, marked with `…` when cut.
+pub fn bounded(s: &str, max: usize) -> Cow<'_, str> {
+    if s.len() <= max {
+        return Cow::Borrowed(s);
+    }
+    let mut end = max.saturating_sub(3);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!("{}…", &s[..end]))
+}
+
+/// The outcome of one request object: its reply, and whether it was a notification (which
+/// gets none).
+struct One {
+    reply: Reply,
+    notification: bool,
+}
+
+impl RpcEngine {
+    /// Answers one JSON-RPC message — a request, a notification or a batch — as `caller`: the
+    /// encoded reply, or `None` when nothing is to be sent (a notification, or a batch of only
+    /// notifications). The one entry point of every transport.
+    pub async fn handle_message(&self, caller: &Caller, bytes: &[u8], session: Option<&dyn EventSession>) -> Option<Vec<u8>> {
+        let start = bytes.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(bytes.len());
+        if bytes.get(start) != Some(&b'[') {
+            let one = self.handle_one(caller, bytes, session).await;
+            return (!one.notification).then(|| one.reply.to_json());
+        }
+        let entries: Vec<&RawValue> = match serde_json::from_slice(bytes) {
+            Ok(entries) => entries,
+            Err(e) if e.is_data() => return Some(Reply::error(error(ErrorCode::InvalidRequest, "a batch is an array of request objects")).to_json()),
+            Err(e) => return Some(parse_error(&DocumentError::NotJson(rt::describe_json_error(&e))).to_json()),
+        };
+        if entries.is_empty() {
+            return Some(Reply::error(error(ErrorCode::InvalidRequest, "an empty batch: send at least one request")).to_json());
+        }
+        if entries.len() > SERVER_MAX_BATCH_ENTRIES {
+            let message = format!("a batch holds at most SERVER_MAX_BATCH_ENTRIES ({SERVER_MAX_BATCH_ENTRIES}) requests; this one has {}", entries.len());
+            return Some(Reply::error(error(ErrorCode::InvalidRequest, message)).to_json());
+        }
+        let replies = futures_util::future::join_all(entries.iter().map(|e| self.handle_one(caller, e.get().as_bytes(), session))).await;
+        let mut out = Vec::with_capacity(2 + replies.len() * 64);
+        out.push(b'[');
+        for one in replies.into_iter().filter(|o| !o.notification) {
+            if out.len() > 1 {
+                out.push(b',');
+            }
+            out.extend_from_slice(&one.reply.to_json());
+        }
+        out.push(b']');
+        (out.len() > 2).then_some(out)
+    }
+
+    /// Decodes one request object and answers it, also when it is a notification.
+    pub(crate) async fn handle_request(&self, caller: &Caller, bytes: &[u8], session: Option<&dyn EventSession>) -> Reply {
+        self.handle_one(caller, bytes, session).await.reply
+    }
+
+    /// Decodes one request object and answers it.
+    async fn handle_one(&self, caller: &Caller, bytes: &[u8], session: Option<&dyn EventSession>) -> One {
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let decoded = RpcRequest::decode(&mut de).and_then(|r| de.end().map(|()| r));
+        let request = match decoded {
+            Ok(r) => match r.validate() {
+                Ok(()) => r,
+                Err(violations) => return self.refuse(caller, bytes, Some(violations), None),
+            },
+            Err(e) => return self.refuse(caller, bytes, None, Some(&e)),
+        };
+        // The decoder reads `"id": null` as no id; only a request without the member is a
+        // notification (rare enough that looking again costs nothing on the common path).
+        let notification = request.id().is_none() && serde_json::from_slice::<Envelope<'_>>(bytes).is_ok_and(|env| env.id.is_none());
+        let id = request.id().clone();
+        let jsonrpc = request.jsonrpc().is_some();
+        if let Some(Value::Number(n)) = &id {
+            // An integer beyond 64 bits is read as a double, and echoing that would hand the
+            // client back a different id: refuse it rather than answer under another.
+            if !n.is_i64() && !n.is_u64() && n.as_f64().is_some_and(|f| f.abs() >= 9_007_199_254_740_992.0 || f.fract() != 0.0) {
+                let e = error(ErrorCode::InvalidRequest, format!("`id` {n} cannot be echoed exactly: use a string, or an integer of at most 64 bits"));
+                return One { reply: Reply { id: None, jsonrpc, outcome: Err(e) }, notification: false };
+            }
+        }
+        let outcome = self.call_in(caller, request.into_method(), session).await;
+        One { reply: Reply { id, jsonrpc, outcome }, notification }
+    }
+
+    /// The answer to a request object that did not decode (or validate): the most precise
+    /// code, with the id echoed when it can be read. Checks the envelope and the caller's grant
+    /// before it explains anything about the params.
+    fn refuse(&self, caller: &Caller, bytes: &[u8], violations: Option<Vec<rt::Violation>>, decode_error: Option<&serde_json::Error>) -> One {
+        if let Err(e) = std::str::from_utf8(bytes) {
+            return One { reply: parse_error(&DocumentError::NotJson(format!("invalid UTF-8 at byte offset {}", e.valid_up_to()))), notification: false };
+        }
+        let envelope = match serde_json::from_slice::<Envelope<'_>>(bytes) {
+            Ok(env) => env,
+            Err(e) if e.is_syntax() || e.is_eof() => return One { reply: parse_error(&DocumentError::NotJson(rt::describe_json_error(&e))), notification: false },
+            Err(_) => {
+                let e = error(ErrorCode::InvalidRequest, "a request is a JSON object: {\"jsonrpc\": \"2.0\", \"id\", \"method\", \"params\"}");
+                return One { reply: Reply::error(e), notification: false };
+            }
+        };
+        let id = envelope.id.and_then(readable_id);
+        let invalid = |message: String, id: Option<Value>| One { reply: Reply { id, jsonrpc: true, outcome: Err(error(ErrorCode::InvalidRequest, message)) }, notification: false };
+        if let Some(key) = envelope.duplicate {
+            return invalid(format!("the member `{key}` appears more than once"), None);
+        }
+        if envelope.jsonrpc.is_some_and(|v| v.get() != "\"2.0\"") {
+            return invalid("`jsonrpc` must be \"2.0\"".into(), id);
+        }
+        if let Some(raw) = envelope.id {
+            if id.is_none() && raw.get() != "null" {
+                return invalid(format!("`id` must be a string of at most {MAX_ID_CHARS} characters, an integer, or null"), None);
+            }
+        }
+        let Some(method) = envelope.method else {
+            return invalid("the request has no `method`".into(), id);
+        };
+        let Some(method) = serde_json::from_str::<Cow<'_, str>>(method.get()).ok() else {
+            return invalid("`method` must be a string".into(), id);
+        };
+        if let Some(unknown) = &envelope.unknown {
+            return invalid(format!("unknown member `{}`: a request has only `jsonrpc`, `id`, `method` and `params`", bounded(unknown, 128)), id);
+        }
+        let notification = envelope.id.is_none();
+        let refuse = |e: RuntimeSubmitError| One { reply: Reply { id: id.clone(), jsonrpc: true, outcome: Err(e) }, notification };
+        if !Method::NAMES.contains(&&*method) {
+            return refuse(error(ErrorCode::UnknownMethod, format!("unknown method `{}`; this server knows {}", bounded(&method, 128), Method::NAMES.join(", "))));
+        }
+        let allowed = if &*method == "subscribe" { caller.grant.events } else { caller.grant.allows(&method) };
+        if !allowed {
+            return refuse(error(ErrorCode::Forbidden, format!("credential `{}` may not call `{method}`", caller.name)));
+        }
+        let violations = match (violations, decode_error) {
+            (Some(v), _) => v,
+            (None, Some(e)) if bytes.len() > EXPLAIN_LIMIT => {
+                let message = format!("invalid params: {} (a request over {EXPLAIN_LIMIT} bytes gets only its first problem reported)", rt::describe_json_error(e));
+                return refuse(error(ErrorCode::InvalidParams, message));
+            }
+            (None, Some(e)) => match rt::explain::<RpcRequest>(bytes, e) {
+                DocumentError::Invalid(v) => v,
+                DocumentError::NotJson(m) => return One { reply: parse_error(&DocumentError::NotJson(m)), notification: false },
+            },
+            (None, None) => Vec::new(),
+        };
+        refuse(invalid_params(violations))
+    }
+}
+
+/// A `parse_error` reply (id `null`).
+fn parse_error(e: &DocumentError) -> Reply {
+    let detail = match e {
+        DocumentError::NotJson(m) => m.as_str(),
+        DocumentError::Invalid(_) => "not JSON",
+    };
+    Reply::error(error(ErrorCode::ParseError, format!("the message is not JSON: {detail}")))
+}
+
+/// An `invalid_params` error holding the first [`MAX_VIOLATIONS`] violations, each of bounded
+/// length, and the count of the rest.
+fn invalid_params(violations: Vec<rt::Violation>) -> RuntimeSubmitError {
+    let total = violations.len();
+    let kept: Vec<Violation> = violations
+        .into_iter()
+        .take(MAX_VIOLATIONS)
+        .map(|v| Violation {
+            pointer: bounded(&v.pointer, MAX_VIOLATION_TEXT).into_owned(),
+            keyword: bounded(&v.keyword, 64).into_owned(),
+            message: bounded(&v.message, MAX_VIOLATION_TEXT).into_owned(),
+        })
+        .collect();
+    let mut message = String::from("invalid params: ");
+    for (i, v) in kept.iter().take(3).enumerate() {
+        if i > 0 {
+            message.push_str("; ");
+        }
+        message.push_str(&format!("{}: {}", v.pointer, v.message));
+    }
+    if total > 3 {
+        message.push_str(&format!("; and {} more", total - 3));
+    }
+    let mut e = error(ErrorCode::InvalidParams, bounded(&message, MAX_ERROR_MESSAGE).into_owned());
+    let omitted = (total > kept.len()).then(|| (total - kept.len()) as i64);
+    e.details = Some(ErrorDetails { violations: Some(kept), violations_omitted: omitted, known: None, holder: None, expires_at_ms: None, limit: None });
+    e
+}
+
+/// The id to echo, when it can be read exactly: a string of at most 256 characters, an integer
+/// of at most 64 bits, or null.
+fn readable_id(raw: &RawValue) -> Option<Value> {
+    let text = raw.get();
+    // A string of 256 characters, each escaped as `\uXXXX\uXXXX` at worst.
+    if text.len() > MAX_ID_CHARS * 12 + 2 {
+        return None;
+    }
+    match serde_json::from_str::<Value>(text).ok()? {
+        Value::String(s) if s.chars().count() <= MAX_ID_CHARS => Some(Value::String(s)),
+        Value::Number(n) if n.is_i64() || n.is_u64() => Some(Value::Number(n)),
+        Value::Null => Some(Value::Null),
+        _ => None,
+    }
+}
+
+/// A request object's envelope, read without building its params: the raw `jsonrpc`, `id` and
+/// `method` members, the first unknown member's name, and a member that appears twice.
+#[derive(Default)]
+struct Envelope<'a> {
+    jsonrpc: Option<&'a RawValue>,
+    id: Option<&'a RawValue>,
+    method: Option<&'a RawValue>,
+    unknown: Option<String>,
+    duplicate: Option<&'static str>,
+}
+
+impl<'de> serde::Deserialize<'de> for Envelope<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Envelope<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a request object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope<'de>, A::Error> {
+                let mut env = Envelope::default();
+                let mut params = false;
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    let slot = match &*key {
+                        "jsonrpc" => Some(("jsonrpc", &mut env.jsonrpc)),
+                        "id" => Some(("id", &mut env.id)),
+                        "method" => Some(("method", &mut env.method)),
+                        _ => None,
+                    };
+                    match slot {
+                        Some((name, slot)) => {
+                            if slot.is_some() {
+                                env.duplicate.get_or_insert(name);
+                            }
+                            *slot = Some(map.next_value::<&'de RawValue>()?);
+                        }
+                        None => {
+                            if &*key == "params" {
+                                if params {
+                                    env.duplicate.get_or_insert("params");
+                                }
+                                params = true;
+                            } else if env.unknown.is_none() {
+                                env.unknown = Some(bounded(&key, 128).into_owned());
+                            }
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(env)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
