@@ -14,6 +14,8 @@ pub struct ServerSettings {
     pub token: Option<String>,
     /// A file holding the token.
     pub token_file: Option<PathBuf>,
+    /// `web = false` turns off the web page `serve --http` serves on `GET /` (on when unset).
+    pub web: Option<bool>,
 }
 
 /// Tables a project-level file may never set: they would let a repository switch on a listener
@@ -53,7 +55,8 @@ pub fn server_settings(path: &Path) -> Result<ServerSettings, String> {
             ("bind", toml::Value::String(b)) => s.bind = Some(b.clone()),
             ("token", toml::Value::String(t)) => s.token = Some(t.clone()),
             ("token_file", toml::Value::String(f)) => s.token_file = Some(PathBuf::from(f)),
-            _ => return Err(format!("{}: [capabilities.server] `{k}` is not a setting (enabled, bind, token, token_file) or has the wrong type", path.display())),
+            ("web", toml::Value::Boolean(b)) => s.web = Some(*b),
+            _ => return Err(format!("{}: [capabilities.server] `{k}` is not a setting (enabled, bind, token, token_file, web) or has the wrong type", path.display())),
         }
     }
     Ok(s)

@@ -41,6 +41,14 @@ pub struct ServeArgs {
     /// Working folder for turns that do not name one (default: the current one).
     #[arg(long)]
     cwd: Option<String>,
+    /// Print the web page's address with the admin token in its fragment
+    /// (`http://HOST:PORT/#token=…`, which a browser never sends) on stderr. Off by default:
+    /// `serve` never prints a token unless asked.
+    #[arg(long, requires = "http", conflicts_with = "credentials")]
+    print_web_url: bool,
+    /// Seconds an approval request waits for a frontend's answer before it is denied (default 120).
+    #[arg(long, requires = "http")]
+    approval_timeout: Option<u64>,
 }
 
 fn fail(message: impl std::fmt::Display) -> ExitCode {
@@ -106,6 +114,9 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         Ok(e) => e,
         Err(e) => return fail(e),
     };
+    if let Some(secs) = args.approval_timeout {
+        engine.bridge().set_timeout(Duration::from_secs(secs));
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(r) => r,
         Err(e) => return fail(format!("cannot start: {e}")),
@@ -136,6 +147,7 @@ pub fn serve(args: ServeArgs) -> ExitCode {
     // HTTP.
     let bind = args.bind.or(settings.bind).unwrap_or_else(|| "127.0.0.1:0".into());
     let mut token_path = None;
+    let mut web_token = None;
     let credentials = if let Some(file) = &args.credentials {
         match load_credentials(file) {
             Ok(c) => c,
@@ -161,14 +173,20 @@ pub fn serve(args: ServeArgs) -> ExitCode {
             }
             t
         };
+        web_token = Some(token.clone());
         vec![RuntimeHttpCredential::new("admin", &token, Grant::admin())]
     };
+    let web = settings.web.unwrap_or(true);
+    if args.print_web_url && !web {
+        return fail("--print-web-url: the web page is off (`web = false` in [capabilities.server])");
+    }
     let lease_ttl = args.lease_ttl.map(Duration::from_secs);
+    let print_web_url = args.print_web_url;
     runtime.block_on(async move {
-        let bound = match lease_ttl {
-            Some(ttl) => openagents_sdk::server::run_http_authorized_with_lease_ttl(engine.clone(), &bind, credentials, ttl).await,
-            None => openagents_sdk::server::run_http_authorized(engine.clone(), &bind, credentials).await,
-        };
+        if let Some(ttl) = lease_ttl {
+            engine.set_lease_ttl(ttl);
+        }
+        let bound = openagents_sdk::server::http::run_http_authorized_web(engine.clone(), &bind, credentials, web).await;
         let addr: SocketAddr = match bound {
             Ok(a) => a,
             Err(e) => return fail(format!("cannot listen on {bind}: {e}")),
@@ -182,6 +200,10 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         }
         println!("{line}");
         let _ = std::io::stdout().flush();
+        if let (true, Some(token)) = (print_web_url, &web_token) {
+            // The terminal only: stderr, never stdout (which a parent may log) nor a file.
+            eprintln!("openagents serve: open the web page at http://{addr}/#token={}", fragment_escape(token));
+        }
         tokio::select! {
             () = engine.wait_for_shutdown() => {}
             _ = tokio::signal::ctrl_c() => { engine.shutdown().await; }
@@ -193,6 +215,13 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         }
         ExitCode::SUCCESS
     })
+}
+
+/// Percent-encodes everything but RFC 3986's unreserved characters, for a URL fragment.
+fn fragment_escape(s: &str) -> String {
+    s.bytes()
+        .map(|b| if b.is_ascii_alphanumeric() || b"-._~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect()
 }
 
 fn is_loopback(ip: IpAddr) -> bool {
