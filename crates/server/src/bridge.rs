@@ -24,8 +24,20 @@ pub type Outbound = Vec<u8>;
 struct Frontend {
     name: String,
     can_answer: bool,
+    /// An admin credential (or the trusted parent) may answer whoever holds the lease.
+    admin: bool,
     tx: mpsc::Sender<Outbound>,
 }
+
+impl Frontend {
+    /// Whether it may answer while `holder` (if anyone) holds the controller lease.
+    fn may_answer(&self, holder: Option<&str>) -> bool {
+        self.can_answer && (self.admin || holder.is_none_or(|h| h == self.name))
+    }
+}
+
+/// Who holds the controller lease now (the engine's answer), if anyone.
+pub(crate) type LeaseHolder = Arc<dyn Fn() -> Option<String> + Send + Sync>;
 
 struct Pending {
     asked: Vec<u64>,
@@ -46,6 +58,7 @@ pub struct FrontendRequestBridge {
     hub: EventHub,
     timeout: Mutex<Duration>,
     stuck_timeout: Mutex<Duration>,
+    lease_holder: Mutex<Option<LeaseHolder>>,
 }
 
 fn json_line(v: &serde_json::Value) -> Vec<u8> {
@@ -60,7 +73,19 @@ impl FrontendRequestBridge {
             hub,
             timeout: Mutex::new(DEFAULT_APPROVAL_TIMEOUT),
             stuck_timeout: Mutex::new(crate::ws::WS_STUCK_TIMEOUT),
+            lease_holder: Mutex::new(None),
         })
+    }
+
+    /// Tells the bridge how to learn who holds the controller lease: while someone does, only
+    /// that holder (or an admin) is asked and may answer.
+    pub(crate) fn set_lease_holder(&self, holder: LeaseHolder) {
+        *self.lease_holder.lock().unwrap_or_else(|p| p.into_inner()) = Some(holder);
+    }
+
+    fn current_holder(&self) -> Option<String> {
+        let f = self.lease_holder.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        f.and_then(|f| f())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BridgeState> {
@@ -83,12 +108,25 @@ impl FrontendRequestBridge {
         *self.stuck_timeout.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Attaches a frontend connection; returns its id for [`FrontendRequestBridge::detach`].
+    /// Attaches a frontend connection that is not an admin; returns its id for
+    /// [`FrontendRequestBridge::detach`]. See [`FrontendRequestBridge::attach_caller`].
     pub fn attach(&self, name: &str, can_answer: bool, tx: mpsc::Sender<Outbound>) -> u64 {
+        self.attach_frontend(Frontend { name: name.to_owned(), can_answer, admin: false, tx })
+    }
+
+    /// Attaches `caller`'s frontend connection: it may answer approvals when its grant says so,
+    /// and, while a controller holds the lease, only when it is that controller or an admin
+    /// (a grant with every admin method). Returns its id for [`FrontendRequestBridge::detach`].
+    pub fn attach_caller(&self, caller: &crate::auth::Caller, tx: mpsc::Sender<Outbound>) -> u64 {
+        let admin = caller.trusted || caller.grant.administers();
+        self.attach_frontend(Frontend { name: caller.name.clone(), can_answer: caller.grant.approvals, admin, tx })
+    }
+
+    fn attach_frontend(&self, frontend: Frontend) -> u64 {
         let mut st = self.lock();
         st.next_conn += 1;
         let id = st.next_conn;
-        st.frontends.insert(id, Frontend { name: name.to_owned(), can_answer, tx });
+        st.frontends.insert(id, frontend);
         id
     }
 
@@ -103,17 +141,24 @@ impl FrontendRequestBridge {
     }
 
     /// Takes a frontend's answer to request `request_id`. An answer from a frontend whose grant
-    /// does not include approvals is `forbidden`; an answer to a settled (or unknown) request is
-    /// ignored (`Ok(false)`); the first valid answer wins (`Ok(true)`).
+    /// does not include approvals is `forbidden`, and so is one from anyone but the lease holder
+    /// (or an admin) while a controller holds the lease; an answer to a settled (or unknown)
+    /// request is ignored (`Ok(false)`); the first valid answer wins (`Ok(true)`).
     ///
     /// # Errors
     ///
-    /// `forbidden` for a frontend without the grant.
+    /// `forbidden` for a frontend without the grant, or not the lease holder's.
     pub fn answer(&self, conn: u64, request_id: &str, reply: ApprovalReply) -> Result<bool, RuntimeSubmitError> {
+        // Asked before the bridge's lock: the engine takes its own.
+        let holder = self.current_holder();
         let mut st = self.lock();
         let Some(f) = st.frontends.get(&conn) else { return Ok(false) };
         if !f.can_answer {
             return Err(error(ErrorCode::Forbidden, format!("credential `{}` may not answer approvals", f.name)));
+        }
+        if !f.may_answer(holder.as_deref()) {
+            let holder = holder.unwrap_or_default();
+            return Err(error(ErrorCode::Forbidden, format!("controller `{holder}` holds the lease: only it, or an admin, may answer approvals, not credential `{}`", f.name)));
         }
         let by = f.name.clone();
         let Some(pending) = st.pending.remove(request_id) else { return Ok(false) };
@@ -133,12 +178,18 @@ impl FrontendRequestBridge {
     async fn ask(self: Arc<Self>, prompt: String) -> ApprovalDecision {
         let timeout = *self.timeout.lock().unwrap_or_else(|p| p.into_inner());
         let (tx, rx) = oneshot::channel();
+        let holder = self.current_holder();
         let request_id = {
             let mut st = self.lock();
-            let answerers: Vec<(u64, mpsc::Sender<Outbound>)> = st.frontends.iter().filter(|(_, f)| f.can_answer).map(|(id, f)| (*id, f.tx.clone())).collect();
+            let answerers: Vec<(u64, mpsc::Sender<Outbound>)> =
+                st.frontends.iter().filter(|(_, f)| f.may_answer(holder.as_deref())).map(|(id, f)| (*id, f.tx.clone())).collect();
             if answerers.is_empty() {
                 drop(st);
-                self.hub.publish(RuntimeEvent::ApprovalDenied { request_id: None, prompt, reason: "no frontend allowed to answer approvals is attached".into() });
+                let reason = match &holder {
+                    Some(h) => format!("no frontend allowed to answer approvals is attached for the lease holder `{h}` or an admin"),
+                    None => "no frontend allowed to answer approvals is attached".to_owned(),
+                };
+                self.hub.publish(RuntimeEvent::ApprovalDenied { request_id: None, prompt, reason });
                 return ApprovalDecision::denied();
             }
             st.next_request += 1;
