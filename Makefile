@@ -11,7 +11,7 @@ CARGO ?= cargo
 BIN := target/debug/openagents
 SAMPLES := tests/samples
 
-.PHONY: all build demo demo-python demo-typescript test test-rust test-python test-typescript codegen check-codegen compat bench fuzz soak clean
+.PHONY: all build demo demo-python demo-typescript test test-rust test-python test-typescript test-acp-agents test-acp-editor codegen check-codegen compat bench fuzz soak clean
 
 all: build
 
@@ -49,7 +49,7 @@ demo: build $(DEMO)/runners.toml demo-python demo-typescript
 	@echo "== echo '{\"a\":' | openagents validate Turn   (not JSON)"
 	@echo '{"a":' | $(BIN) validate Turn; code=$$?; echo "refused (exit $$code)"; test $$code -eq 2
 
-test: test-rust test-python test-typescript
+test: test-rust test-python test-typescript test-acp-editor test-acp-agents
 
 # A TypeScript runner, and one turn driven from TypeScript over stdio.
 demo-typescript: build
@@ -82,6 +82,13 @@ test-python:
 
 test-typescript:
 	bash clients/typescript/run-tests.sh
+
+# ACP agents as runners: fake agents on the official ACP SDKs through run, serve --http and the WebSocket.
+test-acp-agents: ; bash tests/acp-agents/run-tests.sh
+
+# Editors over ACP: the official TypeScript and Python ACP clients drive `openagents acp`.
+test-acp-editor:
+	bash tests/acp-editor/run-tests.sh
 
 # The generator's checked-in output must match what it generates now.
 check-codegen:
