@@ -756,18 +756,19 @@ impl AcpProcess {
     /// method) a `clean` agent gets time to exit by itself; otherwise SIGTERM, then SIGKILL.
     async fn close(mut self, clean: bool) {
         self.writer.take();
-        let exit = if clean {
+        let mut writer = self.writer_task.take();
+        if clean {
             // The writer shuts stdin down once its queue is written.
-            if let Some(w) = self.writer_task.as_mut() {
-                let _ = tokio::time::timeout(Duration::from_millis(200), w).await;
+            if let Some(w) = writer.as_mut() {
+                if tokio::time::timeout(Duration::from_millis(200), w).await.is_ok() {
+                    writer = None;
+                }
             }
-            end_process_group(&mut self.child, self.pgid, true).await
-        } else {
-            end_process_group(&mut self.child, self.pgid, false).await
-        };
-        let _ = exit;
+        }
+        end_process_group(&mut self.child, self.pgid, clean).await;
         self.closed = true;
-        if let Some(w) = self.writer_task.take() {
+        // Awaited after the abort, so the pipes the tasks own are closed when this returns.
+        if let Some(w) = writer {
             w.abort();
             let _ = w.await;
         }

@@ -1,0 +1,268 @@
+// ACP agents as runners, end to end: the fake agents on the official SDKs behind the real
+// `openagents run`, `openagents serve --http` (POST /rpc with the token) and the WebSocket
+// (`/frontend/v2`, approvals answered and denied).
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import WebSocket from "ws";
+
+import { alive, events, fake, fields, python, run, serve, setup, until } from "../helpers.mjs";
+
+const MAX_OUTPUT = 1048576;
+const MAX_FRAME = 98304;
+
+describe("openagents run", () => {
+  let s;
+  before(() => {
+    s = setup({ fake: fake(), py: python() });
+  });
+  after(() => s.cleanup());
+
+  test("a turn streams thought, plan and message chunks as text and completes with the message; nothing is left running", async () => {
+    const r = await run(s.env, s.dir, ["--json", "--runner", "fake", "hello there"]);
+    assert.equal(r.code, 0, r.err);
+    const evs = events(r.out);
+    const texts = evs.filter((e) => e.type === "text").map((e) => e.text);
+    assert.deepEqual(texts.slice(0, 2), ["thinking: reading the prompt", "plan: [in_progress] answer"]);
+    assert.equal(texts[2], "prompts=1 ");
+    const done = evs.find((e) => e.type === "turn_completed");
+    assert.match(done.result, /^prompts=1 session=sess-\d+-1 pid=\d+ cwd=\S+ task=hello there$/);
+    const f = fields(done.result);
+    assert.equal(f.cwd, s.dir);
+    assert.equal(alive(f.pid), false, "the agent process outlived openagents run");
+  });
+
+  test("with nobody to ask, the permission request is denied: the agent's reject_once option", async () => {
+    const r = await run(s.env, s.dir, ["--json", "--runner", "fake", "ask"]);
+    assert.equal(r.code, 0, r.err);
+    const evs = events(r.out);
+    assert.equal(evs.find((e) => e.type === "turn_completed").result, "permission: selected no");
+    const denied = evs.find((e) => e.type === "approval_denied");
+    assert.match(denied.prompt, /Write notes\.txt \(edit\)\nappend one line to notes\.txt/);
+  });
+
+  test("fs/* and terminal/* requests, never advertised, get method-not-found", async () => {
+    for (const word of ["fs", "terminal"]) {
+      const r = await run(s.env, s.dir, ["--runner", "fake", word]);
+      assert.equal(r.code, 0, r.err);
+      assert.equal(r.out.trim().split("\n").at(-1), `${word}: error -32601`);
+    }
+  });
+
+  const failures = [
+    ["garbage", "runner_failed", /not an ACP message \(line \d+\): not JSON/],
+    ["oversized", "frame_too_large", /longer than MAX_FRAME \(98304 bytes\)/],
+    ["exit", "runner_failed", /exited during the turn \(exit status: 3\)/],
+    ["chatty", "output_too_large", /more than MAX_OUTPUT \(1048576 bytes\)/],
+    ["refuse", "runner_failed", /refused to go on \(stop reason `refusal`\)/],
+  ];
+  for (const [word, code, message] of failures) {
+    test(`a misbehaving agent (${word}) fails its turn with a typed error (${code})`, async () => {
+      const r = await run(s.env, s.dir, ["--json", "--runner", "fake", word]);
+      assert.equal(r.code, 1, r.err);
+      const evs = events(r.out);
+      const failed = evs.find((e) => e.type === "turn_failed");
+      assert.equal(failed.error.code, code);
+      assert.match(failed.error.message, message);
+      if (code === "frame_too_large") assert.equal(failed.error.details.limit, MAX_FRAME);
+      if (code === "output_too_large") {
+        assert.equal(failed.error.details.limit, MAX_OUTPUT);
+        const streamed = evs.filter((e) => e.type === "text").reduce((n, e) => n + e.text.length, 0);
+        assert.ok(streamed <= MAX_OUTPUT, `streamed ${streamed} bytes of text`);
+      }
+    });
+  }
+
+  test("the Python SDK agent: one whole turn (thought, permission denied, answer)", async () => {
+    const r = await run(s.env, s.dir, ["--json", "--runner", "py", "hi from node"]);
+    assert.equal(r.code, 0, r.err);
+    const evs = events(r.out);
+    assert.equal(evs.filter((e) => e.type === "text")[0].text, "thinking: python agent thinking about hi from node");
+    const result = evs.find((e) => e.type === "turn_completed").result;
+    assert.match(result, /^python agent: prompts=1 permission=no pid=\d+$/);
+    assert.equal(alive(Number(result.split("pid=")[1])), false);
+  });
+});
+
+describe("openagents serve --http", () => {
+  let s;
+  let srv;
+  const pids = new Set();
+  before(async () => {
+    s = setup({
+      fake: fake({ max_processes: 8 }),
+      capped: fake({ max_processes: 2 }),
+      idle: fake({ idle_timeout_s: 1 }),
+    });
+    srv = await serve(s, ["fake", "capped", "idle"]);
+  });
+  after(async () => {
+    if (srv.child.exitCode === null) srv.child.kill("SIGKILL");
+    s.cleanup();
+  });
+
+  async function turn(runner, conversation, task) {
+    const r = await srv.rpc("submit", { task, runner, conversation });
+    if (r.result) {
+      const f = fields(r.result.result);
+      if (f.pid) pids.add(f.pid);
+      return f;
+    }
+    return r.error;
+  }
+
+  test("two turns of one conversation reach the same agent session; another conversation gets another", async () => {
+    const a1 = await turn("fake", "conv-a", "one");
+    const a2 = await turn("fake", "conv-a", "two");
+    const b1 = await turn("fake", "conv-b", "one");
+    assert.equal(a1.prompts, 1);
+    assert.equal(a2.prompts, 2);
+    assert.equal(a2.session, a1.session);
+    assert.equal(a2.pid, a1.pid);
+    assert.equal(b1.prompts, 1);
+    assert.notEqual(b1.session, a1.session);
+    assert.notEqual(b1.pid, a1.pid);
+    assert.ok(alive(a1.pid) && alive(b1.pid));
+  });
+
+  test("the live-process cap holds: the process idle the longest is closed first", async () => {
+    const k1 = await turn("capped", "k1", "x");
+    const k2 = await turn("capped", "k2", "x");
+    assert.ok(alive(k1.pid) && alive(k2.pid));
+    const k3 = await turn("capped", "k3", "x");
+    await until(() => !alive(k1.pid), "the oldest idle process to be closed");
+    assert.ok(alive(k2.pid) && alive(k3.pid));
+    // k2 kept its session; k1 starts afresh (and closes k3, now the one idle the longest).
+    assert.equal((await turn("capped", "k2", "x")).prompts, 2);
+    const again = await turn("capped", "k1", "x");
+    assert.equal(again.prompts, 1);
+    assert.notEqual(again.pid, k1.pid);
+    await until(() => !alive(k3.pid), "k3 to be closed for k1");
+    assert.equal([k1.pid, k2.pid, k3.pid, again.pid].filter(alive).length, 2);
+  });
+
+  test("an idle session's process is gone after its idle timeout, and the next turn starts afresh", async () => {
+    const first = await turn("idle", "sleepy", "x");
+    assert.equal(first.prompts, 1);
+    await until(() => !alive(first.pid), "the idle process to be closed", 15000);
+    const next = await turn("idle", "sleepy", "x");
+    assert.equal(next.prompts, 1);
+    assert.notEqual(next.pid, first.pid);
+  });
+
+  test("an agent that exits mid-turn fails it with a typed error and is restarted for the next turn", async () => {
+    const before = await turn("fake", "crashy", "x");
+    const err = await turn("fake", "crashy", "exit");
+    assert.equal(err.data.code, "runner_failed");
+    assert.match(err.data.message, /exited during the turn/);
+    assert.equal(alive(before.pid), false);
+    const after = await turn("fake", "crashy", "x");
+    assert.equal(after.prompts, 1);
+    assert.notEqual(after.pid, before.pid);
+  });
+
+  async function interrupted(conversation, task) {
+    const pending = srv.rpc("submit", { task, runner: "fake", conversation });
+    await until(async () => (await srv.rpc("status")).result.active_turn?.conversation === conversation, "the turn to start");
+    // The agent has the prompt once its first update is out; interrupting earlier is fine too.
+    const r = await srv.rpc("interrupt", {});
+    assert.equal(r.result.interrupted, true);
+    return (await pending).error;
+  }
+
+  test("interrupt: an agent that honours session/cancel keeps its session; one that does not is killed", async () => {
+    const first = await turn("fake", "stoppable", "x");
+    const err = await interrupted("stoppable", "hang");
+    assert.equal(err.data.code, "interrupted");
+    const next = await turn("fake", "stoppable", "x");
+    assert.equal(next.prompts, 3);
+    assert.equal(next.pid, first.pid);
+    const err2 = await interrupted("stoppable", "deaf");
+    assert.equal(err2.data.code, "interrupted");
+    assert.equal(alive(first.pid), false);
+    assert.equal((await turn("fake", "stoppable", "x")).prompts, 1);
+  });
+
+  test("shutdown leaves no agent process running", async () => {
+    assert.ok(pids.size >= 5);
+    assert.ok([...pids].some(alive), "some sessions should be live before shutdown");
+    const r = await srv.rpc("shutdown", {});
+    assert.equal(r.result.shutting_down, true);
+    assert.equal(await srv.exited, 0);
+    assert.deepEqual([...pids].filter(alive), []);
+  });
+});
+
+/** A WebSocket frontend that answers approval requests with `decide(prompt)`. */
+async function frontend(url, token, decide) {
+  const ws = new WebSocket(new URL("frontend/v2", url).href.replace(/^http/, "ws"), ["openagents.v2"], { headers: { authorization: `Bearer ${token}` } });
+  const prompts = [];
+  const waiting = new Map();
+  let id = 0;
+  ws.on("message", (data) => {
+    const msg = JSON.parse(String(data));
+    if (msg.method === "frontend.v2.approval") {
+      prompts.push(msg.params.prompt);
+      ws.send(JSON.stringify({ jsonrpc: "2.0", id: msg.id, result: { approved: decide(msg.params.prompt) } }));
+    } else if (msg.id !== undefined && waiting.has(msg.id)) {
+      waiting.get(msg.id)(msg);
+      waiting.delete(msg.id);
+    }
+  });
+  await new Promise((resolve, reject) => {
+    ws.once("open", resolve);
+    ws.once("error", reject);
+  });
+  const call = (method, params) =>
+    new Promise((resolve) => {
+      const n = ++id;
+      waiting.set(n, resolve);
+      ws.send(JSON.stringify({ jsonrpc: "2.0", id: n, method, params }));
+    });
+  return { ws, prompts, call };
+}
+
+describe("the WebSocket (/frontend/v2)", () => {
+  let s;
+  let srv;
+  before(async () => {
+    s = setup({ fake: fake(), py: python() });
+    srv = await serve(s, ["fake", "py"]);
+  });
+  after(async () => {
+    await srv.rpc("shutdown", {}).catch(() => undefined);
+    await srv.exited;
+    s.cleanup();
+  });
+
+  test("an approval answered yes selects the agent's allow_once option, one answered no its reject_once", async () => {
+    let answer = true;
+    const fe = await frontend(srv.url, s.token, () => answer);
+    try {
+      const yes = await fe.call("submit", { task: "ask", runner: "fake", conversation: "ws-1" });
+      assert.equal(yes.result.result, "permission: selected once");
+      answer = false;
+      const no = await fe.call("submit", { task: "ask", runner: "fake", conversation: "ws-1" });
+      assert.equal(no.result.result, "permission: selected no");
+      assert.equal(fe.prompts.length, 2);
+      assert.match(fe.prompts[0], /^The agent asks permission: Write notes\.txt \(edit\)/);
+      // Same conversation, same session: the counter is in the agent.
+      const count = await fe.call("submit", { task: "count", runner: "fake", conversation: "ws-1" });
+      assert.equal(fields(count.result.result).prompts, 3);
+    } finally {
+      fe.ws.close();
+    }
+  });
+
+  test("the Python SDK agent through the WebSocket, its permission approved", async () => {
+    const fe = await frontend(srv.url, s.token, () => true);
+    try {
+      const r = await fe.call("submit", { task: "hello", runner: "py", conversation: "ws-py" });
+      assert.match(r.result.result, /^python agent: prompts=1 permission=yes pid=\d+$/);
+      const r2 = await fe.call("submit", { task: "again", runner: "py", conversation: "ws-py" });
+      assert.match(r2.result.result, /^python agent: prompts=2 permission=yes/);
+      assert.match(fe.prompts[0], /Run the Python tool \(execute\)/);
+    } finally {
+      fe.ws.close();
+    }
+  });
+});
