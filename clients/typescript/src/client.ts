@@ -274,7 +274,7 @@ export class OpenAgentsClient extends GeneratedMethods {
    * generated so the turn's events can be told apart.
    */
   async runTurn(params: SubmitParams, options: RunTurnOptions = {}): Promise<SubmitResult> {
-    const assignment = params.assignment ?? `asg-${globalThis.crypto.randomUUID()}`;
+    const assignment = params.assignment ?? `asg-${randomHex(16)}`;
     const stream = this.events();
     await stream.ready;
     const watch = (async (): Promise<void> => {
@@ -291,7 +291,8 @@ export class OpenAgentsClient extends GeneratedMethods {
       }
     })();
     watch.catch(() => undefined);
-    const trailing = (): Promise<unknown> => Promise.race([watch.catch(() => undefined), new Promise((r) => setTimeout(r, TRAILING_EVENTS_MS).unref?.())]);
+    const trailing = (): Promise<unknown> =>
+      Promise.race([watch.catch(() => undefined), new Promise((r) => (setTimeout(r, TRAILING_EVENTS_MS) as { unref?: () => void }).unref?.())]);
     try {
       const result = await this.submit({ ...params, assignment }, options.signal ? { signal: options.signal } : {});
       await trailing();
@@ -308,6 +309,18 @@ export class OpenAgentsClient extends GeneratedMethods {
   close(): Promise<void> {
     return this.transport.close();
   }
+}
+
+/**
+ * `bytes` random bytes as lowercase hex, from `crypto.getRandomValues`: available on every page,
+ * unlike `crypto.randomUUID`, which browsers offer only in secure contexts (HTTPS or loopback).
+ */
+export function randomHex(bytes: number): string {
+  const buf = new Uint8Array(bytes);
+  globalThis.crypto.getRandomValues(buf);
+  let out = "";
+  for (const b of buf) out += b.toString(16).padStart(2, "0");
+  return out;
 }
 
 /** The typed error for a JSON-RPC error object whose `data` is a `RuntimeSubmitError`. */

@@ -3,6 +3,10 @@
  * Server-Sent Events read from a streaming response, resumed with `Last-Event-ID` after a
  * dropped connection. Every request carries `Authorization: Bearer <token>`. Works wherever
  * `fetch` streams response bodies (Node.js 18+, browsers, Deno, Bun).
+ *
+ * In a browser, events come over the WebSocket `/frontend/v2` (`subscribe`) instead: a browser's
+ * `EventSource` cannot send the `Authorization` header, and the token never goes in a URL. The
+ * `events` option chooses explicitly.
  */
 
 import { TransportError } from "./error.js";
@@ -11,6 +15,14 @@ import { isObject } from "./rt.js";
 import { SseLimitError, SseParser } from "./sse.js";
 import { identityFromHeaders, RefusedByRuntime } from "./transport.js";
 import type { EventSubscription, RequestOptions, RuntimeIdentity, SubscribeOptions, Transport } from "./transport.js";
+import { WebSocketTransport } from "./websocket.js";
+import type { WebSocketConstructor } from "./websocket.js";
+
+/** Whether this runs in a browser page (a `document` and a global `WebSocket`). */
+function inBrowser(): boolean {
+  const g = globalThis as { document?: unknown; WebSocket?: unknown };
+  return typeof g.document === "object" && g.document !== null && typeof g.WebSocket === "function";
+}
 
 /** Options for `HttpTransport`. */
 export interface HttpTransportOptions {
@@ -24,6 +36,14 @@ export interface HttpTransportOptions {
   readonly maxReconnects?: number;
   /** The first delay before reconnecting, in milliseconds; doubled each time up to 2 s (default 100). */
   readonly reconnectDelayMs?: number;
+  /**
+   * How `subscribe` gets events: `"sse"` (`GET /events` with the `Authorization` header) or
+   * `"websocket"` (`subscribe` on `/frontend/v2`, the token in the bearer subprotocol; one socket
+   * for every subscription, opened on the first). Default: `"websocket"` in a browser, else `"sse"`.
+   */
+  readonly events?: "sse" | "websocket";
+  /** The `WebSocket` constructor for `events: "websocket"` (default: the global one). */
+  readonly WebSocket?: WebSocketConstructor;
 }
 
 /** `POST /rpc` and `GET /events` on one runtime. */
@@ -41,6 +61,12 @@ export class HttpTransport implements Transport {
   readonly where: string;
   /** Every response's headers say the runtime's schema digest and protocol version. */
   readonly reportsIdentity = true;
+  /** Where events come from (see the `events` option). */
+  readonly eventsVia: "sse" | "websocket";
+  private readonly token: string;
+  private readonly WebSocketCtor: WebSocketConstructor | undefined;
+  /** The socket events come over with `events: "websocket"`, once opened (a new one after it closes). */
+  private socket: WebSocketTransport | null = null;
 
   constructor(options: HttpTransportOptions) {
     const base = new URL(options.url);
@@ -52,6 +78,9 @@ export class HttpTransport implements Transport {
     this.fetchFn = options.fetch ?? globalThis.fetch.bind(globalThis);
     this.maxReconnects = options.maxReconnects ?? 5;
     this.reconnectDelayMs = options.reconnectDelayMs ?? 100;
+    this.eventsVia = options.events ?? (inBrowser() ? "websocket" : "sse");
+    this.token = options.token;
+    this.WebSocketCtor = options.WebSocket;
   }
 
   async request(method: string, params: unknown, options: RequestOptions = {}): Promise<unknown> {
@@ -89,13 +118,28 @@ export class HttpTransport implements Transport {
   }
 
   subscribe(options: SubscribeOptions = {}): EventSubscription {
+    if (this.eventsVia === "websocket") return this.eventSocket().subscribe(options);
     const sub = new SseSubscription(this, options, () => this.subscriptions.delete(sub));
     this.subscriptions.add(sub);
     return sub;
   }
 
+  /** The socket for `events: "websocket"`. It does not reconnect: a dropped one ends its subscriptions, and the next `subscribe` (with `since`) opens a new one. */
+  private eventSocket(): WebSocketTransport {
+    if (this.socket) return this.socket;
+    const socket = new WebSocketTransport({ url: this.where, token: this.token, ...(this.WebSocketCtor ? { WebSocket: this.WebSocketCtor } : {}) });
+    this.socket = socket;
+    void socket.closed.then(() => {
+      if (this.socket === socket) this.socket = null;
+    });
+    return socket;
+  }
+
   async close(): Promise<void> {
     for (const s of [...this.subscriptions]) s.close();
+    const socket = this.socket;
+    this.socket = null;
+    if (socket) await socket.close();
   }
 
   /** @internal */
