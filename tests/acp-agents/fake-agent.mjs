@@ -14,6 +14,10 @@
 //   exit             sends a chunk, then exits with status 3 mid-turn
 //   chatty           streams message chunks until well past 1 MiB
 //   refuse           answers with the stop reason `refusal`
+//   maxtokens        answers with the stop reason `max_tokens`
+//   error            fails the prompt (a JSON-RPC error)
+//
+// The answer to anything else also says how the session's last permission request ended.
 //
 // Logs go to stderr only.
 import { Readable, Writable } from "node:stream";
@@ -39,7 +43,7 @@ const app = acp
   .onRequest(acp.methods.agent.session.new, ({ params }) => {
     if (params.mcpServers.length !== 0) throw new Error("expected no MCP servers");
     const sessionId = `sess-${process.pid}-${nextSession++}`;
-    sessions.set(sessionId, { prompts: 0, cwd: params.cwd, cancel: null });
+    sessions.set(sessionId, { prompts: 0, cwd: params.cwd, cancel: null, lastPermission: "none" });
     return { sessionId };
   })
   .onNotification(acp.methods.agent.session.cancel, ({ params }) => {
@@ -69,6 +73,7 @@ const app = acp
           ],
         });
         const outcome = answer.outcome.outcome === "selected" ? `selected ${answer.outcome.optionId}` : answer.outcome.outcome;
+        s.lastPermission = outcome.replace(" ", ":");
         await update(ctx, sessionId, { sessionUpdate: "tool_call_update", toolCallId: "call-1", status: answer.outcome.optionId === "once" ? "completed" : "failed" });
         await update(ctx, sessionId, { sessionUpdate: "agent_message_chunk", content: text(`permission: ${outcome}`) });
         return { stopReason: "end_turn" };
@@ -110,12 +115,16 @@ const app = acp
       }
       case "refuse":
         return { stopReason: "refusal" };
+      case "maxtokens":
+        return { stopReason: "max_tokens" };
+      case "error":
+        throw new Error("the model is unavailable");
       default: {
         await update(ctx, sessionId, { sessionUpdate: "agent_thought_chunk", content: text("reading ") });
         await update(ctx, sessionId, { sessionUpdate: "agent_thought_chunk", content: text("the prompt") });
         await update(ctx, sessionId, { sessionUpdate: "plan", entries: [{ content: "answer", priority: "high", status: "in_progress" }] });
         await update(ctx, sessionId, { sessionUpdate: "agent_message_chunk", content: text(`prompts=${s.prompts} `) });
-        await update(ctx, sessionId, { sessionUpdate: "agent_message_chunk", content: text(`session=${sessionId} pid=${process.pid} cwd=${s.cwd} task=${task}`) });
+        await update(ctx, sessionId, { sessionUpdate: "agent_message_chunk", content: text(`session=${sessionId} pid=${process.pid} cwd=${s.cwd} perm=${s.lastPermission} task=${task}`) });
         return { stopReason: "end_turn" };
       }
     }

@@ -280,7 +280,9 @@ impl AcpHost {
         if let Some(p) = evicted {
             p.close(true).await;
         }
-        let deadline = Instant::now() + spec.timeout;
+        // A limit too large for a deadline (a `RunnerSpec` built by hand) is no limit to speak
+        // of, never a panic; the registry refuses more than a day.
+        let deadline = Instant::now().checked_add(spec.timeout).unwrap_or_else(|| Instant::now() + crate::registry::MAX_TIMEOUT * 365);
         let mut budget = MAX_OUTPUT;
         let mut started = false;
         let process = match existing {

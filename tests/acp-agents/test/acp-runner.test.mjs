@@ -25,7 +25,7 @@ describe("openagents run", () => {
     assert.deepEqual(texts.slice(0, 2), ["thinking: reading the prompt", "plan: [in_progress] answer"]);
     assert.equal(texts[2], "prompts=1 ");
     const done = evs.find((e) => e.type === "turn_completed");
-    assert.match(done.result, /^prompts=1 session=sess-\d+-1 pid=\d+ cwd=\S+ task=hello there$/);
+    assert.match(done.result, /^prompts=1 session=sess-\d+-1 pid=\d+ cwd=\S+ perm=none task=hello there$/);
     const f = fields(done.result);
     assert.equal(f.cwd, s.dir);
     assert.equal(alive(f.pid), false, "the agent process outlived openagents run");
@@ -54,6 +54,8 @@ describe("openagents run", () => {
     ["exit", "runner_failed", /exited during the turn \(exit status: 3\)/],
     ["chatty", "output_too_large", /more than MAX_OUTPUT \(1048576 bytes\)/],
     ["refuse", "runner_failed", /refused to go on \(stop reason `refusal`\)/],
+    ["maxtokens", "runner_failed", /reached its token limit \(stop reason `max_tokens`\)/],
+    ["error", "runner_failed", /answered session\/prompt with error -32603: /],
   ];
   for (const [word, code, message] of failures) {
     test(`a misbehaving agent (${word}) fails its turn with a typed error (${code})`, async () => {
@@ -202,7 +204,8 @@ async function frontend(url, token, decide) {
     const msg = JSON.parse(String(data));
     if (msg.method === "frontend.v2.approval") {
       prompts.push(msg.params.prompt);
-      ws.send(JSON.stringify({ jsonrpc: "2.0", id: msg.id, result: { approved: decide(msg.params.prompt) } }));
+      const approved = decide(msg.params.prompt);
+      if (approved !== undefined) ws.send(JSON.stringify({ jsonrpc: "2.0", id: msg.id, result: { approved } }));
     } else if (msg.id !== undefined && waiting.has(msg.id)) {
       waiting.get(msg.id)(msg);
       waiting.delete(msg.id);
@@ -243,11 +246,28 @@ describe("the WebSocket (/frontend/v2)", () => {
       answer = false;
       const no = await fe.call("submit", { task: "ask", runner: "fake", conversation: "ws-1" });
       assert.equal(no.result.result, "permission: selected no");
+      assert.equal(fields((await fe.call("submit", { task: "count", runner: "fake", conversation: "ws-1" })).result.result).perm, "selected:no");
       assert.equal(fe.prompts.length, 2);
-      assert.match(fe.prompts[0], /^The agent asks permission: Write notes\.txt \(edit\)/);
       // Same conversation, same session: the counter is in the agent.
+      assert.match(fe.prompts[0], /^The agent asks permission: Write notes\.txt \(edit\)/);
       const count = await fe.call("submit", { task: "count", runner: "fake", conversation: "ws-1" });
-      assert.equal(fields(count.result.result).prompts, 3);
+      assert.equal(fields(count.result.result).prompts, 4);
+    } finally {
+      fe.ws.close();
+    }
+  });
+
+  test("a permission request pending when the turn is interrupted is answered `cancelled`; the session goes on", async () => {
+    const fe = await frontend(srv.url, s.token, () => undefined);
+    try {
+      const pending = fe.call("submit", { task: "ask", runner: "fake", conversation: "ws-2" });
+      await until(() => fe.prompts.length === 1, "the approval request");
+      const stop = await fe.call("interrupt", {});
+      assert.equal(stop.result.interrupted, true);
+      assert.equal((await pending).error.data.code, "interrupted");
+      const next = await fe.call("submit", { task: "count", runner: "fake", conversation: "ws-2" });
+      assert.equal(fields(next.result.result).prompts, 2);
+      assert.equal(fields(next.result.result).perm, "cancelled");
     } finally {
       fe.ws.close();
     }
