@@ -195,16 +195,20 @@ export function nextMessage(agent, pred, ms = 15000) {
 
 /** The SDK's stream over the agent's stdio, recording the client's lines. */
 export function sdkStream(agent) {
+  let closed = false;
   const input = new ReadableStream({
     start(controller) {
-      agent.child.stdout.on("data", (chunk) => controller.enqueue(new Uint8Array(chunk)));
-      agent.child.stdout.on("end", () => {
-        try {
-          controller.close();
-        } catch {
-          // Already closed by a cancel.
-        }
+      agent.child.stdout.on("data", (chunk) => {
+        // After the SDK closed the connection, the agent's last lines are only logged.
+        if (!closed) controller.enqueue(new Uint8Array(chunk));
       });
+      agent.child.stdout.on("end", () => {
+        if (!closed) controller.close();
+        closed = true;
+      });
+    },
+    cancel() {
+      closed = true;
     },
   });
   let buffered = "";

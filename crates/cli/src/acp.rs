@@ -201,9 +201,12 @@ async fn run(engine: RpcEngine, runners: Vec<String>) -> ExitCode {
     // Subscribed before anything can run, so no event of any turn is missed.
     let sub = engine.subscribe(None);
     let (bridge_tx, bridge_rx) = mpsc::channel(64);
-    let conn = engine.bridge().attach("acp", true, bridge_tx);
+    // The editor is the parent process, trusted like `serve --stdio`'s, and the runtime's one
+    // approval frontend.
+    let caller = Caller { name: "acp".into(), ..Caller::stdio() };
+    let conn = engine.bridge().attach_caller(&caller, bridge_tx);
     let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
-    let adapter = Arc::new(Adapter { engine: engine.clone(), caller: Caller::stdio(), runners, conn, out, state: Mutex::new(State::default()), work: Notify::new(), stamp });
+    let adapter = Arc::new(Adapter { engine: engine.clone(), caller, runners, conn, out, state: Mutex::new(State::default()), work: Notify::new(), stamp });
     let (barrier_tx, barrier_rx) = mpsc::channel::<Barrier>(4);
     let pump = tokio::spawn(Arc::clone(&adapter).pump(sub, bridge_rx, barrier_rx));
     let worker = tokio::spawn(Arc::clone(&adapter).worker(barrier_tx));

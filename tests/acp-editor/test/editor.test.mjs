@@ -120,18 +120,49 @@ test("an approval the editor rejects is denied: the card fails and the runner's 
   assertValid(agent);
 });
 
-test("an unknown option and a cancelled outcome both deny", async () => {
-  const answers = [{ outcome: { outcome: "selected", optionId: "sure-why-not" } }, { outcome: { outcome: "cancelled" } }];
+test("an unknown option, a cancelled outcome and an error answer all deny (and an error is no reason to stop asking)", async () => {
+  const answers = [
+    () => ({ outcome: { outcome: "selected", optionId: "sure-why-not" } }),
+    () => ({ outcome: { outcome: "cancelled" } }),
+    () => {
+      throw new Error("the editor's dialog crashed");
+    },
+    (params) => ({ outcome: { outcome: "selected", optionId: params.options[0].optionId } }),
+  ];
   const { result, agent } = await withClient(
     ALL,
     async (ctx) => {
       await initialize(ctx);
       const { sessionId } = await newSession(ctx, { runner: "ask" });
-      return [await prompt(ctx, sessionId, "one"), await prompt(ctx, sessionId, "two")];
+      const out = [];
+      for (const task of ["one", "two", "three", "four"]) out.push(await prompt(ctx, sessionId, task));
+      return out;
     },
-    { handlers: { requestPermission: () => answers.shift() } },
+    { handlers: { requestPermission: (params) => answers.shift()(params) } },
   );
-  for (const r of result) assert.equal(r.err?.data?.code, "runner_failed", JSON.stringify(r));
+  for (const r of result.slice(0, 3)) assert.equal(r.err?.data?.code, "runner_failed", JSON.stringify(r));
+  assert.equal(result[3].ok?.stopReason, "end_turn", "asked again after an error, and the allow approves");
+  assert.equal(agent.lines.filter((m) => m.method === "session/request_permission").length, 4);
+  assertValid(agent);
+});
+
+test("stdin EOF while an approval waits for the editor denies it, answers the prompt and exits 0", async () => {
+  const agent = startAgent(ALL);
+  sendRaw(agent, { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: 1 } });
+  await nextMessage(agent, (m) => m.id === 1);
+  sendRaw(agent, { jsonrpc: "2.0", id: 2, method: "session/new", params: { cwd: root, mcpServers: [], _meta: { "openagents/runner": "ask" } } });
+  const { result } = await nextMessage(agent, (m) => m.id === 2);
+  sendRaw(agent, { jsonrpc: "2.0", id: 3, method: "session/prompt", params: { sessionId: result.sessionId, prompt: [{ type: "text", text: "may I" }] } });
+  await nextMessage(agent, (m) => m.method === "session/request_permission");
+  const runner = children(agent.child.pid).find((c) => c.cmd.includes("openagents-runner-ask"));
+  agent.child.stdin.end();
+  const answer = await nextMessage(agent, (m) => m.id === 3);
+  assert.equal((await agent.exited).code, 0);
+  assert.ok(answer.error, "a failure, never a success");
+  assert.ok(["interrupted", "runner_failed"].includes(answer.error.data.code), JSON.stringify(answer));
+  const card = agent.lines.filter((m) => m.method === "session/update" && m.params.update.sessionUpdate === "tool_call_update").map((m) => m.params.update.status);
+  assert.deepEqual(card, ["failed"]);
+  assert.ok(runner && !alive(runner.pid), "no runner process is left");
   assertValid(agent);
 });
 
