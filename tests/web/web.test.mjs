@@ -1,0 +1,391 @@
+// The web page `openagents serve --http` serves on GET /, in headless Chromium, against the real
+// binary and the example runners (echo, ask, slow). Run by tests/web/run-tests.sh.
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+
+import { connect, events, launch, open, result, rpc, serve, Setup, screenshot, submit, waitConnected } from "./harness.mjs";
+
+const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+let browser;
+before(async () => {
+  browser = await launch();
+});
+after(async () => {
+  await browser?.close();
+});
+
+/** The page-side checks that the token went nowhere but the handshake and sessionStorage. */
+async function assertTokenHidden(page, seen, token, output) {
+  assert.ok(!page.url().includes(token), `the address bar holds the token: ${page.url()}`);
+  const html = await page.content();
+  assert.ok(!html.includes(token), "the page's markup holds the token");
+  assert.equal(await page.getByTestId("token").inputValue(), "", "the token field is cleared once used");
+  assert.equal(await page.evaluate(() => sessionStorage.getItem("openagents.token")), token, "the token is kept in sessionStorage");
+  assert.equal(await page.evaluate(() => localStorage.length), 0, "nothing in localStorage");
+  assert.equal(await page.evaluate(() => document.cookie), "", "no cookie");
+  for (const url of [...seen.sockets, ...seen.requests]) assert.ok(!url.includes(token), `a URL the page opened holds the token: ${url}`);
+  for (const line of seen.console) assert.ok(!line.includes(token), `a console line holds the token: ${line}`);
+  if (output) {
+    assert.ok(!output.stdout.includes(token), "serve's stdout holds the token");
+    assert.ok(!output.stderr.includes(token), "serve's stderr holds the token");
+  }
+}
+
+test("GET / and its assets need no token and carry the security headers; the page labels its controls", async () => {
+  const setup = new Setup("headers");
+  const { token, file } = setup.token();
+  const server = await serve(setup, ["--runner", "echo", "--token-file", file]);
+  try {
+    for (const [path, type] of [["/", "text/html"], ["/assets/app.js", "text/javascript"], ["/assets/app.css", "text/css"], ["/assets/icon.svg", "image/svg+xml"]]) {
+      const r = await fetch(new URL(path, server.url));
+      assert.equal(r.status, 200, path);
+      assert.ok(r.headers.get("content-type")?.startsWith(type), `${path}: ${r.headers.get("content-type")}`);
+      assert.equal(r.headers.get("content-security-policy"), CSP, path);
+      assert.equal(r.headers.get("x-content-type-options"), "nosniff", path);
+      assert.equal(r.headers.get("referrer-policy"), "no-referrer", path);
+      await r.arrayBuffer();
+    }
+    assert.equal((await fetch(new URL("/assets/nope.js", server.url))).status, 404);
+    // Everything else still needs the token.
+    assert.equal((await fetch(new URL("/rpc", server.url), { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).status, 401);
+
+    const { page, seen, response } = await open(browser.context, server.url);
+    assert.equal(response.status(), 200);
+    assert.equal(response.headers()["content-security-policy"], CSP);
+    // Every data-testid hook of the issue exists.
+    for (const id of ["token", "connect", "status", "task", "submit", "interrupt", "events", "result", "approval", "approve", "deny", "notice"]) {
+      assert.equal(await page.locator(`[data-testid="${id}"]`).count(), 1, `data-testid=${id}`);
+    }
+    // Labelled controls: each field is found by its label's text.
+    for (const label of ["Token", "What should the agent do?", "Runner"]) assert.equal(await page.getByLabel(label, { exact: true }).count(), 1, label);
+    // Before connecting, nothing can be submitted.
+    assert.ok(await page.getByTestId("submit").isDisabled());
+    assert.equal(seen.sockets.length, 0, "no socket before a token is given");
+    // A wrong token: refused, said so, not retried.
+    await page.getByLabel("Token").fill("tok-wrong");
+    await page.getByTestId("connect").click();
+    await page.waitForFunction(() => document.querySelector('[data-testid="connection"]')?.getAttribute("data-state") === "failed");
+    assert.match(await page.getByTestId("connection").textContent(), /token is not valid/);
+    assert.deepEqual(seen.errors, []);
+    // A narrow window (a phone) scrolls only vertically.
+    await page.setViewportSize({ width: 360, height: 740 });
+    await connect(page, token);
+    assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), "no horizontal overflow at 360 px");
+    await screenshot(page, "narrow-window");
+    await page.close();
+  } finally {
+    await server.stop();
+    setup.cleanup();
+  }
+});
+
+test("an echo turn streams its events with their seq and shows the result; the token stays out of URLs, logs and the page", async () => {
+  const setup = new Setup("echo");
+  const { token, file } = setup.token();
+  const server = await serve(setup, ["--runner", "echo", "--token-file", file]);
+  try {
+    const { page, seen } = await open(browser.context, server.url);
+    await connect(page, token);
+    await page.waitForFunction(() => document.querySelector('[data-testid="status-state"]')?.textContent === "idle");
+    assert.match(await page.getByTestId("status-protocol").textContent(), /^\d+\.\d+\.\d+ \(schema [0-9a-f]{12}\)$/);
+    await submit(page, "hello from the browser");
+    assert.equal(await result(page, "completed"), "hello from the browser");
+    assert.equal(await page.getByTestId("progress").textContent(), "hello from the browser", "the progress text, apart from the result");
+    await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="events"] li')].some((li) => li.getAttribute("data-kind") === "turn_completed"));
+    const evs = await events(page);
+    assert.deepEqual(
+      evs.map((e) => e.kind),
+      ["turn_started", "text", "text", "text", "text", "turn_completed"],
+    );
+    assert.deepEqual(evs.filter((e) => e.kind === "text").map((e) => e.detail), ["hello", "from", "the", "browser"]);
+    for (let i = 1; i < evs.length; i++) assert.equal(evs[i].seq, evs[i - 1].seq + 1, "consecutive seq");
+    assert.equal(await page.getByTestId("status-seq").textContent(), String(evs.at(-1).seq));
+    assert.ok(await page.getByTestId("submit").isEnabled(), "Submit is enabled again after the turn");
+    await assertTokenHidden(page, seen, token, server.output());
+    assert.ok(seen.sockets.every((u) => u.endsWith("/frontend/v2")), `sockets: ${seen.sockets}`);
+    assert.deepEqual(seen.errors, []);
+    await screenshot(page, "finished-turn");
+    await page.close();
+  } finally {
+    await server.stop();
+    setup.cleanup();
+  }
+});
+
+test("serve --print-web-url prints the fragment URL on stderr only; opening it connects and clears the fragment", async () => {
+  const setup = new Setup("print-url");
+  const { token, file } = setup.token();
+  const server = await serve(setup, ["--runner", "echo", "--token-file", file, "--print-web-url"]);
+  try {
+    const line = await server.stderrLine(/#token=/);
+    const out = server.output();
+    const url = line.slice(line.indexOf("http://"));
+    assert.equal(url, `${server.url}#token=${token}`);
+    assert.ok(!out.stdout.includes(token), "stdout never holds the token");
+    const { page, seen } = await open(browser.context, url);
+    await waitConnected(page);
+    assert.equal(page.url(), server.url, "the fragment is gone from the address bar");
+    assert.ok(seen.requests.every((u) => !u.includes(token)), "the fragment was never sent");
+    await submit(page, "via the link");
+    assert.equal(await result(page, "completed"), "via the link");
+    await assertTokenHidden(page, seen, token, null);
+    // A reload in the same tab reconnects from sessionStorage, with no token in the URL.
+    await page.reload();
+    await waitConnected(page);
+    await page.close();
+  } finally {
+    await server.stop();
+    setup.cleanup();
+  }
+});
+
+test("[capabilities.server] web = false: no page, and --print-web-url is refused", async () => {
+  const setup = new Setup("web-off", "web = false\n");
+  const { token, file } = setup.token();
+  const server = await serve(setup, ["--runner", "echo", "--token-file", file]);
+  try {
+    assert.equal((await fetch(server.url)).status, 404);
+    assert.equal((await fetch(new URL("/assets/app.js", server.url))).status, 404);
+    assert.equal((await rpc(server.url, token, "status")).result.state, "idle", "the runtime itself still serves");
+  } finally {
+    await server.stop();
+  }
+  await assert.rejects(serve(setup, ["--runner", "echo", "--token-file", file, "--print-web-url"]), /the web page is off/);
+  setup.cleanup();
+});
+
+test("approvals through the ask runner: approved, denied; an observer page sees the request but cannot answer it", async () => {
+  const setup = new Setup("approvals");
+  const creds = setup.credentials();
+  const server = await serve(setup, ["--runner", "ask", "--credentials", creds.file, "--approval-timeout", "60"]);
+  try {
+    const admin = await open(browser.context, server.url);
+    const watcher = await open(browser.context, server.url);
+    await connect(admin.page, creds.admin);
+    await connect(watcher.page, creds.watcher);
+
+    // Approved, from the keyboard: the dialog focuses Approve.
+    await submit(admin.page, "deploy the site");
+    const dialog = admin.page.getByTestId("approval");
+    await dialog.waitFor({ state: "visible" });
+    assert.equal(await admin.page.getByTestId("approval-prompt").textContent(), "May I do this: deploy the site?");
+    await admin.page.waitForFunction(() => /^Time left: \d+ s$/.test(document.querySelector('[data-testid="approval-info"]')?.textContent ?? ""));
+    assert.ok(await admin.page.getByTestId("approve").isVisible());
+    // The observer sees the request, with no way to answer it.
+    await watcher.page.getByTestId("approval").waitFor({ state: "visible" });
+    assert.equal(await watcher.page.getByTestId("approval-prompt").textContent(), "May I do this: deploy the site?");
+    assert.ok(await watcher.page.getByTestId("approve").isHidden(), "an observer has no Approve");
+    assert.ok(await watcher.page.getByTestId("deny").isHidden(), "an observer has no Deny");
+    await watcher.page.waitForFunction(() => /may not answer/.test(document.querySelector('[data-testid="approval-info"]')?.textContent ?? ""));
+    await screenshot(admin.page, "approval-dialog");
+    await screenshot(watcher.page, "approval-observer");
+    assert.equal(await admin.page.evaluate(() => document.activeElement?.getAttribute("data-testid")), "approve");
+    await admin.page.keyboard.press("Enter");
+    assert.equal(await result(admin.page, "completed"), "approved: deploy the site");
+    await dialog.waitFor({ state: "hidden" });
+    // The observer sees the outcome too, and its dialog closes.
+    assert.equal(await result(watcher.page, "completed"), "approved: deploy the site");
+    await watcher.page.getByTestId("approval").waitFor({ state: "hidden" });
+    await watcher.page.waitForFunction(() => /approved by admin/.test(document.querySelector('[data-testid="notice"]')?.textContent ?? ""));
+
+    // Denied, with the mouse.
+    await submit(admin.page, "drop the database");
+    await dialog.waitFor({ state: "visible" });
+    assert.equal(await admin.page.getByTestId("approval-prompt").textContent(), "May I do this: drop the database?");
+    await admin.page.getByTestId("deny").click();
+    assert.match(await result(admin.page, "failed"), /denied: drop the database/);
+    await dialog.waitFor({ state: "hidden" });
+    const evs = await events(admin.page);
+    const resolved = evs.filter((e) => e.kind === "approval_resolved").map((e) => e.detail);
+    assert.deepEqual(resolved, ["approved by admin", "denied by admin"]);
+
+    // An observer cannot submit either: refused with the runtime's typed reason.
+    await watcher.page.getByTestId("task").fill("not allowed");
+    await watcher.page.getByTestId("submit").click();
+    await watcher.page.waitForFunction(() => /forbidden/.test(document.querySelector('[data-testid="notice"]')?.textContent ?? ""));
+    assert.deepEqual(admin.seen.errors, []);
+    assert.deepEqual(watcher.seen.errors, []);
+    await admin.page.close();
+    await watcher.page.close();
+  } finally {
+    await server.stop();
+    setup.cleanup();
+  }
+});
+
+test("an approval nobody answers times out and is denied; the page shows the time running out", async () => {
+  const setup = new Setup("approval-timeout");
+  const { token, file } = setup.token();
+  const server = await serve(setup, ["--runner", "ask", "--token-file", file, "--approval-timeout", "2"]);
+  try {
+    const { page } = await open(browser.context, server.url);
+    await connect(page, token);
+    await submit(page, "wait for me");
+    await page.getByTestId("approval").waitFor({ state: "visible" });
+    await page.waitForFunction(() => /^Time left: [12] s$/.test(document.querySelector('[data-testid="approval-info"]')?.textContent ?? ""));
+    assert.match(await result(page, "failed"), /denied: wait for me/);
+    await page.getByTestId("approval").waitFor({ state: "hidden" });
+    const evs = await events(page);
+    assert.ok(evs.some((e) => e.kind === "approval_denied" && /no answer within/.test(e.detail)), JSON.stringify(evs));
+    assert.ok(!evs.some((e) => e.kind === "approval_resolved"), "the page answered nothing");
+    assert.match(await page.getByTestId("notice").textContent(), /approval denied: no answer within/);
+    await page.close();
+  } finally {
+    await server.stop();
+    setup.cleanup();
+  }
+});
+
+test("Interrupt stops a slow turn", async () => {
+  const setup = new Setup("interrupt");
+  const { token, file } = setup.token();
+  const server = await serve(setup, ["--runner", "slow", "--token-file", file]);
+  try {
+    const { page } = await open(browser.context, server.url);
+    await connect(page, token);
+    await submit(page, "a long job");
+    await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="events"] li .detail')].some((d) => d.textContent === "step 3"));
+    await page.waitForFunction(() => document.querySelector('[data-testid="status-state"]')?.textContent === "running");
+    assert.ok(await page.getByTestId("submit").isDisabled(), "no second submit while a turn runs");
+    await page.getByTestId("interrupt").click();
+    assert.match(await result(page, "failed"), /^failed \(interrupted\)/);
+    await page.waitForFunction(() => document.querySelector('[data-testid="status-state"]')?.textContent === "idle");
+    assert.ok(await page.getByTestId("interrupt").isDisabled());
+    const evs = await events(page);
+    assert.ok(evs.filter((e) => e.kind === "text").length < 300, "the turn did not run to its end");
+    assert.equal(evs.at(-1).kind, "turn_failed");
+    await page.close();
+  } finally {
+    await server.stop();
+    setup.cleanup();
+  }
+});
+
+test("the server restarts on the same port: the page reconnects, shows the gap, then the new events", async () => {
+  const setup = new Setup("restart");
+  const { token, file } = setup.token();
+  const first = await serve(setup, ["--runner", "echo", "--token-file", file]);
+  let second;
+  try {
+    const { page } = await open(browser.context, first.url);
+    await connect(page, token);
+    // More events than the new runtime will have when the page is back, so the page can tell it restarted.
+    await submit(page, "before the restart of the runtime");
+    assert.equal(await result(page, "completed"), "before the restart of the runtime");
+    await first.stop("SIGINT");
+    await page.waitForFunction(() => document.querySelector('[data-testid="connection"]')?.getAttribute("data-state") === "reconnecting");
+    second = await serve(setup, ["--runner", "echo", "--token-file", file, "--bind", `127.0.0.1:${first.port}`]);
+    assert.equal(second.port, first.port);
+    // A turn on the new runtime, run from elsewhere while the page may still be away.
+    const r = await rpc(second.url, token, "submit", { task: "while you were away" });
+    assert.equal(r.result.result, "while you were away");
+    await waitConnected(page);
+    await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="notice"] li')].some((li) => li.getAttribute("data-kind") === "gap"));
+    assert.match(await page.getByTestId("notice").textContent(), /gap: the runtime restarted/);
+    // The new runtime's events, from its first.
+    await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="events"] li')].some((li) => li.getAttribute("data-kind") === "turn_completed" && li.textContent.includes("while you were away")));
+    const evs = await events(page);
+    const restartAt = evs.findIndex((e) => e.kind === "shutting_down");
+    assert.ok(restartAt > 0, JSON.stringify(evs));
+    assert.deepEqual(
+      evs.slice(restartAt + 1).map((e) => [e.seq, e.kind]),
+      [
+        [1, "turn_started"],
+        [2, "text"],
+        [3, "text"],
+        [4, "text"],
+        [5, "text"],
+        [6, "turn_completed"],
+      ],
+    );
+    // And the page drives the new runtime.
+    await submit(page, "after the restart");
+    assert.equal(await result(page, "completed"), "after the restart");
+    await page.close();
+  } finally {
+    await first.stop();
+    await second?.stop();
+    setup.cleanup();
+  }
+});
+
+test("a runner's text that is HTML renders as text and runs no script", async () => {
+  const setup = new Setup("xss");
+  const { token, file } = setup.token();
+  const server = await serve(setup, ["--runner", "echo", "--runner", "ask", "--token-file", file, "--approval-timeout", "60"]);
+  const payload = "<img src=x onerror=alert(1)>";
+  try {
+    const { page, seen } = await open(browser.context, server.url);
+    await connect(page, token);
+    await submit(page, payload);
+    assert.equal(await result(page, "completed"), payload);
+    await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="events"] li')].some((li) => li.getAttribute("data-kind") === "turn_completed"));
+    const evs = await events(page);
+    assert.equal(evs.find((e) => e.kind === "turn_completed").detail, payload);
+    // An approval prompt carrying HTML is text too.
+    await submit(page, `<script>alert(2)</script>${payload}`, "ask");
+    await page.getByTestId("approval").waitFor({ state: "visible" });
+    assert.equal(await page.getByTestId("approval-prompt").textContent(), `May I do this: <script>alert(2)</script>${payload}?`);
+    await page.getByTestId("deny").click();
+    await result(page, "failed");
+    assert.equal(await page.locator("img").count(), 0, "no <img> element was created");
+    assert.equal(await page.locator("body script").count(), 0, "no <script> element was created");
+    assert.deepEqual(seen.dialogs, [], "no script ran (no alert)");
+    assert.deepEqual(seen.errors, []);
+    assert.ok(!seen.requests.some((u) => new URL(u).pathname === "/x"), "the image was never fetched");
+    await screenshot(page, "html-as-text");
+    await page.close();
+  } finally {
+    await server.stop();
+    setup.cleanup();
+  }
+});
+
+test("a page that is not a secure context (plain HTTP, not loopback) runs turns; a page from another origin cannot open the WebSocket", async () => {
+  const setup = new Setup("insecure");
+  const { token, file } = setup.token();
+  const server = await serve(setup, ["--runner", "echo", "--token-file", file]);
+  try {
+    const url = `http://openagents.test:${server.port}/`;
+    const { page, seen } = await open(browser.context, url);
+    assert.equal(await page.evaluate(() => window.isSecureContext), false);
+    assert.equal(await page.evaluate(() => typeof crypto.randomUUID), "undefined", "no randomUUID outside a secure context");
+    await connect(page, token);
+    await submit(page, "from an insecure page");
+    assert.equal(await result(page, "completed"), "from an insecure page");
+    assert.deepEqual(seen.errors, []);
+    // Another origin (a page on evil.test, same port) offering a valid token: refused before the upgrade.
+    const other = await browser.context.newPage();
+    await other.goto(`http://evil.test:${server.port}/healthz`);
+    const outcome = await other.evaluate(
+      ([ws, t]) =>
+        new Promise((resolve) => {
+          const s = new WebSocket(ws, ["openagents.v2", `openagents.bearer.${t}`]);
+          s.onopen = () => resolve("open");
+          s.onclose = (e) => resolve(`closed ${e.code}`);
+        }),
+      [`ws://openagents.test:${server.port}/frontend/v2`, token],
+    );
+    assert.equal(outcome, "closed 1006", "the Origin check refuses another origin's page");
+    // The same token from the page's own origin opens it.
+    const own = await page.evaluate(
+      ([ws, t]) =>
+        new Promise((resolve) => {
+          const s = new WebSocket(ws, ["openagents.v2", `openagents.bearer.${t}`]);
+          s.onopen = () => {
+            resolve(`open ${s.protocol}`);
+            s.close();
+          };
+          s.onclose = (e) => resolve(`closed ${e.code}`);
+        }),
+      [`ws://openagents.test:${server.port}/frontend/v2`, token],
+    );
+    assert.equal(own, "open openagents.v2");
+    await other.close();
+    await page.close();
+  } finally {
+    await server.stop();
+    setup.cleanup();
+  }
+});
