@@ -16,11 +16,13 @@ pub struct Grant {
     pub events: bool,
     /// Whether it may answer the agent's approval requests (on the WebSocket).
     pub approvals: bool,
+    /// Whether it may read `GET /metrics`.
+    pub metrics: bool,
 }
 
 impl Grant {
     fn of(methods: &[&str], events: bool, approvals: bool) -> Grant {
-        Grant { methods: methods.iter().map(|m| (*m).to_owned()).collect(), events, approvals }
+        Grant { methods: methods.iter().map(|m| (*m).to_owned()).collect(), events, approvals, metrics: false }
     }
     /// `status`, `subscribe`, `rpc.discover` and events.
     pub fn observer() -> Grant {
@@ -30,9 +32,9 @@ impl Grant {
     pub fn controller() -> Grant {
         Grant::of(&["status", "subscribe", "rpc.discover", "submit", "interrupt", "release"], true, true)
     }
-    /// A controller that may also `shutdown`.
+    /// A controller that may also `shutdown` and read `GET /metrics`.
     pub fn admin() -> Grant {
-        Grant::of(&["status", "subscribe", "rpc.discover", "submit", "interrupt", "release", "shutdown"], true, true)
+        Grant { metrics: true, ..Grant::of(&["status", "subscribe", "rpc.discover", "submit", "interrupt", "release", "shutdown"], true, true) }
     }
     /// Whether the grant includes `method`.
     pub fn allows(&self, method: &str) -> bool {
@@ -233,6 +235,7 @@ struct CredentialEntry {
     methods: Option<Vec<String>>,
     events: Option<bool>,
     approvals: Option<bool>,
+    metrics: Option<bool>,
 }
 
 /// Loads a credentials file:
@@ -247,6 +250,7 @@ struct CredentialEntry {
 /// methods = ["status"]             # an exact grant instead of a role
 /// events = true
 /// approvals = false                # may it answer the agent's approval requests
+/// metrics = true                   # may it read GET /metrics (admins may)
 /// ```
 ///
 /// # Errors
@@ -270,11 +274,11 @@ pub fn load_credentials(path: &Path) -> Result<Vec<RuntimeHttpCredential>, Strin
                 if let Some(bad) = methods.iter().find(|m| !openagents_protocol::Method::NAMES.contains(&m.as_str())) {
                     return Err(format!("{at}: unknown method `{bad}` (known: {})", openagents_protocol::Method::NAMES.join(", ")));
                 }
-                Grant { methods: methods.into_iter().collect(), events: e.events.unwrap_or(false), approvals: e.approvals.unwrap_or(false) }
+                Grant { methods: methods.into_iter().collect(), events: e.events.unwrap_or(false), approvals: e.approvals.unwrap_or(false), metrics: e.metrics.unwrap_or(false) }
             }
             (None, None) => return Err(format!("{at}: give a `role` or an exact `methods` list")),
         };
-        let grant = Grant { events: e.events.unwrap_or(grant.events), approvals: e.approvals.unwrap_or(grant.approvals), ..grant };
+        let grant = Grant { events: e.events.unwrap_or(grant.events), approvals: e.approvals.unwrap_or(grant.approvals), metrics: e.metrics.unwrap_or(grant.metrics), ..grant };
         let cred = match (e.token, e.token_file, e.token_sha256) {
             (Some(t), None, None) => RuntimeHttpCredential::new(&name, t.trim(), grant),
             (None, Some(f), None) => {

@@ -22,6 +22,7 @@ use crate::agent::{Agent, ApprovalHandler, TurnContext, error};
 use crate::bridge::{BridgeHandler, FrontendRequestBridge};
 use crate::auth::Caller;
 use crate::events::{EventHub, Subscription};
+use crate::metrics::{Metrics, Snapshot};
 
 /// How long a controller keeps the lease without activity, unless configured otherwise.
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(60);
@@ -99,6 +100,7 @@ struct Inner {
     shutdown: CancellationToken,
     /// The last `status` result and its encoding, reused while the status is unchanged.
     status_json: Mutex<Option<(RuntimeStatus, Vec<u8>)>>,
+    metrics: Arc<Metrics>,
 }
 
 /// The out-of-process RPC driver: wraps one agent with the `submit`/`interrupt`/`status`/
@@ -221,6 +223,7 @@ impl RpcEngine {
                 hub,
                 shutdown: CancellationToken::new(),
                 status_json: Mutex::new(None),
+                metrics: Arc::default(),
             }),
         };
         // While a controller holds the lease, only it (or an admin) answers approvals.
@@ -259,6 +262,32 @@ impl RpcEngine {
 
     fn config(&self) -> EngineConfig {
         self.inner.config.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The runtime's counters (transports count connections, authentication failures and
+    /// requests in them).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
+    }
+
+    /// The Prometheus text exposition of every counter (`GET /metrics`).
+    pub fn metrics_text(&self) -> String {
+        let (c, running) = {
+            let st = self.state();
+            (st.counters, st.active.is_some())
+        };
+        let hub = self.inner.hub.counters();
+        let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        let snapshot = Snapshot {
+            turns: [("submitted", c.submitted), ("completed", c.completed), ("failed", c.failed), ("interrupted", c.interrupted)],
+            events_published: self.inner.hub.last_seq(),
+            subscribers: self.inner.hub.subscribers() as i64,
+            lagged: load(&hub.lagged),
+            gaps: load(&hub.gaps),
+            running,
+            approvals: [load(&hub.approvals_asked), load(&hub.approvals_approved), load(&hub.approvals_denied)],
+        };
+        self.inner.metrics.render(&snapshot)
     }
 
     /// The event hub (publishing is the engine's; transports subscribe).
@@ -305,6 +334,8 @@ impl RpcEngine {
         if matches!(method, Method::Subscribe(_)) {
             caller.grant.may_read_events(&caller.name)?;
         } else if !caller.grant.allows(method.name()) {
+            self.inner.metrics.forbidden();
+            tracing::warn!(target: "openagents::audit", event = "forbidden", credential = %caller.name, method = method.name());
             return Err(error(ErrorCode::Forbidden, format!("credential `{}` may not call `{}`", caller.name, method.name())));
         }
         self.touch_lease(caller);
@@ -336,6 +367,7 @@ impl RpcEngine {
         let holder_active = |l: &LeaseState| st.active.as_ref().is_some_and(|a| a.owner == l.holder);
         if let Some(l) = &st.lease {
             if l.expires <= now && !holder_active(l) {
+                tracing::info!(target: "openagents::audit", event = "lease_expired", holder = %l.holder);
                 st.lease = None;
             }
         }
@@ -351,11 +383,15 @@ impl RpcEngine {
         match &st.lease {
             Some(l) if l.holder != caller.name => {
                 let expires_at_ms = instant_to_ms(l.expires);
+                tracing::info!(target: "openagents::audit", event = "lease_refused", credential = %caller.name, holder = %l.holder);
                 let mut e = error(ErrorCode::LeaseHeld, format!("controller `{}` holds the lease until {expires_at_ms} (ms since the epoch), unless it releases it", l.holder));
                 e.details = Some(ErrorDetails { holder: Some(l.holder.clone()), expires_at_ms: Some(expires_at_ms), ..details() });
                 Err(e)
             }
-            _ => {
+            held => {
+                if held.is_none() {
+                    tracing::info!(target: "openagents::audit", event = "lease_taken", holder = %caller.name, ttl_s = ttl.as_secs());
+                }
                 st.lease = Some(LeaseState { holder: caller.name.clone(), expires: Instant::now() + ttl });
                 Ok(())
             }
@@ -459,6 +495,7 @@ impl RpcEngine {
         Self::expire_lease(&mut st);
         let held = st.lease.as_ref().is_some_and(|l| l.holder == caller.name);
         if held {
+            tracing::info!(target: "openagents::audit", event = "lease_released", holder = %caller.name);
             st.lease = None;
         }
         ReleaseResult { released: held }

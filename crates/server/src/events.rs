@@ -4,7 +4,7 @@
 //! resumes from a point no longer held is told so (`gap`).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use openagents_protocol::{RuntimeEvent, SERVER_EVENT_CHANNEL_CAPACITY, ServerEvent};
@@ -19,6 +19,21 @@ struct Log {
     replay: VecDeque<ServerEvent>,
 }
 
+/// What the hub counts for `GET /metrics`.
+#[derive(Default)]
+pub struct HubCounters {
+    /// `lagged` notices given.
+    pub lagged: AtomicU64,
+    /// `gap` notices given.
+    pub gaps: AtomicU64,
+    /// Approval requests published.
+    pub approvals_asked: AtomicU64,
+    /// Approvals resolved as approved.
+    pub approvals_approved: AtomicU64,
+    /// Approvals denied (by a frontend, by the timeout, or for want of anyone to ask).
+    pub approvals_denied: AtomicU64,
+}
+
 /// Publishes events to every subscriber; cheap to clone.
 #[derive(Clone)]
 pub struct EventHub {
@@ -26,6 +41,7 @@ pub struct EventHub {
     tx: broadcast::Sender<ServerEvent>,
     subscribers: Arc<AtomicUsize>,
     capacity: usize,
+    counters: Arc<HubCounters>,
 }
 
 impl Default for EventHub {
@@ -38,7 +54,7 @@ impl EventHub {
     /// A hub whose broadcast and replay buffer hold `capacity` events.
     pub fn with_capacity(capacity: usize) -> Self {
         let (tx, _) = broadcast::channel(capacity.max(1));
-        EventHub { log: Arc::new(Mutex::new(Log { next_seq: 1, replay: VecDeque::new() })), tx, subscribers: Arc::new(AtomicUsize::new(0)), capacity: capacity.max(1) }
+        EventHub { log: Arc::new(Mutex::new(Log { next_seq: 1, replay: VecDeque::new() })), tx, subscribers: Arc::new(AtomicUsize::new(0)), capacity: capacity.max(1), counters: Arc::default() }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Log> {
@@ -47,6 +63,7 @@ impl EventHub {
 
     /// Publishes `event` with the next sequence number and returns it. Never waits.
     pub fn publish(&self, event: RuntimeEvent) -> ServerEvent {
+        audit(&event, &self.counters);
         let mut log = self.lock();
         let ev = ServerEvent { seq: log.next_seq, time_ms: Some(now_ms()), event };
         log.next_seq += 1;
@@ -62,6 +79,11 @@ impl EventHub {
     /// The newest sequence number published (0 before the first event).
     pub fn last_seq(&self) -> i64 {
         self.lock().next_seq - 1
+    }
+
+    /// What the hub has counted.
+    pub fn counters(&self) -> &HubCounters {
+        &self.counters
     }
 
     /// How many subscriptions are open.
@@ -84,21 +106,23 @@ impl EventHub {
                 // restarted server): say so, and replay from the oldest event held.
                 let resumed_at = oldest - 1;
                 backlog.push_back(ServerEvent { seq: resumed_at.max(0), time_ms: Some(now_ms()), event: RuntimeEvent::Gap { since, resumed_at: resumed_at.max(0) } });
+                self.counters.gaps.fetch_add(1, Ordering::Relaxed);
                 backlog.extend(log.replay.iter().cloned());
                 drop(log);
                 self.subscribers.fetch_add(1, Ordering::Relaxed);
-                return Subscription { backlog, rx, seen: resumed_at.max(0), count: Arc::clone(&self.subscribers) };
+                return Subscription { backlog, rx, seen: resumed_at.max(0), count: Arc::clone(&self.subscribers), counters: Arc::clone(&self.counters) };
             }
             let since = since.max(0);
             if since + 1 < oldest {
                 backlog.push_back(ServerEvent { seq: oldest - 1, time_ms: Some(now_ms()), event: RuntimeEvent::Gap { since, resumed_at: oldest - 1 } });
+                self.counters.gaps.fetch_add(1, Ordering::Relaxed);
             }
             backlog.extend(log.replay.iter().filter(|e| e.seq > since).cloned());
             cursor = since;
         }
         drop(log);
         self.subscribers.fetch_add(1, Ordering::Relaxed);
-        Subscription { backlog, rx, seen: cursor, count: Arc::clone(&self.subscribers) }
+        Subscription { backlog, rx, seen: cursor, count: Arc::clone(&self.subscribers), counters: Arc::clone(&self.counters) }
     }
 }
 
@@ -109,6 +133,7 @@ pub struct Subscription {
     /// The newest sequence number given out (or skipped over by the starting point).
     seen: i64,
     count: Arc<AtomicUsize>,
+    counters: Arc<HubCounters>,
 }
 
 impl Subscription {
@@ -129,6 +154,7 @@ impl Subscription {
                     return Some(ev);
                 }
                 Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    self.counters.lagged.fetch_add(1, Ordering::Relaxed);
                     let notice = ServerEvent { seq: self.seen, time_ms: Some(now_ms()), event: RuntimeEvent::Lagged { missed: missed as i64 } };
                     // The missed events are behind this subscriber now: the next event is
                     // `seq + missed + 1`, and a second notice before it counts from there.
@@ -149,5 +175,31 @@ impl Subscription {
 impl Drop for Subscription {
     fn drop(&mut self) {
         self.count.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The audit record (target `openagents::audit`) of a security-relevant event, and its count.
+/// Prompts are runner-controlled text: they are logged escaped, never raw.
+fn audit(event: &RuntimeEvent, counters: &HubCounters) {
+    match event {
+        RuntimeEvent::TurnStarted { assignment, conversation, runner } => {
+            tracing::info!(target: "openagents::audit", event = "turn_started", %assignment, %conversation, %runner);
+        }
+        RuntimeEvent::ApprovalRequested { request_id, prompt } => {
+            counters.approvals_asked.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(target: "openagents::audit", event = "approval_requested", %request_id, prompt = %prompt.escape_debug());
+        }
+        RuntimeEvent::ApprovalResolved { request_id, approved, by } => {
+            if *approved { &counters.approvals_approved } else { &counters.approvals_denied }.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(target: "openagents::audit", event = "approval_answered", %request_id, approved, %by);
+        }
+        RuntimeEvent::ApprovalDenied { request_id, reason, .. } => {
+            counters.approvals_denied.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(target: "openagents::audit", event = "approval_denied", request_id = %request_id.as_deref().unwrap_or("-"), %reason);
+        }
+        RuntimeEvent::TurnFailed { error } => {
+            tracing::info!(target: "openagents::audit", event = "turn_failed", code = error.code.as_str(), message = %error.message.escape_debug());
+        }
+        _ => {}
     }
 }

@@ -218,6 +218,7 @@ pub(crate) async fn serve_with(
         router = router
             .route("/rpc", post(rpc))
             .route("/events", get(events))
+            .route("/metrics", get(metrics))
             .fallback(|| async { (StatusCode::NOT_FOUND, "not found: the endpoints are POST /rpc, GET /events, GET /frontend/v2 (WebSocket), GET /healthz and GET /readyz\n") });
     } else {
         router = router.fallback(|| async { (StatusCode::NOT_FOUND, "not found: the only endpoint is GET /frontend/v2 (WebSocket)\n") });
@@ -248,7 +249,12 @@ pub async fn run_http_authorized_with_lease_ttl(
 pub(crate) struct ConnectionSlot {
     _permit: Arc<tokio::sync::OwnedSemaphorePermit>,
     _peer: Arc<crate::listener::PeerSlot>,
+    _gauge: Arc<crate::metrics::ConnectionGauge>,
 }
+
+/// The address a request came from (for the audit log).
+#[derive(Clone, Copy)]
+pub(crate) struct Peer(pub std::net::IpAddr);
 
 /// When serving HTTP (`http`), `POST /rpc` goes straight to [`rpc`], skipping the router's
 /// per-request routing work; everything else goes through the router. CORS preflights are
@@ -278,11 +284,13 @@ async fn accept_loop(listener: TcpListener, router: Router, engine: RpcEngine, a
             continue;
         };
         // The slot is held by the connection, and by a WebSocket it is upgraded to.
-        let slot = ConnectionSlot { _permit: Arc::new(permit), _peer: Arc::new(peer_slot) };
+        let slot = ConnectionSlot { _permit: Arc::new(permit), _peer: Arc::new(peer_slot), _gauge: Arc::new(engine.metrics().connection()) };
+        let peer_ip = Peer(peer.ip());
         let options = Arc::clone(&app.options);
         let (router, rpc_app, request_slot) = (router.clone(), rpc_app.clone(), slot.clone());
         let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
             let mut request = request.map(Body::new);
+            request.extensions_mut().insert(peer_ip);
             let too_large = header_block_len(&request) > SERVER_MAX_HEADER_BYTES;
             let origin = request.headers().get(header::ORIGIN).cloned();
             let preflight = request.method() == axum::http::Method::OPTIONS && request.headers().contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
@@ -382,6 +390,26 @@ fn with_cors(mut response: Response, cors: Option<HeaderValue>) -> Response {
     response
 }
 
+/// `GET /metrics`: every counter in the Prometheus text format, for a credential whose grant
+/// includes `metrics`.
+async fn metrics(State(app): State<App>, peer: Option<axum::Extension<Peer>>, headers: HeaderMap) -> Response {
+    let caller = match authorize(&app, &headers) {
+        Ok(c) => c,
+        Err(r) => {
+            audit_unauthorized(&app, peer.as_deref(), "/metrics", headers.contains_key(header::AUTHORIZATION));
+            return r;
+        }
+    };
+    if !caller.grant.metrics {
+        app.engine.metrics().forbidden();
+        tracing::warn!(target: "openagents::audit", event = "forbidden", credential = %caller.name, method = "GET /metrics");
+        return reject(ErrorCode::Forbidden, StatusCode::FORBIDDEN, format!("credential `{}` may not read metrics (grant `metrics = true`)", caller.name));
+    }
+    let mut r = Response::new(Body::from(app.engine.metrics_text()));
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+    r
+}
+
 /// `GET /healthz`: the process is alive. No token, no details.
 async fn healthz() -> Response {
     let mut r = Response::new(Body::from("ok\n"));
@@ -423,6 +451,14 @@ fn authorize(app: &App, headers: &HeaderMap) -> Result<Caller, Response> {
     authorized(app, headers).cloned()
 }
 
+/// Counts and audits a refused authentication; the record names the peer and the path, never
+/// the token.
+fn audit_unauthorized(app: &App, peer: Option<&Peer>, path: &str, presented: bool) {
+    app.engine.metrics().auth_failed();
+    let peer = peer.map_or_else(|| "-".to_owned(), |p| p.0.to_string());
+    tracing::warn!(target: "openagents::audit", event = "auth_failed", %peer, path = %crate::jsonrpc::bounded(path, 256), token_presented = presented);
+}
+
 /// [`authorize`] without copying the caller.
 fn authorized<'a>(app: &'a App, headers: &HeaderMap) -> Result<&'a Caller, Response> {
     let unauthorized = |m: &str| reject(ErrorCode::Unauthorized, StatusCode::UNAUTHORIZED, m.to_owned());
@@ -454,7 +490,10 @@ fn is_json(value: Option<&HeaderValue>) -> bool {
 async fn rpc(State(app): State<App>, request: Request) -> Response {
     let caller = match authorized(&app, request.headers()) {
         Ok(c) => c,
-        Err(r) => return r,
+        Err(r) => {
+            audit_unauthorized(&app, request.extensions().get::<Peer>(), "/rpc", request.headers().contains_key(header::AUTHORIZATION));
+            return r;
+        }
     };
     if !is_json(request.headers().get(header::CONTENT_TYPE)) {
         return reject(ErrorCode::InvalidRequest, StatusCode::UNSUPPORTED_MEDIA_TYPE, format!("send the request with `Content-Type` one of {}", JSON_CONTENT_TYPES.join(", ")));
@@ -481,10 +520,13 @@ async fn rpc(State(app): State<App>, request: Request) -> Response {
     }
 }
 
-async fn events(State(app): State<App>, headers: HeaderMap, uri: axum::http::Uri) -> Response {
+async fn events(State(app): State<App>, peer: Option<axum::Extension<Peer>>, headers: HeaderMap, uri: axum::http::Uri) -> Response {
     let caller = match authorize(&app, &headers) {
         Ok(c) => c,
-        Err(r) => return r,
+        Err(r) => {
+            audit_unauthorized(&app, peer.as_deref(), "/events", headers.contains_key(header::AUTHORIZATION));
+            return r;
+        }
     };
     if let Err(e) = caller.grant.may_read_events(&caller.name) {
         return reject(e.code, StatusCode::FORBIDDEN, e.message);

@@ -103,8 +103,15 @@ impl RpcEngine {
         self.handle_one(caller, bytes, session).await.reply
     }
 
-    /// Decodes one request object and answers it.
+    /// Decodes one request object and answers it, counted in the metrics by method.
     async fn handle_one(&self, caller: &Caller, bytes: &[u8], session: Option<&dyn EventSession>) -> One {
+        let started = std::time::Instant::now();
+        let (one, method) = self.answer_one(caller, bytes, session).await;
+        self.metrics().request(method, one.reply.outcome.is_ok(), started.elapsed().as_secs_f64());
+        one
+    }
+
+    async fn answer_one(&self, caller: &Caller, bytes: &[u8], session: Option<&dyn EventSession>) -> (One, Option<&'static str>) {
         let mut de = serde_json::Deserializer::from_slice(bytes);
         let decoded = RpcRequest::decode(&mut de).and_then(|r| de.end().map(|()| r));
         let request = match decoded {
@@ -114,6 +121,7 @@ impl RpcEngine {
             },
             Err(e) => return self.refuse(caller, bytes, None, Some(&e)),
         };
+        let method = Some(request.method_name());
         // The decoder reads `"id": null` as no id; only a request without the member is a
         // notification (rare enough that looking again costs nothing on the common path).
         let notification = request.id().is_none() && serde_json::from_slice::<Envelope<'_>>(bytes).is_ok_and(|env| env.id.is_none());
@@ -124,17 +132,23 @@ impl RpcEngine {
             // client back a different id: refuse it rather than answer under another.
             if !n.is_i64() && !n.is_u64() && n.as_f64().is_some_and(|f| f.abs() >= 9_007_199_254_740_992.0 || f.fract() != 0.0) {
                 let e = error(ErrorCode::InvalidRequest, format!("`id` {n} cannot be echoed exactly: use a string, or an integer of at most 64 bits"));
-                return One { reply: Reply { id: None, jsonrpc, outcome: Err(e) }, notification: false };
+                return (One { reply: Reply { id: None, jsonrpc, outcome: Err(e) }, notification: false }, method);
             }
         }
         let outcome = self.call_in(caller, request.into_method(), session).await;
-        One { reply: Reply { id, jsonrpc, outcome }, notification }
+        (One { reply: Reply { id, jsonrpc, outcome }, notification }, method)
     }
 
     /// The answer to a request object that did not decode (or validate): the most precise
     /// code, with the id echoed when it can be read. Checks the envelope and the caller's grant
     /// before it explains anything about the params.
-    fn refuse(&self, caller: &Caller, bytes: &[u8], violations: Option<Vec<rt::Violation>>, decode_error: Option<&serde_json::Error>) -> One {
+    fn refuse(&self, caller: &Caller, bytes: &[u8], violations: Option<Vec<rt::Violation>>, decode_error: Option<&serde_json::Error>) -> (One, Option<&'static str>) {
+        let one = self.refuse_one(caller, bytes, violations, decode_error);
+        let method = serde_json::from_slice::<Envelope<'_>>(bytes).ok().and_then(|e| e.method).and_then(|m| serde_json::from_str::<Cow<'_, str>>(m.get()).ok()).and_then(|m| Method::NAMES.iter().copied().find(|n| *n == m));
+        (one, method)
+    }
+
+    fn refuse_one(&self, caller: &Caller, bytes: &[u8], violations: Option<Vec<rt::Violation>>, decode_error: Option<&serde_json::Error>) -> One {
         if let Err(e) = std::str::from_utf8(bytes) {
             return One { reply: parse_error(&DocumentError::NotJson(format!("invalid UTF-8 at byte offset {}", e.valid_up_to()))), notification: false };
         }
@@ -175,6 +189,8 @@ impl RpcEngine {
         }
         let allowed = if &*method == "subscribe" { caller.grant.events } else { caller.grant.allows(&method) };
         if !allowed {
+            self.metrics().forbidden();
+            tracing::warn!(target: "openagents::audit", event = "forbidden", credential = %caller.name, method = %method);
             return refuse(error(ErrorCode::Forbidden, format!("credential `{}` may not call `{method}`", caller.name)));
         }
         let violations = match (violations, decode_error) {

@@ -27,6 +27,7 @@ pub mod events;
 pub mod http;
 pub mod jsonrpc;
 pub mod listener;
+pub mod metrics;
 pub mod projection;
 pub mod stdio;
 pub mod web;

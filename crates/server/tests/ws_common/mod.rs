@@ -60,7 +60,7 @@ pub const NOSUB: &str = "tok-nosub";
 
 /// The credentials every test runtime serves.
 pub fn credentials() -> Vec<RuntimeHttpCredential> {
-    let exact = |methods: &[&str], events: bool| Grant { methods: methods.iter().map(|m| (*m).to_owned()).collect(), events, approvals: false };
+    let exact = |methods: &[&str], events: bool| Grant { methods: methods.iter().map(|m| (*m).to_owned()).collect(), events, approvals: false, metrics: false };
     vec![
         RuntimeHttpCredential::new("admin", ADMIN, Grant::admin()),
         RuntimeHttpCredential::new("alice", ALICE, Grant::controller()),
