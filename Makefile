@@ -11,7 +11,7 @@ CARGO ?= cargo
 BIN := target/debug/openagents
 SAMPLES := tests/samples
 
-.PHONY: all build demo demo-python demo-typescript test test-rust test-python test-typescript test-acp-agents test-acp-editor codegen check-codegen compat bench fuzz soak clean
+.PHONY: all build demo demo-python demo-typescript test test-rust test-python test-typescript test-acp-agents test-acp-editor test-web codegen check-codegen compat bench fuzz soak clean
 
 all: build
 
@@ -49,7 +49,7 @@ demo: build $(DEMO)/runners.toml demo-python demo-typescript
 	@echo "== echo '{\"a\":' | openagents validate Turn   (not JSON)"
 	@echo '{"a":' | $(BIN) validate Turn; code=$$?; echo "refused (exit $$code)"; test $$code -eq 2
 
-test: test-rust test-python test-typescript test-acp-editor test-acp-agents
+test: test-rust test-python test-typescript test-acp-editor test-acp-agents test-web
 
 # A TypeScript runner, and one turn driven from TypeScript over stdio.
 demo-typescript: build
@@ -89,6 +89,9 @@ test-acp-agents: ; bash tests/acp-agents/run-tests.sh
 # Editors over ACP: the official TypeScript and Python ACP clients drive `openagents acp`.
 test-acp-editor:
 	bash tests/acp-editor/run-tests.sh
+
+# The web page (GET /) in headless Chromium against serve --http; checks the checked-in bundle.
+test-web: ; bash tests/web/run-tests.sh
 
 # The generator's checked-in output must match what it generates now.
 check-codegen:
