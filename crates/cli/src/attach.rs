@@ -1,11 +1,20 @@
 //! `openagents attach`: a terminal frontend. Prints a runtime's events live over the WebSocket
 //! and answers the agent's approval requests at the terminal.
+//!
+//! Everything it prints may come from a runner, so nothing reaches the terminal raw: control
+//! characters (an ANSI escape could rewrite the question on screen) and the invisible
+//! characters that reorder or hide text are shown escaped (`\x1b`, `\u{202e}`), and the
+//! prompt's exact text is printed, quoted, before the question. Messages are decoded exactly
+//! (a key given twice is refused), an approval request through its generated type.
 
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
 use clap::Args;
 use futures_util::{SinkExt, StreamExt};
+use openagents_protocol::FrontendApprovalRequest;
+use openagents_protocol::rt::{self, Wire};
+use serde_json::Value;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
@@ -31,6 +40,57 @@ fn fail(m: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(1)
 }
 
+/// Whether `c` must not reach a terminal raw: a control character (C0, DEL, C1), or one that
+/// reorders or hides text (bidirectional overrides and isolates, zero-width characters).
+fn is_unsafe(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
+}
+
+/// `s` for a terminal: control characters escaped (`\n`, `\r`, `\t`, `\x1b`, `\x9b`),
+/// characters that reorder or hide text as `\u{…}`, and `\` doubled so an escape shown is never
+/// ambiguous; with `quote`, `"` is escaped too.
+pub(crate) fn printable(s: &str, quote: bool) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' if quote => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if is_unsafe(c) && (c as u32) < 0x100 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if is_unsafe(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A JSON line for a terminal: serde_json escapes C0 controls itself; DEL, C1 controls and the
+/// characters that reorder or hide text become `\uXXXX` escapes, so the line is still the same
+/// JSON (they can only occur inside strings).
+fn json_line(v: &Value) -> String {
+    let text = v.to_string();
+    if !text.chars().any(is_unsafe) {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if is_unsafe(c) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A message decoded exactly: one JSON document, no key given twice at any depth.
+fn exact_json(text: &str) -> Option<Value> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    <Value as Wire>::decode(&mut de).and_then(|v| de.end().map(|()| v)).ok()
+}
+
 fn describe(ev: &serde_json::Value) -> String {
     let e = &ev["event"];
     let kind = e["type"].as_str().unwrap_or("?");
@@ -48,14 +108,14 @@ fn describe(ev: &serde_json::Value) -> String {
             rest.to_string()
         }
     };
-    format!("[{}] {kind}: {body}", ev["seq"])
+    printable(&format!("[{}] {kind}: {body}", ev["seq"]), false)
 }
 
 /// Attaches and runs until the runtime shuts down or the connection closes.
 pub fn attach(args: AttachArgs) -> ExitCode {
-    let token = match std::fs::read_to_string(&args.token_file) {
-        Ok(t) => t.trim().to_owned(),
-        Err(e) => return fail(format!("cannot read the token file {}: {e}", args.token_file)),
+    let token = match openagents_sdk::server::read_token_file(std::path::Path::new(&args.token_file)) {
+        Ok(t) => t,
+        Err(e) => return fail(e),
     };
     let Some(rest) = args.url.strip_prefix("http://") else { return fail(format!("`{}` is not an http:// URL", args.url)) };
     let ws_url = format!("ws://{}/frontend/v2", rest.trim_end_matches('/'));
@@ -86,25 +146,47 @@ pub fn attach(args: AttachArgs) -> ExitCode {
                 Ok(Message::Text(t)) => t.to_string(),
                 Ok(Message::Close(frame)) => {
                     if let Some(f) = frame {
-                        eprintln!("closed by the runtime: {} ({})", f.reason, u16::from(f.code));
+                        eprintln!("closed by the runtime: {} ({})", printable(f.reason.as_str(), false), u16::from(f.code));
                     }
                     break;
                 }
                 Ok(_) => continue,
                 Err(e) => return fail(e),
             };
-            let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else { continue };
+            let Some(v) = exact_json(&text) else {
+                eprintln!("openagents attach: ignoring a message that is not exact JSON (not JSON, or a key given twice)");
+                continue;
+            };
             if args.json {
-                println!("{v}");
+                println!("{}", json_line(&v));
             }
             match v["method"].as_str() {
                 Some("frontend.v2.event") if !args.json => println!("{}", describe(&v["params"])),
                 Some("frontend.v2.approval") => {
-                    let prompt = v["params"]["prompt"].as_str().unwrap_or_default().to_owned();
+                    let request = match rt::parse_validated::<FrontendApprovalRequest>(text.as_bytes()) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            // Unreadable: answer a denial when the request can be named.
+                            eprintln!("openagents attach: denying an approval request that is not valid: {}", printable(&e.to_string(), false));
+                            if let Some(id) = v["id"].as_str() {
+                                let reply = serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {"approved": false}});
+                                if let Err(e) = sink.send(Message::text(reply.to_string())).await {
+                                    return fail(e);
+                                }
+                            }
+                            continue;
+                        }
+                    };
                     let approved = if args.json {
                         false
                     } else {
-                        print!("approval requested: {prompt}\napprove? [y/N] ");
+                        // The exact text first, quoted and escaped, so nothing in it can restyle,
+                        // move or hide what is being approved.
+                        print!(
+                            "approval requested ({}); the prompt's exact text, control characters escaped:\n  \"{}\"\napprove? [y/N] ",
+                            printable(&request.id, false),
+                            printable(&request.params.prompt, true)
+                        );
                         let _ = std::io::stdout().flush();
                         tokio::task::spawn_blocking(|| {
                             let mut line = String::new();
@@ -114,19 +196,42 @@ pub fn attach(args: AttachArgs) -> ExitCode {
                         .await
                         .unwrap_or(false)
                     };
-                    let reply = serde_json::json!({"jsonrpc": "2.0", "id": v["id"], "result": {"approved": approved}});
+                    let reply = serde_json::json!({"jsonrpc": "2.0", "id": request.id, "result": {"approved": approved}});
                     if let Err(e) = sink.send(Message::text(reply.to_string())).await {
                         return fail(e);
                     }
                 }
-                Some("frontend.v2.approval_resolved") if !args.json => println!("approval {} settled elsewhere", v["params"]["request_id"]),
+                Some("frontend.v2.approval_resolved") if !args.json => println!("approval {} settled elsewhere", printable(&v["params"]["request_id"].to_string(), false)),
                 _ => {
                     if !args.json && v.get("error").is_some() {
-                        eprintln!("error: {}", v["error"]["message"]);
+                        eprintln!("error: {}", printable(&v["error"]["message"].to_string(), false));
                     }
                 }
             }
         }
         ExitCode::SUCCESS
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_unsafe_reaches_the_terminal() {
+        let cases: &[(&str, bool, &str)] = &[
+            ("plain text", false, "plain text"),
+            ("\u{1b}[2K\rMay I?", false, "\\x1b[2K\\rMay I?"),
+            ("a\nb\tc\u{7f}\u{9b}", false, "a\\nb\\tc\\x7f\\x9b"),
+            ("rm \u{202e}txt.exe", false, "rm \\u{202e}txt.exe"),
+            ("say \"hi\" \\x1b", true, "say \\\"hi\\\" \\\\x1b"),
+            ("é ✓", false, "é ✓"),
+        ];
+        for (input, quote, want) in cases {
+            assert_eq!(printable(input, *quote), *want, "{input:?}");
+        }
+        let line = json_line(&serde_json::json!({"p": "\u{1b}x\u{9b}y\u{202e}"}));
+        assert_eq!(line, r#"{"p":"\u001bx\u009by\u202e"}"#);
+        assert_eq!(serde_json::from_str::<Value>(&line).unwrap()["p"], "\u{1b}x\u{9b}y\u{202e}");
+    }
 }

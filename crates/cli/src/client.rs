@@ -19,7 +19,8 @@ pub struct Target {
 
 impl Target {
     /// Parses `http://host:port/` (only plain HTTP: runtimes bind loopback by default; put TLS in
-    /// front with a proxy) and reads the token from `token_file`.
+    /// front with a proxy) and reads the token from `token_file` (private to its owner, at
+    /// least `MIN_TOKEN_BYTES` long).
     ///
     /// # Errors
     ///
@@ -30,8 +31,8 @@ impl Target {
         if authority.is_empty() {
             return Err(format!("`{url}` has no host"));
         }
-        let token = std::fs::read_to_string(token_file).map_err(|e| format!("cannot read the token file {token_file}: {e}"))?;
-        Ok(Target { authority: authority.to_owned(), base_path: format!("/{}", path.trim_end_matches('/')).trim_end_matches('/').to_owned(), token: token.trim().to_owned() })
+        let token = openagents_sdk::server::read_token_file(std::path::Path::new(token_file)).map_err(|e| e.to_string())?;
+        Ok(Target { authority: authority.to_owned(), base_path: format!("/{}", path.trim_end_matches('/')).trim_end_matches('/').to_owned(), token })
     }
 
     async fn send(&self, req: Request<Full<Bytes>>) -> Result<Response<Incoming>, String> {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::Args;
 use openagents_sdk::agents::host::{Registry, RunnerHost};
-use openagents_sdk::server::{EngineConfig, Grant, RpcEngine, RunnerAgent, RuntimeHttpCredential, generate_token, load_credentials};
+use openagents_sdk::server::{EngineConfig, Grant, RpcEngine, RunnerAgent, RuntimeHttpCredential, MIN_TOKEN_BYTES, generate_token, load_credentials, read_token_file};
 
 use crate::client::Target;
 use crate::config;
@@ -35,8 +35,8 @@ pub struct ServeArgs {
     /// A credentials file: named tokens, each with its exact grant.
     #[arg(long, requires = "http")]
     credentials: Option<PathBuf>,
-    /// Seconds a controller keeps the lease without activity.
-    #[arg(long, requires = "http")]
+    /// Seconds a controller keeps the lease without activity (1 to 86400).
+    #[arg(long, requires = "http", value_parser = clap::value_parser!(u64).range(1..=MAX_DURATION_SECS))]
     lease_ttl: Option<u64>,
     /// Working folder for turns that do not name one (default: the current one).
     #[arg(long)]
@@ -46,10 +46,15 @@ pub struct ServeArgs {
     /// `serve` never prints a token unless asked.
     #[arg(long, requires = "http", conflicts_with = "credentials")]
     print_web_url: bool,
-    /// Seconds an approval request waits for a frontend's answer before it is denied (default 120).
-    #[arg(long, requires = "http")]
+    /// Seconds an approval request waits for a frontend's answer before it is denied (default 120;
+    /// 1 to 86400).
+    #[arg(long, requires = "http", value_parser = clap::value_parser!(u64).range(1..=MAX_DURATION_SECS))]
     approval_timeout: Option<u64>,
 }
+
+/// The longest duration a flag takes, in seconds: one day (the engine's `MAX_LEASE_TTL`). A
+/// longer one is refused at startup rather than left to overflow a deadline.
+const MAX_DURATION_SECS: u64 = 24 * 60 * 60;
 
 fn fail(message: impl std::fmt::Display) -> ExitCode {
     eprintln!("openagents serve: {message}");
@@ -155,13 +160,15 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         }
     } else {
         let token = if let Some(f) = args.token_file.as_ref().or(settings.token_file.as_ref()) {
-            match std::fs::read_to_string(f) {
-                Ok(t) if !t.trim().is_empty() => t.trim().to_owned(),
-                Ok(_) => return fail(format!("the token file {} is empty", f.display())),
-                Err(e) => return fail(format!("cannot read the token file {}: {e}", f.display())),
+            match read_token_file(f) {
+                Ok(t) => t,
+                Err(e) => return fail(e),
             }
         } else if let Some(t) = settings.token.clone() {
-            t
+            if t.trim().len() < MIN_TOKEN_BYTES {
+                return fail(format!("the `token` in [capabilities.server] is {} bytes; a token must be at least {MIN_TOKEN_BYTES} bytes", t.trim().len()));
+            }
+            t.trim().to_owned()
         } else {
             let t = match generate_token() {
                 Ok(t) => t,

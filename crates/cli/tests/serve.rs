@@ -95,6 +95,7 @@ fn serve_http_prints_its_url_never_the_token_and_drives_a_turn() {
     // A wrong token is refused.
     let bad = s.dir.join("bad.token");
     std::fs::write(&bad, "0".repeat(64)).unwrap();
+    std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o600)).unwrap();
     let out = s.command(&["status", "--url", &url, "--token-file", &bad.display().to_string()]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("(unauthorized, HTTP 401)"));
@@ -105,7 +106,8 @@ fn serve_http_prints_its_url_never_the_token_and_drives_a_turn() {
 #[test]
 fn a_non_loopback_bind_warns_and_credentials_scope_the_grants() {
     let s = Setup::new("creds", Some(true));
-    std::fs::write(s.dir.join("observer.token"), "observer-token-0123456789").unwrap();
+    std::fs::write(s.dir.join("observer.token"), "observer-token-0123456789abcdef0123456789").unwrap();
+    std::fs::set_permissions(s.dir.join("observer.token"), std::fs::Permissions::from_mode(0o600)).unwrap();
     std::fs::write(
         s.dir.join("credentials.toml"),
         format!("[credentials.watcher]\ntoken_file = \"{}\"\nrole = \"observer\"\n", s.dir.join("observer.token").display()),

@@ -446,7 +446,9 @@ async fn read_events(
     answers: &tokio::sync::mpsc::Sender<Vec<u8>>,
 ) -> Result<String, TurnError> {
     let mut reader = LineReader::new(BufReader::with_capacity(64 * 1024, stdout), MAX_FRAME);
-    let deadline = Instant::now() + limit;
+    // A limit too large for a deadline (a `RunnerSpec` built by hand) means no limit to speak of,
+    // never a panic; the registry refuses more than `MAX_TIMEOUT`.
+    let deadline = Instant::now().checked_add(limit).unwrap_or_else(|| Instant::now() + crate::registry::MAX_TIMEOUT * 365);
     let mut checker = EventChecker::new();
     // Set when the runner exits: its status, and until when stdout may still drain (pushed back
     // by every line that still arrives, so a slow reader never cuts real output short).

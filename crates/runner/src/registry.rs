@@ -11,6 +11,10 @@ use serde::Deserialize;
 /// The time limit of a turn when the registry does not set one.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// The longest duration the registry may set (`timeout_s`, `idle_timeout_s`): one day. A turn
+/// longer than that is a mistake, and a much larger number would overflow a deadline.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// How long an ACP agent's process lives without a turn when the registry does not say: long
 /// enough for a person to read an answer and write the next prompt, short enough that
 /// abandoned conversations do not keep agents running for the rest of the day.
@@ -207,6 +211,9 @@ impl Registry {
             }
             let timeout = match entry.timeout_s {
                 Some(t) if *t.get_ref() == 0 => return Err(invalid(t.span().start, format!("runner `{id}`: timeout_s must be at least 1"))),
+                Some(t) if *t.get_ref() > MAX_TIMEOUT.as_secs() => {
+                    return Err(invalid(t.span().start, format!("runner `{id}`: timeout_s must be at most {} (one day), is {}", MAX_TIMEOUT.as_secs(), t.get_ref())));
+                }
                 Some(t) => Duration::from_secs(*t.get_ref()),
                 None => DEFAULT_TIMEOUT,
             };
@@ -224,6 +231,9 @@ impl Registry {
                 }
                 if *t.get_ref() == 0 {
                     return Err(invalid(t.span().start, format!("runner `{id}`: idle_timeout_s must be at least 1")));
+                }
+                if *t.get_ref() > MAX_TIMEOUT.as_secs() {
+                    return Err(invalid(t.span().start, format!("runner `{id}`: idle_timeout_s must be at most {} (one day), is {}", MAX_TIMEOUT.as_secs(), t.get_ref())));
                 }
                 settings.idle_timeout = Duration::from_secs(*t.get_ref());
             }
@@ -285,6 +295,9 @@ mod tests {
         check("[runners.echo]\nargs = []\n", Err("runners.toml:1: missing field `command`"));
         check("[runners.echo]\ncommand = \"/bin/echo\"\nshell = true\n", Err("runners.toml:3: unknown field `shell`"));
         check("[runners.echo]\ncommand = \"/bin/echo\"\ntimeout_s = 0\n", Err("runners.toml:3: runner `echo`: timeout_s must be at least 1"));
+        check("[runners.echo]\ncommand = \"/bin/echo\"\ntimeout_s = 86400\n", Ok(1));
+        check("[runners.echo]\ncommand = \"/bin/echo\"\ntimeout_s = 86401\n", Err("runners.toml:3: runner `echo`: timeout_s must be at most 86400 (one day), is 86401"));
+        check("[runners.echo]\ncommand = \"/bin/echo\"\ntimeout_s = 9223372036854775807\n", Err("runners.toml:3: runner `echo`: timeout_s must be at most 86400"));
         check("[runners.echo\n", Err("runners.toml:1:"));
         check("[server]\nenabled = true\n", Err("unknown field `server`"));
         check("[runners.\"../x\"]\ncommand = \"/bin/echo\"\n", Err("runner id `../x` must be"));
