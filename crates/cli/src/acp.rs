@@ -377,14 +377,13 @@ impl Adapter {
         if !self.lock().initialized {
             return;
         }
-        match method {
-            "session/cancel" => match params::<wire::CancelNotification>(method, p) {
+        // Other notifications (and `$/cancel_request`: every request is answered promptly, or is
+        // a prompt, which `session/cancel` ends) are ignored.
+        if method == "session/cancel" {
+            match params::<wire::CancelNotification>(method, p) {
                 Ok(c) => self.cancel(&c.session_id).await,
                 Err(e) => eprintln!("openagents acp: ignoring session/cancel: {}", e.message),
-            },
-            // Unknown notifications (and `$/cancel_request`: every request we answer is
-            // answered promptly, or is a prompt, which `session/cancel` ends) are ignored.
-            _ => {}
+            }
         }
     }
 
