@@ -14,6 +14,8 @@ pub struct ServerSettings {
     pub token: Option<String>,
     /// A file holding the token.
     pub token_file: Option<PathBuf>,
+    /// The runners `serve` serves when no `--runner` is given (the first is the default).
+    pub runners: Vec<String>,
     /// `web = false` turns off the web page `serve --http` serves on `GET /` (on when unset).
     pub web: Option<bool>,
 }
@@ -55,8 +57,9 @@ pub fn server_settings(path: &Path) -> Result<ServerSettings, String> {
             ("bind", toml::Value::String(b)) => s.bind = Some(b.clone()),
             ("token", toml::Value::String(t)) => s.token = Some(t.clone()),
             ("token_file", toml::Value::String(f)) => s.token_file = Some(PathBuf::from(f)),
+            ("runners", toml::Value::Array(ids)) if ids.iter().all(toml::Value::is_str) => s.runners = ids.iter().filter_map(toml::Value::as_str).map(str::to_owned).collect(),
             ("web", toml::Value::Boolean(b)) => s.web = Some(*b),
-            _ => return Err(format!("{}: [capabilities.server] `{k}` is not a setting (enabled, bind, token, token_file, web) or has the wrong type", path.display())),
+            _ => return Err(format!("{}: [capabilities.server] `{k}` is not a setting (enabled, bind, token, token_file, runners, web) or has the wrong type", path.display())),
         }
     }
     Ok(s)

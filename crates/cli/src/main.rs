@@ -62,6 +62,21 @@ enum Command {
     Status(serve::ClientArgs),
     /// Attach to a runtime over its WebSocket: print events live and answer approval prompts.
     Attach(attach::AttachArgs),
+    /// Internal: how a runner with a `sandbox` in its registry entry is started. Restricts this
+    /// process with Landlock to reading the system folders and `--read`, writing `--write`,
+    /// then executes COMMAND in its place. Exit 126 when the sandbox cannot be entered.
+    #[command(name = "sandbox-exec", hide = true)]
+    SandboxExec {
+        /// A path the runner may read and execute from.
+        #[arg(long)]
+        read: Vec<std::path::PathBuf>,
+        /// A path the runner may write.
+        #[arg(long)]
+        write: Vec<std::path::PathBuf>,
+        /// The runner's command and arguments, after `--`.
+        #[arg(last = true, required = true)]
+        command: Vec<std::ffi::OsString>,
+    },
     /// Speak the Agent Client Protocol (v1) on stdin/stdout, for editors: sessions run turns
     /// through the named runners. Off until the operator's configuration enables the server.
     Acp(acp::AcpArgs),
@@ -69,6 +84,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Sandboxed runners are started through this same executable (`sandbox-exec`).
+    if let Ok(exe) = std::env::current_exe() {
+        openagents_sdk::agents::sandbox::set_launcher(exe);
+    }
     match cli.command {
         Command::Validate { type_name, file } => validate::validate(&type_name, file.as_deref().unwrap_or("-")),
         Command::Schema { bundle: _, digest, openrpc } => {
@@ -95,6 +114,11 @@ fn main() -> ExitCode {
         Command::Submit(args) => serve::submit(args),
         Command::Status(args) => serve::status(args),
         Command::Attach(args) => attach::attach(args),
+        Command::SandboxExec { read, write, command } => {
+            let e = openagents_sdk::agents::sandbox::exec(&read, &write, &command);
+            eprintln!("openagents sandbox-exec: {e}");
+            ExitCode::from(126)
+        }
         Command::Acp(args) => acp::acp(args),
     }
 }

@@ -23,9 +23,11 @@ pub struct ServeArgs {
     /// Serve HTTP (`POST /rpc`, `GET /events`).
     #[arg(long)]
     http: bool,
-    /// The runner turns use unless a submit names another.
+    /// A runner this runtime serves (repeat for more; default: the operator's `runners` in
+    /// `[capabilities.server]`). The first is the one turns use unless a submit names another;
+    /// a submit naming a runner not served is refused with `runner_not_found`.
     #[arg(long)]
-    runner: String,
+    runner: Vec<String>,
     /// Address to listen on (default: the operator's `bind`, else 127.0.0.1:0).
     #[arg(long, requires = "http")]
     bind: Option<String>,
@@ -90,22 +92,25 @@ pub(crate) fn operator_gate(cwd: &str) -> Result<config::ServerSettings, String>
     Ok(settings)
 }
 
-/// The runtime every server builds: a `RunnerAgent` over the operator's registry inside an
-/// `RpcEngine`, the first of `runners` its default (each must be in the registry).
+/// The runtime every server builds: a `RunnerAgent` over exactly `runners` of the operator's
+/// registry (a turn naming any other is refused as an unknown runner) inside an `RpcEngine`,
+/// the first of `runners` its default.
 ///
 /// # Errors
 ///
-/// An unreadable registry, or a runner it does not have.
+/// No runner named, an unreadable registry, or a runner it does not have (said in full: the
+/// operator reads this).
 pub(crate) fn build_engine(runners: &[String], cwd: String) -> Result<RpcEngine, String> {
-    let registry = Registry::load_default().map_err(|e| e.to_string())?;
-    for runner in runners {
-        registry.get(runner).map_err(|e| e.to_string())?;
+    if runners.is_empty() {
+        return Err("name the runners to serve: --runner ID (repeat for more), or `runners = [\"ID\"]` in [capabilities.server]".into());
     }
+    let registry = Registry::load_default().map_err(|e| e.operator_detail())?;
+    let registry = registry.restricted_to(runners).map_err(|e| e.operator_detail())?;
     let engine_config = EngineConfig { default_runner: runners.first().cloned(), cwd, ..EngineConfig::default() };
     Ok(RpcEngine::with_config(RunnerAgent::new(RunnerHost::new(registry)), engine_config))
 }
 
-/// Runs the server until shutdown (or Ctrl-C).
+/// Runs the server until `shutdown` or a terminating signal (SIGTERM, SIGHUP, SIGINT).
 pub fn serve(args: ServeArgs) -> ExitCode {
     if !args.stdio && !args.http {
         return fail("choose a transport: --stdio or --http");
@@ -115,7 +120,8 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    let engine = match build_engine(std::slice::from_ref(&args.runner), cwd) {
+    let runners = if args.runner.is_empty() { settings.runners.clone() } else { args.runner.clone() };
+    let engine = match build_engine(&runners, cwd) {
         Ok(e) => e,
         Err(e) => return fail(e),
     };
@@ -128,16 +134,19 @@ pub fn serve(args: ServeArgs) -> ExitCode {
     };
     if args.stdio {
         let code = runtime.block_on(async move {
-            let ctrl_c = {
+            let mut signals = match Terminate::listen() {
+                Ok(s) => s,
+                Err(e) => return fail(format!("cannot handle signals: {e}")),
+            };
+            let on_signal = {
                 let engine = engine.clone();
                 tokio::spawn(async move {
-                    if tokio::signal::ctrl_c().await.is_ok() {
-                        engine.shutdown().await;
-                    }
+                    signals.recv().await;
+                    engine.shutdown().await;
                 })
             };
             let r = openagents_sdk::server::run_stdio(engine, tokio::io::stdin(), tokio::io::stdout()).await;
-            ctrl_c.abort();
+            on_signal.abort();
             match r {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(format!("stdio failed: {e}")),
@@ -175,7 +184,8 @@ pub fn serve(args: ServeArgs) -> ExitCode {
                 Err(e) => return fail(format!("cannot generate a token: {e}")),
             };
             match write_new_token_file(&t) {
-                Ok(p) => token_path = Some(p),
+                // Removed however `serve` ends from here on.
+                Ok(p) => token_path = Some(TokenFile(p)),
                 Err(e) => return fail(format!("cannot write the token file: {e}")),
             }
             t
@@ -190,6 +200,10 @@ pub fn serve(args: ServeArgs) -> ExitCode {
     let lease_ttl = args.lease_ttl.map(Duration::from_secs);
     let print_web_url = args.print_web_url;
     runtime.block_on(async move {
+        let mut signals = match Terminate::listen() {
+            Ok(s) => s,
+            Err(e) => return fail(format!("cannot handle signals: {e}")),
+        };
         if let Some(ttl) = lease_ttl {
             engine.set_lease_ttl(ttl);
         }
@@ -202,7 +216,7 @@ pub fn serve(args: ServeArgs) -> ExitCode {
             eprintln!("openagents serve: warning: listening on {addr}, which is reachable from other machines; every request still needs a bearer token");
         }
         let mut line = serde_json::json!({ "url": format!("http://{addr}/") });
-        if let Some(p) = &token_path {
+        if let Some(TokenFile(p)) = &token_path {
             line["token_file"] = serde_json::Value::String(p.display().to_string());
         }
         println!("{line}");
@@ -213,15 +227,50 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         }
         tokio::select! {
             () = engine.wait_for_shutdown() => {}
-            _ = tokio::signal::ctrl_c() => { engine.shutdown().await; }
+            () = signals.recv() => { engine.shutdown().await; }
         }
         // Let connections deliver their last responses and events.
         tokio::time::sleep(Duration::from_millis(200)).await;
-        if let Some(p) = token_path {
-            let _ = std::fs::remove_file(p);
-        }
+        drop(token_path);
         ExitCode::SUCCESS
     })
+}
+
+/// The token file `serve` generated: removed when dropped, so on every way out once it exists.
+struct TokenFile(PathBuf);
+
+impl Drop for TokenFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The signals that end a server: SIGTERM, SIGHUP and SIGINT (Ctrl-C). Each runs the same
+/// graceful shutdown as the `shutdown` method: the turn interrupted, the runner and everything
+/// it started killed, every stream closed after a final `shutting_down` event, the generated
+/// token file removed, exit 0.
+pub(crate) struct Terminate {
+    term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Terminate {
+    /// Starts listening (inside the runtime): from here on these signals no longer kill the
+    /// process outright.
+    pub(crate) fn listen() -> std::io::Result<Terminate> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Terminate { term: signal(SignalKind::terminate())?, hup: signal(SignalKind::hangup())?, int: signal(SignalKind::interrupt())? })
+    }
+
+    /// Resolves at the first of them.
+    pub(crate) async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.hup.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
 }
 
 /// Percent-encodes everything but RFC 3986's unreserved characters, for a URL fragment.

@@ -42,7 +42,7 @@ fn main() {
     let echo = echo_runner();
 
     // (1) Turns per second.
-    let spec = RunnerSpec { id: "echo".into(), command: echo.clone(), args: vec![], env: BTreeMap::new(), timeout: Duration::from_secs(30) };
+    let spec = RunnerSpec { id: "echo".into(), command: echo.clone(), args: vec![], env: BTreeMap::new(), timeout: Duration::from_secs(30), sandbox: None };
     let turn = Turn::new("a1", "c1", "echo", "hello", cwd.clone());
     let line = serde_json::to_string(&turn).expect("encode") + "\n";
     let rounds = 7;
@@ -77,7 +77,7 @@ fn main() {
     let count = (MAX_OUTPUT - terminal.len() - 1) / (event.len() + 1);
     let payload = dir.join("payload.jsonl");
     std::fs::write(&payload, format!("{}\n{terminal}\n", vec![event.as_str(); count].join("\n"))).expect("payload");
-    let spec = RunnerSpec { id: "flood".into(), command: "/bin/cat".into(), args: vec![payload.display().to_string()], env: BTreeMap::new(), timeout: Duration::from_secs(30) };
+    let spec = RunnerSpec { id: "flood".into(), command: "/bin/cat".into(), args: vec![payload.display().to_string()], env: BTreeMap::new(), timeout: Duration::from_secs(30), sandbox: None };
     let (mut host_t, mut floor_t) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
         let start = Instant::now();

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::frame::{FrameError, LineReader};
+use crate::reap;
 use crate::registry::{Registry, RegistryError, RunnerSpec};
 
 /// How much of a runner's stderr is kept (the newest bytes), for logs.
@@ -75,8 +76,10 @@ pub enum TurnError {
     /// The turn names a runner the registry does not have.
     #[error(transparent)]
     RunnerNotFound(#[from] RegistryError),
-    /// The turn's working folder does not exist or is not a folder.
-    #[error("the working folder {cwd} {reason}")]
+    /// The turn's working folder does not exist, is not a folder, or cannot be used. What the
+    /// caller sees does not say which (that would let it probe the host's files);
+    /// [`TurnError::operator_detail`] does.
+    #[error("cwd is not an accessible folder")]
     BadCwd {
         /// The folder.
         cwd: String,
@@ -173,6 +176,21 @@ impl TurnError {
         }
     }
 
+    /// The whole story, for the operator's own log (never for a client): which folder and
+    /// what is wrong with it, which runners the registry has and where it is.
+    pub fn operator_detail(&self) -> String {
+        match self {
+            TurnError::RunnerNotFound(e) => e.operator_detail(),
+            TurnError::BadCwd { cwd, reason } => format!("the working folder {cwd} {reason}"),
+            other => other.to_string(),
+        }
+    }
+
+    /// Whether [`TurnError::operator_detail`] says more than the caller is told.
+    pub fn has_operator_detail(&self) -> bool {
+        matches!(self, TurnError::RunnerNotFound(RegistryError::NotFound { .. }) | TurnError::BadCwd { .. })
+    }
+
     /// The typed error every transport and client sees.
     pub fn to_runtime_error(&self) -> RuntimeSubmitError {
         let code = self.code();
@@ -181,7 +199,6 @@ impl TurnError {
             TurnError::InvalidTurn(v) | TurnError::InvalidEvent { violations: v, .. } => {
                 details.violations = Some(v.iter().map(|v| openagents_protocol::Violation { pointer: v.pointer.clone(), keyword: v.keyword.clone(), message: v.message.clone() }).collect());
             }
-            TurnError::RunnerNotFound(RegistryError::NotFound { known, .. }) => details.known = Some(known.clone()),
             TurnError::TurnTooLarge(_) | TurnError::FrameTooLarge => details.limit = Some(MAX_FRAME as i64),
             TurnError::OutputTooLarge => details.limit = Some(MAX_OUTPUT as i64),
             _ => {}
@@ -326,17 +343,58 @@ pub async fn run_turn_with(
 /// Starts `spec`'s executable in `cwd` as the leader of a process group of its own (so the
 /// whole group can be ended), with its environment and all three stdio streams piped. Shared
 /// by every protocol a runner may speak.
+///
+/// The environment starts empty: only [`INHERITED_ENV`] is copied from the host's, then the
+/// entry's `env` is added. The child is recorded as live for [`reap::sweep`], which
+/// [`end_process_group`] runs, so nothing it starts outlives it.
 pub(crate) fn spawn_in_group(spec: &RunnerSpec, cwd: &str) -> std::io::Result<Child> {
-    Command::new(&spec.command)
-        .args(&spec.args)
+    reap::spawn(&mut runner_command(spec, cwd)?)
+}
+
+/// The only variables a runner inherits from the host's environment; everything else it gets
+/// comes from its registry entry's `env`. The host's own environment may hold the operator's
+/// secrets (`OPENAGENTS_CONFIG`, tokens, keys), and a runner is not trusted with them.
+pub const INHERITED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR", "USER"];
+
+/// The command that starts `spec`'s runner in `cwd`: a cleared environment (only
+/// [`INHERITED_ENV`], then the entry's `env`), piped stdio, a process group of its own, killed
+/// when dropped; for an entry with a `sandbox`, through the sandbox launcher
+/// ([`crate::sandbox`]).
+///
+/// # Errors
+///
+/// A sandboxed runner on a host without a sandbox launcher (it fails closed).
+pub fn runner_command(spec: &RunnerSpec, cwd: &str) -> std::io::Result<Command> {
+    let mut command = match &spec.sandbox {
+        None => {
+            let mut c = Command::new(&spec.command);
+            c.args(&spec.args);
+            c
+        }
+        Some(sandbox) => {
+            let Some(launcher) = crate::sandbox::launcher() else {
+                return Err(std::io::Error::other("the runner asks for a sandbox, and this host has no sandbox launcher; it was not started"));
+            };
+            let mut c = Command::new(launcher);
+            c.args(sandbox.launcher_args(&spec.command, &spec.args, cwd));
+            c
+        }
+    };
+    command.env_clear();
+    for name in INHERITED_ENV {
+        if let Some(value) = std::env::var_os(name) {
+            command.env(name, value);
+        }
+    }
+    command
         .envs(&spec.env)
         .current_dir(cwd)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
+        .kill_on_drop(true);
+    Ok(command)
 }
 
 /// The newest [`STDERR_TAIL_BYTES`] a runner wrote to stderr, collected by a task of its own
@@ -517,8 +575,14 @@ fn finish(terminal: Event) -> Result<String, TurnError> {
 
 /// Ends the runner's process group and reaps the runner. After a clean turn the runner has
 /// usually exited already and only leftovers are killed; otherwise it gets SIGTERM, then
-/// SIGKILL after [`KILL_GRACE`].
+/// SIGKILL after [`KILL_GRACE`]. Then [`reap::sweep`] ends what left the group.
 pub(crate) async fn end_process_group(child: &mut Child, pgid: Option<Pid>, clean: bool) -> Option<ExitStatus> {
+    let exit = end_group_and_reap(child, pgid, clean).await;
+    reap::sweep(pgid).await;
+    exit
+}
+
+async fn end_group_and_reap(child: &mut Child, pgid: Option<Pid>, clean: bool) -> Option<ExitStatus> {
     let signal_group = |sig: Signal| {
         if let Some(p) = pgid {
             // ESRCH: the group is already gone.

@@ -16,7 +16,9 @@
 pub mod acp;
 pub mod frame;
 pub mod host;
+pub mod reap;
 pub mod registry;
+pub mod sandbox;
 pub mod serve;
 
 pub use acp::{AcpError, AcpHost, AcpReport};

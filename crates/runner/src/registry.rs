@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::sandbox::Sandbox;
+
 /// The time limit of a turn when the registry does not set one.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -62,10 +64,13 @@ pub struct RunnerSpec {
     pub command: PathBuf,
     /// Its arguments.
     pub args: Vec<String>,
-    /// Environment variables set for it (on top of the host's environment).
+    /// Environment variables set for it. It inherits nothing else from the host's environment
+    /// but [`crate::host::INHERITED_ENV`].
     pub env: BTreeMap<String, String>,
     /// The longest a turn may run.
     pub timeout: Duration,
+    /// The sandbox it runs in (`sandbox` in its entry), if any: see [`crate::sandbox`].
+    pub sandbox: Option<Sandbox>,
 }
 
 /// The registry: runners by id.
@@ -103,8 +108,10 @@ pub enum RegistryError {
     /// No registry location is known (no `$OPENAGENTS_RUNNERS`, `$XDG_CONFIG_HOME` or `$HOME`).
     #[error("no runner registry: set OPENAGENTS_RUNNERS to a runners.toml file")]
     NoLocation,
-    /// The turn names a runner the registry does not have.
-    #[error("runner `{id}` is not in the registry{}; known runners: {}", .source_path.as_ref().map(|p| format!(" ({})", p.display())).unwrap_or_default(), if .known.is_empty() { "none".to_owned() } else { .known.join(", ") })]
+    /// The turn names a runner the registry does not have (or the runtime does not serve). What
+    /// the caller sees says only that; [`RegistryError::operator_detail`] says which runners
+    /// there are and where they come from, for the operator's log.
+    #[error("unknown runner")]
     NotFound {
         /// The id asked for.
         id: String,
@@ -122,6 +129,21 @@ struct File {
     runners: BTreeMap<String, toml::Spanned<Entry>>,
 }
 
+impl RegistryError {
+    /// The whole story, for the operator's own log (never for a client): for an unknown runner,
+    /// the id asked for, the registry's path and the ids it has.
+    pub fn operator_detail(&self) -> String {
+        match self {
+            RegistryError::NotFound { id, known, source_path } => format!(
+                "runner `{id}` is not in the registry{}; known runners: {}",
+                source_path.as_ref().map(|p| format!(" ({})", p.display())).unwrap_or_default(),
+                if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+            ),
+            other => other.to_string(),
+        }
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Entry {
@@ -134,6 +156,24 @@ struct Entry {
     protocol: Option<toml::Spanned<String>>,
     idle_timeout_s: Option<toml::Spanned<u64>>,
     max_processes: Option<toml::Spanned<u64>>,
+    sandbox: Option<toml::Spanned<SandboxEntry>>,
+}
+
+/// `sandbox = true`, or `sandbox = { read = [...], write = [...] }`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SandboxEntry {
+    On(bool),
+    Paths(SandboxPaths),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SandboxPaths {
+    #[serde(default)]
+    read: Vec<String>,
+    #[serde(default)]
+    write: Vec<String>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -249,7 +289,23 @@ impl Registry {
             if acp {
                 protocols.insert(id.clone(), Protocol::Acp(settings));
             }
-            runners.insert(id.clone(), RunnerSpec { id, command, args: entry.args, env: entry.env, timeout });
+            let sandbox = match entry.sandbox {
+                None => None,
+                Some(sb) => {
+                    let at = sb.span().start;
+                    match sb.into_inner() {
+                        SandboxEntry::On(false) => None,
+                        SandboxEntry::On(true) => Some(Sandbox::default()),
+                        SandboxEntry::Paths(paths) => {
+                            if let Some(bad) = paths.read.iter().chain(&paths.write).find(|p| !Path::new(p).is_absolute()) {
+                                return Err(invalid(at, format!("runner `{id}`: sandbox path `{bad}` must be an absolute path")));
+                            }
+                            Some(Sandbox { read: paths.read.into_iter().map(PathBuf::from).collect(), write: paths.write.into_iter().map(PathBuf::from).collect() })
+                        }
+                    }
+                }
+            };
+            runners.insert(id.clone(), RunnerSpec { id, command, args: entry.args, env: entry.env, timeout, sandbox });
         }
         Ok(Registry { source: path.map(Path::to_owned), runners, protocols })
     }
@@ -260,11 +316,27 @@ impl Registry {
         self.protocols.get(id).copied().unwrap_or_default()
     }
 
+    /// The same registry holding only the runners `ids` names (the ones a runtime serves); the
+    /// others cannot be found in it.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::NotFound`] for the first id the registry does not have.
+    pub fn restricted_to(&self, ids: &[String]) -> Result<Registry, RegistryError> {
+        for id in ids {
+            self.get(id)?;
+        }
+        let mut only = self.clone();
+        only.runners.retain(|id, _| ids.contains(id));
+        Ok(only)
+    }
+
     /// The runner with this id.
     ///
     /// # Errors
     ///
-    /// [`RegistryError::NotFound`] listing the known ids.
+    /// [`RegistryError::NotFound`], which says only "unknown runner" (the known ids and the
+    /// registry's path are in [`RegistryError::operator_detail`]).
     pub fn get(&self, id: &str) -> Result<&RunnerSpec, RegistryError> {
         self.runners.get(id).ok_or_else(|| RegistryError::NotFound {
             id: id.to_owned(),
@@ -301,6 +373,10 @@ mod tests {
         check("[runners.echo\n", Err("runners.toml:1:"));
         check("[server]\nenabled = true\n", Err("unknown field `server`"));
         check("[runners.\"../x\"]\ncommand = \"/bin/echo\"\n", Err("runner id `../x` must be"));
+        check("[runners.s]\ncommand = \"/bin/s\"\nsandbox = true\n", Ok(1));
+        check("[runners.s]\ncommand = \"/bin/s\"\nsandbox = { read = [\"/opt/m\"], write = [\"/var/cache/s\"] }\n", Ok(1));
+        check("[runners.s]\ncommand = \"/bin/s\"\nsandbox = { read = [\"opt\"] }\n", Err("runners.toml:3: runner `s`: sandbox path `opt` must be an absolute path"));
+        check("[runners.s]\ncommand = \"/bin/s\"\nsandbox = { exec = [\"/x\"] }\n", Err("runners.toml:3:"));
         check("[runners.g]\ncommand = \"/bin/g\"\nprotocol = \"acp\"\nidle_timeout_s = 5\nmax_processes = 2\n", Ok(1));
         check("[runners.g]\ncommand = \"/bin/g\"\nprotocol = \"openagents.v1\"\n", Ok(1));
         check("[runners.g]\ncommand = \"/bin/g\"\nprotocol = \"mcp\"\n", Err("runners.toml:3: runner `g`: protocol `mcp` is not known; use \"openagents.v1\""));
@@ -319,9 +395,24 @@ mod tests {
     }
 
     #[test]
-    fn unknown_runner_lists_the_known_ones() {
-        let r = Registry::parse("[runners.a]\ncommand = \"/x\"\n[runners.b]\ncommand = \"/y\"\n", None).unwrap();
-        let e = r.get("c").unwrap_err().to_string();
-        assert!(e.contains("runner `c` is not in the registry; known runners: a, b"), "{e}");
+    fn a_sandbox_is_off_unless_the_entry_asks_for_it() {
+        let r = Registry::parse("[runners.a]\ncommand = \"/x\"\n[runners.b]\ncommand = \"/y\"\nsandbox = true\n[runners.c]\ncommand = \"/z\"\nsandbox = { read = [\"/m\"], write = [\"/w\"] }\n[runners.d]\ncommand = \"/z\"\nsandbox = false\n", None).unwrap();
+        let sandbox = |id: &str| r.get(id).unwrap().sandbox.clone();
+        assert_eq!(sandbox("a"), None);
+        assert_eq!(sandbox("b"), Some(Sandbox::default()));
+        assert_eq!(sandbox("c"), Some(Sandbox { read: vec![PathBuf::from("/m")], write: vec![PathBuf::from("/w")] }));
+        assert_eq!(sandbox("d"), None);
+    }
+
+    #[test]
+    fn unknown_runner_says_only_that_and_the_operator_log_lists_the_known_ones() {
+        let r = Registry::parse("[runners.a]\ncommand = \"/x\"\n[runners.b]\ncommand = \"/y\"\n", Some(Path::new("/etc/runners.toml"))).unwrap();
+        let e = r.get("c").unwrap_err();
+        assert_eq!(e.to_string(), "unknown runner");
+        assert_eq!(e.operator_detail(), "runner `c` is not in the registry (/etc/runners.toml); known runners: a, b");
+        let only = r.restricted_to(&["b".to_owned()]).unwrap();
+        assert!(only.get("b").is_ok());
+        assert_eq!(only.get("a").unwrap_err().operator_detail(), "runner `a` is not in the registry (/etc/runners.toml); known runners: b");
+        assert_eq!(r.restricted_to(&["b".to_owned(), "z".to_owned()]).unwrap_err().to_string(), "unknown runner");
     }
 }

@@ -30,6 +30,7 @@ fn script_runner(name: &str, body: &str, timeout: Duration) -> (RunnerSpec, Path
         args: vec![script.display().to_string()],
         env: BTreeMap::new(),
         timeout,
+        sandbox: None,
     };
     (spec, dir)
 }
@@ -174,7 +175,7 @@ async fn output_exactly_at_the_limit_is_accepted() {
     let payload = dir.join("payload");
     std::fs::write(&payload, format!("{}\n{terminal}\n", lines.join("\n"))).unwrap();
     assert_eq!(std::fs::metadata(&payload).unwrap().len() as usize, MAX_OUTPUT);
-    let spec = RunnerSpec { id: "at-limit".into(), command: "/bin/bash".into(), args: vec!["-c".into(), format!("read -r _; cat {}", payload.display())], env: BTreeMap::new(), timeout: Duration::from_secs(5) };
+    let spec = RunnerSpec { id: "at-limit".into(), command: "/bin/bash".into(), args: vec!["-c".into(), format!("read -r _; cat {}", payload.display())], env: BTreeMap::new(), timeout: Duration::from_secs(5), sandbox: None };
     let (report, _) = run(&spec, &dir, None).await;
     assert_eq!(report.outcome.as_deref().ok(), Some("ok"), "{:?}", report.outcome);
     // One byte more is a breach.
@@ -236,7 +237,7 @@ async fn requests_are_refused_before_anything_is_spawned() {
         other => panic!("smuggled turn decoded: {other:?}"),
     }
     // A missing executable.
-    let spec = RunnerSpec { id: "gone".into(), command: "/nonexistent/runner".into(), args: vec![], env: BTreeMap::new(), timeout: Duration::from_secs(1) };
+    let spec = RunnerSpec { id: "gone".into(), command: "/nonexistent/runner".into(), args: vec![], env: BTreeMap::new(), timeout: Duration::from_secs(1), sandbox: None };
     let (report, _) = run(&spec, &dir, None).await;
     assert!(matches!(report.outcome, Err(TurnError::Spawn { .. })));
     assert!(!marker.exists(), "nothing was spawned for the refused requests");

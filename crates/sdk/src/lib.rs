@@ -83,6 +83,9 @@ pub mod agents {
         };
         pub use openagents_runner::registry::{DEFAULT_TIMEOUT, Registry, RegistryError, RunnerSpec};
     }
+
+    /// The opt-in Landlock sandbox of a registry entry, and its launcher.
+    pub use openagents_runner::sandbox;
 }
 
 pub mod server {

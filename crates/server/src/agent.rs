@@ -121,7 +121,14 @@ impl Agent for RunnerAgent {
                 });
             }
             let report = self.host.run_with(&turn, ctx.cancelled(), &mut on_event, &approver).await;
-            report.outcome.map_err(|e| e.to_runtime_error())
+            report.outcome.map_err(|e| {
+                // The caller is told only "unknown runner" or "cwd is not an accessible folder";
+                // the operator's log (stderr) gets which one and why.
+                if e.has_operator_detail() {
+                    eprintln!("openagents: turn `{}` refused: {}", turn.assignment, e.operator_detail());
+                }
+                e.to_runtime_error()
+            })
         })
     }
 

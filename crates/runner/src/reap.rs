@@ -1,0 +1,148 @@
+//! Nothing a runner starts outlives its turn, not even a process that left the runner's process
+//! group (a double fork and `setsid`). The host process becomes a child subreaper
+//! (`PR_SET_CHILD_SUBREAPER`), so every process orphaned below it is re-parented to it instead
+//! of to init; at the end of a turn [`sweep`] kills what is left of the runner's process group
+//! and every such adopted process started since the runner was, with everything below it, and
+//! reaps them.
+//!
+//! Runners are spawned through [`spawn`], which records them as live while the host owns them:
+//! the sweep never touches a live runner (of this or another turn) nor what only another live
+//! runner can have started, nor a child of the host process that shares its process group (one
+//! it started itself by other means).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::wait::{WaitPidFlag, waitpid};
+use nix::unistd::{Pid, getpgrp};
+use tokio::process::{Child, Command};
+
+/// How many times [`sweep`] looks again for processes left behind, [`SWEEP_PAUSE`] apart: a
+/// process that is forking while it is being killed gets that many chances to be caught.
+pub const SWEEP_ROUNDS: usize = 100;
+
+/// The pause between two rounds of [`sweep`].
+pub const SWEEP_PAUSE: Duration = Duration::from_millis(10);
+
+/// The runners the host owns now: pid (also their process group) to start time (clock ticks
+/// since boot). The sweep leaves them alone.
+static LIVE: Mutex<BTreeMap<i32, u64>> = Mutex::new(BTreeMap::new());
+
+fn live() -> std::sync::MutexGuard<'static, BTreeMap<i32, u64>> {
+    LIVE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Makes the host process a child subreaper, once. Returns whether it is one.
+pub fn become_subreaper() -> bool {
+    static DONE: OnceLock<bool> = OnceLock::new();
+    *DONE.get_or_init(|| nix::sys::prctl::set_child_subreaper(true).is_ok())
+}
+
+/// Spawns `command` (which must put the child in a process group of its own, as
+/// [`crate::host::runner_command`] does) and records it as live until [`sweep`].
+///
+/// # Errors
+///
+/// The spawn's I/O error.
+pub fn spawn(command: &mut Command) -> std::io::Result<Child> {
+    become_subreaper();
+    // Under the lock: a sweep running meanwhile must not see the new child before it is live.
+    let mut live = live();
+    let child = command.spawn()?;
+    if let Some(pid) = child.id().and_then(|id| i32::try_from(id).ok()) {
+        live.insert(pid, stat(pid).map_or(0, |s| s.started));
+    }
+    Ok(child)
+}
+
+/// One line of `/proc/<pid>/stat`, the fields the sweep needs.
+#[derive(Debug, Clone, Copy)]
+struct Stat {
+    pid: i32,
+    state: u8,
+    ppid: i32,
+    pgrp: i32,
+    started: u64,
+}
+
+fn stat(pid: i32) -> Option<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime
+    // stime cutime cstime priority nice threads itrealvalue starttime ...`; comm may hold
+    // anything, so fields are counted after its last `)`.
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some(Stat {
+        pid,
+        state: *fields.first()?.as_bytes().first()?,
+        ppid: fields.get(1)?.parse().ok()?,
+        pgrp: fields.get(2)?.parse().ok()?,
+        started: fields.get(19)?.parse().ok()?,
+    })
+}
+
+fn all_processes() -> Vec<Stat> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()).filter_map(stat).collect()
+}
+
+/// Ends what is left of the runner whose process group is `group`, once the runner itself has
+/// been reaped: the rest of its process group, and every process the host adopted that only it
+/// can have started (started since it was, and before every other live runner), with
+/// everything below them. An adopted process two live runners could have started is left to
+/// the sweep of whichever of them ends last. Adopted zombies are reaped. Returns how many
+/// processes it killed.
+pub async fn sweep(group: Option<Pid>) -> usize {
+    let me = i32::try_from(std::process::id()).unwrap_or(0);
+    let my_group = getpgrp().as_raw();
+    let group = group.map(Pid::as_raw).filter(|&g| g > 1 && g != my_group);
+    let started = group.and_then(|g| live().remove(&g)).unwrap_or(0);
+    let mut killed = BTreeSet::new();
+    for _ in 0..SWEEP_ROUNDS {
+        let mut left = false;
+        {
+            let live = live();
+            let procs = all_processes();
+            let mut below: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+            let mut by_pid: BTreeMap<i32, Stat> = BTreeMap::new();
+            for p in &procs {
+                below.entry(p.ppid).or_default().push(p.pid);
+                by_pid.insert(p.pid, *p);
+            }
+            if let Some(g) = group {
+                // ESRCH: the group is already gone.
+                let _ = killpg(Pid::from_raw(g), Signal::SIGKILL);
+            }
+            for p in &procs {
+                let in_group = group == Some(p.pgrp);
+                let adopted = p.ppid == me && !live.contains_key(&p.pid) && p.pgrp != my_group;
+                if adopted && p.state == b'Z' {
+                    // Ours to reap, whoever started it.
+                    let _ = waitpid(Pid::from_raw(p.pid), Some(WaitPidFlag::WNOHANG));
+                    left = true;
+                    continue;
+                }
+                let only_ours = adopted && p.started >= started && !live.values().any(|&other| other <= p.started);
+                if !(in_group || only_ours) {
+                    continue;
+                }
+                left = true;
+                let mut stack = vec![p.pid];
+                while let Some(pid) = stack.pop() {
+                    let zombie = by_pid.get(&pid).is_some_and(|q| q.state == b'Z');
+                    if !zombie && kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok() {
+                        killed.insert(pid);
+                    }
+                    stack.extend(below.get(&pid).into_iter().flatten().copied());
+                }
+            }
+        }
+        if !left {
+            break;
+        }
+        tokio::time::sleep(SWEEP_PAUSE).await;
+    }
+    killed.len()
+}
