@@ -96,7 +96,7 @@ const app = acp
         await cancelled;
         return { stopReason: "cancelled" };
       case "deaf":
-        await update(ctx, sessionId, { sessionUpdate: "agent_thought_chunk", content: text("not listening") });
+        await update(ctx, sessionId, { sessionUpdate: "agent_thought_chunk", content: text(`not listening (pid=${process.pid})`) });
         return new Promise(() => {});
       case "garbage":
         process.stdout.write("this is not json\n");

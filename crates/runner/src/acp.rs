@@ -581,7 +581,10 @@ impl AcpProcess {
         let params = json!({ "sessionId": self.session_id, "prompt": [{ "type": "text", "text": task }] });
         let waiting = self.request("session/prompt", params);
         let mut state = TurnState::default();
-        let answer = self.wait(waiting, cancel, deadline, limit, budget, Some((&mut state, on_event, approver))).await;
+        let answer = self.wait(waiting, cancel, deadline, limit, budget, Some((&mut state, &mut *on_event, approver))).await;
+        // A thought still open when the turn ends (or fails) is progress too.
+        state.flush_thought();
+        deliver(&mut state, on_event);
         let cancelled = cancel.is_cancelled();
         let result = answer?;
         self.answered = true;
@@ -991,7 +994,11 @@ enum Message {
 
 /// Reads one line as a JSON-RPC 2.0 message, or says why it is not one.
 fn parse_message(bytes: &[u8]) -> Result<Message, String> {
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+    // Exact, as every message from a runner: a key given twice is refused, not read as its last copy.
+    let value: Value = openagents_protocol::rt::parse_value_exact(bytes).map_err(|e| match e {
+        openagents_protocol::rt::DocumentError::NotJson(m) => format!("not JSON: {m}"),
+        invalid => invalid.to_string(),
+    })?;
     let Value::Object(mut obj) = value else { return Err("a message is a JSON object".into()) };
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Err("`jsonrpc` must be \"2.0\"".into());
@@ -1045,6 +1052,8 @@ mod tests {
         check_parse(r#"{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}"#, Ok("Response"));
         check_parse(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"x"}}"#, Ok("Response"));
         check_parse("garbage", Err("not JSON"));
+        check_parse(r#"{"jsonrpc":"2.0","id":1,"result":{"stopReason":"refusal","stopReason":"end_turn"}}"#, Err("duplicate property `stopReason`"));
+        check_parse(r#"{"jsonrpc":"2.0","id":1,"id":2,"result":{}}"#, Err("duplicate property `id`"));
         check_parse("[1]", Err("a message is a JSON object"));
         check_parse(r#"{"id":1,"result":{}}"#, Err("`jsonrpc` must be"));
         check_parse(r#"{"jsonrpc":"2.0","id":1}"#, Err("needs `result` or `error`"));

@@ -13,9 +13,20 @@ const MAX_FRAME = 98304;
 describe("openagents run", () => {
   let s;
   before(() => {
-    s = setup({ fake: fake(), py: python() });
+    s = setup({ fake: fake(), py: python(), slowpoke: fake({ timeout_s: 2 }) });
   });
   after(() => s.cleanup());
+
+  test("an agent that never answers ends its turn at the runner's time limit (timeout), its process group killed", async () => {
+    const r = await run(s.env, s.dir, ["--json", "--runner", "slowpoke", "deaf"]);
+    assert.equal(r.code, 1, r.err);
+    const evs = events(r.out);
+    const failed = evs.find((e) => e.type === "turn_failed");
+    assert.equal(failed.error.code, "timeout");
+    assert.match(failed.error.message, /longer than 2s/);
+    const pid = Number(/pid=(\d+)/.exec(evs.find((e) => e.type === "text").text)[1]);
+    assert.equal(alive(pid), false);
+  });
 
   test("a turn streams thought, plan and message chunks as text and completes with the message; nothing is left running", async () => {
     const r = await run(s.env, s.dir, ["--json", "--runner", "fake", "hello there"]);
