@@ -190,8 +190,12 @@ mod run {
         let reg = registry("fail", "read -r _; echo '{\"type\":\"failed\",\"message\":\"cannot do that\"}'");
         let cases = [
             (vec!["run", "--runner", "slow", "x"], "the runner failed: cannot do that (runner_failed)"),
-            (vec!["run", "--runner", "nope", "x"], "known runners: echo, gone, slow (runner_not_found)"),
+            // The caller's message says only "unknown runner"; `run`'s caller is the operator,
+            // whose log (the same stderr) has the rest.
+            (vec!["run", "--runner", "nope", "x"], "unknown runner (runner_not_found)"),
+            (vec!["run", "--runner", "nope", "x"], "known runners: echo, gone, slow"),
             (vec!["run", "--runner", "gone", "x"], "cannot start runner `gone`"),
+            (vec!["run", "--runner", "echo", "--cwd", "/nonexistent", "x"], "cwd is not an accessible folder (invalid_params)"),
             (vec!["run", "--runner", "echo", "--cwd", "/nonexistent", "x"], "the working folder /nonexistent cannot be used"),
         ];
         for (args, needle) in cases {

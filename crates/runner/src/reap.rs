@@ -103,8 +103,11 @@ pub async fn sweep(group: Option<Pid>) -> usize {
     for _ in 0..SWEEP_ROUNDS {
         let mut left = false;
         {
-            let live = live();
+            let mut live = live();
             let procs = all_processes();
+            // A runner whose owner dropped it without a sweep is gone (or its pid is another
+            // process's now): it no longer shields what it may have started.
+            live.retain(|pid, started| procs.iter().any(|p| p.pid == *pid && p.started == *started));
             let mut below: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
             let mut by_pid: BTreeMap<i32, Stat> = BTreeMap::new();
             for p in &procs {
