@@ -389,3 +389,41 @@ test("a page that is not a secure context (plain HTTP, not loopback) runs turns;
     setup.cleanup();
   }
 });
+
+test("a page that comes back after more events than the runtime holds shows the gap, then the events still held", async () => {
+  const setup = new Setup("gap");
+  const { token, file } = setup.token();
+  const server = await serve(setup, ["--runner", "echo", "--token-file", file]);
+  try {
+    const { page } = await open(browser.context, server.url);
+    await connect(page, token);
+    await submit(page, "first turn");
+    assert.equal(await result(page, "completed"), "first turn");
+    await page.waitForFunction(() => document.querySelector('[data-testid="status-seq"]')?.textContent === "4");
+    // Away (the socket closes), while a turn publishes more events than the runtime's replay buffer holds (1024).
+    await page.goto("about:blank");
+    const words = Array.from({ length: 1100 }, (_, i) => `w${i + 1}`).join(" ");
+    const r = await rpc(server.url, token, "submit", { task: words });
+    assert.equal(r.result.result, words);
+    const last = 4 + 1 + 1100 + 1;
+    // Back in the same tab: the token and the resume point come from sessionStorage.
+    await page.goto(server.url);
+    await waitConnected(page);
+    await page.waitForFunction((n) => document.querySelector('[data-testid="status-seq"]')?.textContent === String(n), last);
+    const notices = await page.$$eval('[data-testid="notice"] li', (lis) => lis.map((li) => [li.getAttribute("data-kind"), li.textContent]));
+    const gap = notices.filter(([kind]) => kind === "gap");
+    assert.equal(gap.length, 1, JSON.stringify(notices));
+    assert.match(gap[0][1], new RegExp(`gap: events after 4 up to ${last - 1024} are no longer held by the runtime`));
+    // The list keeps the newest 1000 events: the end of the 1024 still held, once each, in order.
+    const evs = await events(page);
+    assert.deepEqual(
+      evs.map((e) => e.seq),
+      Array.from({ length: 1000 }, (_, i) => last - 999 + i),
+    );
+    assert.equal(evs.at(-1).kind, "turn_completed");
+    await page.close();
+  } finally {
+    await server.stop();
+    setup.cleanup();
+  }
+});

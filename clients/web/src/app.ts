@@ -22,6 +22,8 @@ import { WebSocketClosedError, WebSocketTransport } from "../../typescript/src/w
 
 /** Where the token is kept: this tab's `sessionStorage`, under this key. */
 const TOKEN_KEY = "openagents.token";
+/** Where the resume point is kept (this tab's `sessionStorage`), so a reload resumes from it. */
+const SEQ_KEY = "openagents.last_seq";
 /** How many events the list keeps. */
 const MAX_EVENTS = 1000;
 /** How many notices the list keeps. */
@@ -150,8 +152,8 @@ let client: OpenAgentsClient | null = null;
 let transport: WebSocketTransport | null = null;
 /** Bumped by every connect and disconnect: callbacks of an older connection do nothing. */
 let generation = 0;
-/** The newest sequence number this page has seen (resume point). */
-let lastSeq: number | null = null;
+/** The newest sequence number this page has seen (resume point), kept across reloads of this tab. */
+let lastSeq: number | null = storedSeq();
 /** Whether the current token has opened a connection (a token that never did is not retried). */
 let everOpened = false;
 let attempt = 0;
@@ -172,6 +174,26 @@ function updateControls(): void {
   const connected = ui.connection.dataset.state === "connected";
   ui.submit.disabled = !connected || submitting || runningAssignment !== null;
   ui.interrupt.disabled = !connected || (runningAssignment === null && !submitting);
+}
+
+function storedSeq(): number | null {
+  try {
+    const v = Number(sessionStorage.getItem(SEQ_KEY) ?? "");
+    return Number.isSafeInteger(v) && v > 0 ? v : null;
+  } catch {
+    return null;
+  }
+}
+
+function setLastSeq(seq: number | null): void {
+  lastSeq = seq;
+  ui.statusSeq.textContent = seq === null ? "none" : String(seq);
+  try {
+    if (seq === null) sessionStorage.removeItem(SEQ_KEY);
+    else sessionStorage.setItem(SEQ_KEY, String(seq));
+  } catch {
+    // Not kept: a reload then starts at the next new event.
+  }
 }
 
 function storedToken(): string | null {
@@ -265,10 +287,10 @@ async function connect(token: string): Promise<void> {
   if (gen !== generation) return;
   if (lastSeq !== null && status.last_seq < lastSeq) {
     notice("gap", `gap: the runtime restarted (its newest event is ${status.last_seq}, this page had seen ${lastSeq}); events it did not deliver are lost`);
-    lastSeq = 0;
+    setLastSeq(0);
   }
   const since = lastSeq ?? status.last_seq;
-  lastSeq = since;
+  setLastSeq(since);
   renderStatus(status);
   const stream = c.events({ since });
   statusTimer = setInterval(() => void refreshStatus(gen), STATUS_REFRESH_MS);
@@ -307,8 +329,7 @@ async function refreshStatus(gen: number): Promise<void> {
 function onEvent(ev: ServerEvent, gen: number): void {
   const e = ev.event;
   if (e.type !== "lagged" && e.type !== "gap") {
-    lastSeq = Math.max(lastSeq ?? 0, ev.seq);
-    ui.statusSeq.textContent = String(lastSeq);
+    setLastSeq(Math.max(lastSeq ?? 0, ev.seq));
   }
   listEvent(ev);
   if (!isKnownRuntimeEvent(e)) return;
@@ -495,6 +516,7 @@ ui.connectForm.addEventListener("submit", (event) => {
 ui.forget.addEventListener("click", () => {
   storeToken(null);
   disconnect();
+  setLastSeq(null);
   everOpened = false;
   ui.token.placeholder = "";
   setConnection("idle", "not connected (token forgotten)");
