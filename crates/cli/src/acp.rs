@@ -48,8 +48,8 @@ pub struct AcpArgs {
     /// another with `"_meta": {"openagents/runner": "ID"}` in `session/new`.
     #[arg(long, required = true)]
     runner: Vec<String>,
-    /// Seconds an approval waits for the editor's answer before it is denied.
-    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Seconds an approval waits for the editor's answer before it is denied (1 to 86400).
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     approval_timeout: u64,
     /// Working folder for the runtime (sessions name their own `cwd`; default: the current one).
     #[arg(long)]
@@ -315,9 +315,15 @@ impl Adapter {
     }
 
     async fn on_line(&self, line: &[u8]) {
-        let value: Value = match serde_json::from_slice(line) {
+        // Exact, as every message from a client: a key given twice (two ids, two answers to a
+        // permission request) is refused, never read as its last copy, and no id is echoed.
+        let value: Value = match openagents_protocol::rt::parse_value_exact(line) {
             Ok(v) => v,
-            Err(e) => return self.send_error(Value::Null, &err(ErrorCode::ParseError, format!("the message is not JSON: {e}"))).await,
+            Err(openagents_protocol::rt::DocumentError::NotJson(e)) => return self.send_error(Value::Null, &err(ErrorCode::ParseError, format!("the message is not JSON: {e}"))).await,
+            Err(openagents_protocol::rt::DocumentError::Invalid(v)) => {
+                let why = v.first().map_or("a key is given twice", |v| v.message.as_str());
+                return self.send_error(Value::Null, &err(ErrorCode::InvalidRequest, format!("the message is not exact JSON: {why}"))).await;
+            }
         };
         let Value::Object(o) = value else {
             let why = if value.is_array() { "batches are not part of ACP v1: send one JSON-RPC message per line" } else { "a message is a JSON-RPC 2.0 object" };
@@ -391,8 +397,8 @@ impl Adapter {
         let req: wire::InitializeRequest = params("initialize", p)?;
         let notices = req.client_capabilities.as_ref().and_then(|c| c.session.as_ref()).and_then(|s| s.notices.as_ref()).is_some_and(|n| !n.is_null());
         let client = req.client_info.as_ref().and_then(|i| i.name.clone()).unwrap_or_else(|| "an unnamed client".into());
-        let version = req.client_info.as_ref().and_then(|i| i.version.clone()).unwrap_or_default();
-        eprintln!("openagents acp: {client} {version} connected (asked for ACP {}, speaking {ACP_PROTOCOL_VERSION})", req.protocol_version);
+        let version = req.client_info.as_ref().and_then(|i| i.version.as_deref()).map(|v| format!(" {v}")).unwrap_or_default();
+        eprintln!("openagents acp: {client}{version} connected (asked for ACP {}, speaking {ACP_PROTOCOL_VERSION})", req.protocol_version);
         {
             let mut st = self.lock();
             st.initialized = true;

@@ -301,6 +301,29 @@ test("one turn at a time: another session's prompt waits its turn, a second prom
   assertValid(agent);
 });
 
+test("the wait for the turn slot is bounded: past 64 waiting prompts the next is busy (-32003)", async () => {
+  const { result, agent } = await withClient(ALL, async (ctx, agent) => {
+    await initialize(ctx);
+    const held = await newSession(ctx, { runner: "hold" });
+    const first = prompt(ctx, held.sessionId, "hold on");
+    await nextMessage(agent, (m) => m.method === "session/update" && m.params.sessionId === held.sessionId);
+    const sessions = [];
+    for (let i = 0; i < 65; i++) sessions.push((await newSession(ctx)).sessionId);
+    const waiting = sessions.slice(0, 64).map((s) => prompt(ctx, s, "wait"));
+    const busy = await prompt(ctx, sessions[64], "one too many");
+    for (const s of sessions.slice(0, 64)) await ctx.notify(acp.methods.agent.session.cancel, { sessionId: s });
+    const answers = await Promise.all(waiting);
+    await ctx.notify(acp.methods.agent.session.cancel, { sessionId: held.sessionId });
+    return { busy, answers, first: await first };
+  });
+  assert.equal(result.busy.err?.code, -32003, JSON.stringify(result.busy));
+  assert.equal(result.busy.err.data.code, "busy");
+  assert.equal(result.busy.err.data.retryable, true);
+  assert.ok(result.answers.every((a) => a.ok?.stopReason === "cancelled"));
+  assert.equal(result.first.ok?.stopReason, "cancelled");
+  assertValid(agent);
+});
+
 test("a queued prompt that is cancelled answers cancelled at once and never runs", async () => {
   const { result, agent } = await withClient(ALL, async (ctx, agent) => {
     await initialize(ctx);
