@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use clap::Args;
 use futures_util::{SinkExt, StreamExt};
 use openagents_protocol::FrontendApprovalRequest;
-use openagents_protocol::rt::{self, Wire};
+use openagents_protocol::rt;
 use serde_json::Value;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -87,8 +87,7 @@ fn json_line(v: &Value) -> String {
 
 /// A message decoded exactly: one JSON document, no key given twice at any depth.
 fn exact_json(text: &str) -> Option<Value> {
-    let mut de = serde_json::Deserializer::from_str(text);
-    <Value as Wire>::decode(&mut de).and_then(|v| de.end().map(|()| v)).ok()
+    rt::parse_value_exact(text.as_bytes()).ok()
 }
 
 fn describe(ev: &serde_json::Value) -> String {

@@ -191,6 +191,32 @@ pub fn parse_value(input: &[u8]) -> Result<Value, DocumentError> {
     serde_json::from_slice(input).map_err(|e| DocumentError::NotJson(describe_json_error(&e)))
 }
 
+/// Parses an untyped JSON value exactly, as the generated decoders read: a key given twice, at
+/// any depth, is refused, never resolved by its last copy (serde_json's own `Value` keeps the
+/// last). For every message read from a client or a runner that is not decoded straight into a
+/// generated type.
+///
+/// # Errors
+///
+/// [`DocumentError::NotJson`] for bytes that are not one JSON document (invalid UTF-8 named by
+/// its byte offset); [`DocumentError::Invalid`] ("cannot be represented: duplicate property
+/// `…`", naming the key, never its values) for a key given twice.
+pub fn parse_value_exact(input: &[u8]) -> Result<Value, DocumentError> {
+    if let Err(e) = std::str::from_utf8(input) {
+        return Err(DocumentError::NotJson(format!("invalid UTF-8 at byte offset {}", e.valid_up_to())));
+    }
+    let mut de = serde_json::Deserializer::from_slice(input);
+    match Value::decode(&mut de).and_then(|v| de.end().map(|()| v)) {
+        Ok(v) => Ok(v),
+        Err(e) if e.is_data() => Err(DocumentError::Invalid(vec![Violation {
+            pointer: String::new(),
+            keyword: "type".into(),
+            message: format!("cannot be represented: {}", describe_json_error(&e)),
+        }])),
+        Err(e) => Err(DocumentError::NotJson(describe_json_error(&e))),
+    }
+}
+
 /// A JSON syntax error as a sentence with its line and column.
 pub fn describe_json_error(e: &serde_json::Error) -> String {
     let what = e.to_string();

@@ -997,7 +997,7 @@ fn parse_message(bytes: &[u8]) -> Result<Message, String> {
     // Exact, as every message from a runner: a key given twice is refused, not read as its last copy.
     let value: Value = openagents_protocol::rt::parse_value_exact(bytes).map_err(|e| match e {
         openagents_protocol::rt::DocumentError::NotJson(m) => format!("not JSON: {m}"),
-        invalid => invalid.to_string(),
+        openagents_protocol::rt::DocumentError::Invalid(v) => v.first().map_or_else(|| "a key is given twice".to_owned(), |v| v.message.clone()),
     })?;
     let Value::Object(mut obj) = value else { return Err("a message is a JSON object".into()) };
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use openagents_protocol::ApprovalReply;
-use openagents_protocol::rt::{self, DocumentError, Key, Wire};
+use openagents_protocol::rt::{self, DocumentError, Key};
 use serde::de::{self, MapAccess, Visitor};
 use serde_json::{Map, Value};
 
@@ -16,14 +16,10 @@ use serde_json::{Map, Value};
 ///
 /// # Errors
 ///
-/// [`DocumentError::NotJson`] for bytes that are not one JSON document, or for a repeated key
-/// (its message names the key, never either value).
+/// As [`rt::parse_value_exact`]: [`DocumentError::NotJson`] for bytes that are not one JSON
+/// document, [`DocumentError::Invalid`] for a repeated key (naming the key, never its values).
 pub fn exact_value(bytes: &[u8]) -> Result<Value, DocumentError> {
-    if let Err(e) = std::str::from_utf8(bytes) {
-        return Err(DocumentError::NotJson(format!("invalid UTF-8 at byte offset {}", e.valid_up_to())));
-    }
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    <Value as Wire>::decode(&mut de).and_then(|v| de.end().map(|()| v)).map_err(|e| DocumentError::NotJson(rt::describe_json_error(&e)))
+    rt::parse_value_exact(bytes)
 }
 
 /// The top level of a JSON object whose members may not all decode exactly: every member (the
