@@ -49,7 +49,10 @@ const app = acp
   .onNotification(acp.methods.agent.session.cancel, ({ params }) => {
     const s = sessions.get(params.sessionId);
     process.stderr.write(`fake-agent: cancel ${params.sessionId}\n`);
-    if (s?.cancel) s.cancel();
+    if (!s) return;
+    // Remembered too: the cancel may be handled before the prompt it cancels has started.
+    s.cancelRequested = true;
+    s.cancel?.();
   })
   .onRequest(acp.methods.agent.session.prompt, async (ctx) => {
     const { sessionId, prompt } = ctx.params;
@@ -59,76 +62,85 @@ const app = acp
     const task = prompt.map((b) => (b.type === "text" ? b.text : "")).join("");
     const word = task.trim().split(/\s+/)[0];
     const cancelled = new Promise((resolve) => (s.cancel = resolve));
-    switch (word) {
-      case "ask": {
-        await update(ctx, sessionId, { sessionUpdate: "tool_call", toolCallId: "call-1", title: "Write notes.txt", kind: "edit", status: "pending" });
-        const answer = await ctx.client.request(acp.methods.client.session.requestPermission, {
-          sessionId,
-          toolCall: { toolCallId: "call-1", title: "Write notes.txt", kind: "edit", content: [{ type: "content", content: text("append one line to notes.txt") }] },
-          options: [
-            { optionId: "always", name: "Always allow", kind: "allow_always" },
-            { optionId: "once", name: "Allow once", kind: "allow_once" },
-            { optionId: "no", name: "Reject", kind: "reject_once" },
-            { optionId: "never", name: "Always reject", kind: "reject_always" },
-          ],
-        });
-        const outcome = answer.outcome.outcome === "selected" ? `selected ${answer.outcome.optionId}` : answer.outcome.outcome;
-        s.lastPermission = outcome.replace(" ", ":");
-        await update(ctx, sessionId, { sessionUpdate: "tool_call_update", toolCallId: "call-1", status: answer.outcome.optionId === "once" ? "completed" : "failed" });
-        await update(ctx, sessionId, { sessionUpdate: "agent_message_chunk", content: text(`permission: ${outcome}`) });
-        return { stopReason: "end_turn" };
-      }
-      case "fs":
-      case "terminal": {
-        let result;
-        try {
-          if (word === "fs") await ctx.client.request(acp.methods.client.fs.readTextFile, { sessionId, path: "/etc/hostname" });
-          else await ctx.client.request(acp.methods.client.terminal.create, { sessionId, command: "/bin/true" });
-          result = "succeeded";
-        } catch (e) {
-          result = `error ${e.code}`;
-        }
-        await update(ctx, sessionId, { sessionUpdate: "agent_message_chunk", content: text(`${word}: ${result}`) });
-        return { stopReason: "end_turn" };
-      }
-      case "hang":
-        await update(ctx, sessionId, { sessionUpdate: "agent_thought_chunk", content: text("waiting for a cancel") });
-        await cancelled;
-        return { stopReason: "cancelled" };
-      case "deaf":
-        await update(ctx, sessionId, { sessionUpdate: "agent_thought_chunk", content: text(`not listening (pid=${process.pid})`) });
-        return new Promise(() => {});
-      case "garbage":
-        process.stdout.write("this is not json\n");
-        return new Promise(() => {});
-      case "oversized":
-        process.stdout.write(JSON.stringify({ jsonrpc: "2.0", method: "session/update", params: { sessionId, update: { sessionUpdate: "agent_message_chunk", content: text("x".repeat(200000)) } } }) + "\n");
-        return new Promise(() => {});
-      case "exit":
-        await update(ctx, sessionId, { sessionUpdate: "agent_message_chunk", content: text("about to crash") });
-        setTimeout(() => process.exit(3), 50);
-        return new Promise(() => {});
-      case "chatty": {
-        const chunk = "y".repeat(60000);
-        for (let i = 0; i < 30; i++) await update(ctx, sessionId, { sessionUpdate: "agent_message_chunk", content: text(chunk) });
-        return { stopReason: "end_turn" };
-      }
-      case "refuse":
-        return { stopReason: "refusal" };
-      case "maxtokens":
-        return { stopReason: "max_tokens" };
-      case "error":
-        throw new Error("the model is unavailable");
-      default: {
-        await update(ctx, sessionId, { sessionUpdate: "agent_thought_chunk", content: text("reading ") });
-        await update(ctx, sessionId, { sessionUpdate: "agent_thought_chunk", content: text("the prompt") });
-        await update(ctx, sessionId, { sessionUpdate: "plan", entries: [{ content: "answer", priority: "high", status: "in_progress" }] });
-        await update(ctx, sessionId, { sessionUpdate: "agent_message_chunk", content: text(`prompts=${s.prompts} `) });
-        await update(ctx, sessionId, { sessionUpdate: "agent_message_chunk", content: text(`session=${sessionId} pid=${process.pid} cwd=${s.cwd} perm=${s.lastPermission} task=${task}`) });
-        return { stopReason: "end_turn" };
-      }
+    try {
+      return await handle(ctx, s, sessionId, task, word, cancelled);
+    } finally {
+      s.cancel = null;
+      s.cancelRequested = false;
     }
   });
+
+async function handle(ctx, s, sessionId, task, word, cancelled) {
+  switch (word) {
+    case "ask": {
+      await update(ctx, sessionId, { sessionUpdate: "tool_call", toolCallId: "call-1", title: "Write notes.txt", kind: "edit", status: "pending" });
+      const answer = await ctx.client.request(acp.methods.client.session.requestPermission, {
+        sessionId,
+        toolCall: { toolCallId: "call-1", title: "Write notes.txt", kind: "edit", content: [{ type: "content", content: text("append one line to notes.txt") }] },
+        options: [
+          { optionId: "always", name: "Always allow", kind: "allow_always" },
+          { optionId: "once", name: "Allow once", kind: "allow_once" },
+          { optionId: "no", name: "Reject", kind: "reject_once" },
+          { optionId: "never", name: "Always reject", kind: "reject_always" },
+        ],
+      });
+      const outcome = answer.outcome.outcome === "selected" ? `selected ${answer.outcome.optionId}` : answer.outcome.outcome;
+      s.lastPermission = outcome.replace(" ", ":");
+      await update(ctx, sessionId, { sessionUpdate: "tool_call_update", toolCallId: "call-1", status: answer.outcome.optionId === "once" ? "completed" : "failed" });
+      await update(ctx, sessionId, { sessionUpdate: "agent_message_chunk", content: text(`permission: ${outcome}`) });
+      return { stopReason: "end_turn" };
+    }
+    case "fs":
+    case "terminal": {
+      let result;
+      try {
+        if (word === "fs") await ctx.client.request(acp.methods.client.fs.readTextFile, { sessionId, path: "/etc/hostname" });
+        else await ctx.client.request(acp.methods.client.terminal.create, { sessionId, command: "/bin/true" });
+        result = "succeeded";
+      } catch (e) {
+        result = `error ${e.code}`;
+      }
+      await update(ctx, sessionId, { sessionUpdate: "agent_message_chunk", content: text(`${word}: ${result}`) });
+      return { stopReason: "end_turn" };
+    }
+    case "hang":
+      await update(ctx, sessionId, { sessionUpdate: "agent_thought_chunk", content: text("waiting for a cancel") });
+      if (!s.cancelRequested) await cancelled;
+      return { stopReason: "cancelled" };
+    case "deaf":
+      await update(ctx, sessionId, { sessionUpdate: "agent_thought_chunk", content: text(`not listening (pid=${process.pid})`) });
+      return new Promise(() => {});
+    case "garbage":
+      process.stdout.write("this is not json\n");
+      return new Promise(() => {});
+    case "oversized":
+      process.stdout.write(JSON.stringify({ jsonrpc: "2.0", method: "session/update", params: { sessionId, update: { sessionUpdate: "agent_message_chunk", content: text("x".repeat(200000)) } } }) + "\n");
+      return new Promise(() => {});
+    case "exit":
+      await update(ctx, sessionId, { sessionUpdate: "agent_message_chunk", content: text("about to crash") });
+      setTimeout(() => process.exit(3), 50);
+      return new Promise(() => {});
+    case "chatty": {
+      const chunk = "y".repeat(60000);
+      for (let i = 0; i < 30; i++) await update(ctx, sessionId, { sessionUpdate: "agent_message_chunk", content: text(chunk) });
+      return { stopReason: "end_turn" };
+    }
+    case "refuse":
+      return { stopReason: "refusal" };
+    case "maxtokens":
+      return { stopReason: "max_tokens" };
+    case "error":
+      throw new Error("the model is unavailable");
+    default: {
+      await update(ctx, sessionId, { sessionUpdate: "agent_thought_chunk", content: text("reading ") });
+      await update(ctx, sessionId, { sessionUpdate: "agent_thought_chunk", content: text("the prompt") });
+      await update(ctx, sessionId, { sessionUpdate: "plan", entries: [{ content: "answer", priority: "high", status: "in_progress" }] });
+      await update(ctx, sessionId, { sessionUpdate: "agent_message_chunk", content: text(`prompts=${s.prompts} `) });
+      await update(ctx, sessionId, { sessionUpdate: "agent_message_chunk", content: text(`session=${sessionId} pid=${process.pid} cwd=${s.cwd} perm=${s.lastPermission} task=${task}`) });
+      return { stopReason: "end_turn" };
+    }
+  }
+}
 
 const stream = acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin));
 const connection = app.connect(stream);
