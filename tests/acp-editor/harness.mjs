@@ -57,6 +57,7 @@ export function operatorDir({ enabled = true, extraRunners = "" } = {}) {
     `[runners.ask]\ncommand = "${bin}/openagents-runner-ask"\n` +
     `[runners.hold]\ncommand = "${bin}/openagents-runner-hold"\n` +
     `[runners.fails]\ncommand = "/bin/sh"\nargs = ["-c", "echo 'the failing runner gives up' >&2; exit 3"]\n` +
+    `[runners.inner]\ncommand = "${process.execPath}"\nargs = ["${join(here, "agents", "inner-agent.mjs")}"]\nprotocol = "acp"\n` +
     extraRunners;
   writeFileSync(join(dir, "runners.toml"), runners);
   return dir;

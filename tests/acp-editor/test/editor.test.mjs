@@ -50,6 +50,32 @@ test("an echo turn streams progress as thought chunks and the result as one mess
   assertValid(agent);
 });
 
+test("any registered runner: an ACP agent installed as a runner (protocol = \"acp\") serves an editor's turn, approvals included", async () => {
+  const asked = [];
+  const { result, agent, updates } = await withClient(
+    [...ALL, "--runner", "inner"],
+    async (ctx) => {
+      await initialize(ctx);
+      const { sessionId } = await newSession(ctx, { runner: "inner" });
+      return { sessionId, plain: await prompt(ctx, sessionId, "hello inner"), ask: await prompt(ctx, sessionId, "ask to edit") };
+    },
+    {
+      handlers: {
+        requestPermission: (params) => {
+          asked.push(params);
+          return { outcome: { outcome: "selected", optionId: params.options.find((o) => o.kind === "allow_once").optionId } };
+        },
+      },
+    },
+  );
+  assert.equal(result.plain.ok?.stopReason, "end_turn", JSON.stringify(result.plain));
+  assert.equal(result.ask.ok?.stopReason, "end_turn", JSON.stringify(result.ask));
+  const messages = updates.filter((u) => u.sessionId === result.sessionId && u.update.sessionUpdate === "agent_message_chunk").map((u) => u.update.content.text);
+  assert.deepEqual(messages, ["inner agent: hello inner", "inner agent: ask to edit (yes)"]);
+  assert.equal(asked.length, 1, "the inner agent's permission request reached the editor");
+  assertValid(agent);
+});
+
 test("version negotiation: any asked version is answered with 1, with only what we support and our digest in _meta", async () => {
   const { result, agent } = await withClient(["--runner", "echo"], async (ctx) => {
     const asked = [];
