@@ -209,10 +209,12 @@ describe("openagents serve --http", () => {
 async function frontend(url, token, decide) {
   const ws = new WebSocket(new URL("frontend/v2", url).href.replace(/^http/, "ws"), ["openagents.v2"], { headers: { authorization: `Bearer ${token}` } });
   const prompts = [];
+  const evs = [];
   const waiting = new Map();
   let id = 0;
   ws.on("message", (data) => {
     const msg = JSON.parse(String(data));
+    if (msg.method === "frontend.v2.event") evs.push(msg.params.event);
     if (msg.method === "frontend.v2.approval") {
       prompts.push(msg.params.prompt);
       const approved = decide(msg.params.prompt);
@@ -232,7 +234,7 @@ async function frontend(url, token, decide) {
       waiting.set(n, resolve);
       ws.send(JSON.stringify({ jsonrpc: "2.0", id: n, method, params }));
     });
-  return { ws, prompts, call };
+  return { ws, prompts, evs, call };
 }
 
 describe("the WebSocket (/frontend/v2)", () => {
@@ -252,8 +254,21 @@ describe("the WebSocket (/frontend/v2)", () => {
     let answer = true;
     const fe = await frontend(srv.url, s.token, () => answer);
     try {
+      assert.ok((await fe.call("subscribe", {})).result);
       const yes = await fe.call("submit", { task: "ask", runner: "fake", conversation: "ws-1" });
       assert.equal(yes.result.result, "permission: selected once");
+      // Streamed as it happened: the tool call, the approval asked and granted, the answer.
+      await until(() => fe.evs.some((e) => e.type === "turn_completed"), "the turn's events");
+      const kinds = fe.evs.map((e) => (e.type === "text" ? `text:${e.text}` : e.type));
+      assert.deepEqual(kinds.slice(kinds.indexOf("turn_started")), [
+        "turn_started",
+        "text:tool: Write notes.txt [edit] (pending)",
+        "approval_requested",
+        "approval_resolved",
+        "text:tool: Write notes.txt: completed",
+        "text:permission: selected once",
+        "turn_completed",
+      ]);
       answer = false;
       const no = await fe.call("submit", { task: "ask", runner: "fake", conversation: "ws-1" });
       assert.equal(no.result.result, "permission: selected no");
