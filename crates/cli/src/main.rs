@@ -49,7 +49,7 @@ enum Command {
     /// List the types `validate` knows.
     Types,
     /// Run one turn through a runner from the operator's registry, streaming its text as it
-    /// arrives. Exit 0 completed, 1 failed (the reason on stderr), 130 on Ctrl-C.
+    /// arrives. Exit 0 completed, 1 failed (the reason on stderr), 130 on Ctrl-C, SIGTERM or SIGHUP.
     Run(run::RunArgs),
     /// List the operator's runners: id, command, and whether the command is executable.
     Runners,

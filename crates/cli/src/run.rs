@@ -92,10 +92,14 @@ pub fn run(args: RunArgs) -> ExitCode {
                 let _ = writeln!(stdout);
             }
         });
+        // Ctrl-C, SIGTERM and SIGHUP interrupt the turn: the runner and what it started are
+        // stopped before the command exits.
         let ctrl_c = {
             let engine = engine.clone();
+            let signals = crate::serve::Terminate::listen();
             tokio::spawn(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
+                if let Ok(mut signals) = signals {
+                    signals.recv().await;
                     let _ = engine.call(&Caller::stdio(), Method::Interrupt(None)).await;
                 }
             })

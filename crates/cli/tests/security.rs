@@ -226,6 +226,20 @@ fn every_terminating_signal_shuts_down_gracefully_and_leaves_nothing_behind() {
 }
 
 #[test]
+fn run_stops_the_runner_and_what_it_started_on_sigterm_and_sighup() {
+    for sig in ["TERM", "HUP", "INT"] {
+        let s = Setup::new(&format!("run-{sig}"), "");
+        let mut child = s.command(&["run", "--runner", "escape", "work"]).spawn().unwrap();
+        s.wait_for("escaped", 2);
+        signal(child.id(), sig);
+        let status = wait_exit(&mut child, &format!("run SIG{sig}"));
+        assert_eq!(status.code(), Some(130), "run SIG{sig}: {status}");
+        let left: Vec<u32> = s.pids("pids").into_iter().chain(s.pids("escaped")).filter(|&p| running(p)).collect();
+        assert!(left.is_empty(), "run SIG{sig}: processes the runner started are still running: {left:?}");
+    }
+}
+
+#[test]
 fn a_runner_sees_only_the_allowlisted_environment_and_no_secret() {
     let s = Setup::new("env", "");
     let (mut child, addr, token_file) = start_http(&s, &["env"]);
