@@ -3,7 +3,7 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { startAgent, sendRaw, nextMessage, root } from "../harness.mjs";
+import { startAgent, sendRaw, nextMessage, root, children } from "../harness.mjs";
 
 /** Starts an agent, runs `op`, ends stdin and checks the exit and every line written. */
 async function withAgent(op) {
@@ -114,5 +114,39 @@ test("responses to ids the agent never used are ignored", async () => {
     sendRaw(agent, { jsonrpc: "2.0", id: 17, method: "_openagents/status" });
     await nextMessage(agent, (m) => m.id === 17);
     assert.equal(agent.lines.length, 2);
+  });
+});
+
+test("an editor that stops reading: progress the pump could not keep is announced as dropped, the result still arrives, and the answer comes last", async () => {
+  await withAgent(async (agent) => {
+    sendRaw(agent, init, { jsonrpc: "2.0", id: 20, method: "session/new", params: { cwd: root, mcpServers: [] } });
+    await nextMessage(agent, (m) => m.id === "init");
+    const { result } = await nextMessage(agent, (m) => m.id === 20);
+    // Stop reading stdout, then run a turn of 20,000 progress events (far past the runtime's
+    // 1024-event broadcast and every buffer on the way out).
+    agent.child.stdout.pause();
+    const task = Array.from({ length: 20000 }, () => "w").join(" ");
+    sendRaw(agent, { jsonrpc: "2.0", id: 21, method: "session/prompt", params: { sessionId: result.sessionId, prompt: [{ type: "text", text: task }] } });
+    // Wait (bounded) until the runner has started and ended: the turn is over, its events published.
+    let seen = false;
+    for (let i = 0; i < 600; i++) {
+      const running = children(agent.child.pid).some((c) => c.cmd.includes("openagents-runner-echo"));
+      if (running) seen = true;
+      if (seen && !running) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.ok(seen, "the echo runner ran");
+    agent.child.stdout.resume();
+    const answer = await nextMessage(agent, (m) => m.id === 21, 60000);
+    assert.equal(answer.result?.stopReason, "end_turn", JSON.stringify(answer));
+    const updates = agent.lines.filter((m) => m.method === "session/update").map((m) => m.params.update);
+    const thoughts = updates.filter((u) => u.sessionUpdate === "agent_thought_chunk");
+    assert.ok(thoughts.length < 20000, `some progress was dropped (${thoughts.length} thoughts)`);
+    assert.ok(thoughts.some((u) => /progress events were dropped/.test(u.content.text)), "the drop is announced");
+    const results = updates.filter((u) => u.sessionUpdate === "agent_message_chunk");
+    assert.equal(results.length, 1);
+    assert.equal(results[0].content.text, task);
+    const last = agent.lines.findLastIndex((m) => m.method === "session/update");
+    assert.ok(agent.lines.indexOf(answer) > last, "no update trails the answer");
   });
 });
