@@ -12,6 +12,7 @@
 //   garbage          writes a line that is not JSON to stdout
 //   oversized        writes one line of 200,000 bytes
 //   exit             sends a chunk, then exits with status 3 mid-turn
+//   spawn            starts a `sleep` in its process group and reports its pid (child=…)
 //   chatty           streams message chunks until well past 1 MiB
 //   refuse           answers with the stop reason `refusal`
 //   maxtokens        answers with the stop reason `max_tokens`
@@ -20,6 +21,7 @@
 // The answer to anything else also says how the session's last permission request ended.
 //
 // Logs go to stderr only.
+import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
 
@@ -123,6 +125,11 @@ async function handle(ctx, s, sessionId, task, word, cancelled) {
     case "chatty": {
       const chunk = "y".repeat(60000);
       for (let i = 0; i < 30; i++) await update(ctx, sessionId, { sessionUpdate: "agent_message_chunk", content: text(chunk) });
+      return { stopReason: "end_turn" };
+    }
+    case "spawn": {
+      const child = spawn("sleep", ["300"], { stdio: "ignore" });
+      await update(ctx, sessionId, { sessionUpdate: "agent_message_chunk", content: text(`prompts=${s.prompts} pid=${process.pid} child=${child.pid}`) });
       return { stopReason: "end_turn" };
     }
     case "refuse":

@@ -113,5 +113,5 @@ export async function until(cond, what, timeoutMs = 10000) {
 export function fields(result) {
   const f = {};
   for (const m of result.matchAll(/(\w+)=(\S+)/g)) f[m[1]] = m[2];
-  return { prompts: Number(f.prompts), session: f.session, pid: Number(f.pid), cwd: f.cwd, perm: f.perm };
+  return { prompts: Number(f.prompts), session: f.session, pid: Number(f.pid), cwd: f.cwd, perm: f.perm, child: Number(f.child) };
 }

@@ -195,8 +195,11 @@ describe("openagents serve --http", () => {
     assert.equal((await turn("fake", "stoppable", "x")).prompts, 1);
   });
 
-  test("shutdown leaves no agent process running", async () => {
-    assert.ok(pids.size >= 5);
+  test("shutdown leaves no agent process running, nor anything an agent started", async () => {
+    const spawner = await turn("fake", "spawner", "spawn");
+    assert.ok(alive(spawner.child), "the agent's child should be running");
+    pids.add(spawner.child);
+    assert.ok(pids.size >= 6);
     assert.ok([...pids].some(alive), "some sessions should be live before shutdown");
     const r = await srv.rpc("shutdown", {});
     assert.equal(r.result.shutting_down, true);
