@@ -739,7 +739,7 @@ impl Adapter {
             if let Some(r) = card.request {
                 st.permissions.remove(&r);
             }
-            (card, Self::running_session(&st))
+            (card, st.running.as_ref().map(|r| r.session.clone()))
         };
         if let Some(request_id) = card.request {
             let params = wire::value(&wire::CancelRequestNotification { request_id });
@@ -766,7 +766,9 @@ impl Adapter {
                 let prompt = p["prompt"].as_str().unwrap_or_default().to_owned();
                 let (session, ask) = {
                     let mut st = self.lock();
-                    let Some(session) = Self::running_session(&st) else {
+                    // Only the running turn can ask (one turn at a time), even if the pump has
+                    // not seen its `turn_started` (it lagged).
+                    let Some(session) = st.running.as_ref().map(|r| r.session.clone()) else {
                         drop(st);
                         // No turn of ours is running: nobody here could have asked.
                         return self.answer_approval(&request_id, false);
