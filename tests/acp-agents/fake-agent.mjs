@@ -14,6 +14,7 @@
 //   exit             sends a chunk, then exits with status 3 mid-turn
 //   spawn            starts a `sleep` in its process group and reports its pid (child=…)
 //   chatty           streams message chunks until well past 1 MiB
+//   long             an answer of 120,000 characters (within MAX_OUTPUT, past a result's limit)
 //   refuse           answers with the stop reason `refusal`
 //   maxtokens        answers with the stop reason `max_tokens`
 //   error            fails the prompt (a JSON-RPC error)
@@ -132,6 +133,9 @@ async function handle(ctx, s, sessionId, task, word, cancelled) {
       await update(ctx, sessionId, { sessionUpdate: "agent_message_chunk", content: text(`prompts=${s.prompts} pid=${process.pid} child=${child.pid}`) });
       return { stopReason: "end_turn" };
     }
+    case "long":
+      for (let i = 0; i < 2; i++) await update(ctx, sessionId, { sessionUpdate: "agent_message_chunk", content: text("z".repeat(60000)) });
+      return { stopReason: "end_turn" };
     case "refuse":
       return { stopReason: "refusal" };
     case "maxtokens":

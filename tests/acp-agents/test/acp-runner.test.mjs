@@ -64,6 +64,7 @@ describe("openagents run", () => {
     ["oversized", "frame_too_large", /longer than MAX_FRAME \(98304 bytes\)/],
     ["exit", "runner_failed", /exited during the turn \(exit status: 3\)/],
     ["chatty", "output_too_large", /more than MAX_OUTPUT \(1048576 bytes\)/],
+    ["long", "output_too_large", /answer is longer than 98304 characters/],
     ["refuse", "runner_failed", /refused to go on \(stop reason `refusal`\)/],
     ["maxtokens", "runner_failed", /reached its token limit \(stop reason `max_tokens`\)/],
     ["error", "runner_failed", /answered session\/prompt with error -32603: /],
@@ -77,7 +78,7 @@ describe("openagents run", () => {
       assert.equal(failed.error.code, code);
       assert.match(failed.error.message, message);
       if (code === "frame_too_large") assert.equal(failed.error.details.limit, MAX_FRAME);
-      if (code === "output_too_large") {
+      if (word === "chatty") {
         assert.equal(failed.error.details.limit, MAX_OUTPUT);
         const streamed = evs.filter((e) => e.type === "text").reduce((n, e) => n + e.text.length, 0);
         assert.ok(streamed <= MAX_OUTPUT, `streamed ${streamed} bytes of text`);
