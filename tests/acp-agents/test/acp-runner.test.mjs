@@ -1,11 +1,13 @@
 // ACP agents as runners, end to end: the fake agents on the official SDKs behind the real
-// `openagents run`, `openagents serve --http` (POST /rpc with the token) and the WebSocket
-// (`/frontend/v2`, approvals answered and denied).
+// `openagents run`, `openagents serve --http` (POST /rpc with the token), `serve --stdio` and the
+// WebSocket (`/frontend/v2`, approvals answered and denied).
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
 import WebSocket from "ws";
 
-import { alive, events, fake, fields, python, run, serve, setup, until } from "../helpers.mjs";
+import { BIN, alive, events, fake, fields, python, run, serve, setup, until } from "../helpers.mjs";
 
 const MAX_OUTPUT = 1048576;
 const MAX_FRAME = 98304;
@@ -206,6 +208,36 @@ describe("openagents serve --http", () => {
     assert.equal(r.result.shutting_down, true);
     assert.equal(await srv.exited, 0);
     assert.deepEqual([...pids].filter(alive), []);
+  });
+});
+
+describe("openagents serve --stdio", () => {
+  test("two turns of one conversation share the agent's session; end of input ends the agent", async () => {
+    const s = setup({ fake: fake() });
+    try {
+      const child = spawn(BIN, ["serve", "--stdio", "--runner", "fake"], { env: s.env, cwd: s.dir, stdio: ["pipe", "pipe", "pipe"] });
+      const exited = new Promise((resolve) => child.on("exit", resolve));
+      const answers = new Map();
+      createInterface({ input: child.stdout }).on("line", (line) => {
+        const msg = JSON.parse(line);
+        if (msg.id !== undefined) answers.set(msg.id, msg);
+      });
+      const submit = async (id, task) => {
+        child.stdin.write(JSON.stringify({ jsonrpc: "2.0", id, method: "submit", params: { task, conversation: "stdio-1" } }) + "\n");
+        await until(() => answers.has(id), `the answer to ${id}`, 20000);
+        return fields(answers.get(id).result.result);
+      };
+      const one = await submit(1, "one");
+      const two = await submit(2, "two");
+      assert.equal(one.prompts, 1);
+      assert.equal(two.prompts, 2);
+      assert.equal(two.session, one.session);
+      child.stdin.end();
+      assert.equal(await exited, 0);
+      assert.equal(alive(one.pid), false);
+    } finally {
+      s.cleanup();
+    }
   });
 });
 
