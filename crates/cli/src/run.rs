@@ -68,6 +68,7 @@ pub fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    crate::serve::protect_operator_files(&registry);
     let engine = local_engine(registry, cwd);
     let json = args.json;
     runtime.block_on(async move {

@@ -106,8 +106,21 @@ pub(crate) fn build_engine(runners: &[String], cwd: String) -> Result<RpcEngine,
     }
     let registry = Registry::load_default().map_err(|e| e.operator_detail())?;
     let registry = registry.restricted_to(runners).map_err(|e| e.operator_detail())?;
+    protect_operator_files(&registry);
     let engine_config = EngineConfig { default_runner: runners.first().cloned(), cwd, ..EngineConfig::default() };
     Ok(RpcEngine::with_config(RunnerAgent::new(RunnerHost::new(registry)), engine_config))
+}
+
+/// Keeps sandboxed runners away from the operator's configuration and the runner registry (see
+/// `agents::sandbox::protect`).
+pub(crate) fn protect_operator_files(registry: &Registry) {
+    use openagents_sdk::agents::sandbox::protect;
+    if let Some(p) = config::operator_config_path() {
+        protect(&p);
+    }
+    if let Some(p) = &registry.source {
+        protect(p);
+    }
 }
 
 /// Runs the server until `shutdown` or a terminating signal (SIGTERM, SIGHUP, SIGINT).
@@ -163,12 +176,14 @@ pub fn serve(args: ServeArgs) -> ExitCode {
     let mut token_path = None;
     let mut web_token = None;
     let credentials = if let Some(file) = &args.credentials {
+        openagents_sdk::agents::sandbox::protect(file);
         match load_credentials(file) {
             Ok(c) => c,
             Err(e) => return fail(e),
         }
     } else {
         let token = if let Some(f) = args.token_file.as_ref().or(settings.token_file.as_ref()) {
+            openagents_sdk::agents::sandbox::protect(f);
             match read_token_file(f) {
                 Ok(t) => t,
                 Err(e) => return fail(e),
@@ -185,7 +200,10 @@ pub fn serve(args: ServeArgs) -> ExitCode {
             };
             match write_new_token_file(&t) {
                 // Removed however `serve` ends from here on.
-                Ok(p) => token_path = Some(TokenFile(p)),
+                Ok(p) => {
+                    openagents_sdk::agents::sandbox::protect(&p);
+                    token_path = Some(TokenFile(p));
+                }
                 Err(e) => return fail(format!("cannot write the token file: {e}")),
             }
             t

@@ -371,16 +371,29 @@ fn a_sandboxed_runner_cannot_reach_the_servers_files_or_environment() {
     std::fs::write(s.dir.join("runners.toml"), registry).unwrap();
     let (mut child, addr, token_file) = start_http(&s, &["jail", "open"]);
     let token = std::fs::read_to_string(&token_file).unwrap();
-    let turn = |runner: &str| http(&addr, rpc_request(&addr, &token, &serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "submit", "params": {"task": "probe", "runner": runner}})), None).join().unwrap();
+    let turn_in = |runner: &str, cwd: &Path| {
+        let params = serde_json::json!({"task": "probe", "runner": runner, "cwd": cwd.display().to_string()});
+        http(&addr, rpc_request(&addr, &token, &serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "submit", "params": params})), None).join().unwrap()
+    };
+    let turn = |runner: &str| turn_in(runner, &s.project);
     let result = |reply: &str| reply.lines().last().and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok()).and_then(|v| v["result"]["result"].as_str().map(str::to_owned));
     // Without a sandbox, a runner reaches all of it: what the sandbox must take away.
     let open = turn("open");
     assert_eq!(result(&open).as_deref(), Some("config=ok registry=ok token=ok environ=ok system=ok cwd=ok"), "{open}");
     let jail = turn("jail");
+    // The caller chooses `cwd`, which the sandbox lets the runner write: one that is, or holds,
+    // the server's own files (here the folder of the configuration and the registry, and `/`)
+    // is refused before anything starts.
+    for cwd in [s.dir.as_path(), Path::new("/")] {
+        let refused = turn_in("jail", cwd);
+        assert!(refused.contains("\"code\":\"invalid_params\"") && refused.contains("cwd is not an accessible folder"), "cwd {}: {refused}", cwd.display());
+    }
+    assert!(!s.dir.join("written").exists(), "a runner started in the refused cwd");
     signal(child.id(), "TERM");
     assert_eq!(wait_exit(&mut child, "sandbox").code(), Some(0));
     let mut log = String::new();
     child.stderr.take().unwrap().read_to_string(&mut log).unwrap();
+    assert!(log.contains("would let the sandboxed runner `jail` reach the server's file"), "the operator's log says why the cwd was refused: {log}");
     let landlock = openagents_sdk::agents::sandbox::available();
     let mut say = std::io::stderr();
     if landlock {

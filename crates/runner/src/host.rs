@@ -278,6 +278,10 @@ pub async fn run_turn_with(
         Ok(_) => return fail(TurnError::BadCwd { cwd: turn.cwd.clone(), reason: "is not a folder".into() }),
         Err(e) => return fail(TurnError::BadCwd { cwd: turn.cwd.clone(), reason: format!("cannot be used: {e}") }),
     }
+    if let Some((allowed, file)) = spec.sandbox.as_ref().and_then(|s| s.reaches_protected(&turn.cwd)) {
+        let reason = format!("would let the sandboxed runner `{}` reach the server's file {} (through {})", spec.id, file.display(), allowed.display());
+        return fail(TurnError::BadCwd { cwd: turn.cwd.clone(), reason });
+    }
     let mut line = match serde_json::to_vec(turn) {
         Ok(l) => l,
         Err(e) => return fail(TurnError::Io(std::io::Error::other(e))),
@@ -363,7 +367,8 @@ pub const INHERITED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TERM", "
 ///
 /// # Errors
 ///
-/// A sandboxed runner on a host without a sandbox launcher (it fails closed).
+/// A sandboxed runner on a host without a sandbox launcher, or whose sandbox would reach one of
+/// the server's own files ([`crate::sandbox::protect`]): it fails closed.
 pub fn runner_command(spec: &RunnerSpec, cwd: &str) -> std::io::Result<Command> {
     let mut command = match &spec.sandbox {
         None => {
@@ -372,6 +377,9 @@ pub fn runner_command(spec: &RunnerSpec, cwd: &str) -> std::io::Result<Command> 
             c
         }
         Some(sandbox) => {
+            if sandbox.reaches_protected(cwd).is_some() {
+                return Err(std::io::Error::other("its sandbox would reach the server's own files; it was not started"));
+            }
             let Some(launcher) = crate::sandbox::launcher() else {
                 return Err(std::io::Error::other("the runner asks for a sandbox, and this host has no sandbox launcher; it was not started"));
             };

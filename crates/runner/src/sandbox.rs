@@ -15,11 +15,16 @@
 //! binary's hidden `sandbox-exec` subcommand, which calls [`exec`]) — that restricts itself and
 //! then executes the runner in place (same pid, same process group). The sandbox fails closed:
 //! without a launcher, or on a kernel without Landlock, a sandboxed runner does not start.
+//!
+//! The turn's `cwd` comes from the caller, so it could widen the sandbox: a `cwd` of `/`, or of
+//! the folder holding the operator's configuration, would open it all. The server registers its
+//! own files with [`protect`]; a sandboxed runner whose `cwd` (or `read`/`write` entry) is one of
+//! them or a folder above one is not started ([`Sandbox::reaches_protected`]).
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use landlock::{ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules};
 
@@ -72,6 +77,21 @@ pub enum SandboxError {
 
 static LAUNCHER: OnceLock<PathBuf> = OnceLock::new();
 
+/// The server's own files (configuration, registry, token and credentials files), as given and
+/// canonical.
+static PROTECTED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Registers one of the server's own files: no sandboxed runner may be let near it.
+pub fn protect(path: &Path) {
+    let mut protected = PROTECTED.lock().unwrap_or_else(|p| p.into_inner());
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    for p in [path.canonicalize().ok(), Some(absolute)].into_iter().flatten() {
+        if !protected.contains(&p) {
+            protected.push(p);
+        }
+    }
+}
+
 /// Registers the executable that starts sandboxed runners: it must run [`exec`] when called as
 /// `<launcher> sandbox-exec [--read PATH]... [--write PATH]... -- COMMAND [ARGS]...`. Returns
 /// false when one was registered already.
@@ -90,6 +110,22 @@ pub fn available() -> bool {
 }
 
 impl Sandbox {
+    /// The first path this sandbox would open in `cwd` (the `cwd` itself, or a `read` or
+    /// `write` entry) that is a protected file or a folder above one, with that file.
+    pub fn reaches_protected(&self, cwd: &str) -> Option<(PathBuf, PathBuf)> {
+        let protected = PROTECTED.lock().unwrap_or_else(|p| p.into_inner());
+        let cwd = PathBuf::from(cwd);
+        for allowed in std::iter::once(&cwd).chain(&self.read).chain(&self.write) {
+            let forms = [Some(allowed.clone()), allowed.canonicalize().ok()];
+            for form in forms.iter().flatten() {
+                if let Some(file) = protected.iter().find(|p| p.starts_with(form)) {
+                    return Some((allowed.clone(), file.clone()));
+                }
+            }
+        }
+        None
+    }
+
     /// The launcher's command line for `command args` under this sandbox in `cwd` (everything
     /// after the launcher's path).
     pub fn launcher_args(&self, command: &Path, args: &[String], cwd: &str) -> Vec<OsString> {
