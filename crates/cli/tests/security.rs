@@ -181,6 +181,8 @@ fn every_terminating_signal_shuts_down_gracefully_and_leaves_nothing_behind() {
     for (transport, sig) in cases {
         let what = format!("{transport} SIG{sig}");
         let s = Setup::new(&format!("signal-{transport}-{sig}"), "");
+        // stdio's input, held open: the signal, not the end of input, must end the server.
+        let mut held_stdin = None;
         let (mut child, events, reply, token_file) = if transport == "http" {
             let (child, addr, token_file) = start_http(&s, &["escape"]);
             let token = std::fs::read_to_string(&token_file).unwrap();
@@ -198,8 +200,7 @@ fn every_terminating_signal_shuts_down_gracefully_and_leaves_nothing_behind() {
             let mut stdin = child.stdin.take().unwrap();
             stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"submit\",\"params\":{\"task\":\"work\"}}\n").unwrap();
             stdin.flush().unwrap();
-            // Held open: the signal, not the end of input, must end the server.
-            std::mem::forget(stdin);
+            held_stdin = Some(stdin);
             let events = lines_of(child.stdout.take().unwrap());
             (child, events, None, None)
         };
@@ -222,6 +223,7 @@ fn every_terminating_signal_shuts_down_gracefully_and_leaves_nothing_behind() {
         }
         let left: Vec<u32> = s.pids("pids").into_iter().chain(s.pids("escaped")).filter(|&p| running(p)).collect();
         assert!(left.is_empty(), "{what}: processes the runner started are still running: {left:?}");
+        drop(held_stdin);
     }
 }
 
