@@ -99,7 +99,7 @@ async fn while_a_controller_holds_the_lease_only_it_answers_approvals() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_admin_answers_approvals_whoever_holds_the_lease() {
-    // Attached through the bridge as the WebSocket does it (`attach_caller`), while alice holds
+    // Attached through the bridge as a transport does it (`attach_caller`), while alice holds
     // the lease from a submit over `POST /rpc`.
     let engine = script_engine(STEP);
     let addr = http_runtime(&engine).await;
