@@ -73,24 +73,31 @@ pub fn run(args: RunArgs) -> ExitCode {
     let json = args.json;
     runtime.block_on(async move {
         let mut events = engine.subscribe(None);
+        // Progress goes to stderr as it arrives (dimmed on a terminal); stdout gets only the
+        // answer, so `openagents run … > answer.txt` keeps just that. `--json` writes every
+        // event to stdout, as before.
         let printer = tokio::spawn(async move {
+            use std::io::IsTerminal;
             let mut stdout = std::io::stdout();
+            let mut stderr = std::io::stderr();
+            let (dim, undim) = if stderr.is_terminal() { ("\x1b[2m", "\x1b[0m") } else { ("", "") };
             let mut first = true;
             while let Some(ev) = events.next().await {
                 if json {
                     let _ = stdout.write_all(&projection::event_json(&ev));
                     let _ = stdout.write_all(b"\n");
+                    let _ = stdout.flush();
                 } else if let RuntimeEvent::Text { text } = &ev.event {
-                    let _ = write!(stdout, "{}{text}", if first { "" } else { " " });
+                    let _ = write!(stderr, "{dim}{}{}{undim}", if first { "" } else { " " }, neutralise(text));
+                    let _ = stderr.flush();
                     first = false;
                 }
-                let _ = stdout.flush();
                 if matches!(ev.event, RuntimeEvent::TurnCompleted { .. } | RuntimeEvent::TurnFailed { .. }) {
                     break;
                 }
             }
             if !first && !json {
-                let _ = writeln!(stdout);
+                let _ = writeln!(stderr);
             }
         });
         // Ctrl-C, SIGTERM and SIGHUP interrupt the turn: the runner and what it started are
@@ -134,6 +141,12 @@ pub fn run(args: RunArgs) -> ExitCode {
             }
         }
     })
+}
+
+/// Runner-controlled text as it may be shown on a terminal: control characters (escape
+/// sequences included) are written escaped, so progress cannot rewrite what the person sees.
+fn neutralise(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
 
 /// The engine `openagents run` drives in process: the same agent (`RunnerAgent` over the

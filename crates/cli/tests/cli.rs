@@ -174,7 +174,9 @@ mod run {
         let reg = registry("stream", "");
         let out = openagents(&reg, &["run", "--runner", "echo", "hello world"]);
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(String::from_utf8_lossy(&out.stdout), "hello world\nhello world\n");
+        // Only the answer on stdout; the progress text, as it arrived, on stderr.
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "hello world\n");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "hello world\n");
         let out = openagents(&reg, &["run", "--json", "--runner", "echo", "--assignment", "asg-7", "hello world"]);
         let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         let kinds: Vec<&str> = lines.iter().map(|l| l["event"]["type"].as_str().unwrap()).collect();

@@ -152,6 +152,11 @@ impl RpcEngine {
         if let Err(e) = std::str::from_utf8(bytes) {
             return One { reply: parse_error(&DocumentError::NotJson(format!("invalid UTF-8 at byte offset {}", e.valid_up_to()))), notification: false };
         }
+        // What the decoder could not read as JSON at all (bad syntax, a lone surrogate, nesting
+        // past the parser's limit, trailing data) is a parse error, whatever else is wrong.
+        if let Some(e) = decode_error.filter(|e| e.is_syntax() || e.is_eof()) {
+            return One { reply: parse_error(&DocumentError::NotJson(rt::describe_json_error(e))), notification: false };
+        }
         let envelope = match serde_json::from_slice::<Envelope<'_>>(bytes) {
             Ok(env) => env,
             Err(e) if e.is_syntax() || e.is_eof() => return One { reply: parse_error(&DocumentError::NotJson(rt::describe_json_error(&e))), notification: false },

@@ -273,11 +273,11 @@ fn check_reply(what: &str, input: &[u8], reply: &openagents_server::Reply) {
     }
     let v: Value = serde_json::from_slice(&json).expect("a valid RpcResponse is JSON");
     assert!(v.get("result").is_some() != v.get("error").is_some(), "{what}: a reply has exactly one of result and error: {}", show(&json));
-    assert!(matches!(reply.http_status(), 200 | 400 | 401 | 403 | 413), "{what}: HTTP status {}", reply.http_status());
+    assert_eq!(v["jsonrpc"], "2.0", "{what}: every reply carries `jsonrpc`: {}", show(&json));
     match serde_json::from_slice::<Value>(input) {
         Err(_) => {
             let code = reply.outcome.as_ref().err().map(|e| e.code.clone());
-            assert_eq!(code, Some(ErrorCode::InvalidRequest), "{what}: bytes that are not JSON get invalid_request: {}", show(input));
+            assert_eq!(code, Some(ErrorCode::ParseError), "{what}: bytes that are not JSON get parse_error: {}", show(input));
         }
         Ok(doc) => {
             if let Some(id) = readable_id(&doc) {
@@ -449,7 +449,16 @@ pub fn sse_resume(data: &[u8]) {
     };
     let header = (!header.is_empty()).then(|| axum_header(header)).flatten();
     let query = query.and_then(|q| std::str::from_utf8(q).ok());
-    let since = openagents_server::http::resume_point(header.as_ref(), query);
+    let since = match openagents_server::http::resume_point(header.as_ref(), query) {
+        Ok(since) => since,
+        // Refused with a 400: only a value that is not a sequence number may be.
+        Err(message) => {
+            let given = header.as_ref().map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned()).or_else(|| query.and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("since=")).map(str::to_owned)));
+            let given = given.unwrap_or_default();
+            assert!(given.trim().parse::<i64>().map_or(true, |n| n < 0), "a sequence number {given:?} was refused: {message}");
+            return;
+        }
+    };
 
     let hub = EventHub::with_capacity(capacity);
     let publish = |n: i64, what: &str| {
@@ -473,9 +482,13 @@ pub fn sse_resume(data: &[u8]) {
         assert!(got.len() <= 200, "the subscription does not end");
     }
     let last = before + burst1 + burst2;
-    // Where the stream must start: after the clamped resume point, or at the first new event.
+    // Where the stream must start: after the resume point, or at the first new event; a point
+    // ahead of the newest event (a client of an earlier run) restarts from the oldest held.
+    let oldest_held = (before - capacity as i64 + 1).max(1);
+    let ahead = since.is_some_and(|s| s > before);
     let start = match since {
-        Some(s) => s.clamp(0, before),
+        Some(s) if s > before => oldest_held - 1,
+        Some(s) => s,
         None => before,
     };
     let mut expect_next = start + 1;
@@ -483,8 +496,13 @@ pub fn sse_resume(data: &[u8]) {
         match &ev.event {
             RuntimeEvent::Gap { since: s, resumed_at } => {
                 assert_eq!(i, 0, "a gap comes first: {got:?}");
-                assert_eq!(*s, start, "gap.since");
-                assert!(*resumed_at >= start, "gap goes forward: {got:?}");
+                if ahead {
+                    assert_eq!(Some(*s), since, "gap.since is the point asked for");
+                    assert_eq!(*resumed_at, start, "and the stream restarts from the oldest event held: {got:?}");
+                } else {
+                    assert_eq!(*s, start, "gap.since");
+                    assert!(*resumed_at >= start, "gap goes forward: {got:?}");
+                }
                 expect_next = resumed_at + 1;
             }
             RuntimeEvent::Lagged { missed } => {
