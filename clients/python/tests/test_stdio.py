@@ -70,7 +70,8 @@ def test_typed_errors() -> None:
         async with AsyncClient.stdio("echo") as client:
             with pytest.raises(RunnerNotFoundError) as nf:
                 await client.submit("x", runner="nope")
-            assert nf.value.details is not None and "echo" in (nf.value.details.known or [])
+            # It says only that: neither the registry's runners nor its path.
+            assert nf.value.message == "unknown runner" and nf.value.details is None
             assert nf.value.retryable is False and nf.value.rpc_code == -32005
             # Invalid params are refused here, before anything is sent...
             with pytest.raises(InvalidParamsError) as ip:

@@ -66,7 +66,9 @@ test("one error class per code, with the code's documented fields", async () => 
     assert.equal(e.code, "runner_not_found");
     assert.equal(e.retryable, false);
     assert.equal(e.rpcCode, -32005);
-    assert.ok(e.details?.known?.includes("echo-ts"));
+    // It says only that: neither the registry's runners nor its path.
+    assert.equal(e.message, "unknown runner");
+    assert.equal(e.details?.known, undefined);
     return true;
   });
   const intruder = OpenAgentsClient.http({ url: server.url, token: "0".repeat(64) });
