@@ -172,7 +172,7 @@ fn read_turn<R: BufRead>(input: &mut R) -> Result<Turn, String> {
         Err(DocumentError::NotJson(m)) => Err(format!("the request is not JSON: {m}")),
         Err(DocumentError::Invalid(violations)) => {
             if let Some(v) = violations.iter().find(|v| v.pointer == "/schema" && v.keyword == "const") {
-                let found = serde_json::from_slice::<serde_json::Value>(&line)
+                let found = rt::parse_value_exact(&line)
                     .ok()
                     .and_then(|d| d.get("schema").map(ToString::to_string))
                     .unwrap_or_else(|| v.message.clone());
