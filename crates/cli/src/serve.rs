@@ -158,8 +158,11 @@ pub fn serve(args: ServeArgs) -> ExitCode {
                     engine.shutdown().await;
                 })
             };
-            let r = openagents_sdk::server::run_stdio(engine, tokio::io::stdin(), tokio::io::stdout()).await;
+            let r = openagents_sdk::server::run_stdio(engine.clone(), tokio::io::stdin(), tokio::io::stdout()).await;
             on_signal.abort();
+            // End of input ends the runtime: nothing it started (an ACP runner's agent process,
+            // kept between turns) may outlive it.
+            engine.shutdown().await;
             match r {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(format!("stdio failed: {e}")),

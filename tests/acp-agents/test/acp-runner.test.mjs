@@ -7,7 +7,9 @@ import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import WebSocket from "ws";
 
-import { BIN, alive, events, fake, fields, python, run, serve, setup, until } from "../helpers.mjs";
+import { join } from "node:path";
+
+import { BIN, PYTHON, ROOT, alive, events, fake, fields, python, run, serve, setup, until } from "../helpers.mjs";
 
 const MAX_OUTPUT = 1048576;
 const MAX_FRAME = 98304;
@@ -333,6 +335,29 @@ describe("the WebSocket (/frontend/v2)", () => {
     } finally {
       fe.ws.close();
     }
+  });
+
+  test("the shipped Python client drives a multi-turn conversation over the WebSocket (approved) and HTTP (denied)", async () => {
+    const r = await new Promise((resolve) => {
+      const child = spawn(PYTHON, [join(ROOT, "tests/acp-agents/py_client_turns.py"), "fake"], {
+        env: { ...s.env, OPENAGENTS_URL: srv.url, OPENAGENTS_TOKEN_FILE: join(s.dir, "token") },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let out = "";
+      let err = "";
+      child.stdout.on("data", (d) => (out += d));
+      child.stderr.on("data", (d) => (err += d));
+      child.on("close", (code) => resolve({ code, out, err }));
+    });
+    assert.equal(r.code, 0, r.err);
+    const results = r.out.trim().split("\n").map((l) => JSON.parse(l));
+    assert.deepEqual(results.map((x) => x.via), ["websocket", "websocket", "http", "http"]);
+    assert.equal(results[0].result, "permission: selected once");
+    assert.equal(fields(results[1].result).prompts, 2);
+    assert.equal(fields(results[1].result).perm, "selected:once");
+    assert.equal(results[2].result, "permission: selected no");
+    assert.equal(fields(results[3].result).prompts, 4);
+    assert.equal(fields(results[3].result).session, fields(results[1].result).session);
   });
 
   test("the Python SDK agent through the WebSocket, its permission approved", async () => {
