@@ -174,7 +174,7 @@ pub fn credentials() -> Vec<RuntimeHttpCredential> {
         RuntimeHttpCredential::new("a", CTL_A, Grant::controller()),
         RuntimeHttpCredential::new("b", CTL_B, Grant::controller()),
         RuntimeHttpCredential::new("obs", OBSERVER, Grant::observer()),
-        RuntimeHttpCredential::new("status-only", STATUS_ONLY, Grant { methods: ["status".to_owned()].into_iter().collect(), events: false, approvals: false }),
+        RuntimeHttpCredential::new("status-only", STATUS_ONLY, Grant { metrics: false, methods: ["status".to_owned()].into_iter().collect(), events: false, approvals: false }),
     ]
 }
 
