@@ -18,6 +18,9 @@ pub struct ServerSettings {
     pub runners: Vec<String>,
     /// `web = false` turns off the web page `serve --http` serves on `GET /` (on when unset).
     pub web: Option<bool>,
+    /// `allowed_origins = ["https://app.example"]`: browser origins allowed to call the
+    /// runtime across origins (CORS) and to open its WebSocket.
+    pub allowed_origins: Vec<String>,
 }
 
 /// Tables a project-level file may never set: they would let a repository switch on a listener
@@ -59,7 +62,16 @@ pub fn server_settings(path: &Path) -> Result<ServerSettings, String> {
             ("token_file", toml::Value::String(f)) => s.token_file = Some(PathBuf::from(f)),
             ("runners", toml::Value::Array(ids)) if ids.iter().all(toml::Value::is_str) => s.runners = ids.iter().filter_map(toml::Value::as_str).map(str::to_owned).collect(),
             ("web", toml::Value::Boolean(b)) => s.web = Some(*b),
-            _ => return Err(format!("{}: [capabilities.server] `{k}` is not a setting (enabled, bind, token, token_file, runners, web) or has the wrong type", path.display())),
+            ("allowed_origins", toml::Value::Array(origins)) if origins.iter().all(toml::Value::is_str) => {
+                for o in origins.iter().filter_map(toml::Value::as_str) {
+                    let valid = (o.starts_with("http://") || o.starts_with("https://")) && !o.trim_end_matches('/').ends_with("://") && !o[o.find("://").map_or(0, |i| i + 3)..].contains('/');
+                    if !valid {
+                        return Err(format!("{}: [capabilities.server] allowed_origins: `{o}` is not an origin (`https://host[:port]`, no path)", path.display()));
+                    }
+                    s.allowed_origins.push(o.to_owned());
+                }
+            }
+            _ => return Err(format!("{}: [capabilities.server] `{k}` is not a setting (enabled, bind, token, token_file, runners, web, allowed_origins) or has the wrong type", path.display())),
         }
     }
     Ok(s)

@@ -17,8 +17,35 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(name = "openagents", version, about, disable_help_subcommand = true)]
 struct Cli {
+    /// How log records are written to stderr: `human` (the default) or `json` (one object per
+    /// line). Levels come from `RUST_LOG` (default: `openagents=info` for `serve` and `acp`,
+    /// `warn` otherwise); audit records have the target `openagents::audit`.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// The log format.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Human,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Sends log records to stderr, never stdout (which carries the protocol for `serve --stdio`
+/// and `acp`, and the answer for `run`).
+fn init_logging(format: LogFormat, serving: bool) {
+    use std::io::IsTerminal;
+    let default = if serving { "openagents=info" } else { "warn" };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Human => builder.with_ansi(std::io::stderr().is_terminal()).try_init(),
+    };
 }
 
 #[derive(Subcommand)]
@@ -84,6 +111,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logging(cli.log_format, matches!(cli.command, Command::Serve(_) | Command::Acp(_)));
     // Sandboxed runners are started through this same executable (`sandbox-exec`).
     if let Ok(exe) = std::env::current_exe() {
         openagents_sdk::agents::sandbox::set_launcher(exe);

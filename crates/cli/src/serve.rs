@@ -215,6 +215,7 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         vec![RuntimeHttpCredential::new("admin", &token, Grant::admin())]
     };
     let web = settings.web.unwrap_or(true);
+    let allowed_origins = settings.allowed_origins.clone();
     if args.print_web_url && !web {
         return fail("--print-web-url: the web page is off (`web = false` in [capabilities.server])");
     }
@@ -228,7 +229,8 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         if let Some(ttl) = lease_ttl {
             engine.set_lease_ttl(ttl);
         }
-        let bound = openagents_sdk::server::http::run_http_authorized_web(engine.clone(), &bind, credentials, web).await;
+        let options = openagents_sdk::server::http::HttpOptions { allowed_origins, web };
+        let bound = openagents_sdk::server::http::run_http_with(engine.clone(), &bind, credentials, options).await;
         let addr: SocketAddr = match bound {
             Ok(a) => a,
             Err(e) => return fail(format!("cannot listen on {bind}: {e}")),
