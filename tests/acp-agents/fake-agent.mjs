@@ -60,7 +60,7 @@ const app = acp
   .onRequest(acp.methods.agent.session.prompt, async (ctx) => {
     const { sessionId, prompt } = ctx.params;
     const s = sessions.get(sessionId);
-    if (!s) throw acp.RequestError.resourceNotFound?.(sessionId) ?? new Error("unknown session");
+    if (!s) throw acp.RequestError.sessionNotFound(sessionId);
     s.prompts += 1;
     const task = prompt.map((b) => (b.type === "text" ? b.text : "")).join("");
     const word = task.trim().split(/\s+/)[0];
