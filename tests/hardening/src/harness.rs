@@ -126,7 +126,9 @@ impl Setup {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("work")).expect("scratch folder");
         std::fs::create_dir_all(dir.join("pids")).expect("pids folder");
-        std::fs::write(dir.join("config.toml"), "[capabilities.server]\nenabled = true\n").expect("config");
+        // The server serves exactly the runners it is told to: echo (the default) and every script.
+        let served: Vec<String> = std::iter::once("echo").chain(SCRIPT_RUNNERS.iter().map(|r| r.0)).map(|id| format!("\"{id}\"")).collect();
+        std::fs::write(dir.join("config.toml"), format!("[capabilities.server]\nenabled = true\nrunners = [{}]\n", served.join(", "))).expect("config");
         let tokens = Tokens { observer: random_token(), controller: random_token(), admin: random_token(), blind: random_token() };
         std::fs::write(
             dir.join("credentials.toml"),
@@ -182,7 +184,7 @@ impl Setup {
         let work = self.work().display().to_string();
         let stderr = std::fs::File::create(self.dir.join("http.stderr")).expect("stderr file");
         let mut child = self
-            .command(&["serve", "--http", "--runner", "echo", "--credentials", &creds, "--cwd", &work])
+            .command(&["serve", "--http", "--credentials", &creds, "--cwd", &work])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -205,7 +207,7 @@ impl Setup {
         let work = self.work().display().to_string();
         let stderr = std::fs::File::create(self.dir.join("stdio.stderr")).expect("stderr file");
         let mut child = self
-            .command(&["serve", "--stdio", "--runner", "echo", "--cwd", &work])
+            .command(&["serve", "--stdio", "--cwd", &work])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr)
