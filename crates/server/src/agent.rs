@@ -115,17 +115,22 @@ impl Agent for RunnerAgent {
                 let report = self.acp.run(spec, settings, &turn, ctx.cancelled(), &mut on_event, &approver).await;
                 return report.outcome.map_err(|e| {
                     if matches!(e, openagents_runner::AcpError::BadCwd { .. }) {
-                        eprintln!("openagents: turn `{}` refused: {}", turn.assignment, e.operator_detail());
+                        tracing::warn!(target: "openagents::runner", assignment = %turn.assignment, detail = %e.operator_detail(), "turn refused");
                     }
                     e.to_runtime_error()
                 });
             }
             let report = self.host.run_with(&turn, ctx.cancelled(), &mut on_event, &approver).await;
+            // The operator's log gets what the runner wrote to stderr (its newest bytes, each
+            // line escaped: runner-controlled text never reaches a terminal raw).
+            for line in report.stderr.lines().filter(|l| !l.trim().is_empty()) {
+                tracing::info!(target: "openagents::runner", runner = %turn.agent.runner, assignment = %turn.assignment, stderr = %line.escape_debug());
+            }
             report.outcome.map_err(|e| {
                 // The caller is told only "unknown runner" or "cwd is not an accessible folder";
-                // the operator's log (stderr) gets which one and why.
+                // the operator's log gets which one and why.
                 if e.has_operator_detail() {
-                    eprintln!("openagents: turn `{}` refused: {}", turn.assignment, e.operator_detail());
+                    tracing::warn!(target: "openagents::runner", assignment = %turn.assignment, detail = %e.operator_detail(), "turn refused");
                 }
                 e.to_runtime_error()
             })
