@@ -11,4 +11,4 @@ root="$(cd "$here/../.." && pwd)"
 bash "$root/clients/python/ensure-venv.sh"
 cd "$here"
 npm ci --no-audit --no-fund --silent
-node --test --test-concurrency=1 test/
+node --test --test-concurrency=1 --test-timeout=120000 test/
