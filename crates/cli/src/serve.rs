@@ -340,7 +340,9 @@ fn client_runtime() -> Option<tokio::runtime::Runtime> {
 fn print_error(what: &str, status: u16, body: &serde_json::Value) -> ExitCode {
     let err = &body["error"];
     let code = err["data"]["code"].as_str().unwrap_or("error");
-    eprintln!("openagents {what}: {} ({code}, HTTP {status})", err["message"].as_str().unwrap_or("failed"));
+    // The detail is in `data` (the error object's own `message` is the code's short title).
+    let message = err["data"]["message"].as_str().or_else(|| err["message"].as_str()).unwrap_or("failed");
+    eprintln!("openagents {what}: {message} ({code}, HTTP {status})");
     ExitCode::from(1)
 }
 

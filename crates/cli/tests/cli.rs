@@ -218,10 +218,11 @@ mod run {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        // Wait for the runner's first event (a readiness line), then interrupt.
-        let mut stdout = child.stdout.take().unwrap();
+        // Wait for the runner's first event (progress, on stderr: a readiness line), then
+        // interrupt.
+        let mut stderr = child.stderr.take().unwrap();
         let mut buf = [0u8; 7];
-        std::io::Read::read_exact(&mut stdout, &mut buf).unwrap();
+        std::io::Read::read_exact(&mut stderr, &mut buf).unwrap();
         assert_eq!(&buf, b"started");
         let started = Instant::now();
         nix_kill(child.id());

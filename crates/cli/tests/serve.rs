@@ -122,7 +122,9 @@ fn a_non_loopback_bind_warns_and_credentials_scope_the_grants() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let out = s.command(&["submit", "--url", &url, "--token-file", &tf, "x"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("(forbidden, HTTP 403)"), "{}", String::from_utf8_lossy(&out.stderr));
+    // A JSON-RPC error (answered 200), with the detail from its typed `data`.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("may not call `submit` (forbidden, HTTP 200)"), "{err}");
     child.kill().unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("warning: listening on 0.0.0.0"), "{}", String::from_utf8_lossy(&out.stderr));

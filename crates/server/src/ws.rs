@@ -208,7 +208,7 @@ async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller) {
     });
     let stuck = CancellationToken::new();
     let session = Arc::new(WsEvents { engine: engine.clone(), tx: tx.clone(), stuck: stuck.clone(), task: Mutex::new(None) });
-    let conn = engine.bridge().attach(&caller.name, caller.grant.approvals, tx.clone());
+    let conn = engine.bridge().attach_caller(&caller, tx.clone());
     let mut ping = tokio::time::interval(WS_PING_INTERVAL);
     ping.tick().await;
     let mut last_heard = Instant::now();
