@@ -11,7 +11,7 @@ CARGO ?= cargo
 BIN := target/debug/openagents
 SAMPLES := tests/samples
 
-.PHONY: all build demo demo-python demo-typescript test test-rust test-python test-typescript test-acp-agents test-acp-editor test-web codegen check-codegen compat bench fuzz soak clean
+.PHONY: all prereqs build demo demo-python demo-typescript test test-rust test-python test-typescript test-acp-agents test-acp-editor test-web codegen check-codegen compat bench fuzz soak clean
 
 all: build
 
@@ -24,7 +24,20 @@ $(DEMO)/runners.toml: build
 	@mkdir -p $(DEMO)
 	@printf '[runners.echo]\ncommand = "%s"\n' "$(CURDIR)/target/debug/openagents-runner-echo" > $@
 
-demo: build $(DEMO)/runners.toml demo-python demo-typescript
+# What `make demo` and `make test` need on the machine; everything else they install themselves.
+prereqs:
+	@missing=""; \
+	command -v $(CARGO) >/dev/null 2>&1 || missing="$$missing cargo (Rust 1.95);"; \
+	if command -v python3 >/dev/null 2>&1; then \
+	  python3 -c 'import sys, venv, ensurepip; sys.exit(0 if sys.version_info >= (3, 10) else 1)' 2>/dev/null || missing="$$missing Python 3.10 or newer with venv and pip (found $$(python3 --version 2>&1));"; \
+	else missing="$$missing python3 (3.10 or newer);"; fi; \
+	if command -v node >/dev/null 2>&1; then \
+	  node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' || missing="$$missing Node.js 20 or newer (found $$(node --version));"; \
+	else missing="$$missing node (Node.js 20 or newer);"; fi; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing npm;"; \
+	if [ -n "$$missing" ]; then echo "make: missing prerequisites:$$missing see README.md, Two commands" >&2; exit 1; fi
+
+demo: prereqs build $(DEMO)/runners.toml demo-python demo-typescript
 	@echo "== openagents runners   (registry: $(DEMO)/runners.toml)"
 	@OPENAGENTS_RUNNERS=$(DEMO)/runners.toml $(BIN) runners
 	@echo
@@ -49,7 +62,7 @@ demo: build $(DEMO)/runners.toml demo-python demo-typescript
 	@echo "== echo '{\"a\":' | openagents validate Turn   (not JSON)"
 	@echo '{"a":' | $(BIN) validate Turn; code=$$?; echo "refused (exit $$code)"; test $$code -eq 2
 
-test: test-rust test-python test-typescript test-acp-editor test-acp-agents test-web
+test: prereqs test-rust test-python test-typescript test-acp-editor test-acp-agents test-web
 
 # A TypeScript runner, and one turn driven from TypeScript over stdio.
 demo-typescript: build
