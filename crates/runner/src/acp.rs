@@ -277,6 +277,9 @@ impl AcpHost {
             Ok(x) => x,
             Err(e) => return fail(e),
         };
+        // Frees the conversation's place if this future is dropped mid-turn (the process itself,
+        // dropped with it, takes its group along).
+        let mut reserved = Reservation { host: self, key: Some(key.clone()) };
         if let Some(p) = evicted {
             p.close(true).await;
         }
@@ -309,14 +312,14 @@ impl AcpHost {
                 let mut p = match AcpProcess::spawn(spec, &turn.cwd) {
                     Ok(p) => p,
                     Err(e) => {
-                        self.checkin(&key, None, settings);
+                        reserved.checkin(None, settings);
                         return fail(e);
                     }
                 };
                 if let Err(e) = p.handshake(&turn.cwd, cancel, deadline, spec.timeout, &mut budget).await {
                     let stderr = p.tail.text();
                     p.close(false).await;
-                    self.checkin(&key, None, settings);
+                    reserved.checkin(None, settings);
                     return AcpReport { outcome: Err(e), stderr, started };
                 }
                 p
@@ -330,12 +333,12 @@ impl AcpHost {
         };
         let stderr = process.tail.text();
         if keep {
-            if let Some(p) = self.checkin(&key, Some(process), settings) {
+            if let Some(p) = reserved.checkin(Some(process), settings) {
                 p.close(true).await;
             }
         } else {
             process.close(false).await;
-            self.checkin(&key, None, settings);
+            reserved.checkin(None, settings);
         }
         AcpReport { outcome, stderr, started }
     }
@@ -411,6 +414,27 @@ impl AcpHost {
     }
 }
 
+/// A conversation's place in the pool, held by a turn until it checks the process back in.
+struct Reservation<'h> {
+    host: &'h AcpHost,
+    key: Option<(String, String)>,
+}
+
+impl Reservation<'_> {
+    fn checkin(&mut self, process: Option<AcpProcess>, settings: AcpSettings) -> Option<AcpProcess> {
+        let key = self.key.take()?;
+        self.host.checkin(&key, process, settings)
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            self.host.inner.state().slots.remove(&key);
+        }
+    }
+}
+
 /// Closes the conversation's process once it has been idle for `idle`, unless a turn took it
 /// (which changes its generation) in the meantime.
 async fn close_when_idle(pool: Weak<Pool>, key: (String, String), generation: u64, idle: Duration) {
@@ -447,6 +471,10 @@ struct AcpProcess {
     exited: Option<Option<ExitStatus>>,
     closed: bool,
 }
+
+/// A prompt's turn as [`AcpProcess::wait`] serves it: its state, where its events go, who
+/// answers its permission requests.
+type PromptTurn<'a> = (&'a mut TurnState, &'a mut (dyn FnMut(&Event) + Send), &'a dyn Approver);
 
 /// What the host is waiting for while it reads the agent's messages.
 struct Waiting {
@@ -618,7 +646,7 @@ impl AcpProcess {
         deadline: Instant,
         limit: Duration,
         budget: &mut usize,
-        mut turn: Option<(&mut TurnState, &mut (dyn FnMut(&Event) + Send), &dyn Approver)>,
+        mut turn: Option<PromptTurn<'_>>,
     ) -> Result<Result<Value, (i64, String)>, AcpError> {
         let approver: Option<&dyn Approver> = turn.as_ref().map(|t| t.2);
         let mut queue: VecDeque<Permission> = VecDeque::new();
@@ -627,15 +655,16 @@ impl AcpProcess {
         let mut grace: Option<Instant> = None;
         let mut drain_until: Option<Instant> = None;
         loop {
-            if asking.is_none() && grace.is_none() {
-                if let (Some(p), Some(approver)) = (queue.pop_front(), approver) {
-                    if let Some((_, on_event, _)) = turn.as_mut() {
-                        on_event(&Event::ApprovalRequest { id: p.tool_call_id.clone(), prompt: p.prompt.clone() });
-                    }
-                    let (id, prompt) = (p.tool_call_id.clone(), p.prompt.clone());
-                    let fut: BoxFuture<'_, ApprovalDecision> = Box::pin(async move { approver.approve(&id, &prompt).await });
-                    asking = Some((p, fut));
+            if asking.is_none()
+                && grace.is_none()
+                && let (Some(p), Some(approver)) = (queue.pop_front(), approver)
+            {
+                if let Some((_, on_event, _)) = turn.as_mut() {
+                    on_event(&Event::ApprovalRequest { id: p.tool_call_id.clone(), prompt: p.prompt.clone() });
                 }
+                let (id, prompt) = (p.tool_call_id.clone(), p.prompt.clone());
+                let fut: BoxFuture<'_, ApprovalDecision> = Box::pin(async move { approver.approve(&id, &prompt).await });
+                asking = Some((p, fut));
             }
             let stop = [Some(deadline), grace, drain_until].into_iter().flatten().min().unwrap_or(deadline);
             let next = tokio::select! {
@@ -686,10 +715,10 @@ impl AcpProcess {
                 Ok(Some(b)) => b,
                 Ok(None) => {
                     // Stdout closed: the agent is gone (or going); wait briefly for its status.
-                    if self.exited.is_none() {
-                        if let Ok(Ok(s)) = tokio::time::timeout(AFTER_TERMINAL_GRACE, self.child.wait()).await {
-                            self.exited = Some(Some(s));
-                        }
+                    if self.exited.is_none()
+                        && let Ok(Ok(s)) = tokio::time::timeout(AFTER_TERMINAL_GRACE, self.child.wait()).await
+                    {
+                        self.exited = Some(Some(s));
                     }
                     return Err(AcpError::Exited(self.exited.flatten()));
                 }
@@ -716,13 +745,12 @@ impl AcpProcess {
                     }
                 }
                 Message::Notification { method, params } => {
-                    if method == "session/update" {
-                        if let Some((state, on_event, _)) = turn.as_mut() {
-                            if params.get("sessionId").and_then(Value::as_str) == Some(self.session_id.as_str()) {
-                                state.update(params.get("update").unwrap_or(&Value::Null));
-                                deliver(state, on_event);
-                            }
-                        }
+                    if method == "session/update"
+                        && let Some((state, on_event, _)) = turn.as_mut()
+                        && params.get("sessionId").and_then(Value::as_str) == Some(self.session_id.as_str())
+                    {
+                        state.update(params.get("update").unwrap_or(&Value::Null));
+                        deliver(state, on_event);
                     }
                     // Unknown notifications are ignored, as ACP asks.
                 }
@@ -764,10 +792,10 @@ impl AcpProcess {
         let mut writer = self.writer_task.take();
         if clean {
             // The writer shuts stdin down once its queue is written.
-            if let Some(w) = writer.as_mut() {
-                if tokio::time::timeout(Duration::from_millis(200), w).await.is_ok() {
-                    writer = None;
-                }
+            if let Some(w) = writer.as_mut()
+                && tokio::time::timeout(Duration::from_millis(200), w).await.is_ok()
+            {
+                writer = None;
             }
         }
         end_process_group(&mut self.child, self.pgid, clean).await;
@@ -777,11 +805,11 @@ impl AcpProcess {
             w.abort();
             let _ = w.await;
         }
-        if let Some(mut t) = self.stderr_task.take() {
-            if tokio::time::timeout(Duration::from_millis(100), &mut t).await.is_err() {
-                t.abort();
-                let _ = t.await;
-            }
+        if let Some(mut t) = self.stderr_task.take()
+            && tokio::time::timeout(Duration::from_millis(100), &mut t).await.is_err()
+        {
+            t.abort();
+            let _ = t.await;
         }
     }
 }
@@ -790,10 +818,10 @@ impl Drop for AcpProcess {
     /// A process dropped without [`AcpProcess::close`] (a host dropped mid-turn) still takes
     /// its whole group with it.
     fn drop(&mut self) {
-        if !self.closed {
-            if let Some(p) = self.pgid {
-                let _ = killpg(p, Signal::SIGKILL);
-            }
+        if !self.closed
+            && let Some(p) = self.pgid
+        {
+            let _ = killpg(p, Signal::SIGKILL);
         }
     }
 }
@@ -1004,10 +1032,10 @@ fn parse_message(bytes: &[u8]) -> Result<Message, String> {
         return Err("`jsonrpc` must be \"2.0\"".into());
     }
     let id = obj.remove("id");
-    if let Some(id) = &id {
-        if !(id.is_string() || id.is_i64() || id.is_u64() || id.is_null()) {
-            return Err("`id` must be a string, an integer or null".into());
-        }
+    if let Some(id) = &id
+        && !(id.is_string() || id.is_i64() || id.is_u64() || id.is_null())
+    {
+        return Err("`id` must be a string, an integer or null".into());
     }
     match (obj.remove("method"), id) {
         (Some(Value::String(method)), id) => {
