@@ -8,6 +8,7 @@ import { createInterface } from "node:readline";
 import WebSocket from "ws";
 
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 
 import { BIN, PYTHON, ROOT, alive, events, fake, fields, python, run, serve, setup, until } from "../helpers.mjs";
 
@@ -358,6 +359,29 @@ describe("the WebSocket (/frontend/v2)", () => {
     assert.equal(results[2].result, "permission: selected no");
     assert.equal(fields(results[3].result).prompts, 4);
     assert.equal(fields(results[3].result).session, fields(results[1].result).session);
+  });
+
+  test("the shipped TypeScript client drives a multi-turn conversation over the WebSocket (approved) and HTTP (streamed)", async () => {
+    const { connectWebSocket, OpenAgentsClient } = await import(pathToFileURL(join(ROOT, "clients/typescript/dist/node.js")).href);
+    const ws = connectWebSocket({ url: srv.url, token: s.token, onApproval: () => true });
+    try {
+      const seen = [];
+      const asked = await ws.runTurn({ task: "ask", runner: "fake", conversation: "ts-1" }, { onEvent: (ev) => seen.push(ev.event.type) });
+      assert.equal(asked.result, "permission: selected once");
+      assert.ok(seen.includes("approval_requested") && seen.includes("approval_resolved"), seen.join(" "));
+      assert.equal(fields((await ws.runTurn({ task: "count", runner: "fake", conversation: "ts-1" })).result).prompts, 2);
+    } finally {
+      await ws.close();
+    }
+    const http = OpenAgentsClient.http({ url: srv.url, token: s.token });
+    try {
+      const texts = [];
+      const r = await http.runTurn({ task: "count", runner: "fake", conversation: "ts-1" }, { onEvent: (ev) => ev.event.type === "text" && texts.push(ev.event.text) });
+      assert.equal(fields(r.result).prompts, 3);
+      assert.deepEqual(texts.slice(0, 3), ["thinking: reading the prompt", "plan: [in_progress] answer", "prompts=3 "]);
+    } finally {
+      await http.close();
+    }
   });
 
   test("the Python SDK agent through the WebSocket, its permission approved", async () => {
