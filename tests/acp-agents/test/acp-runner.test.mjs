@@ -179,6 +179,15 @@ describe("openagents serve --http", () => {
     assert.notEqual(after.pid, before.pid);
   });
 
+  test("an agent that died while idle is started afresh for the conversation's next turn", async () => {
+    const first = await turn("fake", "fragile", "x");
+    process.kill(first.pid, "SIGKILL");
+    await until(() => !alive(first.pid), "the agent to die");
+    const next = await turn("fake", "fragile", "x");
+    assert.equal(next.prompts, 1);
+    assert.notEqual(next.pid, first.pid);
+  });
+
   async function interrupted(conversation, task) {
     const pending = srv.rpc("submit", { task, runner: "fake", conversation });
     await until(async () => (await srv.rpc("status")).result.active_turn?.conversation === conversation, "the turn to start");
