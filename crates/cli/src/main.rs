@@ -116,6 +116,8 @@ fn main() -> ExitCode {
     if let Ok(exe) = std::env::current_exe() {
         openagents_sdk::agents::sandbox::set_launcher(exe);
     }
+    // This process starts no children but runners: whatever it adopts, a runner left behind.
+    openagents_sdk::agents::reap::own_every_child();
     match cli.command {
         Command::Validate { type_name, file } => validate::validate(&type_name, file.as_deref().unwrap_or("-")),
         Command::Schema { bundle: _, digest, openrpc } => {

@@ -32,6 +32,13 @@ fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
 const ESCAPE: &str = r#"( setsid bash -c 'sleep 300 & echo $! >> escaped; echo $$ >> escaped; exec sleep 300' </dev/null >/dev/null 2>&1 & )
 while [ "$(wc -l < escaped 2>/dev/null || echo 0)" -lt 2 ]; do sleep 0.01; done"#;
 
+/// Starts, two forks below the runner, a process that moves into the server's own process group
+/// (same session, so `setpgid` allows it) to pass for one of the server's children; it writes
+/// its pid to `./escaped` and sleeps. The runner's parent is the server.
+const JOIN_SERVER_GROUP: &str = r#"server=$PPID
+( python3 -c "import os, time; os.setpgid(0, os.getpgid($server)); open('escaped', 'a').write('%d\n' % os.getpid()); time.sleep(300)" </dev/null >/dev/null 2>&1 & )
+while [ "$(wc -l < escaped 2>/dev/null || echo 0)" -lt 1 ]; do sleep 0.01; done"#;
+
 const DONE: &str = r#"echo '{"type":"completed","result":"done"}'"#;
 
 struct Setup {
@@ -54,6 +61,7 @@ impl Setup {
             ("other", script(&dir, "other", DONE), ""),
             ("escape", script(&dir, "escape", &format!("{ESCAPE}\necho '{{\"type\":\"text\",\"text\":\"working\"}}'\nsleep 300")), ""),
             ("env", script(&dir, "env", &format!("tr '\\0' '\\n' < /proc/$$/environ > env\n{DONE}")), "env = { FROM_REGISTRY = \"yes\" }\n"),
+            ("join", script(&dir, "join", &format!("{JOIN_SERVER_GROUP}\n{DONE}")), ""),
         ];
         let registry: String = runners.iter().map(|(id, path, extra)| format!("[runners.{id}]\ncommand = \"/bin/bash\"\nargs = [\"{}\"]\n{extra}", path.display())).collect();
         std::fs::write(dir.join("runners.toml"), registry).unwrap();
@@ -225,6 +233,17 @@ fn every_terminating_signal_shuts_down_gracefully_and_leaves_nothing_behind() {
         assert!(left.is_empty(), "{what}: processes the runner started are still running: {left:?}");
         drop(held_stdin);
     }
+}
+
+#[test]
+fn a_process_that_joins_the_servers_own_process_group_is_swept_too() {
+    let s = Setup::new("join", "");
+    let (replies, err) = stdio_session(&s, &["serve", "--stdio", "--runner", "join"], &[submit(1, serde_json::json!({"task": "x"}))]);
+    assert_eq!(replies[0]["result"]["result"], "done", "{err}");
+    let pids = s.pids("escaped");
+    assert_eq!(pids.len(), 1, "the escape did not happen");
+    let left: Vec<u32> = pids.into_iter().filter(|&p| running(p)).collect();
+    assert!(left.is_empty(), "a process the runner started in the server's own process group survived: {left:?}");
 }
 
 #[test]

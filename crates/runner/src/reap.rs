@@ -8,9 +8,11 @@
 //! Runners are spawned through [`spawn`], which records them as live while the host owns them:
 //! the sweep never touches a live runner (of this or another turn) nor what only another live
 //! runner can have started, nor a child of the host process that shares its process group (one
-//! it started itself by other means).
+//! it started itself by other means) unless the host declared it starts none
+//! ([`own_every_child`], as the `openagents` binary does).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -32,6 +34,19 @@ static LIVE: Mutex<BTreeMap<i32, u64>> = Mutex::new(BTreeMap::new());
 
 fn live() -> std::sync::MutexGuard<'static, BTreeMap<i32, u64>> {
     LIVE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Whether every child of the host that is not a live runner was left by a runner: see
+/// [`own_every_child`].
+static OWN_EVERY_CHILD: AtomicBool = AtomicBool::new(false);
+
+/// Declares that this process starts no children but runners (the `openagents` binary): then
+/// the sweep also takes adopted processes in the host's own process group, which a runner's
+/// descendant can join (`setpgid` into the host's group, same session) to pass for one of the
+/// host's own children. Without it (a library host that may start other children), those are
+/// left alone.
+pub fn own_every_child() {
+    OWN_EVERY_CHILD.store(true, Ordering::Relaxed);
 }
 
 /// Makes the host process a child subreaper, once. Returns whether it is one.
@@ -120,7 +135,7 @@ pub async fn sweep(group: Option<Pid>) -> usize {
             }
             for p in &procs {
                 let in_group = group == Some(p.pgrp);
-                let adopted = p.ppid == me && !live.contains_key(&p.pid) && p.pgrp != my_group;
+                let adopted = p.ppid == me && !live.contains_key(&p.pid) && (p.pgrp != my_group || OWN_EVERY_CHILD.load(Ordering::Relaxed));
                 if adopted && p.state == b'Z' {
                     // Ours to reap, whoever started it.
                     let _ = waitpid(Pid::from_raw(p.pid), Some(WaitPidFlag::WNOHANG));

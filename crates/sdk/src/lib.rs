@@ -86,6 +86,9 @@ pub mod agents {
 
     /// The opt-in Landlock sandbox of a registry entry, and its launcher.
     pub use openagents_runner::sandbox;
+
+    /// What the host does so nothing a runner starts outlives it (child subreaper, sweep).
+    pub use openagents_runner::reap;
 }
 
 pub mod server {
