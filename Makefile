@@ -11,7 +11,7 @@ CARGO ?= cargo
 BIN := target/debug/openagents
 SAMPLES := tests/samples
 
-.PHONY: all prereqs build demo demo-python demo-typescript test test-rust test-python test-typescript test-acp-agents test-acp-editor test-web codegen check-codegen compat bench fuzz soak clean
+.PHONY: all prereqs build demo demo-python demo-typescript test test-rust test-python test-typescript test-acp-agents test-acp-editor test-web test-standards codegen check-codegen compat bench fuzz soak clean
 
 all: build
 
@@ -62,7 +62,7 @@ demo: prereqs build $(DEMO)/runners.toml demo-python demo-typescript
 	@echo "== echo '{\"a\":' | openagents validate Turn   (not JSON)"
 	@echo '{"a":' | $(BIN) validate Turn; code=$$?; echo "refused (exit $$code)"; test $$code -eq 2
 
-test: prereqs test-rust test-python test-typescript test-acp-editor test-acp-agents test-web
+test: prereqs test-rust test-python test-typescript test-acp-editor test-acp-agents test-web test-standards
 
 # A TypeScript runner, and one turn driven from TypeScript over stdio.
 demo-typescript: build
@@ -105,6 +105,10 @@ test-acp-editor:
 
 # The web page (GET /) in headless Chromium against serve --http; checks the checked-in bundle.
 test-web: ; bash tests/web/run-tests.sh
+
+# Standard clients against the real server: a strict JSON-RPC 2.0 client, an EventSource-style
+# reader of GET /events, the probes, and the Prometheus text-format parser on GET /metrics.
+test-standards: ; bash tests/standards/run-tests.sh
 
 # The generator's checked-in output must match what it generates now.
 check-codegen:
