@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The standards tests, as `make test` runs them: third-party clients and parsers (a strict
-# JSON-RPC 2.0 client, an EventSource-style reader, the Prometheus text-format parser) against
-# the real `openagents serve --http`. Creates .venv at the repository root if it is missing
-# (clients/python/ensure-venv.sh, which pins every package), builds the binary and the example
-# runners, then runs pytest on tests/standards. Arguments go to pytest.
-# Needs only python3 (3.10 or newer) and cargo.
+# The standards tests, as `make test` runs them: third-party clients and parsers (the strict
+# JSON-RPC 2.0 clients jsonrpcclient and the npm package json-rpc-2.0, an EventSource-style
+# reader, the Prometheus text-format parser) against the real `openagents serve --http`.
+# Creates .venv at the repository root if it is missing (clients/python/ensure-venv.sh, which
+# pins every package), builds the binary and the example runners, runs pytest on
+# tests/standards (arguments go to pytest), then installs tests/standards/js from its lock file
+# (npm ci) and runs its node tests.
+# Needs only python3 (3.10 or newer), Node.js (20 or newer) and cargo.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -20,3 +22,8 @@ echo "== building the openagents binary and the example runners"
 echo "== pytest tests/standards"
 cd "$root"
 "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/standards "$@"
+
+echo "== json-rpc-2.0 (npm) against serve --http"
+cd "$here/js"
+npm ci --no-audit --no-fund --silent
+node --test
