@@ -47,11 +47,11 @@ def _registry(folder: Path) -> Path:
     return registry
 
 
-def start_server(folder: Path, runner: str = "echo") -> Server:
+def start_server(folder: Path, runner: str = "echo", settings: str = "") -> Server:
     """Starts `openagents serve --http --runner RUNNER` with an operator configuration that
-    enables the server."""
+    enables the server, plus `settings` (lines of `[capabilities.server]`)."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.toml").write_text("[capabilities.server]\nenabled = true\n")
+    (folder / "config.toml").write_text(f"[capabilities.server]\nenabled = true\n{settings}")
     env = dict(os.environ)
     env.update(
         OPENAGENTS_CONFIG=str(folder / "config.toml"),
@@ -84,6 +84,8 @@ def start_server(folder: Path, runner: str = "echo") -> Server:
 def stop_server(server: Server) -> None:
     server.process.kill()
     server.process.wait(BOUND)
+    if server.process.stdout is not None:
+        server.process.stdout.close()
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,8 @@
 `EventSource` reads it (the WHATWG event-stream format: comments, `retry:`, `id:`, `data:`),
 with the headers buffering proxies need and explicit answers to bad `Last-Event-ID` values; and
 the probes `GET /healthz` and `GET /readyz`, the latter during a shutdown held open by a turn
-whose runner ignores SIGTERM."""
+whose runner ignores SIGTERM; and the operator's `allowed_origins` as a browser meets them
+(CORS preflight, the WebSocket `Origin` check)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,14 @@ from typing import Any
 
 import httpx
 import pytest
-from standards_serve import BOUND, Server, server, start_server, stop_server, strict_response
+from standards_serve import (
+    BOUND,
+    Server,
+    server,
+    start_server,
+    stop_server,
+    strict_response,
+)
 
 __all__ = ["server"]  # the fixture
 
@@ -82,7 +90,9 @@ def test_a_last_event_id_that_is_not_a_sequence_number_is_400(server: Server, va
 
 
 def test_a_last_event_id_ahead_of_the_newest_event_gets_a_gap_first(server: Server) -> None:
-    status = httpx.post(f"{server.url}/rpc", json={"jsonrpc": "2.0", "id": 1, "method": "status"}, headers={"Authorization": f"Bearer {server.token}"}, timeout=BOUND).json()
+    status = httpx.post(
+        f"{server.url}/rpc", json={"jsonrpc": "2.0", "id": 1, "method": "status"}, headers={"Authorization": f"Bearer {server.token}"}, timeout=BOUND
+    ).json()
     newest = status["result"]["last_seq"]
     ahead = newest + 1000
     with events(server, **{"Last-Event-ID": str(ahead)}) as r:
@@ -108,12 +118,20 @@ def test_readyz_is_503_once_shutdown_has_begun(tmp_path: Path) -> None:
             assert client.get("/readyz").status_code == 200
             # A turn whose runner ignores SIGTERM: the shutdown's interrupt waits out the kill grace.
             with events(s) as stream:
-                submit = threading.Thread(target=lambda: httpx.post(f"{s.url}/rpc", json={"jsonrpc": "2.0", "id": 1, "method": "submit", "params": {"task": "hold"}}, headers=auth, timeout=BOUND), daemon=True)
+                submit = threading.Thread(
+                    target=lambda: httpx.post(
+                        f"{s.url}/rpc", json={"jsonrpc": "2.0", "id": 1, "method": "submit", "params": {"task": "hold"}}, headers=auth, timeout=BOUND
+                    ),
+                    daemon=True,
+                )
                 submit.start()
                 started = next(b for b in sse_blocks(stream.iter_lines()) if b.data and json.loads(b.data)["event"]["type"] == "text")
                 assert "holding" in (started.data or "")
             answer: list[Any] = []
-            shutdown = threading.Thread(target=lambda: answer.append(httpx.post(f"{s.url}/rpc", json={"jsonrpc": "2.0", "id": 2, "method": "shutdown"}, headers=auth, timeout=BOUND)), daemon=True)
+            shutdown = threading.Thread(
+                target=lambda: answer.append(httpx.post(f"{s.url}/rpc", json={"jsonrpc": "2.0", "id": 2, "method": "shutdown"}, headers=auth, timeout=BOUND)),
+                daemon=True,
+            )
             shutdown.start()
             # Until the shutdown has answered, /readyz must turn 503 (on the connection the
             # client keeps open); once it has answered, the listener may be gone.
@@ -128,5 +146,31 @@ def test_readyz_is_503_once_shutdown_has_begun(tmp_path: Path) -> None:
             assert 503 in seen, f"/readyz answered {seen} while the shutdown was in progress"
             shutdown.join(BOUND)
             assert answer and answer[0].json()["result"] == {"shutting_down": True}, answer
+    finally:
+        stop_server(s)
+
+
+def test_allowed_origins_from_the_operator_configuration(tmp_path: Path) -> None:
+    s = start_server(tmp_path, settings='allowed_origins = ["https://app.example"]\n')
+    try:
+        preflight = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization, content-type"}
+        r = httpx.options(f"{s.url}/rpc", headers={"Origin": "https://app.example", **preflight}, timeout=BOUND)
+        assert r.headers.get("access-control-allow-origin") == "https://app.example", r.headers
+        assert "POST" in r.headers.get("access-control-allow-methods", "")
+        assert {"authorization", "content-type"} <= {h.strip().lower() for h in r.headers.get("access-control-allow-headers", "").split(",")}
+        assert int(r.headers.get("access-control-max-age", "0")) > 0
+        r = httpx.options(f"{s.url}/rpc", headers={"Origin": "https://other.example", **preflight}, timeout=BOUND)
+        assert not [h for h in r.headers if h.lower().startswith("access-control-")], r.headers
+        upgrade = {
+            "Connection": "Upgrade",
+            "Upgrade": "websocket",
+            "Sec-WebSocket-Version": "13",
+            "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+            "Sec-WebSocket-Protocol": f"openagents.v2, openagents.bearer.{s.token}",
+        }
+        r = httpx.get(f"{s.url}/frontend/v2", headers={"Origin": "https://other.example", **upgrade}, timeout=BOUND)
+        assert r.status_code == 403, (r.status_code, r.text)
+        assert strict_response(r.json())["error"]["data"]["code"] == "forbidden"
+        assert s.token not in r.text
     finally:
         stop_server(s)

@@ -10,7 +10,6 @@ from typing import Any
 
 import httpx
 from jsonrpcclient import Error, Ok, notification, parse, request
-
 from standards_serve import BOUND, Server, server, strict_response
 
 __all__ = ["server"]  # the fixture
