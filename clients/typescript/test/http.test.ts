@@ -32,7 +32,8 @@ let server: HttpServer;
 let client: OpenAgentsClient;
 
 before(async () => {
-  server = await startHttp(setup, "echo-ts");
+  // `serve` serves exactly the runners it names, the first the default.
+  server = await startHttp(setup, "echo-ts", ["--runner", "behave"]);
   client = OpenAgentsClient.http({ url: server.url, token: server.token });
 });
 
@@ -100,20 +101,24 @@ test("busy while a turn runs; aborting the submit interrupts the turn", async ()
   const before = await client.status();
   const controller = new AbortController();
   const events: ServerEvent[] = [];
+  let hanging!: () => void;
+  const started = new Promise<void>((r) => (hanging = r));
   const running = client.runTurn(
     { task: "hang", runner: "behave" },
     {
       signal: controller.signal,
       onEvent: (e) => {
         events.push(e);
-        if (e.event.type === "text") controller.abort();
+        if (e.event.type === "text") hanging();
       },
     },
   );
   running.catch(() => undefined); // Observed below; settled possibly before that.
-  // Wait for the turn to be running, then a second submit is refused.
-  for (let i = 0; i < 200 && (await client.status()).state !== "running"; i++) await new Promise((r) => setTimeout(r, 10));
+  // Once the runner has said it started (it then waits to be stopped), a second submit is
+  // refused; then aborting the first interrupts it.
+  await Promise.race([started, running.then(() => assert.fail("the turn ended before its runner started"))]);
   await assert.rejects(client.submit({ task: "second" }), (e: unknown) => e instanceof BusyError && e.retryable && e.rpcCode === -32003);
+  controller.abort();
   await assert.rejects(running, (e: unknown) => e instanceof InterruptedError && e.retryable);
   assert.equal(events.at(-1)?.event.type, "turn_failed");
   await waitIdle(client);
@@ -129,7 +134,8 @@ test("a dropped event stream resumes with Last-Event-ID: every event once, in or
   await waitIdle(client);
   const requests: { lastEventId: string | null }[] = [];
   let connections = 0;
-  // A fetch that cuts the first event stream after its second event.
+  // A fetch that cuts the first event stream after its second event (the stream's opening
+  // comment and `retry:` block carries no `data:` and is not an event).
   const cutting: typeof fetch = async (input, init) => {
     const response = await fetch(input, init);
     const url = String(input);
@@ -141,17 +147,27 @@ test("a dropped event stream resumes with Last-Event-ID: every event once, in or
     const reader = response.body.getReader();
     const decoder = new TextDecoder();
     let text = "";
+    /** Where the second block with a `data:` line ends (after its blank line), or -1. */
+    const endOfSecondEvent = (): number => {
+      let events = 0;
+      for (let start = 0, end = text.indexOf("\n\n"); end !== -1; start = end + 2, end = text.indexOf("\n\n", start)) {
+        if (/^data:/m.test(text.slice(start, end)) && ++events === 2) return end + 2;
+      }
+      return -1;
+    };
     const body = new ReadableStream<Uint8Array>({
       async pull(ctl) {
-        const { value, done } = await reader.read();
-        if (done) return ctl.close();
-        text += decoder.decode(value, { stream: true });
-        const first = text.indexOf("\n\n");
-        const second = first === -1 ? -1 : text.indexOf("\n\n", first + 2);
-        if (second === -1) return;
-        ctl.enqueue(new TextEncoder().encode(text.slice(0, second + 2)));
-        await reader.cancel();
-        ctl.error(new TypeError("terminated (the test cut the stream)"));
+        // Reads on until the cut (a pull that enqueues nothing is not called again).
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) return ctl.close();
+          text += decoder.decode(value, { stream: true });
+          const cut = endOfSecondEvent();
+          if (cut === -1) continue;
+          ctl.enqueue(new TextEncoder().encode(text.slice(0, cut)));
+          await reader.cancel();
+          return ctl.error(new TypeError("terminated (the test cut the stream)"));
+        }
       },
     });
     return new Response(body, { status: response.status, headers: response.headers });

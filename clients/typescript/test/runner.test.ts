@@ -218,8 +218,11 @@ test("a TypeScript runner from the operator registry works with `openagents run`
     ["hello", "from", "node"],
   );
   assert.deepEqual(events.at(-1), { type: "completed", result: "hello from node" });
+  // In text mode the streamed progress goes to stderr and only the result to stdout.
   const plain = setup.run(["run", "--runner", "echo-ts", "hello from node"]);
-  assert.equal(plain.stdout, "hello from node\nhello from node\n");
+  assert.equal(plain.code, 0, plain.stderr);
+  assert.equal(plain.stdout, "hello from node\n");
+  assert.match(plain.stderr, /hello from node/);
 });
 
 test("the host accepts the helper's bounded failures", () => {
