@@ -17,7 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from openagents import SCHEMA_DIGEST, AsyncClient, OpenAgentsError, SchemaMismatchError, SchemaMismatchWarning
+from openagents import (
+    PROTOCOL_VERSION,
+    SCHEMA_DIGEST,
+    AsyncClient,
+    OpenAgentsError,
+    SchemaMismatchError,
+    SchemaMismatchWarning,
+)
 from openagents._schema import RuntimeSchema, SchemaGuard
 
 from .conftest import PYTHON_DIR, REPO, HttpServer, Setup, binary
@@ -150,7 +157,9 @@ def test_a_client_from_an_older_bundle_reports_the_mismatch(
         [sys.executable, "-c", SCRIPT, *args], env=env, capture_output=True, text=True, timeout=60, check=False
     )
     assert run.returncode == 0, run.stderr
-    for needle in (SCHEMA_DIGEST[:12], old_digest[:12], "make codegen", "openagents-codegen compat", "1.0.0"):
+    # The runtime's protocol version is named (the older bundle differs only in a description).
+    runtime_version = f"runtime schema {SCHEMA_DIGEST[:12]} (protocol {PROTOCOL_VERSION})"
+    for needle in (runtime_version, old_digest[:12], "make codegen", "openagents-codegen compat"):
         assert needle in run.stderr, f"{needle!r} not in {run.stderr}"
     where = {"http": f"HTTP {http_server.url}", "websocket": "WebSocket ws://", "stdio": "stdio ("}[transport]
     assert where in run.stderr, run.stderr
