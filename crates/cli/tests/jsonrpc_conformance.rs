@@ -342,6 +342,23 @@ fn envelope_cases() -> Vec<Case> {
             invalid(json!(11)),
         ),
         case("not an object", r#""status""#, invalid(Value::Null)),
+        case("null", "null", invalid(Value::Null)),
+        case("an empty object", "{}", invalid(Value::Null)),
+        case(
+            "a member given twice",
+            r#"{"jsonrpc": "2.0", "method": "release", "id": 1, "id": 2}"#,
+            invalid(Value::Null),
+        ),
+        case(
+            "a batch after whitespace",
+            "  [1]",
+            Some(json!([err(Value::Null, ErrorCode::InvalidRequest)])),
+        ),
+        case(
+            "a batch inside a batch",
+            "[[1]]",
+            Some(json!([err(Value::Null, ErrorCode::InvalidRequest)])),
+        ),
         case(
             "a problem inside params is -32602",
             r#"{"jsonrpc": "2.0", "method": "release", "params": {"x": 1}, "id": 13}"#,
@@ -1152,6 +1169,40 @@ fn http_answers_every_json_rpc_reply_200_and_none_204_for_each_json_content_type
         assert_eq!(
             header(&headers, "content-length").as_deref().unwrap_or("0"),
             "0"
+        );
+    }
+}
+
+/// 405 is a transport refusal like the others (README: "each with a JSON-RPC error object as
+/// its body"), so a strict client reading it finds a JSON-RPC error, not an empty body.
+#[test]
+fn http_405_is_a_json_rpc_error_object() {
+    let server = HttpServer::start("405");
+    let addr = server.addr;
+    for (method, path) in [("GET", "/rpc"), ("PUT", "/rpc"), ("DELETE", "/events")] {
+        let request = format!("{method} /rpc HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", server.token).replacen("/rpc", path, 1);
+        let (status, headers, body) = http_exchange(addr, request.as_bytes());
+        let what = format!("{method} {path}");
+        assert_eq!(status, 405, "{what}");
+        assert_eq!(
+            header(&headers, "content-type").as_deref(),
+            Some("application/json"),
+            "{what}: body {:?}",
+            String::from_utf8_lossy(&body)
+        );
+        let reply: Value = serde_json::from_slice(&body).unwrap_or_else(|e| {
+            panic!(
+                "{what}: a body that is not JSON ({e}): {:?}",
+                String::from_utf8_lossy(&body)
+            )
+        });
+        assert_eq!(reply["jsonrpc"], "2.0", "{what}: {reply}");
+        assert_eq!(reply["id"], Value::Null, "{what}: {reply}");
+        assert!(
+            reply["error"]["code"].is_i64()
+                && reply["error"]["message"].is_string()
+                && reply["error"]["data"]["code"].is_string(),
+            "{what}: {reply}"
         );
     }
 }

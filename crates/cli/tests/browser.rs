@@ -1,0 +1,433 @@
+//! What a browser meets, against the real `openagents serve --http` with the operator's
+//! `[capabilities.server] allowed_origins = ["https://app.example"]`: CORS on `POST /rpc` and
+//! `GET /events` (preflights answered without a token, nothing for any other origin), the
+//! WebSocket's `Origin` check before the upgrade (403 for a page of an origin not allowed; the
+//! runtime's own origin and clients that send no `Origin` allowed), and the refusal of a
+//! handshake that offers the bearer subprotocol without `openagents.v2` (browsers would fail it
+//! with an opaque 1006).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio_tungstenite::tungstenite;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+const ALLOWED: &str = "https://app.example";
+const OTHER: &str = "https://evil.example";
+/// The longest any one wait may take.
+const BOUND: Duration = Duration::from_secs(30);
+
+/// `openagents serve --http` with `allowed_origins = [ALLOWED]`, killed on drop.
+struct Http {
+    addr: SocketAddr,
+    token: String,
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Drop for Http {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+async fn start() -> Http {
+    tokio::task::spawn_blocking(start_blocking)
+        .await
+        .expect("the server starts")
+}
+
+fn start_blocking() -> Http {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let bin = env!("CARGO_BIN_EXE_openagents");
+    let dir = std::env::temp_dir().join(format!(
+        "openagents-browser-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("the test folder");
+    std::fs::write(
+        dir.join("config.toml"),
+        format!("[capabilities.server]\nenabled = true\nallowed_origins = [\"{ALLOWED}\"]\n"),
+    )
+    .expect("config");
+    let echo = Path::new(bin).with_file_name("openagents-runner-echo");
+    std::fs::write(
+        dir.join("runners.toml"),
+        format!("[runners.echo]\ncommand = \"{}\"\n", echo.display()),
+    )
+    .expect("registry");
+    let mut child = Command::new(bin)
+        .args(["serve", "--http", "--runner", "echo"])
+        .current_dir(&dir)
+        .env("OPENAGENTS_CONFIG", dir.join("config.toml"))
+        .env("OPENAGENTS_RUNNERS", dir.join("runners.toml"))
+        .env("XDG_RUNTIME_DIR", &dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("openagents starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stdout);
+        let mut line = String::new();
+        let _ = reader.read_line(&mut line);
+        let _ = tx.send(line);
+        let _ = std::io::copy(&mut reader, &mut std::io::sink());
+    });
+    let line = rx.recv_timeout(BOUND).expect("a readiness line in time");
+    let ready: Value =
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("readiness line {line:?}: {e}"));
+    let url = ready["url"].as_str().expect("a url");
+    let addr: SocketAddr = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .parse()
+        .expect("an address");
+    let token = std::fs::read_to_string(ready["token_file"].as_str().expect("a token file"))
+        .expect("the token")
+        .trim()
+        .to_owned();
+    Http {
+        addr,
+        token,
+        child,
+        dir,
+    }
+}
+
+/// An HTTP response, read whole.
+#[derive(Debug)]
+struct Resp {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Resp {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "status {}: body is not JSON ({e}): {}",
+                self.status,
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+}
+
+impl Http {
+    /// One request on a fresh connection (`Connection: close`), the response read whole.
+    async fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, String)],
+        body: &str,
+    ) -> Resp {
+        let mut raw = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
+            self.addr,
+            body.len()
+        );
+        for (k, v) in headers {
+            raw.push_str(&format!("{k}: {v}\r\n"));
+        }
+        raw.push_str("\r\n");
+        raw.push_str(body);
+        let addr = self.addr;
+        tokio::task::spawn_blocking(move || exchange(addr, raw.as_bytes()))
+            .await
+            .expect("the exchange")
+    }
+}
+
+fn exchange(addr: SocketAddr, request: &[u8]) -> Resp {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream.set_read_timeout(Some(BOUND)).expect("timeout");
+    stream.write_all(request).expect("write");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read");
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no header block in {:?}", String::from_utf8_lossy(&raw)));
+    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("a status line in {head:?}"));
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    Resp {
+        status,
+        headers,
+        body: raw[end + 4..].to_vec(),
+    }
+}
+
+fn header<'a>(r: &'a Resp, name: &str) -> Option<&'a str> {
+    r.headers
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
+}
+
+fn cors_headers(r: &Resp) -> Vec<String> {
+    r.headers
+        .iter()
+        .map(|(k, _)| k.clone())
+        .filter(|k| k.starts_with("access-control-"))
+        .collect()
+}
+
+async fn preflight(http: &Http, origin: &str, path: &str, method: &str) -> Resp {
+    let headers = [
+        ("origin", origin.to_owned()),
+        ("access-control-request-method", method.to_owned()),
+        (
+            "access-control-request-headers",
+            "authorization, content-type".to_owned(),
+        ),
+    ];
+    http.request("OPTIONS", path, &headers, "").await
+}
+
+#[tokio::test]
+async fn a_preflight_from_an_allowed_origin_gets_the_cors_headers_without_a_token() {
+    let http = start().await;
+    for (path, method) in [("/rpc", "POST"), ("/events", "GET")] {
+        let r = preflight(&http, ALLOWED, path, method).await;
+        assert!(r.status == 204 || r.status == 200, "{path}: {r:?}");
+        assert_eq!(
+            header(&r, "access-control-allow-origin"),
+            Some(ALLOWED),
+            "{path}"
+        );
+        let methods = header(&r, "access-control-allow-methods")
+            .unwrap_or_default()
+            .to_ascii_uppercase();
+        assert!(
+            methods.split(',').any(|m| m.trim() == method),
+            "{path}: allow-methods {methods:?} lacks {method}"
+        );
+        let allowed: Vec<String> = header(&r, "access-control-allow-headers")
+            .unwrap_or_default()
+            .split(',')
+            .map(|h| h.trim().to_ascii_lowercase())
+            .collect();
+        for h in ["authorization", "content-type"] {
+            assert!(
+                allowed.iter().any(|a| a == h),
+                "{path}: allow-headers {allowed:?} lacks {h}"
+            );
+        }
+        let max_age: u64 = header(&r, "access-control-max-age")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{path}: no numeric max-age: {r:?}"));
+        assert!(max_age > 0);
+        assert!(
+            header(&r, "vary").is_some_and(|v| v.to_ascii_lowercase().contains("origin")),
+            "{path}: a preflight answer varies by Origin"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_preflight_from_any_other_origin_gets_no_cors_headers() {
+    let http = start().await;
+    for origin in [
+        OTHER,
+        "https://app.example.evil",
+        "http://app.example",
+        "https://app.example:8443",
+        "null",
+    ] {
+        let r = preflight(&http, origin, "/rpc", "POST").await;
+        assert_eq!(cors_headers(&r), Vec::<String>::new(), "{origin}: {r:?}");
+    }
+}
+
+#[tokio::test]
+async fn responses_are_readable_by_the_allowed_origin_only() {
+    let http = start().await;
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"status"}"#;
+    let admin = http.token.clone();
+    let post = |origin: &'static str, token: Option<String>| {
+        let mut headers = vec![
+            ("content-type", "application/json".to_owned()),
+            ("origin", origin.to_owned()),
+        ];
+        if let Some(t) = token {
+            headers.push(("authorization", format!("Bearer {t}")));
+        }
+        let http = &http;
+        async move { http.request("POST", "/rpc", &headers, body).await }
+    };
+    let r = post(ALLOWED, Some(admin.clone())).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(header(&r, "access-control-allow-origin"), Some(ALLOWED));
+    // A 401 is readable too, so a page can tell a bad token from a network failure.
+    let r = post(ALLOWED, None).await;
+    assert_eq!(r.status, 401);
+    assert_eq!(header(&r, "access-control-allow-origin"), Some(ALLOWED));
+    assert_eq!(r.json()["jsonrpc"], "2.0");
+    for token in [Some(admin), None] {
+        let r = post(OTHER, token).await;
+        assert_eq!(cors_headers(&r), Vec::<String>::new(), "{r:?}");
+    }
+}
+
+/// A WebSocket handshake to `/frontend/v2` with `origin` (none: no header) and the offered
+/// `protocols`, authorized by the Authorization header when `header_token`: the selected
+/// subprotocol on success, or the refusal's status and body.
+async fn handshake(
+    http: &Http,
+    origin: Option<&str>,
+    protocols: &str,
+    header_token: bool,
+) -> Result<Option<String>, (u16, String)> {
+    let mut request = format!("ws://{}/frontend/v2", http.addr)
+        .into_client_request()
+        .expect("a request");
+    let h = request.headers_mut();
+    if let Some(o) = origin {
+        h.insert("origin", o.parse().expect("header"));
+    }
+    if !protocols.is_empty() {
+        h.insert("sec-websocket-protocol", protocols.parse().expect("header"));
+    }
+    if header_token {
+        h.insert(
+            "authorization",
+            format!("Bearer {}", http.token).parse().expect("header"),
+        );
+    }
+    let handshake = tokio::time::timeout(BOUND, tokio_tungstenite::connect_async(request))
+        .await
+        .expect("the handshake in time");
+    match handshake {
+        Ok((_ws, response)) => Ok(response
+            .headers()
+            .get("sec-websocket-protocol")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)),
+        Err(tungstenite::Error::Http(response)) => {
+            let body = response
+                .body()
+                .as_ref()
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .unwrap_or_default();
+            Err((response.status().as_u16(), body))
+        }
+        Err(e) => panic!("the handshake failed without an HTTP answer: {e}"),
+    }
+}
+
+fn refusal_body(body: &str) -> Value {
+    let v: Value = serde_json::from_str(body)
+        .unwrap_or_else(|e| panic!("a refusal body that is not JSON ({e}): {body}"));
+    assert_eq!(v["jsonrpc"], "2.0", "{v}");
+    assert_eq!(v["id"], Value::Null, "{v}");
+    v
+}
+
+#[tokio::test]
+async fn a_websocket_from_an_origin_not_allowed_is_refused_before_the_upgrade() {
+    let http = start().await;
+    let own = format!("http://{}", http.addr);
+    let bearer = format!("openagents.v2, openagents.bearer.{}", http.token);
+    // (what, Origin, protocols, Authorization header, expected subprotocol)
+    let allowed: [(&str, Option<&str>, &str, bool, Option<&str>); 4] = [
+        ("no Origin (not a browser)", None, "", true, None),
+        (
+            "the allowed origin",
+            Some(ALLOWED),
+            &bearer,
+            false,
+            Some("openagents.v2"),
+        ),
+        (
+            "the runtime's own origin",
+            Some(&own),
+            &bearer,
+            false,
+            Some("openagents.v2"),
+        ),
+        (
+            "no Origin, header token and openagents.v2",
+            None,
+            "openagents.v2",
+            true,
+            Some("openagents.v2"),
+        ),
+    ];
+    for (what, origin, protocols, header_token, expected) in allowed {
+        assert_eq!(
+            handshake(&http, origin, protocols, header_token).await,
+            Ok(expected.map(str::to_owned)),
+            "{what}"
+        );
+    }
+    for origin in [OTHER, "http://127.0.0.1:1", "null"] {
+        let (status, body) = handshake(&http, Some(origin), &bearer, false)
+            .await
+            .expect_err(origin);
+        assert_eq!(status, 403, "{origin}: {body}");
+        let v = refusal_body(&body);
+        assert_eq!(v["error"]["data"]["code"], "forbidden", "{origin}: {v}");
+        // Refused before authentication: a header token does not change it.
+        let (status, _) = handshake(&http, Some(origin), "openagents.v2", true)
+            .await
+            .expect_err(origin);
+        assert_eq!(status, 403, "{origin} with a header token");
+    }
+}
+
+#[tokio::test]
+async fn offering_only_the_bearer_subprotocol_is_refused_with_what_to_offer() {
+    let http = start().await;
+    let only_bearer = format!("openagents.bearer.{}", http.token);
+    for origin in [None, Some(ALLOWED)] {
+        let (status, body) = handshake(&http, origin, &only_bearer, false)
+            .await
+            .expect_err("only the bearer subprotocol");
+        assert_eq!(status, 400, "{body}");
+        let v = refusal_body(&body);
+        assert_eq!(v["error"]["data"]["code"], "invalid_request", "{v}");
+        let message = v["error"]["data"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("openagents.v2"),
+            "the refusal says to offer openagents.v2: {message}"
+        );
+        assert!(
+            !body.contains(&http.token),
+            "the refusal never repeats the token: {body}"
+        );
+    }
+    // With openagents.v2 beside it, the same token opens the socket.
+    assert_eq!(
+        handshake(
+            &http,
+            Some(ALLOWED),
+            &format!("{only_bearer}, openagents.v2"),
+            false
+        )
+        .await,
+        Ok(Some("openagents.v2".to_owned()))
+    );
+}
