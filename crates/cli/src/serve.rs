@@ -229,10 +229,10 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         if let Some(ttl) = lease_ttl {
             engine.set_lease_ttl(ttl);
         }
-        let options = openagents_sdk::server::http::HttpOptions { allowed_origins, web };
-        let bound = openagents_sdk::server::http::run_http_with(engine.clone(), &bind, credentials, options).await;
-        let addr: SocketAddr = match bound {
-            Ok(a) => a,
+        let options = openagents_sdk::server::HttpOptions { allowed_origins, web };
+        let server = openagents_sdk::server::Server::builder(engine.clone()).bind(bind.as_str()).credentials(credentials).http(options).websocket(openagents_sdk::server::WsOptions::default());
+        let addr: SocketAddr = match server.start().await {
+            Ok(s) => s.addr(),
             Err(e) => return fail(format!("cannot listen on {bind}: {e}")),
         };
         if !is_loopback(addr.ip()) {

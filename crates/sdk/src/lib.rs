@@ -8,10 +8,17 @@
 //! - [`server`] — one runtime driving one agent over JSONL-RPC on stdio and HTTP (`POST /rpc`,
 //!   SSE `/events`), with scoped credentials and a controller lease.
 //! - [`protocol`] — every generated wire type, validator and constant.
+//!
+//! Features (all on by default): `runner` (the runner contract: [`agents::runner`]), `host`
+//! (the registry and the runner host: [`agents::host`]; implies `runner`), `server` (the
+//! runtime: [`server`]; implies `host`). A runner author who needs only the contract depends on
+//! `openagents-sdk` with `default-features = false, features = ["runner"]` and compiles no HTTP
+//! stack (neither axum nor hyper).
 
 /// Every generated wire type, validator and constant (`openagents-protocol`).
 pub use openagents_protocol as protocol;
 
+#[cfg(feature = "runner")]
 pub mod agents {
     //! Agents run out of process, as operator-installed runners.
 
@@ -74,6 +81,7 @@ pub mod agents {
         pub use openagents_runner::serve::{Answer, Progress, ProgressError, serve_once, serve_streaming};
     }
 
+    #[cfg(feature = "host")]
     pub mod host {
         //! The host side: the operator's registry of runners, and a host that runs one turn
         //! through a runner with every bound enforced and the process group cleaned up.
@@ -85,17 +93,22 @@ pub mod agents {
     }
 
     /// The opt-in Landlock sandbox of a registry entry, and its launcher.
+    #[cfg(feature = "host")]
     pub use openagents_runner::sandbox;
 
     /// What the host does so nothing a runner starts outlives it (child subreaper, sweep).
+    #[cfg(feature = "host")]
     pub use openagents_runner::reap;
 }
 
+#[cfg(feature = "server")]
 pub mod server {
     //! One runtime driving one agent: [`RpcEngine`] on the generated `Method` enum, JSONL-RPC
-    //! over stdio ([`run_stdio`]), HTTP with `POST /rpc` and SSE `/events` ([`run_http`],
-    //! [`run_http_authorized`], [`run_http_authorized_with_lease_ttl`]), scoped credentials
-    //! ([`RuntimeHttpCredential`], [`generate_token`]) and a controller lease.
+    //! over stdio ([`run_stdio`]), a network listener built with [`Server::builder`] (HTTP with
+    //! `POST /rpc` and SSE `/events`, the WebSocket; the seed's [`run_http`],
+    //! [`run_http_authorized`], [`run_http_authorized_with_lease_ttl`] wrap it), scoped
+    //! credentials ([`RuntimeHttpCredential`], [`generate_token`]) and a controller lease.
+    pub use openagents_server::{HttpOptions, Server, ServerBuilder, ServerHandle, WsOptions, run_http_with};
     pub use openagents_server::{
         Agent, ApprovalDecision, ApprovalHandler, Caller, FrontendRequestBridge, FrontendWebSocketServer, DEFAULT_LEASE_TTL, EngineConfig, FnAgent, Grant, Reply, RpcEngine, RpcRequest,
         RunnerAgent, RuntimeHttpCredential, RuntimeStatus, RuntimeSubmitError, SERVER_EVENT_CHANNEL_CAPACITY, SERVER_MAX_LINE_BYTES,

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use openagents_protocol::{ApprovalReply, ErrorCode, RuntimeEvent, RuntimeSubmitError};
+use openagents_protocol::{ApprovalPrompt, ApprovalReply, ErrorCode, FrontendApprovalRequest, FrontendApprovalResolved, FrontendApprovalResolvedParams, RuntimeEvent, RuntimeSubmitError};
 use openagents_runner::host::ApprovalDecision;
 use tokio::sync::{mpsc, oneshot};
 
@@ -57,12 +57,28 @@ pub struct FrontendRequestBridge {
     state: Mutex<BridgeState>,
     hub: EventHub,
     timeout: Mutex<Duration>,
-    stuck_timeout: Mutex<Duration>,
     lease_holder: Mutex<Option<LeaseHolder>>,
 }
 
-fn json_line(v: &serde_json::Value) -> Vec<u8> {
-    serde_json::to_vec(v).unwrap_or_default()
+/// The `frontend.v2.approval` request a frontend is sent, as the generated type encodes it.
+fn approval_request(request_id: &str, prompt: &str, timeout: Duration) -> Outbound {
+    let message = FrontendApprovalRequest {
+        jsonrpc: "2.0".into(),
+        id: request_id.to_owned(),
+        method: "frontend.v2.approval".into(),
+        params: ApprovalPrompt { request_id: request_id.to_owned(), prompt: prompt.to_owned(), timeout_ms: Some(i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX)) },
+    };
+    serde_json::to_vec(&message).unwrap_or_default()
+}
+
+/// The `frontend.v2.approval_resolved` notification the other frontends asked are sent.
+fn approval_resolved(request_id: &str, approved: bool, by: Option<&str>) -> Outbound {
+    let message = FrontendApprovalResolved {
+        jsonrpc: "2.0".into(),
+        method: "frontend.v2.approval_resolved".into(),
+        params: FrontendApprovalResolvedParams { request_id: request_id.to_owned(), approved, by: by.map(str::to_owned) },
+    };
+    serde_json::to_vec(&message).unwrap_or_default()
 }
 
 impl FrontendRequestBridge {
@@ -72,7 +88,6 @@ impl FrontendRequestBridge {
             state: Mutex::new(BridgeState::default()),
             hub,
             timeout: Mutex::new(DEFAULT_APPROVAL_TIMEOUT),
-            stuck_timeout: Mutex::new(crate::ws::WS_STUCK_TIMEOUT),
             lease_holder: Mutex::new(None),
         })
     }
@@ -95,17 +110,6 @@ impl FrontendRequestBridge {
     /// Changes how long a request waits for an answer.
     pub fn set_timeout(&self, timeout: Duration) {
         *self.timeout.lock().unwrap_or_else(|p| p.into_inner()) = timeout;
-    }
-
-    /// Changes how long a frontend's outbound queue may stay full before the frontend is
-    /// disconnected ([`crate::ws::WS_STUCK_TIMEOUT`] by default). Applies to later `subscribe`s.
-    pub fn set_stuck_timeout(&self, timeout: Duration) {
-        *self.stuck_timeout.lock().unwrap_or_else(|p| p.into_inner()) = timeout;
-    }
-
-    /// How long a frontend's outbound queue may stay full before the frontend is disconnected.
-    pub fn stuck_timeout(&self) -> Duration {
-        *self.stuck_timeout.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Attaches a frontend connection that is not an admin; returns its id for
@@ -166,7 +170,7 @@ impl FrontendRequestBridge {
         let approved = decision.approved;
         let _ = pending.answer.send((decision, by.clone()));
         // Tell the other frontends that were asked that it is settled.
-        let note = json_line(&serde_json::json!({"jsonrpc": "2.0", "method": "frontend.v2.approval_resolved", "params": {"request_id": request_id, "approved": approved, "by": by}}));
+        let note = approval_resolved(request_id, approved, Some(&by));
         for id in pending.asked.iter().filter(|&&id| id != conn) {
             if let Some(other) = st.frontends.get(id) {
                 let _ = other.tx.try_send(note.clone());
@@ -194,10 +198,7 @@ impl FrontendRequestBridge {
             }
             st.next_request += 1;
             let request_id = format!("approval-{}", st.next_request);
-            let message = json_line(&serde_json::json!({
-                "jsonrpc": "2.0", "id": request_id, "method": "frontend.v2.approval",
-                "params": {"request_id": request_id, "prompt": prompt, "timeout_ms": timeout.as_millis() as u64},
-            }));
+            let message = approval_request(&request_id, &prompt, timeout);
             self.hub.publish(RuntimeEvent::ApprovalRequested { request_id: request_id.clone(), prompt: prompt.clone() });
             let mut asked = Vec::new();
             for (id, tx) in answerers {
@@ -220,7 +221,7 @@ impl FrontendRequestBridge {
             _ => {
                 let pending = self.lock().pending.remove(&request_id);
                 if let Some(p) = pending {
-                    let note = json_line(&serde_json::json!({"jsonrpc": "2.0", "method": "frontend.v2.approval_resolved", "params": {"request_id": request_id, "approved": false}}));
+                    let note = approval_resolved(&request_id, false, None);
                     let st = self.lock();
                     for id in &p.asked {
                         if let Some(f) = st.frontends.get(id) {
@@ -253,12 +254,30 @@ impl Drop for PendingGuard {
     fn drop(&mut self) {
         let mut st = self.bridge.lock();
         if let Some(p) = st.pending.remove(&self.request_id) {
-            let note = json_line(&serde_json::json!({"jsonrpc": "2.0", "method": "frontend.v2.approval_resolved", "params": {"request_id": self.request_id, "approved": false}}));
+            let note = approval_resolved(&self.request_id, false, None);
             for id in &p.asked {
                 if let Some(f) = st.frontends.get(id) {
                     let _ = f.tx.try_send(note.clone());
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openagents_protocol::rt;
+
+    #[test]
+    fn the_frames_the_bridge_sends_decode_as_their_generated_types() {
+        let request = approval_request("approval-1", "run `rm -rf target`?\n\u{1b}[2K", Duration::from_secs(120));
+        let decoded: FrontendApprovalRequest = rt::parse_validated(&request).expect("a valid FrontendApprovalRequest");
+        assert_eq!((decoded.id.as_str(), decoded.params.prompt.as_str(), decoded.params.timeout_ms), ("approval-1", "run `rm -rf target`?\n\u{1b}[2K", Some(120_000)));
+        for (approved, by) in [(true, Some("ci")), (false, None)] {
+            let note = approval_resolved("approval-1", approved, by);
+            let decoded: FrontendApprovalResolved = rt::parse_validated(&note).expect("a valid FrontendApprovalResolved");
+            assert_eq!((decoded.params.approved, decoded.params.by.as_deref()), (approved, by));
         }
     }
 }

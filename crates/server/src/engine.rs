@@ -14,7 +14,6 @@ use openagents_protocol::{
     RuntimeState, RuntimeStatus, RuntimeSubmitError, SERVER_EVENT_CHANNEL_CAPACITY, SERVER_MAX_LINE_BYTES, ShutdownResult, SubmitParams, SubmitResult,
     SubscribeResult, Turn, TurnCounters, VERSION, methods,
 };
-use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -108,75 +107,6 @@ struct Inner {
 #[derive(Clone)]
 pub struct RpcEngine {
     inner: Arc<Inner>,
-}
-
-/// The answer to one request, before a transport encodes it.
-#[derive(Debug, Clone)]
-pub struct Reply {
-    /// The request's id, echoed (`None` when absent or unreadable: encoded as `null`).
-    pub id: Option<Value>,
-    /// Whether the request carried `"jsonrpc": "2.0"` (then the response does too).
-    pub jsonrpc: bool,
-    /// The encoded result, or the error.
-    pub outcome: Result<Vec<u8>, RuntimeSubmitError>,
-}
-
-impl Reply {
-    /// A reply with no readable id.
-    pub fn error(err: RuntimeSubmitError) -> Reply {
-        Reply { id: None, jsonrpc: false, outcome: Err(err) }
-    }
-
-    /// The response object (without a newline): `{"jsonrpc": "2.0", "id", "result"}` or
-    /// `{"jsonrpc": "2.0", "id", "error"}`, whatever the request carried. The error object's
-    /// `message` is the short, fixed title of its code (JSON-RPC's own for the standard codes);
-    /// the detail is said once, in `data` (the typed `RuntimeSubmitError`), bounded in length.
-    pub fn to_json(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(128 + self.outcome.as_ref().map_or(0, Vec::len));
-        out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-        let mark = out.len();
-        if self.id.as_ref().is_none_or(|id| serde_json::to_writer(&mut out, id).is_err()) {
-            out.truncate(mark);
-            out.extend_from_slice(b"null");
-        }
-        match &self.outcome {
-            Ok(result) => {
-                out.extend_from_slice(br#","result":"#);
-                out.extend_from_slice(result);
-            }
-            Err(e) => {
-                let mut data = e.clone();
-                if data.message.len() > crate::jsonrpc::MAX_ERROR_MESSAGE {
-                    data.message = crate::jsonrpc::bounded(&data.message, crate::jsonrpc::MAX_ERROR_MESSAGE).into_owned();
-                }
-                let obj = openagents_protocol::RpcError { code: e.code.rpc_code(), message: error_title(&e.code).into_owned(), data };
-                out.extend_from_slice(br#","error":"#);
-                out.extend_from_slice(&serde_json::to_vec(&obj).unwrap_or_default());
-            }
-        }
-        out.push(b'}');
-        out
-    }
-}
-
-/// The short, fixed `message` of a JSON-RPC error object for `code`: the specification's own
-/// words for its standard codes, the code's name in words for ours.
-pub fn error_title(code: &ErrorCode) -> std::borrow::Cow<'static, str> {
-    match code {
-        ErrorCode::ParseError => "Parse error".into(),
-        ErrorCode::InvalidRequest => "Invalid Request".into(),
-        ErrorCode::UnknownMethod => "Method not found".into(),
-        ErrorCode::InvalidParams => "Invalid params".into(),
-        ErrorCode::Internal => "Internal error".into(),
-        other => {
-            let words = other.as_str().replace('_', " ");
-            let mut chars = words.chars();
-            match chars.next() {
-                Some(first) => format!("{}{}", first.to_uppercase(), chars.as_str()).into(),
-                None => "Error".into(),
-            }
-        }
-    }
 }
 
 fn now_ms() -> i64 {
@@ -308,18 +238,6 @@ impl RpcEngine {
     /// Whether `shutdown` has completed.
     pub fn is_shut_down(&self) -> bool {
         self.inner.shutdown.is_cancelled()
-    }
-
-    /// Decodes one request and answers it; the one code path of every transport.
-    pub async fn handle(&self, caller: &Caller, bytes: &[u8]) -> Reply {
-        self.handle_in(caller, bytes, None).await
-    }
-
-    /// [`RpcEngine::handle`] on a streaming connection whose event stream `subscribe` controls.
-    /// A batch is not one request: transports use [`RpcEngine::handle_message`], which also
-    /// knows notifications and batches.
-    pub async fn handle_in(&self, caller: &Caller, bytes: &[u8], session: Option<&dyn EventSession>) -> Reply {
-        self.handle_request(caller, bytes, session).await
     }
 
     /// Calls one method in process, as `caller` (no socket needed).

@@ -29,7 +29,7 @@ use serde_json::value::RawValue;
 
 use crate::agent::error;
 use crate::auth::Caller;
-use crate::engine::{EventSession, Reply, RpcEngine};
+use crate::engine::{EventSession, RpcEngine};
 
 /// The most violations one error carries; the rest are counted in `violations_omitted`.
 pub const MAX_VIOLATIONS: usize = 100;
@@ -56,6 +56,75 @@ pub fn bounded(s: &str, max: usize) -> Cow<'_, str> {
     Cow::Owned(format!("{}…", &s[..end]))
 }
 
+/// The answer to one request, before a transport encodes it.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// The request's id, echoed (`None` when absent or unreadable: encoded as `null`).
+    pub id: Option<Value>,
+    /// Whether the request carried `"jsonrpc": "2.0"` (then the response does too).
+    pub jsonrpc: bool,
+    /// The encoded result, or the error.
+    pub outcome: Result<Vec<u8>, RuntimeSubmitError>,
+}
+
+impl Reply {
+    /// A reply with no readable id.
+    pub fn error(err: RuntimeSubmitError) -> Reply {
+        Reply { id: None, jsonrpc: false, outcome: Err(err) }
+    }
+
+    /// The response object (without a newline): `{"jsonrpc": "2.0", "id", "result"}` or
+    /// `{"jsonrpc": "2.0", "id", "error"}`, whatever the request carried. The error object's
+    /// `message` is the short, fixed title of its code (JSON-RPC's own for the standard codes);
+    /// the detail is said once, in `data` (the typed `RuntimeSubmitError`), bounded in length.
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(128 + self.outcome.as_ref().map_or(0, Vec::len));
+        out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+        let mark = out.len();
+        if self.id.as_ref().is_none_or(|id| serde_json::to_writer(&mut out, id).is_err()) {
+            out.truncate(mark);
+            out.extend_from_slice(b"null");
+        }
+        match &self.outcome {
+            Ok(result) => {
+                out.extend_from_slice(br#","result":"#);
+                out.extend_from_slice(result);
+            }
+            Err(e) => {
+                let mut data = e.clone();
+                if data.message.len() > MAX_ERROR_MESSAGE {
+                    data.message = bounded(&data.message, MAX_ERROR_MESSAGE).into_owned();
+                }
+                let obj = openagents_protocol::RpcError { code: e.code.rpc_code(), message: error_title(&e.code).into_owned(), data };
+                out.extend_from_slice(br#","error":"#);
+                out.extend_from_slice(&serde_json::to_vec(&obj).unwrap_or_default());
+            }
+        }
+        out.push(b'}');
+        out
+    }
+}
+
+/// The short, fixed `message` of a JSON-RPC error object for `code`: the specification's own
+/// words for its standard codes, the code's name in words for ours.
+pub fn error_title(code: &ErrorCode) -> std::borrow::Cow<'static, str> {
+    match code {
+        ErrorCode::ParseError => "Parse error".into(),
+        ErrorCode::InvalidRequest => "Invalid Request".into(),
+        ErrorCode::UnknownMethod => "Method not found".into(),
+        ErrorCode::InvalidParams => "Invalid params".into(),
+        ErrorCode::Internal => "Internal error".into(),
+        other => {
+            let words = other.as_str().replace('_', " ");
+            let mut chars = words.chars();
+            match chars.next() {
+                Some(first) => format!("{}{}", first.to_uppercase(), chars.as_str()).into(),
+                None => "Error".into(),
+            }
+        }
+    }
+}
+
 /// The outcome of one request object: its reply, and whether it was a notification (which
 /// gets none).
 struct One {
@@ -64,6 +133,19 @@ struct One {
 }
 
 impl RpcEngine {
+    /// Decodes one request object and answers it (also a notification; a batch is not one
+    /// request: transports use [`RpcEngine::handle_message`]).
+    pub async fn handle(&self, caller: &Caller, bytes: &[u8]) -> Reply {
+        self.handle_in(caller, bytes, None).await
+    }
+
+    /// [`RpcEngine::handle`] on a streaming connection whose event stream `subscribe` controls.
+    /// A batch is not one request: transports use [`RpcEngine::handle_message`], which also
+    /// knows notifications and batches.
+    pub async fn handle_in(&self, caller: &Caller, bytes: &[u8], session: Option<&dyn EventSession>) -> Reply {
+        self.handle_request(caller, bytes, session).await
+    }
+
     /// Answers one JSON-RPC message — a request, a notification or a batch — as `caller`: the
     /// encoded reply, or `None` when nothing is to be sent (a notification, or a batch of only
     /// notifications). The one entry point of every transport.
@@ -156,6 +238,14 @@ impl RpcEngine {
         // past the parser's limit, trailing data) is a parse error, whatever else is wrong.
         if let Some(e) = decode_error.filter(|e| e.is_syntax() || e.is_eof()) {
             return One { reply: parse_error(&DocumentError::NotJson(rt::describe_json_error(e))), notification: false };
+        }
+        // The decoder reads a request object in one pass and stops at the first problem; bad
+        // syntax further on (a lone surrogate, nesting past the limit) still makes the message
+        // not JSON, as when the object was read whole before its fields were taken out.
+        if decode_error.is_some_and(serde_json::Error::is_data) && bytes.trim_ascii_start().first() == Some(&b'{') {
+            if let Err(DocumentError::NotJson(m)) = rt::parse_value_exact(bytes) {
+                return One { reply: parse_error(&DocumentError::NotJson(m)), notification: false };
+            }
         }
         let envelope = match serde_json::from_slice::<Envelope<'_>>(bytes) {
             Ok(env) => env,

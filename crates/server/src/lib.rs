@@ -18,27 +18,34 @@
 //! - Loopback by default is the caller's policy (the CLI's); these functions bind what they are
 //!   given.
 
+// The layers, each importing only the ones above it (checked by `tests/layering.rs`):
+// events, agent, auth, metrics, decode, projection, bridge (approvals), engine, jsonrpc, listener,
+// then the transports http, ws, stdio and the web page as siblings that never import each other,
+// then server, which composes them.
+pub mod events;
 pub mod agent;
 pub mod auth;
-pub mod bridge;
+pub mod metrics;
 pub mod decode;
+pub mod projection;
+pub mod bridge;
 pub mod engine;
-pub mod events;
-pub mod http;
 pub mod jsonrpc;
 pub mod listener;
-pub mod metrics;
-pub mod projection;
+pub mod http;
+pub mod ws;
 pub mod stdio;
 pub mod web;
-pub mod ws;
+pub mod server;
 
 pub use agent::{Agent, ApprovalHandler, FnAgent, RunnerAgent, TurnContext};
 pub use bridge::FrontendRequestBridge;
 pub use openagents_runner::host::ApprovalDecision;
 pub use auth::{Caller, Grant, MIN_TOKEN_BYTES, RuntimeHttpCredential, TokenFileError, generate_token, load_credentials, read_token_file};
-pub use engine::{DEFAULT_LEASE_TTL, EngineConfig, EventSession, Reply, RpcEngine};
-pub use http::{PROTOCOL_VERSION_HEADER, SCHEMA_DIGEST_HEADER, run_http, run_http_authorized, run_http_authorized_web, run_http_authorized_with_lease_ttl};
+pub use engine::{DEFAULT_LEASE_TTL, EngineConfig, EventSession, RpcEngine};
+pub use jsonrpc::Reply;
+pub use listener::{HttpOptions, PROTOCOL_VERSION_HEADER, SCHEMA_DIGEST_HEADER};
 pub use openagents_protocol::{RpcRequest, RuntimeStatus, RuntimeSubmitError, SERVER_EVENT_CHANNEL_CAPACITY, SERVER_MAX_LINE_BYTES};
+pub use server::{FrontendWebSocketServer, Server, ServerBuilder, ServerHandle, run_frontend_websocket, run_http, run_http_authorized, run_http_authorized_web, run_http_authorized_with_lease_ttl, run_http_with};
 pub use stdio::run_stdio;
-pub use ws::{FrontendWebSocketServer, run_frontend_websocket};
+pub use ws::WsOptions;

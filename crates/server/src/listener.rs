@@ -1,7 +1,11 @@
-//! What every network connection shares, whatever it speaks: a per-peer cap on connections, and
-//! a guard that closes a connection whose client stops reading.
+//! What every network connection shares, whatever it speaks: binding and the accept loop, the
+//! connection slots (a global cap and a per-peer cap), the header-block cap, the digest headers
+//! on every response, CORS, bearer authentication and the typed refusals, and a guard that closes
+//! a connection whose client stops reading. The HTTP and WebSocket routes (`http`, `ws`) sit on
+//! top of this and never import each other; `server` composes them.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::IpAddr;
@@ -10,8 +14,312 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use axum::Router;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use openagents_protocol::{ErrorCode, SERVER_MAX_HEADER_BYTES};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio::time::Sleep;
+
+use crate::agent::{BoxFuture, error};
+use crate::auth::{Caller, RuntimeHttpCredential, authenticate_index};
+use crate::engine::RpcEngine;
+use crate::jsonrpc::Reply;
+
+/// The most connections served at once; more are closed on arrival.
+pub const MAX_CONNECTIONS: usize = 256;
+/// The most connections one peer address may hold at once, so one client cannot take every
+/// slot; more from that address are closed on arrival.
+pub const MAX_CONNECTIONS_PER_PEER: usize = 64;
+/// How long a response (or an event stream) may wait for a client that reads nothing before its
+/// connection is closed.
+pub const WRITE_STALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a browser may cache a CORS preflight answer.
+pub const CORS_MAX_AGE: Duration = Duration::from_secs(600);
+/// How long a client has to send a request's headers (slow senders are cut off).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most header fields a request may carry.
+pub const MAX_HEADERS: usize = 100;
+/// The response header that carries `PROTOCOL_VERSION` on every HTTP response and on the
+/// WebSocket handshake, so a client can compare versions before it reads a body.
+pub const PROTOCOL_VERSION_HEADER: &str = "openagents-protocol-version";
+/// The response header that carries `SCHEMA_DIGEST` (the digest of the exact schema this runtime
+/// was built from) on every HTTP response and on the WebSocket handshake.
+pub const SCHEMA_DIGEST_HEADER: &str = "openagents-schema-digest";
+
+/// Adds the protocol version and schema digest headers to a response.
+pub(crate) fn stamp_schema(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(PROTOCOL_VERSION_HEADER, HeaderValue::from_static(openagents_protocol::PROTOCOL_VERSION));
+    headers.insert(SCHEMA_DIGEST_HEADER, HeaderValue::from_static(openagents_protocol::SCHEMA_DIGEST));
+    response
+}
+
+/// How a network listener behaves beyond its credentials; the operator's configuration.
+#[derive(Debug, Clone, Default)]
+pub struct HttpOptions {
+    /// Browser origins (`scheme://host[:port]`) allowed to call `POST /rpc` and `GET /events`
+    /// across origins (CORS) and to open the WebSocket. A request without an `Origin` header is
+    /// not a browser's and is not checked; a page of the runtime's own origin is always allowed.
+    pub allowed_origins: Vec<String>,
+    /// Whether `GET /` serves the web page.
+    pub web: bool,
+}
+
+impl HttpOptions {
+    /// Whether a browser request from `origin` may use the runtime whose `Host` is `host`.
+    pub fn origin_allowed(&self, origin: &str, host: Option<&str>) -> bool {
+        let same = host.is_some_and(|h| origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")).is_some_and(|rest| rest.eq_ignore_ascii_case(h)));
+        same || self.allowed_origins.iter().any(|o| o.eq_ignore_ascii_case(origin))
+    }
+
+    fn cors_origin(&self, origin: Option<&HeaderValue>) -> Option<HeaderValue> {
+        let o = origin?.to_str().ok()?;
+        self.allowed_origins.iter().any(|a| a.eq_ignore_ascii_case(o)).then(|| HeaderValue::from_str(o).ok()).flatten()
+    }
+}
+
+/// Who may use a listener, and how: the engine, the credentials (and the caller each one
+/// authenticates as, built once), the operator's options. The state of every route.
+#[derive(Clone)]
+pub(crate) struct Access {
+    engine: RpcEngine,
+    options: Arc<HttpOptions>,
+    credentials: Arc<Vec<RuntimeHttpCredential>>,
+    callers: Arc<Vec<Caller>>,
+}
+
+impl Access {
+    /// Access to `engine` for `credentials`.
+    pub(crate) fn new(engine: RpcEngine, credentials: Vec<RuntimeHttpCredential>, options: HttpOptions) -> Self {
+        let callers = credentials.iter().map(|c| Caller { name: c.name.clone(), grant: c.grant.clone(), trusted: false }).collect();
+        Access { engine, options: Arc::new(options), credentials: Arc::new(credentials), callers: Arc::new(callers) }
+    }
+
+    /// The engine.
+    pub(crate) fn engine(&self) -> &RpcEngine {
+        &self.engine
+    }
+
+    /// The operator's options.
+    pub(crate) fn options(&self) -> &HttpOptions {
+        &self.options
+    }
+
+    /// The caller for the request's `Authorization` header, or the 401 to answer.
+    pub(crate) fn authorize(&self, headers: &HeaderMap) -> Result<&Caller, Response> {
+        let unauthorized = |m: &str| reject(ErrorCode::Unauthorized, StatusCode::UNAUTHORIZED, m.to_owned());
+        let Some(value) = headers.get(header::AUTHORIZATION) else {
+            return Err(unauthorized("send `Authorization: Bearer <token>`"));
+        };
+        match bearer(value).and_then(|t| authenticate_index(&self.credentials, t)) {
+            Some(i) => Ok(&self.callers[i]),
+            // The message never repeats the token.
+            None => Err(unauthorized("the bearer token is not valid")),
+        }
+    }
+
+    /// The caller for a bare token (a browser's bearer subprotocol).
+    pub(crate) fn credential(&self, token: &str) -> Option<&Caller> {
+        authenticate_index(&self.credentials, token).map(|i| &self.callers[i])
+    }
+
+    /// Counts and audits a refused authentication; the record names the peer and the path,
+    /// never the token.
+    pub(crate) fn audit_unauthorized(&self, peer: Option<&Peer>, path: &str, presented: bool) {
+        self.engine.metrics().auth_failed();
+        let peer = peer.map_or_else(|| "-".to_owned(), |p| p.0.to_string());
+        tracing::warn!(target: "openagents::audit", event = "auth_failed", %peer, path = %crate::jsonrpc::bounded(path, 256), token_presented = presented);
+    }
+}
+
+/// The token of an `Authorization` header: the scheme `Bearer` in any letter case, one or
+/// more spaces, the token.
+pub(crate) fn bearer(value: &HeaderValue) -> Option<&str> {
+    let v = value.to_str().ok()?;
+    let (scheme, token) = v.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
+}
+
+/// A JSON response with `status`.
+pub(crate) fn json_response(status: u16, body: Vec<u8>) -> Response {
+    let mut r = Response::new(Body::from(body));
+    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+/// A transport refusal: `status` with a JSON-RPC error object of `code` as its body.
+pub(crate) fn reject(code: ErrorCode, status: StatusCode, message: String) -> Response {
+    let reply = Reply::error(error(code, message));
+    let mut r = json_response(status.as_u16(), reply.to_json());
+    if status == StatusCode::UNAUTHORIZED {
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    r
+}
+
+/// One of a listener's [`MAX_CONNECTIONS`] slots (and of its peer's), carried in each request's
+/// extensions so a connection upgraded to a WebSocket keeps holding it.
+#[derive(Clone)]
+pub(crate) struct ConnectionSlot {
+    _permit: Arc<tokio::sync::OwnedSemaphorePermit>,
+    _peer: Arc<PeerSlot>,
+    _gauge: Arc<crate::metrics::ConnectionGauge>,
+}
+
+/// The address a request came from (for the audit log).
+#[derive(Clone, Copy)]
+pub(crate) struct Peer(pub IpAddr);
+
+/// A handler that answers a request without the router's per-request routing work
+/// (`POST /rpc`, the hot path).
+pub(crate) type Direct = Arc<dyn Fn(Access, Request) -> BoxFuture<'static, Response> + Send + Sync>;
+
+/// Binds `bind` (`host:port`; port 0 picks a free one). The loopback-by-default policy is the
+/// caller's: this binds whatever it is given.
+pub(crate) async fn bind(bind: &str) -> io::Result<TcpListener> {
+    TcpListener::bind(bind).await
+}
+
+/// Serves `router` on `listener` until the engine shuts down: every connection takes a slot
+/// (none left, or its peer's all taken: closed on arrival), every response carries the digest
+/// headers (and CORS headers for an allowed origin), a header block over
+/// `SERVER_MAX_HEADER_BYTES` is 431, a CORS preflight is answered before any route without a
+/// token, and `direct` answers `POST /rpc` when given.
+pub(crate) async fn accept_loop(listener: TcpListener, router: Router, access: Access, direct: Option<Direct>) {
+    let engine = access.engine.clone();
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let peers = PeerSlots::new(MAX_CONNECTIONS_PER_PEER);
+    loop {
+        let accepted = tokio::select! {
+            () = engine.wait_for_shutdown() => break,
+            a = listener.accept() => a,
+        };
+        let Ok((stream, peer)) = accepted else {
+            // Out of descriptors, say: back off instead of spinning.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
+        // Each response and event goes out when written, not held back waiting for an ACK.
+        let _ = stream.set_nodelay(true);
+        let Some(peer_slot) = peers.try_take(peer.ip()) else {
+            drop(stream);
+            continue;
+        };
+        let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
+            drop(stream);
+            continue;
+        };
+        // The slot is held by the connection, and by a WebSocket it is upgraded to.
+        let slot = ConnectionSlot { _permit: Arc::new(permit), _peer: Arc::new(peer_slot), _gauge: Arc::new(engine.metrics().connection()) };
+        let peer_ip = Peer(peer.ip());
+        let (router, access, direct, request_slot) = (router.clone(), access.clone(), direct.clone(), slot.clone());
+        let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+            let mut request = request.map(Body::new);
+            request.extensions_mut().insert(peer_ip);
+            let too_large = header_block_len(&request) > SERVER_MAX_HEADER_BYTES;
+            let origin = request.headers().get(header::ORIGIN).cloned();
+            let preflight = request.method() == axum::http::Method::OPTIONS && request.headers().contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
+            let direct = direct.clone().filter(|_| request.method() == axum::http::Method::POST && request.uri().path() == "/rpc");
+            if direct.is_none() {
+                // Only a routed request can become a WebSocket (`POST /rpc` never upgrades).
+                request.extensions_mut().insert(request_slot.clone());
+            }
+            let (router, access) = (router.clone(), access.clone());
+            async move {
+                if too_large {
+                    return Ok(stamp_schema(header_block_too_large()));
+                }
+                let cors = access.options.cors_origin(origin.as_ref());
+                if preflight {
+                    return Ok(stamp_schema(preflight_response(cors)));
+                }
+                let response = match direct {
+                    Some(direct) => direct(access, request).await,
+                    None => match tower::ServiceExt::oneshot(router, request).await {
+                        Ok(r) => r,
+                        Err(never) => match never {},
+                    },
+                };
+                Ok::<_, Infallible>(stamp_schema(with_cors(response, cors)))
+            }
+        });
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            // No `.max_headers(MAX_HEADERS)`: hyper's default limit is the same 100, and setting it
+            // explicitly makes hyper fill a 100-slot header vector on every request.
+            // The read buffer bounds a header block before it is parsed (hyper answers 431 past
+            // it); bodies stream through it, bounded by `SERVER_MAX_LINE_BYTES` in `POST /rpc`.
+            builder.timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT).max_buf_size(SERVER_MAX_HEADER_BYTES + 8192);
+            let stream = StallGuard::new(stream, WRITE_STALL_TIMEOUT);
+            let conn = builder.serve_connection(TokioIo::new(stream), service).with_upgrades();
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                () = engine.wait_for_shutdown() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(Duration::from_secs(2), conn).await;
+                }
+            }
+        });
+    }
+}
+
+/// The size of a request's header block as parsed: the request line, each field as
+/// `name: value\r\n`, and the blank line (for a client that writes them so, the bytes it sent).
+pub fn header_block_len<B>(request: &axum::http::Request<B>) -> usize {
+    let uri = request.uri();
+    let target = uri.scheme_str().map_or(0, |s| s.len() + 3) + uri.authority().map_or(0, |a| a.as_str().len()) + uri.path_and_query().map_or(0, |p| p.as_str().len());
+    let line = request.method().as_str().len() + 1 + target + " HTTP/1.1\r\n".len();
+    let fields: usize = request.headers().iter().map(|(n, v)| n.as_str().len() + 2 + v.len() + 2).sum();
+    line + fields + 2
+}
+
+/// The answer (431, `frame_too_large`) to a header block longer than `SERVER_MAX_HEADER_BYTES`.
+/// hyper's read buffer (`max_buf_size`) bounds what is held, but accepts a block somewhat past
+/// it when its end arrives in the same read; checking the parsed size makes the limit exact.
+fn header_block_too_large() -> Response {
+    reject(
+        ErrorCode::FrameTooLarge,
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        format!("the header block is larger than SERVER_MAX_HEADER_BYTES ({SERVER_MAX_HEADER_BYTES} bytes)"),
+    )
+}
+
+/// The answer to a CORS preflight: the allowed methods and headers for an allowed origin, and
+/// no CORS headers at all for any other (the browser then refuses the request).
+fn preflight_response(cors: Option<HeaderValue>) -> Response {
+    let mut r = Response::new(Body::empty());
+    *r.status_mut() = StatusCode::NO_CONTENT;
+    if let Some(origin) = cors {
+        let h = r.headers_mut();
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        h.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("POST, GET, OPTIONS"));
+        h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static("authorization, content-type, last-event-id"));
+        h.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from(CORS_MAX_AGE.as_secs()));
+    }
+    r.headers_mut().insert(header::VARY, HeaderValue::from_static("Origin"));
+    r
+}
+
+/// A response readable by the allowed origin `cors`, with the digest headers exposed.
+fn with_cors(mut response: Response, cors: Option<HeaderValue>) -> Response {
+    if let Some(origin) = cors {
+        let h = response.headers_mut();
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        h.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static("openagents-protocol-version, openagents-schema-digest"));
+        h.append(header::VARY, HeaderValue::from_static("Origin"));
+    }
+    response
+}
 
 /// How many connections each peer address holds, capped.
 #[derive(Clone)]

@@ -11,7 +11,8 @@ use tokio::task::JoinSet;
 
 use crate::agent::error;
 use crate::auth::Caller;
-use crate::engine::{EventSession, Reply, RpcEngine};
+use crate::engine::{EventSession, RpcEngine};
+use crate::jsonrpc::Reply;
 use crate::projection;
 
 /// How many outgoing lines may wait for the writer. Events beyond it make the event forwarder
@@ -137,12 +138,12 @@ impl EventSession for StdioEvents {
                     break;
                 }
                 let ev = tokio::select! {
-                    ev = sub.next() => ev,
+                    ev = sub.next_shared() => ev,
                     changed = drain.changed() => if changed.is_err() { break } else { continue },
                 };
                 let Some(ev) = ev else { break };
-                let last = projection::is_final(&ev);
-                if tx.send(projection::notification_line(&ev)).await.is_err() || last {
+                let last = projection::is_final(ev.event());
+                if tx.send(projection::notification_line_of(ev.json())).await.is_err() || last {
                     break;
                 }
             }

@@ -3,7 +3,6 @@
 //! as `frontend.v2.event` notifications after `subscribe`; the agent's approval requests arrive
 //! as `frontend.v2.approval` requests for frontends allowed to answer them.
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,9 +18,10 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::{Caller, RuntimeHttpCredential, authenticate};
+use crate::auth::Caller;
 use crate::engine::{EventSession, RpcEngine};
-use crate::http::{AppAuth, reject_unauthorized};
+use crate::jsonrpc::Reply;
+use crate::listener::{Access, ConnectionSlot, reject, stamp_schema};
 use crate::projection;
 
 /// The only WebSocket path.
@@ -34,8 +34,22 @@ pub const BEARER_PROTOCOL_PREFIX: &str = "openagents.bearer.";
 /// then is disconnected.
 pub const WS_OUTBOUND_QUEUE: usize = 256;
 /// How long a frontend's queue may stay full before it is disconnected (close code 1013), unless
-/// changed with [`crate::FrontendRequestBridge::set_stuck_timeout`].
+/// [`WsOptions::stuck_timeout`] says otherwise.
 pub const WS_STUCK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How the WebSocket treats its frontends.
+#[derive(Debug, Clone, Copy)]
+pub struct WsOptions {
+    /// How long a frontend's outbound queue (events and replies) may stay full before the
+    /// frontend is disconnected (close 1013).
+    pub stuck_timeout: Duration,
+}
+
+impl Default for WsOptions {
+    fn default() -> Self {
+        WsOptions { stuck_timeout: WS_STUCK_TIMEOUT }
+    }
+}
 /// How often the server pings.
 pub const WS_PING_INTERVAL: Duration = Duration::from_secs(20);
 /// How long a connection may stay silent (no message, no pong) before it is closed.
@@ -55,9 +69,9 @@ pub mod close {
     pub const TRY_AGAIN_LATER: u16 = 1013;
 }
 
-/// The `/frontend/v2` route, for a router whose state authenticates.
-pub fn route<S: AppAuth + Clone + Send + Sync + 'static>() -> Router<S> {
-    Router::new().route(FRONTEND_PATH, get(upgrade::<S>))
+/// The `/frontend/v2` route.
+pub(crate) fn routes(options: WsOptions) -> Router<Access> {
+    Router::new().route(FRONTEND_PATH, get(move |State(app): State<Access>, request: Request| upgrade(app, request, options)))
 }
 
 fn offered_protocols(headers: &HeaderMap) -> impl Iterator<Item = &str> {
@@ -68,7 +82,7 @@ fn bearer_from_protocols(headers: &HeaderMap) -> Option<String> {
     offered_protocols(headers).find_map(|p| p.strip_prefix(BEARER_PROTOCOL_PREFIX).map(str::to_owned))
 }
 
-async fn upgrade<S: AppAuth + Clone + Send + Sync + 'static>(State(app): State<S>, request: Request) -> Response {
+async fn upgrade(app: Access, request: Request, options: WsOptions) -> Response {
     // Authenticate before the upgrade completes: the Authorization header, or the bearer
     // subprotocol. Never a token in the URL.
     let headers = request.headers().clone();
@@ -76,22 +90,27 @@ async fn upgrade<S: AppAuth + Clone + Send + Sync + 'static>(State(app): State<S
     // not the runtime's own) is refused before anything else.
     if let Some(origin) = headers.get(axum::http::header::ORIGIN) {
         let host = headers.get(axum::http::header::HOST).and_then(|h| h.to_str().ok());
-        if !origin.to_str().is_ok_and(|o| app.origin_allowed(o, host)) {
+        if !origin.to_str().is_ok_and(|o| app.options().origin_allowed(o, host)) {
             let message = "this browser origin may not open the WebSocket: the operator lists allowed origins in `[capabilities.server] allowed_origins`";
-            return crate::http::reject_status(openagents_protocol::ErrorCode::Forbidden, StatusCode::FORBIDDEN, message);
+            return stamp_schema(reject(openagents_protocol::ErrorCode::Forbidden, StatusCode::FORBIDDEN, message.into()));
         }
     }
     // Offering only the bearer subprotocol would upgrade without selecting one, which browsers
     // reject with an opaque 1006: say what to offer instead.
     if bearer_from_protocols(&headers).is_some() && !offered_protocols(&headers).any(|p| p == SUBPROTOCOL) {
         let message = "offer the subprotocol `openagents.v2` alongside `openagents.bearer.<token>`";
-        return crate::http::reject_status(openagents_protocol::ErrorCode::InvalidRequest, StatusCode::BAD_REQUEST, message);
+        return stamp_schema(reject(openagents_protocol::ErrorCode::InvalidRequest, StatusCode::BAD_REQUEST, message.into()));
     }
     let caller = match app.authorize(&headers) {
-        Ok(c) => c,
-        Err(_) => match bearer_from_protocols(&headers).and_then(|t| app.credential(&t)) {
+        Ok(c) => c.clone(),
+        Err(_) => match bearer_from_protocols(&headers).and_then(|t| app.credential(&t).cloned()) {
             Some(c) => c,
-            None => return reject_unauthorized("send `Authorization: Bearer <token>`, or the subprotocol `openagents.bearer.<token>` beside `openagents.v2`"),
+            None => {
+                let peer = request.extensions().get::<crate::listener::Peer>().copied();
+                app.audit_unauthorized(peer.as_ref(), FRONTEND_PATH, headers.contains_key(axum::http::header::AUTHORIZATION) || bearer_from_protocols(&headers).is_some());
+                let message = "send `Authorization: Bearer <token>`, or the subprotocol `openagents.bearer.<token>` beside `openagents.v2`";
+                return reject(openagents_protocol::ErrorCode::Unauthorized, StatusCode::UNAUTHORIZED, message.into());
+            }
         },
     };
     let (mut parts, _) = request.into_parts();
@@ -101,19 +120,20 @@ async fn upgrade<S: AppAuth + Clone + Send + Sync + 'static>(State(app): State<S
     };
     let engine = app.engine().clone();
     // The socket counts against the listener's connection limit for as long as it is open.
-    let slot = parts.extensions.get::<crate::http::ConnectionSlot>().cloned();
+    let slot = parts.extensions.get::<ConnectionSlot>().cloned();
     ws.protocols([SUBPROTOCOL])
         .max_message_size(SERVER_MAX_LINE_BYTES)
         .max_frame_size(SERVER_MAX_LINE_BYTES)
         .on_upgrade(move |socket| async move {
             let _slot = slot;
-            connection(socket, engine, caller).await;
+            connection(socket, engine, caller, options).await;
         })
 }
 
 /// A connection's event stream, restarted by `subscribe`.
 struct WsEvents {
     engine: RpcEngine,
+    patience: Duration,
     tx: mpsc::Sender<Vec<u8>>,
     stuck: CancellationToken,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -123,15 +143,15 @@ impl EventSession for WsEvents {
     fn subscribe(&self, since: Option<i64>) {
         let mut sub = self.engine.subscribe(since);
         let (tx, stuck) = (self.tx.clone(), self.stuck.clone());
-        let patience = self.engine.bridge().stuck_timeout();
+        let patience = self.patience;
         let task = tokio::spawn(async move {
             // Waiting here for room never stalls the agent: the hub's broadcast is bounded, so a
             // subscription that falls behind is handed `lagged` (or, replaying, `gap`) by the hub
             // instead of losing events silently. A queue that stays full for longer than the
             // stuck timeout disconnects the frontend (close code 1013).
-            while let Some(ev) = sub.next().await {
-                let last = projection::is_final(&ev);
-                match tokio::time::timeout(patience, tx.send(projection::frontend_notification(&ev))).await {
+            while let Some(ev) = sub.next_shared().await {
+                let last = projection::is_final(ev.event());
+                match tokio::time::timeout(patience, tx.send(projection::frontend_notification_of(ev.json()))).await {
                     Ok(Ok(())) => {}
                     Ok(Err(_)) => return,
                     Err(_) => {
@@ -168,14 +188,14 @@ pub fn as_response(text: &str) -> Option<(String, Result<ApprovalReply, ()>)> {
 /// id only when it is a valid `RequestId` (at most 256 characters), as for any request. Public
 /// for the fuzz targets.
 #[allow(clippy::result_unit_err)]
-pub fn take_response(engine: &RpcEngine, conn: u64, id: String, reply: Result<ApprovalReply, ()>) -> Option<crate::engine::Reply> {
+pub fn take_response(engine: &RpcEngine, conn: u64, id: String, reply: Result<ApprovalReply, ()>) -> Option<Reply> {
     let answer = reply.unwrap_or(ApprovalReply { approved: false, answer: None });
     let e = engine.bridge().answer(conn, &id, answer).err()?;
     let id = (id.chars().count() <= 256).then_some(serde_json::Value::String(id));
-    Some(crate::engine::Reply { id, jsonrpc: true, outcome: Err(e) })
+    Some(Reply { id, jsonrpc: true, outcome: Err(e) })
 }
 
-async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller) {
+async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller, options: WsOptions) {
     let (mut sink, mut stream) = socket.split();
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(WS_OUTBOUND_QUEUE);
     let (control_tx, mut control_rx) = mpsc::channel::<Message>(4);
@@ -207,7 +227,7 @@ async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller) {
         let _ = sink.close().await;
     });
     let stuck = CancellationToken::new();
-    let session = Arc::new(WsEvents { engine: engine.clone(), tx: tx.clone(), stuck: stuck.clone(), task: Mutex::new(None) });
+    let session = Arc::new(WsEvents { engine: engine.clone(), patience: options.stuck_timeout, tx: tx.clone(), stuck: stuck.clone(), task: Mutex::new(None) });
     let conn = engine.bridge().attach_caller(&caller, tx.clone());
     let mut ping = tokio::time::interval(WS_PING_INTERVAL);
     ping.tick().await;
@@ -215,7 +235,7 @@ async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller) {
     // At most SERVER_MAX_IN_FLIGHT requests run at once; past it the socket is not read until
     // one ends (backpressure), so a client that floods without reading holds bounded work.
     let in_flight = Arc::new(Semaphore::new(SERVER_MAX_IN_FLIGHT));
-    let patience = engine.bridge().stuck_timeout();
+    let patience = options.stuck_timeout;
     let mut permit: Option<tokio::sync::OwnedSemaphorePermit> = None;
     let close = loop {
         if permit.is_none() {
@@ -235,7 +255,7 @@ async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller) {
                 let events = session.task.lock().unwrap_or_else(|p| p.into_inner()).take();
                 if let Some(task) = events {
                     let abort = task.abort_handle();
-                    if tokio::time::timeout(engine.bridge().stuck_timeout(), task).await.is_err() {
+                    if tokio::time::timeout(patience, task).await.is_err() {
                         abort.abort();
                     }
                 }
@@ -301,41 +321,4 @@ async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller) {
         // The peer does not read: drop the socket (a detached writer would hold it forever).
         abort.abort();
     }
-}
-
-/// Lifetime handle for an authenticated frontend WebSocket listener on its own port. Dropping
-/// the handle detaches the listener without closing the runtime.
-pub struct FrontendWebSocketServer {
-    addr: SocketAddr,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl FrontendWebSocketServer {
-    /// The bound address.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-}
-
-impl Drop for FrontendWebSocketServer {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// Serves only `/frontend/v2` on `bind` (anything else: 404), with `credentials`, until the
-/// engine shuts down or the returned handle is dropped. When HTTP is on too, use
-/// [`crate::run_http_authorized`]: it serves `/frontend/v2` on the same port.
-///
-/// # Errors
-///
-/// When the address cannot be bound or no credential is given.
-pub async fn run_frontend_websocket(engine: RpcEngine, bind: &str, credentials: Vec<RuntimeHttpCredential>) -> std::io::Result<FrontendWebSocketServer> {
-    let (addr, task) = crate::http::serve(engine, bind, credentials, false).await?;
-    Ok(FrontendWebSocketServer { addr, task })
-}
-
-/// Looks a token up among credentials (for the subprotocol path).
-pub(crate) fn find(credentials: &[RuntimeHttpCredential], token: &str) -> Option<Caller> {
-    authenticate(credentials, token).map(|c| Caller { name: c.name.clone(), grant: c.grant.clone(), trusted: false })
 }

@@ -508,8 +508,11 @@ async fn a_slow_frontend_lags_or_is_disconnected_and_nobody_waits_for_it() {
     // before the server gives up on it)
     for (patience, reads_in_time) in [(Duration::from_secs(30), true), (Duration::from_millis(500), false)] {
         let engine = script_engine(STEP);
-        engine.bridge().set_stuck_timeout(patience);
-        let addr = http_runtime(&engine).await;
+        let server = openagents_server::Server::builder(engine.clone())
+            .credentials(credentials())
+            .http(openagents_server::HttpOptions::default())
+            .websocket(openagents_server::WsOptions { stuck_timeout: patience });
+        let addr = server.start().await.expect("the listener binds").addr();
         // A tiny receive buffer: a client that stops reading pushes back at once.
         let slow = try_connect_with(addr, request(addr, "/frontend/v2", Auth::Header(WATCHER)), Some(4096)).await;
         let mut slow = slow.unwrap_or_else(|e| panic!("refused: {e:?}")).ws;
