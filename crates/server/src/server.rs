@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::http::StatusCode;
+use openagents_protocol::ErrorCode;
 
 use crate::auth::{Grant, RuntimeHttpCredential};
 use crate::engine::RpcEngine;
@@ -117,7 +118,14 @@ impl ServerBuilder {
         if serves_http {
             router = router.merge(crate::http::routes());
         }
-        let router = router.fallback(move || async move { (StatusCode::NOT_FOUND, not_found) }).with_state(access.clone());
+        // A known path with another verb is a transport refusal like the others: 405, with the
+        // verbs it takes and a JSON-RPC error object as its body.
+        let router = router
+            .method_not_allowed_fallback(|| async {
+                listener::reject(ErrorCode::InvalidRequest, StatusCode::METHOD_NOT_ALLOWED, "this path does not take that HTTP method: POST /rpc; GET /events, /metrics, /healthz, /readyz, /frontend/v2".into())
+            })
+            .fallback(move || async move { (StatusCode::NOT_FOUND, not_found) })
+            .with_state(access.clone());
         let direct = serves_http.then(crate::http::direct);
         let task = tokio::spawn(listener::accept_loop(tcp, router, access, direct));
         Ok(ServerHandle { addr, engine: self.engine, task: Some(task) })
