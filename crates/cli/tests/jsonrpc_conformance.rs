@@ -1206,3 +1206,117 @@ fn http_405_is_a_json_rpc_error_object() {
         );
     }
 }
+
+/// stdio keeps the seed's `{"event": …}` lines between replies (issue 14, point 7).
+#[test]
+fn stdio_keeps_its_event_lines_beside_json_rpc_replies() {
+    let mut server = StdioServer::start("stdio-events");
+    server.stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":\"turn\",\"method\":\"submit\",\"params\":{\"task\":\"hello events\"}}\n").expect("write");
+    server.stdin.flush().expect("flush");
+    let deadline = std::time::Instant::now() + BOUND;
+    let mut kinds = Vec::new();
+    let reply = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let line = server
+            .lines
+            .recv_timeout(left)
+            .expect("the turn's reply within the bound");
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("a line that is not JSON ({e}): {line}"));
+        if v.get("event").is_some() {
+            let keys: Vec<&String> = v.as_object().expect("an object").keys().collect();
+            assert_eq!(
+                keys,
+                ["event"],
+                "an event line is {{\"event\": …}} only: {line}"
+            );
+            assert!(v["event"]["seq"].is_u64(), "{line}");
+            kinds.push(
+                v["event"]["event"]["type"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            );
+            continue;
+        }
+        break v;
+    };
+    assert_eq!(reply["jsonrpc"], "2.0");
+    assert_eq!(reply["id"], "turn");
+    assert_eq!(reply["result"]["result"], "hello events", "{reply}");
+    assert!(
+        kinds.first().is_some_and(|k| k == "turn_started"),
+        "{kinds:?}"
+    );
+    // The terminal event may follow the reply; ask again to see it arrive.
+    let rest = server.exchange(
+        "after the turn",
+        r#"{"jsonrpc":"2.0","method":"release","id":"after"}"#,
+        true,
+    );
+    assert_eq!(rest.map(|r| r["id"].clone()), Some(json!("after")));
+}
+
+/// Over the WebSocket, events are JSON-RPC 2.0 notifications: `jsonrpc`, `method`, `params`
+/// and no `id`, so a strict client does not take them for replies.
+#[test]
+fn websocket_events_are_json_rpc_notifications() {
+    let server = HttpServer::start("ws-events");
+    let mut client = WsClient::connect(&server);
+    let subscribed = client
+        .exchange(
+            "subscribe",
+            r#"{"jsonrpc":"2.0","method":"subscribe","id":"sub"}"#,
+            true,
+        )
+        .expect("a reply");
+    assert_eq!(subscribed["id"], "sub");
+    assert!(subscribed["result"]["last_seq"].is_u64(), "{subscribed}");
+    let (rt, ws) = (&client.rt, &mut client.ws);
+    rt.block_on(async {
+        ws.send(Message::text(
+            r#"{"jsonrpc":"2.0","method":"submit","params":{"task":"hi"},"id":"turn"}"#,
+        ))
+        .await
+        .expect("send")
+    });
+    let deadline = tokio::time::Instant::now() + BOUND;
+    let (mut notifications, mut replied) = (Vec::new(), false);
+    while !(replied
+        && notifications
+            .iter()
+            .any(|n: &Value| n["params"]["event"]["type"] == "turn_completed"))
+    {
+        let message = rt
+            .block_on(async { tokio::time::timeout_at(deadline, ws.next()).await })
+            .expect("the turn's messages within the bound");
+        let Some(Ok(Message::Text(text))) = message else {
+            continue;
+        };
+        let v: Value = serde_json::from_str(text.as_str()).expect("JSON");
+        if v.get("method").is_some() {
+            let mut keys: Vec<&str> = v
+                .as_object()
+                .expect("an object")
+                .keys()
+                .map(String::as_str)
+                .collect();
+            keys.sort_unstable();
+            assert_eq!(
+                keys,
+                ["jsonrpc", "method", "params"],
+                "a notification has no id: {v}"
+            );
+            assert_eq!(v["jsonrpc"], "2.0");
+            assert_eq!(v["method"], "frontend.v2.event", "{v}");
+            notifications.push(v);
+        } else {
+            assert_eq!(
+                (&v["jsonrpc"], &v["id"], &v["result"]["result"]),
+                (&json!("2.0"), &json!("turn"), &json!("hi")),
+                "{v}"
+            );
+            replied = true;
+        }
+    }
+}
