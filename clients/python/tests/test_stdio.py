@@ -22,6 +22,7 @@ from openagents import (
     UnknownMethodError,
 )
 from openagents.models import (
+    RuntimeEventGap,
     RuntimeEventShuttingDown,
     RuntimeEventText,
     RuntimeEventTurnCompleted,
@@ -257,6 +258,26 @@ def test_events_from_a_sequence_number_over_stdio() -> None:
     asyncio.run(main())
 
 
+def test_a_resume_point_ahead_of_the_runtime_gets_a_gap_then_every_event_held_over_stdio() -> None:
+    # A client of an earlier run of a restarted runtime resumes from a point this one never
+    # reached: the runtime says so with a `gap`, then replays from its oldest event.
+    async def main() -> list[ServerEvent]:
+        async with AsyncClient.stdio("echo") as client:
+            assert (await client.submit("a b c")).result == "a b c"
+            async with client.events(since=100) as events:
+                seen = []
+                async for ev in events:
+                    seen.append(ev)
+                    if isinstance(ev.event, TERMINAL):
+                        break
+                return seen
+
+    seen = asyncio.run(asyncio.wait_for(main(), 30))
+    gap = seen[0].event
+    assert isinstance(gap, RuntimeEventGap) and (gap.since, gap.resumed_at) == (100, 0), seen[0]
+    assert [ev.seq for ev in seen[1:]] == [1, 2, 3, 4, 5]
+
+
 def test_closing_during_a_turn_stops_the_server_and_its_runner() -> None:
     async def main() -> None:
         transport = StdioTransport("py-slow", close_timeout=0.5)
@@ -336,18 +357,16 @@ def test_a_gap_notice_moves_the_resume_point() -> None:
     async def main() -> list[tuple[int, str]]:
         sub = _Subscriber(cast(StdioTransport, _FeedOnly()), 2)
         await sub.open()
-        # The old subscription's 9, then the replay: 3..6 are no longer held, it resumes at 7.
+        # The old subscription's 9, then the runtime's answer to `since` 2: 3..6 are no longer
+        # held (`resumed_at` is the last one lost, as the runtime sends it), the replay goes on
+        # from 7. The stream stays open: nothing waits for a lost event.
         sub._push(_text(9))
-        sub._push(ServerEvent.from_wire({"seq": 9, "event": {"type": "gap", "since": 2, "resumed_at": 7}}))
+        sub._push(ServerEvent.from_wire({"seq": 6, "event": {"type": "gap", "since": 2, "resumed_at": 6}}))
         for seq in (7, 8, 9, 10):
             sub._push(_text(seq))
-        sub._end()
-        seen = []
-        while (ev := await sub.next()) is not None:
-            seen.append((ev.seq, ev.event.type))
-        return seen
+        return [(ev.seq, ev.event.type) for ev in [await asyncio.wait_for(sub.next(), 5) for _ in range(5)]]
 
-    assert asyncio.run(main()) == [(9, "gap"), (7, "text"), (8, "text"), (9, "text"), (10, "text")]
+    assert asyncio.run(main()) == [(6, "gap"), (7, "text"), (8, "text"), (9, "text"), (10, "text")]
 
 
 def test_a_lagged_notice_releases_held_events() -> None:

@@ -23,6 +23,7 @@ from openagents.models import (
     ApprovalPrompt,
     ApprovalReply,
     RuntimeEventApprovalResolved,
+    RuntimeEventGap,
     RuntimeEventShuttingDown,
     RuntimeEventText,
     RuntimeEventTurnCompleted,
@@ -110,6 +111,28 @@ def test_events_replay_from_a_sequence_number_over_the_websocket(http_server: Ht
                 assert (await result).result == "three"
 
     asyncio.run(main())
+
+
+def test_a_resume_point_ahead_of_the_runtime_gets_a_gap_then_every_event_held_over_the_websocket(
+    http_server: HttpServer,
+) -> None:
+    # A client of an earlier run of a restarted runtime resumes from a point this one never
+    # reached: the runtime says so with a `gap`, then replays from its oldest event.
+    async def main() -> list[ServerEvent]:
+        async with AsyncClient.websocket(http_server.url, token_file=http_server.token_file) as client:
+            assert (await client.submit("one two")).result == "one two"
+            async with client.events(since=100) as events:
+                seen = []
+                async for ev in events:
+                    seen.append(ev)
+                    if isinstance(ev.event, TERMINAL):
+                        break
+                return seen
+
+    seen = asyncio.run(asyncio.wait_for(main(), 30))
+    gap = seen[0].event
+    assert isinstance(gap, RuntimeEventGap) and (gap.since, gap.resumed_at) == (100, 0), seen[0]
+    assert [ev.seq for ev in seen[1:]] == [1, 2, 3, 4]
 
 
 def sync_approve(prompt: ApprovalPrompt) -> bool:

@@ -31,6 +31,7 @@ __all__ = [
     "encode_request",
     "is_notice",
     "local_error",
+    "resume_after_gap",
     "schema_from_headers",
 ]
 
@@ -141,6 +142,17 @@ def is_notice(event: ServerEvent) -> bool:
     """Whether an event is a subscriber-local notice (`lagged`, `gap`), which does not advance the
     sequence."""
     return isinstance(event.event, (RuntimeEventLagged, RuntimeEventGap))
+
+
+def resume_after_gap(last: int | None, gap: RuntimeEventGap) -> int:
+    """The newest sequence number a subscriber at `last` has after a `gap` notice: `resumed_at`
+    (the replay resumes right after it). When the gap answers this subscriber's own resume point
+    (`since` is where it stands) that holds even below `last`: a resume point ahead of the newest
+    event (a runtime restarted since) is replayed from the oldest event held, and those events
+    are new to it. A gap another subscriber's resume caused never moves this one back."""
+    if last is None or gap.since == last:
+        return gap.resumed_at
+    return max(last, gap.resumed_at)
 
 
 def schema_from_headers(headers: Mapping[str, str], where: str) -> RuntimeSchema | None:

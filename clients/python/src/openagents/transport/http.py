@@ -15,9 +15,18 @@ import httpx
 from pydantic import JsonValue, ValidationError
 
 from .._generated.constants import SERVER_MAX_LINE_BYTES
-from .._generated.models import RuntimeEventShuttingDown, ServerEvent
+from .._generated.models import RuntimeEventGap, RuntimeEventShuttingDown, ServerEvent
 from ..errors import ProtocolError, TransportError
-from .base import EventSource, Transport, _Omit, decode_response, encode_request, is_notice, schema_from_headers
+from .base import (
+    EventSource,
+    Transport,
+    _Omit,
+    decode_response,
+    encode_request,
+    is_notice,
+    resume_after_gap,
+    schema_from_headers,
+)
 
 __all__ = ["HttpTransport", "Reconnect"]
 
@@ -156,7 +165,9 @@ class _Sse(EventSource):
                 self._failures += 1
                 continue
             self._failures = 0
-            if not is_notice(event):
+            if isinstance(event.event, RuntimeEventGap):
+                self._last = resume_after_gap(self._last, event.event)
+            elif not is_notice(event):
                 if self._last is not None and event.seq <= self._last:
                     continue  # already delivered before the connection dropped
                 self._last = event.seq

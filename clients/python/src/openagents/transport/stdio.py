@@ -18,7 +18,7 @@ from pydantic import JsonValue, ValidationError
 from .._generated.constants import SERVER_EVENT_CHANNEL_CAPACITY, SERVER_MAX_LINE_BYTES
 from .._generated.models import RuntimeEventGap, RuntimeEventLagged, RuntimeEventShuttingDown, ServerEvent
 from ..errors import ProtocolError, TransportError
-from .base import EventSource, Transport, _Omit, decode_response, encode_request, is_notice
+from .base import EventSource, Transport, _Omit, decode_response, encode_request, is_notice, resume_after_gap
 
 __all__ = ["STDERR_TAIL_BYTES", "StdioTransport", "find_binary"]
 
@@ -96,8 +96,8 @@ class _Subscriber(EventSource):
             if self._queue:
                 event = self._queue.popleft()
                 if isinstance(event.event, RuntimeEventGap):
-                    # The replay resumes at `resumed_at`: wait for that one, not the lost ones.
-                    self._last = max(self._last, event.event.resumed_at - 1)
+                    # The replay resumes after `resumed_at`: wait for that one, not the lost ones.
+                    self._last = resume_after_gap(self._last, event.event)
                     for seq in [s for s in self._held if s <= self._last]:
                         del self._held[seq]
                 elif is_notice(event):

@@ -27,12 +27,23 @@ from .._generated.models import (
     ApprovalPrompt,
     ApprovalReply,
     FrontendApprovalRequest,
+    RuntimeEventGap,
     RuntimeEventLagged,
     RuntimeEventShuttingDown,
     ServerEvent,
 )
 from ..errors import ProtocolError, TransportError, WebSocketClosed
-from .base import OMIT, EventSource, Transport, _Omit, decode_response, encode_request, is_notice, schema_from_headers
+from .base import (
+    OMIT,
+    EventSource,
+    Transport,
+    _Omit,
+    decode_response,
+    encode_request,
+    is_notice,
+    resume_after_gap,
+    schema_from_headers,
+)
 from .http import _error_from_body, _read_token
 
 __all__ = ["FRONTEND_PATH", "SUBPROTOCOL", "ApprovalCallback", "WebSocketTransport", "websocket_url"]
@@ -109,7 +120,9 @@ class _Subscriber(EventSource):
                 return ServerEvent(seq=max(self._last, 0), event=lagged)
             if self._queue:
                 event = self._queue.popleft()
-                if not is_notice(event):
+                if isinstance(event.event, RuntimeEventGap):
+                    self._last = resume_after_gap(self._last, event.event)
+                elif not is_notice(event):
                     if event.seq <= self._last:
                         continue  # replayed for another subscriber's `since`: already delivered
                     self._last = event.seq
