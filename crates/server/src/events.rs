@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use openagents_protocol::{RuntimeEvent, SERVER_EVENT_CHANNEL_CAPACITY, ServerEvent};
 use tokio::sync::broadcast;
@@ -16,7 +16,32 @@ fn now_ms() -> i64 {
 
 struct Log {
     next_seq: i64,
-    replay: VecDeque<ServerEvent>,
+    replay: VecDeque<SharedEvent>,
+}
+
+/// A published event and its JSON, encoded once (by the first subscriber that asks) and
+/// shared by every subscriber: fan-out to N costs one encoding, not N.
+#[derive(Debug)]
+pub struct Published {
+    event: ServerEvent,
+    json: OnceLock<Vec<u8>>,
+}
+
+/// A published event as every subscriber holds it.
+pub type SharedEvent = Arc<Published>;
+
+impl Published {
+    fn shared(event: ServerEvent) -> SharedEvent {
+        Arc::new(Published { event, json: OnceLock::new() })
+    }
+    /// The event.
+    pub fn event(&self) -> &ServerEvent {
+        &self.event
+    }
+    /// The event as JSON ([`crate::projection::event_json`]), the same bytes for everyone.
+    pub fn json(&self) -> &[u8] {
+        self.json.get_or_init(|| crate::projection::event_json(&self.event))
+    }
 }
 
 /// What the hub counts for `GET /metrics`.
@@ -38,7 +63,7 @@ pub struct HubCounters {
 #[derive(Clone)]
 pub struct EventHub {
     log: Arc<Mutex<Log>>,
-    tx: broadcast::Sender<ServerEvent>,
+    tx: broadcast::Sender<SharedEvent>,
     subscribers: Arc<AtomicUsize>,
     capacity: usize,
     counters: Arc<HubCounters>,
@@ -70,9 +95,10 @@ impl EventHub {
         if log.replay.len() == self.capacity {
             log.replay.pop_front();
         }
-        log.replay.push_back(ev.clone());
+        let shared = Published::shared(ev.clone());
+        log.replay.push_back(Arc::clone(&shared));
         // No receiver is fine: nobody is listening.
-        let _ = self.tx.send(ev.clone());
+        let _ = self.tx.send(shared);
         ev
     }
 
@@ -100,12 +126,12 @@ impl EventHub {
         let mut backlog = VecDeque::new();
         let mut cursor = last;
         if let Some(since) = since {
-            let oldest = log.replay.front().map_or(last + 1, |e| e.seq);
+            let oldest = log.replay.front().map_or(last + 1, |e| e.event.seq);
             if since > last {
                 // A resume point this runtime never reached (a client of an earlier run of a
                 // restarted server): say so, and replay from the oldest event held.
                 let resumed_at = oldest - 1;
-                backlog.push_back(ServerEvent { seq: resumed_at.max(0), time_ms: Some(now_ms()), event: RuntimeEvent::Gap { since, resumed_at: resumed_at.max(0) } });
+                backlog.push_back(Published::shared(ServerEvent { seq: resumed_at.max(0), time_ms: Some(now_ms()), event: RuntimeEvent::Gap { since, resumed_at: resumed_at.max(0) } }));
                 self.counters.gaps.fetch_add(1, Ordering::Relaxed);
                 backlog.extend(log.replay.iter().cloned());
                 drop(log);
@@ -114,10 +140,10 @@ impl EventHub {
             }
             let since = since.max(0);
             if since + 1 < oldest {
-                backlog.push_back(ServerEvent { seq: oldest - 1, time_ms: Some(now_ms()), event: RuntimeEvent::Gap { since, resumed_at: oldest - 1 } });
+                backlog.push_back(Published::shared(ServerEvent { seq: oldest - 1, time_ms: Some(now_ms()), event: RuntimeEvent::Gap { since, resumed_at: oldest - 1 } }));
                 self.counters.gaps.fetch_add(1, Ordering::Relaxed);
             }
-            backlog.extend(log.replay.iter().filter(|e| e.seq > since).cloned());
+            backlog.extend(log.replay.iter().filter(|e| e.event.seq > since).cloned());
             cursor = since;
         }
         drop(log);
@@ -128,8 +154,8 @@ impl EventHub {
 
 /// One subscriber's view of the stream.
 pub struct Subscription {
-    backlog: VecDeque<ServerEvent>,
-    rx: broadcast::Receiver<ServerEvent>,
+    backlog: VecDeque<SharedEvent>,
+    rx: broadcast::Receiver<SharedEvent>,
     /// The newest sequence number given out (or skipped over by the starting point).
     seen: i64,
     count: Arc<AtomicUsize>,
@@ -140,17 +166,23 @@ impl Subscription {
     /// The next event; `None` when the hub is gone. Each event arrives once, in order; missed
     /// events are announced by a `lagged` (or `gap`) event instead of silently.
     pub async fn next(&mut self) -> Option<ServerEvent> {
+        self.next_shared().await.map(|ev| ev.event.clone())
+    }
+
+    /// [`Subscription::next`], as the event shared with every other subscriber, with its JSON
+    /// encoded once for all of them.
+    pub async fn next_shared(&mut self) -> Option<SharedEvent> {
         if let Some(ev) = self.backlog.pop_front() {
-            if !matches!(ev.event, RuntimeEvent::Gap { .. }) {
-                self.seen = self.seen.max(ev.seq);
+            if !matches!(ev.event.event, RuntimeEvent::Gap { .. }) {
+                self.seen = self.seen.max(ev.event.seq);
             }
             return Some(ev);
         }
         loop {
             match self.rx.recv().await {
-                Ok(ev) if ev.seq <= self.seen => continue,
+                Ok(ev) if ev.event.seq <= self.seen => continue,
                 Ok(ev) => {
-                    self.seen = ev.seq;
+                    self.seen = ev.event.seq;
                     return Some(ev);
                 }
                 Err(broadcast::error::RecvError::Lagged(missed)) => {
@@ -159,7 +191,7 @@ impl Subscription {
                     // The missed events are behind this subscriber now: the next event is
                     // `seq + missed + 1`, and a second notice before it counts from there.
                     self.seen += missed as i64;
-                    return Some(notice);
+                    return Some(Published::shared(notice));
                 }
                 Err(broadcast::error::RecvError::Closed) => return None,
             }
@@ -201,5 +233,28 @@ fn audit(event: &RuntimeEvent, counters: &HubCounters) {
             tracing::info!(target: "openagents::audit", event = "turn_failed", code = error.code.as_str(), message = %error.message.escape_debug());
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use openagents_protocol::rt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn every_subscriber_writes_the_same_encoding_of_an_event() {
+        let hub = EventHub::with_capacity(8);
+        let (mut a, mut b) = (hub.subscribe(None), hub.subscribe(None));
+        let published = hub.publish(RuntimeEvent::Text { text: "héllo \"x\"\n".into() });
+        let (ea, eb) = (a.next_shared().await.expect("an event"), b.next_shared().await.expect("an event"));
+        // One encoding, shared: the same bytes at the same address for both subscribers.
+        assert!(std::ptr::eq(ea.json(), eb.json()), "each subscriber encoded the event again");
+        let decoded = rt::parse_validated::<ServerEvent>(ea.json()).expect("the shared bytes decode as a ServerEvent");
+        assert_eq!(decoded, published);
+        // A subscriber resuming from the replay buffer gets the same shared encoding too.
+        let mut c = hub.subscribe(Some(0));
+        let ec = c.next_shared().await.expect("the replayed event");
+        assert!(std::ptr::eq(ec.json(), ea.json()), "the replayed event was encoded again");
     }
 }

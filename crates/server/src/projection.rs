@@ -25,9 +25,19 @@ pub fn event_json(ev: &ServerEvent) -> Vec<u8> {
 
 /// A stdio notification line: `{"event": …}`.
 pub fn notification_line(ev: &ServerEvent) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64);
-    out.extend_from_slice(br#"{"event":"#);
-    out.extend_from_slice(&event_json(ev));
+    notification_line_of(&event_json(ev))
+}
+
+/// [`notification_line`] around an event already encoded by [`event_json`].
+pub fn notification_line_of(json: &[u8]) -> Vec<u8> {
+    wrap(br#"{"event":"#, json)
+}
+
+fn wrap(prefix: &[u8], json: &[u8]) -> Vec<u8> {
+    // Room for the closing brace and the newline a line writer adds.
+    let mut out = Vec::with_capacity(prefix.len() + json.len() + 2);
+    out.extend_from_slice(prefix);
+    out.extend_from_slice(json);
     out.push(b'}');
     out
 }
@@ -39,9 +49,10 @@ pub fn is_final(ev: &ServerEvent) -> bool {
 
 /// A WebSocket notification: `{"jsonrpc":"2.0","method":"frontend.v2.event","params":…}`.
 pub fn frontend_notification(ev: &ServerEvent) -> Vec<u8> {
-    let mut out = Vec::with_capacity(96);
-    out.extend_from_slice(br#"{"jsonrpc":"2.0","method":"frontend.v2.event","params":"#);
-    out.extend_from_slice(&event_json(ev));
-    out.push(b'}');
-    out
+    frontend_notification_of(&event_json(ev))
+}
+
+/// [`frontend_notification`] around an event already encoded by [`event_json`].
+pub fn frontend_notification_of(json: &[u8]) -> Vec<u8> {
+    wrap(br#"{"jsonrpc":"2.0","method":"frontend.v2.event","params":"#, json)
 }
