@@ -59,8 +59,12 @@ export class LocalSubscription implements EventSubscription {
     if (isObject(ev) && typeof ev.seq === "number" && isObject(ev.event)) {
       const kind = ev.event.type;
       if (kind === "gap" && typeof ev.event.resumed_at === "number") {
-        // The runtime no longer holds the events up to `resumed_at`: carry on from there.
-        this.lastSeq = Math.max(this.lastSeq, ev.event.resumed_at);
+        // The runtime no longer holds the events up to `resumed_at`: carry on from there. When
+        // the gap answers this subscriber's own resume point, also back from it: a point ahead
+        // of the runtime's newest event (it restarted since) is replayed from the oldest event
+        // held, and those events are new here. Another subscriber's gap never moves this one back.
+        const resumedAt = ev.event.resumed_at;
+        this.lastSeq = ev.event.since === this.lastSeq ? resumedAt : Math.max(this.lastSeq, resumedAt);
         this.synced = true;
       } else if (kind !== "lagged") {
         if (ev.seq <= this.lastSeq) return; // Replayed after a restart: seen already.

@@ -1,5 +1,6 @@
 /** Shared test helpers: paths, a temporary operator setup, and a real `openagents serve --http`. */
 
+import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
@@ -8,7 +9,8 @@ import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
-import type { OpenAgentsClient } from "@openagents/client";
+import { isKnownRuntimeEvent } from "@openagents/client";
+import type { OpenAgentsClient, ServerEvent } from "@openagents/client";
 
 /** `clients/typescript/` (tests run from `build/test/`). */
 export const PKG = resolve(fileURLToPath(new URL("../../", import.meta.url)));
@@ -119,4 +121,30 @@ export async function waitIdle(client: OpenAgentsClient): Promise<void> {
     await sleep(25);
   }
   throw new Error("the runtime did not become idle");
+}
+
+/**
+ * Subscribes from a resume point `ahead` past the runtime's newest event (as a client of an
+ * earlier run of a restarted runtime would) and reads until that newest event, for at most
+ * 10 s. Checks what the runtime documents: a `gap` first (`since` the asked point, `resumed_at`
+ * the oldest event held - 1), then every event it holds, in order, once.
+ */
+export async function checkResumeAhead(client: OpenAgentsClient, ahead = 100): Promise<void> {
+  await waitIdle(client);
+  const last = (await client.status()).last_seq;
+  assert.ok(last > 0, "the runtime has events to replay");
+  const since = last + ahead;
+  const seen: ServerEvent[] = [];
+  const stream = client.events({ since, signal: AbortSignal.timeout(10_000) });
+  await stream.ready;
+  for await (const ev of stream) {
+    seen.push(ev);
+    if (ev.seq >= last && ev.event.type !== "gap") break;
+  }
+  const gap = seen[0]?.event;
+  assert.ok(gap !== undefined && isKnownRuntimeEvent(gap) && gap.type === "gap", `a gap first: ${JSON.stringify(seen[0])}`);
+  assert.equal(gap.since, since);
+  assert.ok(gap.resumed_at >= 0 && gap.resumed_at < last, `resumed_at ${gap.resumed_at}`);
+  const expected = Array.from({ length: last - gap.resumed_at }, (_, i) => gap.resumed_at + 1 + i);
+  assert.deepEqual(seen.slice(1).map((e) => e.seq), expected, "every event held, in order, once");
 }

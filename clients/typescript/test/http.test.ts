@@ -24,7 +24,7 @@ import {
 } from "@openagents/client";
 import type { ServerEvent } from "@openagents/client";
 
-import { Setup, startHttp, waitIdle } from "./helpers.js";
+import { checkResumeAhead, Setup, startHttp, waitIdle } from "./helpers.js";
 import type { HttpServer } from "./helpers.js";
 
 const setup = new Setup("http");
@@ -210,6 +210,10 @@ test("events since a point replay what the runtime holds", async () => {
     if (ev.seq >= last) break;
   }
   assert.deepEqual(seqs, [last - 2, last - 1, last].filter((s) => s > 0));
+});
+
+test("a resume point ahead of the runtime gets a gap, then every event it holds", async () => {
+  await checkResumeAhead(client);
 });
 
 test("unknown event kinds and result fields are kept; malformed answers are protocol errors", async () => {

@@ -10,7 +10,7 @@ import { InterruptedError, RunnerNotFoundError, TransportError } from "@openagen
 import type { ServerEvent } from "@openagents/client";
 import { connectStdio, StdioTransport } from "@openagents/client/node";
 
-import { BIN, Setup } from "./helpers.js";
+import { BIN, checkResumeAhead, Setup } from "./helpers.js";
 
 const setup = new Setup("stdio");
 after(() => setup.cleanup());
@@ -70,6 +70,16 @@ test("events since a point are replayed through the subscribe method", async () 
       if (ev.event.type === "turn_completed") break;
     }
     assert.deepEqual(seqs, [1, 2, 3, 4]);
+  } finally {
+    await client.close();
+  }
+});
+
+test("a resume point ahead of the runtime gets a gap, then every event it holds, over stdio", async () => {
+  const client = connectStdio({ runner: "echo-ts", bin: BIN, env: setup.env, cwd: setup.dir });
+  try {
+    await client.submit({ task: "one two" });
+    await checkResumeAhead(client);
   } finally {
     await client.close();
   }

@@ -26,7 +26,7 @@ import {
 import type { ApprovalHandler, ApprovalPrompt, ServerEvent, WebSocketConstructor } from "@openagents/client";
 import { connectWebSocket } from "@openagents/client/node";
 
-import { BIN, Setup, startHttp, waitIdle } from "./helpers.js";
+import { BIN, checkResumeAhead, Setup, startHttp, waitIdle } from "./helpers.js";
 import type { HttpServer } from "./helpers.js";
 
 const setup = new Setup("ws");
@@ -115,6 +115,10 @@ async function withOwnRuntime(run: (url: string, token: string) => Promise<void>
     await own.stop();
   }
 }
+
+test("a resume point ahead of the runtime gets a gap, then every event it holds, over the WebSocket", async () => {
+  await checkResumeAhead(client);
+});
 
 test("an approval request is answered by onApproval (sync or async)", async () => {
   const prompts: ApprovalPrompt[] = [];
