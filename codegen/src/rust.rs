@@ -588,6 +588,7 @@ impl Emitter<'_> {
             let props = self.props_check(&v.fields, &v.additional, Some(tag));
             check_arms.push(quote!(#tv => { #props }));
         }
+        let wire_decode = self.union_decode(t, u);
         let (skip, ua) = (self.sx.skip(), self.sx.union_attrs(u));
         let (unknown_variant, unknown_ser, unknown_de, unknown_validate, unknown_tag) = if u.extensible {
             let msg = format!("unknown kind; this version knows {}", tags.iter().map(|t| format!("`{t}`")).collect::<Vec<_>>().join(", "));
@@ -640,12 +641,7 @@ impl Emitter<'_> {
                 }
             }
 
-            impl #rt::Wire for #id {
-                fn decode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                    let map = #rt::buffer_object(d)?;
-                    Self::from_object(map).map_err(serde::de::Error::custom)
-                }
-            }
+            #wire_decode
 
             impl<'de> serde::Deserialize<'de> for #id {
                 fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> { <Self as #rt::Wire>::decode(d) }
@@ -670,6 +666,176 @@ impl Emitter<'_> {
                         Some(other) => { let __p = path.key(#tag); #rt::type_violation(out, &__p, "string", other); }
                         None => #rt::report(out, path, "required", #missing_tag.to_owned()),
                     }
+                }
+            }
+        }
+    }
+
+    /// The `Wire` decoder of a tagged union, reading the object in one pass.
+    ///
+    /// Members before the tag that every variant declares with the same type (`jsonrpc` and `id`
+    /// of a request) decode straight away; other members before the tag are kept as values
+    /// until the tag names the variant (our writers put the tag first, so this is rare); members
+    /// after the tag decode straight into the variant's fields. It accepts and refuses exactly
+    /// what decoding the buffered object did: a key given twice at any depth is refused, as is an
+    /// undeclared member of a closed variant. An error found at the union's own level (an unknown
+    /// tag, an undeclared member) is reported only once the rest of the object has been read,
+    /// so bad syntax further on still wins, as it did when the object was buffered first.
+    fn union_decode(&self, t: &NamedType, u: &UnionDef) -> TokenStream {
+        let rt = &self.rt;
+        let id = type_ident(&t.name);
+        let tag = &u.tag;
+        let tags: Vec<&str> = u.variants.iter().map(|v| v.tag_value.as_str()).collect();
+        let expecting_tag = format!("a string tag `{tag}`");
+        struct F {
+            name: String,
+            ident: Ident,
+            dty: TokenStream,
+            required: bool,
+            nullable: bool,
+        }
+        let per_variant: Vec<Vec<F>> = u
+            .variants
+            .iter()
+            .map(|v| {
+                let (idents, _, decode_tys, _) = self.field_parts(&t.name, &v.fields, &v.additional);
+                v.fields
+                    .iter()
+                    .zip(idents)
+                    .zip(decode_tys)
+                    .map(|((f, ident), dty)| F { name: f.name.clone(), ident, dty, required: f.required, nullable: matches!(f.node.repr, Repr::Nullable(_)) })
+                    .collect()
+            })
+            .collect();
+        // Members every variant declares with the same decoded type (an extensible union keeps an
+        // unknown kind's members as they arrived, so there none is decoded ahead of the tag).
+        let common: Vec<(String, TokenStream)> = if u.extensible || per_variant.is_empty() {
+            Vec::new()
+        } else {
+            per_variant[0]
+                .iter()
+                .filter(|f| per_variant.iter().all(|fs| fs.iter().any(|g| g.name == f.name && g.dty.to_string() == f.dty.to_string())))
+                .map(|f| (f.name.clone(), f.dty.clone()))
+                .collect()
+        };
+        let common_locals: Vec<Ident> = (0..common.len()).map(|i| format_ident!("__c{}", i)).collect();
+        let common_names: Vec<&str> = common.iter().map(|(n, _)| n.as_str()).collect();
+        let common_tys: Vec<&TokenStream> = common.iter().map(|(_, t)| t).collect();
+        let mut arms = Vec::new();
+        for (v, fields) in u.variants.iter().zip(&per_variant) {
+            let vid = type_ident(&v.name);
+            let tv = &v.tag_value;
+            let mut decls = Vec::new();
+            let mut raw_arms = Vec::new();
+            let mut stream_arms = Vec::new();
+            let mut inits = Vec::new();
+            for (i, f) in fields.iter().enumerate() {
+                let name = f.name.as_str();
+                let dty = &f.dty;
+                let local = match common_names.iter().position(|c| *c == name) {
+                    Some(j) => common_locals[j].clone(),
+                    None => {
+                        let l = format_ident!("__v{}", i);
+                        decls.push(quote!(let mut #l: Option<#dty> = None;));
+                        raw_arms.push(quote!(#name => {
+                            if #l.is_some() { return Err(#rt::duplicate(#name)); }
+                            #l = Some(#rt::from_buffered::<#dty, A::Error>(__x)?);
+                        }));
+                        l
+                    }
+                };
+                stream_arms.push(quote!(#name => {
+                    if #local.is_some() { return Err(#rt::duplicate(#name)); }
+                    #local = Some(map.next_value_seed(#rt::WireSeed::<#dty>::new())?);
+                }));
+                let fid = &f.ident;
+                inits.push(if f.required {
+                    quote!(#fid: #local.ok_or_else(|| #rt::missing(#name))?)
+                } else if f.nullable {
+                    quote!(#fid: #local.flatten())
+                } else {
+                    quote!(#fid: #local)
+                });
+            }
+            let names: Vec<&str> = v.fields.iter().map(|f| f.name.as_str()).chain(std::iter::once(tag.as_str())).collect();
+            let (raw_other, stream_other) = match &v.additional {
+                Additional::Forbidden => (
+                    quote!(__other => return Err(#rt::after_rest(&mut map, #rt::unknown(__other, &[#(#names),*]))),),
+                    quote!(__other => return Err(#rt::after_value(&mut map, #rt::unknown(__other, &[#(#names),*]))),),
+                ),
+                Additional::Any => {
+                    decls.push(quote!(let mut __seen = #rt::Seen::default();));
+                    (quote!(_ => __seen.note::<A::Error>(__k)?,), quote!(_ => {
+                        __seen.note::<A::Error>(__k)?;
+                        map.next_value_seed(#rt::WireSeed::<serde_json::Value>::new())?;
+                    }))
+                }
+                Additional::Schema(node) => {
+                    let vty = self.rust_ty(&t.name, &node.repr);
+                    decls.push(quote!(let mut __additional: std::collections::BTreeMap<String, #vty> = std::collections::BTreeMap::new();));
+                    inits.push(quote!(additional: __additional));
+                    (
+                        quote!(_ => { __additional.insert(__k.into_string(), #rt::from_buffered::<#vty, A::Error>(__x)?); }),
+                        quote!(_ => {
+                            let __k = __k.into_string();
+                            if __additional.contains_key(&__k) { return Err(#rt::duplicate(&__k)); }
+                            let __x = map.next_value_seed(#rt::WireSeed::<#vty>::new())?;
+                            __additional.insert(__k, __x);
+                        }),
+                    )
+                }
+            };
+            arms.push(quote!(#tv => {
+                #(#decls)*
+                for (__k, __x) in __early.into_items() {
+                    match __k.as_str() { #(#raw_arms)* #raw_other }
+                }
+                while let Some(__k) = map.next_key::<#rt::Key<'de>>()? {
+                    match __k.as_str() {
+                        #tag => return Err(#rt::duplicate(#tag)),
+                        #(#stream_arms)*
+                        #stream_other
+                    }
+                }
+                Ok(#id::#vid { #(#inits),* })
+            }));
+        }
+        let unknown_arm = if u.extensible {
+            quote!(_ => Ok(#id::Unknown(#rt::rest_as_object(&mut map, __early, #tag, __tag)?)),)
+        } else {
+            quote!(__other => Err(#rt::after_rest(&mut map, serde::de::Error::unknown_variant(__other, TAGS))),)
+        };
+        quote! {
+            impl #rt::Wire for #id {
+                fn decode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                    struct V;
+                    impl<'de> serde::de::Visitor<'de> for V {
+                        type Value = #id;
+                        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("an object") }
+                        #[allow(unused_mut, unused_variables, clippy::match_single_binding)]
+                        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<#id, A::Error> {
+                            const TAGS: &[&str] = &[#(#tags),*];
+                            let _ = TAGS;
+                            #(let mut #common_locals: Option<#common_tys> = None;)*
+                            let mut __early = #rt::Early::default();
+                            let __tag = loop {
+                                let Some(__k) = map.next_key::<#rt::Key<'de>>()? else { return Err(#rt::missing(#tag)) };
+                                match __k.as_str() {
+                                    #tag => break #rt::next_tag(&mut map, #expecting_tag)?,
+                                    #(#common_names => {
+                                        if #common_locals.is_some() { return Err(#rt::duplicate(#common_names)); }
+                                        #common_locals = Some(map.next_value_seed(#rt::WireSeed::<#common_tys>::new())?);
+                                    })*
+                                    _ => __early.keep(&mut map, __k)?,
+                                }
+                            };
+                            match __tag.as_str() {
+                                #(#arms)*
+                                #unknown_arm
+                            }
+                        }
+                    }
+                    d.deserialize_map(V)
                 }
             }
         }

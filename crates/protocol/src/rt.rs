@@ -546,6 +546,9 @@ impl Wire for i64 {
 
 /// A value skipped unread: an undeclared property of an object open to new fields.
 ///
+/// A key given twice in it, at any depth, is refused, as everywhere else (the same value inside
+/// a tagged union was always refused so).
+///
 /// It goes through the deserializer's ordinary, depth-limited path. serde's `IgnoredAny` would
 /// use serde_json's iterative skip, which has no depth limit, so a document nested past the
 /// parser's limit inside an unknown property would be accepted by a type whose decoding
@@ -590,7 +593,9 @@ impl<'de> Deserialize<'de> for Skip {
                 Ok(Skip)
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
-                while map.next_key::<Skip>()?.is_some() {
+                let mut seen = Seen::default();
+                while let Some(k) = map.next_key::<Key<'de>>()? {
+                    seen.note::<A::Error>(k)?;
                     map.next_value::<Skip>()?;
                 }
                 Ok(Skip)
@@ -787,6 +792,178 @@ pub fn deny_rest(map: &Map<String, Value>, expected: &'static [&'static str]) ->
 /// When the value is not an object or repeats a key.
 pub fn buffer_object<'de, D: Deserializer<'de>>(d: D) -> Result<Map<String, Value>, D::Error> {
     Map::<String, Value>::decode(d)
+}
+
+/// Decodes a value a tagged union kept before it knew its variant.
+///
+/// # Errors
+///
+/// When it does not decode, as a custom error of the caller's deserializer.
+pub fn from_buffered<T: Wire, E: de::Error>(value: Value) -> Result<T, E> {
+    T::decode(value).map_err(E::custom)
+}
+
+/// Reads the rest of an object whose decoding already failed with `err`, then returns the error
+/// to report: the first problem in the rest (bad syntax, a key given twice below it) when there
+/// is one, as decoding the buffered object reported it, else `err`.
+#[cold]
+pub fn after_rest<'de, A: MapAccess<'de>>(map: &mut A, err: A::Error) -> A::Error {
+    loop {
+        match map.next_key::<Key<'de>>() {
+            Ok(Some(_)) => {
+                if let Err(e) = map.next_value_seed(WireSeed::<Value>::new()) {
+                    return e;
+                }
+            }
+            Ok(None) => return err,
+            Err(e) => return e,
+        }
+    }
+}
+
+/// [`after_rest`] for an error found at a key whose value is still to be read.
+#[cold]
+pub fn after_value<'de, A: MapAccess<'de>>(map: &mut A, err: A::Error) -> A::Error {
+    match map.next_value_seed(WireSeed::<Value>::new()) {
+        Ok(_) => after_rest(map, err),
+        Err(e) => e,
+    }
+}
+
+/// Reads the value of a tagged union's tag: a string, borrowed when it has no escapes.
+///
+/// # Errors
+///
+/// When it is not a string (once the rest of the object has been read).
+pub fn next_tag<'de, A: MapAccess<'de>>(map: &mut A, expecting: &'static str) -> Result<Key<'de>, A::Error> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = Option<Key<'de>>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+            Ok(Some(Key(Cow::Borrowed(v))))
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Some(Key(Cow::Owned(v.to_owned()))))
+        }
+        fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+            Ok(Some(Key(Cow::Owned(v))))
+        }
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+            ValueVisitor.visit_seq(seq).map(|_| None)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            ValueVisitor.visit_map(map).map(|_| None)
+        }
+    }
+    struct Seed;
+    impl<'de> DeserializeSeed<'de> for Seed {
+        type Value = Option<Key<'de>>;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(V)
+        }
+    }
+    match map.next_value_seed(Seed)? {
+        Some(k) => Ok(k),
+        None => Err(after_rest(map, de::Error::invalid_type(de::Unexpected::Other("a non-string tag"), &expecting))),
+    }
+}
+
+/// The undeclared keys of an object open to them, to refuse one given twice.
+#[derive(Default)]
+pub struct Seen<'de>(std::collections::HashSet<Cow<'de, str>>);
+
+impl<'de> Seen<'de> {
+    /// Notes `key`.
+    ///
+    /// # Errors
+    ///
+    /// When it was noted before.
+    pub fn note<E: de::Error>(&mut self, key: Key<'de>) -> Result<(), E> {
+        if self.0.contains(key.as_str()) {
+            return Err(duplicate(key.as_str()));
+        }
+        self.0.insert(key.0);
+        Ok(())
+    }
+}
+
+/// The members a tagged union read before its tag, kept as values (each checked as exactly as
+/// every other value: no key twice at any depth) until the tag names the variant.
+#[derive(Default)]
+pub struct Early<'de> {
+    items: Vec<(Key<'de>, Value)>,
+    keys: Seen<'de>,
+}
+
+impl<'de> Early<'de> {
+    /// Reads the value of `key` and keeps it.
+    ///
+    /// # Errors
+    ///
+    /// When it does not parse, or `key` was kept before.
+    pub fn keep<A: MapAccess<'de>>(&mut self, map: &mut A, key: Key<'de>) -> Result<(), A::Error> {
+        self.keys.note::<A::Error>(Key(key.0.clone()))?;
+        let value = map.next_value_seed(WireSeed::<Value>::new())?;
+        self.items.push((key, value));
+        Ok(())
+    }
+    /// What was kept, in the order it came.
+    pub fn into_items(self) -> Vec<(Key<'de>, Value)> {
+        self.items
+    }
+}
+
+/// The object of a tagged union's kind this version does not know, as it arrived (tag
+/// included), from the members kept before the tag, the tag, and the rest of `map`.
+///
+/// # Errors
+///
+/// When the rest does not parse or repeats a key.
+pub fn rest_as_object<'de, A: MapAccess<'de>>(map: &mut A, early: Early<'de>, tag_name: &str, tag: Key<'de>) -> Result<Map<String, Value>, A::Error> {
+    let mut all = BTreeMap::new();
+    for (k, v) in early.items {
+        all.insert(k.into_string(), v);
+    }
+    let tag = tag.into_string();
+    all.insert(tag_name.to_owned(), Value::String(tag.clone()));
+    while let Some(k) = map.next_key::<Key<'de>>()? {
+        match all.entry(k.into_string()) {
+            std::collections::btree_map::Entry::Occupied(e) => return Err(duplicate(e.key())),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(map.next_value_seed(WireSeed::<Value>::new())?);
+            }
+        }
+    }
+    // The same steps as the buffered object took (keys in order, the tag taken out and put
+    // back), so an unknown kind's members keep the order they had.
+    let mut out: Map<String, Value> = all.into_iter().collect();
+    out.remove(tag_name);
+    out.insert(tag_name.to_owned(), Value::String(tag));
+    Ok(out)
 }
 
 /// Decodes a string enum's value, borrowing when possible.
