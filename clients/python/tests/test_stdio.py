@@ -364,7 +364,12 @@ def test_a_gap_notice_moves_the_resume_point() -> None:
         sub._push(ServerEvent.from_wire({"seq": 6, "event": {"type": "gap", "since": 2, "resumed_at": 6}}))
         for seq in (7, 8, 9, 10):
             sub._push(_text(seq))
-        return [(ev.seq, ev.event.type) for ev in [await asyncio.wait_for(sub.next(), 5) for _ in range(5)]]
+        seen = []
+        for _ in range(5):
+            ev = await asyncio.wait_for(sub.next(), 5)
+            assert ev is not None
+            seen.append((ev.seq, ev.event.type))
+        return seen
 
     assert asyncio.run(main()) == [(6, "gap"), (7, "text"), (8, "text"), (9, "text"), (10, "text")]
 
