@@ -10,6 +10,7 @@ import threading
 import time
 
 import pytest
+from pydantic import JsonValue
 
 from openagents import (
     AsyncClient,
@@ -32,6 +33,7 @@ from openagents.models import (
     ServerEvent,
 )
 from openagents.transport import StdioTransport
+from openagents.transport.base import _Omit
 
 from .conftest import Setup
 
@@ -127,6 +129,51 @@ def test_cancelling_an_awaited_submit_sends_interrupt() -> None:
             assert (await client.status()).counters.interrupted == 1
 
     asyncio.run(main())
+
+
+class _Recording(StdioTransport):
+    """A stdio transport that keeps every request it sends."""
+
+    def __init__(self, runner: str) -> None:
+        super().__init__(runner)
+        self.sent: list[tuple[str, object]] = []
+
+    async def request(self, method: str, params: JsonValue | _Omit, timeout: float | None) -> JsonValue:
+        self.sent.append((method, params))
+        return await super().request(method, params, timeout)
+
+
+@pytest.mark.parametrize("given", [None, "mine-1"], ids=["generated", "given"])
+def test_a_cancelled_submit_interrupts_only_its_own_turn(given: str | None) -> None:
+    async def main() -> tuple[str, list[tuple[str, object]]]:
+        transport = _Recording("py-slow")
+        async with AsyncClient(transport) as client, client.events() as events:
+            submit = asyncio.create_task(client.submit("forever", assignment=given))
+            started = ""
+            async for ev in events:
+                if isinstance(ev.event, RuntimeEventTurnStarted):
+                    started = ev.event.assignment
+                if isinstance(ev.event, RuntimeEventText):
+                    break
+            submit.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await submit
+            async for ev in events:
+                if isinstance(ev.event, TERMINAL):
+                    assert isinstance(ev.event, RuntimeEventTurnFailed)
+                    assert ev.event.error.code == "interrupted"
+                    break
+            assert (await client.status()).counters.interrupted == 1
+        return started, transport.sent
+
+    started, sent = asyncio.run(main())
+    if given is not None:
+        assert started == given
+    submits = [p for m, p in sent if m == "submit"]
+    interrupts = [p for m, p in sent if m == "interrupt"]
+    # The submit named its turn, and the interrupt names the same one.
+    assert isinstance(submits[0], dict) and submits[0]["assignment"] == started, submits
+    assert interrupts == [{"assignment": started}], sent
 
 
 def test_a_timeout_gives_up_and_interrupts() -> None:

@@ -13,7 +13,8 @@ async with AsyncClient.stdio("echo") as client:
 
 Every method the schema defines is a method here (generated: `openagents._generated.methods`),
 with typed params and a typed result; errors are the generated exceptions (`BusyError`, ...).
-Cancelling an awaited `submit` (or a blocking one, with Ctrl-C) sends `interrupt`.
+Cancelling an awaited `submit` (or a blocking one, with Ctrl-C) sends `interrupt` naming that
+submit's assignment (one is generated when the call gives none), so it can never stop another turn.
 
 Every client compares the digest of the schema its runtime was built from (HTTP response headers,
 the WebSocket handshake, `status` over stdio, and every `status` result) with `SCHEMA_DIGEST`, and
@@ -26,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import threading
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from types import TracebackType
@@ -302,6 +304,13 @@ class AsyncClient(AsyncMethods):
                 await self._call(METHODS["status"], None)
 
     async def _request(self, method: str, wire: JsonValue | _Omit) -> JsonValue:
+        assignment: str | None = None
+        if method == "submit" and self.interrupt_on_cancel and isinstance(wire, dict):
+            # The turn gets a name, so the interrupt a cancellation sends stops only this one
+            # (never a later turn, or another client's).
+            given = wire.get("assignment")
+            assignment = given if isinstance(given, str) else f"asg-{secrets.token_hex(16)}"
+            wire = {**wire, "assignment": assignment}
         await self._probe_schema(method)
         task = asyncio.current_task()
         if task is not None:
@@ -314,7 +323,7 @@ class AsyncClient(AsyncMethods):
         except (asyncio.CancelledError, TimeoutError):
             if method == "submit" and self.interrupt_on_cancel:
                 # The turn runs on in the runtime until told to stop.
-                await self._interrupt_quietly()
+                await self._interrupt_quietly(assignment)
             raise
         finally:
             if task is not None:
@@ -322,9 +331,10 @@ class AsyncClient(AsyncMethods):
         self._check_schema()
         return result
 
-    async def _interrupt_quietly(self) -> None:
+    async def _interrupt_quietly(self, assignment: str | None) -> None:
+        params: JsonValue | _Omit = OMIT if assignment is None else {"assignment": assignment}
         with contextlib.suppress(Exception, asyncio.CancelledError):
-            await asyncio.shield(self.transport.request(INTERRUPT.name, OMIT, INTERRUPT_GRACE))
+            await asyncio.shield(self.transport.request(INTERRUPT.name, params, INTERRUPT_GRACE))
 
     async def _settle(self, timeout: float) -> None:
         """Waits (up to `timeout`) for cancelled calls to finish their clean-up."""
