@@ -16,9 +16,11 @@
 pub mod compat;
 pub mod digest;
 pub mod error;
+pub mod history;
 pub mod load;
 pub mod lower;
 pub mod model;
+pub mod naming;
 pub mod openrpc;
 pub mod pattern;
 pub mod python;
@@ -79,7 +81,9 @@ impl Config {
     ///
     /// The first [`SchemaError`].
     pub fn load(&self) -> Result<(Documents, TypeSpace), SchemaError> {
-        compat::load_side(&self.schema_dir)
+        let docs = load::load_path(&self.schema_dir)?;
+        let space = lower::lower(&docs)?;
+        Ok((docs, space))
     }
 
     /// The generated Rust module for the schema folder.

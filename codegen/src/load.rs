@@ -216,3 +216,86 @@ fn rewrite_refs(schema: &mut Value, file: &str, docs: &Documents) {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Loading a schema folder, a bundle file, or a folder holding `bundle.json`.
+
+/// The schema files inside a bundle: each `#/$defs/<Stem>` back as `<Stem>.json`, with every
+/// `$ref` pointing between files again.
+///
+/// # Errors
+///
+/// A [`SchemaError`] when the value is not a bundle.
+pub fn documents_from_bundle(name: &str, bundle: &Value) -> Result<Documents, SchemaError> {
+    let Some(Value::Object(defs)) = bundle.get("$defs") else {
+        return Err(SchemaError::new(name, "", "$defs", "not a bundle: a bundle keeps every schema file under `$defs`"));
+    };
+    let mut files = Vec::new();
+    for (stem, doc) in defs {
+        let mut doc = doc.clone();
+        unbundle_refs(&mut doc);
+        files.push((format!("{stem}.json"), doc));
+    }
+    Ok(Documents::from_values(files))
+}
+
+fn unescape_token(t: &str) -> String {
+    t.replace("~1", "/").replace("~0", "~")
+}
+
+fn unbundle_refs(schema: &mut Value) {
+    let Value::Object(map) = schema else { return };
+    for (key, value) in map.iter_mut() {
+        if key == "$ref" {
+            if let Value::String(r) = value
+                && let Some(rest) = r.strip_prefix("#/$defs/")
+            {
+                let (stem, pointer) = match rest.find('/') {
+                    Some(i) => (&rest[..i], &rest[i..]),
+                    None => (rest, ""),
+                };
+                *r = if pointer.is_empty() { format!("{}.json", unescape_token(stem)) } else { format!("{}.json#{pointer}", unescape_token(stem)) };
+            }
+            continue;
+        }
+        match subschema_keyword(key) {
+            Some(Sub::One) => unbundle_refs(value),
+            Some(Sub::Map) => {
+                if let Value::Object(m) = value {
+                    m.values_mut().for_each(unbundle_refs);
+                }
+            }
+            Some(Sub::List) => {
+                if let Value::Array(a) = value {
+                    a.iter_mut().for_each(unbundle_refs);
+                }
+            }
+            None => {}
+        }
+    }
+}
+
+/// Loads the schema documents at `path`: a schema folder, a bundle file (what `openagents schema
+/// --bundle` prints), or a folder with a `bundle.json` (a `schema/history/<version>/` entry).
+///
+/// # Errors
+///
+/// A [`SchemaError`] when it cannot be read or is not JSON.
+pub fn load_path(path: &Path) -> Result<Documents, SchemaError> {
+    let shown = path.display().to_string();
+    let bundle_file = if path.is_dir() {
+        let b = path.join("bundle.json");
+        b.is_file().then_some(b)
+    } else {
+        Some(path.to_path_buf())
+    };
+    match bundle_file {
+        Some(file) => {
+            let text = std::fs::read_to_string(&file).map_err(|e| SchemaError::new(file.display().to_string(), "", "", format!("cannot read: {e}")))?;
+            let value: Value = serde_json::from_str(&text)
+                .map_err(|e| SchemaError::new(file.display().to_string(), "", "", format!("not valid JSON at line {}, column {}: {e}", e.line(), e.column())))?;
+            documents_from_bundle(&shown, &value)
+        }
+        None => Documents::load_dir(path),
+    }
+}

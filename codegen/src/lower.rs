@@ -3,12 +3,12 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use heck::ToUpperCamelCase;
 use serde_json::{Map, Value};
 
 use crate::error::{SchemaError, push_pointer};
 use crate::load::{DIALECT, Documents, stem};
 use crate::model::*;
+use crate::naming::{self, Names, pascal};
 use crate::pattern;
 
 /// Every keyword the generator understands. Anything else is refused.
@@ -42,12 +42,13 @@ pub const SUPPORTED_KEYWORDS: &[&str] = &[
     "x-extensible",
     "x-enum",
     "x-result",
+    "x-openrpc",
 ];
 
 /// Marks the pseudo-location of the object rules of a schema that allows other types too.
 const OBJECT_PART: &str = "\u{0}object";
 
-const ANNOTATIONS: &[&str] = &["$comment", "title", "description", "default", "$defs", "$schema", "$id", "x-constants"];
+const ANNOTATIONS: &[&str] = &["$comment", "title", "description", "default", "$defs", "$schema", "$id", "x-constants", "x-openrpc"];
 
 /// Lowers every document into one type space.
 ///
@@ -55,7 +56,7 @@ const ANNOTATIONS: &[&str] = &["$comment", "title", "description", "default", "$
 ///
 /// The first [`SchemaError`] found, in file order.
 pub fn lower(docs: &Documents) -> Result<TypeSpace, SchemaError> {
-    let mut cx = Lowerer { docs, space: TypeSpace::default(), names: BTreeMap::new(), taken: BTreeSet::new(), queue: VecDeque::new() };
+    let mut cx = Lowerer { docs, space: TypeSpace::default(), names: BTreeMap::new(), taken: BTreeSet::new(), queue: VecDeque::new(), error_codes: Vec::new() };
     // Names first, so they do not depend on the order references are met in.
     for (file, doc) in &docs.files {
         let name = cx.root_name(file, doc);
@@ -79,7 +80,83 @@ pub fn lower(docs: &Documents) -> Result<TypeSpace, SchemaError> {
     while let Some((file, pointer, name)) = cx.queue.pop_front() {
         cx.lower_named(&file, &pointer, &name)?;
     }
+    for (file, doc) in &docs.files {
+        let holds_methods = cx.space.methods.as_ref().is_some_and(|m| cx.space.types.get(&m.union).is_some_and(|t| &t.origin.file == file));
+        if doc.get("x-openrpc").is_some() && !holds_methods {
+            return Err(err(file, "", "x-openrpc", "`x-openrpc` belongs at the root of the file holding the method union (the `oneOf` whose branches have `x-result`)"));
+        }
+    }
+    name_branches(&mut cx.space);
+    cx.space.errors = error_set(&cx.space, &cx.error_codes)?;
     Ok(cx.space)
+}
+
+/// Gives every union branch its type name, once for every language: `<Union><Variant>` under
+/// [`naming::unique`], never a type's name, a reserved name, or a name an emitter gives a
+/// union's unknown branch (`Known<Union>`, `<Union>Unknown`, `Unknown<Union>`).
+fn name_branches(space: &mut TypeSpace) {
+    let mut names = Names::with_reserved(naming::RESERVED_TYPE_NAMES.iter().copied());
+    for t in space.types.values() {
+        names.reserve(&t.name);
+        if matches!(t.kind, TypeKind::Union(_)) {
+            for extra in [format!("Known{}", t.name), format!("{}Unknown", t.name), format!("Unknown{}", t.name)] {
+                names.reserve(&extra);
+            }
+        }
+    }
+    for t in space.types.values_mut() {
+        let TypeKind::Union(u) = &mut t.kind else { continue };
+        for v in &mut u.variants {
+            v.type_name = names.claim(&format!("{}{}", t.name, v.name));
+        }
+    }
+}
+
+/// The error set: the one string enum whose values carry `rpc_code` and `retryable` (checked
+/// per value by `string_enum`), each code's JSON-RPC number its own, and each code's class name
+/// decided under [`naming::unique`].
+fn error_set(space: &TypeSpace, candidates: &[(String, Vec<(bool, i64)>)]) -> Result<Option<ErrorSet>, SchemaError> {
+    let Some((enum_name, codes)) = candidates.first() else { return Ok(None) };
+    let t = &space.types[enum_name];
+    if let Some((second, _)) = candidates.get(1) {
+        let o = &space.types[second].origin;
+        return Err(err(&o.file, &o.pointer, "x-enum", format!("only one error-code enum (values with `rpc_code`) is supported; `{enum_name}` is one already")));
+    }
+    let TypeKind::StringEnum(e) = &t.kind else { return Ok(None) };
+    let mut names = Names::with_reserved(naming::RESERVED_TYPE_NAMES.iter().chain(naming::ERROR_BASE_NAMES).copied());
+    for t in space.types.values() {
+        names.reserve(&t.name);
+        if let TypeKind::Union(u) = &t.kind {
+            for v in &u.variants {
+                names.reserve(&v.type_name);
+            }
+        }
+    }
+    let mut out: Vec<ErrorCode> = Vec::new();
+    for (v, &(retryable, rpc_code)) in e.values.iter().zip(codes) {
+        if let Some(other) = out.iter().find(|c| c.rpc_code == rpc_code) {
+            let at = push_pointer(&push_pointer(&t.origin.pointer, "x-enum"), &v.value);
+            return Err(err(
+                &t.origin.file,
+                &push_pointer(&at, "rpc_code"),
+                "x-enum",
+                format!("`{}` has the JSON-RPC code {rpc_code} of `{}`; every code needs its own, since clients map the number back to the code", v.value, other.value),
+            ));
+        }
+        out.push(ErrorCode {
+            value: v.value.clone(),
+            name: v.name.clone(),
+            class_name: names.claim(&format!("{}Error", v.name)),
+            description: v.description.clone(),
+            retryable,
+            rpc_code,
+        });
+    }
+    let carrier = space.types.values().find(|c| match &c.kind {
+        TypeKind::Struct(s) => s.fields.iter().any(|f| f.name == "code" && f.node.reference.as_deref() == Some(enum_name.as_str())) && s.fields.iter().any(|f| f.name == "message"),
+        _ => false,
+    });
+    Ok(Some(ErrorSet { enum_name: enum_name.clone(), extensible: e.extensible, carrier: carrier.map(|c| c.name.clone()), codes: out }))
 }
 
 struct Lowerer<'a> {
@@ -89,18 +166,8 @@ struct Lowerer<'a> {
     names: BTreeMap<(String, String), String>,
     taken: BTreeSet<String>,
     queue: VecDeque<(String, String, String)>,
-}
-
-fn pascal(s: &str, fallback: &str) -> String {
-    let cleaned: String = s.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { ' ' }).collect();
-    let mut name = cleaned.to_upper_camel_case();
-    if name.is_empty() {
-        name = fallback.to_owned();
-    }
-    if name.starts_with(|c: char| c.is_ascii_digit()) {
-        name.insert(0, 'T');
-    }
-    name
+    /// Named string enums whose values carry `retryable` and `rpc_code`, with them per value.
+    error_codes: Vec<(String, Vec<(bool, i64)>)>,
 }
 
 fn err(file: &str, pointer: &str, keyword: &str, message: impl Into<String>) -> SchemaError {
@@ -141,10 +208,7 @@ impl<'a> Lowerer<'a> {
     }
 
     fn unique(&self, base: String) -> String {
-        if !self.taken.contains(&base) {
-            return base;
-        }
-        (2..).map(|i| format!("{base}{i}")).find(|n| !self.taken.contains(n)).expect("an unused name exists")
+        naming::unique(&base, |n| self.taken.contains(n))
     }
 
     fn claim(&mut self, file: &str, pointer: &str, name: String) -> String {
@@ -200,7 +264,7 @@ impl<'a> Lowerer<'a> {
                     format!("`{key}` is outside the supported subset of JSON Schema ({})", SUPPORTED_KEYWORDS.join(", ")),
                 ));
             }
-            if !is_root && matches!(key.as_str(), "$schema" | "$id" | "x-constants") {
+            if !is_root && matches!(key.as_str(), "$schema" | "$id" | "x-constants" | "x-openrpc") {
                 return Err(err(file, pointer, key, format!("`{key}` is only supported at the root of a schema file")));
             }
         }
@@ -244,7 +308,10 @@ impl<'a> Lowerer<'a> {
                 self.insert(name, description, origin, TypeKind::Union(union));
                 return Ok(());
             }
-            if let Some(e) = self.string_enum(file, pointer, map)? {
+            if let Some((e, codes)) = self.string_enum(file, pointer, map)? {
+                if let Some(codes) = codes {
+                    self.error_codes.push((name.to_owned(), codes));
+                }
                 self.insert(name, description, origin, TypeKind::StringEnum(e));
                 return Ok(());
             }
@@ -312,7 +379,10 @@ impl<'a> Lowerer<'a> {
         }
     }
 
-    fn string_enum(&self, file: &str, pointer: &str, map: &Map<String, Value>) -> Result<Option<EnumDef>, SchemaError> {
+    /// A string enum, and when its `x-enum` makes it the error codes, each value's `retryable`
+    /// and `rpc_code`.
+    #[allow(clippy::type_complexity)]
+    fn string_enum(&self, file: &str, pointer: &str, map: &Map<String, Value>) -> Result<Option<(EnumDef, Option<Vec<(bool, i64)>>)>, SchemaError> {
         let Some(values) = map.get("enum") else {
             if map.contains_key("x-enum") || (map.contains_key("x-extensible") && !map.contains_key("oneOf")) {
                 return Err(err(file, pointer, if map.contains_key("x-enum") { "x-enum" } else { "x-extensible" }, "only allowed on a string `enum` (or, for `x-extensible`, a tagged `oneOf`)"));
@@ -335,6 +405,7 @@ impl<'a> Lowerer<'a> {
             Some(_) => return Err(err(file, pointer, "x-enum", "must map each value to {description, retryable, rpc_code}")),
         };
         let mut out = Vec::new();
+        let mut codes: Vec<(Option<&Value>, Option<&Value>)> = Vec::new();
         let mut seen = BTreeSet::new();
         for v in values {
             let s = v.as_str().unwrap_or_default().to_owned();
@@ -351,23 +422,32 @@ impl<'a> Lowerer<'a> {
                     return Err(err(file, &push_pointer(&push_pointer(pointer, "x-enum"), &s), "x-enum", format!("unknown entry `{bad}`; allowed: description, retryable, rpc_code")));
                 }
             }
-            out.push(EnumValue {
-                name: pascal(&s, "Empty"),
-                description: field("description").and_then(Value::as_str).map(str::to_owned),
-                retryable: field("retryable").and_then(Value::as_bool),
-                rpc_code: field("rpc_code").and_then(Value::as_i64),
-                value: s,
-            });
+            codes.push((doc.and_then(|d| d.get("retryable")), doc.and_then(|d| d.get("rpc_code"))));
+            out.push(EnumValue { name: pascal(&s, "Empty"), description: field("description").and_then(Value::as_str).map(str::to_owned), value: s });
         }
         if let Some(extra) = docs.keys().find(|k| !seen.contains(*k)) {
             return Err(err(file, pointer, "x-enum", format!("`{extra}` is documented but not in `enum`")));
         }
-        for key in ["retryable", "rpc_code"] {
-            let count = out.iter().filter(|v| if key == "retryable" { v.retryable.is_some() } else { v.rpc_code.is_some() }).count();
-            if count != 0 && count != out.len() {
-                return Err(err(file, pointer, "x-enum", format!("`{key}` must be given for every value or for none")));
+        // An error-code enum: `retryable` and `rpc_code` for every value, or for none.
+        let error_codes = if codes.iter().any(|(r, c)| r.is_some() || c.is_some()) {
+            let mut per_value = Vec::new();
+            for (v, (r, c)) in out.iter().zip(&codes) {
+                let at = push_pointer(&push_pointer(pointer, "x-enum"), &v.value);
+                let missing = |key: &str| err(file, &at, "x-enum", format!("`{}` has no `{key}`: in an error-code enum every value gives `retryable` and `rpc_code`", v.value));
+                let retryable = match r {
+                    None => return Err(missing("retryable")),
+                    Some(r) => r.as_bool().ok_or_else(|| err(file, &push_pointer(&at, "retryable"), "x-enum", "`retryable` must be true or false"))?,
+                };
+                let rpc_code = match c {
+                    None => return Err(missing("rpc_code")),
+                    Some(c) => c.as_i64().ok_or_else(|| err(file, &push_pointer(&at, "rpc_code"), "x-enum", "`rpc_code` must be an integer (a JSON-RPC error code)"))?,
+                };
+                per_value.push((retryable, rpc_code));
             }
-        }
+            Some(per_value)
+        } else {
+            None
+        };
         let mut names = BTreeSet::new();
         for v in &mut out {
             let mut n = v.name.clone();
@@ -379,7 +459,27 @@ impl<'a> Lowerer<'a> {
             v.name = n;
         }
         let extensible = self.extensible(file, pointer, map)?;
-        Ok(Some(EnumDef { values: out, extensible }))
+        Ok(Some((EnumDef { values: out, extensible }, error_codes)))
+    }
+
+    /// The service's names, from `x-openrpc` at the root of `file` (the method union's file).
+    fn service_info(&self, file: &str, union: &str) -> Result<ServiceInfo, SchemaError> {
+        let root = self.docs.files.get(file);
+        let root_title = root.and_then(|d| d.get("title")).and_then(Value::as_str);
+        let mut info = ServiceInfo { title: root_title.unwrap_or(union).to_owned(), description: None, license: None };
+        let Some(x) = root.and_then(|d| d.get("x-openrpc")) else { return Ok(info) };
+        let Value::Object(x) = x else { return Err(err(file, "", "x-openrpc", "must be an object of `title`, `description` and `license` strings")) };
+        for (k, v) in x {
+            let p = push_pointer("/x-openrpc", k);
+            let Some(text) = v.as_str() else { return Err(err(file, &p, "x-openrpc", format!("`{k}` must be a string"))) };
+            match k.as_str() {
+                "title" => info.title = text.to_owned(),
+                "description" => info.description = Some(text.to_owned()),
+                "license" => info.license = Some(text.to_owned()),
+                _ => return Err(err(file, &p, "x-openrpc", format!("unknown entry `{k}`; allowed: title, description, license"))),
+            }
+        }
+        Ok(info)
     }
 
     fn extensible(&self, file: &str, pointer: &str, map: &Map<String, Value>) -> Result<bool, SchemaError> {
@@ -532,6 +632,7 @@ impl<'a> Lowerer<'a> {
             variants.push(Variant {
                 tag_value,
                 name: vname,
+                type_name: String::new(),
                 description: m.get("description").and_then(Value::as_str).map(str::to_owned),
                 fields,
                 additional,
@@ -550,12 +651,13 @@ impl<'a> Lowerer<'a> {
                 return Err(bad("either every branch names its result with `x-result`, or none does"));
             }
             if let Some(v) = variants.iter().find(|v| !v.fields.iter().any(|f| f.name == "params")) {
-                return Err(err(&v.origin.file, &v.origin.pointer, "x-result", "a method branch declares a `params` property"));
+                return Err(err(&v.origin.file, &v.origin.pointer, "x-result", "a method branch must declare a `params` property (its `x-result` makes it a method)"));
             }
             if let Some(existing) = &self.space.methods {
                 return Err(bad(&format!("only one method union is supported; `{}` is one already", existing.union)));
             }
-            self.space.methods = Some(MethodSet { union: name.to_owned(), params_field: "params".into() });
+            let service = self.service_info(file, name)?;
+            self.space.methods = Some(MethodSet { union: name.to_owned(), params_field: "params".into(), service });
         }
         let extensible = self.extensible(file, pointer, map)?;
         Ok(UnionDef { tag, variants, extensible })
@@ -761,4 +863,117 @@ fn choose_repr(node: &Node) -> Repr {
         _ => return Repr::Value,
     };
     if t.contains(Types::NULL) { Repr::Nullable(Box::new(repr)) } else { repr }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lower_text(text: &str) -> Result<TypeSpace, SchemaError> {
+        lower(&Documents::from_texts([("case.json", text)])?)
+    }
+
+    const CODES: &str = r##"{"type": "string", "enum": ["busy", "bad"], "x-extensible": true, "x-enum": {
+        "busy": {"description": "Busy.", "retryable": true, "rpc_code": -32001},
+        "bad": {"description": "Bad.", "retryable": false, "rpc_code": -32602}}}"##;
+
+    #[test]
+    fn the_error_set_is_decided_once() {
+        let text = format!(r##"{{"title": "Failure", "type": "object", "required": ["code", "message"], "properties": {{"code": {{"$ref": "#/$defs/Code"}}, "message": {{"type": "string"}}}}, "$defs": {{"Code": {CODES}}}}}"##);
+        let space = lower_text(&text).expect("lowers");
+        let set = space.errors.expect("an error set");
+        assert_eq!(set.enum_name, "Code");
+        assert_eq!(set.carrier.as_deref(), Some("Failure"));
+        assert!(set.extensible);
+        let got: Vec<(&str, &str, bool, i64)> = set.codes.iter().map(|c| (c.value.as_str(), c.class_name.as_str(), c.retryable, c.rpc_code)).collect();
+        assert_eq!(got, [("busy", "BusyError", true, -32001), ("bad", "BadError", false, -32602)]);
+        assert_eq!(ErrorSet::UNKNOWN_RPC_CODE, -32000);
+    }
+
+    #[test]
+    fn an_error_code_without_rpc_code_is_refused_with_file_pointer_and_keyword() {
+        let text = r##"{"type": "string", "enum": ["busy", "bad"], "x-enum": {
+            "busy": {"retryable": true, "rpc_code": -32001},
+            "bad": {"retryable": false}}}"##;
+        let e = lower_text(text).expect_err("refused");
+        assert_eq!((e.file.as_str(), e.pointer.as_str(), e.keyword.as_str()), ("case.json", "/x-enum/bad", "x-enum"));
+        assert!(e.message.contains("`bad` has no `rpc_code`"), "{}", e.message);
+    }
+
+    #[test]
+    fn an_error_code_without_retryable_is_refused() {
+        let text = r##"{"type": "string", "enum": ["busy"], "x-enum": {"busy": {"rpc_code": -32001}}}"##;
+        let e = lower_text(text).expect_err("refused");
+        assert_eq!((e.pointer.as_str(), e.keyword.as_str()), ("/x-enum/busy", "x-enum"));
+        assert!(e.message.contains("no `retryable`"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_non_integer_rpc_code_is_refused() {
+        let text = r##"{"type": "string", "enum": ["busy"], "x-enum": {"busy": {"retryable": true, "rpc_code": "x"}}}"##;
+        let e = lower_text(text).expect_err("refused");
+        assert_eq!((e.pointer.as_str(), e.keyword.as_str()), ("/x-enum/busy/rpc_code", "x-enum"));
+    }
+
+    #[test]
+    fn two_codes_with_one_rpc_code_are_refused() {
+        let text = r##"{"type": "string", "enum": ["a", "b"], "x-enum": {
+            "a": {"retryable": true, "rpc_code": -32001}, "b": {"retryable": true, "rpc_code": -32001}}}"##;
+        let e = lower_text(text).expect_err("refused");
+        assert_eq!((e.pointer.as_str(), e.keyword.as_str()), ("/x-enum/b/rpc_code", "x-enum"));
+        assert!(e.message.contains("of `a`"), "{}", e.message);
+    }
+
+    #[test]
+    fn only_one_error_code_enum_is_allowed() {
+        let text = format!(r##"{{"type": "object", "properties": {{"a": {{"$ref": "#/$defs/A"}}, "b": {{"$ref": "#/$defs/B"}}}}, "$defs": {{"A": {CODES}, "B": {CODES}}}}}"##);
+        let e = lower_text(&text).expect_err("refused");
+        assert_eq!((e.pointer.as_str(), e.keyword.as_str()), ("/$defs/B", "x-enum"));
+        assert!(e.message.contains("`A` is one already"), "{}", e.message);
+    }
+
+    #[test]
+    fn an_enum_without_codes_is_no_error_set() {
+        let space = lower_text(r##"{"type": "string", "enum": ["a"], "x-enum": {"a": {"description": "A."}}}"##).expect("lowers");
+        assert!(space.errors.is_none());
+    }
+
+    #[test]
+    fn a_method_branch_without_params_is_refused_saying_the_rule() {
+        let text = r##"{"oneOf": [{"type": "object", "required": ["method"], "properties": {"method": {"const": "go"}}, "x-result": {"type": "null"}}]}"##;
+        let e = lower_text(text).expect_err("refused");
+        assert_eq!(e.keyword, "x-result");
+        assert!(e.message.contains("must declare a `params` property"), "{}", e.message);
+    }
+
+    #[test]
+    fn branch_type_names_are_decided_once_and_clashes_get_a_number() {
+        // `KindA` is both a type of its own and what branch `A` of `Kind` would be called.
+        let text = r##"{"type": "object", "properties": {
+            "k": {"$ref": "#/$defs/Kind"}, "x": {"$ref": "#/$defs/KindA"}},
+            "$defs": {
+              "KindA": {"type": "object", "properties": {"n": {"type": "integer"}}},
+              "Kind": {"oneOf": [
+                {"title": "A", "type": "object", "required": ["t"], "properties": {"t": {"const": "a"}}},
+                {"title": "B", "type": "object", "required": ["t"], "properties": {"t": {"const": "b"}}}]}}}"##;
+        let space = lower_text(text).expect("lowers");
+        let Some(TypeKind::Union(u)) = space.types.get("Kind").map(|t| &t.kind) else { panic!("Kind is a union") };
+        let names: Vec<&str> = u.variants.iter().map(|v| v.type_name.as_str()).collect();
+        assert_eq!(names, ["KindA2", "KindB"]);
+    }
+
+    #[test]
+    fn x_openrpc_names_the_service() {
+        let method = r##"{"type": "object", "additionalProperties": false, "required": ["method", "params"], "properties": {"method": {"const": "go"}, "params": {"type": "object"}}, "x-result": {"type": "null"}}"##;
+        let plain = format!(r##"{{"title": "Req", "oneOf": [{method}]}}"##);
+        assert_eq!(lower_text(&plain).expect("lowers").methods.expect("methods").service.title, "Req");
+        let named = format!(r##"{{"title": "Req", "x-openrpc": {{"title": "My service", "license": "MIT"}}, "oneOf": [{method}]}}"##);
+        let s = lower_text(&named).expect("lowers").methods.expect("methods").service;
+        assert_eq!((s.title.as_str(), s.description, s.license.as_deref()), ("My service", None, Some("MIT")));
+        let bad = format!(r##"{{"x-openrpc": {{"name": "x"}}, "oneOf": [{method}]}}"##);
+        let e = lower_text(&bad).expect_err("refused");
+        assert_eq!((e.pointer.as_str(), e.keyword.as_str()), ("/x-openrpc/name", "x-openrpc"));
+        let misplaced = lower_text(r##"{"type": "object", "x-openrpc": {"title": "x"}}"##).expect_err("refused");
+        assert_eq!(misplaced.keyword, "x-openrpc");
+    }
 }

@@ -18,6 +18,8 @@ pub struct TypeSpace {
     pub constants: BTreeMap<String, Constant>,
     /// The method union, when a tagged union's branches name their results with `x-result`.
     pub methods: Option<MethodSet>,
+    /// The error codes, when a string enum gives its values `rpc_code` and `retryable`.
+    pub errors: Option<ErrorSet>,
     /// Every distinct `pattern`, in first-seen order; nodes refer to them by index.
     pub patterns: Vec<Pattern>,
 }
@@ -106,8 +108,12 @@ pub struct UnionDef {
 pub struct Variant {
     /// The tag's constant value.
     pub tag_value: String,
-    /// Generated variant name (PascalCase).
+    /// Generated variant name (PascalCase), unique within the union.
     pub name: String,
+    /// The name of the branch's own type where a language gives each branch one (Python's
+    /// classes, TypeScript's interfaces): `<Union><Variant>`, unique among every type name and
+    /// [`crate::naming::RESERVED_TYPE_NAMES`], so it is the same in every language.
+    pub type_name: String,
     /// The branch's `description`.
     pub description: Option<String>,
     /// Its properties other than the tag.
@@ -138,10 +144,6 @@ pub struct EnumValue {
     pub name: String,
     /// What the value means.
     pub description: Option<String>,
-    /// Whether retrying can help (error codes).
-    pub retryable: Option<bool>,
-    /// The JSON-RPC numeric code (error codes).
-    pub rpc_code: Option<i64>,
 }
 
 /// A bitset of JSON types.
@@ -354,4 +356,65 @@ pub struct MethodSet {
     pub union: String,
     /// The property holding the params (`params`).
     pub params_field: String,
+    /// How the service names itself (OpenRPC's `info`).
+    pub service: ServiceInfo,
+}
+
+/// How a service names itself: the `x-openrpc` object at the root of the file holding the
+/// method union, each entry falling back as documented.
+#[derive(Debug, Clone)]
+pub struct ServiceInfo {
+    /// `x-openrpc.title`; else that file's root `title`; else the union's type name.
+    pub title: String,
+    /// `x-openrpc.description`, if given.
+    pub description: Option<String>,
+    /// `x-openrpc.license` (a license name or SPDX identifier), if given.
+    pub license: Option<String>,
+}
+
+/// The error codes: the one string enum whose `x-enum` gives every value `retryable` and
+/// `rpc_code`. Every emitter reads the codes, their JSON-RPC numbers and the fallback for a code
+/// it does not know from here.
+#[derive(Debug, Clone)]
+pub struct ErrorSet {
+    /// The enum's type name (`ErrorCode`).
+    pub enum_name: String,
+    /// Whether the enum is `x-extensible` (readers keep unknown codes).
+    pub extensible: bool,
+    /// The object that carries a code as its `code` property beside a `message`
+    /// (`RuntimeSubmitError`), when the schema has one.
+    pub carrier: Option<String>,
+    /// The codes, in schema order.
+    pub codes: Vec<ErrorCode>,
+}
+
+impl ErrorSet {
+    /// The JSON-RPC code for a code this version does not know: -32000, the first of the range
+    /// JSON-RPC 2.0 leaves to implementations for server errors.
+    pub const UNKNOWN_RPC_CODE: i64 = -32000;
+    /// Whether retrying can help for a code this version does not know: no.
+    pub const UNKNOWN_RETRYABLE: bool = false;
+
+    /// The code with this wire value.
+    pub fn get(&self, value: &str) -> Option<&ErrorCode> {
+        self.codes.iter().find(|c| c.value == value)
+    }
+}
+
+/// One error code.
+#[derive(Debug, Clone)]
+pub struct ErrorCode {
+    /// The string on the wire.
+    pub value: String,
+    /// The enum variant's name (the [`EnumValue::name`]).
+    pub name: String,
+    /// The name of the code's exception or error class in the clients: `<name>Error`, unique
+    /// among every type name, branch type name and [`crate::naming::ERROR_BASE_NAMES`].
+    pub class_name: String,
+    /// What the code means.
+    pub description: Option<String>,
+    /// Whether retrying the same request later can help.
+    pub retryable: bool,
+    /// The JSON-RPC 2.0 numeric error code.
+    pub rpc_code: i64,
 }

@@ -25,23 +25,25 @@ pub fn schema_ref(name: &str) -> String {
 pub fn document(space: &TypeSpace, digest: &str) -> Value {
     let p = Printer { space };
     let version = space.constants.get("PROTOCOL_VERSION").and_then(|c| c.value.as_str()).unwrap_or("0.0.0").to_owned();
-    let errors = error_codes(space);
+    let errors: &[ErrorCode] = space.errors.as_ref().map_or(&[], |s| s.codes.as_slice());
     let mut methods = Vec::new();
     if let Some(ms) = &space.methods
         && let Some(TypeKind::Union(u)) = space.types.get(&ms.union).map(|t| &t.kind)
     {
         for v in &u.variants {
-            methods.push(p.method(v, &ms.params_field, &errors));
+            methods.push(p.method(v, &ms.params_field, errors));
         }
     }
     let mut info = Map::new();
-    info.insert("title".into(), json!("openagents runtime"));
-    info.insert(
-        "description".into(),
-        json!("Drive one AI agent runtime out of process: JSONL-RPC over stdio, `POST /rpc` over HTTP, or JSON-RPC 2.0 text frames over a WebSocket. Generated from the JSON Schema files in schema/."),
-    );
+    let service = space.methods.as_ref().map(|m| &m.service);
+    info.insert("title".into(), json!(service.map_or("JSON-RPC service", |s| s.title.as_str())));
+    if let Some(d) = service.and_then(|s| s.description.as_deref()) {
+        info.insert("description".into(), json!(d));
+    }
     info.insert("version".into(), json!(version));
-    info.insert("license".into(), json!({"name": "Apache-2.0"}));
+    if let Some(l) = service.and_then(|s| s.license.as_deref()) {
+        info.insert("license".into(), json!({"name": l}));
+    }
     info.insert("x-schema-digest".into(), json!(digest));
     let mut components = Map::new();
     let schemas: Map<String, Value> = space.types.values().map(|t| (t.name.clone(), p.type_schema(t))).collect();
@@ -52,10 +54,8 @@ pub fn document(space: &TypeSpace, digest: &str) -> Value {
             let message = e.description.as_deref().map(first_sentence).unwrap_or_else(|| e.value.clone());
             let mut data = Map::new();
             data.insert("code".into(), json!(e.value));
-            if let Some(r) = e.retryable {
-                data.insert("retryable".into(), json!(r));
-            }
-            (e.value.clone(), json!({"code": e.rpc_code.unwrap_or(-32603), "message": message, "data": data}))
+            data.insert("retryable".into(), json!(e.retryable));
+            (e.value.clone(), json!({"code": e.rpc_code, "message": message, "data": data}))
         })
         .collect();
     components.insert("errors".into(), Value::Object(error_objects));
@@ -68,19 +68,6 @@ pub fn document(space: &TypeSpace, digest: &str) -> Value {
         doc.insert("x-events".into(), events);
     }
     Value::Object(doc)
-}
-
-/// Every error code: the values of string enums that carry a JSON-RPC `rpc_code`.
-fn error_codes(space: &TypeSpace) -> Vec<EnumValue> {
-    space
-        .types
-        .values()
-        .filter_map(|t| match &t.kind {
-            TypeKind::StringEnum(e) if e.values.iter().any(|v| v.rpc_code.is_some()) => Some(e.values.clone()),
-            _ => None,
-        })
-        .flatten()
-        .collect()
 }
 
 fn first_sentence(text: &str) -> String {
@@ -111,7 +98,7 @@ struct Printer<'a> {
 }
 
 impl Printer<'_> {
-    fn method(&self, v: &Variant, params_field: &str, errors: &[EnumValue]) -> Value {
+    fn method(&self, v: &Variant, params_field: &str, errors: &[ErrorCode]) -> Value {
         let mut m = Map::new();
         m.insert("name".into(), json!(v.tag_value));
         if let Some(d) = &v.description {
@@ -228,6 +215,7 @@ impl Printer<'_> {
                 if e.extensible {
                     m.insert("x-extensible".into(), json!(true));
                 }
+                let errors = self.space.errors.as_ref().filter(|s| s.enum_name == t.name);
                 let docs: Map<String, Value> = e
                     .values
                     .iter()
@@ -236,11 +224,9 @@ impl Printer<'_> {
                         if let Some(desc) = &v.description {
                             d.insert("description".into(), json!(desc));
                         }
-                        if let Some(r) = v.retryable {
-                            d.insert("retryable".into(), json!(r));
-                        }
-                        if let Some(c) = v.rpc_code {
-                            d.insert("rpc_code".into(), json!(c));
+                        if let Some(c) = errors.and_then(|s| s.get(&v.value)) {
+                            d.insert("retryable".into(), json!(c.retryable));
+                            d.insert("rpc_code".into(), json!(c.rpc_code));
                         }
                         (v.value.clone(), Value::Object(d))
                     })

@@ -48,7 +48,8 @@ pub struct CharSet {
 const MAX_CHAR: u32 = 0x10FFFF;
 
 impl CharSet {
-    fn from_ranges(mut ranges: Vec<(u32, u32)>) -> CharSet {
+    /// The set of the given ranges (in any order, overlapping or not).
+    pub fn from_ranges(mut ranges: Vec<(u32, u32)>) -> CharSet {
         ranges.sort_unstable();
         let mut out: Vec<(u32, u32)> = Vec::with_capacity(ranges.len());
         for (lo, hi) in ranges {
@@ -60,11 +61,13 @@ impl CharSet {
         CharSet { ranges: out }
     }
 
-    fn single(c: u32) -> CharSet {
+    /// The set of one character.
+    pub fn single(c: u32) -> CharSet {
         CharSet { ranges: vec![(c, c)] }
     }
 
-    fn complement(&self) -> CharSet {
+    /// Every character not in the set.
+    pub fn complement(&self) -> CharSet {
         let mut out = Vec::new();
         let mut next = 0u32;
         for &(lo, hi) in &self.ranges {
@@ -166,6 +169,97 @@ fn dot() -> CharSet {
 
 const SYNTAX: &str = "^$\\.*+?()[]{}|/";
 
+/// A property escape, `\p{name}` or `\P{name}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Property {
+    /// `\P`: every character without the property.
+    pub negated: bool,
+    /// What is between the braces (`Letter`, `Script=Greek`, ...).
+    pub name: String,
+}
+
+/// What a group opened with `(` is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Group {
+    /// `(`…`)`.
+    Capture,
+    /// `(?<name>`…`)`.
+    Named(String),
+    /// `(?:`…`)`.
+    NonCapture,
+    /// `(?=`…`)`.
+    Lookahead,
+    /// `(?!`…`)`.
+    NegativeLookahead,
+    /// `(?<=`…`)`.
+    Lookbehind,
+    /// `(?<!`…`)`.
+    NegativeLookbehind,
+}
+
+/// One piece of an ECMA-262 pattern (Unicode mode, no flags), as [`tokens`] reads it. This is
+/// the one parser of patterns: the simple-pattern compiler here and the Python emitter's
+/// translation to `re` both read these tokens.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Token {
+    /// One character (written as itself or as an escape), a class escape (`\d`, `\W`, …) or `.`.
+    Set(CharSet),
+    /// One code point written as a `\uXXXX\uXXXX` surrogate pair.
+    SurrogatePair(u32),
+    /// A `\u` escape for a lone surrogate, which is no Unicode scalar value.
+    LoneSurrogate(u32),
+    /// A bracket class: its items' characters (before `^` negates them) and its property escapes.
+    Class {
+        /// `[^`…`]`.
+        negated: bool,
+        /// The characters the items name (property escapes aside), before negation.
+        set: CharSet,
+        /// The property escapes among the items, in order.
+        properties: Vec<Property>,
+        /// Whether an item is a surrogate escape (a pair or a lone one).
+        surrogates: bool,
+        /// Whether an item is a lone surrogate escape.
+        lone_surrogate: bool,
+    },
+    /// A property escape outside a class.
+    Property(Property),
+    /// `\b` (false) or `\B` (true).
+    WordBoundary(bool),
+    /// `^`.
+    Start,
+    /// `$`.
+    End,
+    /// `(`, `(?:`, `(?=`, `(?!`, `(?<=`, `(?<!` or `(?<name>`.
+    Open(Group),
+    /// `)`.
+    Close,
+    /// `|`.
+    Or,
+    /// `*`, `+`, `?`, `{n}`, `{n,}` or `{n,m}`, perhaps lazy (`?` after it).
+    Quantifier {
+        /// The fewest repetitions.
+        min: u32,
+        /// The most repetitions; `None` for no limit.
+        max: Option<u32>,
+        /// Followed by `?`.
+        lazy: bool,
+        /// The quantifier as written (`{2,5}?`).
+        source: String,
+    },
+    /// `\1`…`\9…` (false) or `\k<name>` (true).
+    Backreference(bool),
+}
+
+/// What one escape (after `\`) stands for.
+enum Escape {
+    Set(CharSet),
+    Pair(u32),
+    Lone(u32),
+    Property(Property),
+    Boundary(bool),
+    Backreference(bool),
+}
+
 struct Parser<'a> {
     chars: Vec<char>,
     pos: usize,
@@ -209,159 +303,236 @@ impl Parser<'_> {
         Some(v)
     }
 
-    /// An escape after `\`, as a set. `in_class` allows `\-` and makes `\b` a backspace.
-    fn escape(&mut self, in_class: bool) -> Option<CharSet> {
-        let c = self.bump()?;
-        let set = match c {
-            'd' => digit(),
-            'D' => digit().complement(),
-            'w' => word(),
-            'W' => word().complement(),
-            's' => space(),
-            'S' => space().complement(),
-            't' => CharSet::single(9),
-            'n' => CharSet::single(10),
-            'v' => CharSet::single(11),
-            'f' => CharSet::single(12),
-            'r' => CharSet::single(13),
-            'b' if in_class => CharSet::single(8),
-            '-' if in_class => CharSet::single('-' as u32),
-            '0' if !self.peek().is_some_and(|c| c.is_ascii_digit()) => CharSet::single(0),
-            'c' => {
-                let l = self.bump()?;
-                if !l.is_ascii_alphabetic() {
-                    return None;
-                }
-                CharSet::single(l as u32 % 32)
-            }
-            'x' => CharSet::single(self.hex(2)?),
-            'u' => {
-                let v = if self.eat('{') {
-                    let start = self.pos;
-                    while self.peek().is_some_and(|c| c.is_ascii_hexdigit()) {
-                        self.pos += 1;
-                    }
-                    let text: String = self.chars[start..self.pos].iter().collect();
-                    if !self.eat('}') {
-                        return None;
-                    }
-                    u32::from_str_radix(&text, 16).ok()?
-                } else {
-                    self.hex(4)?
-                };
-                // Surrogates (and pairs of them) are left to the engine.
-                if (0xD800..=0xDFFF).contains(&v) || v > MAX_CHAR {
-                    return None;
-                }
-                CharSet::single(v)
-            }
-            c if SYNTAX.contains(c) => CharSet::single(c as u32),
-            _ => return None,
-        };
-        Some(set)
+    /// Text up to (not including) `end`, which is consumed.
+    fn until(&mut self, end: char) -> Option<String> {
+        let start = self.pos;
+        while self.peek()? != end {
+            self.pos += 1;
+        }
+        let text = self.chars[start..self.pos].iter().collect();
+        self.pos += 1;
+        Some(text)
     }
 
-    fn class(&mut self) -> Option<CharSet> {
+    /// An escape after `\`. `in_class` allows `\-` and makes `\b` a backspace.
+    fn escape(&mut self, in_class: bool) -> Result<Escape, String> {
+        let c = self.bump().ok_or("a pattern cannot end with `\\`")?;
+        let single = |v: u32| Escape::Set(CharSet::single(v));
+        Ok(match c {
+            'd' => Escape::Set(digit()),
+            'D' => Escape::Set(digit().complement()),
+            'w' => Escape::Set(word()),
+            'W' => Escape::Set(word().complement()),
+            's' => Escape::Set(space()),
+            'S' => Escape::Set(space().complement()),
+            't' => single(9),
+            'n' => single(10),
+            'v' => single(11),
+            'f' => single(12),
+            'r' => single(13),
+            '0' => single(0),
+            'b' if in_class => single(8),
+            'b' => Escape::Boundary(false),
+            'B' if !in_class => Escape::Boundary(true),
+            '-' if in_class => single('-' as u32),
+            'c' => {
+                let l = self.bump().filter(char::is_ascii_alphabetic).ok_or("`\\c` needs a letter")?;
+                single(l as u32 % 32)
+            }
+            'x' => single(self.hex(2).ok_or("`\\x` needs two hex digits")?),
+            'u' => {
+                if self.eat('{') {
+                    let text = self.until('}').ok_or("unclosed `\\u{`")?;
+                    let v = u32::from_str_radix(&text, 16).ok().filter(|v| *v <= MAX_CHAR).ok_or("bad `\\u{...}`")?;
+                    return Ok(if (0xD800..0xE000).contains(&v) { Escape::Lone(v) } else { single(v) });
+                }
+                let v = self.hex(4).ok_or("`\\u` needs four hex digits")?;
+                if (0xD800..0xDC00).contains(&v) && self.chars.get(self.pos) == Some(&'\\') && self.chars.get(self.pos + 1) == Some(&'u') {
+                    let save = self.pos;
+                    self.pos += 2;
+                    match self.hex(4).filter(|lo| (0xDC00..0xE000).contains(lo)) {
+                        Some(lo) => return Ok(Escape::Pair(0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00))),
+                        None => self.pos = save,
+                    }
+                }
+                if (0xD800..0xE000).contains(&v) { Escape::Lone(v) } else { single(v) }
+            }
+            'p' | 'P' => {
+                if !self.eat('{') {
+                    return Err("`\\p` needs `{...}`".into());
+                }
+                let name = self.until('}').ok_or("unclosed `\\p{`")?;
+                Escape::Property(Property { negated: c == 'P', name })
+            }
+            'k' => {
+                if self.eat('<') {
+                    self.until('>').ok_or("unclosed `\\k<`")?;
+                }
+                Escape::Backreference(true)
+            }
+            '1'..='9' => {
+                while self.peek().is_some_and(|c| c.is_ascii_digit()) {
+                    self.pos += 1;
+                }
+                Escape::Backreference(false)
+            }
+            c if SYNTAX.contains(c) => single(c as u32),
+            c => return Err(format!("`\\{c}` is not a valid escape in Unicode mode")),
+        })
+    }
+
+    /// One class item's characters (after its first character `c`), and whether it is a
+    /// surrogate escape (and a lone one).
+    fn class_atom(&mut self, c: char, properties: &mut Vec<Property>) -> Result<Option<(CharSet, bool, bool)>, String> {
+        if c != '\\' {
+            return Ok(Some((CharSet::single(c as u32), false, false)));
+        }
+        Ok(Some(match self.escape(true)? {
+            Escape::Set(s) => (s, false, false),
+            Escape::Pair(v) => (CharSet::single(v), true, false),
+            Escape::Lone(v) => (CharSet::single(v), true, true),
+            Escape::Property(p) => {
+                properties.push(p);
+                return Ok(None);
+            }
+            Escape::Boundary(_) | Escape::Backreference(_) => return Err("unsupported escape in a class".into()),
+        }))
+    }
+
+    /// A bracket class, after `[`.
+    fn class(&mut self) -> Result<Token, String> {
         let negated = self.eat('^');
-        let mut ranges = Vec::new();
-        let mut first = true;
+        let (mut ranges, mut properties) = (Vec::new(), Vec::new());
+        let (mut surrogates, mut lone_surrogate) = (false, false);
         loop {
-            let c = self.bump()?;
-            if c == ']' && !first {
+            let c = self.bump().ok_or("unclosed `[`")?;
+            if c == ']' {
                 break;
             }
-            if c == ']' {
-                // `[]` matches nothing and `[^]` everything; leave both to the engine.
-                return None;
-            }
-            first = false;
-            let lo = if c == '\\' {
-                self.escape(true)?
-            } else if c == '[' {
-                return None;
-            } else {
-                CharSet::single(c as u32)
-            };
+            let Some((lo, s1, l1)) = self.class_atom(c, &mut properties)? else { continue };
             if self.peek() == Some('-') && self.chars.get(self.pos + 1).is_some_and(|&n| n != ']') {
                 self.pos += 1;
-                let c2 = self.bump()?;
-                let hi = if c2 == '\\' {
-                    self.escape(true)?
-                } else {
-                    CharSet::single(c2 as u32)
-                };
-                // A range needs single characters at both ends.
+                let c2 = self.bump().ok_or("unclosed `[`")?;
+                let Some((hi, s2, l2)) = self.class_atom(c2, &mut Vec::new())? else { return Err("a class range needs single characters at both ends".into()) };
                 let (a, b) = match (lo.ranges.as_slice(), hi.ranges.as_slice()) {
-                    ([(a, a2)], [(b, b2)]) if a == a2 && b == b2 => (*a, *b),
-                    _ => return None,
+                    ([(a, a2)], [(b, b2)]) if a == a2 && b == b2 && a <= b => (*a, *b),
+                    _ => return Err("a class range needs single characters at both ends".into()),
                 };
-                if a > b {
-                    return None;
-                }
                 ranges.push((a, b));
+                surrogates |= s1 || s2;
+                lone_surrogate |= l1 || l2;
             } else {
                 ranges.extend(lo.ranges);
+                surrogates |= s1;
+                lone_surrogate |= l1;
             }
         }
-        let set = CharSet::from_ranges(ranges);
-        Some(if negated { set.complement() } else { set })
+        Ok(Token::Class { negated, set: CharSet::from_ranges(ranges), properties, surrogates, lone_surrogate })
     }
 
-    fn quantifier(&mut self) -> Option<(u32, Option<u32>)> {
-        let q = match self.peek() {
-            Some('*') => {
-                self.pos += 1;
-                (0, None)
-            }
-            Some('+') => {
-                self.pos += 1;
-                (1, None)
-            }
-            Some('?') => {
-                self.pos += 1;
-                (0, Some(1))
-            }
-            Some('{') => {
-                self.pos += 1;
-                let min = self.number()?;
+    /// A quantifier starting with `c` (already read).
+    fn quantifier(&mut self, c: char) -> Result<Token, String> {
+        let start = self.pos - 1;
+        let (min, max) = match c {
+            '*' => (0, None),
+            '+' => (1, None),
+            '?' => (0, Some(1)),
+            _ => {
+                let bad = "a `{` that is not a quantifier `{n}`, `{n,}` or `{n,m}`";
+                let min = self.number().ok_or(bad)?;
                 let max = if self.eat(',') {
-                    if self.peek() == Some('}') { None } else { Some(self.number()?) }
+                    if self.peek() == Some('}') { None } else { Some(self.number().ok_or(bad)?) }
                 } else {
                     Some(min)
                 };
                 if !self.eat('}') || max.is_some_and(|m| m < min) {
-                    return None;
+                    return Err(bad.into());
                 }
+                (min, max)
+            }
+        };
+        let lazy = self.eat('?');
+        Ok(Token::Quantifier { min, max, lazy, source: self.chars[start..self.pos].iter().collect() })
+    }
+
+    fn group(&mut self) -> Result<Group, String> {
+        if !self.eat('?') {
+            return Ok(Group::Capture);
+        }
+        Ok(match self.bump() {
+            Some(':') => Group::NonCapture,
+            Some('=') => Group::Lookahead,
+            Some('!') => Group::NegativeLookahead,
+            Some('<') if self.eat('=') => Group::Lookbehind,
+            Some('<') if self.eat('!') => Group::NegativeLookbehind,
+            Some('<') => Group::Named(self.until('>').ok_or("unclosed group name")?),
+            _ => return Err("unknown group syntax".into()),
+        })
+    }
+}
+
+/// Reads an ECMA-262 pattern (Unicode mode) into tokens.
+///
+/// # Errors
+///
+/// What cannot be read; [`analyze`] checks a pattern with `regress` first, so a pattern it
+/// accepts reads.
+pub fn tokens(source: &str) -> Result<Vec<Token>, String> {
+    let mut p = Parser { chars: source.chars().collect(), pos: 0, _src: source };
+    let mut out = Vec::new();
+    while let Some(c) = p.bump() {
+        out.push(match c {
+            '\\' => match p.escape(false)? {
+                Escape::Set(s) => Token::Set(s),
+                Escape::Pair(v) => Token::SurrogatePair(v),
+                Escape::Lone(v) => Token::LoneSurrogate(v),
+                Escape::Property(prop) => Token::Property(prop),
+                Escape::Boundary(negated) => Token::WordBoundary(negated),
+                Escape::Backreference(named) => Token::Backreference(named),
+            },
+            '^' => Token::Start,
+            '$' => Token::End,
+            '.' => Token::Set(dot()),
+            '(' => Token::Open(p.group()?),
+            ')' => Token::Close,
+            '|' => Token::Or,
+            '*' | '+' | '?' | '{' => p.quantifier(c)?,
+            '[' => p.class()?,
+            c => Token::Set(CharSet::single(c as u32)),
+        });
+    }
+    Ok(out)
+}
+
+/// The simple form of a pattern's tokens: an optional `^`, atoms (a character, a class escape,
+/// `.`, or a bracket class without property or surrogate escapes, never `[]` or `[^]`) each with
+/// an optional greedy quantifier, and an optional `$` at the end.
+fn parse_simple(source: &str) -> Option<Simple> {
+    let toks = tokens(source).ok()?;
+    let mut it = toks.into_iter().peekable();
+    let anchored_start = it.next_if_eq(&Token::Start).is_some();
+    let mut atoms = Vec::new();
+    let mut anchored_end = false;
+    while let Some(t) = it.next() {
+        let set = match t {
+            Token::End if it.peek().is_none() => {
+                anchored_end = true;
+                break;
+            }
+            Token::Set(s) => s,
+            Token::Class { negated, set, properties, surrogates: false, .. } if properties.is_empty() && !set.ranges.is_empty() => {
+                if negated { set.complement() } else { set }
+            }
+            _ => return None,
+        };
+        let (min, max) = match it.peek() {
+            Some(Token::Quantifier { lazy: true, .. }) => return None,
+            Some(&Token::Quantifier { min, max, .. }) => {
+                it.next();
                 (min, max)
             }
             _ => (1, Some(1)),
         };
-        // A lazy quantifier is left to the engine.
-        if q != (1, Some(1)) && self.peek() == Some('?') {
-            return None;
-        }
-        Some(q)
-    }
-}
-
-fn parse_simple(source: &str) -> Option<Simple> {
-    let mut p = Parser { chars: source.chars().collect(), pos: 0, _src: source };
-    let anchored_start = p.eat('^');
-    let mut atoms = Vec::new();
-    let mut anchored_end = false;
-    while let Some(c) = p.bump() {
-        let set = match c {
-            '$' if p.peek().is_none() => {
-                anchored_end = true;
-                break;
-            }
-            '.' => dot(),
-            '\\' => p.escape(false)?,
-            '[' => p.class()?,
-            c if "^$*+?()]{}|".contains(c) => return None,
-            c => CharSet::single(c as u32),
-        };
-        let (min, max) = p.quantifier()?;
         atoms.push(Atom { set, min, max });
     }
     Some(Simple { anchored_start, anchored_end, atoms })
@@ -388,6 +559,40 @@ mod tests {
         check("^\\p{Letter}+$", false);
         check("^a*?$", false);
         check("^\\ud83d\\udc32*$", false);
+    }
+
+    #[test]
+    fn more_simple_and_general_patterns() {
+        check("^[[]*$", true);
+        check("^[]$", false);
+        check("^[^]$", false);
+        check("^[\\p{Lu}a]$", false);
+        check("^a{2,}b$", true);
+        check("^a{2,}?$", false);
+        check("a$b", false);
+    }
+
+    #[test]
+    fn one_parser_reads_every_construct() {
+        let t = tokens("^(?<n>a|\\ud83d\\ude00)(?:[^\\p{Lu}b-d]\\b){2,3}?\\1$").unwrap();
+        assert_eq!(t[0], Token::Start);
+        assert_eq!(t[1], Token::Open(Group::Named("n".into())));
+        assert_eq!(t[2], Token::Set(CharSet::single('a' as u32)));
+        assert_eq!(t[3], Token::Or);
+        assert_eq!(t[4], Token::SurrogatePair(0x1F600));
+        assert_eq!(t[5], Token::Close);
+        assert_eq!(t[6], Token::Open(Group::NonCapture));
+        let Token::Class { negated: true, set, properties, surrogates: false, lone_surrogate: false } = &t[7] else { panic!("{:?}", t[7]) };
+        assert_eq!(set.ranges, vec![(0x62, 0x64)]);
+        assert_eq!(properties, &vec![Property { negated: false, name: "Lu".into() }]);
+        assert_eq!(t[8], Token::WordBoundary(false));
+        assert_eq!(t[9], Token::Close);
+        assert_eq!(t[10], Token::Quantifier { min: 2, max: Some(3), lazy: true, source: "{2,3}?".into() });
+        assert_eq!(t[11], Token::Backreference(false));
+        assert_eq!(t[12], Token::End);
+        assert_eq!(t.len(), 13);
+        assert_eq!(tokens("\\ud800").unwrap(), vec![Token::LoneSurrogate(0xD800)]);
+        assert_eq!(tokens("(?<!a)").unwrap()[0], Token::Open(Group::NegativeLookbehind));
     }
 
     #[test]

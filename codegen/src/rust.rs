@@ -847,9 +847,10 @@ impl Emitter<'_> {
         let d = doc_or(t.description.as_deref(), &format!("The `{}` values.", t.name));
         let vids: Vec<Ident> = e.values.iter().map(|v| type_ident(&v.name)).collect();
         let values: Vec<&str> = e.values.iter().map(|v| v.value.as_str()).collect();
+        let errors = self.space.errors.as_ref().filter(|s| s.enum_name == t.name);
         let docs: Vec<TokenStream> = e.values.iter().map(|v| {
             let mut text = v.description.clone().unwrap_or_else(|| format!("`{}`.", v.value));
-            if let Some(r) = v.retryable {
+            if let Some(r) = errors.and_then(|s| s.get(&v.value)).map(|c| c.retryable) {
                 text.push_str(if r { "\n\nRetrying can help." } else { "\n\nRetrying the same request cannot help." });
             }
             doc(&text)
@@ -867,19 +868,21 @@ impl Emitter<'_> {
             (quote!(), quote!(), quote!(other => Err(serde::de::Error::unknown_variant(other, #id::VALUES)),), quote!())
         };
         let mut extra = Vec::new();
-        if e.values.iter().all(|v| v.retryable.is_some()) && !e.values.is_empty() {
-            let rs: Vec<bool> = e.values.iter().map(|v| v.retryable.unwrap_or(false)).collect();
-            let unk = if e.extensible { quote!(#id::Unknown(_) => false,) } else { quote!() };
+        if let Some(set) = errors {
+            let rs: Vec<bool> = set.codes.iter().map(|c| c.retryable).collect();
+            let unknown_retryable = ErrorSet::UNKNOWN_RETRYABLE;
+            let unk = if e.extensible { quote!(#id::Unknown(_) => #unknown_retryable,) } else { quote!() };
+            let retryable_doc = format!(" Whether retrying the same request later can help (unknown values: {}).", if unknown_retryable { "yes" } else { "no" });
             extra.push(quote!(
-                /// Whether retrying the same request later can help (unknown values: no).
+                #[doc = #retryable_doc]
                 pub fn retryable(&self) -> bool { match self { #(#id::#vids => #rs,)* #unk } }
             ));
-        }
-        if e.values.iter().all(|v| v.rpc_code.is_some()) && !e.values.is_empty() {
-            let cs: Vec<Literal> = e.values.iter().map(|v| Literal::i64_unsuffixed(v.rpc_code.unwrap_or(0))).collect();
-            let unk = if e.extensible { quote!(#id::Unknown(_) => -32000,) } else { quote!() };
+            let cs: Vec<Literal> = set.codes.iter().map(|c| Literal::i64_unsuffixed(c.rpc_code)).collect();
+            let unknown_code = Literal::i64_unsuffixed(ErrorSet::UNKNOWN_RPC_CODE);
+            let unk = if e.extensible { quote!(#id::Unknown(_) => #unknown_code,) } else { quote!() };
+            let rpc_code_doc = format!(" The JSON-RPC 2.0 numeric error code for this value (unknown values: {}).", ErrorSet::UNKNOWN_RPC_CODE);
             extra.push(quote!(
-                /// The JSON-RPC 2.0 numeric error code for this value (unknown values: -32000).
+                #[doc = #rpc_code_doc]
                 pub fn rpc_code(&self) -> i64 { match self { #(#id::#vids => #cs,)* #unk } }
             ));
         }

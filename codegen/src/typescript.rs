@@ -15,6 +15,7 @@ use serde_json::Value;
 use crate::error::push_pointer;
 use crate::load::Documents;
 use crate::model::*;
+use crate::naming;
 use crate::pattern::{CharSet, Simple};
 
 /// The first line of every generated TypeScript file.
@@ -41,12 +42,9 @@ impl Default for TypeScriptOptions {
 }
 
 /// Names a generated module must not give a type, because generated or hand-written code
-/// refers to the global of that name in the same scope.
-const RESERVED: &[&str] = &[
-    "AbortSignal", "Array", "Boolean", "Error", "Function", "Map", "Number", "Object", "Promise", "ReadonlyArray", "Record", "RegExp", "Set",
-    "String", "Symbol", "TypeMap", "TypeName", "Methods", "MethodName", "MethodParams", "MethodResult", "UnknownValue", "CallOptions",
-    "TypeInfo", "MethodCheck", "GeneratedMethods",
-];
+/// refers to the global of that name in the same scope: the names no generated type of any
+/// language takes.
+const RESERVED: &[&str] = naming::RESERVED_TYPE_NAMES;
 
 /// Property names `Object.prototype` answers for: reading them needs an own-property check.
 const PROTOTYPE_NAMES: &[&str] = &[
@@ -198,10 +196,7 @@ impl<'a> Emitter<'a> {
         let mut idents = BTreeMap::new();
         let mut taken: BTreeSet<String> = BTreeSet::new();
         for name in space.types.keys() {
-            let mut id = name.clone();
-            while RESERVED.contains(&id.as_str()) || taken.contains(&id) {
-                id.push('_');
-            }
+            let id = naming::escape(name, RESERVED, |n| taken.contains(n));
             taken.insert(id.clone());
             idents.insert(name.clone(), id);
         }
@@ -210,22 +205,13 @@ impl<'a> Emitter<'a> {
             if let TypeKind::Union(u) = &t.kind {
                 let base = &idents[&t.name];
                 for extra in [format!("Known{base}"), format!("{base}Unknown")] {
-                    let mut id = extra;
-                    while RESERVED.contains(&id.as_str()) || taken.contains(&id) {
-                        id.push('_');
-                    }
+                    let id = naming::escape(&extra, RESERVED, |n| taken.contains(n));
                     taken.insert(id);
                 }
                 for v in &u.variants {
-                    let mut id = format!("{base}{}", v.name);
-                    if taken.contains(&id) {
-                        id.push_str("Branch");
-                    }
-                    while taken.contains(&id) || RESERVED.contains(&id.as_str()) {
-                        id.push('_');
-                    }
-                    taken.insert(id.clone());
-                    variant_idents.insert((t.name.clone(), v.name.clone()), id);
+                    // Decided in the model (`lower::name_branches`), the same in every language.
+                    taken.insert(v.type_name.clone());
+                    variant_idents.insert((t.name.clone(), v.name.clone()), v.type_name.clone());
                 }
             }
         }
@@ -263,12 +249,10 @@ impl<'a> Emitter<'a> {
         }
     }
 
-    /// The enum whose every value carries an `rpc_code`: the error codes.
-    fn error_enum(&self) -> Option<(&'a NamedType, &'a EnumDef)> {
-        self.space.types.values().find_map(|t| match &t.kind {
-            TypeKind::StringEnum(e) if !e.values.is_empty() && e.values.iter().all(|v| v.rpc_code.is_some()) => Some((t, e)),
-            _ => None,
-        })
+    /// The model's error set, with its enum's type.
+    fn error_enum(&self) -> Option<(&'a NamedType, &'a ErrorSet)> {
+        let set = self.space.errors.as_ref()?;
+        Some((self.space.types.get(&set.enum_name)?, set))
     }
 
     // -----------------------------------------------------------------------------------------
@@ -510,19 +494,18 @@ impl<'a> Emitter<'a> {
                     w.line(&format!("return ({shouty}_VALUES as readonly string[]).includes(value);"));
                     w.close("}");
                 }
-                let documented = e.values.iter().any(|v| v.description.is_some() || v.retryable.is_some() || v.rpc_code.is_some());
+                let errors = self.space.errors.as_ref().filter(|s| s.enum_name == t.name);
+                let documented = errors.is_some() || e.values.iter().any(|v| v.description.is_some());
                 if documented {
                     w.blank();
-                    w.doc(&format!("What each value of `{id}` means{}.", if e.values.iter().any(|v| v.rpc_code.is_some()) { ", whether retrying can help, and its JSON-RPC code" } else { "" }));
+                    w.doc(&format!("What each value of `{id}` means{}.", if errors.is_some() { ", whether retrying can help, and its JSON-RPC code" } else { "" }));
                     w.open(&format!("export const {shouty}_INFO = {{"));
                     for v in &e.values {
                         let mut parts = Vec::new();
                         parts.push(format!("description: {}", js_str(v.description.as_deref().unwrap_or(""))));
-                        if let Some(r) = v.retryable {
-                            parts.push(format!("retryable: {r}"));
-                        }
-                        if let Some(c) = v.rpc_code {
-                            parts.push(format!("rpcCode: {c}"));
+                        if let Some(c) = errors.and_then(|s| s.get(&v.value)) {
+                            parts.push(format!("retryable: {}", c.retryable));
+                            parts.push(format!("rpcCode: {}", c.rpc_code));
                         }
                         w.line(&format!("{}: {{ {} }},", prop_key(&v.value), parts.join(", ")));
                     }
@@ -1345,22 +1328,18 @@ impl<'a> Emitter<'a> {
         let mut w = Out::new();
         w.line(HEADER);
         let Some((t, e)) = self.error_enum() else { return w.finish() };
+        let e = &e.codes;
         let id = self.id(&t.name);
         w.doc(&format!("One error class per `{}` value, so callers can `catch` by class.", t.name));
         w.line(&format!("import {{ OpenAgentsError, UnknownCodeError }} from {};", js_str(&self.opts.error_base)));
         w.line(&format!("import type {{ {id} }} from \"./types.js\";"));
         let mut classes = Vec::new();
-        let mut used = BTreeSet::new();
-        for v in &e.values {
-            let mut class = format!("{}Error", v.name);
-            while RESERVED.contains(&class.as_str()) || self.idents.values().any(|i| *i == class) || !used.insert(class.clone()) {
-                class.push('_');
-            }
+        for v in e {
+            // Decided in the model (`ErrorCode::class_name`), the same in every language.
+            let class = v.class_name.clone();
             w.blank();
             let mut d = v.description.clone().unwrap_or_else(|| format!("`{}`.", v.value));
-            if let Some(r) = v.retryable {
-                d.push_str(if r { "\n\nRetrying can help." } else { "\n\nRetrying the same request cannot help." });
-            }
+            d.push_str(if v.retryable { "\n\nRetrying can help." } else { "\n\nRetrying the same request cannot help." });
             w.doc(&d);
             w.open(&format!("export class {class} extends OpenAgentsError {{"));
             w.doc("The code this class stands for.");
@@ -1390,14 +1369,9 @@ fn json_inner(s: &str) -> String {
     q[1..q.len() - 1].to_owned()
 }
 
-/// A suffix for generated function names: PascalCase from any name.
+/// A suffix for generated function names: PascalCase from any name ([`naming::pascal`]).
 fn fn_suffix(name: &str) -> String {
-    let cleaned: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { ' ' }).collect();
-    let mut s = heck::ToUpperCamelCase::to_upper_camel_case(cleaned.as_str());
-    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
-        s.insert(0, 'T');
-    }
-    s
+    naming::pascal(name, "T")
 }
 
 /// Whether a class holds every non-ASCII code point.

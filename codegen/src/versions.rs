@@ -1,4 +1,5 @@
-//! The protocol-version commands of `openagents-codegen`: `digest`, `openrpc`, `compat`, `gate`
+//! The protocol-version commands of `openagents-codegen` (over [`openagents_codegen::history`]
+//! and [`openagents_codegen::compat`]): `digest`, `openrpc`, `compat`, `gate`
 //! and `freeze`. Exit codes: 0 fine, 1 something breaks (or the gate fails), 2 unusable input.
 
 use std::path::{Path, PathBuf};
@@ -6,6 +7,7 @@ use std::process::exit;
 
 use anyhow::Context;
 use openagents_codegen::compat::{self, Verdict};
+use openagents_codegen::{Config, history};
 
 const USAGE: &str = "usage:
   openagents-codegen digest [--schema DIR]
@@ -62,15 +64,15 @@ pub fn run(command: &str, args: Vec<String>) -> anyhow::Result<()> {
             let (old, new) = match args.positional.as_slice() {
                 [] => {
                     let history = args.schema.join("history");
-                    let frozen = compat::frozen_versions(&history).unwrap_or_else(|e| unusable(&e));
+                    let frozen = history::frozen_versions(&history).unwrap_or_else(|e| unusable(&e));
                     let Some(newest) = frozen.last() else { unusable(&format!("{} holds no frozen version to compare with", history.display())) };
                     (newest.bundle.clone(), args.schema.clone())
                 }
                 [old, new] => (PathBuf::from(old), PathBuf::from(new)),
                 _ => unusable(&format!("compat takes OLD and NEW, or nothing\n{USAGE}")),
             };
-            let (_, old_space) = compat::load_side(&old).unwrap_or_else(|e| unusable(&e));
-            let (_, new_space) = compat::load_side(&new).unwrap_or_else(|e| unusable(&e));
+            let (_, old_space) = Config::new().schema_dir(&old).load().unwrap_or_else(|e| unusable(&e));
+            let (_, new_space) = Config::new().schema_dir(&new).load().unwrap_or_else(|e| unusable(&e));
             let report = compat::compare(&old_space, &new_space);
             print!("{report}");
             println!("compat {} -> {}: {}", show(&old), show(&new), report.summary());
@@ -79,7 +81,7 @@ pub fn run(command: &str, args: Vec<String>) -> anyhow::Result<()> {
             }
         }
         "gate" => {
-            let outcome = compat::gate(&args.schema).unwrap_or_else(|e| unusable(&e));
+            let outcome = history::gate(&args.schema).unwrap_or_else(|e| unusable(&e));
             print!("{}", outcome.text);
             if !outcome.ok {
                 exit(1);
@@ -87,7 +89,7 @@ pub fn run(command: &str, args: Vec<String>) -> anyhow::Result<()> {
         }
         "freeze" => {
             let [version] = args.positional.as_slice() else { unusable(&format!("freeze takes one VERSION\n{USAGE}")) };
-            let (file, digest) = compat::freeze(&args.schema, version, args.force).unwrap_or_else(|e| unusable(&e));
+            let (file, digest) = history::freeze(&args.schema, version, args.force).unwrap_or_else(|e| unusable(&e));
             println!("froze {}", file.display());
             println!("add this entry to {}:\n", args.schema.join("CHANGELOG.md").display());
             println!("## {version}\n\nDigest: `{digest}`\n\n- (what changed, and for a major version every breaking change and what clients must do)");

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use openagents_codegen::compat::{self, Direction, Kind, Verdict};
-use openagents_codegen::{Documents, lower};
+use openagents_codegen::{Config, Documents, load, lower};
 use serde_json::{Value, json};
 
 fn manifest() -> &'static Path {
@@ -30,7 +30,7 @@ fn expected(case: &Path) -> (Vec<String>, Vec<String>) {
 }
 
 fn run(case: &Path) -> compat::Report {
-    let load = |side: &str| compat::load_side(&case.join(side)).unwrap_or_else(|e| panic!("{}/{side}: {e}", case.display())).1;
+    let load = |side: &str| Config::new().schema_dir(case.join(side)).load().unwrap_or_else(|e| panic!("{}/{side}: {e}", case.display())).1;
     compat::compare(&load("old"), &load("new"))
 }
 
@@ -116,7 +116,7 @@ fn the_corpus_covers_every_kind_in_both_directions() {
 fn a_bundle_reads_back_as_the_schema_it_was_made_from() {
     let docs = Documents::load_dir(&manifest().join("../schema")).expect("the real schema loads");
     let bundle = docs.bundle();
-    let back = compat::documents_from_bundle("bundle", &bundle).expect("a bundle unbundles");
+    let back = load::documents_from_bundle("bundle", &bundle).expect("a bundle unbundles");
     assert_eq!(back.bundle(), bundle, "bundle -> files -> bundle is the identity");
     let a = lower::lower(&docs).expect("lowers");
     let b = lower::lower(&back).expect("the unbundled files lower");

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use openagents_codegen::compat;
+use openagents_codegen::history;
 use serde_json::{Value, json};
 
 fn schema_dir() -> PathBuf {
@@ -13,7 +13,7 @@ fn schema_dir() -> PathBuf {
 
 #[test]
 fn the_schema_is_compatible_with_every_frozen_version() {
-    let outcome = compat::gate(&schema_dir()).unwrap_or_else(|e| panic!("the schema or a frozen bundle does not load: {e}"));
+    let outcome = history::gate(&schema_dir()).unwrap_or_else(|e| panic!("the schema or a frozen bundle does not load: {e}"));
     assert!(outcome.ok, "the protocol history gate failed:\n{}", outcome.text);
 }
 
@@ -35,8 +35,8 @@ impl Scratch {
         std::fs::write(&path, serde_json::to_string_pretty(&v).expect("serializes")).expect("writable");
     }
 
-    fn gate(&self) -> compat::GateOutcome {
-        compat::gate(&self.0).unwrap_or_else(|e| panic!("loads: {e}"))
+    fn gate(&self) -> history::GateOutcome {
+        history::gate(&self.0).unwrap_or_else(|e| panic!("loads: {e}"))
     }
 }
 
@@ -108,7 +108,7 @@ fn a_breaking_change_fails_the_gate_until_it_is_a_new_major_version() {
     set_version(&s, "2.0.0");
     let outcome = s.gate();
     assert!(!outcome.ok && outcome.text.contains("major version 2 has no frozen bundle"), "{}", outcome.text);
-    let (_, digest) = compat::freeze(&s.0, "2.0.0", false).expect("freezes");
+    let (_, digest) = history::freeze(&s.0, "2.0.0", false).expect("freezes");
     let outcome = s.gate();
     assert!(!outcome.ok && outcome.text.contains("no `## 2.0.0` entry"), "{}", outcome.text);
     let mut log = std::fs::read_to_string(s.0.join("CHANGELOG.md")).expect("changelog");
@@ -119,8 +119,8 @@ fn a_breaking_change_fails_the_gate_until_it_is_a_new_major_version() {
     assert!(outcome.text.contains("schema/ against 1.0.0"), "older majors are still reported:\n{}", outcome.text);
 
     // Freezing twice is refused; a version that does not match PROTOCOL_VERSION is refused.
-    assert!(compat::freeze(&s.0, "2.0.0", false).is_err());
-    assert!(compat::freeze(&s.0, "3.0.0", false).unwrap_err().contains("PROTOCOL_VERSION 2.0.0"));
+    assert!(history::freeze(&s.0, "2.0.0", false).is_err());
+    assert!(history::freeze(&s.0, "3.0.0", false).unwrap_err().contains("PROTOCOL_VERSION 2.0.0"));
 }
 
 #[test]
@@ -142,13 +142,13 @@ fn the_version_only_moves_forward() {
 
 #[test]
 fn versions_and_changelog_entries_parse() {
-    use compat::Version;
+    use history::Version;
     assert_eq!(Version::parse("1.2.3"), Some(Version { major: 1, minor: 2, patch: 3 }));
     for bad in ["1.2", "1.2.3.4", "01.2.3", "1.2.x", "", "v1.2.3"] {
         assert_eq!(Version::parse(bad), None, "{bad}");
     }
     let log = "## 1.1.0\n\nDigest: `abc`\n\n## 1.0.0 (first)\nDigest: def\n";
-    assert_eq!(compat::changelog_digest(log, Version { major: 1, minor: 1, patch: 0 }).as_deref(), Some("abc"));
-    assert_eq!(compat::changelog_digest(log, Version { major: 1, minor: 0, patch: 0 }).as_deref(), Some("def"));
-    assert_eq!(compat::changelog_digest(log, Version { major: 2, minor: 0, patch: 0 }), None);
+    assert_eq!(history::changelog_digest(log, Version { major: 1, minor: 1, patch: 0 }).as_deref(), Some("abc"));
+    assert_eq!(history::changelog_digest(log, Version { major: 1, minor: 0, patch: 0 }).as_deref(), Some("def"));
+    assert_eq!(history::changelog_digest(log, Version { major: 2, minor: 0, patch: 0 }), None);
 }

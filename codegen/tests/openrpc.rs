@@ -209,13 +209,15 @@ fn every_method_error_and_event_kind_is_in_the_openrpc_document() {
     assert_eq!(submit["params"][0]["required"], true);
     // Errors: every ErrorCode value with its rpc_code, referenced from each method.
     let errors = doc["components"]["errors"].as_object().expect("components.errors");
-    let Some(TypeKind::StringEnum(codes)) = space.types.get("ErrorCode").map(|t| &t.kind) else { panic!("ErrorCode is an enum") };
-    for c in &codes.values {
-        assert_eq!(errors[&c.value]["code"], c.rpc_code.expect("every code has an rpc_code"), "{}", c.value);
+    let set = space.errors.as_ref().expect("the schema has an error set");
+    assert_eq!(set.enum_name, "ErrorCode");
+    for c in &set.codes {
+        assert_eq!(errors[&c.value]["code"], c.rpc_code, "{}", c.value);
         assert_eq!(errors[&c.value]["data"]["code"], c.value.as_str());
+        assert_eq!(errors[&c.value]["data"]["retryable"], c.retryable, "{}", c.value);
     }
-    assert_eq!(errors.len(), codes.values.len());
-    assert_eq!(submit["errors"].as_array().expect("errors").len(), codes.values.len());
+    assert_eq!(errors.len(), set.codes.len());
+    assert_eq!(submit["errors"].as_array().expect("errors").len(), set.codes.len());
     // Events: every RuntimeEvent kind under x-events.
     let kinds: BTreeSet<&str> = doc["x-events"]["kinds"].as_array().expect("x-events.kinds").iter().map(|k| k["name"].as_str().expect("name")).collect();
     let Some(TypeKind::Union(events)) = space.types.get("RuntimeEvent").map(|t| &t.kind) else { panic!("RuntimeEvent is a union") };
