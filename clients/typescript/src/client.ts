@@ -179,27 +179,34 @@ export class OpenAgentsClient extends GeneratedMethods {
     return this.read(method, raw);
   }
 
-  /** Sends `submit`; aborting `signal` interrupts the turn. Resolves with the raw response. */
+  /**
+   * Sends `submit`; aborting `signal` interrupts the turn. Resolves with the raw response. The
+   * turn is named (an assignment is generated when `params` has none) and every `interrupt`
+   * names it, so a late one can never stop a later turn, or another client's.
+   */
   private async submitInterruptible(params: unknown, signal: AbortSignal): Promise<unknown> {
     signal.throwIfAborted();
+    const given = isObject(params) ? params.assignment : undefined;
+    const assignment = typeof given === "string" ? given : `asg-${randomHex(16)}`;
+    const named = { ...(isObject(params) ? params : {}), assignment };
     let settled = false;
     const onAbort = (): void => {
-      void this.interruptUntilStopped(() => settled);
+      void this.interruptUntilStopped(assignment, () => settled);
     };
     signal.addEventListener("abort", onAbort, { once: true });
     try {
-      return await this.transport.request("submit", params);
+      return await this.transport.request("submit", named);
     } finally {
       settled = true;
       signal.removeEventListener("abort", onAbort);
     }
   }
 
-  /** Sends `interrupt` until the runtime says it stopped a turn (the submit may not have started it yet). */
-  private async interruptUntilStopped(settled: () => boolean): Promise<void> {
+  /** Sends `interrupt` for `assignment` until the runtime says it stopped it (the submit may not have started it yet). */
+  private async interruptUntilStopped(assignment: string, settled: () => boolean): Promise<void> {
     for (let attempt = 0; attempt < 100 && !settled(); attempt++) {
       try {
-        if ((await this.interrupt()).interrupted) return;
+        if ((await this.interrupt({ assignment })).interrupted) return;
       } catch {
         // A transport hiccup: try again while the submit is pending.
       }

@@ -6,8 +6,8 @@
 import assert from "node:assert/strict";
 import { after, test } from "node:test";
 
-import { InterruptedError, RunnerNotFoundError, TransportError } from "@openagents/client";
-import type { ServerEvent } from "@openagents/client";
+import { InterruptedError, isKnownRuntimeEvent, OpenAgentsClient, RunnerNotFoundError, TransportError } from "@openagents/client";
+import type { ServerEvent, Transport } from "@openagents/client";
 import { connectStdio, StdioTransport } from "@openagents/client/node";
 
 import { BIN, checkResumeAhead, Setup } from "./helpers.js";
@@ -57,6 +57,46 @@ test("aborting a submit over stdio interrupts the turn", async () => {
     await client.close();
   }
 });
+
+for (const given of [undefined, "mine-1"]) {
+  test(`an aborted submit interrupts only its own turn (assignment ${given === undefined ? "generated" : "given"})`, async () => {
+    const inner = StdioTransport.spawn({ runner: "behave", bin: BIN, env: setup.env, cwd: setup.dir });
+    const sent: [string, unknown][] = [];
+    const recording: Transport = {
+      where: inner.where,
+      request: (method, params, options) => {
+        sent.push([method, params]);
+        return inner.request(method, params, options);
+      },
+      subscribe: (options) => inner.subscribe(options),
+      close: () => inner.close(),
+    };
+    const client = new OpenAgentsClient(recording);
+    try {
+      const controller = new AbortController();
+      const stream = client.events();
+      await stream.ready;
+      const submitted = client.submit(given === undefined ? { task: "hang" } : { task: "hang", assignment: given }, { signal: controller.signal });
+      submitted.catch(() => undefined);
+      let started = "";
+      for await (const ev of stream) {
+        if (isKnownRuntimeEvent(ev.event) && ev.event.type === "turn_started") started = ev.event.assignment;
+        if (ev.event.type === "text") controller.abort();
+        if (ev.event.type === "turn_failed") break;
+      }
+      await assert.rejects(submitted, (e: unknown) => e instanceof InterruptedError);
+      if (given !== undefined) assert.equal(started, given);
+      // The submit named its turn, and every interrupt names the same one.
+      const submits = sent.filter(([m]) => m === "submit").map(([, p]) => p as { assignment?: string });
+      const interrupts = sent.filter(([m]) => m === "interrupt").map(([, p]) => p);
+      assert.equal(submits[0]?.assignment, started);
+      assert.ok(interrupts.length >= 1, JSON.stringify(sent));
+      for (const p of interrupts) assert.deepEqual(p, { assignment: started });
+    } finally {
+      await client.close();
+    }
+  });
+}
 
 test("events since a point are replayed through the subscribe method", async () => {
   const client = connectStdio({ runner: "echo-ts", bin: BIN, env: setup.env, cwd: setup.dir });
