@@ -3,8 +3,9 @@
 //!
 //! - [`pascal`] cleans any text into a PascalCase type name (ASCII letters and digits only; a
 //!   fallback for empty text; a leading digit gets `T`).
-//! - [`unique`] is the one clash rule for names the model decides: the name itself when free,
-//!   otherwise the name with `2`, `3`, … appended, the first that is free.
+//! - [`unique`] is the one clash rule: the name itself when free, otherwise the name with `2`,
+//!   `3`, … appended, the first that is free ([`unique_snake`] writes `_2`, `_3`, … for
+//!   snake_case identifiers).
 //! - [`escape`] is the one rule for a language's reserved words: `_` is appended until the name
 //!   is neither reserved nor taken.
 //! - [`RESERVED_TYPE_NAMES`] holds the names no generated type of any language may take; the
@@ -49,10 +50,20 @@ pub fn pascal(s: &str, fallback: &str) -> String {
 
 /// The one clash rule: `base` when `taken` says it is free, else `base2`, `base3`, …
 pub fn unique(base: &str, taken: impl Fn(&str) -> bool) -> String {
+    numbered(base, "", taken)
+}
+
+/// The clash rule for snake_case identifiers (fields, parameters): `base`, else `base_2`,
+/// `base_3`, …
+pub fn unique_snake(base: &str, taken: impl Fn(&str) -> bool) -> String {
+    numbered(base, "_", taken)
+}
+
+fn numbered(base: &str, sep: &str, taken: impl Fn(&str) -> bool) -> String {
     if !taken(base) {
         return base.to_owned();
     }
-    (2u64..).map(|i| format!("{base}{i}")).find(|n| !taken(n)).unwrap_or_else(|| base.to_owned())
+    (2u64..).map(|i| format!("{base}{sep}{i}")).find(|n| !taken(n)).unwrap_or_else(|| base.to_owned())
 }
 
 /// `name` with `_` appended until it is neither in `reserved` nor `taken`.
@@ -114,6 +125,7 @@ mod tests {
         assert_eq!(names.claim("Turn"), "Turn2");
         assert_eq!(names.claim("Turn"), "Turn3");
         assert_eq!(unique("A", |n| n == "A" || n == "A2"), "A3");
+        assert_eq!(unique_snake("id", |n| n == "id" || n == "id_2"), "id_3");
     }
 
     #[test]

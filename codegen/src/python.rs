@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use crate::error::SchemaError;
 use crate::model::*;
+use crate::naming;
 use crate::pattern::{self, CharSet, Group, Pattern, Property, Token};
 
 /// The first line of every generated Python module.
@@ -516,20 +517,15 @@ fn unique_idents(names: &[&str], reserved: &[&str]) -> Vec<String> {
     names
         .iter()
         .map(|n| {
-            let base = field_ident(n);
-            let mut id = base.clone();
-            let mut i = 2;
-            while !seen.insert(id.clone()) {
-                id = format!("{base}_{i}");
-                i += 1;
-            }
+            let id = naming::unique_snake(&field_ident(n), |c| seen.contains(c));
+            seen.insert(id.clone());
             id
         })
         .collect()
 }
 
 fn class_ident(name: &str) -> String {
-    if KEYWORDS.contains(&name) { format!("{name}_") } else { name.to_owned() }
+    naming::escape(name, KEYWORDS, |_| false)
 }
 
 fn member_ident(value: &str) -> String {

@@ -59,7 +59,7 @@ pub fn field_ident(name: &str) -> Ident {
 }
 
 fn type_ident(name: &str) -> Ident {
-    if KEYWORDS.contains(&name) { format_ident!("{}_", name) } else { format_ident!("{}", name) }
+    format_ident!("{}", crate::naming::escape(name, KEYWORDS, |_| false))
 }
 
 /// Text for a doc comment: control characters (a bare CR ends a `///` line) written as escapes.
@@ -84,13 +84,13 @@ fn field_idents(names: &[&str], reserved: &[&str]) -> Vec<Ident> {
     let mut seen: BTreeSet<String> = reserved.iter().map(|r| (*r).to_owned()).collect();
     names.iter().map(|n| {
         let base = field_ident(n);
-        let mut id = base.clone();
-        let mut i = 2;
-        while !seen.insert(id.to_string()) {
-            id = format_ident!("{}_{}", base.to_string().trim_start_matches("r#"), i as usize);
-            i += 1;
+        if seen.insert(base.to_string()) {
+            return base;
         }
-        id
+        let stem = base.to_string().trim_start_matches("r#").to_owned();
+        let id = crate::naming::unique_snake(&stem, |c| c == stem || seen.contains(c));
+        seen.insert(id.clone());
+        format_ident!("{}", id)
     }).collect()
 }
 

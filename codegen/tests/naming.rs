@@ -52,3 +52,16 @@ fn clashes_are_resolved_the_same_way_in_every_language() {
     // The fallback for a code this version does not know is the model's, in Python as in Rust.
     assert!(errors_py.contains("RPC_CODE: ClassVar[int] = -32000"), "{errors_py}");
 }
+
+#[test]
+fn field_clashes_are_numbered_the_same_way_in_rust_and_python() {
+    // `a-b` and `a_b` both clean to `a_b`, `type` and `Type` both to `type`.
+    let schema = r#"{"title": "Pair", "type": "object", "properties": {"a-b": {"type": "string"}, "a_b": {"type": "integer"}, "type": {"type": "string"}, "Type": {"type": "string"}}}"#;
+    let rust = openagents_codegen::rust_from_texts([("case.json", schema)], "crate::rt").expect("rust");
+    assert!(rust.contains("pub a_b: ") && rust.contains("pub a_b_2: "), "{rust}");
+    assert!(rust.contains("pub r#type: ") && rust.contains("pub type_2: "), "{rust}");
+    let docs = Documents::from_texts([("case.json", schema)]).expect("loads");
+    let py = python::emit(&lower::lower(&docs).expect("lowers"), None).expect("python");
+    let models = file(&py, "models.py");
+    assert!(models.contains("    a_b: ") && models.contains("    a_b_2: "), "{models}");
+}
