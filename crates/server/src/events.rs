@@ -25,6 +25,7 @@ struct Log {
 pub struct Published {
     event: ServerEvent,
     json: OnceLock<Vec<u8>>,
+    sse: OnceLock<axum::body::Bytes>,
 }
 
 /// A published event as every subscriber holds it.
@@ -32,7 +33,7 @@ pub type SharedEvent = Arc<Published>;
 
 impl Published {
     fn shared(event: ServerEvent) -> SharedEvent {
-        Arc::new(Published { event, json: OnceLock::new() })
+        Arc::new(Published { event, json: OnceLock::new(), sse: OnceLock::new() })
     }
     /// The event.
     pub fn event(&self) -> &ServerEvent {
@@ -41,6 +42,11 @@ impl Published {
     /// The event as JSON ([`crate::projection::event_json`]), the same bytes for everyone.
     pub fn json(&self) -> &[u8] {
         self.json.get_or_init(|| crate::projection::event_json(&self.event))
+    }
+    /// The event as one server-sent event ([`crate::projection::sse_frame`]), shared: every
+    /// `GET /events` stream writes these same bytes.
+    pub fn sse_frame(&self) -> &axum::body::Bytes {
+        self.sse.get_or_init(|| crate::projection::sse_frame(self.event.seq, self.json()).into())
     }
 }
 
@@ -172,10 +178,7 @@ impl Subscription {
     /// [`Subscription::next`], as the event shared with every other subscriber, with its JSON
     /// encoded once for all of them.
     pub async fn next_shared(&mut self) -> Option<SharedEvent> {
-        if let Some(ev) = self.backlog.pop_front() {
-            if !matches!(ev.event.event, RuntimeEvent::Gap { .. }) {
-                self.seen = self.seen.max(ev.event.seq);
-            }
+        if let Some(ev) = self.from_backlog() {
             return Some(ev);
         }
         loop {
@@ -185,17 +188,45 @@ impl Subscription {
                     self.seen = ev.event.seq;
                     return Some(ev);
                 }
-                Err(broadcast::error::RecvError::Lagged(missed)) => {
-                    self.counters.lagged.fetch_add(1, Ordering::Relaxed);
-                    let notice = ServerEvent { seq: self.seen, time_ms: Some(now_ms()), event: RuntimeEvent::Lagged { missed: missed as i64 } };
-                    // The missed events are behind this subscriber now: the next event is
-                    // `seq + missed + 1`, and a second notice before it counts from there.
-                    self.seen += missed as i64;
-                    return Some(Published::shared(notice));
-                }
+                Err(broadcast::error::RecvError::Lagged(missed)) => return Some(self.lagged(missed)),
                 Err(broadcast::error::RecvError::Closed) => return None,
             }
         }
+    }
+
+    /// [`Subscription::next_shared`] without waiting: the next event when one is already there.
+    pub fn try_next_shared(&mut self) -> Option<SharedEvent> {
+        if let Some(ev) = self.from_backlog() {
+            return Some(ev);
+        }
+        loop {
+            match self.rx.try_recv() {
+                Ok(ev) if ev.event.seq <= self.seen => continue,
+                Ok(ev) => {
+                    self.seen = ev.event.seq;
+                    return Some(ev);
+                }
+                Err(broadcast::error::TryRecvError::Lagged(missed)) => return Some(self.lagged(missed)),
+                Err(broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed) => return None,
+            }
+        }
+    }
+
+    fn from_backlog(&mut self) -> Option<SharedEvent> {
+        let ev = self.backlog.pop_front()?;
+        if !matches!(ev.event.event, RuntimeEvent::Gap { .. }) {
+            self.seen = self.seen.max(ev.event.seq);
+        }
+        Some(ev)
+    }
+
+    fn lagged(&mut self, missed: u64) -> SharedEvent {
+        self.counters.lagged.fetch_add(1, Ordering::Relaxed);
+        let notice = ServerEvent { seq: self.seen, time_ms: Some(now_ms()), event: RuntimeEvent::Lagged { missed: missed as i64 } };
+        // The missed events are behind this subscriber now: the next event is `seq + missed +
+        // 1`, and a second notice before it counts from there.
+        self.seen += missed as i64;
+        Published::shared(notice)
     }
 
     /// The sequence number of the newest event this subscriber has been given.
@@ -256,5 +287,10 @@ mod tests {
         let mut c = hub.subscribe(Some(0));
         let ec = c.next_shared().await.expect("the replayed event");
         assert!(std::ptr::eq(ec.json(), ea.json()), "the replayed event was encoded again");
+        // The SSE frame around it, also made once: `id:` the sequence number, `data:` the JSON.
+        assert_eq!(ea.sse_frame().as_ptr(), ec.sse_frame().as_ptr(), "the SSE frame was made again");
+        let frame = std::str::from_utf8(ea.sse_frame()).expect("UTF-8");
+        let data = frame.strip_prefix(&format!("id: {}\ndata: ", published.seq)).and_then(|f| f.strip_suffix("\n\n")).expect("one id and one data line");
+        assert_eq!(rt::parse_validated::<ServerEvent>(data.as_bytes()).expect("the frame's data decodes"), published);
     }
 }

@@ -21,8 +21,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{get, post};
 use futures_util::StreamExt;
 use futures_util::stream::{self, Stream};
@@ -44,6 +43,9 @@ pub const JSON_CONTENT_TYPES: &[&str] = &["application/json", "application/json-
 pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often an idle event stream gets a keep-alive comment.
 pub const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// How many bytes of events already waiting an event stream puts in one chunk at most.
+const SSE_BATCH_BYTES: usize = 32 * 1024;
 
 /// The HTTP routes: `POST /rpc`, `GET /events`, `GET /metrics` (the probes are the server's,
 /// on every listener).
@@ -155,9 +157,11 @@ async fn events(State(app): State<Access>, peer: Option<axum::Extension<Peer>>, 
     let sub = app.engine().subscribe(since);
     // The first comment goes out at once, so a buffering proxy forwards the stream's start and
     // the client knows it is connected; `retry:` tells `EventSource` how soon to reconnect.
-    let hello = stream::once(async { Ok::<_, Infallible>(SseEvent::default().comment("openagents events").retry(SSE_RETRY)) });
-    let mut response = Sse::new(hello.chain(event_stream(sub, app.engine().clone()))).keep_alive(KeepAlive::new().interval(SSE_KEEP_ALIVE)).into_response();
+    let hello = format!(": openagents events\nretry: {}\n\n", SSE_RETRY.as_millis());
+    let hello = stream::once(async move { Ok::<_, Infallible>(axum::body::Bytes::from(hello)) });
+    let mut response = Response::new(Body::from_stream(hello.chain(event_stream(sub, app.engine().clone()))));
     let h = response.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     response
@@ -183,25 +187,58 @@ pub fn resume_point(last_event_id: Option<&HeaderValue>, query: Option<&str>) ->
     }
 }
 
-fn event_stream(sub: crate::events::Subscription, engine: RpcEngine) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    stream::unfold((sub, engine, false), |(mut sub, engine, done)| async move {
+/// The events as server-sent events: each event's frame is made once and shared by every
+/// stream (see [`crate::events::Published::sse_frame`]). A comment (`:`) goes out after
+/// [`SSE_KEEP_ALIVE`] without anything else, as a keep-alive.
+fn event_stream(sub: crate::events::Subscription, engine: RpcEngine) -> impl Stream<Item = Result<axum::body::Bytes, Infallible>> {
+    let alive = Box::pin(tokio::time::sleep(SSE_KEEP_ALIVE));
+    let state = (sub, engine, false, alive, tokio::time::Instant::now());
+    stream::unfold(state, |(mut sub, engine, done, mut alive, mut sent)| async move {
         if done {
             return None;
         }
-        let ev = tokio::select! {
-            biased;
-            ev = sub.next_shared() => ev?,
-            () = engine.wait_for_shutdown() => {
-                // Deliver what is already queued (the final event), then end.
-                match tokio::time::timeout(Duration::from_millis(200), sub.next_shared()).await {
-                    Ok(Some(ev)) => ev,
-                    _ => return None,
+        let ev = loop {
+            tokio::select! {
+                biased;
+                ev = sub.next_shared() => break ev?,
+                () = engine.wait_for_shutdown() => {
+                    // Deliver what is already queued (the final event), then end.
+                    match tokio::time::timeout(Duration::from_millis(200), sub.next_shared()).await {
+                        Ok(Some(ev)) => break ev,
+                        _ => return None,
+                    }
+                }
+                () = &mut alive => {
+                    // The timer is not reset per event (that would cost more than the event):
+                    // when it fires, the comment goes out only if nothing did for the interval.
+                    let (due, now) = (sent + SSE_KEEP_ALIVE, tokio::time::Instant::now());
+                    if now >= due {
+                        alive.as_mut().reset(now + SSE_KEEP_ALIVE);
+                        return Some((Ok(axum::body::Bytes::from_static(b":\n\n")), (sub, engine, false, alive, now)));
+                    }
+                    alive.as_mut().reset(due);
                 }
             }
         };
-        let last = projection::is_final(ev.event());
-        // The JSON is encoded once for every subscriber (and is always UTF-8).
-        let sse = SseEvent::default().id(ev.event().seq.to_string()).data(std::str::from_utf8(ev.json()).unwrap_or_default());
-        Some((Ok(sse), (sub, engine, last)))
+        let mut last = projection::is_final(ev.event());
+        sent = tokio::time::Instant::now();
+        // Events already waiting go out in one chunk (one copy of each shared frame), not a
+        // chunk each; a lone event goes out as the shared frame itself.
+        let mut frames: Option<Vec<u8>> = None;
+        while !last {
+            let Some(more) = sub.try_next_shared() else { break };
+            last = projection::is_final(more.event());
+            let buf = frames.get_or_insert_with(|| {
+                let mut b = Vec::with_capacity((ev.sse_frame().len() * 16).min(SSE_BATCH_BYTES));
+                b.extend_from_slice(ev.sse_frame());
+                b
+            });
+            buf.extend_from_slice(more.sse_frame());
+            if buf.len() >= SSE_BATCH_BYTES {
+                break;
+            }
+        }
+        let chunk = frames.map_or_else(|| ev.sse_frame().clone(), axum::body::Bytes::from);
+        Some((Ok(chunk), (sub, engine, last, alive, sent)))
     })
 }

@@ -23,6 +23,18 @@ pub fn event_json(ev: &ServerEvent) -> Vec<u8> {
     }
 }
 
+/// A server-sent event: `id: <seq>\ndata: <json>\n\n` (JSON holds no raw newline).
+pub fn sse_frame(seq: i64, json: &[u8]) -> Vec<u8> {
+    let id = seq.to_string();
+    let mut out = Vec::with_capacity(4 + id.len() + 7 + json.len() + 2);
+    out.extend_from_slice(b"id: ");
+    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(b"\ndata: ");
+    out.extend_from_slice(json);
+    out.extend_from_slice(b"\n\n");
+    out
+}
+
 /// A stdio notification line: `{"event": …}`.
 pub fn notification_line(ev: &ServerEvent) -> Vec<u8> {
     notification_line_of(&event_json(ev))
