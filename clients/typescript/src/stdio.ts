@@ -17,7 +17,10 @@ import type { EventSubscription, RequestOptions, SubscribeOptions, Transport } f
 
 /** Options for `StdioTransport.spawn`. */
 export interface StdioTransportOptions {
-  /** The runner turns use unless a submit names another (`--runner`). */
+  /**
+   * The runner turns use unless a submit names another (`--runner`). `serve` serves only the
+   * runners it is given: add more with `args` (`["--runner", "other"]`) for a submit to name them.
+   */
   readonly runner: string;
   /** The `openagents` executable: this, else `$OPENAGENTS_BIN`, else `openagents` on the `PATH`. */
   readonly bin?: string;

@@ -141,7 +141,8 @@ class StdioTransport(Transport):
     """Starts `openagents serve --stdio --runner ID` and talks JSONL-RPC to it.
 
     The server starts only when the operator's configuration (`$OPENAGENTS_CONFIG`) enables it;
-    its runners come from the operator's registry (`$OPENAGENTS_RUNNERS`). `stderr="capture"`
+    its runners come from the operator's registry (`$OPENAGENTS_RUNNERS`), and it serves only
+    `runner` and those more `--runner ID` arguments in `args` name. `stderr="capture"`
     keeps the newest `STDERR_TAIL_BYTES` of the server's stderr (`stderr_tail`) and puts it in
     the error when the server exits; `"inherit"` lets it through.
 
