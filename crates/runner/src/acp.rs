@@ -309,23 +309,31 @@ impl AcpHost {
             Some(p) => p,
             None => {
                 started = true;
-                let mut p = match AcpProcess::spawn(spec, &turn.cwd) {
+                match AcpProcess::start(spec, &turn.cwd, cancel, deadline, &mut budget).await {
                     Ok(p) => p,
-                    Err(e) => {
+                    Err((e, stderr)) => {
                         reserved.checkin(None, settings);
-                        return fail(e);
+                        return AcpReport { outcome: Err(e), stderr, started };
                     }
-                };
-                if let Err(e) = p.handshake(&turn.cwd, cancel, deadline, spec.timeout, &mut budget).await {
-                    let stderr = p.tail.text();
-                    p.close(false).await;
+                }
+            }
+        };
+        let lines_before = process.line_no;
+        let mut outcome = process.prompt(&turn.task, cancel, deadline, spec.timeout, &mut budget, on_event, approver).await;
+        if !started && matches!(outcome, Err(AcpError::Exited(_))) && process.line_no == lines_before {
+            // The kept process was gone before it read the prompt (it died while idle, just
+            // before the turn): the turn has not begun, so it goes to a fresh process.
+            process.close(false).await;
+            started = true;
+            process = match AcpProcess::start(spec, &turn.cwd, cancel, deadline, &mut budget).await {
+                Ok(p) => p,
+                Err((e, stderr)) => {
                     reserved.checkin(None, settings);
                     return AcpReport { outcome: Err(e), stderr, started };
                 }
-                p
-            }
-        };
-        let outcome = process.prompt(&turn.task, cancel, deadline, spec.timeout, &mut budget, on_event, approver).await;
+            };
+            outcome = process.prompt(&turn.task, cancel, deadline, spec.timeout, &mut budget, on_event, approver).await;
+        }
         let keep = match &outcome {
             Ok(_) => true,
             Err(AcpError::Interrupted) => process.answered,
@@ -541,6 +549,18 @@ impl AcpProcess {
             exited: None,
             closed: false,
         })
+    }
+
+    /// Starts the agent and sets it up (`initialize`, `session/new`); on failure, the error and
+    /// what the agent wrote to stderr, the process ended.
+    async fn start(spec: &RunnerSpec, cwd: &str, cancel: &CancellationToken, deadline: Instant, budget: &mut usize) -> Result<AcpProcess, (AcpError, String)> {
+        let mut p = AcpProcess::spawn(spec, cwd).map_err(|e| (e, String::new()))?;
+        if let Err(e) = p.handshake(cwd, cancel, deadline, spec.timeout, budget).await {
+            let stderr = p.tail.text();
+            p.close(false).await;
+            return Err((e, stderr));
+        }
+        Ok(p)
     }
 
     fn has_exited(&mut self) -> bool {

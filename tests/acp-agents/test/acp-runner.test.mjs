@@ -184,7 +184,7 @@ describe("openagents serve --http", () => {
     process.kill(first.pid, "SIGKILL");
     await until(() => !alive(first.pid), "the agent to die");
     const next = await turn("fake", "fragile", "x");
-    assert.equal(next.prompts, 1);
+    assert.equal(next.prompts, 1, JSON.stringify(next));
     assert.notEqual(next.pid, first.pid);
   });
 
