@@ -475,6 +475,23 @@ fn sorted_expected(mut expected: Value) -> Value {
     expected
 }
 
+/// `v` as text with every object's keys sorted, so equal JSON compares equal as text whatever
+/// order a map keeps (serde_json's `preserve_order` may be on in the workspace).
+fn canonical(v: &Value) -> String {
+    fn sort(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                Value::Object(keys.into_iter().map(|k| (k.clone(), sort(&m[k]))).collect())
+            }
+            Value::Array(a) => Value::Array(a.iter().map(sort).collect()),
+            other => other.clone(),
+        }
+    }
+    sort(v).to_string()
+}
+
 /// Checks `actual` (the reply, `None` for none) against `expected`: equal as JSON, a batch as
 /// a multiset.
 fn compare(what: &str, actual: Option<&Value>, expected: Option<&Value>) {
@@ -491,23 +508,23 @@ fn compare(what: &str, actual: Option<&Value>, expected: Option<&Value>) {
                     );
                     let mut v: Vec<String> = items
                         .iter()
-                        .map(|i| normalized(i.clone(), what).to_string())
+                        .map(|i| canonical(&normalized(i.clone(), what)))
                         .collect();
                     v.sort();
                     v
                 }
-                other => vec![normalized(other.clone(), what).to_string()],
+                other => vec![canonical(&normalized(other.clone(), what))],
             };
             let expected = match e {
                 Value::Array(items) => {
                     let mut v: Vec<String> = items
                         .iter()
-                        .map(|i| sorted_expected(i.clone()).to_string())
+                        .map(|i| canonical(&sorted_expected(i.clone())))
                         .collect();
                     v.sort();
                     v
                 }
-                other => vec![sorted_expected(other.clone()).to_string()],
+                other => vec![canonical(&sorted_expected(other.clone()))],
             };
             assert_eq!(a.is_array(), e.is_array(), "{what}: expected {e}, got {a}");
             if actual != expected {
