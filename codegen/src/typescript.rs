@@ -511,6 +511,11 @@ impl<'a> Emitter<'a> {
                     }
                     w.close("} as const;");
                 }
+                if errors.is_some() {
+                    w.blank();
+                    w.doc(&format!("Whether retrying can help, and the JSON-RPC code, for a value of `{id}` this version does not know."));
+                    w.line(&format!("export const {shouty}_UNKNOWN = {{ retryable: {}, rpcCode: {} }} as const;", ErrorSet::UNKNOWN_RETRYABLE, ErrorSet::UNKNOWN_RPC_CODE));
+                }
             }
             TypeKind::Alias(node) => {
                 w.doc(&d);

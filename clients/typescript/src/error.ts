@@ -9,7 +9,7 @@
  */
 
 import type { ErrorCode, ErrorDetails, RuntimeSubmitError } from "./generated/types.js";
-import { ERROR_CODE_INFO, isKnownErrorCode } from "./generated/types.js";
+import { ERROR_CODE_INFO, ERROR_CODE_UNKNOWN, isKnownErrorCode } from "./generated/types.js";
 import type { Violation } from "./rt.js";
 
 /** A typed failure from a runtime: one subclass per error code. */
@@ -34,14 +34,14 @@ export class OpenAgentsError extends Error {
     this.retryable = data.retryable;
     this.details = data.details;
     this.data = data;
-    this.rpcCode = rpcCode ?? (isKnownErrorCode(data.code) ? ERROR_CODE_INFO[data.code].rpcCode : -32000);
+    this.rpcCode = rpcCode ?? (isKnownErrorCode(data.code) ? ERROR_CODE_INFO[data.code].rpcCode : ERROR_CODE_UNKNOWN.rpcCode);
   }
 }
 
 /** A code this version of the client does not know; never retryable, whatever the peer says. */
 export class UnknownCodeError extends OpenAgentsError {
   constructor(data: RuntimeSubmitError, rpcCode?: number, options?: { cause?: unknown }) {
-    super({ ...data, retryable: false }, rpcCode, options);
+    super({ ...data, retryable: ERROR_CODE_UNKNOWN.retryable }, rpcCode, options);
   }
 }
 

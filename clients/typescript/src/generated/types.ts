@@ -126,6 +126,9 @@ export const ERROR_CODE_INFO = {
   internal: { description: "A bug or an unexpected fault in the runtime. It may succeed another time; please report it.", retryable: true, rpcCode: -32603 },
 } as const;
 
+/** Whether retrying can help, and the JSON-RPC code, for a value of `ErrorCode` this version does not know. */
+export const ERROR_CODE_UNKNOWN = { retryable: false, rpcCode: -32000 } as const;
+
 /** Structured details about an error. Open to new fields. */
 export interface ErrorDetails {
   /** Schema violations found in the request, by JSON pointer: at most the first 100, the rest counted in `violations_omitted`. */
