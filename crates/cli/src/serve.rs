@@ -158,7 +158,7 @@ pub fn serve(args: ServeArgs) -> ExitCode {
                     engine.shutdown().await;
                 })
             };
-            let r = openagents_sdk::server::run_stdio(engine.clone(), tokio::io::stdin(), tokio::io::stdout()).await;
+            let r = openagents_sdk::server::run_stdio_process(engine.clone()).await;
             on_signal.abort();
             // End of input ends the runtime: nothing it started (an ACP runner's agent process,
             // kept between turns) may outlive it.
@@ -168,8 +168,8 @@ pub fn serve(args: ServeArgs) -> ExitCode {
                 Err(e) => fail(format!("stdio failed: {e}")),
             }
         });
-        // Every answer and event has been written and flushed. What may remain is tokio's read
-        // of stdin, a blocking read that cannot be cancelled: after `shutdown` with the input
+        // Every answer and event has been written and flushed. What may remain is the input
+        // thread's read of stdin, a blocking read that cannot be cancelled: after `shutdown` with the input
         // still open, waiting for it (as dropping the runtime does) would never end.
         runtime.shutdown_background();
         return code;

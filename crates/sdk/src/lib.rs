@@ -112,7 +112,7 @@ pub mod server {
     pub use openagents_server::{
         Agent, ApprovalDecision, ApprovalHandler, Caller, FrontendRequestBridge, FrontendWebSocketServer, DEFAULT_LEASE_TTL, EngineConfig, FnAgent, Grant, Reply, RpcEngine, RpcRequest,
         RunnerAgent, RuntimeHttpCredential, RuntimeStatus, RuntimeSubmitError, SERVER_EVENT_CHANNEL_CAPACITY, SERVER_MAX_LINE_BYTES,
-        TurnContext, MIN_TOKEN_BYTES, TokenFileError, generate_token, load_credentials, read_token_file, run_http, run_http_authorized, run_http_authorized_with_lease_ttl, run_stdio, run_frontend_websocket,
+        TurnContext, MIN_TOKEN_BYTES, TokenFileError, generate_token, load_credentials, read_token_file, run_http, run_http_authorized, run_http_authorized_with_lease_ttl, run_stdio, run_stdio_process, run_frontend_websocket,
     };
     pub use openagents_server::{events, http, projection};
 }

@@ -47,5 +47,5 @@ pub use jsonrpc::Reply;
 pub use listener::{HttpOptions, PROTOCOL_VERSION_HEADER, SCHEMA_DIGEST_HEADER};
 pub use openagents_protocol::{RpcRequest, RuntimeStatus, RuntimeSubmitError, SERVER_EVENT_CHANNEL_CAPACITY, SERVER_MAX_LINE_BYTES};
 pub use server::{FrontendWebSocketServer, Server, ServerBuilder, ServerHandle, run_frontend_websocket, run_http, run_http_authorized, run_http_authorized_web, run_http_authorized_with_lease_ttl, run_http_with};
-pub use stdio::run_stdio;
+pub use stdio::{run_stdio, run_stdio_process};
 pub use ws::WsOptions;

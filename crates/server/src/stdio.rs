@@ -5,8 +5,13 @@
 
 use openagents_protocol::{ErrorCode, SERVER_MAX_IN_FLIGHT, SERVER_MAX_LINE_BYTES};
 use openagents_runner::frame::{FrameError, LineReader};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, watch};
+use std::io::{Read, Write};
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, ReadBuf};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::PollSender;
 use tokio::task::JoinSet;
 
 use crate::agent::error;
@@ -30,11 +35,181 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    // 64 KiB reads and writes: each read of tokio's stdin and each write of its stdout is a
+    // trip through the blocking thread pool.
+    serve(engine, BufReader::with_capacity(64 * 1024, reader), tokio::io::BufWriter::with_capacity(64 * 1024, writer)).await
+}
+
+/// [`run_stdio`] on this process's own stdin and stdout, as `openagents serve --stdio` runs it.
+/// Two threads of its own do the I/O instead of tokio's blocking pool (a trip through it per
+/// read and per write): one reads the input in large reads and hands each over whole, one
+/// writes what the connection's writer hands it, a batch of lines at a time. Returns once
+/// every answer and event has been written; a read still waiting on the input is left to end
+/// with the process.
+///
+/// # Errors
+///
+/// I/O errors reading the input, or setting the threads up.
+pub async fn run_stdio_process(engine: RpcEngine) -> std::io::Result<()> {
+    use std::os::fd::AsFd;
+    let input = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
+    let output = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+    let reader = ThreadReader::spawn(input)?;
+    let (writer, written) = ThreadWriter::spawn(output)?;
+    let result = serve(engine, reader, writer).await;
+    // The writer was dropped when the connection ended: wait for the thread to write what it
+    // holds. A failed write (the parent closed our stdout) ends the output, not the connection,
+    // as in `run_stdio`.
+    let _ = written.await;
+    result
+}
+
+/// How much one read of the input takes at most.
+const READ_CHUNK: usize = 64 * 1024;
+/// How many reads may wait for the connection (backpressure beyond: the thread stops reading).
+const READ_QUEUE: usize = 16;
+/// How many batches may wait for the writer thread.
+const WRITE_QUEUE: usize = 16;
+/// How large a batch for the writer thread grows before it is handed over without a flush.
+const WRITE_BATCH: usize = 64 * 1024;
+
+/// The input, read by a thread of its own and handed over a read at a time.
+struct ThreadReader {
+    rx: mpsc::Receiver<std::io::Result<Vec<u8>>>,
+    chunk: Vec<u8>,
+    pos: usize,
+    done: bool,
+}
+
+impl ThreadReader {
+    fn spawn(mut input: std::fs::File) -> std::io::Result<ThreadReader> {
+        let (tx, rx) = mpsc::channel(READ_QUEUE);
+        std::thread::Builder::new().name("openagents-stdin".into()).spawn(move || {
+            let mut buf = vec![0u8; READ_CHUNK];
+            loop {
+                let got = match input.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => Ok(buf[..n].to_vec()),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => Err(e),
+                };
+                let failed = got.is_err();
+                if tx.blocking_send(got).is_err() || failed {
+                    break;
+                }
+            }
+        })?;
+        Ok(ThreadReader { rx, chunk: Vec::new(), pos: 0, done: false })
+    }
+}
+
+impl AsyncBufRead for ThreadReader {
+    fn poll_fill_buf(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<&[u8]>> {
+        let this = self.get_mut();
+        while this.pos >= this.chunk.len() && !this.done {
+            match ready!(this.rx.poll_recv(cx)) {
+                Some(Ok(chunk)) => (this.chunk, this.pos) = (chunk, 0),
+                Some(Err(e)) => return Poll::Ready(Err(e)),
+                None => this.done = true,
+            }
+        }
+        Poll::Ready(Ok(this.chunk.get(this.pos..).unwrap_or_default()))
+    }
+    fn consume(self: Pin<&mut Self>, amt: usize) {
+        let this = self.get_mut();
+        this.pos = (this.pos + amt).min(this.chunk.len());
+    }
+}
+
+impl AsyncRead for ThreadReader {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, out: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let n = {
+            let buf = ready!(self.as_mut().poll_fill_buf(cx))?;
+            let n = buf.len().min(out.remaining());
+            out.put_slice(&buf[..n]);
+            n
+        };
+        self.consume(n);
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// The output, written by a thread of its own: what is written collects in a batch, handed to
+/// the thread on flush (the connection's writer flushes when its queue runs empty) or when it
+/// reaches [`WRITE_BATCH`].
+struct ThreadWriter {
+    tx: Option<PollSender<Vec<u8>>>,
+    batch: Vec<u8>,
+}
+
+impl ThreadWriter {
+    fn spawn(mut output: std::fs::File) -> std::io::Result<(ThreadWriter, oneshot::Receiver<std::io::Result<()>>)> {
+        let (tx, mut rx) = mpsc::channel::<Vec<u8>>(WRITE_QUEUE);
+        let (done_tx, done_rx) = oneshot::channel();
+        std::thread::Builder::new().name("openagents-stdout".into()).spawn(move || {
+            let mut result = Ok(());
+            while let Some(batch) = rx.blocking_recv() {
+                if let Err(e) = output.write_all(&batch) {
+                    result = Err(e);
+                    break;
+                }
+            }
+            let _ = done_tx.send(result);
+        })?;
+        Ok((ThreadWriter { tx: Some(PollSender::new(tx)), batch: Vec::new() }, done_rx))
+    }
+
+    /// Hands the batch to the thread, waiting for room in its queue.
+    fn poll_hand_over(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        if self.batch.is_empty() {
+            return Poll::Ready(Ok(()));
+        }
+        let tx = self.tx.as_mut().ok_or_else(closed)?;
+        ready!(tx.poll_reserve(cx)).map_err(|_| closed())?;
+        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(WRITE_BATCH));
+        tx.send_item(batch).map_err(|_| closed())?;
+        Poll::Ready(Ok(()))
+    }
+}
+
+fn closed() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the output is closed")
+}
+
+impl AsyncWrite for ThreadWriter {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        if self.tx.is_none() {
+            return Poll::Ready(Err(closed()));
+        }
+        if self.batch.len() >= WRITE_BATCH {
+            ready!(self.poll_hand_over(cx))?;
+        }
+        self.batch.extend_from_slice(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        // Handed over is as good as written: the thread writes batches in order, at once.
+        self.poll_hand_over(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        ready!(self.poll_hand_over(cx))?;
+        self.tx = None;
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// The connection over lines from `input`, answers and events to `writer`.
+async fn serve<B, W>(engine: RpcEngine, input: B, writer: W) -> std::io::Result<()>
+where
+    B: AsyncBufRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(OUTBOUND_QUEUE);
     let writer_task = tokio::spawn(async move {
         // Lines already queued go out in one write, flushed as soon as the queue is empty: an
-        // idle connection still gets each line at once, a busy one is not a write per line.
-        let mut w = tokio::io::BufWriter::with_capacity(64 * 1024, writer);
+        // idle connection still gets each line at once, a busy one is not a write per line
+        // (the writer buffers: see `run_stdio` and `ThreadWriter`).
+        let mut w = writer;
         'lines: while let Some(first) = rx.recv().await {
             let (mut next, mut written) = (Some(first), 0);
             while let Some(mut line) = next.take() {
@@ -56,8 +231,7 @@ where
     session.subscribe(None);
     // Shared, not copied per request: a caller's grant is a set of strings.
     let caller = std::sync::Arc::new(Caller::stdio());
-    // 64 KiB reads: each read of tokio's stdin is a trip through the blocking thread pool.
-    let mut lines = LineReader::new(BufReader::with_capacity(64 * 1024, reader), SERVER_MAX_LINE_BYTES);
+    let mut lines = LineReader::new(input, SERVER_MAX_LINE_BYTES);
     let mut in_flight = JoinSet::new();
     let result = loop {
         // At most SERVER_MAX_IN_FLIGHT requests wait at once; past it no line is read until one

@@ -201,9 +201,9 @@ async fn check(addrs: &[String]) -> Res {
     Ok(())
 }
 
-/// `run_stdio` on this process's stdin/stdout, as `openagents serve --stdio` runs it.
+/// `run_stdio_process` on this process's stdin/stdout, as `openagents serve --stdio` runs it.
 fn stdio_ours() -> Res {
-    runtime().block_on(openagents_server::run_stdio(engine(), tokio::io::stdin(), tokio::io::stdout())).map_err(|e| e.to_string())
+    runtime().block_on(openagents_server::run_stdio_process(engine())).map_err(|e| e.to_string())
 }
 
 /// The stdio floor: read a line, parse it as JSON, write a fixed reply; replies are flushed
@@ -452,7 +452,7 @@ fn report(path: &str) -> Res {
         println!("#### stdio `status`\n");
         println!("| program | lines/s (median) | per round |");
         println!("| --- | ---: | --- |");
-        println!("| openagents `run_stdio` (tokio stdin/stdout, current_thread) | {:.0} | {} |", median(&mut o), per(&ours));
+        println!("| openagents `run_stdio_process` (reader and writer threads, current_thread runtime) | {:.0} | {} |", median(&mut o), per(&ours));
         println!("| floor: read line, parse JSON, write fixed reply (std, blocking) | {:.0} | {} |", median(&mut f), per(&floor));
         println!("\nMedian of the per-round ratios: ours / floor **{:.3}×**.\n", median(&mut r));
     }
