@@ -73,46 +73,6 @@ def test_events_replay_from_a_sequence_number(http_server: HttpServer) -> None:
         assert seqs == [2, 3, 4]
 
 
-def test_a_resume_point_ahead_of_the_runtime_gets_a_gap_then_every_event_held(http_server: HttpServer) -> None:
-    # A client of an earlier run of a restarted runtime resumes from a point this one never
-    # reached: the runtime says so with a `gap`, then replays from its oldest event.
-    async def main() -> list[ServerEvent]:
-        async with AsyncClient.http(http_server.url, token_file=http_server.token_file) as client:
-            assert (await client.submit("one two")).result == "one two"
-            async with client.events(since=100) as events:
-                seen = []
-                async for ev in events:
-                    seen.append(ev)
-                    if isinstance(ev.event, TERMINAL):
-                        break
-                return seen
-
-    seen = asyncio.run(asyncio.wait_for(main(), 30))
-    gap = seen[0].event
-    assert isinstance(gap, RuntimeEventGap) and (gap.since, gap.resumed_at) == (100, 0), seen[0]
-    assert [ev.seq for ev in seen[1:]] == [1, 2, 3, 4]
-
-
-def test_cancelling_a_submit_over_http_sends_interrupt(slow_http_server: HttpServer) -> None:
-    async def main() -> None:
-        async with AsyncClient.http(slow_http_server.url, token_file=slow_http_server.token_file) as client:
-            async with client.events() as events:
-                submit = asyncio.create_task(client.submit("forever"))
-                async for ev in events:
-                    if isinstance(ev.event, RuntimeEventText):
-                        break
-                submit.cancel()
-                with pytest.raises(asyncio.CancelledError):
-                    await submit
-                async for ev in events:
-                    if isinstance(ev.event, TERMINAL):
-                        assert isinstance(ev.event, RuntimeEventTurnFailed) and ev.event.error.code == "interrupted"
-                        break
-            assert (await client.status()).counters.interrupted == 1
-
-    asyncio.run(main())
-
-
 class CuttingProxy:
     """A TCP proxy on loopback whose connections can be cut, to drop an event stream."""
 

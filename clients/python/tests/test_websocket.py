@@ -23,9 +23,7 @@ from openagents.models import (
     ApprovalPrompt,
     ApprovalReply,
     RuntimeEventApprovalResolved,
-    RuntimeEventGap,
     RuntimeEventShuttingDown,
-    RuntimeEventText,
     RuntimeEventTurnCompleted,
     RuntimeEventTurnFailed,
     RuntimeState,
@@ -87,52 +85,6 @@ def test_a_turn_over_the_websocket(http_server: HttpServer) -> None:
             assert isinstance(raw, dict) and raw["state"] == "idle"
 
     asyncio.run(main())
-
-
-def test_events_replay_from_a_sequence_number_over_the_websocket(http_server: HttpServer) -> None:
-    async def main() -> None:
-        async with AsyncClient.websocket(http_server.url, token_file=http_server.token_file) as client:
-            assert (await client.submit("one two")).result == "one two"
-            # Two subscribers on one socket: one replays from 1, the other only sees what is new.
-            async with client.events(since=1) as replay, client.events() as live:
-                seqs = []
-                async for ev in replay:
-                    seqs.append(ev.seq)
-                    if isinstance(ev.event, TERMINAL):
-                        break
-                assert seqs == [2, 3, 4]
-                result = asyncio.create_task(client.submit("three"))
-                new = []
-                async for ev in live:
-                    new.append(ev.seq)
-                    if isinstance(ev.event, TERMINAL):
-                        break
-                assert new == [5, 6, 7]
-                assert (await result).result == "three"
-
-    asyncio.run(main())
-
-
-def test_a_resume_point_ahead_of_the_runtime_gets_a_gap_then_every_event_held_over_the_websocket(
-    http_server: HttpServer,
-) -> None:
-    # A client of an earlier run of a restarted runtime resumes from a point this one never
-    # reached: the runtime says so with a `gap`, then replays from its oldest event.
-    async def main() -> list[ServerEvent]:
-        async with AsyncClient.websocket(http_server.url, token_file=http_server.token_file) as client:
-            assert (await client.submit("one two")).result == "one two"
-            async with client.events(since=100) as events:
-                seen = []
-                async for ev in events:
-                    seen.append(ev)
-                    if isinstance(ev.event, TERMINAL):
-                        break
-                return seen
-
-    seen = asyncio.run(asyncio.wait_for(main(), 30))
-    gap = seen[0].event
-    assert isinstance(gap, RuntimeEventGap) and (gap.since, gap.resumed_at) == (100, 0), seen[0]
-    assert [ev.seq for ev in seen[1:]] == [1, 2, 3, 4]
 
 
 def sync_approve(prompt: ApprovalPrompt) -> bool:
@@ -230,44 +182,6 @@ def test_a_closed_socket_is_a_transport_error_with_its_close_code(http_server: H
                     await asyncio.sleep(0.05)
             assert info.value.code == 1001
             assert "shutting down" in info.value.reason and "1001" in str(info.value)
-
-    asyncio.run(main())
-
-
-def test_cancelling_a_submit_over_the_websocket_sends_interrupt(slow_http_server: HttpServer) -> None:
-    async def main() -> None:
-        server = slow_http_server
-        async with AsyncClient.websocket(server.url, token_file=server.token_file) as client:
-            async with client.events() as events:
-                submit = asyncio.create_task(client.submit("forever"))
-                async for ev in events:
-                    if isinstance(ev.event, RuntimeEventText):
-                        break
-                submit.cancel()
-                with pytest.raises(asyncio.CancelledError):
-                    await submit
-                async for ev in events:
-                    if isinstance(ev.event, TERMINAL):
-                        assert isinstance(ev.event, RuntimeEventTurnFailed) and ev.event.error.code == "interrupted"
-                        break
-            assert (await client.status()).counters.interrupted == 1
-
-    asyncio.run(main())
-
-
-def test_a_timeout_over_the_websocket_gives_up_and_interrupts(slow_http_server: HttpServer) -> None:
-    async def main() -> None:
-        server = slow_http_server
-        timeouts = {"submit": 0.3}
-        async with AsyncClient.websocket(server.url, token_file=server.token_file, method_timeouts=timeouts) as client:
-            with pytest.raises(TimeoutError):
-                await client.submit("forever")
-            for _ in range(100):
-                status = await client.status()
-                if status.state is RuntimeState.IDLE:
-                    break
-                await asyncio.sleep(0.05)
-            assert status.counters.interrupted == 1
 
     asyncio.run(main())
 

@@ -9,7 +9,10 @@ means; `AsyncClient` and `Client` sit on top of any of them.
 - `WebSocketTransport`: the frontend WebSocket `/frontend/v2` (JSON-RPC both ways; events after
   `subscribe`; approval requests answered by a callback, denied without one).
 
-A new transport implements `Transport` and `EventSource` from `openagents.transport.base`.
+stdio and the WebSocket are channels over one connection core (`openagents.transport.connection`:
+request ids, replies matched by id, fan-out of events to local subscribers in sequence order, and
+every waiter failed when the channel closes). A new transport over one duplex channel subclasses
+`Connection`; any other implements `Transport` and `EventSource` from `openagents.transport.base`.
 """
 
 from .base import EventSource, Transport

@@ -15,18 +15,10 @@ import httpx
 from pydantic import JsonValue, ValidationError
 
 from .._generated.constants import SERVER_MAX_LINE_BYTES
-from .._generated.models import RuntimeEventGap, RuntimeEventShuttingDown, ServerEvent
+from .._generated.models import RuntimeEventShuttingDown, ServerEvent
 from ..errors import ProtocolError, TransportError
-from .base import (
-    EventSource,
-    Transport,
-    _Omit,
-    decode_response,
-    encode_request,
-    is_notice,
-    resume_after_gap,
-    schema_from_headers,
-)
+from .base import EventSource, Transport, _Omit, decode_response, encode_request, schema_from_headers
+from .connection import Sequencer
 
 __all__ = ["HttpTransport", "Reconnect"]
 
@@ -73,7 +65,7 @@ def _error_from_body(status: int, body: bytes) -> Exception:
 class _Sse(EventSource):
     def __init__(self, transport: HttpTransport, since: int | None) -> None:
         self._t = transport
-        self._last = since
+        self._order = Sequencer(since)
         self._response: httpx.Response | None = None
         self._chunks: AsyncIterator[bytes] | None = None
         self._buffer = bytearray()
@@ -86,8 +78,8 @@ class _Sse(EventSource):
 
     async def _connect(self) -> None:
         headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
-        if self._last is not None:
-            headers["Last-Event-ID"] = str(self._last)
+        if self._order.last is not None:
+            headers["Last-Event-ID"] = str(self._order.last)
         r = self._t._reconnect
         timeout = httpx.Timeout(self._t._timeout or 30.0, read=r.read_timeout)
         request = self._t._client.build_request("GET", "events", headers=headers, timeout=timeout)
@@ -150,6 +142,12 @@ class _Sse(EventSource):
 
     async def next(self) -> ServerEvent | None:
         while not self._done:
+            ready = self._order.pop()
+            if ready is not None:
+                if isinstance(ready.event, RuntimeEventShuttingDown):
+                    self._done = True
+                    await self._drop()
+                return ready
             if self._response is None:
                 await self._reconnect()
                 continue
@@ -165,16 +163,7 @@ class _Sse(EventSource):
                 self._failures += 1
                 continue
             self._failures = 0
-            if isinstance(event.event, RuntimeEventGap):
-                self._last = resume_after_gap(self._last, event.event)
-            elif not is_notice(event):
-                if self._last is not None and event.seq <= self._last:
-                    continue  # already delivered before the connection dropped
-                self._last = event.seq
-            if isinstance(event.event, RuntimeEventShuttingDown):
-                self._done = True
-                await self._drop()
-            return event
+            self._order.feed(event)  # what came before the connection dropped is not repeated
         return None
 
     async def _reconnect(self) -> None:
