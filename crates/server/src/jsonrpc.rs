@@ -194,7 +194,9 @@ impl RpcEngine {
     }
 
     async fn answer_one(&self, caller: &Caller, bytes: &[u8], session: Option<&dyn EventSession>) -> (One, Option<&'static str>) {
-        let mut de = serde_json::Deserializer::from_slice(bytes);
+        // UTF-8 is checked once for the whole message, not again for each string in it.
+        let Ok(text) = std::str::from_utf8(bytes) else { return self.refuse(caller, bytes, None, None) };
+        let mut de = serde_json::Deserializer::from_str(text);
         let decoded = RpcRequest::decode(&mut de).and_then(|r| de.end().map(|()| r));
         let request = match decoded {
             Ok(r) => match r.validate() {
