@@ -91,21 +91,23 @@ pub fn lower(docs: &Documents) -> Result<TypeSpace, SchemaError> {
     Ok(cx.space)
 }
 
-/// Gives every union branch its type name, once for every language: `<Union><Variant>` under
-/// [`naming::unique`], never a type's name, a reserved name, or a name an emitter gives a
-/// union's unknown branch (`Known<Union>`, `<Union>Unknown`, `Unknown<Union>`).
+/// Gives every union branch its type name, once for every language: `<Union><Variant>` (and,
+/// for an extensible union, `Unknown<Union>` for the unknown branch) under [`naming::unique`],
+/// never a type's name, a reserved name, or `Known<Union>` (TypeScript's union of the known
+/// branches).
 fn name_branches(space: &mut TypeSpace) {
     let mut names = Names::with_reserved(naming::RESERVED_TYPE_NAMES.iter().copied());
     for t in space.types.values() {
         names.reserve(&t.name);
         if matches!(t.kind, TypeKind::Union(_)) {
-            for extra in [format!("Known{}", t.name), format!("{}Unknown", t.name), format!("Unknown{}", t.name)] {
-                names.reserve(&extra);
-            }
+            names.reserve(&format!("Known{}", t.name));
         }
     }
     for t in space.types.values_mut() {
         let TypeKind::Union(u) = &mut t.kind else { continue };
+        if u.extensible {
+            u.unknown_type_name = Some(names.claim(&format!("Unknown{}", t.name)));
+        }
         for v in &mut u.variants {
             v.type_name = names.claim(&format!("{}{}", t.name, v.name));
         }
@@ -660,7 +662,7 @@ impl<'a> Lowerer<'a> {
             self.space.methods = Some(MethodSet { union: name.to_owned(), params_field: "params".into(), service });
         }
         let extensible = self.extensible(file, pointer, map)?;
-        Ok(UnionDef { tag, variants, extensible })
+        Ok(UnionDef { tag, variants, extensible, unknown_type_name: None })
     }
 
     /// Lowers the schema used at one place.
@@ -960,6 +962,7 @@ mod tests {
         let Some(TypeKind::Union(u)) = space.types.get("Kind").map(|t| &t.kind) else { panic!("Kind is a union") };
         let names: Vec<&str> = u.variants.iter().map(|v| v.type_name.as_str()).collect();
         assert_eq!(names, ["KindA2", "KindB"]);
+        assert_eq!(u.unknown_type_name, None, "only an extensible union has an unknown branch");
     }
 
     #[test]

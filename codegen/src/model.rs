@@ -101,6 +101,10 @@ pub struct UnionDef {
     pub variants: Vec<Variant>,
     /// `x-extensible: true`: typed readers keep unknown tags as an explicit unknown value.
     pub extensible: bool,
+    /// For an extensible union, the name of the type that holds a kind this version does not
+    /// know, where a language gives it one (Python's class, TypeScript's interface):
+    /// `Unknown<Union>`, decided with the branches' type names.
+    pub unknown_type_name: Option<String>,
 }
 
 /// One branch of a tagged union.

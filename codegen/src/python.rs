@@ -597,12 +597,9 @@ impl<'a> Emitter<'a> {
                 taken.insert(v.type_name.clone());
                 variant_classes.insert((t.name.clone(), v.name.clone()), v.type_name.clone());
             }
-            if u.extensible {
-                let name = format!("Unknown{}", class_ident(&t.name));
-                if !taken.insert(name.clone()) {
-                    return Err(SchemaError::new(&t.origin.file, &t.origin.pointer, "x-extensible", format!("the Python class `{name}` for unknown kinds clashes with another type's name")));
-                }
-                unknown_classes.insert(t.name.clone(), name);
+            if let Some(name) = &u.unknown_type_name {
+                taken.insert(name.clone());
+                unknown_classes.insert(t.name.clone(), name.clone());
             }
         }
         let patterns = space.patterns.iter().map(translate_pattern).collect();

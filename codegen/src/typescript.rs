@@ -204,9 +204,10 @@ impl<'a> Emitter<'a> {
         for t in space.types.values() {
             if let TypeKind::Union(u) = &t.kind {
                 let base = &idents[&t.name];
-                for extra in [format!("Known{base}"), format!("{base}Unknown")] {
-                    let id = naming::escape(&extra, RESERVED, |n| taken.contains(n));
-                    taken.insert(id);
+                let id = naming::escape(&format!("Known{base}"), RESERVED, |n| taken.contains(n));
+                taken.insert(id);
+                if let Some(n) = &u.unknown_type_name {
+                    taken.insert(n.clone());
                 }
                 for v in &u.variants {
                     // Decided in the model (`lower::name_branches`), the same in every language.
@@ -433,18 +434,18 @@ impl<'a> Emitter<'a> {
                 let tags: Vec<&str> = u.variants.iter().map(|v| v.tag_value.as_str()).collect();
                 let tag_list = format!("[{}]", tags.iter().map(|s| js_str(s)).collect::<Vec<_>>().join(", "));
                 let shouty = t.name.to_shouty_snake_case();
-                if u.extensible {
+                if let Some(unknown) = u.unknown_type_name.as_deref().filter(|_| u.extensible) {
                     w.doc(&format!(
-                        "{d}\n\nKinds this version does not know arrive as `{id}Unknown`: check `isKnown{id}` first, then\nnarrow on `{}` (and end a `switch` with `assertNever`).",
+                        "{d}\n\nKinds this version does not know arrive as `{unknown}`: check `isKnown{id}` first, then\nnarrow on `{}` (and end a `switch` with `assertNever`).",
                         u.tag
                     ));
-                    w.line(&format!("export type {id} = Known{id} | {id}Unknown;"));
+                    w.line(&format!("export type {id} = Known{id} | {unknown};"));
                     w.blank();
                     w.doc(&format!("The kinds of `{id}` this version knows."));
                     w.line(&format!("export type Known{id} = {};", known.join(" | ")));
                     w.blank();
                     w.doc(&format!("A kind of `{id}` this version does not know, kept as it arrived (tag included)."));
-                    w.open(&format!("export interface {id}Unknown {{"));
+                    w.open(&format!("export interface {unknown} {{"));
                     w.line(&format!("{}: UnknownValue;", prop_key(&u.tag)));
                     w.line("[key: string]: unknown;");
                     w.close("}");

@@ -65,3 +65,20 @@ fn field_clashes_are_numbered_the_same_way_in_rust_and_python() {
     let models = file(&py, "models.py");
     assert!(models.contains("    a_b: ") && models.contains("    a_b_2: "), "{models}");
 }
+
+#[test]
+fn an_unknown_branch_has_one_name_in_every_language() {
+    // `UnknownKind` is taken by a type of its own, so the unknown branch of `Kind` is `UnknownKind2`.
+    let schema = r##"{"title": "Root", "type": "object", "properties": {"k": {"$ref": "#/$defs/Kind"}, "u": {"$ref": "#/$defs/UnknownKind"}},
+      "$defs": {
+        "UnknownKind": {"type": "object", "properties": {"n": {"type": "integer"}}},
+        "Kind": {"x-extensible": true, "oneOf": [
+          {"title": "A", "type": "object", "required": ["t"], "properties": {"t": {"const": "a"}}}]}}}"##;
+    let docs = Documents::from_texts([("case.json", schema)]).expect("loads");
+    let space = lower::lower(&docs).expect("lowers");
+    let py = python::emit(&space, None).expect("python");
+    let ts = typescript::emit(&space, &typescript::TypeScriptOptions::default());
+    let (models, types) = (file(&py, "models.py"), file(&ts, "types.ts"));
+    assert!(models.contains("class UnknownKind2("), "{models}");
+    assert!(types.contains("export interface UnknownKind2 {") && types.contains("export type Kind = KnownKind | UnknownKind2;"), "{types}");
+}

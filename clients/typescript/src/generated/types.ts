@@ -349,16 +349,16 @@ export interface RpcResponse {
 /**
  * What happened. New kinds may be added; a client meeting one it does not know keeps going.
  *
- * Kinds this version does not know arrive as `RuntimeEventUnknown`: check `isKnownRuntimeEvent` first, then
+ * Kinds this version does not know arrive as `UnknownRuntimeEvent`: check `isKnownRuntimeEvent` first, then
  * narrow on `type` (and end a `switch` with `assertNever`).
  */
-export type RuntimeEvent = KnownRuntimeEvent | RuntimeEventUnknown;
+export type RuntimeEvent = KnownRuntimeEvent | UnknownRuntimeEvent;
 
 /** The kinds of `RuntimeEvent` this version knows. */
 export type KnownRuntimeEvent = RuntimeEventTurnStarted | RuntimeEventText | RuntimeEventTurnCompleted | RuntimeEventTurnFailed | RuntimeEventApprovalRequested | RuntimeEventApprovalResolved | RuntimeEventApprovalDenied | RuntimeEventLagged | RuntimeEventGap | RuntimeEventShuttingDown;
 
 /** A kind of `RuntimeEvent` this version does not know, kept as it arrived (tag included). */
-export interface RuntimeEventUnknown {
+export interface UnknownRuntimeEvent {
   type: UnknownValue;
   [key: string]: unknown;
 }
