@@ -134,6 +134,11 @@ fn error_set(space: &TypeSpace, candidates: &[(String, Vec<(bool, i64)>)]) -> Re
             }
         }
     }
+    let carrier = space.types.values().find(|c| match &c.kind {
+        TypeKind::Struct(s) => s.fields.iter().any(|f| f.name == "code" && f.node.reference.as_deref() == Some(enum_name.as_str())) && s.fields.iter().any(|f| f.name == "message"),
+        _ => false,
+    });
+    let base_class_name = carrier.map(|c| names.claim(&format!("{}Exception", c.name.strip_suffix("Error").unwrap_or(&c.name))));
     let mut out: Vec<ErrorCode> = Vec::new();
     for (v, &(retryable, rpc_code)) in e.values.iter().zip(codes) {
         if let Some(other) = out.iter().find(|c| c.rpc_code == rpc_code) {
@@ -154,11 +159,7 @@ fn error_set(space: &TypeSpace, candidates: &[(String, Vec<(bool, i64)>)]) -> Re
             rpc_code,
         });
     }
-    let carrier = space.types.values().find(|c| match &c.kind {
-        TypeKind::Struct(s) => s.fields.iter().any(|f| f.name == "code" && f.node.reference.as_deref() == Some(enum_name.as_str())) && s.fields.iter().any(|f| f.name == "message"),
-        _ => false,
-    });
-    Ok(Some(ErrorSet { enum_name: enum_name.clone(), extensible: e.extensible, carrier: carrier.map(|c| c.name.clone()), codes: out }))
+    Ok(Some(ErrorSet { enum_name: enum_name.clone(), extensible: e.extensible, carrier: carrier.map(|c| c.name.clone()), base_class_name, codes: out }))
 }
 
 struct Lowerer<'a> {
@@ -886,6 +887,7 @@ mod tests {
         let set = space.errors.expect("an error set");
         assert_eq!(set.enum_name, "Code");
         assert_eq!(set.carrier.as_deref(), Some("Failure"));
+        assert_eq!(set.base_class_name.as_deref(), Some("FailureException"));
         assert!(set.extensible);
         let got: Vec<(&str, &str, bool, i64)> = set.codes.iter().map(|c| (c.value.as_str(), c.class_name.as_str(), c.retryable, c.rpc_code)).collect();
         assert_eq!(got, [("busy", "BusyError", true, -32001), ("bad", "BadError", false, -32602)]);

@@ -388,6 +388,10 @@ pub struct ErrorSet {
     /// The object that carries a code as its `code` property beside a `message`
     /// (`RuntimeSubmitError`), when the schema has one.
     pub carrier: Option<String>,
+    /// With a carrier, the name of the generated base class of the code classes where a
+    /// language generates one (Python's exceptions): the carrier's name with a trailing `Error`
+    /// replaced by `Exception` (`RuntimeSubmitException`), decided before the codes' classes.
+    pub base_class_name: Option<String>,
     /// The codes, in schema order.
     pub codes: Vec<ErrorCode>,
 }

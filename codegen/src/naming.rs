@@ -30,9 +30,9 @@ pub const RESERVED_TYPE_NAMES: &[&str] = &[
     "Self",
 ];
 
-/// The base classes the generated error classes extend (TypeScript's `OpenAgentsError` and
-/// `UnknownCodeError`, Python's `RuntimeSubmitException`): no error class takes their names.
-pub const ERROR_BASE_NAMES: &[&str] = &["OpenAgentsError", "UnknownCodeError", "RuntimeSubmitException"];
+/// The hand-written base classes the generated TypeScript error classes extend
+/// (`OpenAgentsError`, `UnknownCodeError`): no error class takes their names.
+pub const ERROR_BASE_NAMES: &[&str] = &["OpenAgentsError", "UnknownCodeError"];
 
 /// `s` as a PascalCase identifier: every character other than an ASCII letter or digit splits
 /// words; `fallback` when nothing is left; `T` before a leading digit.

@@ -579,6 +579,7 @@ enum In {
 
 struct ErrorModel<'a> {
     enum_name: &'a str,
+    base: &'a str,
     codes: &'a [ErrorCode],
     extensible: bool,
     struct_name: &'a str,
@@ -928,7 +929,7 @@ impl<'a> Emitter<'a> {
     fn error_model(&self) -> Option<ErrorModel<'a>> {
         let set = self.space.errors.as_ref()?;
         let st = self.space.types.get(set.carrier.as_deref()?)?;
-        Some(ErrorModel { enum_name: &set.enum_name, codes: &set.codes, extensible: set.extensible, struct_name: &st.name, description: st.description.as_deref() })
+        Some(ErrorModel { enum_name: &set.enum_name, base: set.base_class_name.as_deref()?, codes: &set.codes, extensible: set.extensible, struct_name: &st.name, description: st.description.as_deref() })
     }
 
     fn models_module(&self) -> Result<String, SchemaError> {
@@ -1368,7 +1369,7 @@ impl<'a> Emitter<'a> {
 
     fn errors_module(&self) -> Option<String> {
         let em = self.error_model()?;
-        let base = "RuntimeSubmitException";
+        let base = em.base;
         let mut out = Out::default();
         Self::header(
             &mut out,
