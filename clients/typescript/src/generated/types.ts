@@ -19,7 +19,7 @@ export type UnknownValue = string & { readonly __unknownValue: true };
  * (`schema_digest`) and in the `openagents-schema-digest` header; the client compares the two and
  * reports a mismatch (a warning by default, an error in strict mode).
  */
-export const SCHEMA_DIGEST = "e0fc8d84058f194e5fd670c219a69d86c2b29818f34f766e2050ff8c7a9ac61e";
+export const SCHEMA_DIGEST = "e08003c8800ea7e31dc9ea69c0ceee0951c6d384c6fce0888fc244137fae2746";
 
 /** The largest request or result line, in bytes (96 KiB). Large enough for a long task, small enough that a runner can hold a whole line in memory without thinking about it. */
 export const MAX_FRAME = 98304;
@@ -228,7 +228,7 @@ export interface InterruptResult {
   interrupted: boolean;
 }
 
-/** The JSON-RPC version marker; when a request carries it, the response echoes it. */
+/** The JSON-RPC version marker. A request may leave it out; every response carries it. */
 export type JsonRpcVersion = "2.0";
 
 /** Which controller holds the lease, and until when. */
@@ -255,7 +255,7 @@ export interface ReleaseResult {
   released: boolean;
 }
 
-/** The request's id, echoed in its response: a string, an integer, or null. A request without one still gets a response, with a null id. */
+/** The request's id, echoed in its response: a string of at most 256 characters, an integer of at most 64 bits, or null. A request without an `id` member is a notification and gets no response; a response to a message whose id cannot be read has a null id. */
 export type RequestId = number | string | null;
 
 /** A JSON-RPC 2.0 error object: a numeric `code` that standard clients understand, a `message`, and the typed `RuntimeSubmitError` as `data`. */
@@ -272,7 +272,7 @@ export interface RpcNotification {
 }
 
 /**
- * One request a client sends, as a JSONL-RPC line (stdio), a `POST /rpc` body (HTTP) or a text frame (WebSocket): `{"id", "method", "params"}`. A union tagged by `method`, one branch per method, each naming its result type with `x-result`. An optional `"jsonrpc": "2.0"` member is accepted and echoed, so JSON-RPC 2.0 clients work unchanged.
+ * One request a client sends, as a JSONL-RPC line (stdio), a `POST /rpc` body (HTTP) or a text frame (WebSocket): `{"jsonrpc": "2.0", "id", "method", "params"}`, alone or in a JSON-RPC 2.0 batch. A union tagged by `method`, one branch per method, each naming its result type with `x-result`. The `"jsonrpc"` member may be left out (the seed's JSONL-RPC); every response carries it. A request without an `id` member is a notification: it runs and gets no response.
  *
  * Narrow on `method`; `assertNever` checks a `switch` handles every kind.
  */

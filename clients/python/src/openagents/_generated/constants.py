@@ -16,7 +16,7 @@ __all__ = [
     "VERSION",
 ]
 
-SCHEMA_DIGEST: Final = "e0fc8d84058f194e5fd670c219a69d86c2b29818f34f766e2050ff8c7a9ac61e"
+SCHEMA_DIGEST: Final = "e08003c8800ea7e31dc9ea69c0ceee0951c6d384c6fce0888fc244137fae2746"
 """The digest of the exact schema this package was generated from: the lowercase hex SHA-256 of the
 canonical bundle (`openagents schema --digest`). A runtime reports its own in `status`
 (`schema_digest`) and in the `openagents-schema-digest` header; the client compares the two and

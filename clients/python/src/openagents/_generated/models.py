@@ -1054,12 +1054,13 @@ Id: TypeAlias = Annotated[
 
 
 JsonRpcVersion: TypeAlias = Annotated[Literal["2.0"], _rt.Const("2.0")]
-"""The JSON-RPC version marker; when a request carries it, the response echoes it."""
+"""The JSON-RPC version marker. A request may leave it out; every response carries it."""
 
 
 RequestId: TypeAlias = Annotated[str | int | None, _rt.Json("null integer string", max_length=256)]
-"""The request's id, echoed in its response: a string, an integer, or null. A request without one still
-gets a response, with a null id.
+"""The request's id, echoed in its response: a string of at most 256 characters, an integer of at most
+64 bits, or null. A request without an `id` member is a notification and gets no response; a
+response to a message whose id cannot be read has a null id.
 """
 
 
@@ -1087,9 +1088,10 @@ RpcRequest: TypeAlias = Annotated[
     ),
 ]
 """One request a client sends, as a JSONL-RPC line (stdio), a `POST /rpc` body (HTTP) or a text frame
-(WebSocket): `{"id", "method", "params"}`. A union tagged by `method`, one branch per method, each
-naming its result type with `x-result`. An optional `"jsonrpc": "2.0"` member is accepted and
-echoed, so JSON-RPC 2.0 clients work unchanged.
+(WebSocket): `{"jsonrpc": "2.0", "id", "method", "params"}`, alone or in a JSON-RPC 2.0 batch. A
+union tagged by `method`, one branch per method, each naming its result type with `x-result`. The
+`"jsonrpc"` member may be left out (the seed's JSONL-RPC); every response carries it. A request
+without an `id` member is a notification: it runs and gets no response.
 """
 
 
