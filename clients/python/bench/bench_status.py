@@ -6,13 +6,16 @@
    against raw httpx posting the same JSON body and decoding it with `json.loads`; one call at a
    time, and 16 in flight.
 2. Event throughput: the client's SSE parser and `ServerEvent` validation against `json.loads` of
-   each `data:` line, over the same recorded event stream (no network, so it is the client's own
+   each `data:` line (the bare SSE parse), over the same recorded event stream (no network, so it is the client's own
    cost), and end to end: one turn of 20,000 text events through a real runtime.
 
 It starts `openagents serve --http --runner echo` itself, with a temporary operator configuration
 and registry; build first with `cargo build -p openagents-cli -p openagents-runner`.
 
-    .venv/bin/python clients/python/bench/bench_status.py [--seconds 2] [--markdown]
+    .venv/bin/python clients/python/bench/bench_status.py [--seconds 2] [--rounds 3] [--markdown]
+
+Each measurement runs `--rounds` times, raw and client back to back, and each round's ratio is
+reported with their median: on a loaded machine the rates drift, the ratio of one round much less.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import cast
 
 import httpx
 
@@ -87,7 +91,23 @@ def rate_sync(call: Callable[[], object], seconds: float) -> float:
     return n / (time.perf_counter() - start)
 
 
-async def status_rates(url: str, token: str, seconds: float) -> list[tuple[str, float, float]]:
+def median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+
+Row = tuple[str, float, float, list[float]]
+"""A measurement: its name, the raw and the client's median rates, and each round's ratio."""
+
+
+def row(name: str, pairs: list[tuple[float, float]]) -> Row:
+    """Rounds of (raw, client) rates, measured back to back: the ratio of each round, so a machine
+    that speeds up or slows down between rounds moves both sides of a ratio alike."""
+    return name, median([r for r, _ in pairs]), median([t for _, t in pairs]), [t / r for r, t in pairs]
+
+
+async def status_rates(url: str, token: str, seconds: float, rounds: int) -> list[Row]:
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     body = json.dumps({"id": 1, "method": "status"}).encode()
     rows = []
@@ -101,13 +121,19 @@ async def status_rates(url: str, token: str, seconds: float) -> list[tuple[str, 
             return await client.status()
 
         for conc in (1, 16):
-            r = await rate_async(raw_status, seconds, conc)
-            t = await rate_async(typed_status, seconds, conc)
-            rows.append((f"status, async, {conc} in flight", r, t))
+            pairs = []
+            for _ in range(rounds):
+                r = await rate_async(raw_status, seconds, conc)
+                t = await rate_async(typed_status, seconds, conc)
+                pairs.append((r, t))
+            rows.append(row(f"status, async, {conc} in flight", pairs))
     with httpx.Client(base_url=url, headers=headers) as raw_sync, Client.http(url, token=token) as sync:
-        r = rate_sync(lambda: json.loads(raw_sync.post("rpc", content=body).content)["result"], seconds)
-        t = rate_sync(sync.status, seconds)
-        rows.append(("status, blocking Client", r, t))
+        pairs = []
+        for _ in range(rounds):
+            r = rate_sync(lambda: json.loads(raw_sync.post("rpc", content=body).content)["result"], seconds)
+            t = rate_sync(sync.status, seconds)
+            pairs.append((r, t))
+        rows.append(row("status, blocking Client", pairs))
     return rows
 
 
@@ -128,7 +154,7 @@ async def record_stream(url: str, token: str, words: int) -> tuple[bytes, int]:
     return data, data.count(b"\ndata:") + data.startswith(b"data:")
 
 
-def parse_rates(data: bytes, events: int, seconds: float) -> tuple[float, float]:
+def parse_rates(data: bytes, events: int, seconds: float, rounds: int) -> Row:
     """Events per second: `json.loads` of each data line, against the client's SSE parser with
     `ServerEvent` validation (the same code path as a live stream)."""
     from openagents.transport.http import _Sse
@@ -152,8 +178,7 @@ def parse_rates(data: bytes, events: int, seconds: float) -> tuple[float, float]
             return data
 
     async def typed_once() -> None:
-        sse = _Sse.__new__(_Sse)
-        sse._buffer = bytearray()
+        sse = _Sse(cast(HttpTransport, None), None)
         sse._chunks = Replay()
         while await sse._event() is not None:
             pass
@@ -169,7 +194,8 @@ def parse_rates(data: bytes, events: int, seconds: float) -> tuple[float, float]
             n += 1
         return n * events / (time.perf_counter() - start)
 
-    return per_second(raw), per_second(typed)
+    pairs = [(per_second(raw), per_second(typed)) for _ in range(rounds)]
+    return row(f"events: SSE parse + decode, no network ({events} events; events/s)", pairs)
 
 
 async def end_to_end(url: str, token: str, words: int) -> tuple[tuple[float, int, int], tuple[float, int, int]]:
@@ -227,15 +253,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=2.0, help="how long each measurement runs")
     parser.add_argument("--words", type=int, default=20000, help="text events in the end-to-end turn")
+    parser.add_argument("--rounds", type=int, default=3, help="back-to-back rounds of each measurement")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown section for BENCHMARKS.md")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         proc, url, token_file = start_server(Path(tmp))
         token = Path(token_file).read_text().strip()
         try:
-            rows = asyncio.run(status_rates(url, token, args.seconds))
+            rows = asyncio.run(status_rates(url, token, args.seconds, args.rounds))
             data, events = asyncio.run(record_stream(url, token, 1000))
-            raw_parse, typed_parse = parse_rates(data, events, args.seconds)
+            rows.append(parse_rates(data, events, args.seconds, args.rounds))
             (raw_rate, raw_got, raw_missed), (typed_rate, typed_got, typed_missed) = asyncio.run(
                 end_to_end(url, token, args.words)
             )
@@ -243,22 +270,20 @@ def main() -> None:
             proc.kill()
             proc.wait()
     lines = [
-        "| measurement | raw httpx | openagents client | client / raw |",
-        "| --- | ---: | ---: | ---: |",
+        f"| measurement | raw | openagents client | client / raw, median of {args.rounds} rounds | each round |",
+        "| --- | ---: | ---: | ---: | --- |",
     ]
-    for name, raw, typed in rows:
-        lines.append(f"| {name} (calls/s) | {fmt(raw)} | {fmt(typed)} | {typed / raw:.2f} |")
-    lines.append(
-        f"| events: SSE parse + decode, no network ({events} events; events/s) | {fmt(raw_parse)} |"
-        f" {fmt(typed_parse)} | {typed_parse / raw_parse:.2f} |"
-    )
+    for name, raw, typed, ratios in rows:
+        unit = "" if name.startswith("events") else " (calls/s)"
+        each = ", ".join(f"{r:.2f}" for r in ratios)
+        lines.append(f"| {name}{unit} | {fmt(raw)} | {fmt(typed)} | {median(ratios):.2f} | {each} |")
     lines.append(
         f"| events: one live turn of {args.words} text events (events/s delivered) | {fmt(raw_rate)} |"
-        f" {fmt(typed_rate)} | {typed_rate / raw_rate:.2f} |"
+        f" {fmt(typed_rate)} | {typed_rate / raw_rate:.2f} | one round |"
     )
     lines.append(
         f"| events: delivered / missed (`lagged`) in that turn | {raw_got} / {raw_missed} |"
-        f" {typed_got} / {typed_missed} | |"
+        f" {typed_got} / {typed_missed} | | |"
     )
     table = "\n".join(lines)
     if args.markdown:

@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from openagents import AsyncClient, Client, RunnerNotFoundError, UnauthorizedError
+from openagents import AsyncClient, Client, RunnerNotFoundError, UnauthorizedError, UnknownMethodError
 from openagents.models import (
     RuntimeEventGap,
     RuntimeEventLagged,
@@ -71,6 +72,26 @@ def test_events_replay_from_a_sequence_number(http_server: HttpServer) -> None:
                 if isinstance(ev.event, TERMINAL):
                     break
         assert seqs == [2, 3, 4]
+
+
+def test_the_blocking_client_calls_on_the_callers_thread(http_server: HttpServer) -> None:
+    with Client.http(http_server.url, token_file=http_server.token_file) as client:
+
+        def no_hop(coro: Any) -> Any:
+            coro.close()
+            raise AssertionError("a blocking call over HTTP went through the background loop")
+
+        client._run = no_hop  # type: ignore[method-assign]
+        assert client.status().state is RuntimeState.IDLE
+        assert client.submit("a b").result == "a b"
+        raw = client.call("status")
+        counters = raw["counters"] if isinstance(raw, dict) else None
+        assert isinstance(counters, dict) and counters["completed"] == 1
+        with pytest.raises(UnknownMethodError):
+            client.call("no.such.method")
+        with pytest.raises(RunnerNotFoundError):
+            client.submit("x", runner="nope")
+        del client._run  # closing stops the loop (event streams still run there)
 
 
 class CuttingProxy:

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
-import threading
-import time
 
 import pytest
 from pydantic import JsonValue
@@ -224,30 +221,6 @@ def test_the_blocking_client() -> None:
         assert kinds == ["turn_started", "text", "text", "turn_completed"]
         with pytest.raises(RunnerNotFoundError):
             client.submit("x", runner="nope")
-
-
-def test_ctrl_c_during_a_blocking_submit_sends_interrupt() -> None:
-    with Client.stdio("py-slow") as client:
-        with client.events() as events:
-            main_thread = threading.get_ident()
-
-            def interrupt_main_after_first_tick() -> None:
-                for ev in events:
-                    if isinstance(ev.event, RuntimeEventText):
-                        break
-                assert threading.get_ident() != main_thread
-                os.kill(os.getpid(), signal.SIGINT)  # as Ctrl-C does
-
-            watcher = threading.Thread(target=interrupt_main_after_first_tick)
-            watcher.start()
-            with pytest.raises(KeyboardInterrupt):
-                client.submit("forever")
-            watcher.join()
-        # The interrupt was answered; the runner is stopped within its kill grace.
-        deadline = time.monotonic() + 10
-        while (status := client.status()).state is RuntimeState.RUNNING and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert status.counters.interrupted == 1
 
 
 def test_closing_during_a_turn_stops_the_server_and_its_runner() -> None:

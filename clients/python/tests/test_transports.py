@@ -7,6 +7,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import signal
+import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -14,7 +18,7 @@ import httpx
 import pytest
 from pydantic import JsonValue
 
-from openagents import AsyncClient
+from openagents import AsyncClient, Client
 from openagents.models import (
     RuntimeEventGap,
     RuntimeEventText,
@@ -31,24 +35,26 @@ from .conftest import Setup, _serve_http
 TERMINAL = (RuntimeEventTurnCompleted, RuntimeEventTurnFailed)
 KINDS = ["stdio", "http", "websocket"]
 
-Connect = Callable[..., AsyncClient]
+Connect = Callable[..., Any]
 
 
 @pytest.fixture(params=KINDS)
 def connect(request: pytest.FixtureRequest, setup: Setup) -> Iterator[Connect]:
-    """`connect(runner, **options)`: an `AsyncClient` of the test's transport, for a runtime
-    serving `runner` (over HTTP and the WebSocket, one `serve --http` per runner, started here)."""
+    """`connect(runner, blocking=False, **options)`: an `AsyncClient` (a blocking `Client`) of the
+    test's transport, for a runtime serving `runner` (over HTTP and the WebSocket, one
+    `serve --http` per runner, started here)."""
     kind: str = request.param
     with contextlib.ExitStack() as stack:
         servers: dict[str, Any] = {}
 
-        def make(runner: str, **options: Any) -> AsyncClient:
+        def make(runner: str, blocking: bool = False, **options: Any) -> Any:
+            cls: Any = Client if blocking else AsyncClient
             if kind == "stdio":
-                return AsyncClient.stdio(runner, **options)
+                return cls.stdio(runner, **options)
             if runner not in servers:
                 servers[runner] = stack.enter_context(contextlib.contextmanager(_serve_http)(setup, runner))
             server = servers[runner]
-            build = AsyncClient.http if kind == "http" else AsyncClient.websocket
+            build = cls.http if kind == "http" else cls.websocket
             return build(server.url, token_file=server.token_file, **options)
 
         yield make
@@ -122,6 +128,30 @@ def test_a_timeout_gives_up_and_interrupts(connect: Connect) -> None:
             assert status.counters.interrupted == 1
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_ctrl_c_during_a_blocking_submit_sends_interrupt(connect: Connect) -> None:
+    with connect("py-slow", blocking=True) as client:
+        with client.events() as events:
+            main_thread = threading.get_ident()
+
+            def interrupt_main_after_first_tick() -> None:
+                for ev in events:
+                    if isinstance(ev.event, RuntimeEventText):
+                        break
+                assert threading.get_ident() != main_thread
+                os.kill(os.getpid(), signal.SIGINT)  # as Ctrl-C does
+
+            watcher = threading.Thread(target=interrupt_main_after_first_tick)
+            watcher.start()
+            with pytest.raises(KeyboardInterrupt):
+                client.submit("forever")
+            watcher.join()
+        # The interrupt was answered; the runner is stopped within its kill grace.
+        deadline = time.monotonic() + 10
+        while (status := client.status()).state is RuntimeState.RUNNING and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert status.counters.interrupted == 1
 
 
 # --- the ordering rule, over a scripted stream -----------------------------------------------------

@@ -43,7 +43,7 @@ from ._rt import OpenAgentsError
 from ._schema import RuntimeSchema, SchemaGuard
 from .errors import ProtocolError, TransportError
 from .transport.base import OMIT, EventSource, Transport, _Omit
-from .transport.http import HttpTransport, Reconnect
+from .transport.http import BlockingHttp, HttpTransport, Reconnect
 from .transport.stdio import StdioTransport
 from .transport.websocket import ApprovalCallback, WebSocketTransport
 from .validation import violations
@@ -73,6 +73,11 @@ def _params_error(method: str, error: ValidationError) -> RuntimeSubmitException
         details=details,
     )
     return exception_for(err)
+
+
+def _dumped(spec: _rt.MethodSpec[_T], result: _T) -> JsonValue:
+    dumped: JsonValue = spec.result.dump_python(result, mode="json", by_alias=True, exclude_unset=True)
+    return dumped
 
 
 def _wire_params(spec: _rt.MethodSpec[Any], params: object) -> JsonValue | _Omit:
@@ -283,8 +288,10 @@ class AsyncClient(AsyncMethods):
         return self.method_timeouts.get(method, self.timeout)
 
     async def _call(self, spec: _rt.MethodSpec[_T], params: object) -> _T:
-        wire = _wire_params(spec, params)
-        result = await self._request(spec.name, wire)
+        return self._typed(spec, await self._request(spec.name, _wire_params(spec, params)))
+
+    def _typed(self, spec: _rt.MethodSpec[_T], result: JsonValue) -> _T:
+        """A method's result as its type (and the runtime's schema checked, from `status`)."""
         try:
             typed = spec.result.validate_python(result)
         except ValidationError as e:
@@ -293,6 +300,15 @@ class AsyncClient(AsyncMethods):
             where = f"{self.transport.where}, in its `status` result"
             self.schema.check(RuntimeSchema(typed.schema_digest, typed.protocol_version, where))
         return typed
+
+    def _named(self, method: str, wire: JsonValue | _Omit) -> tuple[JsonValue | _Omit, str | None]:
+        """A `submit` gets a name (its assignment), so the interrupt a cancellation sends stops
+        only this turn (never a later one, or another client's)."""
+        if method == "submit" and self.interrupt_on_cancel and isinstance(wire, dict):
+            given = wire.get("assignment")
+            assignment = given if isinstance(given, str) else f"asg-{secrets.token_hex(16)}"
+            return {**wire, "assignment": assignment}, assignment
+        return wire, None
 
     async def _probe_schema(self, method: str) -> None:
         """Over a transport without headers (stdio), asks `status` once before the first call."""
@@ -304,13 +320,7 @@ class AsyncClient(AsyncMethods):
                 await self._call(METHODS["status"], None)
 
     async def _request(self, method: str, wire: JsonValue | _Omit) -> JsonValue:
-        assignment: str | None = None
-        if method == "submit" and self.interrupt_on_cancel and isinstance(wire, dict):
-            # The turn gets a name, so the interrupt a cancellation sends stops only this one
-            # (never a later turn, or another client's).
-            given = wire.get("assignment")
-            assignment = given if isinstance(given, str) else f"asg-{secrets.token_hex(16)}"
-            wire = {**wire, "assignment": assignment}
+        wire, assignment = self._named(method, wire)
         await self._probe_schema(method)
         task = asyncio.current_task()
         if task is not None:
@@ -348,9 +358,7 @@ class AsyncClient(AsyncMethods):
         spec = METHODS.get(method)
         if spec is None:
             return await self._request(method, OMIT if params is None else params)
-        result = await self._call(spec, params)
-        dumped: JsonValue = spec.result.dump_python(result, mode="json", by_alias=True, exclude_unset=True)
-        return dumped
+        return _dumped(spec, await self._call(spec, params))
 
     def events(self, since: int | None = None) -> AsyncEventStream:
         """The runtime's events after sequence number `since` (replayed while the runtime still
@@ -398,10 +406,12 @@ class EventStream:
 
 
 class Client(Methods):
-    """The blocking client: the same methods as `AsyncClient`, run on a private event loop in a
-    background thread. Ctrl-C during a blocking `submit` sends `interrupt`."""
+    """The blocking client: the same methods as `AsyncClient`. Over HTTP calls go out on the
+    caller's thread (a blocking `httpx.Client`); otherwise, and for event streams, they run on a
+    private event loop in a background thread. Ctrl-C during a blocking `submit` sends `interrupt`."""
 
     def __init__(self, transport: Transport, **options: Any) -> None:
+        self._blocking = transport.blocking() if isinstance(transport, HttpTransport) else None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="openagents-client", daemon=True)
         self._thread.start()
@@ -448,11 +458,39 @@ class Client(Methods):
             raise
 
     def _call(self, spec: _rt.MethodSpec[_T], params: object) -> _T:
-        return self._run(self.aio._call(spec, params))
+        if self._blocking is None:
+            return self._run(self.aio._call(spec, params))
+        return self.aio._typed(spec, self._request(self._blocking, spec.name, _wire_params(spec, params)))
+
+    def _request(self, blocking: BlockingHttp, method: str, wire: JsonValue | _Omit) -> JsonValue:
+        """`AsyncClient._request` on the caller's thread (HTTP carries the schema in headers: no probe)."""
+        if self._closed:
+            raise TransportError("the client is closed")
+        aio = self.aio
+        wire, assignment = aio._named(method, wire)
+        try:
+            result = blocking.request(method, wire, aio._timeout_for(method))
+        except OpenAgentsError:
+            aio._check_schema()
+            raise
+        except (KeyboardInterrupt, TimeoutError):
+            if method == "submit" and aio.interrupt_on_cancel:
+                # The turn runs on in the runtime until told to stop.
+                params: JsonValue | _Omit = OMIT if assignment is None else {"assignment": assignment}
+                with contextlib.suppress(Exception):
+                    blocking.request(INTERRUPT.name, params, INTERRUPT_GRACE)
+            raise
+        aio._check_schema()
+        return result
 
     def call(self, method: str, params: JsonValue = None) -> JsonValue:
         """`AsyncClient.call`, blocking."""
-        return self._run(self.aio.call(method, params))
+        if self._blocking is None:
+            return self._run(self.aio.call(method, params))
+        spec = METHODS.get(method)
+        if spec is None:
+            return self._request(self._blocking, method, OMIT if params is None else params)
+        return _dumped(spec, self._call(spec, params))
 
     def events(self, since: int | None = None) -> EventStream:
         """`AsyncClient.events`, as a blocking iterator."""
@@ -476,6 +514,8 @@ class Client(Methods):
         if self._closed:
             return
         try:
+            if self._blocking is not None:
+                self._blocking.close()
             self._run(self.aio.aclose())
         finally:
             self._closed = True

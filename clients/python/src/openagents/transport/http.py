@@ -7,20 +7,22 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import AsyncIterator
+from collections import deque
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from pydantic import JsonValue, ValidationError
+from pydantic import JsonValue
 
 from .._generated.constants import SERVER_MAX_LINE_BYTES
 from .._generated.models import RuntimeEventShuttingDown, ServerEvent
 from ..errors import ProtocolError, TransportError
 from .base import EventSource, Transport, _Omit, decode_response, encode_request, schema_from_headers
 from .connection import Sequencer
+from .events import decode_event
 
-__all__ = ["HttpTransport", "Reconnect"]
+__all__ = ["BlockingHttp", "HttpTransport", "Reconnect"]
 
 
 @dataclass(frozen=True)
@@ -69,12 +71,13 @@ class _Sse(EventSource):
         self._response: httpx.Response | None = None
         self._chunks: AsyncIterator[bytes] | None = None
         self._buffer = bytearray()
+        self._payloads: deque[bytes] = deque()
         self._done = False
         self._failures = 0
 
     async def open(self) -> None:
         if self._response is None and not self._done:
-            await self._connect()
+            await self._reconnect()  # a connection the runtime dropped (a pooled one) is tried again
 
     async def _connect(self) -> None:
         headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
@@ -92,6 +95,7 @@ class _Sse(EventSource):
         self._response = response
         self._chunks = response.aiter_raw().__aiter__()
         self._buffer.clear()
+        self._payloads.clear()
 
     async def _drop(self) -> None:
         if self._response is not None:
@@ -99,46 +103,53 @@ class _Sse(EventSource):
                 await self._response.aclose()
         self._response = None
 
-    async def _line(self) -> bytes | None:
-        """The next line of the stream (bounded), or None when the connection ended."""
+    async def _event(self) -> ServerEvent | None:
+        """The next event of the current connection, or None when it ended."""
         while True:
-            i = self._buffer.find(b"\n")
-            if i >= 0:
-                line = bytes(self._buffer[:i])
-                del self._buffer[: i + 1]
-                return line[:-1] if line.endswith(b"\r") else line
-            if len(self._buffer) > SERVER_MAX_LINE_BYTES:
-                raise ProtocolError(f"an event-stream line is longer than {SERVER_MAX_LINE_BYTES} bytes")
+            while self._payloads:
+                # One at a time, as they are read: decoded events do not pile up (nor does the
+                # garbage collector's work on them).
+                event = decode_event(self._payloads.popleft())
+                if event is not None:
+                    return event
             try:
                 assert self._chunks is not None
                 chunk = await self._chunks.__anext__()
             except StopAsyncIteration:
                 return None
             self._buffer += chunk
+            self._split()
 
-    async def _event(self) -> ServerEvent | None:
-        """The next event of the current connection, or None when it ended."""
-        data: list[bytes] = []
-        while True:
-            line = await self._line()
-            if line is None:
-                return None
-            if not line:
-                if not data:
+    def _split(self) -> None:
+        """Takes the `data` of every complete event in the buffer, in one pass over it; keeps the
+        rest (a line is bounded by `SERVER_MAX_LINE_BYTES`)."""
+        buf = self._buffer
+        if b"\r" in buf:
+            # `\r\n` and `\r` end lines too; a last `\r` waits for the next chunk's `\n`.
+            tail = b"\r" if buf.endswith(b"\r") else b""
+            buf[:] = bytes(buf[: len(buf) - len(tail)]).replace(b"\r\n", b"\n").replace(b"\r", b"\n") + tail
+        end = buf.rfind(b"\n\n")
+        if len(buf) - (buf.rfind(b"\n") + 1) > SERVER_MAX_LINE_BYTES:
+            raise ProtocolError(f"an event-stream line is longer than {SERVER_MAX_LINE_BYTES} bytes")
+        if end < 0:
+            return
+        complete = bytes(buf[:end])
+        del buf[: end + 2]
+        for block in complete.split(b"\n\n"):
+            if block.startswith(b"id: "):  # the runtime's own shape: `id: N`, one `data:` line
+                rest = block[block.find(b"\n") + 1 :]
+                if rest.startswith(b"data: ") and b"\n" not in rest:
+                    self._payloads.append(rest[6:])
                     continue
-                raw = b"\n".join(data)
-                data.clear()
-                try:
-                    return ServerEvent.from_json(raw)
-                except ValidationError:
-                    continue  # not a valid event (a newer server's malformed kind): skip it
-            if line.startswith(b":"):
-                continue  # a keep-alive comment
-            field, _, value = line.partition(b":")
-            if value.startswith(b" "):
-                value = value[1:]
-            if field == b"data":
-                data.append(value)
+            data: list[bytes] = []
+            for line in block.split(b"\n"):
+                if not line or line[0] == 0x3A:  # a blank line, or a keep-alive comment
+                    continue
+                field, _, value = line.partition(b":")
+                if field == b"data":
+                    data.append(value[1:] if value[:1] == b" " else value)
+            if data:
+                self._payloads.append(data[0] if len(data) == 1 else b"\n".join(data))
 
     async def next(self) -> ServerEvent | None:
         while not self._done:
@@ -185,6 +196,34 @@ class _Sse(EventSource):
         await self._drop()
 
 
+_JSON = {"Content-Type": "application/json"}
+
+
+class _Body:
+    """A `POST /rpc` response's body, never more than `SERVER_MAX_LINE_BYTES` of it."""
+
+    def __init__(self, transport: HttpTransport, response: httpx.Response) -> None:
+        transport._note_schema(response)
+        declared = response.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > SERVER_MAX_LINE_BYTES:
+            raise ProtocolError(f"the response is longer than {SERVER_MAX_LINE_BYTES} bytes")
+        self.status = response.status_code
+        self.data = bytearray()
+
+    def add(self, chunk: bytes) -> None:
+        self.data += chunk
+        if len(self.data) > SERVER_MAX_LINE_BYTES:
+            raise ProtocolError(f"the response is longer than {SERVER_MAX_LINE_BYTES} bytes")
+
+    def reply(self) -> JsonValue:
+        """The response's `result`, or its error raised."""
+        try:
+            doc = json.loads(self.data)
+        except ValueError:
+            raise _error_from_body(self.status, bytes(self.data)) from None
+        return decode_response(doc)
+
+
 class HttpTransport(Transport):
     """Talks to `openagents serve --http`: `url` as its readiness line printed it, and the token
     (or the file holding it)."""
@@ -212,39 +251,37 @@ class HttpTransport(Transport):
         self._next_id = 0
 
     async def request(self, method: str, params: JsonValue | _Omit, timeout: float | None) -> JsonValue:
+        request = self._rpc_request(self._client, method, params, timeout)
+        with self._reaching(method, timeout):
+            response = await self._client.send(request, stream=True)
+            try:
+                body = _Body(self, response)
+                async for chunk in response.aiter_raw():
+                    body.add(chunk)
+            finally:
+                await response.aclose()
+        return body.reply()
+
+    def blocking(self) -> BlockingHttp | None:
+        """The same requests without an event loop (over `httpx.Client`), for the blocking
+        `Client`; None when the transport was given its own `httpx.AsyncClient`."""
+        return BlockingHttp(self) if self._own_client else None
+
+    def _rpc_request(
+        self, client: httpx.Client | httpx.AsyncClient, method: str, params: JsonValue | _Omit, timeout: float | None
+    ) -> httpx.Request:
         self._next_id += 1
         body = encode_request(self._next_id, method, params)
-        request = self._client.build_request(
-            "POST", "rpc", content=body, headers={"Content-Type": "application/json"}, timeout=httpx.Timeout(timeout)
-        )
+        return client.build_request("POST", "rpc", content=body, headers=_JSON, timeout=httpx.Timeout(timeout))
+
+    @contextlib.contextmanager
+    def _reaching(self, method: str, timeout: float | None) -> Iterator[None]:
         try:
-            status, content = await self._send(request)
+            yield
         except httpx.TimeoutException:
             raise TimeoutError(f"no answer to `{method}` within {timeout} s") from None
         except httpx.TransportError as e:
             raise TransportError(f"cannot reach {self.url}: {e}") from e
-        try:
-            doc = json.loads(content)
-        except ValueError:
-            raise _error_from_body(status, content) from None
-        return decode_response(doc)
-
-    async def _send(self, request: httpx.Request) -> tuple[int, bytes]:
-        """Sends a request and reads its body, never more than `SERVER_MAX_LINE_BYTES` of it."""
-        response = await self._client.send(request, stream=True)
-        self._note_schema(response)
-        try:
-            declared = response.headers.get("content-length")
-            if declared is not None and declared.isdigit() and int(declared) > SERVER_MAX_LINE_BYTES:
-                raise ProtocolError(f"the response is longer than {SERVER_MAX_LINE_BYTES} bytes")
-            body = bytearray()
-            async for chunk in response.aiter_raw():
-                body += chunk
-                if len(body) > SERVER_MAX_LINE_BYTES:
-                    raise ProtocolError(f"the response is longer than {SERVER_MAX_LINE_BYTES} bytes")
-            return response.status_code, bytes(body)
-        finally:
-            await response.aclose()
 
     def _note_schema(self, response: httpx.Response) -> None:
         if self.runtime_schema is None:
@@ -260,3 +297,32 @@ class HttpTransport(Transport):
     async def aclose(self) -> None:
         if self._own_client:
             await self._client.aclose()
+
+
+class BlockingHttp:
+    """`HttpTransport.request` for a caller without an event loop: the same requests and the same
+    checks, over a blocking `httpx.Client` (no hop to another thread)."""
+
+    def __init__(self, transport: HttpTransport) -> None:
+        self._t = transport
+        self._client = httpx.Client(
+            base_url=transport.url,
+            headers={"Authorization": f"Bearer {transport._token}"},
+            timeout=transport._timeout,
+        )
+
+    def request(self, method: str, params: JsonValue | _Omit, timeout: float | None) -> JsonValue:
+        t = self._t
+        request = t._rpc_request(self._client, method, params, timeout)
+        with t._reaching(method, timeout):
+            response = self._client.send(request, stream=True)
+            try:
+                body = _Body(t, response)
+                for chunk in response.iter_raw():
+                    body.add(chunk)
+            finally:
+                response.close()
+        return body.reply()
+
+    def close(self) -> None:
+        self._client.close()
