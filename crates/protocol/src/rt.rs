@@ -158,6 +158,27 @@ where
     }
 }
 
+/// [`parse_validated`] for a document already known to be UTF-8: its strings are not checked
+/// again one by one.
+///
+/// # Errors
+///
+/// As [`parse_validated`].
+pub fn parse_validated_str<T>(input: &str) -> Result<T, DocumentError>
+where
+    T: Wire + Validate + SchemaCheck,
+{
+    let mut de = serde_json::Deserializer::from_str(input);
+    let decoded = T::decode(&mut de).and_then(|v| de.end().map(|()| v));
+    match decoded {
+        Ok(value) => match value.validate() {
+            Ok(()) => Ok(value),
+            Err(v) => Err(DocumentError::Invalid(v)),
+        },
+        Err(e) => Err(explain::<T>(input.as_bytes(), &e)),
+    }
+}
+
 /// Explains why `input` did not decode as `T`.
 #[cold]
 pub fn explain<T: SchemaCheck>(input: &[u8], decode_error: &serde_json::Error) -> DocumentError {

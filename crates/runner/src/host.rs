@@ -466,10 +466,10 @@ impl EventChecker {
         if self.total > MAX_OUTPUT {
             return Err(TurnError::OutputTooLarge);
         }
-        if std::str::from_utf8(bytes).is_err() {
+        let Ok(text) = std::str::from_utf8(bytes) else {
             return Err(TurnError::InvalidUtf8 { line: self.line_no });
-        }
-        let event = match rt::parse_validated::<Event>(bytes) {
+        };
+        let event = match rt::parse_validated_str::<Event>(text) {
             Ok(e) => e,
             Err(DocumentError::NotJson(message)) => return Err(TurnError::InvalidJson { line: self.line_no, message }),
             Err(DocumentError::Invalid(violations)) => return Err(TurnError::InvalidEvent { line: self.line_no, violations }),
@@ -519,6 +519,12 @@ async fn read_events(
     // Set when the runner exits: its status, and until when stdout may still drain (pushed back
     // by every line that still arrives, so a slow reader never cuts real output short).
     let mut exited: Option<(Option<ExitStatus>, Instant)> = None;
+    // Made once, not per line: the cancellation, the timer (moved only when the point to stop
+    // at moves) and the wait for the runner's exit.
+    let mut cancelled = std::pin::pin!(cancel.cancelled());
+    let mut timer = std::pin::pin!(tokio::time::sleep_until(deadline));
+    let mut timer_at = deadline;
+    let mut wait = std::pin::pin!(child.wait());
     loop {
         let stop = if checker.has_terminal() {
             Instant::now().min(deadline) + AFTER_TERMINAL_GRACE
@@ -527,10 +533,14 @@ async fn read_events(
         } else {
             deadline
         };
+        if stop != timer_at {
+            timer.as_mut().reset(stop);
+            timer_at = stop;
+        }
         let next = tokio::select! {
             biased;
-            () = cancel.cancelled() => return Err(TurnError::Interrupted),
-            () = tokio::time::sleep_until(stop) => {
+            () = &mut cancelled => return Err(TurnError::Interrupted),
+            () = &mut timer => {
                 return if checker.has_terminal() {
                     // The runner said its last word; stdout lingering open does not change it.
                     checker.finish()
@@ -542,7 +552,7 @@ async fn read_events(
                     Err(TurnError::Timeout(limit))
                 };
             }
-            status = child.wait(), if exited.is_none() => {
+            status = &mut wait, if exited.is_none() => {
                 exited = Some((status.ok(), Instant::now() + AFTER_TERMINAL_GRACE));
                 continue;
             }
