@@ -195,34 +195,31 @@ class Script:
         return await self.queue.get()
 
 
-class ScriptedStdio(StdioTransport):
+class _Scripted:
+    """A transport's channel replaced by a `Script` (the transport's own core does the rest)."""
+
+    script: Script
+
+    async def _open(self) -> None:
+        return None
+
+    async def _send(self, message: bytes) -> None:
+        await self.script.send(message)
+
+    async def _receive(self) -> object | None:
+        return await self.script.receive()
+
+
+class ScriptedStdio(_Scripted, StdioTransport):
     def __init__(self, script: Script) -> None:
         super().__init__("echo")
         self.script = script
 
-    async def _open(self) -> None:
-        return None
 
-    async def _send(self, message: bytes) -> None:
-        await self.script.send(message)
-
-    async def _receive(self) -> object | None:
-        return await self.script.receive()
-
-
-class ScriptedWebSocket(WebSocketTransport):
+class ScriptedWebSocket(_Scripted, WebSocketTransport):
     def __init__(self, script: Script) -> None:
         super().__init__("http://127.0.0.1:9/", token="t")
         self.script = script
-
-    async def _open(self) -> None:
-        return None
-
-    async def _send(self, message: bytes) -> None:
-        await self.script.send(message)
-
-    async def _receive(self) -> object | None:
-        return await self.script.receive()
 
 
 def scripted(kind: str, feed: list[dict[str, JsonValue]], last_seq: int) -> tuple[Transport, Script]:
