@@ -337,6 +337,8 @@ struct View<'a> {
     body: Body<'a>,
     /// Where the body's rules are written.
     ptr: String,
+    /// `x-echoed` on the way: what the server sends here is only what the client sent.
+    echoed: bool,
 }
 
 /// The object part of a place.
@@ -371,18 +373,22 @@ fn resolve<'a>(space: &'a TypeSpace, node: &'a Node, ptr: &str) -> View<'a> {
     let types = node.types;
     let mut node = node;
     let mut ptr = ptr.to_owned();
+    let mut echoed = node.echoed;
     for _ in 0..64 {
         let Some(name) = &node.reference else { break };
         let Some(t) = space.types.get(name) else { break };
         ptr = bundle_ptr(&t.origin);
         match &t.kind {
-            TypeKind::Struct(s) => return View { types, body: Body::Struct(&t.name, s, &t.origin), ptr },
-            TypeKind::Union(u) => return View { types, body: Body::Union(&t.name, u, &t.origin), ptr },
-            TypeKind::StringEnum(e) => return View { types, body: Body::Enum(&t.name, e), ptr },
-            TypeKind::Alias(inner) => node = inner,
+            TypeKind::Struct(s) => return View { types, body: Body::Struct(&t.name, s, &t.origin), ptr, echoed },
+            TypeKind::Union(u) => return View { types, body: Body::Union(&t.name, u, &t.origin), ptr, echoed },
+            TypeKind::StringEnum(e) => return View { types, body: Body::Enum(&t.name, e), ptr, echoed },
+            TypeKind::Alias(inner) => {
+                node = inner;
+                echoed |= node.echoed;
+            }
         }
     }
-    View { types, body: Body::Plain(node), ptr }
+    View { types, body: Body::Plain(node), ptr, echoed }
 }
 
 fn object_part<'a>(space: &'a TypeSpace, view: &View<'a>) -> ObjectPart<'a> {
@@ -513,7 +519,13 @@ impl<'a> Cx<'a> {
         if ot != nt {
             let fact = format!("type {} became {}", types_text(ot), types_text(nt));
             if ot.0 & !nt.0 == 0 {
-                self.push(widening(dir), dir, Kind::TypeWidened, &ptr, fact);
+                // An echoed value (a request's id) comes back only as the client sent it: an old
+                // client never sends what it could not read back.
+                if nv.echoed {
+                    self.push(Verdict::Compatible, dir, Kind::TypeWidened, &ptr, format!("{fact}; an echoed value, sent back only as the client sent it"));
+                } else {
+                    self.push(widening(dir), dir, Kind::TypeWidened, &ptr, fact);
+                }
             } else if nt.0 & !ot.0 == 0 {
                 self.push(narrowing(dir), dir, Kind::TypeNarrowed, &ptr, fact);
             } else {

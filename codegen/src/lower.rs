@@ -43,6 +43,7 @@ pub const SUPPORTED_KEYWORDS: &[&str] = &[
     "x-enum",
     "x-result",
     "x-openrpc",
+    "x-echoed",
 ];
 
 /// Marks the pseudo-location of the object rules of a schema that allows other types too.
@@ -734,6 +735,11 @@ impl<'a> Lowerer<'a> {
             return Ok(Node { types, reference: Some(name), description, default, repr, ..any_node() });
         }
         let mut node = Node { types, description, default, ..any_node() };
+        node.echoed = match map.get("x-echoed") {
+            None | Some(Value::Bool(false)) => false,
+            Some(Value::Bool(true)) => true,
+            Some(_) => return Err(err(file, pointer, "x-echoed", "must be `true` or `false`")),
+        };
         node.string = self.string_rules(file, pointer, map)?;
         node.number = NumberRules {
             minimum: map.get("minimum").map(|v| number(file, pointer, "minimum", v)).transpose()?,
@@ -839,6 +845,7 @@ pub fn any_node() -> Node {
         is_const: false,
         description: None,
         default: None,
+        echoed: false,
         repr: Repr::Value,
     }
 }

@@ -309,6 +309,9 @@ pub struct Node {
     pub description: Option<String>,
     /// `default` (an annotation).
     pub default: Option<Value>,
+    /// `x-echoed: true`: a value the server only ever sends back as the client sent it (a
+    /// request's `id`), so widening it is compatible in both directions.
+    pub echoed: bool,
     /// The chosen representation.
     pub repr: Repr,
 }

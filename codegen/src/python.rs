@@ -645,6 +645,9 @@ impl<'a> Emitter<'a> {
             parts.push("str".into());
         }
         if t.contains(Types::NUMBER) {
+            // `int` first: pydantic's smart union keeps an integer an `int` rather than
+            // turning it into a `float` (a request id of 1 stays 1).
+            parts.push("int".into());
             parts.push("float".into());
         } else if t.contains(Types::INTEGER) {
             parts.push("int".into());

@@ -322,9 +322,9 @@ fn envelope_cases() -> Vec<Case> {
             invalid(Value::Null),
         ),
         case(
-            "id with a fraction",
+            "id with a fraction (allowed, echoed)",
             r#"{"jsonrpc": "2.0", "method": "release", "id": 1.5}"#,
-            invalid(Value::Null),
+            Some(ok(json!(1.5), json!({"released": false}))),
         ),
         case(
             "method not a string, id echoed",
@@ -1221,6 +1221,34 @@ fn http_405_is_a_json_rpc_error_object() {
                 && reply["error"]["data"]["code"].is_string(),
             "{what}: {reply}"
         );
+    }
+}
+
+/// A number id is echoed exactly as it was written — a fraction, an exponent, a negative zero,
+/// past 64 bits — not as its value re-encoded (`1e3` is not `1000.0`), over every transport's
+/// bytes (stdio shown: the reply text is what the other transports write too).
+#[test]
+fn number_ids_are_echoed_exactly_as_written() {
+    let mut server = StdioServer::start("raw-ids");
+    let ids = ["1.5", "1e3", "-0", "2.50", "1E-7", "123456789012345678901234567890"];
+    for id in ids {
+        server.stdin.write_all(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"release\"}}\n").as_bytes()).expect("write");
+        server.stdin.write_all(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"no-such-method\"}}\n").as_bytes()).expect("write");
+    }
+    server.stdin.flush().expect("flush");
+    let mut replies = Vec::new();
+    while replies.len() < ids.len() * 2 {
+        let line = server.lines.recv_timeout(BOUND).expect("a reply within the bound");
+        if !line.starts_with("{\"event\"") {
+            replies.push(line);
+        }
+    }
+    for id in ids {
+        let prefix = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},");
+        let echoed: Vec<&String> = replies.iter().filter(|r| r.starts_with(&prefix)).collect();
+        assert_eq!(echoed.len(), 2, "the id {id} is echoed as written in its result and its error: {replies:#?}");
+        assert!(echoed.iter().any(|r| r.contains("\"result\":{\"released\":false}")), "{echoed:?}");
+        assert!(echoed.iter().any(|r| r.contains("\"code\":-32601")), "{echoed:?}");
     }
 }
 

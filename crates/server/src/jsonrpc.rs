@@ -61,6 +61,9 @@ pub fn bounded(s: &str, max: usize) -> Cow<'_, str> {
 pub struct Reply {
     /// The request's id, echoed (`None` when absent or unreadable: encoded as `null`).
     pub id: Option<Value>,
+    /// The id exactly as the request wrote it, written instead of `id` where `id`'s own
+    /// encoding would differ (a number with a fraction or an exponent, or past 64 bits).
+    pub raw_id: Option<Box<RawValue>>,
     /// Whether the request carried `"jsonrpc": "2.0"` (then the response does too).
     pub jsonrpc: bool,
     /// The encoded result, or the error.
@@ -70,7 +73,7 @@ pub struct Reply {
 impl Reply {
     /// A reply with no readable id.
     pub fn error(err: RuntimeSubmitError) -> Reply {
-        Reply { id: None, jsonrpc: false, outcome: Err(err) }
+        Reply { id: None, raw_id: None, jsonrpc: false, outcome: Err(err) }
     }
 
     /// The response object (without a newline): `{"jsonrpc": "2.0", "id", "result"}` or
@@ -81,7 +84,9 @@ impl Reply {
         let mut out = Vec::with_capacity(128 + self.outcome.as_ref().map_or(0, Vec::len));
         out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
         let mark = out.len();
-        if self.id.as_ref().is_none_or(|id| serde_json::to_writer(&mut out, id).is_err()) {
+        if let Some(raw) = &self.raw_id {
+            out.extend_from_slice(raw.get().as_bytes());
+        } else if self.id.as_ref().is_none_or(|id| serde_json::to_writer(&mut out, id).is_err()) {
             out.truncate(mark);
             out.extend_from_slice(b"null");
         }
@@ -211,16 +216,19 @@ impl RpcEngine {
         let notification = request.id().is_none() && serde_json::from_slice::<Envelope<'_>>(bytes).is_ok_and(|env| env.id.is_none());
         let id = request.id().clone();
         let jsonrpc = request.jsonrpc().is_some();
-        if let Some(Value::Number(n)) = &id {
-            // An integer beyond 64 bits is read as a double, and echoing that would hand the
-            // client back a different id: refuse it rather than answer under another.
-            if !n.is_i64() && !n.is_u64() && n.as_f64().is_some_and(|f| f.abs() >= 9_007_199_254_740_992.0 || f.fract() != 0.0) {
-                let e = error(ErrorCode::InvalidRequest, format!("`id` {n} cannot be echoed exactly: use a string, or an integer of at most 64 bits"));
-                return (One { reply: Reply { id: None, jsonrpc, outcome: Err(e) }, notification: false }, method);
+        // A number with a fraction or an exponent (or past 64 bits) is read as a double, whose
+        // own encoding may differ from what the client wrote (`1e3` is `1000.0`): the reply
+        // echoes the text it was sent.
+        let mut raw_id = None;
+        if matches!(&id, Some(Value::Number(n)) if !n.is_i64() && !n.is_u64()) {
+            raw_id = serde_json::from_slice::<Envelope<'_>>(bytes).ok().and_then(|env| env.id).and_then(raw_number_id);
+            if raw_id.is_none() {
+                let e = error(ErrorCode::InvalidRequest, format!("`id` must be a string of at most {MAX_ID_CHARS} characters, a number of at most {MAX_ID_CHARS} characters, or null"));
+                return (One { reply: Reply::error(e), notification: false }, method);
             }
         }
         let outcome = self.call_in(caller, request.into_method(), session).await;
-        (One { reply: Reply { id, jsonrpc, outcome }, notification }, method)
+        (One { reply: Reply { id, raw_id, jsonrpc, outcome }, notification }, method)
     }
 
     /// The answer to a request object that did not decode (or validate): the most precise
@@ -258,7 +266,11 @@ impl RpcEngine {
             }
         };
         let id = envelope.id.and_then(readable_id);
-        let invalid = |message: String, id: Option<Value>| One { reply: Reply { id, jsonrpc: true, outcome: Err(error(ErrorCode::InvalidRequest, message)) }, notification: false };
+        let raw_id = envelope.id.and_then(raw_number_id);
+        let invalid = |message: String, id: Option<Value>| {
+            let raw_id = if id.is_some() { raw_id.clone() } else { None };
+            One { reply: Reply { id, raw_id, jsonrpc: true, outcome: Err(error(ErrorCode::InvalidRequest, message)) }, notification: false }
+        };
         if let Some(key) = envelope.duplicate {
             return invalid(format!("the member `{key}` appears more than once"), None);
         }
@@ -267,7 +279,7 @@ impl RpcEngine {
         }
         if let Some(raw) = envelope.id {
             if id.is_none() && raw.get() != "null" {
-                return invalid(format!("`id` must be a string of at most {MAX_ID_CHARS} characters, an integer, or null"), None);
+                return invalid(format!("`id` must be a string of at most {MAX_ID_CHARS} characters, a number, or null"), None);
             }
         }
         let Some(method) = envelope.method else {
@@ -280,7 +292,7 @@ impl RpcEngine {
             return invalid(format!("unknown member `{}`: a request has only `jsonrpc`, `id`, `method` and `params`", bounded(unknown, 128)), id);
         }
         let notification = envelope.id.is_none();
-        let refuse = |e: RuntimeSubmitError| One { reply: Reply { id: id.clone(), jsonrpc: true, outcome: Err(e) }, notification };
+        let refuse = |e: RuntimeSubmitError| One { reply: Reply { id: id.clone(), raw_id: raw_id.clone(), jsonrpc: true, outcome: Err(e) }, notification };
         if !Method::NAMES.contains(&&*method) {
             return refuse(error(ErrorCode::UnknownMethod, format!("unknown method `{}`; this server knows {}", bounded(&method, 128), Method::NAMES.join(", "))));
         }
@@ -354,10 +366,18 @@ fn readable_id(raw: &RawValue) -> Option<Value> {
     }
     match serde_json::from_str::<Value>(text).ok()? {
         Value::String(s) if s.chars().count() <= MAX_ID_CHARS => Some(Value::String(s)),
-        Value::Number(n) if n.is_i64() || n.is_u64() => Some(Value::Number(n)),
+        Value::Number(n) if n.is_i64() || n.is_u64() || text.len() <= MAX_ID_CHARS => Some(Value::Number(n)),
         Value::Null => Some(Value::Null),
         _ => None,
     }
+}
+
+/// The text of a number id whose own encoding as a double would differ from it, to echo as
+/// written: at most [`MAX_ID_CHARS`] characters of a JSON number.
+fn raw_number_id(raw: &RawValue) -> Option<Box<RawValue>> {
+    let text = raw.get();
+    let number = text.len() <= MAX_ID_CHARS && serde_json::from_str::<Value>(text).is_ok_and(|v| matches!(&v, Value::Number(n) if !n.is_i64() && !n.is_u64()));
+    number.then(|| raw.to_owned())
 }
 
 /// A request object's envelope, read without building its params: the raw `jsonrpc`, `id` and

@@ -192,7 +192,7 @@ pub fn take_response(engine: &RpcEngine, conn: u64, id: String, reply: Result<Ap
     let answer = reply.unwrap_or(ApprovalReply { approved: false, answer: None });
     let e = engine.bridge().answer(conn, &id, answer).err()?;
     let id = (id.chars().count() <= 256).then_some(serde_json::Value::String(id));
-    Some(Reply { id, jsonrpc: true, outcome: Err(e) })
+    Some(Reply { id, raw_id: None, jsonrpc: true, outcome: Err(e) })
 }
 
 async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller, options: WsOptions) {

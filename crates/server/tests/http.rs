@@ -310,7 +310,7 @@ async fn request_decoding() {
         d(r#"{"jsonrpc":"1.0","id":13,"method":"status"}"#, 200, Some("invalid_request"), json!(13), true, &[]),
         d(r#"{"id":{"a":1},"method":"status"}"#, 200, Some("invalid_request"), Value::Null, true, &[]),
         d(r#"{"id":[1],"method":"status"}"#, 200, Some("invalid_request"), Value::Null, true, &[]),
-        d(r#"{"id":1.5,"method":"status"}"#, 200, Some("invalid_request"), Value::Null, true, &[]),
+        d(r#"{"id":1.5,"method":"status"}"#, 200, None, json!(1.5), true, &[]),
         d(r#"{"id":1,"id":2,"method":"status"}"#, 200, Some("invalid_request"), Value::Null, true, &[]),
         d(r#"{"jsonrpc":"2.0","id":6,"method":"status"}"#, 200, None, json!(6), true, &[]),
         d(r#"{"id":"s","method":"status","params":null}"#, 200, None, json!("s"), true, &[]),

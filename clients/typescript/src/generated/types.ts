@@ -19,7 +19,7 @@ export type UnknownValue = string & { readonly __unknownValue: true };
  * (`schema_digest`) and in the `openagents-schema-digest` header; the client compares the two and
  * reports a mismatch (a warning by default, an error in strict mode).
  */
-export const SCHEMA_DIGEST = "e08003c8800ea7e31dc9ea69c0ceee0951c6d384c6fce0888fc244137fae2746";
+export const SCHEMA_DIGEST = "b33405e022e9d219525d094e5dbf8d6736b6eda53fd8ff80bc712226874d5d71";
 
 /** The largest request or result line, in bytes (96 KiB). Large enough for a long task, small enough that a runner can hold a whole line in memory without thinking about it. */
 export const MAX_FRAME = 98304;
@@ -255,7 +255,7 @@ export interface ReleaseResult {
   released: boolean;
 }
 
-/** The request's id, echoed in its response: a string of at most 256 characters, an integer of at most 64 bits, or null. A request without an `id` member is a notification and gets no response; a response to a message whose id cannot be read has a null id. */
+/** The request's id, echoed in its response exactly as it was written: a string of at most 256 characters, a number (an integer, or one with a fraction or an exponent, as JSON-RPC 2.0 allows), or null. A request without an `id` member is a notification and gets no response; a response to a message whose id cannot be read has a null id. The server only ever sends back the id a client sent (`x-echoed`). */
 export type RequestId = number | string | null;
 
 /** A JSON-RPC 2.0 error object: a numeric `code` that standard clients understand, a `message`, and the typed `RuntimeSubmitError` as `data`. */

@@ -1402,7 +1402,7 @@ export function validateRequestId(value: unknown, lenient = false): Violation[] 
 }
 
 function fRequestId(v: unknown, lenient: boolean): boolean {
-  if (!(v === null || $isInteger(v) || typeof v === "string")) return false;
+  if (!(v === null || typeof v === "number" || typeof v === "string")) return false;
   if (typeof v === "string") {
     if (!$maxLength(v, 256)) return false;
   }
@@ -1411,8 +1411,8 @@ function fRequestId(v: unknown, lenient: boolean): boolean {
 
 function cRequestId(v: unknown, p: string, out: Violation[], lenient: boolean): void {
   n0: {
-    if (!(v === null || $isInteger(v) || typeof v === "string")) {
-      $typeViolation(out, p, "null or integer or string", v);
+    if (!(v === null || typeof v === "number" || typeof v === "string")) {
+      $typeViolation(out, p, "null or number or string", v);
       break n0;
     }
     if (typeof v === "string") {
@@ -3149,7 +3149,7 @@ export const TYPES: readonly TypeInfo[] = [
   { name: "Limits", pointer: "#/$defs/RuntimeStatus/$defs/Limits", root: false, description: "The bounds this runtime enforces, in bytes and events." },
   { name: "NoParams", pointer: "#/$defs/RpcRequest/$defs/NoParams", root: false, description: "A method without parameters takes no `params`, `null`, or `{}`." },
   { name: "ReleaseResult", pointer: "#/$defs/RpcRequest/$defs/ReleaseResult", root: false, description: "Whether the caller held the lease and has now released it." },
-  { name: "RequestId", pointer: "#/$defs/RpcRequest/$defs/RequestId", root: false, description: "The request's id, echoed in its response: a string of at most 256 characters, an integer of at most 64 bits, or null. A request without an `id` member is a notification and gets no response; a response to a message whose id cannot be read has a null id." },
+  { name: "RequestId", pointer: "#/$defs/RpcRequest/$defs/RequestId", root: false, description: "The request's id, echoed in its response exactly as it was written: a string of at most 256 characters, a number (an integer, or one with a fraction or an exponent, as JSON-RPC 2.0 allows), or null. A request without an `id` member is a notification and gets no response; a response to a message whose id cannot be read has a null id. The server only ever sends back the id a client sent (`x-echoed`)." },
   { name: "RpcError", pointer: "#/$defs/RpcRequest/$defs/RpcError", root: false, description: "A JSON-RPC 2.0 error object: a numeric `code` that standard clients understand, a `message`, and the typed `RuntimeSubmitError` as `data`." },
   { name: "RpcNotification", pointer: "#/$defs/RpcRequest/$defs/RpcNotification", root: false, description: "An event pushed to a stdio client between responses: `{\"event\": ...}`." },
   { name: "RpcRequest", pointer: "#/$defs/RpcRequest", root: true, description: "One request a client sends, as a JSONL-RPC line (stdio), a `POST /rpc` body (HTTP) or a text frame (WebSocket): `{\"jsonrpc\": \"2.0\", \"id\", \"method\", \"params\"}`, alone or in a JSON-RPC 2.0 batch. A union tagged by `method`, one branch per method, each naming its result type with `x-result`. The `\"jsonrpc\"` member may be left out (the seed's JSONL-RPC); every response carries it. A request without an `id` member is a notification: it runs and gets no response." },

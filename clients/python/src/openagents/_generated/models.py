@@ -1057,10 +1057,12 @@ JsonRpcVersion: TypeAlias = Annotated[Literal["2.0"], _rt.Const("2.0")]
 """The JSON-RPC version marker. A request may leave it out; every response carries it."""
 
 
-RequestId: TypeAlias = Annotated[str | int | None, _rt.Json("null integer string", max_length=256)]
-"""The request's id, echoed in its response: a string of at most 256 characters, an integer of at most
-64 bits, or null. A request without an `id` member is a notification and gets no response; a
-response to a message whose id cannot be read has a null id.
+RequestId: TypeAlias = Annotated[str | int | float | None, _rt.Json("null number string", max_length=256)]
+"""The request's id, echoed in its response exactly as it was written: a string of at most 256
+characters, a number (an integer, or one with a fraction or an exponent, as JSON-RPC 2.0 allows), or
+null. A request without an `id` member is a notification and gets no response; a response to a
+message whose id cannot be read has a null id. The server only ever sends back the id a client sent
+(`x-echoed`).
 """
 
 
