@@ -19,15 +19,15 @@
 //!   given.
 
 // The layers, each importing only the ones above it (checked by `tests/layering.rs`):
-// events, agent, auth, metrics, decode, projection, bridge (approvals), engine, jsonrpc, listener,
+// projection, events, agent, auth, metrics, decode, bridge (approvals), engine, jsonrpc, listener,
 // then the transports http, ws, stdio and the web page as siblings that never import each other,
 // then server, which composes them.
+pub mod projection;
 pub mod events;
 pub mod agent;
 pub mod auth;
 pub mod metrics;
 pub mod decode;
-pub mod projection;
 pub mod bridge;
 pub mod engine;
 pub mod jsonrpc;

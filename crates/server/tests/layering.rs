@@ -8,12 +8,12 @@ use std::path::Path;
 
 /// The layers, in order. A module may import modules of earlier layers only (and itself).
 const LAYERS: &[&[&str]] = &[
+    &["projection"],
     &["events"],
     &["agent"],
     &["auth"],
     &["metrics"],
     &["decode"],
-    &["projection"],
     &["bridge"],
     &["engine"],
     &["jsonrpc"],
