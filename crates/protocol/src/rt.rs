@@ -476,8 +476,9 @@ impl Wire for Value {
 }
 
 /// Builds a [`Value`] as serde_json's own visitor does, but refuses a key given twice at any
-/// depth (serde_json keeps the last one). Tagged unions buffer their object as values before
-/// decoding it, so without this `{"params": {"task": "a", "task": "b"}}` would pass as `b`.
+/// depth (serde_json keeps the last one). A tagged union keeps the members that come before its
+/// tag as values until the tag names the variant, so without this `{"params": {"task": "a",
+/// "task": "b"}, "method": "submit"}` would pass as `b`.
 struct ValueVisitor;
 
 impl<'de> Visitor<'de> for ValueVisitor {
