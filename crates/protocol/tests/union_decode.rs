@@ -122,19 +122,19 @@ fn variants(doc: &Value, tag: &str) -> Vec<String> {
                 out.push(object(&m));
             }
             // A key twice inside an object value.
-            if let Some(Value::Object(inner)) = obj.get(k) {
-                if let Some((ik, iv)) = inner.iter().next() {
-                    let mut im: Vec<(String, String)> = inner.iter().map(|(a, b)| (a.clone(), b.to_string())).collect();
-                    im.push((ik.clone(), iv.to_string()));
-                    let mut m = order.clone();
-                    m[i].1 = object(&im);
-                    out.push(object(&m));
-                    let mut im2: Vec<(String, String)> = inner.iter().map(|(a, b)| (a.clone(), b.to_string())).collect();
-                    im2.push(("zz_inner".into(), "{\"c\":1,\"c\":2}".into()));
-                    let mut m = order.clone();
-                    m[i].1 = object(&im2);
-                    out.push(object(&m));
-                }
+            if let Some(Value::Object(inner)) = obj.get(k)
+                && let Some((ik, iv)) = inner.iter().next()
+            {
+                let mut im: Vec<(String, String)> = inner.iter().map(|(a, b)| (a.clone(), b.to_string())).collect();
+                im.push((ik.clone(), iv.to_string()));
+                let mut m = order.clone();
+                m[i].1 = object(&im);
+                out.push(object(&m));
+                let mut im2: Vec<(String, String)> = inner.iter().map(|(a, b)| (a.clone(), b.to_string())).collect();
+                im2.push(("zz_inner".into(), "{\"c\":1,\"c\":2}".into()));
+                let mut m = order.clone();
+                m[i].1 = object(&im2);
+                out.push(object(&m));
             }
         }
         // Bad syntax at the end, truncation at every fifth byte, trailing data.

@@ -178,7 +178,7 @@ impl Subscription {
     /// [`Subscription::next`], as the event shared with every other subscriber, with its JSON
     /// encoded once for all of them.
     pub async fn next_shared(&mut self) -> Option<SharedEvent> {
-        if let Some(ev) = self.from_backlog() {
+        if let Some(ev) = self.pop_backlog() {
             return Some(ev);
         }
         loop {
@@ -196,7 +196,7 @@ impl Subscription {
 
     /// [`Subscription::next_shared`] without waiting: the next event when one is already there.
     pub fn try_next_shared(&mut self) -> Option<SharedEvent> {
-        if let Some(ev) = self.from_backlog() {
+        if let Some(ev) = self.pop_backlog() {
             return Some(ev);
         }
         loop {
@@ -212,7 +212,7 @@ impl Subscription {
         }
     }
 
-    fn from_backlog(&mut self) -> Option<SharedEvent> {
+    fn pop_backlog(&mut self) -> Option<SharedEvent> {
         let ev = self.backlog.pop_front()?;
         if !matches!(ev.event.event, RuntimeEvent::Gap { .. }) {
             self.seen = self.seen.max(ev.event.seq);

@@ -252,10 +252,11 @@ impl RpcEngine {
         // The decoder reads a request object in one pass and stops at the first problem; bad
         // syntax further on (a lone surrogate, nesting past the limit) still makes the message
         // not JSON, as when the object was read whole before its fields were taken out.
-        if decode_error.is_some_and(serde_json::Error::is_data) && bytes.trim_ascii_start().first() == Some(&b'{') {
-            if let Err(DocumentError::NotJson(m)) = rt::parse_value_exact(bytes) {
-                return One { reply: parse_error(&DocumentError::NotJson(m)), notification: false };
-            }
+        if decode_error.is_some_and(serde_json::Error::is_data)
+            && bytes.trim_ascii_start().first() == Some(&b'{')
+            && let Err(DocumentError::NotJson(m)) = rt::parse_value_exact(bytes)
+        {
+            return One { reply: parse_error(&DocumentError::NotJson(m)), notification: false };
         }
         let envelope = match serde_json::from_slice::<Envelope<'_>>(bytes) {
             Ok(env) => env,
