@@ -6,36 +6,25 @@
 //! handshake that offers the bearer subprotocol without `openagents.v2` (browsers would fail it
 //! with an opaque 1006).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+mod security_common;
 
+use std::net::SocketAddr;
+
+use security_common::{BOUND, Listening, Setup, http_exchange};
 use serde_json::Value;
 use tokio_tungstenite::tungstenite;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 const ALLOWED: &str = "https://app.example";
 const OTHER: &str = "https://evil.example";
-/// The longest any one wait may take.
-const BOUND: Duration = Duration::from_secs(30);
 
 /// `openagents serve --http` with `allowed_origins = [ALLOWED]`, killed on drop.
 struct Http {
     addr: SocketAddr,
     token: String,
-    child: Child,
-    dir: PathBuf,
-}
-
-impl Drop for Http {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+    // Declared before the setup: the server stops before its folder is removed.
+    _server: Listening,
+    _setup: Setup,
 }
 
 async fn start() -> Http {
@@ -46,63 +35,20 @@ async fn start() -> Http {
 
 fn start_blocking() -> Http {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let bin = env!("CARGO_BIN_EXE_openagents");
-    let dir = std::env::temp_dir().join(format!(
-        "openagents-browser-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("the test folder");
-    std::fs::write(
-        dir.join("config.toml"),
-        format!("[capabilities.server]\nenabled = true\nallowed_origins = [\"{ALLOWED}\"]\n"),
-    )
-    .expect("config");
-    let echo = Path::new(bin).with_file_name("openagents-runner-echo");
-    std::fs::write(
-        dir.join("runners.toml"),
-        format!("[runners.echo]\ncommand = \"{}\"\n", echo.display()),
-    )
-    .expect("registry");
-    let mut child = Command::new(bin)
-        .args(["serve", "--http", "--runner", "echo"])
-        .current_dir(&dir)
-        .env("OPENAGENTS_CONFIG", dir.join("config.toml"))
-        .env("OPENAGENTS_RUNNERS", dir.join("runners.toml"))
-        .env("XDG_RUNTIME_DIR", &dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("openagents starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut reader = BufReader::new(stdout);
-        let mut line = String::new();
-        let _ = reader.read_line(&mut line);
-        let _ = tx.send(line);
-        let _ = std::io::copy(&mut reader, &mut std::io::sink());
-    });
-    let line = rx.recv_timeout(BOUND).expect("a readiness line in time");
-    let ready: Value =
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("readiness line {line:?}: {e}"));
-    let url = ready["url"].as_str().expect("a url");
-    let addr: SocketAddr = url
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
-        .parse()
-        .expect("an address");
-    let token = std::fs::read_to_string(ready["token_file"].as_str().expect("a token file"))
-        .expect("the token")
-        .trim()
-        .to_owned();
+    let setup = Setup::with_config(
+        &format!(
+            "browser-{}",
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ),
+        &format!("allowed_origins = [\"{ALLOWED}\"]\n"),
+        "",
+    );
+    let server = setup.listen(&[]);
     Http {
-        addr,
-        token,
-        child,
-        dir,
+        addr: server.addr,
+        token: server.token.clone(),
+        _server: server,
+        _setup: setup,
     }
 }
 
@@ -153,30 +99,11 @@ impl Http {
 }
 
 fn exchange(addr: SocketAddr, request: &[u8]) -> Resp {
-    let mut stream = TcpStream::connect(addr).expect("connect");
-    stream.set_read_timeout(Some(BOUND)).expect("timeout");
-    stream.write_all(request).expect("write");
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).expect("read");
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("no header block in {:?}", String::from_utf8_lossy(&raw)));
-    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
-    let mut lines = head.split("\r\n");
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("a status line in {head:?}"));
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
+    let (status, headers, body) = http_exchange(addr, request);
     Resp {
         status,
         headers,
-        body: raw[end + 4..].to_vec(),
+        body,
     }
 }
 

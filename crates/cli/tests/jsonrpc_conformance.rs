@@ -15,12 +15,12 @@
 //! `params` as an array are answered `-32602 Invalid params`; each is followed by the same
 //! request with params our method takes, answered with its result.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+mod security_common;
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use openagents_protocol::ErrorCode;
@@ -28,12 +28,7 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-/// The longest any one wait may take.
-const BOUND: Duration = Duration::from_secs(30);
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_openagents")
-}
+use security_common::{BOUND, Listening, Setup, header, http_exchange, lines_of};
 
 // ---------------------------------------------------------------------------------------------
 // Expected replies.
@@ -541,99 +536,23 @@ fn compare(what: &str, actual: Option<&Value>, expected: Option<&Value>) {
 // ---------------------------------------------------------------------------------------------
 // The server and the transports.
 
-/// A folder with an operator configuration that enables the server and the echo runner.
-struct Setup {
-    dir: PathBuf,
-}
-
-impl Setup {
-    fn new(name: &str) -> Setup {
-        let dir =
-            std::env::temp_dir().join(format!("openagents-jsonrpc-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("the test folder");
-        std::fs::write(
-            dir.join("config.toml"),
-            "[capabilities.server]\nenabled = true\n",
-        )
-        .expect("config");
-        let echo = Path::new(bin()).with_file_name("openagents-runner-echo");
-        std::fs::write(
-            dir.join("runners.toml"),
-            format!("[runners.echo]\ncommand = \"{}\"\n", echo.display()),
-        )
-        .expect("registry");
-        Setup { dir }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(bin());
-        c.args(args)
-            .current_dir(&self.dir)
-            .env("OPENAGENTS_CONFIG", self.dir.join("config.toml"))
-            .env("OPENAGENTS_RUNNERS", self.dir.join("runners.toml"))
-            .env("XDG_RUNTIME_DIR", &self.dir)
-            .stderr(Stdio::null());
-        c
-    }
-}
-
-impl Drop for Setup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Receives from `rx` within [`BOUND`].
-fn recv<T>(rx: &mpsc::Receiver<T>, what: &str) -> T {
-    rx.recv_timeout(BOUND)
-        .unwrap_or_else(|_| panic!("{what}: nothing within {BOUND:?}"))
-}
-
 /// `openagents serve --http` (HTTP and the WebSocket on one port), killed on drop.
 struct HttpServer {
-    child: Child,
     addr: SocketAddr,
     token: String,
+    // Declared before the setup: the server stops before its folder is removed.
+    _server: Listening,
     _setup: Setup,
 }
 
 impl HttpServer {
     fn start(name: &str) -> HttpServer {
-        let setup = Setup::new(name);
-        let mut child = setup
-            .command(&["serve", "--http", "--runner", "echo"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("openagents starts");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut line = String::new();
-            let _ = reader.read_line(&mut line);
-            let _ = tx.send(line);
-            // Keep reading so the server never blocks on a full pipe.
-            let _ = std::io::copy(&mut reader, &mut std::io::sink());
-        });
-        let line = recv(&rx, "the readiness line");
-        let ready: Value =
-            serde_json::from_str(&line).unwrap_or_else(|e| panic!("readiness line {line:?}: {e}"));
-        let url = ready["url"].as_str().expect("a url");
-        let addr: SocketAddr = url
-            .trim_start_matches("http://")
-            .trim_end_matches('/')
-            .parse()
-            .unwrap_or_else(|e| panic!("{url}: {e}"));
-        let token = std::fs::read_to_string(ready["token_file"].as_str().expect("a token file"))
-            .expect("the token")
-            .trim()
-            .to_owned();
+        let setup = Setup::new(&format!("jsonrpc-{name}"), "");
+        let server = setup.listen(&[]);
         HttpServer {
-            child,
-            addr,
-            token,
+            addr: server.addr,
+            token: server.token.clone(),
+            _server: server,
             _setup: setup,
         }
     }
@@ -690,76 +609,6 @@ impl HttpServer {
     }
 }
 
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn header(headers: &[(String, String)], name: &str) -> Option<String> {
-    headers
-        .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, v)| v.clone())
-}
-
-/// One HTTP/1.1 exchange on a fresh connection, bounded in time.
-fn http_exchange(addr: SocketAddr, request: &[u8]) -> (u16, Vec<(String, String)>, Vec<u8>) {
-    let mut stream = TcpStream::connect(addr).expect("connect");
-    stream.set_read_timeout(Some(BOUND)).expect("timeout");
-    stream.set_write_timeout(Some(BOUND)).expect("timeout");
-    // The server may answer (413, 431) before it has read everything: a failed write is fine.
-    let _ = stream.write_all(request);
-    let mut raw = Vec::new();
-    if let Err(e) = stream.read_to_end(&mut raw) {
-        // A reset after the answer arrived (the server closed with unread input) is fine.
-        assert!(!raw.is_empty(), "reading the response: {e}");
-    }
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("no header block in {:?}", String::from_utf8_lossy(&raw)));
-    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
-    let mut lines = head.split("\r\n");
-    let status: u16 = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("a status line in {head:?}"));
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
-    let mut body = raw[end + 4..].to_vec();
-    if header(&headers, "transfer-encoding").is_some_and(|t| t.eq_ignore_ascii_case("chunked")) {
-        body = dechunk(&body);
-    }
-    (status, headers, body)
-}
-
-fn dechunk(mut data: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(eol) = data.windows(2).position(|w| w == b"\r\n") {
-        let size = usize::from_str_radix(
-            String::from_utf8_lossy(&data[..eol])
-                .split(';')
-                .next()
-                .unwrap_or("")
-                .trim(),
-            16,
-        )
-        .unwrap_or(0);
-        if size == 0 {
-            break;
-        }
-        let start = eol + 2;
-        out.extend_from_slice(&data[start..(start + size).min(data.len())]);
-        data = &data[(start + size + 2).min(data.len())..];
-    }
-    out
-}
-
 /// The request sent after a message to learn that everything before it has been answered.
 fn sentinel(n: usize) -> (String, Value) {
     let id = format!("sentinel-{n}");
@@ -810,24 +659,16 @@ struct StdioServer {
 
 impl StdioServer {
     fn start(name: &str) -> StdioServer {
-        let setup = Setup::new(name);
+        let setup = Setup::new(&format!("jsonrpc-{name}"), "");
         let mut child = setup
             .command(&["serve", "--stdio", "--runner", "echo"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
+            .stderr(Stdio::null())
             .spawn()
             .expect("openagents starts");
         let stdin = child.stdin.take().expect("stdin");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = lines_of(child.stdout.take().expect("stdout"));
         StdioServer {
             child,
             stdin,

@@ -13,12 +13,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_openagents")
-}
+mod security_common;
 
-/// How long anything here may take before the test gives up.
-const BOUND: Duration = Duration::from_secs(30);
+use security_common::{BOUND, lines_of, openagents_in};
 
 /// A bash runner: reads the turn, records its pid in `./pids`, then runs `body`.
 fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
@@ -69,14 +66,8 @@ impl Setup {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(bin());
-        c.args(args)
-            .current_dir(&self.project)
-            .env("OPENAGENTS_CONFIG", self.dir.join("config.toml"))
-            .env("OPENAGENTS_RUNNERS", self.dir.join("runners.toml"))
-            .env("XDG_RUNTIME_DIR", &self.dir)
-            .env("OPERATOR_SECRET_KEY", "sk-operator-secret-0123456789")
-            .stdin(Stdio::null())
+        let mut c = openagents_in(&self.dir, &self.project, args);
+        c.env("OPERATOR_SECRET_KEY", "sk-operator-secret-0123456789")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         c
@@ -121,20 +112,6 @@ fn wait_exit(child: &mut Child, what: &str) -> std::process::ExitStatus {
 fn signal(pid: u32, name: &str) {
     let status = Command::new("kill").args(["-s", name, &pid.to_string()]).status().unwrap();
     assert!(status.success(), "kill -s {name} {pid}");
-}
-
-/// Reads lines from `r` on a thread, sending each as it arrives.
-fn lines_of(r: impl Read + Send + 'static) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(r).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
 }
 
 /// The event type in a stdio notification line or an SSE `data:` line.

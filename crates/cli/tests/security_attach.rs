@@ -98,16 +98,24 @@ impl Collected {
     }
 }
 
-#[test]
-fn attach_shows_runner_text_escaped_and_the_prompt_s_exact_text_before_asking() {
-    let s = Setup::new("attach", "");
+/// The `ask` runtime of a fresh setup `name`, `openagents attach` (`--json` when `json`) on it
+/// with its output collected, and `openagents submit HOSTILE` started on it (stdout discarded,
+/// stderr to `submit_stderr`).
+fn attached_submit(name: &str, json: bool, submit_stderr: Stdio) -> (Setup, Server, Child, Collected, Child) {
+    let s = Setup::new(name, "");
     let server = s.serve_runner("ask", &[]).unwrap_or_else(|(c, e)| panic!("{c:?} {e}"));
     let token_file = server.token_file.clone().expect("a generated token file");
-    let mut frontend = attach(&s, &server.url, &token_file, false);
+    let mut frontend = attach(&s, &server.url, &token_file, json);
     let out = Collected::new(&mut frontend);
     let tf = token_file.display().to_string();
-    let submit = s.command(&["submit", "--url", &server.url, "--token-file", &tf, HOSTILE]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn();
-    let mut submit = submit.expect("submit starts");
+    let submit = s.command(&["submit", "--url", &server.url, "--token-file", &tf, HOSTILE]).stdout(Stdio::null()).stderr(submit_stderr).spawn();
+    let submit = submit.expect("submit starts");
+    (s, server, frontend, out, submit)
+}
+
+#[test]
+fn attach_shows_runner_text_escaped_and_the_prompt_s_exact_text_before_asking() {
+    let (_s, _server, mut frontend, out, mut submit) = attached_submit("attach", false, Stdio::piped());
 
     let shown = out.wait_for("approve? [y/N] ");
     // Answer no: the turn is denied.
@@ -129,13 +137,7 @@ fn attach_shows_runner_text_escaped_and_the_prompt_s_exact_text_before_asking() 
 
 #[test]
 fn attach_json_lines_carry_control_characters_as_escapes() {
-    let s = Setup::new("attach-json", "");
-    let server = s.serve_runner("ask", &[]).unwrap_or_else(|(c, e)| panic!("{c:?} {e}"));
-    let token_file = server.token_file.clone().expect("a generated token file");
-    let mut frontend = attach(&s, &server.url, &token_file, true);
-    let out = Collected::new(&mut frontend);
-    let tf = token_file.display().to_string();
-    let mut submit = s.command(&["submit", "--url", &server.url, "--token-file", &tf, HOSTILE]).stdout(Stdio::null()).spawn().expect("submit starts");
+    let (_s, _server, mut frontend, out, mut submit) = attached_submit("attach-json", true, Stdio::inherit());
     // `--json` denies at once.
     assert_eq!(wait_bounded(&mut submit), Some(1), "the denied turn fails");
     let shown = out.wait_for("\"turn_failed\"");

@@ -8,14 +8,10 @@ mod ws_common;
 use std::net::SocketAddr;
 
 use openagents_protocol::{ApprovalReply, ErrorCode};
-use openagents_server::{Caller, Grant, RpcEngine, run_http_authorized};
+use openagents_server::{Caller, Grant};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use ws_common::*;
-
-async fn http_runtime(engine: &RpcEngine) -> SocketAddr {
-    run_http_authorized(engine.clone(), "127.0.0.1:0", credentials()).await.expect("the HTTP listener binds")
-}
 
 /// Submits `task` over `POST /rpc` as the credential of `token` (so it takes the lease).
 fn submit_as(addr: SocketAddr, token: &'static str, task: &str) -> JoinHandle<(u16, Value)> {
@@ -28,11 +24,7 @@ async fn a_repeated_approved_key_is_a_denial_never_the_last_copy() {
     // (the answer's result as sent, raw)
     let cases = [r#"{"approved":false,"approved":true}"#, r#"{"approved":true,"approved":true}"#, r#"{"approved":true,"answer":"a","answer":"b"}"#];
     for result in cases {
-        let engine = script_engine(STEP);
-        let addr = http_runtime(&engine).await;
-        let (mut alice, _) = subscribed(addr, ALICE, None).await;
-        let turn = submit(&engine, "ask:deploy_now");
-        let req = alice.approval_request().await;
+        let Asked { engine: _engine, addr: _, mut alice, turn, req } = asked(STEP).await;
         let id = req["id"].as_str().expect("a string id").to_owned();
         alice.send_text(format!(r#"{{"jsonrpc":"2.0","id":"{id}","result":{result}}}"#)).await;
         let done = finished(turn).await.expect("the turn completes");
@@ -44,11 +36,7 @@ async fn a_repeated_approved_key_is_a_denial_never_the_last_copy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_with_its_id_given_twice_answers_nothing_and_names_neither_copy() {
-    let engine = script_engine(STEP);
-    let addr = http_runtime(&engine).await;
-    let (mut alice, _) = subscribed(addr, ALICE, None).await;
-    let turn = submit(&engine, "ask:deploy_now");
-    let req = alice.approval_request().await;
+    let Asked { engine: _engine, addr: _, mut alice, turn, req } = asked(STEP).await;
     let id = req["id"].as_str().expect("a string id").to_owned();
     // "Last one wins" would read this as an approval of the real request.
     alice.send_text(format!(r#"{{"jsonrpc":"2.0","id":"decoy-id","id":"{id}","result":{{"approved":true}}}}"#)).await;
@@ -65,10 +53,7 @@ async fn an_answer_with_its_id_given_twice_answers_nothing_and_names_neither_cop
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn while_a_controller_holds_the_lease_only_it_answers_approvals() {
-    let engine = script_engine(STEP);
-    let addr = http_runtime(&engine).await;
-    let (mut alice, _) = subscribed(addr, ALICE, None).await;
-    let (mut bob, _) = subscribed(addr, BOB, None).await;
+    let (engine, addr, mut alice, mut bob) = alice_and_bob(STEP).await;
     let turn = submit_as(addr, ALICE, "ask:deploy_now");
     let req = alice.approval_request().await;
     // Bob is not asked, but sees the request as an event and answers it anyway.
@@ -101,8 +86,7 @@ async fn while_a_controller_holds_the_lease_only_it_answers_approvals() {
 async fn an_admin_answers_approvals_whoever_holds_the_lease() {
     // Attached through the bridge as a transport does it (`attach_caller`), while alice holds
     // the lease from a submit over `POST /rpc`.
-    let engine = script_engine(STEP);
-    let addr = http_runtime(&engine).await;
+    let (engine, addr) = scripted_http(STEP).await;
     let attach = |name: &str, grant: Grant| {
         let (tx, rx) = tokio::sync::mpsc::channel::<Vec<u8>>(16);
         let conn = engine.bridge().attach_caller(&Caller { name: name.into(), grant, trusted: false }, tx);

@@ -9,16 +9,12 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
-use openagents_server::{Caller, RpcEngine, SERVER_MAX_LINE_BYTES, run_frontend_websocket, run_http_authorized};
+use openagents_server::{Caller, RpcEngine, SERVER_MAX_LINE_BYTES, run_frontend_websocket};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::Frame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
 use ws_common::*;
-
-async fn http_runtime(engine: &RpcEngine) -> SocketAddr {
-    run_http_authorized(engine.clone(), "127.0.0.1:0", credentials()).await.expect("the HTTP listener binds")
-}
 
 // ---------------------------------------------------------------------------------------------
 // Authentication before the upgrade
@@ -312,11 +308,7 @@ async fn an_answered_approval_reaches_the_agent_and_is_an_event() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unanswered_approval_times_out_denied() {
-    let engine = script_engine(SHORT);
-    let addr = http_runtime(&engine).await;
-    let (mut alice, _) = subscribed(addr, ALICE, None).await;
-    let turn = submit(&engine, "ask:deploy_now");
-    let req = alice.approval_request().await;
+    let Asked { engine: _engine, addr, mut alice, turn, req } = asked(SHORT).await;
     assert_eq!(req["params"]["timeout_ms"], json!(SHORT.as_millis() as u64));
     let resolved = alice.expect("the request to be settled", |v| v["method"] == "frontend.v2.approval_resolved").await;
     assert_eq!(resolved["params"]["request_id"], req["id"]);
@@ -338,10 +330,7 @@ async fn an_unanswered_approval_times_out_denied() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_of_two_answers_wins() {
-    let engine = script_engine(STEP);
-    let addr = http_runtime(&engine).await;
-    let (mut alice, _) = subscribed(addr, ALICE, None).await;
-    let (mut bob, _) = subscribed(addr, BOB, None).await;
+    let (engine, addr, mut alice, mut bob) = alice_and_bob(STEP).await;
     let turn = submit(&engine, "ask:merge");
     let to_alice = alice.approval_request().await;
     let to_bob = bob.approval_request().await;

@@ -1,6 +1,7 @@
-//! Support for the security tests of the `openagents` binary: a temporary operator
+//! Support for the integration tests of the `openagents` binary: a temporary operator
 //! configuration and registry (the echo and ask runners), token files with a chosen mode, a
-//! served runtime read from its readiness line, and commands bounded in time.
+//! served runtime read from its readiness line, raw HTTP/1.1 exchanges, and commands bounded in
+//! time.
 //!
 //! Every wait is for an observable event (a readiness line, an exit, a line of output) and is
 //! bounded; nothing sleeps to wait for readiness.
@@ -8,6 +9,7 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
@@ -27,6 +29,19 @@ pub fn runner(name: &str) -> PathBuf {
     Path::new(bin()).with_file_name(format!("openagents-runner-{name}"))
 }
 
+/// `openagents ARGS` with the configuration, registry and runtime folder in `dir`, run in `cwd`,
+/// stdin closed.
+pub fn openagents_in(dir: &Path, cwd: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(bin());
+    c.args(args)
+        .current_dir(cwd)
+        .env("OPENAGENTS_CONFIG", dir.join("config.toml"))
+        .env("OPENAGENTS_RUNNERS", dir.join("runners.toml"))
+        .env("XDG_RUNTIME_DIR", dir)
+        .stdin(Stdio::null());
+    c
+}
+
 /// A folder with an operator configuration that enables the server and a registry with the
 /// `echo` and `ask` runners.
 pub struct Setup {
@@ -37,10 +52,15 @@ pub struct Setup {
 impl Setup {
     /// A fresh setup named `name`; `registry_extra` is appended to the registry.
     pub fn new(name: &str, registry_extra: &str) -> Setup {
+        Setup::with_config(name, "", registry_extra)
+    }
+
+    /// [`Setup::new`] with `config_extra` appended to the `[capabilities.server]` table.
+    pub fn with_config(name: &str, config_extra: &str, registry_extra: &str) -> Setup {
         let dir = std::env::temp_dir().join(format!("openagents-security-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("the test folder");
-        std::fs::write(dir.join("config.toml"), "[capabilities.server]\nenabled = true\n").expect("config");
+        std::fs::write(dir.join("config.toml"), format!("[capabilities.server]\nenabled = true\n{config_extra}")).expect("config");
         let registry = format!(
             "[runners.echo]\ncommand = \"{}\"\n\n[runners.ask]\ncommand = \"{}\"\n{registry_extra}",
             runner("echo").display(),
@@ -52,14 +72,21 @@ impl Setup {
 
     /// `openagents ARGS` in this setup (its configuration, registry and runtime folder).
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(bin());
-        c.args(args)
-            .current_dir(&self.dir)
-            .env("OPENAGENTS_CONFIG", self.dir.join("config.toml"))
-            .env("OPENAGENTS_RUNNERS", self.dir.join("runners.toml"))
-            .env("XDG_RUNTIME_DIR", &self.dir)
-            .stdin(Stdio::null());
-        c
+        openagents_in(&self.dir, &self.dir, args)
+    }
+
+    /// Starts `openagents serve --http --runner echo EXTRA` with its stderr discarded: the
+    /// address and token of its readiness line (panics when there is none within [`BOUND`]).
+    pub fn listen(&self, extra: &[&str]) -> Listening {
+        let mut args = vec!["serve", "--http", "--runner", "echo"];
+        args.extend_from_slice(extra);
+        let mut child = self.command(&args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("openagents starts");
+        let line = readiness_line(&mut child);
+        let ready: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("readiness line {line:?}: {e}"));
+        let url = ready["url"].as_str().expect("a url");
+        let addr: SocketAddr = url.trim_start_matches("http://").trim_end_matches('/').parse().unwrap_or_else(|e| panic!("{url}: {e}"));
+        let token = std::fs::read_to_string(ready["token_file"].as_str().expect("a token file")).expect("the token").trim().to_owned();
+        Listening { child, addr, token }
     }
 
     /// Writes `contents` to `name` in the folder with permission bits `mode`.
@@ -143,6 +170,97 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A running `openagents serve --http` started by [`Setup::listen`], killed on drop.
+pub struct Listening {
+    /// The process.
+    pub child: Child,
+    /// The address its readiness line gave.
+    pub addr: SocketAddr,
+    /// The bearer token it generated.
+    pub token: String,
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The first line `child` writes to its (piped) stdout, within [`BOUND`]; the rest is read and
+/// dropped so the child never blocks on a full pipe.
+pub fn readiness_line(child: &mut Child) -> String {
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stdout);
+        let mut line = String::new();
+        let _ = reader.read_line(&mut line);
+        let _ = tx.send(line);
+        let _ = std::io::copy(&mut reader, &mut std::io::sink());
+    });
+    rx.recv_timeout(BOUND).unwrap_or_else(|_| panic!("the readiness line: nothing within {BOUND:?}"))
+}
+
+/// Reads lines from `r` on a thread, sending each as it arrives.
+pub fn lines_of(r: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(r).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// The value of the header `name` (lower case) in `headers`.
+pub fn header(headers: &[(String, String)], name: &str) -> Option<String> {
+    headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone())
+}
+
+/// One HTTP/1.1 exchange on a fresh connection, bounded in time: the status, the headers (names
+/// in lower case) and the body (de-chunked when the response is chunked). The server may answer
+/// (413, 431) before it has read everything, so a failed write is not an error, nor is a reset
+/// once some of the response has arrived.
+pub fn http_exchange(addr: SocketAddr, request: &[u8]) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream.set_read_timeout(Some(BOUND)).expect("timeout");
+    stream.set_write_timeout(Some(BOUND)).expect("timeout");
+    let _ = stream.write_all(request);
+    let mut raw = Vec::new();
+    if let Err(e) = stream.read_to_end(&mut raw) {
+        assert!(!raw.is_empty(), "reading the response: {e}");
+    }
+    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or_else(|| panic!("no header block in {:?}", String::from_utf8_lossy(&raw)));
+    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("a status line in {head:?}"));
+    let headers: Vec<(String, String)> = lines.filter_map(|l| l.split_once(':')).map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned())).collect();
+    let mut body = raw[end + 4..].to_vec();
+    if header(&headers, "transfer-encoding").is_some_and(|t| t.eq_ignore_ascii_case("chunked")) {
+        body = dechunk(&body);
+    }
+    (status, headers, body)
+}
+
+/// The payload of a chunked body.
+fn dechunk(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(eol) = data.windows(2).position(|w| w == b"\r\n") {
+        let size = usize::from_str_radix(String::from_utf8_lossy(&data[..eol]).split(';').next().unwrap_or("").trim(), 16).unwrap_or(0);
+        if size == 0 {
+            break;
+        }
+        let start = eol + 2;
+        out.extend_from_slice(&data[start..(start + size).min(data.len())]);
+        data = &data[(start + size + 2).min(data.len())..];
+    }
+    out
 }
 
 /// Runs `f` on its own thread; its value, or `None` when it takes longer than [`BOUND`] (the

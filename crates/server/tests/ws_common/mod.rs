@@ -17,7 +17,7 @@ use futures_util::{SinkExt, StreamExt};
 use openagents_protocol::{ErrorCode, Turn};
 use openagents_runner::{Registry, RunnerHost};
 use openagents_server::agent::error;
-use openagents_server::{Caller, EngineConfig, FnAgent, Grant, RpcEngine, RunnerAgent, RuntimeHttpCredential, RuntimeSubmitError, TurnContext};
+use openagents_server::{Caller, EngineConfig, FnAgent, Grant, RpcEngine, RunnerAgent, RuntimeHttpCredential, RuntimeSubmitError, TurnContext, run_http_authorized};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpSocket, TcpStream};
@@ -32,6 +32,51 @@ pub const STEP: Duration = Duration::from_secs(5);
 
 /// The approval timeout of tests that let a request time out.
 pub const SHORT: Duration = Duration::from_millis(300);
+
+/// `engine` served by `run_http_authorized` (with [`credentials`]) on 127.0.0.1:0: its address.
+pub async fn http_runtime(engine: &RpcEngine) -> SocketAddr {
+    run_http_authorized(engine.clone(), "127.0.0.1:0", credentials()).await.expect("the HTTP listener binds")
+}
+
+/// A [`script_engine`] with `approval_timeout` served by [`http_runtime`]: the engine and its
+/// address.
+pub async fn scripted_http(approval_timeout: Duration) -> (RpcEngine, SocketAddr) {
+    let engine = script_engine(approval_timeout);
+    let addr = http_runtime(&engine).await;
+    (engine, addr)
+}
+
+/// [`scripted_http`] with alice and bob subscribed on its WebSocket, in that order.
+pub async fn alice_and_bob(approval_timeout: Duration) -> (RpcEngine, SocketAddr, Ws, Ws) {
+    let (engine, addr) = scripted_http(approval_timeout).await;
+    let (alice, _) = subscribed(addr, ALICE, None).await;
+    let (bob, _) = subscribed(addr, BOB, None).await;
+    (engine, addr, alice, bob)
+}
+
+/// A turn waiting for alice's answer: see [`asked`].
+pub struct Asked {
+    /// The scripted engine.
+    pub engine: RpcEngine,
+    /// Its `run_http_authorized` address.
+    pub addr: SocketAddr,
+    /// Alice, subscribed on the WebSocket.
+    pub alice: Ws,
+    /// The turn `ask:deploy_now`, submitted in process.
+    pub turn: JoinHandle<Result<Value, Value>>,
+    /// The approval request alice received for it.
+    pub req: Value,
+}
+
+/// A [`script_engine`] with `approval_timeout` served by [`http_runtime`], alice subscribed,
+/// and the turn `ask:deploy_now` submitted, once alice has its approval request.
+pub async fn asked(approval_timeout: Duration) -> Asked {
+    let (engine, addr) = scripted_http(approval_timeout).await;
+    let (mut alice, _) = subscribed(addr, ALICE, None).await;
+    let turn = submit(&engine, "ask:deploy_now");
+    let req = alice.approval_request().await;
+    Asked { engine, addr, alice, turn, req }
+}
 
 /// Awaits `fut`, failing the test with `what` if it takes longer than [`STEP`].
 pub async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
