@@ -134,19 +134,29 @@ def test_ctrl_c_during_a_blocking_submit_sends_interrupt(connect: Connect) -> No
     with connect("py-slow", blocking=True) as client:
         with client.events() as events:
             main_thread = threading.get_ident()
+            problems: list[str] = []
 
             def interrupt_main_after_first_tick() -> None:
-                for ev in events:
-                    if isinstance(ev.event, RuntimeEventText):
-                        break
-                assert threading.get_ident() != main_thread
-                os.kill(os.getpid(), signal.SIGINT)  # as Ctrl-C does
+                # Ctrl-C comes whatever happens here, so the test fails rather than hangs.
+                try:
+                    for ev in events:
+                        if isinstance(ev.event, RuntimeEventText):
+                            break
+                    else:
+                        problems.append("the event stream ended before the first tick")
+                    if threading.get_ident() == main_thread:
+                        problems.append("the watcher ran on the main thread")
+                except Exception as e:  # reported below, with the test's failure
+                    problems.append(f"the event stream failed: {e!r}")
+                finally:
+                    os.kill(os.getpid(), signal.SIGINT)  # as Ctrl-C does
 
             watcher = threading.Thread(target=interrupt_main_after_first_tick)
             watcher.start()
             with pytest.raises(KeyboardInterrupt):
                 client.submit("forever")
             watcher.join()
+            assert not problems, problems
         # The interrupt was answered; the runner is stopped within its kill grace.
         deadline = time.monotonic() + 10
         while (status := client.status()).state is RuntimeState.RUNNING and time.monotonic() < deadline:
