@@ -552,11 +552,15 @@ async fn read_events(
                     Err(TurnError::Timeout(limit))
                 };
             }
+            // Before the exit wait: while lines are ready, the wait (a signal poll and a
+            // `waitpid` each time) is not polled at all. The exit only starts the drain timer,
+            // which every line pushes back anyway, so noticing it once stdout is idle ends the
+            // turn at the same point.
+            l = reader.next_line() => l,
             status = &mut wait, if exited.is_none() => {
                 exited = Some((status.ok(), Instant::now() + AFTER_TERMINAL_GRACE));
                 continue;
             }
-            l = reader.next_line() => l,
         };
         if let Some((_, drain_until)) = exited.as_mut() {
             *drain_until = Instant::now() + AFTER_TERMINAL_GRACE;
