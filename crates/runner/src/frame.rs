@@ -39,7 +39,7 @@ pub fn read_line<R: BufRead + ?Sized>(reader: &mut R, limit: usize) -> Result<Op
         if buf.is_empty() {
             return Ok(if line.is_empty() { None } else { Some(trim_cr(line)) });
         }
-        let (take, done) = match buf.iter().position(|&b| b == b'\n') {
+        let (take, done) = match newline(buf) {
             Some(i) => (i, true),
             None => (buf.len(), false),
         };
@@ -61,6 +61,29 @@ pub fn read_line<R: BufRead + ?Sized>(reader: &mut R, limit: usize) -> Result<Op
 fn over(held: &[u8], chunk: &[u8], limit: usize) -> bool {
     let last = chunk.last().or(held.last());
     held.len() + chunk.len() - usize::from(last == Some(&b'\r')) > limit
+}
+
+/// Where the first `\n` in `buf` is, looking at eight bytes at a time (a byte-by-byte search
+/// was a third of the host's own work per 100-byte event line).
+fn newline(buf: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    const NEWLINES: u64 = u64::from_ne_bytes([b'\n'; 8]);
+    let mut words = buf.chunks_exact(8);
+    let mut at = 0;
+    for word in words.by_ref() {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(word);
+        // A byte of `x` is zero exactly where the word holds a `\n`; the lowest flagged byte
+        // is always a true one (a false flag needs a borrow from a zero byte below it).
+        let x = u64::from_le_bytes(bytes) ^ NEWLINES;
+        let found = x.wrapping_sub(ONES) & !x & HIGHS;
+        if found != 0 {
+            return Some(at + (found.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    words.remainder().iter().position(|&b| b == b'\n').map(|i| at + i)
 }
 
 fn trim_cr(mut line: Vec<u8>) -> Vec<u8> {
@@ -100,7 +123,7 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
                 let line = std::mem::take(&mut self.partial);
                 return Ok(if line.is_empty() { None } else { Some(trim_cr(line)) });
             }
-            let (take, done) = match buf.iter().position(|&b| b == b'\n') {
+            let (take, done) = match newline(buf) {
                 Some(i) => (i, true),
                 None => (buf.len(), false),
             };
@@ -164,6 +187,22 @@ mod tests {
             }
         }
         assert!(matches!(read_line(&mut r, limit), Ok(None)));
+    }
+
+    #[test]
+    fn newline_is_found_wherever_it_falls_in_a_word() {
+        for len in 0..40 {
+            for nl in (0..len).map(Some).chain([None]) {
+                let mut buf: Vec<u8> = (0..len).map(|i| [b'a', 0x0b, 0x09, 0x8a, 0xff, 0x00][i % 6]).collect();
+                if let Some(i) = nl {
+                    buf[i] = b'\n';
+                    if i + 3 < len {
+                        buf[i + 3] = b'\n';
+                    }
+                }
+                assert_eq!(newline(&buf), buf.iter().position(|&b| b == b'\n'), "{buf:?}");
+            }
+        }
     }
 
     #[test]
