@@ -130,6 +130,18 @@ def test_a_timeout_gives_up_and_interrupts(connect: Connect) -> None:
     asyncio.run(asyncio.wait_for(main(), 60))
 
 
+@pytest.fixture
+def ctrl_c_raises() -> Iterator[None]:
+    """Ctrl-C raises `KeyboardInterrupt` in this process, as in a terminal, even when the test
+    run inherited SIGINT ignored (a background job's children do)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("ctrl_c_raises")
 def test_ctrl_c_during_a_blocking_submit_sends_interrupt(connect: Connect) -> None:
     with connect("py-slow", blocking=True) as client:
         with client.events() as events:
