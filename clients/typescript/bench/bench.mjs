@@ -119,7 +119,7 @@ for (const [name, ts, raw] of [["sequential", results.seqTs, results.seqRaw], ["
 
 const bundle = JSON.parse(spawnSync(bin, ["schema"], { encoding: "utf8", maxBuffer: 1 << 26 }).stdout);
 const ajv = new Ajv2020({ strict: true, strictTypes: false, allowUnionTypes: true });
-ajv.addVocabulary(["x-constants", "x-enum", "x-extensible", "x-result"]);
+ajv.addVocabulary(["x-constants", "x-enum", "x-extensible", "x-result", "x-openrpc", "x-echoed"]);
 const compiled = new Map(TYPES.map((t) => [t.name, ajv.compile({ ...structuredClone(bundle), $ref: t.pointer })]));
 const vectors = join(root, "tests/vectors");
 const valid = [];

@@ -84,7 +84,7 @@ function ajvValidators(): Map<string, ValidateFunction> {
   assert.equal(out.status, 0, out.stderr);
   const bundle = JSON.parse(out.stdout) as Record<string, unknown>;
   const ajv = new Ajv2020({ strict: true, strictTypes: false, allowUnionTypes: true, allErrors: false, validateSchema: true });
-  ajv.addVocabulary(["x-constants", "x-enum", "x-extensible", "x-result"]);
+  ajv.addVocabulary(["x-constants", "x-enum", "x-extensible", "x-result", "x-openrpc", "x-echoed"]);
   const map = new Map<string, ValidateFunction>();
   for (const t of TYPES) map.set(t.name, ajv.compile({ ...structuredClone(bundle), $ref: t.pointer }));
   return map;
