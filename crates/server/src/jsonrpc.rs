@@ -235,12 +235,14 @@ impl RpcEngine {
     /// code, with the id echoed when it can be read. Checks the envelope and the caller's grant
     /// before it explains anything about the params.
     fn refuse(&self, caller: &Caller, bytes: &[u8], violations: Option<Vec<rt::Violation>>, decode_error: Option<&serde_json::Error>) -> (One, Option<&'static str>) {
-        let one = self.refuse_one(caller, bytes, violations, decode_error);
-        let method = serde_json::from_slice::<Envelope<'_>>(bytes).ok().and_then(|e| e.method).and_then(|m| serde_json::from_str::<Cow<'_, str>>(m.get()).ok()).and_then(|m| Method::NAMES.iter().copied().find(|n| *n == m));
+        let mut method = None;
+        let one = self.refuse_one(caller, bytes, violations, decode_error, &mut method);
         (one, method)
     }
 
-    fn refuse_one(&self, caller: &Caller, bytes: &[u8], violations: Option<Vec<rt::Violation>>, decode_error: Option<&serde_json::Error>) -> One {
+    /// [`RpcEngine::refuse`]; `method` is set to the request's method when its envelope names a
+    /// known one (for the metrics), from the one reading of the envelope.
+    fn refuse_one(&self, caller: &Caller, bytes: &[u8], violations: Option<Vec<rt::Violation>>, decode_error: Option<&serde_json::Error>, method: &mut Option<&'static str>) -> One {
         if let Err(e) = std::str::from_utf8(bytes) {
             return One { reply: parse_error(&DocumentError::NotJson(format!("invalid UTF-8 at byte offset {}", e.valid_up_to()))), notification: false };
         }
@@ -266,6 +268,7 @@ impl RpcEngine {
                 return One { reply: Reply::error(e), notification: false };
             }
         };
+        *method = envelope.method.and_then(|m| serde_json::from_str::<Cow<'_, str>>(m.get()).ok()).and_then(|m| Method::NAMES.iter().copied().find(|n| *n == m));
         let id = envelope.id.and_then(readable_id);
         let raw_id = envelope.id.and_then(raw_number_id);
         let invalid = |message: String, id: Option<Value>| {
@@ -317,6 +320,13 @@ impl RpcEngine {
         };
         refuse(invalid_params(violations))
     }
+}
+
+/// Whether `bytes` are a JSON object with a `method` member: a request or notification, never a
+/// response. Reads the envelope only (no values are built), so a transport can tell the two
+/// apart before it decodes anything.
+pub(crate) fn names_a_method(bytes: &[u8]) -> bool {
+    serde_json::from_slice::<Envelope<'_>>(bytes).is_ok_and(|env| env.method.is_some())
 }
 
 /// A `parse_error` reply (id `null`).

@@ -285,7 +285,10 @@ async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller, option
         last_heard = Instant::now();
         match msg {
             Message::Text(text) => {
-                if let Some((id, reply)) = as_response(text.as_str()) {
+                // A request (it names a method) goes straight to the engine; only what may be a
+                // response is decoded whole to find out.
+                let request = crate::jsonrpc::names_a_method(text.as_bytes());
+                if let Some((id, reply)) = (!request).then(|| as_response(text.as_str())).flatten() {
                     if let Some(body) = take_response(&engine, conn, id, reply) {
                         let _ = tx.send(body.to_json()).await;
                     }
