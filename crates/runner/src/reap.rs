@@ -103,6 +103,55 @@ fn all_processes() -> Vec<Stat> {
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()).filter_map(stat).collect()
 }
 
+/// The processes the sweep looks at: every process below the host. A runner's descendants are
+/// all below the host, since the host is a subreaper and orphans come to it, so they are found by
+/// walking down from the host through each thread's `/proc/<pid>/task/<tid>/children` list,
+/// reading only their `stat`, not every process on the machine (a whole scan of `/proc` was
+/// most of the host's own CPU time per turn). When a list cannot be read (a kernel without
+/// `CONFIG_PROC_CHILDREN`, or a descendant the host may not inspect, such as a set-user-ID
+/// program), every process is read, as before.
+fn processes(me: i32) -> Vec<Stat> {
+    descendants(me).unwrap_or_else(all_processes)
+}
+
+fn descendants(me: i32) -> Option<Vec<Stat>> {
+    let mut found = Vec::new();
+    let mut seen = BTreeSet::new();
+    let mut stack = children(me)?;
+    while let Some(pid) = stack.pop() {
+        if !seen.insert(pid) {
+            continue;
+        }
+        // Gone since its parent listed it: nothing to sweep.
+        let Some(s) = stat(pid) else { continue };
+        found.push(s);
+        if s.state != b'Z' {
+            match children(pid) {
+                Some(kids) => stack.extend(kids),
+                // Exited meanwhile (its children are the host's now, listed next round), or
+                // not ours to inspect.
+                None if stat(pid).is_none_or(|now| now.state == b'Z') => {}
+                None => return None,
+            }
+        }
+    }
+    Some(found)
+}
+
+/// The children of every thread of `pid`; `None` when no thread's list could be read.
+fn children(pid: i32) -> Option<Vec<i32>> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut kids = Vec::new();
+    let mut read_any = false;
+    for task in tasks.flatten() {
+        // A thread that ended meanwhile has no list; the others still count.
+        let Ok(text) = std::fs::read_to_string(task.path().join("children")) else { continue };
+        read_any = true;
+        kids.extend(text.split_ascii_whitespace().filter_map(|s| s.parse::<i32>().ok()));
+    }
+    read_any.then_some(kids)
+}
+
 /// Ends what is left of the runner whose process group is `group`, once the runner itself has
 /// been reaped: the rest of its process group, and every process the host adopted that only it
 /// can have started (started since it was, and before every other live runner), with
@@ -119,7 +168,7 @@ pub async fn sweep(group: Option<Pid>) -> usize {
         let mut left = false;
         {
             let mut live = live();
-            let procs = all_processes();
+            let procs = processes(me);
             // A runner whose owner dropped it without a sweep is gone (or its pid is another
             // process's now): it no longer shields what it may have started.
             live.retain(|pid, started| procs.iter().any(|p| p.pid == *pid && p.started == *started));
@@ -163,4 +212,45 @@ pub async fn sweep(group: Option<Pid>) -> usize {
         tokio::time::sleep(SWEEP_PAUSE).await;
     }
     killed.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmdline(pid: i32) -> String {
+        std::fs::read(format!("/proc/{pid}/cmdline")).map(|b| String::from_utf8_lossy(&b).replace('\0', " ")).unwrap_or_default()
+    }
+
+    /// The walk down from the host finds what a scan of every process finds below it: a child,
+    /// its children, and one orphaned to the host (a subreaper) by a double fork.
+    #[test]
+    fn the_walk_from_the_host_finds_every_process_below_it() {
+        assert!(become_subreaper());
+        let mut child = std::process::Command::new("/bin/sh")
+            .args(["-c", "sleep 31 & sleep 31 & (sleep 29 &); echo ready; wait"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("sh");
+        let mut ready = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().expect("stdout")), &mut ready).expect("ready");
+        let me = i32::try_from(std::process::id()).expect("pid");
+        let sh = i32::try_from(child.id()).expect("pid");
+        let walked: BTreeSet<i32> = descendants(me).expect("children lists on this kernel").iter().map(|s| s.pid).collect();
+        let all = all_processes();
+        let ours: Vec<i32> = all.iter().filter(|p| p.ppid == sh || (p.ppid == me && cmdline(p.pid).trim_end() == "sleep 29")).map(|p| p.pid).collect();
+        let _ = kill(Pid::from_raw(sh), Signal::SIGKILL);
+        for pid in &ours {
+            let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        }
+        let _ = child.wait();
+        for pid in &ours {
+            let _ = waitpid(Pid::from_raw(*pid), Some(WaitPidFlag::WNOHANG));
+        }
+        assert_eq!(ours.len(), 3, "the scan sees the shell's two children and the orphan: {ours:?}");
+        assert!(walked.contains(&sh), "the child itself: {walked:?}");
+        for pid in &ours {
+            assert!(walked.contains(pid), "{pid} ({}) is below the host but the walk missed it: {walked:?}", cmdline(*pid));
+        }
+    }
 }
