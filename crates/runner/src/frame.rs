@@ -140,6 +140,35 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
         }
     }
 
+    /// The next line if it can be had without waiting, read in place by `f`: `Some(f(line))`
+    /// when a whole line (at most the limit) is in the buffer, or arrives with a read that is
+    /// ready now, and `None` otherwise (nothing ready, only part of a line, a line past the
+    /// limit, end of input or an error), which [`next_line`](Self::next_line) then reports as
+    /// it always does. No copy and no allocation: the line is borrowed from the buffer and
+    /// consumed once `f` returns.
+    ///
+    /// A read attempted here that is not ready leaves no waker the caller can rely on: it must
+    /// await `next_line` (or poll the reader otherwise) before it waits for input. A read error
+    /// here is left to the next read.
+    pub fn with_ready_line<T>(&mut self, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
+        if !self.partial.is_empty() {
+            return None;
+        }
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let std::task::Poll::Ready(Ok(buf)) = std::pin::Pin::new(&mut self.inner).poll_fill_buf(&mut cx) else {
+            return None;
+        };
+        let end = newline(buf)?;
+        let line = &buf[..end];
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.len() > self.limit {
+            return None;
+        }
+        let out = f(line);
+        std::pin::Pin::new(&mut self.inner).consume(end + 1);
+        Some(out)
+    }
+
     /// Discards the rest of the current line without holding it; returns how many bytes were
     /// skipped, and whether a newline ended them (false at end of input).
     ///
@@ -201,6 +230,55 @@ mod tests {
                     }
                 }
                 assert_eq!(newline(&buf), buf.iter().position(|&b| b == b'\n'), "{buf:?}");
+            }
+        }
+    }
+
+    /// What the asynchronous reader yields when lines ready in place are taken with
+    /// `with_ready_line` wherever it offers one and `next_line` reads the rest: the same lines
+    /// (or the same refusal) as the synchronous `read_line`, for every buffer size.
+    #[test]
+    fn lines_taken_in_place_are_the_lines_read_whole() {
+        let inputs: [&[u8]; 9] = [b"abcd\nef\n", b"abcd\r\n\r\nx", b"abcde\nab\n", b"ab\ncdefgh\nij\n", b"\n\n\n", b"abcd\r", b"ab\r\ncd\r\n", b"abcd\r\r\n", b"a\nbb\nccc\ndddd\n"];
+        let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+        for input in inputs {
+            let mut want = Vec::new();
+            let mut sync = io::BufReader::with_capacity(3, input);
+            loop {
+                match read_line(&mut sync, 4) {
+                    Ok(Some(line)) => want.push(Ok(line)),
+                    Ok(None) => break,
+                    Err(_) => {
+                        want.push(Err(()));
+                        break;
+                    }
+                }
+            }
+            for capacity in 1..=input.len() + 1 {
+                for in_place_first in [true, false] {
+                    let got = rt.block_on(async {
+                        let mut reader = LineReader::new(tokio::io::BufReader::with_capacity(capacity, input), 4);
+                        let mut got = Vec::new();
+                        let mut take_in_place = in_place_first;
+                        loop {
+                            if take_in_place && let Some(line) = reader.with_ready_line(<[u8]>::to_vec) {
+                                got.push(Ok(line));
+                                continue;
+                            }
+                            take_in_place = true;
+                            match reader.next_line().await {
+                                Ok(Some(line)) => got.push(Ok(line)),
+                                Ok(None) => break,
+                                Err(_) => {
+                                    got.push(Err(()));
+                                    break;
+                                }
+                            }
+                        }
+                        got
+                    });
+                    assert_eq!(got, want, "{input:?}, buffer of {capacity}, in place first: {in_place_first}");
+                }
             }
         }
     }
