@@ -10,12 +10,16 @@
    cost), and end to end: one turn of 20,000 text events through a real runtime.
 
 It starts `openagents serve --http --runner echo` itself, with a temporary operator configuration
-and registry; build first with `cargo build -p openagents-cli -p openagents-runner`.
+and registry; build first with `cargo build --release -p openagents-cli -p openagents-runner`
+(or pass `--build debug` for a debug build).
 
-    .venv/bin/python clients/python/bench/bench_status.py [--seconds 2] [--rounds 3] [--markdown]
+    .venv/bin/python clients/python/bench/bench_status.py [--seconds 2] [--rounds 3] [--build release] [--markdown]
 
-Each measurement runs `--rounds` times, raw and client back to back, and each round's ratio is
-reported with their median: on a loaded machine the rates drift, the ratio of one round much less.
+Each measurement runs `--rounds` times, and each round's ratio is reported with their median: on a
+loaded machine the rates drift, the ratio of one round much less. Within a round of a `status`
+measurement raw and client calls alternate in batches of 50 ms, and besides calls per second each
+side's CPU time per call in this process (`time.process_time`) is compared: that is the client's
+own cost, which neither the server nor waiting for it enters.
 """
 
 from __future__ import annotations
@@ -42,8 +46,8 @@ REPO = Path(__file__).resolve().parents[3]
 TERMINAL = (RuntimeEventTurnCompleted, RuntimeEventTurnFailed)
 
 
-def start_server(tmp: Path) -> tuple[subprocess.Popen[bytes], str, str]:
-    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target")) / "debug"
+def start_server(tmp: Path, build: str = "release") -> tuple[subprocess.Popen[bytes], str, str]:
+    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target")) / build
     (tmp / "config.toml").write_text("[capabilities.server]\nenabled = true\n")
     (tmp / "runners.toml").write_text(
         f"[runners.echo]\ncommand = {json.dumps(str(target / 'openagents-runner-echo'))}\n"
@@ -62,33 +66,70 @@ def start_server(tmp: Path) -> tuple[subprocess.Popen[bytes], str, str]:
     return proc, ready["url"], ready["token_file"]
 
 
-async def rate_async(call: Callable[[], Awaitable[object]], seconds: float, concurrency: int = 1) -> float:
-    for _ in range(50):
-        await call()
-    n = 0
-    deadline = time.perf_counter() + seconds
+Side = tuple[int, float, float]
+"""What one side of a comparison did: calls made, wall-clock seconds, and this process's CPU
+seconds (`time.process_time`: the client's own work, not the server's, not waiting)."""
 
-    async def worker() -> None:
-        nonlocal n
-        while time.perf_counter() < deadline:
+BATCH_SECONDS = 0.05
+"""How long each side runs before the other takes its turn, within a round."""
+
+
+async def interleaved_async(
+    raw: Callable[[], Awaitable[object]], typed: Callable[[], Awaitable[object]], seconds: float, concurrency: int = 1
+) -> tuple[Side, Side]:
+    """Raw and typed calls in alternating batches of `BATCH_SECONDS` for `seconds` in all, with
+    `concurrency` calls in flight; a burst of load or a slow stretch of the machine then falls on
+    both sides alike, not on one of them."""
+    for call in (raw, typed):
+        for _ in range(50):
             await call()
-            n += 1
+    totals = {id(raw): [0, 0.0, 0.0], id(typed): [0, 0.0, 0.0]}
 
-    start = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return n / (time.perf_counter() - start)
+    async def batch(call: Callable[[], Awaitable[object]]) -> None:
+        n = 0
+        start, cpu = time.perf_counter(), time.process_time()
+        deadline = start + BATCH_SECONDS
+
+        async def worker() -> None:
+            nonlocal n
+            while time.perf_counter() < deadline:
+                await call()
+                n += 1
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        t = totals[id(call)]
+        t[0] += n
+        t[1] += time.perf_counter() - start
+        t[2] += time.process_time() - cpu
+
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        await batch(raw)
+        await batch(typed)
+    r, t = totals[id(raw)], totals[id(typed)]
+    return (int(r[0]), r[1], r[2]), (int(t[0]), t[1], t[2])
 
 
-def rate_sync(call: Callable[[], object], seconds: float) -> float:
-    for _ in range(50):
-        call()
-    n = 0
-    start = time.perf_counter()
-    deadline = start + seconds
-    while time.perf_counter() < deadline:
-        call()
-        n += 1
-    return n / (time.perf_counter() - start)
+def interleaved_sync(raw: Callable[[], object], typed: Callable[[], object], seconds: float) -> tuple[Side, Side]:
+    """`interleaved_async` for blocking calls, one at a time."""
+    for call in (raw, typed):
+        for _ in range(50):
+            call()
+    sides = [[0, 0.0, 0.0], [0, 0.0, 0.0]]
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for side, call in zip(sides, (raw, typed), strict=True):
+            n = 0
+            start, cpu = time.perf_counter(), time.process_time()
+            deadline = start + BATCH_SECONDS
+            while time.perf_counter() < deadline:
+                call()
+                n += 1
+            side[0] += n
+            side[1] += time.perf_counter() - start
+            side[2] += time.process_time() - cpu
+    (rn, rw, rc), (tn, tw, tc) = sides
+    return (int(rn), rw, rc), (int(tn), tw, tc)
 
 
 def median(xs: list[float]) -> float:
@@ -97,19 +138,28 @@ def median(xs: list[float]) -> float:
     return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
 
 
-Row = tuple[str, float, float, list[float]]
-"""A measurement: its name, the raw and the client's median rates, and each round's ratio."""
+Row = tuple[str, float, float, list[float], list[float]]
+"""A measurement: its name, the raw and the client's median rates, each round's ratio of rates
+(client / raw), and each round's ratio of CPU per call (raw / client; empty where not measured)."""
 
 
-def row(name: str, pairs: list[tuple[float, float]]) -> Row:
-    """Rounds of (raw, client) rates, measured back to back: the ratio of each round, so a machine
-    that speeds up or slows down between rounds moves both sides of a ratio alike."""
-    return name, median([r for r, _ in pairs]), median([t for _, t in pairs]), [t / r for r, t in pairs]
+def row(name: str, pairs: list[tuple[float, float]], cpu: list[float] | None = None) -> Row:
+    """Rounds of (raw, client) rates, measured in the same round: the ratio of each round, so a
+    machine that speeds up or slows down between rounds moves both sides of a ratio alike."""
+    return name, median([r for r, _ in pairs]), median([t for _, t in pairs]), [t / r for r, t in pairs], cpu or []
+
+
+def status_row(name: str, rounds: list[tuple[Side, Side]]) -> Row:
+    """A `status` row from interleaved rounds: calls per second, and CPU per call."""
+    pairs = [(r[0] / r[1], t[0] / t[1]) for r, t in rounds]
+    cpu = [(r[2] / r[0]) / (t[2] / t[0]) for r, t in rounds]
+    return row(name, pairs, cpu)
 
 
 async def status_rates(url: str, token: str, seconds: float, rounds: int) -> list[Row]:
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    body = json.dumps({"id": 1, "method": "status"}).encode()
+    # The bytes the client sends for its first call (the seed's form, without `jsonrpc`).
+    body = json.dumps({"id": 1, "method": "status"}, separators=(",", ":")).encode()
     rows = []
     async with httpx.AsyncClient(base_url=url, headers=headers) as raw, AsyncClient.http(url, token=token) as client:
 
@@ -121,19 +171,15 @@ async def status_rates(url: str, token: str, seconds: float, rounds: int) -> lis
             return await client.status()
 
         for conc in (1, 16):
-            pairs = []
-            for _ in range(rounds):
-                r = await rate_async(raw_status, seconds, conc)
-                t = await rate_async(typed_status, seconds, conc)
-                pairs.append((r, t))
-            rows.append(row(f"status, async, {conc} in flight", pairs))
+            measured = [await interleaved_async(raw_status, typed_status, seconds, conc) for _ in range(rounds)]
+            rows.append(status_row(f"status, async, {conc} in flight", measured))
     with httpx.Client(base_url=url, headers=headers) as raw_sync, Client.http(url, token=token) as sync:
-        pairs = []
-        for _ in range(rounds):
-            r = rate_sync(lambda: json.loads(raw_sync.post("rpc", content=body).content)["result"], seconds)
-            t = rate_sync(sync.status, seconds)
-            pairs.append((r, t))
-        rows.append(row("status, blocking Client", pairs))
+
+        def raw_blocking() -> object:
+            return json.loads(raw_sync.post("rpc", content=body).content)["result"]
+
+        measured = [interleaved_sync(raw_blocking, sync.status, seconds) for _ in range(rounds)]
+        rows.append(status_row("status, blocking Client", measured))
     return rows
 
 
@@ -255,9 +301,12 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=20000, help="text events in the end-to-end turn")
     parser.add_argument("--rounds", type=int, default=3, help="back-to-back rounds of each measurement")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown section for BENCHMARKS.md")
+    parser.add_argument(
+        "--build", choices=("release", "debug"), default="release", help="which cargo build of the runtime to start"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        proc, url, token_file = start_server(Path(tmp))
+        proc, url, token_file = start_server(Path(tmp), args.build)
         token = Path(token_file).read_text().strip()
         try:
             rows = asyncio.run(status_rates(url, token, args.seconds, args.rounds))
@@ -270,20 +319,25 @@ def main() -> None:
             proc.kill()
             proc.wait()
     lines = [
-        f"| measurement | raw | openagents client | client / raw, median of {args.rounds} rounds | each round |",
-        "| --- | ---: | ---: | ---: | --- |",
+        f"| measurement | raw | openagents client | client / raw, median of {args.rounds} rounds | each round"
+        " | CPU per call, raw / client: median | each round |",
+        "| --- | ---: | ---: | ---: | --- | ---: | --- |",
     ]
-    for name, raw, typed, ratios in rows:
+    for name, raw, typed, ratios, cpu in rows:
         unit = "" if name.startswith("events") else " (calls/s)"
         each = ", ".join(f"{r:.2f}" for r in ratios)
-        lines.append(f"| {name}{unit} | {fmt(raw)} | {fmt(typed)} | {median(ratios):.2f} | {each} |")
+        cpu_each = ", ".join(f"{r:.2f}" for r in cpu)
+        cpu_median = f"{median(cpu):.2f}" if cpu else ""
+        lines.append(
+            f"| {name}{unit} | {fmt(raw)} | {fmt(typed)} | {median(ratios):.2f} | {each} | {cpu_median} | {cpu_each} |"
+        )
     lines.append(
         f"| events: one live turn of {args.words} text events (events/s delivered) | {fmt(raw_rate)} |"
-        f" {fmt(typed_rate)} | {typed_rate / raw_rate:.2f} | one round |"
+        f" {fmt(typed_rate)} | {typed_rate / raw_rate:.2f} | one round | | |"
     )
     lines.append(
         f"| events: delivered / missed (`lagged`) in that turn | {raw_got} / {raw_missed} |"
-        f" {typed_got} / {typed_missed} | | |"
+        f" {typed_got} / {typed_missed} | | | | |"
     )
     table = "\n".join(lines)
     if args.markdown:
@@ -292,7 +346,7 @@ def main() -> None:
             "`status` calls per second over HTTP and event throughput, the Python client (generated methods,"
             " pydantic-validated results and events) side by side with raw httpx posting the same JSON and"
             " `json.loads` on each event, in one run on loopback (2-core machine, Python"
-            f" {sys.version.split()[0]}, debug build of the runtime).\n"
+            f" {sys.version.split()[0]}, {args.build} build of the runtime).\n"
         )
         print("```sh\n.venv/bin/python clients/python/bench/bench_status.py --markdown\n```\n")
     print(table)
