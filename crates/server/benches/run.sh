@@ -7,7 +7,9 @@
 # (ours, jsonrpsee, floor, ours, …) and the report gives medians of the per-round ratios.
 #
 # Knobs (environment): ROUNDS (3), DURATION seconds per run (5), CONNS ("1 16 64"),
-# STDIO_LINES (500000), SSE_EVENTS (200000), SSE_SUBS ("1 16"), OUT (target/bench/server).
+# STDIO_LINES (500000), SSE_EVENTS (200000), SSE_SUBS ("1 16"), OUT (target/bench/server),
+# SERVER_BIN (the oa-bench whose servers and stdio programs are measured: another build's, to
+# compare two builds with the same load generators; default the one built here).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../../.." && pwd)"
@@ -40,6 +42,7 @@ fi
 echo "== building (release)"
 cargo build --release --locked -p openagents-server --example oa-bench
 BIN="$ROOT/target/release/examples/oa-bench"
+SERVER_BIN="${SERVER_BIN:-$BIN}"
 
 mkdir -p "$OUT"
 RAW="$OUT/raw.txt"
@@ -56,8 +59,9 @@ trap cleanup EXIT
 start() {
     local name="$1" mode="$2" log="$OUT/$1.addr"
     : > "$log"
-    $PRIO taskset -c "$SERVER_CORE" "$BIN" "$mode" 127.0.0.1:0 > "$log" &
+    $PRIO taskset -c "$SERVER_CORE" "$SERVER_BIN" "$mode" 127.0.0.1:0 > "$log" &
     PIDS+=("$!")
+    LAST_PID="$!"
     for _ in $(seq 1 100); do
         if [ -s "$log" ]; then ADDR="$(head -1 "$log")"; return 0; fi
         sleep 0.05
@@ -71,7 +75,7 @@ wrk.method = "POST"
 wrk.path = "/rpc"
 wrk.body = '{"jsonrpc":"2.0","id":1,"method":"status"}'
 wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer $("$BIN" token)"
+wrk.headers["Authorization"] = "Bearer $("$SERVER_BIN" token)"
 done = function(summary, latency, requests)
     local e = summary.errors
     io.write(string.format("requests=%d duration_us=%d errors=%d p50_us=%d p99_us=%d\n",
@@ -81,9 +85,14 @@ end
 EOF
 
 echo "== HTTP: status, ${ROUNDS} rounds x ${DURATION}s per server per connection count"
-start ours serve-ours; OURS="$ADDR"
-start jsonrpsee serve-jsonrpsee; JSONRPSEE="$ADDR"
-start floor serve-floor; FLOOR="$ADDR"
+# The server's CPU time (user + system, in clock ticks) so far: each HTTP run also records what
+# the server itself spent per request, which neither the load generator nor idle time enters.
+declare -A PID_OF
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+CLK_TCK="$(getconf CLK_TCK)"
+start ours serve-ours; OURS="$ADDR"; PID_OF[ours]="$LAST_PID"
+start jsonrpsee serve-jsonrpsee; JSONRPSEE="$ADDR"; PID_OF[jsonrpsee]="$LAST_PID"
+start floor serve-floor; FLOOR="$ADDR"; PID_OF[floor]="$LAST_PID"
 taskset -c "$CLIENT_CORE" "$BIN" check "$OURS" "$JSONRPSEE" "$FLOOR" | tee "$OUT/check.txt"
 declare -A URL=([ours]="http://$OURS" [jsonrpsee]="http://$JSONRPSEE" [floor]="http://$FLOOR")
 for s in ours jsonrpsee floor; do   # warm-up
@@ -92,8 +101,10 @@ done
 for c in $CONNS; do
     for r in $(seq 1 "$ROUNDS"); do
         for s in ours jsonrpsee floor; do
+            cpu_before="$(cpu_ticks "${PID_OF[$s]}")"
             line="$($PRIO taskset -c "$CLIENT_CORE" wrk -t1 -c"$c" -d"${DURATION}s" --timeout 5s -s "$OUT/status.lua" "${URL[$s]}/rpc" | grep '^requests=')"
-            echo "http conns=$c round=$r server=$s $line" | tee -a "$RAW"
+            cpu="$(( $(cpu_ticks "${PID_OF[$s]}") - cpu_before ))"
+            echo "http conns=$c round=$r server=$s $line cpu_ticks=$cpu clk_tck=$CLK_TCK" | tee -a "$RAW"
         done
     done
 done
@@ -102,16 +113,18 @@ cleanup; PIDS=()
 echo "== stdio: status, ${STDIO_LINES} lines, ${ROUNDS} rounds"
 for r in $(seq 1 "$ROUNDS"); do
     for s in ours floor; do
-        line="$($PRIO taskset -c "$CLIENT_CORE" "$BIN" stdio-drive "$STDIO_LINES" taskset -c "$SERVER_CORE" "$BIN" "stdio-$s")"
-        echo "stdio round=$r server=$s $line" | tee -a "$RAW"
+        line="$($PRIO taskset -c "$CLIENT_CORE" "$BIN" stdio-drive "$STDIO_LINES" taskset -c "$SERVER_CORE" "$SERVER_BIN" "stdio-$s")"
+        echo "stdio round=$r server=$s $line clk_tck=$CLK_TCK" | tee -a "$RAW"
     done
 done
 
 echo "== SSE: ${SSE_EVENTS} text events to GET /events subscribers"
 for n in $SSE_SUBS; do
     start sse serve-ours
+    cpu_before="$(cpu_ticks "$LAST_PID")"
     line="$($PRIO taskset -c "$CLIENT_CORE" "$BIN" sse "$ADDR" "$n" "$SSE_EVENTS")"
-    echo "sse $line" | tee -a "$RAW"
+    cpu="$(( $(cpu_ticks "$LAST_PID") - cpu_before ))"
+    echo "sse $line cpu_ticks=$cpu clk_tck=$CLK_TCK" | tee -a "$RAW"
     cleanup; PIDS=()
 done
 

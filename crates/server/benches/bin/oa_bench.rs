@@ -238,6 +238,15 @@ fn stdio_floor() -> Res {
 
 /// Feeds N status lines to CMD over a pipe while reading its replies from another; prints
 /// the lines per second from the first byte written to the N-th reply read.
+/// A process's CPU time so far (user + system, every thread), in clock ticks, from
+/// `/proc/<pid>/stat`.
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After `pid (comm)`: state is the first field, utime the 12th and stime the 13th.
+    let rest: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    Some(rest.get(11)?.parse::<u64>().ok()? + rest.get(12)?.parse::<u64>().ok()?)
+}
+
 fn stdio_drive(args: &[String]) -> Res {
     let n: usize = args.first().and_then(|n| n.parse().ok()).ok_or("stdio-drive N CMD ARGS…")?;
     let cmd = args.get(1).ok_or("stdio-drive N CMD ARGS…")?;
@@ -248,6 +257,7 @@ fn stdio_drive(args: &[String]) -> Res {
     let input = line.repeat(n).into_bytes();
     // Let the child start before the clock does.
     std::thread::sleep(Duration::from_millis(200));
+    let cpu0 = cpu_ticks(child.id());
     let t0 = Instant::now();
     let writer = std::thread::spawn(move || {
         let _ = stdin.write_all(&input);
@@ -266,13 +276,16 @@ fn stdio_drive(args: &[String]) -> Res {
         lines += buf[..got].iter().filter(|&&b| b == b'\n').count();
     }
     let elapsed = t0.elapsed();
+    // Before the child exits: its CPU time (all its threads) over the run.
+    let cpu = cpu_ticks(child.id()).zip(cpu0).map(|(b, a)| b - a);
     let _ = writer.join();
     let _ = child.wait();
     let first_line = first.split(|&b| b == b'\n').next().unwrap_or_default();
     if lines < n || !first_line.starts_with(br#"{"jsonrpc":"2.0","id":1,"result":{"#) {
         return Err(format!("{lines} of {n} replies; the first: {}", String::from_utf8_lossy(first_line)));
     }
-    println!("lines={n} secs={:.4} lines_per_s={:.0}", elapsed.as_secs_f64(), n as f64 / elapsed.as_secs_f64());
+    let cpu = cpu.map_or_else(String::new, |t| format!(" cpu_ticks={t}"));
+    println!("lines={n} secs={:.4} lines_per_s={:.0}{cpu}", elapsed.as_secs_f64(), n as f64 / elapsed.as_secs_f64());
     Ok(())
 }
 
@@ -384,15 +397,19 @@ fn fmt_us(us: f64) -> String {
 
 /// Reads run.sh's raw results and prints the markdown tables.
 ///
-/// Lines: `http conns=C round=R server=S requests=… duration_us=… errors=… p50_us=… p99_us=…`,
-/// `stdio round=R server=S lines=… secs=… lines_per_s=…`, `sse subscribers=… events_per_s=…`.
+/// Lines: `http conns=C round=R server=S requests=… duration_us=… errors=… p50_us=… p99_us=…
+/// cpu_ticks=… clk_tck=…`, `stdio round=R server=S lines=… secs=… lines_per_s=… cpu_ticks=…
+/// clk_tck=…`, `sse subscribers=… events_per_s=… cpu_ticks=… clk_tck=…` (the server's CPU time
+/// over the run; a line without it leaves those columns out or `NaN`).
 fn report(path: &str) -> Res {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
     const SERVERS: [&str; 3] = ["ours", "jsonrpsee", "floor"];
-    /// Per round: (req/s, p50 µs, p99 µs).
-    type Rounds = BTreeMap<u32, (f64, f64, f64)>;
+    /// Per round: (req/s, p50 µs, p99 µs, the server's CPU µs per request).
+    type Rounds = BTreeMap<u32, (f64, f64, f64, f64)>;
     let mut http: BTreeMap<(u32, &str), Rounds> = BTreeMap::new();
     let mut stdio: BTreeMap<&str, BTreeMap<u32, f64>> = BTreeMap::new();
+    // Per round: the program's CPU µs per line.
+    let mut stdio_cpu: BTreeMap<&str, BTreeMap<u32, f64>> = BTreeMap::new();
     let mut sse_lines = Vec::new();
     let mut errors = 0.0;
     for line in text.lines() {
@@ -402,11 +419,13 @@ fn report(path: &str) -> Res {
                 let server = SERVERS.iter().find(|s| f.get("server") == Some(s)).copied().unwrap_or("?");
                 let rps = num(&f, "requests") / (num(&f, "duration_us") / 1e6);
                 errors += num(&f, "errors");
-                http.entry((num(&f, "conns") as u32, server)).or_default().insert(num(&f, "round") as u32, (rps, num(&f, "p50_us"), num(&f, "p99_us")));
+                let cpu_us = num(&f, "cpu_ticks") / num(&f, "clk_tck") * 1e6 / num(&f, "requests");
+                http.entry((num(&f, "conns") as u32, server)).or_default().insert(num(&f, "round") as u32, (rps, num(&f, "p50_us"), num(&f, "p99_us"), cpu_us));
             }
             Some("stdio") => {
                 let server = if f.get("server") == Some(&"ours") { "ours" } else { "floor" };
                 stdio.entry(server).or_default().insert(num(&f, "round") as u32, num(&f, "lines_per_s"));
+                stdio_cpu.entry(server).or_default().insert(num(&f, "round") as u32, num(&f, "cpu_ticks") / num(&f, "clk_tck") * 1e6 / num(&f, "lines"));
             }
             Some("sse") => sse_lines.push(f),
             _ => {}
@@ -415,21 +434,24 @@ fn report(path: &str) -> Res {
     let conns: std::collections::BTreeSet<u32> = http.keys().map(|(c, _)| *c).collect();
     for c in conns {
         println!("#### {c} connection{}\n", if c == 1 { "" } else { "s" });
-        println!("| server | req/s (median) | p50 | p99 | req/s per round |");
-        println!("| --- | ---: | ---: | ---: | --- |");
+        println!("| server | req/s (median) | p50 | p99 | req/s per round | server CPU per request (median) |");
+        println!("| --- | ---: | ---: | ---: | --- | ---: |");
         let rounds = |s: &str| http.get(&(c, s)).cloned().unwrap_or_default();
         for s in SERVERS {
             let r = rounds(s);
             let mut rps: Vec<f64> = r.values().map(|x| x.0).collect();
             let mut p50: Vec<f64> = r.values().map(|x| x.1).collect();
             let mut p99: Vec<f64> = r.values().map(|x| x.2).collect();
+            let mut cpu: Vec<f64> = r.values().map(|x| x.3).collect();
             let per: Vec<String> = r.values().map(|x| format!("{:.0}", x.0)).collect();
             let label = match s {
                 "ours" => "openagents (`run_http_authorized`: bearer token + schema validation)",
                 "jsonrpsee" => "jsonrpsee 0.26.1 HTTP server",
                 _ => "bare hyper handler (floor)",
             };
-            println!("| {label} | {:.0} | {} | {} | {} |", median(&mut rps), fmt_us(median(&mut p50)), fmt_us(median(&mut p99)), per.join(", "));
+            let cpu = median(&mut cpu);
+            let cpu = if cpu.is_finite() { format!("{cpu:.2} µs") } else { "—".to_owned() };
+            println!("| {label} | {:.0} | {} | {} | {} | {cpu} |", median(&mut rps), fmt_us(median(&mut p50)), fmt_us(median(&mut p99)), per.join(", "));
         }
         let ratio = |a: &str, b: &str| {
             let (ra, rb) = (rounds(a), rounds(b));
@@ -437,10 +459,24 @@ fn report(path: &str) -> Res {
             let per: Vec<String> = v.iter().map(|r| format!("{r:.3}")).collect();
             (median(&mut v), per.join(", "))
         };
+        // By the server's own CPU per request: the other's cost over ours, so that it reads like
+        // a throughput ratio (above 1: ours costs less).
+        let cpu_ratio = |a: &str, b: &str| {
+            let (ra, rb) = (rounds(a), rounds(b));
+            let mut v: Vec<f64> = ra.iter().filter_map(|(round, x)| rb.get(round).map(|y| y.3 / x.3)).filter(|r| r.is_finite()).collect();
+            let per: Vec<String> = v.iter().map(|r| format!("{r:.3}")).collect();
+            (median(&mut v), per.join(", "))
+        };
         let (oj, ojr) = ratio("ours", "jsonrpsee");
         let (of, ofr) = ratio("ours", "floor");
         let (fj, fjr) = ratio("floor", "jsonrpsee");
-        println!("\nMedian of the per-round ratios: ours / jsonrpsee **{oj:.3}×** ({ojr}); ours / floor **{of:.3}×** ({ofr}); floor / jsonrpsee {fj:.3}× ({fjr}).\n");
+        println!("\nMedian of the per-round ratios: ours / jsonrpsee **{oj:.3}×** ({ojr}); ours / floor **{of:.3}×** ({ofr}); floor / jsonrpsee {fj:.3}× ({fjr}).");
+        let (oj, ojr) = cpu_ratio("ours", "jsonrpsee");
+        let (of, ofr) = cpu_ratio("ours", "floor");
+        if oj.is_finite() || of.is_finite() {
+            println!("By the server's CPU time per request (the other's over ours): ours / jsonrpsee **{oj:.3}×** ({ojr}); ours / floor **{of:.3}×** ({ofr}).");
+        }
+        println!();
     }
     if !stdio.is_empty() {
         let ours = stdio.get("ours").cloned().unwrap_or_default();
@@ -454,22 +490,48 @@ fn report(path: &str) -> Res {
         println!("| --- | ---: | --- |");
         println!("| openagents `run_stdio_process` (reader and writer threads, current_thread runtime) | {:.0} | {} |", median(&mut o), per(&ours));
         println!("| floor: read line, parse JSON, write fixed reply (std, blocking) | {:.0} | {} |", median(&mut f), per(&floor));
-        println!("\nMedian of the per-round ratios: ours / floor **{:.3}×**.\n", median(&mut r));
+        println!("\nMedian of the per-round ratios: ours / floor **{:.3}×**.", median(&mut r));
+        let (oc, fc) = (stdio_cpu.get("ours").cloned().unwrap_or_default(), stdio_cpu.get("floor").cloned().unwrap_or_default());
+        let mut cr: Vec<f64> = oc.iter().filter_map(|(k, v)| fc.get(k).map(|w| w / v)).filter(|r| r.is_finite()).collect();
+        if !cr.is_empty() {
+            let per: Vec<String> = cr.iter().map(|r| format!("{r:.3}")).collect();
+            let (mut o, mut f): (Vec<f64>, Vec<f64>) = (oc.values().copied().collect(), fc.values().copied().collect());
+            println!(
+                "By CPU time per line (every thread of the program): ours {:.3} µs, floor {:.3} µs; floor / ours **{:.3}×** ({}).",
+                median(&mut o),
+                median(&mut f),
+                median(&mut cr),
+                per.join(", ")
+            );
+        }
+        println!();
     }
     if !sse_lines.is_empty() {
         println!("#### SSE fan-out (GET /events)\n");
-        println!("| subscribers | events published | delivered (all subscribers) | missed (lagged) | seconds | events/s delivered | per subscriber/s |");
-        println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+        println!("| subscribers | events published | delivered (all subscribers) | missed (lagged) | seconds | events/s delivered | per subscriber/s | server CPU s | delivered per server CPU second |");
+        println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+        let cpu_s = |f: &BTreeMap<&str, &str>| num(f, "cpu_ticks") / num(f, "clk_tck");
         for f in &sse_lines {
             println!(
-                "| {} | {} | {} | {} | {} | {:.0} | {:.0} |",
+                "| {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.2} | {:.0} |",
                 f.get("subscribers").unwrap_or(&"?"),
                 f.get("published").unwrap_or(&"?"),
                 f.get("delivered").unwrap_or(&"?"),
                 f.get("missed").unwrap_or(&"?"),
                 f.get("secs").unwrap_or(&"?"),
                 num(f, "events_per_s"),
-                num(f, "per_subscriber_per_s")
+                num(f, "per_subscriber_per_s"),
+                cpu_s(f),
+                num(f, "delivered") / cpu_s(f)
+            );
+        }
+        let by = |n: &str| sse_lines.iter().find(|f| f.get("subscribers") == Some(&n));
+        if let (Some(one), Some(many)) = (by("1"), by("16")) {
+            let per_cpu = |f: &BTreeMap<&str, &str>| num(f, "delivered") / cpu_s(f);
+            println!(
+                "\n16 subscribers against 1: events/s delivered **{:.2}×**; delivered per server CPU second **{:.2}×**.",
+                num(many, "events_per_s") / num(one, "events_per_s"),
+                per_cpu(many) / per_cpu(one)
             );
         }
         println!();
