@@ -50,7 +50,16 @@ const SSE_BATCH_BYTES: usize = 32 * 1024;
 /// The HTTP routes: `POST /rpc`, `GET /events`, `GET /metrics` (the probes are the server's,
 /// on every listener).
 pub(crate) fn routes() -> Router<Access> {
-    Router::new().route("/rpc", post(|State(app): State<Access>, request: Request| rpc(app, request))).route("/events", get(events)).route("/metrics", get(metrics))
+    Router::new()
+        .route(
+            "/rpc",
+            post(|State(app): State<Access>, request: Request| {
+                let peer = request.extensions().get::<Peer>().copied();
+                rpc(app, request, peer)
+            }),
+        )
+        .route("/events", get(events))
+        .route("/metrics", get(metrics))
 }
 
 /// The probes, `GET /healthz` and `GET /readyz`.
@@ -60,7 +69,7 @@ pub(crate) fn probes() -> Router<Access> {
 
 /// `POST /rpc` answered without routing (the listener's hot path).
 pub(crate) fn direct() -> Direct {
-    Arc::new(|app, request| Box::pin(rpc(app, request)))
+    Arc::new(|app, request, peer| Box::pin(rpc(app, request, Some(peer))))
 }
 
 /// `GET /metrics`: every counter in the Prometheus text format, for a credential whose grant
@@ -106,11 +115,11 @@ fn is_json(value: Option<&HeaderValue>) -> bool {
 }
 
 /// `POST /rpc`: one JSON-RPC message.
-async fn rpc(app: Access, request: Request) -> Response {
+async fn rpc(app: Access, request: Request, peer: Option<Peer>) -> Response {
     let caller = match app.authorize(request.headers()) {
         Ok(c) => c,
         Err(r) => {
-            app.audit_unauthorized(request.extensions().get::<Peer>(), "/rpc", request.headers().contains_key(header::AUTHORIZATION));
+            app.audit_unauthorized(peer.as_ref(), "/rpc", request.headers().contains_key(header::AUTHORIZATION));
             return r;
         }
     };
@@ -123,12 +132,17 @@ async fn rpc(app: Access, request: Request) -> Response {
     if declared.is_some_and(|n| n > SERVER_MAX_LINE_BYTES as u64) {
         return too_large();
     }
-    let body = request.into_body();
-    let bytes = match tokio::time::timeout(BODY_READ_TIMEOUT, axum::body::to_bytes(body, SERVER_MAX_LINE_BYTES)).await {
-        Err(_) => return reject(ErrorCode::Timeout, StatusCode::REQUEST_TIMEOUT, format!("the body did not arrive within {BODY_READ_TIMEOUT:?}")),
-        Ok(Err(_)) => return too_large(),
-        Ok(Ok(b)) => b,
+    let mut collect = std::pin::pin!(axum::body::to_bytes(request.into_body(), SERVER_MAX_LINE_BYTES));
+    // A body that came with its head is taken at once, without arming the timer; only one still
+    // on its way is waited for, at most BODY_READ_TIMEOUT.
+    let collected = match std::future::poll_fn(|cx| std::task::Poll::Ready(collect.as_mut().poll(cx))).await {
+        std::task::Poll::Ready(collected) => collected,
+        std::task::Poll::Pending => match tokio::time::timeout(BODY_READ_TIMEOUT, collect).await {
+            Err(_) => return reject(ErrorCode::Timeout, StatusCode::REQUEST_TIMEOUT, format!("the body did not arrive within {BODY_READ_TIMEOUT:?}")),
+            Ok(collected) => collected,
+        },
     };
+    let Ok(bytes) = collected else { return too_large() };
     match app.engine().handle_message(caller, &bytes, None).await {
         Some(reply) => json_response(200, reply),
         None => {

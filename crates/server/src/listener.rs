@@ -188,7 +188,9 @@ pub(crate) struct Peer(pub IpAddr);
 
 /// A handler that answers a request without the router's per-request routing work
 /// (`POST /rpc`, the hot path).
-pub(crate) type Direct = Arc<dyn Fn(Access, Request) -> BoxFuture<'static, Response> + Send + Sync>;
+/// It gets the peer's address beside the request, not in the request's extensions (an insert
+/// there allocates their map on every request).
+pub(crate) type Direct = Arc<dyn Fn(Access, Request, Peer) -> BoxFuture<'static, Response> + Send + Sync>;
 
 /// Binds `bind` (`host:port`; port 0 picks a free one). The loopback-by-default policy is the
 /// caller's: this binds whatever it is given.
@@ -231,12 +233,12 @@ pub(crate) async fn accept_loop(listener: TcpListener, router: Router, access: A
         let (router, access, direct, request_slot) = (router.clone(), access.clone(), direct.clone(), slot.clone());
         let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
             let mut request = request.map(Body::new);
-            request.extensions_mut().insert(peer_ip);
             let too_large = header_block_len(&request) > SERVER_MAX_HEADER_BYTES;
             let origin = request.headers().get(header::ORIGIN).cloned();
             let preflight = request.method() == axum::http::Method::OPTIONS && request.headers().contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
             let direct = direct.clone().filter(|_| request.method() == axum::http::Method::POST && request.uri().path() == "/rpc");
             if direct.is_none() {
+                request.extensions_mut().insert(peer_ip);
                 // Only a routed request can become a WebSocket (`POST /rpc` never upgrades).
                 request.extensions_mut().insert(request_slot.clone());
             }
@@ -250,7 +252,7 @@ pub(crate) async fn accept_loop(listener: TcpListener, router: Router, access: A
                     return Ok(stamp_schema(preflight_response(cors)));
                 }
                 let response = match direct {
-                    Some(direct) => direct(access, request).await,
+                    Some(direct) => direct(access, request, peer_ip).await,
                     None => match tower::ServiceExt::oneshot(router, request).await {
                         Ok(r) => r,
                         Err(never) => match never {},
