@@ -97,8 +97,8 @@ struct Inner {
     state: Mutex<State>,
     hub: EventHub,
     shutdown: CancellationToken,
-    /// The last `status` result and its encoding, reused while the status is unchanged.
-    status_json: Mutex<Option<(RuntimeStatus, Vec<u8>)>>,
+    /// The last `status` result's changing part and its encoding, reused while it is unchanged.
+    status_json: Mutex<Option<(StatusNow, Vec<u8>)>>,
     metrics: Arc<Metrics>,
 }
 
@@ -127,6 +127,39 @@ fn encode<M: RpcMethod>(result: Result<M::Result, RuntimeSubmitError>) -> Result
 
 fn details() -> ErrorDetails {
     ErrorDetails { violations: None, violations_omitted: None, known: None, holder: None, expires_at_ms: None, limit: None }
+}
+
+/// The part of [`RuntimeStatus`] that changes; the rest is the build's constants.
+#[derive(Debug, Clone, PartialEq)]
+struct StatusNow {
+    state: RuntimeState,
+    active_turn: Option<openagents_protocol::ActiveTurn>,
+    counters: TurnCounters,
+    last_seq: i64,
+    subscribers: i64,
+    lease: Option<Lease>,
+}
+
+impl StatusNow {
+    fn to_status(&self) -> RuntimeStatus {
+        RuntimeStatus {
+            state: self.state.clone(),
+            active_turn: self.active_turn.clone(),
+            counters: self.counters.clone(),
+            last_seq: self.last_seq,
+            subscribers: self.subscribers,
+            lease: self.lease.clone(),
+            schema_version: VERSION.into(),
+            limits: Limits {
+                max_frame: MAX_FRAME as i64,
+                max_output: MAX_OUTPUT as i64,
+                max_line_bytes: SERVER_MAX_LINE_BYTES as i64,
+                event_channel_capacity: SERVER_EVENT_CHANNEL_CAPACITY as i64,
+            },
+            protocol_version: Some(openagents_protocol::PROTOCOL_VERSION.into()),
+            schema_digest: Some(openagents_protocol::SCHEMA_DIGEST.into()),
+        }
+    }
 }
 
 impl RpcEngine {
@@ -421,6 +454,11 @@ impl RpcEngine {
 
     /// A snapshot of the runtime.
     pub fn status(&self) -> RuntimeStatus {
+        self.status_now().to_status()
+    }
+
+    /// What of the status can change, read under the state's lock.
+    fn status_now(&self) -> StatusNow {
         let mut st = self.state();
         Self::expire_lease(&mut st);
         let state = if st.shutting_down {
@@ -431,34 +469,26 @@ impl RpcEngine {
             RuntimeState::Idle
         };
         let c = st.counters;
-        RuntimeStatus {
+        StatusNow {
             state,
             active_turn: st.active.as_ref().map(|a| a.info.clone()),
             counters: TurnCounters { submitted: c.submitted, completed: c.completed, failed: c.failed, interrupted: c.interrupted },
             last_seq: self.inner.hub.last_seq(),
             subscribers: self.inner.hub.subscribers() as i64,
             lease: st.lease.as_ref().map(|l| Lease { holder: l.holder.clone(), expires_at_ms: instant_to_ms(l.expires) }),
-            schema_version: VERSION.into(),
-            limits: Limits {
-                max_frame: MAX_FRAME as i64,
-                max_output: MAX_OUTPUT as i64,
-                max_line_bytes: SERVER_MAX_LINE_BYTES as i64,
-                event_channel_capacity: SERVER_EVENT_CHANNEL_CAPACITY as i64,
-            },
-            protocol_version: Some(openagents_protocol::PROTOCOL_VERSION.into()),
-            schema_digest: Some(openagents_protocol::SCHEMA_DIGEST.into()),
         }
     }
 
-    /// The encoded `status` result, encoded again only when the status has changed.
+    /// The encoded `status` result, encoded again only when the status has changed. Compared by
+    /// what can change, so an unchanged status costs no allocation but the copy of its bytes.
     fn status_json(&self) -> Result<Vec<u8>, RuntimeSubmitError> {
-        let status = self.status();
+        let now = self.status_now();
         let mut cache = self.inner.status_json.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, bytes)) = cache.as_ref().filter(|(cached, _)| *cached == status) {
+        if let Some((_, bytes)) = cache.as_ref().filter(|(cached, _)| *cached == now) {
             return Ok(bytes.clone());
         }
-        let bytes = encode::<methods::Status>(Ok(status.clone()))?;
-        *cache = Some((status, bytes.clone()));
+        let bytes = encode::<methods::Status>(Ok(now.to_status()))?;
+        *cache = Some((now, bytes.clone()));
         Ok(bytes)
     }
 
