@@ -78,9 +78,9 @@ wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer $("$SERVER_BIN" token)"
 done = function(summary, latency, requests)
     local e = summary.errors
-    io.write(string.format("requests=%d duration_us=%d errors=%d p50_us=%d p99_us=%d\n",
+    io.write(string.format("requests=%d duration_us=%d errors=%d p50_us=%d p99_us=%d err_connect=%d err_read=%d err_write=%d err_timeout=%d err_status=%d\n",
         summary.requests, summary.duration, e.connect + e.read + e.write + e.timeout + e.status,
-        latency:percentile(50), latency:percentile(99)))
+        latency:percentile(50), latency:percentile(99), e.connect, e.read, e.write, e.timeout, e.status))
 end
 EOF
 

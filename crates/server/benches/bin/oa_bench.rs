@@ -412,6 +412,7 @@ fn report(path: &str) -> Res {
     let mut stdio_cpu: BTreeMap<&str, BTreeMap<u32, f64>> = BTreeMap::new();
     let mut sse_lines = Vec::new();
     let mut errors = 0.0;
+    let mut error_runs: Vec<String> = Vec::new();
     for line in text.lines() {
         let f = fields(line);
         match line.split_whitespace().next() {
@@ -419,6 +420,10 @@ fn report(path: &str) -> Res {
                 let server = SERVERS.iter().find(|s| f.get("server") == Some(s)).copied().unwrap_or("?");
                 let rps = num(&f, "requests") / (num(&f, "duration_us") / 1e6);
                 errors += num(&f, "errors");
+                if num(&f, "errors") > 0.0 {
+                    let kinds: Vec<String> = ["connect", "read", "write", "timeout", "status"].iter().filter_map(|k| f.get(format!("err_{k}").as_str()).filter(|v| **v != "0").map(|v| format!("{k} {v}"))).collect();
+                    error_runs.push(format!("{server} at {} connections, round {}: {} of {} requests ({})", f.get("conns").unwrap_or(&"?"), f.get("round").unwrap_or(&"?"), f.get("errors").unwrap_or(&"?"), f.get("requests").unwrap_or(&"?"), kinds.join(", ")));
+                }
                 let cpu_us = num(&f, "cpu_ticks") / num(&f, "clk_tck") * 1e6 / num(&f, "requests");
                 http.entry((num(&f, "conns") as u32, server)).or_default().insert(num(&f, "round") as u32, (rps, num(&f, "p50_us"), num(&f, "p99_us"), cpu_us));
             }
@@ -537,7 +542,7 @@ fn report(path: &str) -> Res {
         println!();
     }
     if errors > 0.0 {
-        println!("**wrk counted {errors} errors (non-2xx or socket errors): the numbers above are not valid.**\n");
+        println!("**wrk counted {errors} errors (non-2xx or socket errors): the numbers above are not valid.** {}\n", error_runs.join("; "));
     }
     Ok(())
 }
