@@ -107,9 +107,13 @@ fn all_processes() -> Vec<Stat> {
 /// all below the host, since the host is a subreaper and orphans come to it, so they are found by
 /// walking down from the host through each thread's `/proc/<pid>/task/<tid>/children` list,
 /// reading only their `stat`, not every process on the machine (a whole scan of `/proc` was
-/// most of the host's own CPU time per turn). When a list cannot be read (a kernel without
-/// `CONFIG_PROC_CHILDREN`, or a descendant the host may not inspect, such as a set-user-ID
-/// program), every process is read, as before.
+/// most of the host's own CPU time per turn). Every process is read instead, as before, when a
+/// list cannot be read (a kernel without `CONFIG_PROC_CHILDREN`, or a descendant the host may not
+/// inspect, such as a set-user-ID program) or when the host's own children changed during the
+/// walk: the kernel lists children by position, so one that leaves a list while it is read can
+/// make a sibling after it go unlisted, and the host's children are the ones that come and go
+/// outside the sweep (runners reaped by their turns, threads ending). Deeper down a process
+/// missed that way has a parent the sweep kills, and is the host's, listed, next round.
 fn processes(me: i32) -> Vec<Stat> {
     descendants(me).unwrap_or_else(all_processes)
 }
@@ -117,7 +121,8 @@ fn processes(me: i32) -> Vec<Stat> {
 fn descendants(me: i32) -> Option<Vec<Stat>> {
     let mut found = Vec::new();
     let mut seen = BTreeSet::new();
-    let mut stack = children(me)?;
+    let mut first = children(me)?;
+    let mut stack = first.clone();
     while let Some(pid) = stack.pop() {
         if !seen.insert(pid) {
             continue;
@@ -125,28 +130,48 @@ fn descendants(me: i32) -> Option<Vec<Stat>> {
         // Gone since its parent listed it: nothing to sweep.
         let Some(s) = stat(pid) else { continue };
         found.push(s);
-        if s.state != b'Z' {
-            match children(pid) {
-                Some(kids) => stack.extend(kids),
-                // Exited meanwhile (its children are the host's now, listed next round), or
-                // not ours to inspect.
-                None if stat(pid).is_none_or(|now| now.state == b'Z') => {}
-                None => return None,
-            }
+        // A zombie's lists are read too: a process whose main thread has exited shows `Z` while
+        // its other threads run and fork.
+        match children(pid) {
+            Some(kids) => stack.extend(kids),
+            // Exited meanwhile (its children are the host's now, listed next round), or not ours
+            // to inspect.
+            None if stat(pid).is_none_or(|now| now.state == b'Z') => {}
+            None => return None,
         }
     }
-    Some(found)
+    let mut again = children(me)?;
+    first.sort_unstable();
+    again.sort_unstable();
+    (first == again).then_some(found)
 }
 
-/// The children of every thread of `pid`; `None` when no thread's list could be read.
+/// The children of every thread of `pid`; `None` when no thread's list could be read. Each list
+/// is read with one `read` of a buffer that holds it whole: the kernel starts every `read` of it
+/// again by position.
 fn children(pid: i32) -> Option<Vec<i32>> {
+    use std::io::Read;
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
     let mut kids = Vec::new();
     let mut read_any = false;
+    let mut buf = vec![0u8; 64 * 1024];
     for task in tasks.flatten() {
         // A thread that ended meanwhile has no list; the others still count.
-        let Ok(text) = std::fs::read_to_string(task.path().join("children")) else { continue };
+        let Ok(mut file) = std::fs::File::open(task.path().join("children")) else { continue };
+        let mut len = 0;
+        loop {
+            if len == buf.len() {
+                buf.resize(buf.len() * 2, 0);
+            }
+            match file.read(&mut buf[len..]) {
+                Ok(0) => break,
+                Ok(n) => len += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
         read_any = true;
+        let text = std::str::from_utf8(&buf[..len]).unwrap_or_default();
         kids.extend(text.split_ascii_whitespace().filter_map(|s| s.parse::<i32>().ok()));
     }
     read_any.then_some(kids)
@@ -170,8 +195,9 @@ pub async fn sweep(group: Option<Pid>) -> usize {
             let mut live = live();
             let procs = processes(me);
             // A runner whose owner dropped it without a sweep is gone (or its pid is another
-            // process's now): it no longer shields what it may have started.
-            live.retain(|pid, started| procs.iter().any(|p| p.pid == *pid && p.started == *started));
+            // process's now): it no longer shields what it may have started. Asked of the
+            // process itself, not of the list above, which may have missed it.
+            live.retain(|pid, started| stat(*pid).is_some_and(|p| p.started == *started));
             let mut below: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
             let mut by_pid: BTreeMap<i32, Stat> = BTreeMap::new();
             for p in &procs {
