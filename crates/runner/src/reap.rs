@@ -98,6 +98,16 @@ fn stat(pid: i32) -> Option<Stat> {
     })
 }
 
+/// Whether a thread of `pid` other than an exited one is left: a process whose main thread has
+/// called `pthread_exit` shows `Z` in its `stat` while its other threads run (and fork).
+fn has_live_thread(pid: i32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+    tasks.flatten().any(|task| {
+        let Ok(text) = std::fs::read_to_string(task.path().join("stat")) else { return false };
+        text.rfind(')').and_then(|i| text[i + 1..].split_whitespace().next()).is_some_and(|state| state != "Z" && state != "X")
+    })
+}
+
 fn all_processes() -> Vec<Stat> {
     let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()).filter_map(stat).collect()
@@ -211,7 +221,7 @@ pub async fn sweep(group: Option<Pid>) -> usize {
             for p in &procs {
                 let in_group = group == Some(p.pgrp);
                 let adopted = p.ppid == me && !live.contains_key(&p.pid) && (p.pgrp != my_group || OWN_EVERY_CHILD.load(Ordering::Relaxed));
-                if adopted && p.state == b'Z' {
+                if adopted && p.state == b'Z' && !has_live_thread(p.pid) {
                     // Ours to reap, whoever started it.
                     let _ = waitpid(Pid::from_raw(p.pid), Some(WaitPidFlag::WNOHANG));
                     left = true;
@@ -224,7 +234,10 @@ pub async fn sweep(group: Option<Pid>) -> usize {
                 left = true;
                 let mut stack = vec![p.pid];
                 while let Some(pid) = stack.pop() {
-                    let zombie = by_pid.get(&pid).is_some_and(|q| q.state == b'Z');
+                    // A zombie is not signalled (its parent may reap it and its pid be reused
+                    // at any moment), unless it only looks like one: its main thread has exited
+                    // and other threads run on.
+                    let zombie = by_pid.get(&pid).is_some_and(|q| q.state == b'Z') && !has_live_thread(pid);
                     if !zombie && kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok() {
                         killed.insert(pid);
                     }

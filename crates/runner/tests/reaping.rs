@@ -121,3 +121,43 @@ async fn the_end_of_one_turn_leaves_what_a_running_turn_started_alone() {
         assert!(!running(pid), "process {pid}, which turn A started, survived turn A");
     }
 }
+
+/// Every thread of `pid` has exited (or the process is gone): a process whose main thread alone
+/// has exited shows `Z` in its own `stat` while its other threads run.
+fn all_threads_gone(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return true };
+    tasks.flatten().all(|t| std::fs::read_to_string(t.path().join("stat")).map_or(true, |stat| stat.rsplit(')').next().unwrap_or("").trim_start().starts_with(['Z', 'X'])))
+}
+
+/// A process left behind whose main thread has exited while another thread runs looks like a
+/// zombie in `/proc/<pid>/stat`; it is killed all the same, not waited for as one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leftover_that_only_looks_like_a_zombie_is_killed() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    // In a new session, two forks below the runner: python whose main thread calls
+    // pthread_exit while a second thread sleeps; the runner waits until the main thread is gone.
+    let body = r#"cat > fake.py <<'PY'
+import ctypes, os, threading, time
+threading.Thread(target=lambda: time.sleep(300)).start()
+with open("escaped", "a") as f:
+    f.write(f"{os.getpid()}\n")
+ctypes.CDLL(None).pthread_exit(None)
+PY
+( setsid python3 fake.py </dev/null >/dev/null 2>&1 & )
+while [ "$(wc -l < escaped 2>/dev/null || echo 0)" -lt 1 ]; do sleep 0.01; done
+pid=$(cat escaped)
+while [ "$(cut -d' ' -f3 /proc/$pid/stat 2>/dev/null)" != Z ]; do sleep 0.01; done
+echo '{"type":"completed","result":"done"}'"#;
+    let (spec, dir) = runner("looks_like_a_zombie", body, Duration::from_secs(20));
+    let report = run(&spec, &dir, CancellationToken::new()).await;
+    assert_eq!(report.outcome.as_deref().ok(), Some("done"), "{}", report.stderr);
+    let pids = escaped(&dir);
+    assert_eq!(pids.len(), 1, "the escape did not happen: {pids:?}");
+    for pid in pids {
+        let alive = !all_threads_gone(pid);
+        if alive {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+        }
+        assert!(!alive, "process {pid}, its main thread gone and another running, survived the turn");
+    }
+}
