@@ -263,6 +263,12 @@ impl RpcEngine {
         self.inner.shutdown.cancelled().await;
     }
 
+    /// Whether `shutdown` has begun: what [`wait_for_shutdown`](Self::wait_for_shutdown) waits
+    /// for, read without waiting.
+    pub(crate) fn shutdown_started(&self) -> bool {
+        self.inner.shutdown.is_cancelled()
+    }
+
     /// Whether the runtime takes work: false once `shutdown` has begun (`GET /readyz`).
     pub fn is_accepting(&self) -> bool {
         !self.state().shutting_down

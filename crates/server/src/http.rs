@@ -14,7 +14,6 @@
 //! or `204 No Content` when it gets none (notifications).
 
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -68,8 +67,13 @@ pub(crate) fn probes() -> Router<Access> {
 }
 
 /// `POST /rpc` answered without routing (the listener's hot path).
-pub(crate) fn direct() -> Direct {
-    Arc::new(|app, request, peer| Box::pin(rpc(app, request, Some(peer))))
+#[derive(Clone, Copy)]
+pub(crate) struct DirectRpc;
+
+impl Direct for DirectRpc {
+    fn call(self, access: Access, request: Request, peer: Peer) -> impl Future<Output = Response> + Send {
+        rpc(access, request, Some(peer))
+    }
 }
 
 /// `GET /metrics`: every counter in the Prometheus text format, for a credential whose grant

@@ -26,7 +26,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::time::Sleep;
 
-use crate::agent::{BoxFuture, error};
+use crate::agent::error;
 use crate::auth::{Caller, RuntimeHttpCredential, authenticate_index};
 use crate::engine::RpcEngine;
 use crate::jsonrpc::Reply;
@@ -189,8 +189,12 @@ pub(crate) struct Peer(pub IpAddr);
 /// A handler that answers a request without the router's per-request routing work
 /// (`POST /rpc`, the hot path).
 /// It gets the peer's address beside the request, not in the request's extensions (an insert
-/// there allocates their map on every request).
-pub(crate) type Direct = Arc<dyn Fn(Access, Request, Peer) -> BoxFuture<'static, Response> + Send + Sync>;
+/// there allocates their map on every request), and it is a type, not a boxed closure, so its
+/// future is part of the connection's, not an allocation per request.
+pub(crate) trait Direct: Clone + Send + Sync + 'static {
+    /// The response to `request`, from `peer`.
+    fn call(self, access: Access, request: Request, peer: Peer) -> impl Future<Output = Response> + Send;
+}
 
 /// Binds `bind` (`host:port`; port 0 picks a free one). The loopback-by-default policy is the
 /// caller's: this binds whatever it is given.
@@ -203,7 +207,7 @@ pub(crate) async fn bind(bind: &str) -> io::Result<TcpListener> {
 /// headers (and CORS headers for an allowed origin), a header block over
 /// `SERVER_MAX_HEADER_BYTES` is 431, a CORS preflight is answered before any route without a
 /// token, and `direct` answers `POST /rpc` when given.
-pub(crate) async fn accept_loop(listener: TcpListener, router: Router, access: Access, direct: Option<Direct>) {
+pub(crate) async fn accept_loop<D: Direct>(listener: TcpListener, router: Router, access: Access, direct: Option<D>) {
     let engine = access.engine.clone();
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let peers = PeerSlots::new(MAX_CONNECTIONS_PER_PEER);
@@ -252,7 +256,7 @@ pub(crate) async fn accept_loop(listener: TcpListener, router: Router, access: A
                     return Ok(stamp_schema(preflight_response(cors)));
                 }
                 let response = match direct {
-                    Some(direct) => direct(access, request, peer_ip).await,
+                    Some(direct) => direct.call(access, request, peer_ip).await,
                     None => match tower::ServiceExt::oneshot(router, request).await {
                         Ok(r) => r,
                         Err(never) => match never {},
@@ -273,12 +277,26 @@ pub(crate) async fn accept_loop(listener: TcpListener, router: Router, access: A
             let stream = StallGuard::new(stream, WRITE_STALL_TIMEOUT);
             let conn = builder.serve_connection(TokioIo::new(stream), service).with_upgrades();
             let mut conn = std::pin::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                () = engine.wait_for_shutdown() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(Duration::from_secs(2), conn).await;
+            // The wait for shutdown is polled once, which registers this task's waker (the same
+            // on every poll of a spawned task); every later wake-up only reads the flag, instead
+            // of polling that wait again on every request.
+            let mut shutdown = std::pin::pin!(engine.wait_for_shutdown());
+            let mut registered = false;
+            let shut = std::future::poll_fn(|cx| {
+                if !registered {
+                    registered = true;
+                    if shutdown.as_mut().poll(cx).is_ready() {
+                        return std::task::Poll::Ready(true);
+                    }
+                } else if engine.shutdown_started() {
+                    return std::task::Poll::Ready(true);
                 }
+                conn.as_mut().poll(cx).map(|_| false)
+            })
+            .await;
+            if shut {
+                conn.as_mut().graceful_shutdown();
+                let _ = tokio::time::timeout(Duration::from_secs(2), conn).await;
             }
         });
     }

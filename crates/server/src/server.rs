@@ -126,7 +126,7 @@ impl ServerBuilder {
             })
             .fallback(move || async move { (StatusCode::NOT_FOUND, not_found) })
             .with_state(access.clone());
-        let direct = serves_http.then(crate::http::direct);
+        let direct = serves_http.then_some(crate::http::DirectRpc);
         let task = tokio::spawn(listener::accept_loop(tcp, router, access, direct));
         Ok(ServerHandle { addr, engine: self.engine, task: Some(task) })
     }

@@ -126,6 +126,37 @@ async fn auth_matrix() {
     assert_listener_closes(&http).await;
 }
 
+/// A connection kept alive between requests is closed when the runtime shuts down, not left
+/// waiting for a request that would never be served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_keep_alive_connection_is_closed_at_shutdown() {
+    let (engine, _gate) = scripted_engine();
+    let http = Http::start(&engine).await;
+    let mut idle = within("connecting", TcpStream::connect(http.addr)).await.expect("connect");
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"status"}"#;
+    let req = format!("POST /rpc HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {ADMIN}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+    idle.write_all(req.as_bytes()).await.expect("write");
+    // The whole response: its head, then as many bytes as its Content-Length says.
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let complete = |got: &[u8]| {
+        let text = String::from_utf8_lossy(got);
+        let Some(end) = text.find("\r\n\r\n") else { return false };
+        let length = text[..end].lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)));
+        length.is_some_and(|n| got.len() >= end + 4 + n)
+    };
+    while !complete(&got) {
+        let n = within("the status response", idle.read(&mut buf)).await.expect("read");
+        assert!(n > 0, "closed before the response was whole: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(got.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&got));
+    engine.shutdown().await;
+    // Well before the header-read timeout (HEADER_READ_TIMEOUT), which would close it anyway.
+    let n = tokio::time::timeout(Duration::from_secs(3), idle.read(&mut buf)).await.expect("the idle connection closed within 3 s of shutdown").expect("read");
+    assert_eq!(n, 0, "the runtime is shutting down, yet the idle connection got: {}", String::from_utf8_lossy(&buf[..n]));
+}
+
 /// Asserts the accept loop has stopped: within `STEP`, a new connection is refused, and no
 /// connection made before that is served.
 async fn assert_listener_closes(http: &Http) {
