@@ -83,7 +83,11 @@ struct Stat {
 }
 
 fn stat(pid: i32) -> Option<Stat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(pid, &std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// The fields of a `stat` line (a process's, or one of its threads' under `task/`).
+fn parse_stat(pid: i32, text: &str) -> Option<Stat> {
     // `pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime
     // stime cutime cstime priority nice threads itrealvalue starttime ...`; comm may hold
     // anything, so fields are counted after its last `)`.
@@ -103,8 +107,8 @@ fn stat(pid: i32) -> Option<Stat> {
 fn has_live_thread(pid: i32) -> bool {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
     tasks.flatten().any(|task| {
-        let Ok(text) = std::fs::read_to_string(task.path().join("stat")) else { return false };
-        text.rfind(')').and_then(|i| text[i + 1..].split_whitespace().next()).is_some_and(|state| state != "Z" && state != "X")
+        let text = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        parse_stat(pid, &text).is_some_and(|t| t.state != b'Z' && t.state != b'X')
     })
 }
 
@@ -131,7 +135,8 @@ fn processes(me: i32) -> Vec<Stat> {
 fn descendants(me: i32) -> Option<Vec<Stat>> {
     let mut found = Vec::new();
     let mut seen = BTreeSet::new();
-    let mut first = children(me)?;
+    let mut buf = Vec::new();
+    let mut first = children(me, &mut buf)?;
     let mut stack = first.clone();
     while let Some(pid) = stack.pop() {
         if !seen.insert(pid) {
@@ -142,7 +147,7 @@ fn descendants(me: i32) -> Option<Vec<Stat>> {
         found.push(s);
         // A zombie's lists are read too: a process whose main thread has exited shows `Z` while
         // its other threads run and fork.
-        match children(pid) {
+        match children(pid, &mut buf) {
             Some(kids) => stack.extend(kids),
             // Exited meanwhile (its children are the host's now, listed next round), or not ours
             // to inspect.
@@ -150,21 +155,23 @@ fn descendants(me: i32) -> Option<Vec<Stat>> {
             None => return None,
         }
     }
-    let mut again = children(me)?;
+    let mut again = children(me, &mut buf)?;
     first.sort_unstable();
     again.sort_unstable();
     (first == again).then_some(found)
 }
 
 /// The children of every thread of `pid`; `None` when no thread's list could be read. Each list
-/// is read with one `read` of a buffer that holds it whole: the kernel starts every `read` of it
-/// again by position.
-fn children(pid: i32) -> Option<Vec<i32>> {
+/// is read with one `read` of a buffer that holds it whole (`buf`, kept by the caller across
+/// calls): the kernel starts every `read` of it again by position.
+fn children(pid: i32, buf: &mut Vec<u8>) -> Option<Vec<i32>> {
     use std::io::Read;
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
     let mut kids = Vec::new();
     let mut read_any = false;
-    let mut buf = vec![0u8; 64 * 1024];
+    if buf.is_empty() {
+        buf.resize(64 * 1024, 0);
+    }
     for task in tasks.flatten() {
         // A thread that ended meanwhile has no list; the others still count.
         let Ok(mut file) = std::fs::File::open(task.path().join("children")) else { continue };
