@@ -22,7 +22,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use axum::routing::{get, post};
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use futures_util::stream::{self, Stream};
 use openagents_protocol::{ErrorCode, SERVER_MAX_LINE_BYTES};
 
@@ -139,9 +139,9 @@ async fn rpc(app: Access, request: Request, peer: Option<Peer>) -> Response {
     let mut collect = std::pin::pin!(axum::body::to_bytes(request.into_body(), SERVER_MAX_LINE_BYTES));
     // A body that came with its head is taken at once, without arming the timer; only one still
     // on its way is waited for, at most BODY_READ_TIMEOUT.
-    let collected = match std::future::poll_fn(|cx| std::task::Poll::Ready(collect.as_mut().poll(cx))).await {
-        std::task::Poll::Ready(collected) => collected,
-        std::task::Poll::Pending => match tokio::time::timeout(BODY_READ_TIMEOUT, collect).await {
+    let collected = match collect.as_mut().now_or_never() {
+        Some(collected) => collected,
+        None => match tokio::time::timeout(BODY_READ_TIMEOUT, collect).await {
             Err(_) => return reject(ErrorCode::Timeout, StatusCode::REQUEST_TIMEOUT, format!("the body did not arrive within {BODY_READ_TIMEOUT:?}")),
             Ok(collected) => collected,
         },
