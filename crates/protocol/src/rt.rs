@@ -154,15 +154,7 @@ where
     if let Ok(text) = std::str::from_utf8(input) {
         return parse_validated_str(text);
     }
-    let mut de = serde_json::Deserializer::from_slice(input);
-    let decoded = T::decode(&mut de).and_then(|v| de.end().map(|()| v));
-    match decoded {
-        Ok(value) => match value.validate() {
-            Ok(()) => Ok(value),
-            Err(v) => Err(DocumentError::Invalid(v)),
-        },
-        Err(e) => Err(explain::<T>(input, &e)),
-    }
+    decode_validated(serde_json::Deserializer::from_slice(input), input)
 }
 
 /// [`parse_validated`] for a document already known to be UTF-8: its strings are not checked
@@ -175,14 +167,23 @@ pub fn parse_validated_str<T>(input: &str) -> Result<T, DocumentError>
 where
     T: Wire + Validate + SchemaCheck,
 {
-    let mut de = serde_json::Deserializer::from_str(input);
+    decode_validated(serde_json::Deserializer::from_str(input), input.as_bytes())
+}
+
+/// The decode of `input` through `de` (nothing may follow the value), then the generated checks;
+/// a decode error explained from `input`.
+fn decode_validated<'de, R, T>(mut de: serde_json::Deserializer<R>, input: &[u8]) -> Result<T, DocumentError>
+where
+    R: serde_json::de::Read<'de>,
+    T: Wire + Validate + SchemaCheck,
+{
     let decoded = T::decode(&mut de).and_then(|v| de.end().map(|()| v));
     match decoded {
         Ok(value) => match value.validate() {
             Ok(()) => Ok(value),
             Err(v) => Err(DocumentError::Invalid(v)),
         },
-        Err(e) => Err(explain::<T>(input.as_bytes(), &e)),
+        Err(e) => Err(explain::<T>(input, &e)),
     }
 }
 
