@@ -83,9 +83,9 @@ async def interleaved_async(
     for call in (raw, typed):
         for _ in range(50):
             await call()
-    totals = {id(raw): [0, 0.0, 0.0], id(typed): [0, 0.0, 0.0]}
+    sides = [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
 
-    async def batch(call: Callable[[], Awaitable[object]]) -> None:
+    async def batch(side: list[float], call: Callable[[], Awaitable[object]]) -> None:
         n = 0
         start, cpu = time.perf_counter(), time.process_time()
         deadline = start + BATCH_SECONDS
@@ -97,17 +97,13 @@ async def interleaved_async(
                 n += 1
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
-        t = totals[id(call)]
-        t[0] += n
-        t[1] += time.perf_counter() - start
-        t[2] += time.process_time() - cpu
+        tally(side, n, start, cpu)
 
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
-        await batch(raw)
-        await batch(typed)
-    r, t = totals[id(raw)], totals[id(typed)]
-    return (int(r[0]), r[1], r[2]), (int(t[0]), t[1], t[2])
+        for side, call in zip(sides, (raw, typed), strict=True):
+            await batch(side, call)
+    return as_sides(sides)
 
 
 def interleaved_sync(raw: Callable[[], object], typed: Callable[[], object], seconds: float) -> tuple[Side, Side]:
@@ -115,7 +111,7 @@ def interleaved_sync(raw: Callable[[], object], typed: Callable[[], object], sec
     for call in (raw, typed):
         for _ in range(50):
             call()
-    sides = [[0, 0.0, 0.0], [0, 0.0, 0.0]]
+    sides = [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         for side, call in zip(sides, (raw, typed), strict=True):
@@ -125,9 +121,18 @@ def interleaved_sync(raw: Callable[[], object], typed: Callable[[], object], sec
             while time.perf_counter() < deadline:
                 call()
                 n += 1
-            side[0] += n
-            side[1] += time.perf_counter() - start
-            side[2] += time.process_time() - cpu
+            tally(side, n, start, cpu)
+    return as_sides(sides)
+
+
+def tally(side: list[float], calls: int, start: float, cpu: float) -> None:
+    """Adds one batch, begun at `start` (wall clock) and `cpu` (process time), to a side."""
+    side[0] += calls
+    side[1] += time.perf_counter() - start
+    side[2] += time.process_time() - cpu
+
+
+def as_sides(sides: list[list[float]]) -> tuple[Side, Side]:
     (rn, rw, rc), (tn, tw, tc) = sides
     return (int(rn), rw, rc), (int(tn), tw, tc)
 

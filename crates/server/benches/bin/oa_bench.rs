@@ -458,20 +458,17 @@ fn report(path: &str) -> Res {
             let cpu = if cpu.is_finite() { format!("{cpu:.2} µs") } else { "—".to_owned() };
             println!("| {label} | {:.0} | {} | {} | {} | {cpu} |", median(&mut rps), fmt_us(median(&mut p50)), fmt_us(median(&mut p99)), per.join(", "));
         }
-        let ratio = |a: &str, b: &str| {
+        // Per round, what `of` gives for `a` over what it gives for `b`: their median and each.
+        let ratio_of = |of: fn(&(f64, f64, f64, f64)) -> f64, a: &str, b: &str| {
             let (ra, rb) = (rounds(a), rounds(b));
-            let mut v: Vec<f64> = ra.iter().filter_map(|(round, x)| rb.get(round).map(|y| x.0 / y.0)).collect();
+            let mut v: Vec<f64> = ra.iter().filter_map(|(round, x)| rb.get(round).map(|y| of(x) / of(y))).filter(|r| r.is_finite()).collect();
             let per: Vec<String> = v.iter().map(|r| format!("{r:.3}")).collect();
             (median(&mut v), per.join(", "))
         };
+        let ratio = |a: &str, b: &str| ratio_of(|x| x.0, a, b);
         // By the server's own CPU per request: the other's cost over ours, so that it reads like
         // a throughput ratio (above 1: ours costs less).
-        let cpu_ratio = |a: &str, b: &str| {
-            let (ra, rb) = (rounds(a), rounds(b));
-            let mut v: Vec<f64> = ra.iter().filter_map(|(round, x)| rb.get(round).map(|y| y.3 / x.3)).filter(|r| r.is_finite()).collect();
-            let per: Vec<String> = v.iter().map(|r| format!("{r:.3}")).collect();
-            (median(&mut v), per.join(", "))
-        };
+        let cpu_ratio = |a: &str, b: &str| ratio_of(|x| x.3, b, a);
         let (oj, ojr) = ratio("ours", "jsonrpsee");
         let (of, ofr) = ratio("ours", "floor");
         let (fj, fjr) = ratio("floor", "jsonrpsee");
