@@ -32,12 +32,17 @@ fn file<'a>(files: &'a [(String, String)], name: &str) -> &'a str {
     files.iter().find(|(n, _)| n == name).map(|(_, t)| t.as_str()).unwrap_or_else(|| panic!("{name} is generated"))
 }
 
+/// The Python and the TypeScript files generated from `schema`.
+type Files = Vec<(String, String)>;
+fn python_and_typescript(schema: &str) -> (Files, Files) {
+    let docs = Documents::from_texts([("case.json", schema)]).expect("loads");
+    let space = lower::lower(&docs).expect("lowers");
+    (python::emit(&space, None).expect("python"), typescript::emit(&space, &typescript::TypeScriptOptions::default()))
+}
+
 #[test]
 fn clashes_are_resolved_the_same_way_in_every_language() {
-    let docs = Documents::from_texts([("case.json", SCHEMA)]).expect("loads");
-    let space = lower::lower(&docs).expect("lowers");
-    let py = python::emit(&space, None).expect("python");
-    let ts = typescript::emit(&space, &typescript::TypeScriptOptions::default());
+    let (py, ts) = python_and_typescript(SCHEMA);
     let (models, types) = (file(&py, "models.py"), file(&ts, "types.ts"));
     // Branch `A` of `Kind` would be `KindA`, a type of its own: it is `KindA2` everywhere.
     assert!(models.contains("class KindA2("), "Python names the branch KindA2:\n{models}");
@@ -60,8 +65,7 @@ fn field_clashes_are_numbered_the_same_way_in_rust_and_python() {
     let rust = openagents_codegen::rust_from_texts([("case.json", schema)], "crate::rt").expect("rust");
     assert!(rust.contains("pub a_b: ") && rust.contains("pub a_b_2: "), "{rust}");
     assert!(rust.contains("pub r#type: ") && rust.contains("pub type_2: "), "{rust}");
-    let docs = Documents::from_texts([("case.json", schema)]).expect("loads");
-    let py = python::emit(&lower::lower(&docs).expect("lowers"), None).expect("python");
+    let (py, _) = python_and_typescript(schema);
     let models = file(&py, "models.py");
     assert!(models.contains("    a_b: ") && models.contains("    a_b_2: "), "{models}");
 }
@@ -74,10 +78,7 @@ fn an_unknown_branch_has_one_name_in_every_language() {
         "UnknownKind": {"type": "object", "properties": {"n": {"type": "integer"}}},
         "Kind": {"x-extensible": true, "oneOf": [
           {"title": "A", "type": "object", "required": ["t"], "properties": {"t": {"const": "a"}}}]}}}"##;
-    let docs = Documents::from_texts([("case.json", schema)]).expect("loads");
-    let space = lower::lower(&docs).expect("lowers");
-    let py = python::emit(&space, None).expect("python");
-    let ts = typescript::emit(&space, &typescript::TypeScriptOptions::default());
+    let (py, ts) = python_and_typescript(schema);
     let (models, types) = (file(&py, "models.py"), file(&ts, "types.ts"));
     assert!(models.contains("class UnknownKind2("), "{models}");
     assert!(types.contains("export interface UnknownKind2 {") && types.contains("export type Kind = KnownKind | UnknownKind2;"), "{types}");

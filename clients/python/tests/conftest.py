@@ -13,6 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from openagents.models import RuntimeEventTurnCompleted, RuntimeEventTurnFailed
+
+TERMINAL = (RuntimeEventTurnCompleted, RuntimeEventTurnFailed)
+"""The events that end a turn."""
+
 PYTHON_DIR = Path(__file__).resolve().parent.parent
 REPO = PYTHON_DIR.parent.parent
 

@@ -16,16 +16,12 @@ from openagents.models import (
     RuntimeEventGap,
     RuntimeEventLagged,
     RuntimeEventText,
-    RuntimeEventTurnCompleted,
-    RuntimeEventTurnFailed,
     RuntimeState,
     ServerEvent,
 )
 from openagents.transport import HttpTransport, Reconnect
 
-from .conftest import HttpServer, Setup
-
-TERMINAL = (RuntimeEventTurnCompleted, RuntimeEventTurnFailed)
+from .conftest import TERMINAL, HttpServer, Setup
 
 
 def test_a_turn_over_http(http_server: HttpServer) -> None:

@@ -22,7 +22,6 @@ from openagents import (
 from openagents.models import (
     RuntimeEventShuttingDown,
     RuntimeEventText,
-    RuntimeEventTurnCompleted,
     RuntimeEventTurnFailed,
     RuntimeEventTurnStarted,
     RuntimeState,
@@ -31,9 +30,7 @@ from openagents.models import (
 from openagents.transport import StdioTransport
 from openagents.transport.base import _Omit
 
-from .conftest import Setup
-
-TERMINAL = (RuntimeEventTurnCompleted, RuntimeEventTurnFailed)
+from .conftest import TERMINAL, Setup
 
 
 async def turn_events(client: AsyncClient, task: str, **kw: str) -> tuple[list[ServerEvent], str]:

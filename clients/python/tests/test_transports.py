@@ -22,7 +22,6 @@ from openagents import AsyncClient, Client
 from openagents.models import (
     RuntimeEventGap,
     RuntimeEventText,
-    RuntimeEventTurnCompleted,
     RuntimeEventTurnFailed,
     RuntimeState,
     ServerEvent,
@@ -30,9 +29,8 @@ from openagents.models import (
 from openagents.transport import HttpTransport, StdioTransport, Transport, WebSocketTransport
 from openagents.transport.base import EventSource
 
-from .conftest import Setup, _serve_http
+from .conftest import TERMINAL, Setup, _serve_http
 
-TERMINAL = (RuntimeEventTurnCompleted, RuntimeEventTurnFailed)
 KINDS = ["stdio", "http", "websocket"]
 
 Connect = Callable[..., Any]

@@ -24,17 +24,13 @@ from openagents.models import (
     ApprovalReply,
     RuntimeEventApprovalResolved,
     RuntimeEventShuttingDown,
-    RuntimeEventTurnCompleted,
-    RuntimeEventTurnFailed,
     RuntimeState,
     ServerEvent,
 )
 from openagents.transport import WebSocketTransport
 from openagents.transport.websocket import websocket_url
 
-from .conftest import HttpServer
-
-TERMINAL = (RuntimeEventTurnCompleted, RuntimeEventTurnFailed)
+from .conftest import TERMINAL, HttpServer
 
 
 async def turn(client: AsyncClient, task: str) -> tuple[list[ServerEvent], BaseException | str]:
