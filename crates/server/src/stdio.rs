@@ -3,6 +3,7 @@
 //! served while a `submit` is in flight; one writer task owns the output, so lines never
 //! interleave.
 
+use futures_util::FutureExt;
 use openagents_protocol::{ErrorCode, SERVER_MAX_IN_FLIGHT, SERVER_MAX_LINE_BYTES};
 use openagents_runner::frame::{FrameError, LineReader};
 use std::io::{Read, Write};
@@ -258,7 +259,7 @@ where
                 });
                 // Most requests (`status`, say) are answered at once, here; one that waits (a
                 // `submit`) goes on in a task of its own, so what follows is served meanwhile.
-                if std::future::poll_fn(|cx| std::task::Poll::Ready(request.as_mut().poll(cx).is_pending())).await {
+                if request.as_mut().now_or_never().is_none() {
                     in_flight.spawn(request);
                 }
             }
