@@ -269,33 +269,43 @@ mod tests {
     }
 
     /// The walk down from the host finds what a scan of every process finds below it: a child,
-    /// its children, and one orphaned to the host (a subreaper) by a double fork.
+    /// its children, and one orphaned to the host (a subreaper) by a double fork. The shell says
+    /// each pid itself, so nothing hangs on when a child gets round to `exec`.
     #[test]
     fn the_walk_from_the_host_finds_every_process_below_it() {
         assert!(become_subreaper());
         let mut child = std::process::Command::new("/bin/sh")
-            .args(["-c", "sleep 31 & sleep 31 & (sleep 29 &); echo ready; wait"])
+            .args(["-c", "sleep 31 & echo $!; sleep 31 & echo $!; (sleep 29 & echo $!); echo ready; wait"])
             .stdout(std::process::Stdio::piped())
             .spawn()
             .expect("sh");
-        let mut ready = String::new();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().expect("stdout")), &mut ready).expect("ready");
+        let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let mut said = Vec::new();
+        loop {
+            let mut line = String::new();
+            if std::io::BufRead::read_line(&mut out, &mut line).expect("line") == 0 || line.trim() == "ready" {
+                break;
+            }
+            said.push(line.trim().parse::<i32>().expect("a pid"));
+        }
         let me = i32::try_from(std::process::id()).expect("pid");
         let sh = i32::try_from(child.id()).expect("pid");
+        // The orphan's subshell has exited (the shell waited for it), so it is the host's now.
         let walked: BTreeSet<i32> = descendants(me).expect("children lists on this kernel").iter().map(|s| s.pid).collect();
-        let all = all_processes();
-        let ours: Vec<i32> = all.iter().filter(|p| p.ppid == sh || (p.ppid == me && cmdline(p.pid).trim_end() == "sleep 29")).map(|p| p.pid).collect();
+        let all: BTreeMap<i32, i32> = all_processes().iter().map(|p| (p.pid, p.ppid)).collect();
         let _ = kill(Pid::from_raw(sh), Signal::SIGKILL);
-        for pid in &ours {
+        for pid in &said {
             let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
         }
         let _ = child.wait();
-        for pid in &ours {
+        for pid in &said {
             let _ = waitpid(Pid::from_raw(*pid), Some(WaitPidFlag::WNOHANG));
         }
-        assert_eq!(ours.len(), 3, "the scan sees the shell's two children and the orphan: {ours:?}");
+        assert_eq!(said.len(), 3, "the shell said its two children and the orphan: {said:?}");
+        let parents: Vec<Option<&i32>> = said.iter().map(|pid| all.get(pid)).collect();
+        assert_eq!(parents, [Some(&sh), Some(&sh), Some(&me)], "the scan sees two children of the shell and one of the host");
         assert!(walked.contains(&sh), "the child itself: {walked:?}");
-        for pid in &ours {
+        for pid in &said {
             assert!(walked.contains(pid), "{pid} ({}) is below the host but the walk missed it: {walked:?}", cmdline(*pid));
         }
     }
