@@ -8,6 +8,7 @@ use openagents_protocol::{ErrorCode, SERVER_MAX_IN_FLIGHT, SERVER_MAX_LINE_BYTES
 use openagents_runner::frame::{FrameError, LineReader};
 use std::io::{Read, Write};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, ready};
 
 use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, ReadBuf};
@@ -21,8 +22,9 @@ use crate::engine::{EventSession, RpcEngine};
 use crate::jsonrpc::Reply;
 use crate::projection;
 
-/// How many outgoing lines may wait for the writer. Events beyond it make the event forwarder
-/// wait (and lag on the broadcast), never the agent.
+/// How many outgoing items (an event's line, a reply's, or a batch of replies of at most
+/// [`ANSWERED_BATCH`] and one more reply) may wait for the writer. Events beyond it make the
+/// event forwarder wait (and lag on the broadcast), never the agent.
 const OUTBOUND_QUEUE: usize = 1024;
 
 /// Drives the JSONL-RPC protocol over `reader`/`writer` until end of input or `shutdown`.
@@ -157,7 +159,7 @@ impl ThreadWriter {
             }
             let _ = done_tx.send(result);
         })?;
-        Ok((ThreadWriter { tx: Some(PollSender::new(tx)), batch: Vec::new() }, done_rx))
+        Ok((ThreadWriter { tx: Some(PollSender::new(tx)), batch: Vec::with_capacity(WRITE_BATCH) }, done_rx))
     }
 
     /// Hands the batch to the thread, waiting for room in its queue.
@@ -182,7 +184,8 @@ impl AsyncWrite for ThreadWriter {
         if self.tx.is_none() {
             return Poll::Ready(Err(closed()));
         }
-        if self.batch.len() >= WRITE_BATCH {
+        // Handed over before it would outgrow its room (copied into a larger one).
+        if !self.batch.is_empty() && self.batch.len() + buf.len() > WRITE_BATCH {
             ready!(self.poll_hand_over(cx))?;
         }
         self.batch.extend_from_slice(buf);
@@ -207,15 +210,15 @@ where
 {
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(OUTBOUND_QUEUE);
     let writer_task = tokio::spawn(async move {
-        // Lines already queued go out in one write, flushed as soon as the queue is empty: an
-        // idle connection still gets each line at once, a busy one is not a write per line
-        // (the writer buffers: see `run_stdio` and `ThreadWriter`).
+        // Each item is one or more whole lines. Items already queued go out in one write,
+        // flushed as soon as the queue is empty: an idle connection still gets each line at
+        // once, a busy one is not a write per line (the writer buffers: see `run_stdio` and
+        // `ThreadWriter`).
         let mut w = writer;
         'lines: while let Some(first) = rx.recv().await {
             let (mut next, mut written) = (Some(first), 0);
-            while let Some(mut line) = next.take() {
-                line.push(b'\n');
-                if w.write_all(&line).await.is_err() {
+            while let Some(lines) = next.take() {
+                if w.write_all(&lines).await.is_err() {
                     break 'lines;
                 }
                 written += 1;
@@ -228,44 +231,74 @@ where
             }
         }
     });
-    let session = std::sync::Arc::new(StdioEvents { engine: engine.clone(), tx: tx.clone(), task: std::sync::Mutex::new(None), drain_to: watch::channel(None).0 });
+    let session = std::sync::Arc::new(StdioEvents { engine: engine.clone(), tx: tx.clone(), task: std::sync::Mutex::new(None), drain_to: watch::channel(None).0, subscribed: AtomicBool::new(false) });
     session.subscribe(None);
     // Shared, not copied per request: a caller's grant is a set of strings.
     let caller = std::sync::Arc::new(Caller::stdio());
     let mut lines = LineReader::new(input, SERVER_MAX_LINE_BYTES);
     let mut in_flight = JoinSet::new();
+    // The replies to requests answered at once, in order, sent to the writer together once no
+    // further line is ready (or the batch is large): one hand-over per batch, not per line.
+    let mut answered = Answered::default();
     let result = loop {
         // At most SERVER_MAX_IN_FLIGHT requests wait at once; past it no line is read until one
         // ends (backpressure: a parent that writes without reading holds bounded work).
+        if in_flight.len() >= SERVER_MAX_IN_FLIGHT {
+            answered.send(&tx).await;
+        }
         while in_flight.len() >= SERVER_MAX_IN_FLIGHT {
             tokio::select! {
                 () = engine.wait_for_shutdown() => break,
                 _ = in_flight.join_next() => {}
             }
         }
-        let next = tokio::select! {
-            () = engine.wait_for_shutdown() => break Ok(()),
-            l = lines.next_line() => l,
+        if engine.shutdown_started() {
+            break Ok(());
+        }
+        // A line already read is taken without waiting; before the connection waits for input,
+        // what was answered goes out.
+        let next = match lines.next_line().now_or_never() {
+            Some(next) => next,
+            None => {
+                answered.send(&tx).await;
+                tokio::select! {
+                    () = engine.wait_for_shutdown() => break Ok(()),
+                    l = lines.next_line() => l,
+                }
+            }
         };
         match next {
             Ok(None) => break Ok(()),
             Ok(Some(line)) if line.iter().all(u8::is_ascii_whitespace) => {}
             Ok(Some(line)) => {
-                let (engine, caller, tx, session) = (engine.clone(), caller.clone(), tx.clone(), session.clone());
-                let mut request = Box::pin(async move {
-                    if let Some(reply) = engine.handle_message(&caller, &line, Some(&*session)).await {
-                        let _ = tx.send(reply).await;
-                    }
-                });
+                let (engine, caller) = (engine.clone(), caller.clone());
+                let session_ref = session.clone();
+                let mut request = Box::pin(async move { engine.handle_message(&caller, &line, Some(&*session_ref)).await });
                 // Most requests (`status`, say) are answered at once, here; one that waits (a
                 // `submit`) goes on in a task of its own, so what follows is served meanwhile.
-                if request.as_mut().now_or_never().is_none() {
-                    in_flight.spawn(request);
+                match request.as_mut().now_or_never() {
+                    Some(reply) => {
+                        answered.push(reply);
+                        // A `subscribe` answered: its reply goes out before the events it starts.
+                        if answered.is_full() || session.subscribed.swap(false, Ordering::Relaxed) {
+                            answered.send(&tx).await;
+                        }
+                    }
+                    None => {
+                        let tx = tx.clone();
+                        in_flight.spawn(async move {
+                            if let Some(mut reply) = request.await {
+                                reply.push(b'\n');
+                                let _ = tx.send(reply).await;
+                            }
+                        });
+                    }
                 }
             }
             Err(FrameError::TooLong { limit }) => {
                 let reply = Reply::error(error(ErrorCode::FrameTooLarge, format!("the request line is longer than SERVER_MAX_LINE_BYTES ({limit} bytes); it was discarded unread")));
-                let _ = tx.send(reply.to_json()).await;
+                answered.push(Some(reply.to_json()));
+                answered.send(&tx).await;
                 match lines.skip_line().await {
                     Ok((_, true)) => {}
                     Ok((_, false)) => break Ok(()),
@@ -277,6 +310,7 @@ where
         // Reap finished request tasks so the set does not grow.
         while in_flight.try_join_next().is_some() {}
     };
+    answered.send(&tx).await;
     while in_flight.join_next().await.is_some() {}
     // Forward every event published so far (the last turn's terminal event at end of input,
     // the final event after `shutdown`) before the output closes; a stuck output gets a second.
@@ -293,6 +327,36 @@ where
     result
 }
 
+/// How large the replies answered at once grow before they are sent without waiting for the
+/// input to run dry.
+const ANSWERED_BATCH: usize = 32 * 1024;
+
+/// Replies answered at once, each ended by its newline, not yet sent to the writer.
+#[derive(Default)]
+struct Answered(Vec<u8>);
+
+impl Answered {
+    fn push(&mut self, reply: Option<Vec<u8>>) {
+        if let Some(reply) = reply {
+            self.0.extend_from_slice(&reply);
+            self.0.push(b'\n');
+        }
+    }
+    fn is_full(&self) -> bool {
+        self.0.len() >= ANSWERED_BATCH
+    }
+    /// Sends what it holds (waiting for room in the writer's queue). A writer gone means the
+    /// output is closed: the replies have nowhere to go.
+    async fn send(&mut self, tx: &mpsc::Sender<Vec<u8>>) {
+        if !self.0.is_empty() {
+            // Room for as much as this batch held: a busy connection's batches do not grow by
+            // copying, an idle one's stay small.
+            let next = Vec::with_capacity(self.0.len().min(ANSWERED_BATCH) + 1024);
+            let _ = tx.send(std::mem::replace(&mut self.0, next)).await;
+        }
+    }
+}
+
 /// The stdio connection's event stream: one forwarding task, restarted by `subscribe`.
 struct StdioEvents {
     engine: RpcEngine,
@@ -300,6 +364,9 @@ struct StdioEvents {
     task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Set when the connection ends: forward events up to this sequence number, then stop.
     drain_to: watch::Sender<Option<i64>>,
+    /// Set by `subscribe`: the connection sends the replies it holds before the new stream's
+    /// first event can overtake them.
+    subscribed: AtomicBool,
 }
 
 impl EventSession for StdioEvents {
@@ -318,7 +385,9 @@ impl EventSession for StdioEvents {
                 };
                 let Some(ev) = ev else { break };
                 let last = projection::is_final(ev.event());
-                if tx.send(projection::notification_line_of(ev.json())).await.is_err() || last {
+                let mut line = projection::notification_line_of(ev.json());
+                line.push(b'\n');
+                if tx.send(line).await.is_err() || last {
                     break;
                 }
             }
@@ -326,5 +395,6 @@ impl EventSession for StdioEvents {
         if let Some(old) = self.task.lock().unwrap_or_else(|p| p.into_inner()).replace(task) {
             old.abort();
         }
+        self.subscribed.store(true, Ordering::Relaxed);
     }
 }
