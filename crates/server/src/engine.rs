@@ -97,6 +97,9 @@ struct Inner {
     state: Mutex<State>,
     hub: EventHub,
     shutdown: CancellationToken,
+    /// Set just before `shutdown` is cancelled: read on every request, where the token's own
+    /// check would take its lock.
+    shut_down: std::sync::atomic::AtomicBool,
     /// The last `status` result's changing part and its encoding, reused while it is unchanged.
     status_json: Mutex<Option<(StatusNow, Vec<u8>)>>,
     metrics: Arc<Metrics>,
@@ -185,6 +188,7 @@ impl RpcEngine {
                 state: Mutex::new(State::default()),
                 hub,
                 shutdown: CancellationToken::new(),
+                shut_down: std::sync::atomic::AtomicBool::new(false),
                 status_json: Mutex::new(None),
                 metrics: Arc::default(),
             }),
@@ -266,7 +270,7 @@ impl RpcEngine {
     /// Whether `shutdown` has begun: what [`wait_for_shutdown`](Self::wait_for_shutdown) waits
     /// for, read without waiting.
     pub(crate) fn shutdown_started(&self) -> bool {
-        self.inner.shutdown.is_cancelled()
+        self.inner.shut_down.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Whether the runtime takes work: false once `shutdown` has begun (`GET /readyz`).
@@ -276,7 +280,7 @@ impl RpcEngine {
 
     /// Whether `shutdown` has completed.
     pub fn is_shut_down(&self) -> bool {
-        self.inner.shutdown.is_cancelled()
+        self.shutdown_started()
     }
 
     /// Calls one method in process, as `caller` (no socket needed).
@@ -297,10 +301,12 @@ impl RpcEngine {
         }
         self.touch_lease(caller);
         match method {
-            Method::Submit(params) => encode::<methods::Submit>(self.submit(caller, params).await),
+            // Boxed: a turn's future is large, and every other request's future (moved into its
+            // task, or into the connection's) would otherwise be as large as it.
+            Method::Submit(params) => encode::<methods::Submit>(Box::pin(self.submit(caller, params)).await),
             Method::Interrupt(params) => encode::<methods::Interrupt>(self.interrupt(caller, params.and_then(|p| p.assignment).as_deref())),
             Method::Status(_) => self.status_json(),
-            Method::Shutdown(_) => encode::<methods::Shutdown>(Ok(self.shutdown().await)),
+            Method::Shutdown(_) => encode::<methods::Shutdown>(Ok(Box::pin(self.shutdown()).await)),
             Method::Release(_) => encode::<methods::Release>(Ok(self.release(caller))),
             Method::Subscribe(params) => encode::<methods::Subscribe>(self.subscribe_session(caller, params.and_then(|p| p.since), session)),
             // The OpenRPC document is generated with the types and embedded as compact JSON.
@@ -320,10 +326,10 @@ impl RpcEngine {
     }
 
     fn expire_lease(st: &mut State) {
-        let now = Instant::now();
         let holder_active = |l: &LeaseState| st.active.as_ref().is_some_and(|a| a.owner == l.holder);
+        // No clock read without a lease: `status` calls this on every request.
         if let Some(l) = &st.lease {
-            if l.expires <= now && !holder_active(l) {
+            if l.expires <= Instant::now() && !holder_active(l) {
                 tracing::info!(target: "openagents::audit", event = "lease_expired", holder = %l.holder);
                 st.lease = None;
             }
@@ -519,6 +525,7 @@ impl RpcEngine {
             // What the agent keeps between turns (ACP runners' processes) ends with the runtime.
             self.inner.agent.shutdown().await;
             self.inner.hub.publish(RuntimeEvent::ShuttingDown {});
+            self.inner.shut_down.store(true, std::sync::atomic::Ordering::Release);
             self.inner.shutdown.cancel();
         }
         ShutdownResult { shutting_down: true }
