@@ -13,7 +13,6 @@ use std::task::{Context, Poll, ready};
 
 use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, ReadBuf};
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio_util::sync::PollSender;
 use tokio::task::JoinSet;
 
 use crate::agent::error;
@@ -40,15 +39,42 @@ where
 {
     // 64 KiB reads and writes: each read of tokio's stdin and each write of its stdout is a
     // trip through the blocking thread pool.
-    serve(engine, BufReader::with_capacity(64 * 1024, reader), tokio::io::BufWriter::with_capacity(64 * 1024, writer)).await
+    let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
+    let written = tokio::spawn(write_lines(tokio::io::BufWriter::with_capacity(64 * 1024, writer), rx));
+    serve(engine, BufReader::with_capacity(64 * 1024, reader), tx, async move {
+        let _ = written.await;
+    })
+    .await
+}
+
+/// The connection's writer: each item is one or more whole lines. Items already queued go out
+/// in one write, flushed as soon as the queue is empty: an idle connection still gets each line
+/// at once, a busy one is not a write per line (`writer` buffers). A failed write ends the
+/// output, not the connection.
+async fn write_lines<W: AsyncWrite + Unpin>(mut w: W, mut rx: mpsc::Receiver<Vec<u8>>) {
+    'lines: while let Some(first) = rx.recv().await {
+        let (mut next, mut written) = (Some(first), 0);
+        while let Some(lines) = next.take() {
+            if w.write_all(&lines).await.is_err() {
+                break 'lines;
+            }
+            written += 1;
+            if written < OUTBOUND_QUEUE {
+                next = rx.try_recv().ok();
+            }
+        }
+        if w.flush().await.is_err() {
+            break;
+        }
+    }
 }
 
 /// [`run_stdio`] on this process's own stdin and stdout, as `openagents serve --stdio` runs it.
 /// Two threads of its own do the I/O instead of tokio's blocking pool (a trip through it per
 /// read and per write): one reads the input in large reads and hands each over whole, one
-/// writes what the connection's writer hands it, a batch of lines at a time. Returns once
-/// every answer and event has been written; a read still waiting on the input is left to end
-/// with the process.
+/// takes what the connection sends straight from its queue and writes all that is queued at
+/// once, in one vectored write. Returns once every answer and event has been written; a read
+/// still waiting on the input is left to end with the process.
 ///
 /// # Errors
 ///
@@ -58,23 +84,21 @@ pub async fn run_stdio_process(engine: RpcEngine) -> std::io::Result<()> {
     let input = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
     let output = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
     let reader = ThreadReader::spawn(input)?;
-    let (writer, written) = ThreadWriter::spawn(output)?;
-    let result = serve(engine, reader, writer).await;
-    // The writer was dropped when the connection ended: wait for the thread to write what it
-    // holds. A failed write (the parent closed our stdout) ends the output, not the connection,
-    // as in `run_stdio`.
-    let _ = written.await;
-    result
+    let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
+    let written = spawn_writer(output, rx)?;
+    // Once the connection has ended (and dropped its senders), the thread writes what is queued
+    // and stops. A failed write (the parent closed our stdout) ends the output, not the
+    // connection, as in `run_stdio`.
+    serve(engine, reader, tx, async move {
+        let _ = written.await;
+    })
+    .await
 }
 
 /// How much one read of the input takes at most.
 const READ_CHUNK: usize = 64 * 1024;
 /// How many reads may wait for the connection (backpressure beyond: the thread stops reading).
 const READ_QUEUE: usize = 16;
-/// How many batches may wait for the writer thread.
-const WRITE_QUEUE: usize = 16;
-/// How large a batch for the writer thread grows before it is handed over without a flush.
-const WRITE_BATCH: usize = 64 * 1024;
 
 /// The input, read by a thread of its own and handed over a read at a time.
 struct ThreadReader {
@@ -137,100 +161,59 @@ impl AsyncRead for ThreadReader {
     }
 }
 
-/// The output, written by a thread of its own: what is written collects in a batch, handed to
-/// the thread on flush (the connection's writer flushes when its queue runs empty) or when it
-/// reaches [`WRITE_BATCH`].
-struct ThreadWriter {
-    tx: Option<PollSender<Vec<u8>>>,
-    batch: Vec<u8>,
-}
+/// How many queued items the writer thread takes into one vectored write at most.
+const WRITE_ITEMS: usize = 64;
 
-impl ThreadWriter {
-    fn spawn(mut output: std::fs::File) -> std::io::Result<(ThreadWriter, oneshot::Receiver<std::io::Result<()>>)> {
-        let (tx, mut rx) = mpsc::channel::<Vec<u8>>(WRITE_QUEUE);
-        let (done_tx, done_rx) = oneshot::channel();
-        std::thread::Builder::new().name("openagents-stdout".into()).spawn(move || {
-            let mut result = Ok(());
-            while let Some(batch) = rx.blocking_recv() {
-                if let Err(e) = output.write_all(&batch) {
-                    result = Err(e);
-                    break;
-                }
+/// The output, written by a thread of its own straight from the connection's queue: it waits
+/// for an item, takes whatever else is queued already (up to [`WRITE_ITEMS`]) and writes them
+/// all with one vectored write, so a busy connection is one system call per batch and no item
+/// is copied. The receiver fires once the queue has closed and everything in it was written,
+/// or once a write failed.
+fn spawn_writer(mut output: std::fs::File, mut rx: mpsc::Receiver<Vec<u8>>) -> std::io::Result<oneshot::Receiver<std::io::Result<()>>> {
+    let (done_tx, done_rx) = oneshot::channel();
+    std::thread::Builder::new().name("openagents-stdout".into()).spawn(move || {
+        let mut items: Vec<Vec<u8>> = Vec::with_capacity(WRITE_ITEMS);
+        let mut result = Ok(());
+        while let Some(first) = rx.blocking_recv() {
+            items.push(first);
+            while items.len() < WRITE_ITEMS {
+                let Ok(next) = rx.try_recv() else { break };
+                items.push(next);
             }
-            let _ = done_tx.send(result);
-        })?;
-        Ok((ThreadWriter { tx: Some(PollSender::new(tx)), batch: Vec::with_capacity(WRITE_BATCH) }, done_rx))
-    }
-
-    /// Hands the batch to the thread, waiting for room in its queue.
-    fn poll_hand_over(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        if self.batch.is_empty() {
-            return Poll::Ready(Ok(()));
-        }
-        let tx = self.tx.as_mut().ok_or_else(closed)?;
-        ready!(tx.poll_reserve(cx)).map_err(|_| closed())?;
-        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(WRITE_BATCH));
-        tx.send_item(batch).map_err(|_| closed())?;
-        Poll::Ready(Ok(()))
-    }
-}
-
-fn closed() -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the output is closed")
-}
-
-impl AsyncWrite for ThreadWriter {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        if self.tx.is_none() {
-            return Poll::Ready(Err(closed()));
-        }
-        // Handed over before it would outgrow its room (copied into a larger one).
-        if !self.batch.is_empty() && self.batch.len() + buf.len() > WRITE_BATCH {
-            ready!(self.poll_hand_over(cx))?;
-        }
-        self.batch.extend_from_slice(buf);
-        Poll::Ready(Ok(buf.len()))
-    }
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        // Handed over is as good as written: the thread writes batches in order, at once.
-        self.poll_hand_over(cx)
-    }
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        ready!(self.poll_hand_over(cx))?;
-        self.tx = None;
-        Poll::Ready(Ok(()))
-    }
-}
-
-/// The connection over lines from `input`, answers and events to `writer`.
-async fn serve<B, W>(engine: RpcEngine, input: B, writer: W) -> std::io::Result<()>
-where
-    B: AsyncBufRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
-{
-    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(OUTBOUND_QUEUE);
-    let writer_task = tokio::spawn(async move {
-        // Each item is one or more whole lines. Items already queued go out in one write,
-        // flushed as soon as the queue is empty: an idle connection still gets each line at
-        // once, a busy one is not a write per line (the writer buffers: see `run_stdio` and
-        // `ThreadWriter`).
-        let mut w = writer;
-        'lines: while let Some(first) = rx.recv().await {
-            let (mut next, mut written) = (Some(first), 0);
-            while let Some(lines) = next.take() {
-                if w.write_all(&lines).await.is_err() {
-                    break 'lines;
-                }
-                written += 1;
-                if written < OUTBOUND_QUEUE {
-                    next = rx.try_recv().ok();
-                }
-            }
-            if w.flush().await.is_err() {
+            if let Err(e) = write_all_vectored(&mut output, &items) {
+                result = Err(e);
                 break;
             }
+            items.clear();
         }
-    });
+        let _ = done_tx.send(result);
+    })?;
+    Ok(done_rx)
+}
+
+/// Writes every byte of `items`, in order, going on after a partial write.
+fn write_all_vectored(out: &mut impl Write, items: &[Vec<u8>]) -> std::io::Result<()> {
+    let mut slices: Vec<std::io::IoSlice<'_>> = items.iter().filter(|i| !i.is_empty()).map(|i| std::io::IoSlice::new(i)).collect();
+    let mut slices = &mut slices[..];
+    while !slices.is_empty() {
+        match out.write_vectored(slices) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => std::io::IoSlice::advance_slices(&mut slices, n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// The connection over lines from `input`, answers and events sent to `tx` (each item one or
+/// more whole lines); `written` resolves once the writer at the other end of `tx` has written
+/// everything sent to it and stopped.
+async fn serve<B, F>(engine: RpcEngine, input: B, tx: mpsc::Sender<Vec<u8>>, written: F) -> std::io::Result<()>
+where
+    B: AsyncBufRead + Unpin + Send + 'static,
+    F: std::future::Future<Output = ()>,
+{
     let session = std::sync::Arc::new(StdioEvents { engine: engine.clone(), tx: tx.clone(), task: std::sync::Mutex::new(None), drain_to: watch::channel(None).0, subscribed: AtomicBool::new(false) });
     session.subscribe(None);
     // Shared, not copied per request: a caller's grant is a set of strings.
@@ -316,14 +299,14 @@ where
     // the final event after `shutdown`) before the output closes; a stuck output gets a second.
     session.drain_to.send_replace(Some(engine.status().last_seq));
     let events_task = session.task.lock().unwrap_or_else(|p| p.into_inner()).take();
-    if let Some(mut events_task) = events_task {
-        if tokio::time::timeout(std::time::Duration::from_secs(1), &mut events_task).await.is_err() {
-            events_task.abort();
-        }
+    if let Some(mut events_task) = events_task
+        && tokio::time::timeout(std::time::Duration::from_secs(1), &mut events_task).await.is_err()
+    {
+        events_task.abort();
     }
     drop(session);
     drop(tx);
-    let _ = writer_task.await;
+    written.await;
     result
 }
 
