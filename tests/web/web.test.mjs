@@ -221,10 +221,22 @@ test("an approval nobody answers times out and is denied; the page shows the tim
   try {
     const { page } = await open(browser.context, server.url);
     await connect(page, token);
+    // The dialog is up for the 2 s the runtime waits: polling from here could miss it on a starved
+    // machine. The page itself notes every state it shows while the dialog is visible.
+    await page.evaluate(() => {
+      const dialog = document.querySelector('[data-testid="approval"]');
+      const shown = [];
+      window.approvalShown = shown;
+      new MutationObserver(() => {
+        const text = dialog.querySelector('[data-testid="approval-info"]')?.textContent ?? "";
+        if (dialog.open && dialog.checkVisibility() && shown.at(-1) !== text) shown.push(text);
+      }).observe(dialog, { attributes: true, childList: true, characterData: true, subtree: true });
+    });
     await submit(page, "wait for me");
-    await page.getByTestId("approval").waitFor({ state: "visible" });
-    await page.waitForFunction(() => /^Time left: [12] s$/.test(document.querySelector('[data-testid="approval-info"]')?.textContent ?? ""));
     assert.match(await result(page, "failed"), /denied: wait for me/);
+    const shown = await page.evaluate(() => window.approvalShown);
+    assert.ok(shown.length > 0, "the approval dialog was never shown");
+    assert.ok(shown.some((t) => /^Time left: [12] s$/.test(t)), `the dialog showed no countdown: ${JSON.stringify(shown)}`);
     await page.getByTestId("approval").waitFor({ state: "hidden" });
     const evs = await events(page);
     assert.ok(evs.some((e) => e.kind === "approval_denied" && /no answer within/.test(e.detail)), JSON.stringify(evs));

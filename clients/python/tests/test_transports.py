@@ -24,10 +24,11 @@ from openagents.models import (
     RuntimeEventText,
     RuntimeEventTurnFailed,
     RuntimeState,
+    RuntimeStatus,
     ServerEvent,
 )
 from openagents.transport import HttpTransport, StdioTransport, Transport, WebSocketTransport
-from openagents.transport.base import EventSource
+from openagents.transport.base import EventSource, _Omit
 
 from .conftest import TERMINAL, Setup, _serve_http
 
@@ -114,18 +115,65 @@ def test_cancelling_an_awaited_submit_sends_interrupt(connect: Connect) -> None:
 
 
 def test_a_timeout_gives_up_and_interrupts(connect: Connect) -> None:
-    async def main() -> None:
-        async with connect("py-slow", method_timeouts={"submit": 0.3}) as client:
-            with pytest.raises(TimeoutError):
+    async def attempt(timeout: float) -> bool:
+        """One `submit` that times out after `timeout` s. False when the runtime answered the
+        client's interrupt with `interrupted: false` because the submit had not reached it yet
+        (a machine too loaded for this timeout): the client did its part, the runtime had no turn
+        to stop yet."""
+        async with connect("py-slow", method_timeouts={"submit": timeout}) as client:
+            # Also opens the connection, so the timeout is not spent on connecting.
+            interrupted_before = (await client.status()).counters.interrupted
+            # What the client sends, and the runtime's answer to its interrupt.
+            sent: list[tuple[str, JsonValue | _Omit]] = []
+            answers: list[JsonValue] = []
+            request = client.transport.request
+
+            async def recording(method: str, params: JsonValue | _Omit, t: float | None) -> JsonValue:
+                sent.append((method, params))
+                result: JsonValue = await request(method, params, t)
+                if method == "interrupt":
+                    answers.append(result)
+                return result
+
+            with pytest.MonkeyPatch.context() as mp, pytest.raises(TimeoutError):
+                mp.setattr(client.transport, "request", recording)
                 await client.submit("forever")
-            for _ in range(100):
-                status = await client.status()
-                if status.state is RuntimeState.IDLE:
-                    break
-                await asyncio.sleep(0.05)
-            assert status.counters.interrupted == 1
+            submitted = next(p for m, p in sent if m == "submit")
+            assert isinstance(submitted, dict)
+            assert [p for m, p in sent if m == "interrupt"] == [{"assignment": submitted.get("assignment")}], sent
+            if answers == [{"interrupted": False}]:
+                # The turn may still start: stop it, so the next attempt finds the runtime idle.
+                for _ in range(100):
+                    if (await client.status()).active_turn is not None:
+                        await client.interrupt()
+                        break
+                    await asyncio.sleep(0.02)
+                await wait_idle(client)
+                return False
+            assert answers == [{"interrupted": True}], answers
+            status = await wait_idle(client)
+            assert status.counters.interrupted == interrupted_before + 1
+            return True
+
+    async def main() -> None:
+        # The timeout always fires (the turn runs forever); a longer one only if the machine was
+        # too slow for the short one.
+        for timeout in (0.3, 1.5, 5.0):
+            if await attempt(timeout):
+                return
+        pytest.fail("the submit never reached the runtime before its timeout")
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+async def wait_idle(client: AsyncClient) -> RuntimeStatus:
+    """The runtime's status once it is idle (or after 5 s of polling, for the caller to check)."""
+    for _ in range(100):
+        status = await client.status()
+        if status.state is RuntimeState.IDLE:
+            break
+        await asyncio.sleep(0.05)
+    return status
 
 
 @pytest.fixture

@@ -39,17 +39,17 @@ fn turn_in(dir: &Path, runner: &str) -> Turn {
     Turn::new("asg-1", "conv-1", runner, "do the thing", dir.display().to_string())
 }
 
-async fn run(spec: &RunnerSpec, dir: &Path, cancel_after: Option<Duration>) -> (TurnReport, Vec<Event>) {
+/// Runs one turn; with `interrupt_on_text`, the turn is interrupted as soon as the runner's first
+/// text event arrives (a state the runner reached, not a clock that a loaded machine outruns).
+async fn run(spec: &RunnerSpec, dir: &Path, interrupt_on_text: bool) -> (TurnReport, Vec<Event>) {
     let cancel = CancellationToken::new();
-    if let Some(after) = cancel_after {
-        let c = cancel.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(after).await;
-            c.cancel();
-        });
-    }
     let mut events = Vec::new();
-    let mut on_event = |e: &Event| events.push(e.clone());
+    let mut on_event = |e: &Event| {
+        if interrupt_on_text && matches!(e, Event::Text { .. }) {
+            cancel.cancel();
+        }
+        events.push(e.clone());
+    };
     let report = run_turn(spec, &turn_in(dir, &spec.id), &cancel, &mut on_event).await;
     (report, events)
 }
@@ -77,6 +77,18 @@ fn assert_no_process_left(dir: &Path, what: &str) {
 
 const OK: &str = r#"echo '{"type":"completed","result":"ok"}'"#;
 
+/// Waits until everything written to stderr has been read from the pipe, so the host has it
+/// before the turn ends (it gives its stderr reader only a moment after the runner is gone).
+const STDERR_READ: &str = r#"python3 -c 'import fcntl, struct, termios, time
+while struct.unpack("i", fcntl.ioctl(2, termios.FIONREAD, bytes(4)))[0]: time.sleep(0.01)'"#;
+
+/// A body that reads the turn and writes `first` and `second` as two lines in a single write (one
+/// `cat` of a here-document; bash's own `echo` and `printf` write line by line), so the second
+/// line cannot miss the host's grace for lines after a terminal one, however slow the machine.
+fn at_once(first: &str, second: &str) -> String {
+    format!("read -r _; cat <<'LINES'\n{first}\n{second}\nLINES")
+}
+
 /// `(name, script body, expected code, check on the error)`.
 fn breaches() -> Vec<(&'static str, String, ErrorCode, fn(&TurnError) -> bool)> {
     vec![
@@ -95,8 +107,8 @@ fn breaches() -> Vec<(&'static str, String, ErrorCode, fn(&TurnError) -> bool)> 
             ErrorCode::RunnerFailed,
             |e| matches!(e, TurnError::InvalidEvent { violations, .. } if violations[0].pointer == "/command"),
         ),
-        ("text_after_terminal", format!("read -r _; {OK}; echo '{{\"type\":\"text\",\"text\":\"late\"}}'"), ErrorCode::RunnerFailed, |e| matches!(e, TurnError::AfterTerminal)),
-        ("second_terminal", format!("read -r _; {OK}; {OK}"), ErrorCode::RunnerFailed, |e| matches!(e, TurnError::SecondTerminal)),
+        ("text_after_terminal", at_once(r#"{"type":"completed","result":"ok"}"#, r#"{"type":"text","text":"late"}"#), ErrorCode::RunnerFailed, |e| matches!(e, TurnError::AfterTerminal)),
+        ("second_terminal", at_once(r#"{"type":"completed","result":"ok"}"#, r#"{"type":"completed","result":"ok"}"#), ErrorCode::RunnerFailed, |e| matches!(e, TurnError::SecondTerminal)),
         ("eof_without_terminal", "read -r _; echo '{\"type\":\"text\",\"text\":\"x\"}'".into(), ErrorCode::RunnerFailed, |e| matches!(e, TurnError::NoTerminal(Some(s)) if s.success())),
         ("exits_before_reading", "exit 3".into(), ErrorCode::RunnerFailed, |e| matches!(e, TurnError::NoTerminal(Some(s)) if s.code() == Some(3))),
         ("reports_failure", "read -r _; echo '{\"type\":\"failed\",\"message\":\"no luck\"}'".into(), ErrorCode::RunnerFailed, |e| matches!(e, TurnError::Failed(m) if m == "no luck")),
@@ -109,7 +121,7 @@ async fn every_breach_has_its_own_typed_error_and_leaves_nothing_behind() {
     for (name, body, code, check) in breaches() {
         let (spec, dir) = script_runner(name, &body, Duration::from_secs(2));
         let started = Instant::now();
-        let (report, _) = run(&spec, &dir, None).await;
+        let (report, _) = run(&spec, &dir, false).await;
         let err = report.outcome.as_ref().expect_err(name);
         assert!(check(err), "{name}: unexpected error {err:?}");
         assert_eq!(err.code(), code, "{name}: {err}");
@@ -121,9 +133,10 @@ async fn every_breach_has_its_own_typed_error_and_leaves_nothing_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runner_that_ignores_sigterm_is_killed_on_interrupt() {
-    let (spec, dir) = script_runner("ignores_sigterm", "trap '' TERM; read -r _; echo '{\"type\":\"text\",\"text\":\"working\"}'; sleep 30 & record $!; wait", Duration::from_secs(30));
+    // It says "working" once its child is recorded; the interrupt comes on that event.
+    let (spec, dir) = script_runner("ignores_sigterm", "trap '' TERM; read -r _; sleep 30 & record $!; echo '{\"type\":\"text\",\"text\":\"working\"}'; wait", Duration::from_secs(30));
     let started = Instant::now();
-    let (report, events) = run(&spec, &dir, Some(Duration::from_millis(500))).await;
+    let (report, events) = run(&spec, &dir, true).await;
     assert!(matches!(report.outcome, Err(TurnError::Interrupted)), "{:?}", report.outcome);
     assert_eq!(events, vec![Event::Text { text: "working".into() }]);
     assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
@@ -134,7 +147,7 @@ async fn a_runner_that_ignores_sigterm_is_killed_on_interrupt() {
 async fn a_grandchild_holding_stdout_open_does_not_hold_the_turn() {
     let (spec, dir) = script_runner("grandchild", &format!("read -r _; (sleep 30; echo late) & record $!; {OK}"), Duration::from_secs(30));
     let started = Instant::now();
-    let (report, _) = run(&spec, &dir, None).await;
+    let (report, _) = run(&spec, &dir, false).await;
     assert_eq!(report.outcome.as_ref().ok().map(String::as_str), Some("ok"), "{:?}", report.outcome);
     assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
     assert_no_process_left(&dir, "grandchild");
@@ -143,15 +156,15 @@ async fn a_grandchild_holding_stdout_open_does_not_hold_the_turn() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runner_that_never_reads_stdin_still_completes() {
     let (spec, dir) = script_runner("never_reads", OK, Duration::from_secs(5));
-    let (report, _) = run(&spec, &dir, None).await;
+    let (report, _) = run(&spec, &dir, false).await;
     assert_eq!(report.outcome.ok().as_deref(), Some("ok"));
     assert_no_process_left(&dir, "never_reads");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stderr_is_kept_bounded_and_out_of_the_result() {
-    let (spec, dir) = script_runner("noisy", &format!("read -r _; head -c 1000000 /dev/zero | tr '\\0' e >&2; echo tail-marker >&2; {OK}"), Duration::from_secs(5));
-    let (report, _) = run(&spec, &dir, None).await;
+    let (spec, dir) = script_runner("noisy", &format!("read -r _; head -c 1000000 /dev/zero | tr '\\0' e >&2; echo tail-marker >&2; {STDERR_READ}; {OK}"), Duration::from_secs(5));
+    let (report, _) = run(&spec, &dir, false).await;
     assert_eq!(report.outcome.as_deref().ok(), Some("ok"));
     assert!(report.stderr.len() <= STDERR_TAIL_BYTES, "{}", report.stderr.len());
     assert!(report.stderr.trim_end().ends_with("tail-marker"));
@@ -176,36 +189,17 @@ async fn output_exactly_at_the_limit_is_accepted() {
     std::fs::write(&payload, format!("{}\n{terminal}\n", lines.join("\n"))).unwrap();
     assert_eq!(std::fs::metadata(&payload).unwrap().len() as usize, MAX_OUTPUT);
     let spec = RunnerSpec { id: "at-limit".into(), command: "/bin/bash".into(), args: vec!["-c".into(), format!("read -r _; cat {}", payload.display())], env: BTreeMap::new(), timeout: Duration::from_secs(5), sandbox: None };
-    let (report, _) = run(&spec, &dir, None).await;
+    let (report, _) = run(&spec, &dir, false).await;
     assert_eq!(report.outcome.as_deref().ok(), Some("ok"), "{:?}", report.outcome);
     // One byte more is a breach.
     std::fs::write(&payload, format!("{}\n {terminal}\n", lines.join("\n"))).unwrap();
-    let (report, _) = run(&spec, &dir, None).await;
+    let (report, _) = run(&spec, &dir, false).await;
     assert!(matches!(report.outcome, Err(TurnError::OutputTooLarge)), "{:?}", report.outcome);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_echo_runner_streams_and_completes_and_the_host_stays_usable() {
-    let dir = scratch("echo");
-    let registry = Registry::parse(&format!("[runners.echo]\ncommand = \"{}\"\n", env!("CARGO_BIN_EXE_openagents-runner-echo")), None).unwrap();
-    let host = RunnerHost::new(registry);
-    let fds = || std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0);
-    // A first turn warms up the runtime's own descriptors; then turns must not leak any.
-    let mut warm = |_: &Event| {};
-    let _ = host.run(&Turn::new("a0", "c0", "echo", "warm up", dir.display().to_string()), &CancellationToken::new(), &mut warm).await;
-    let before = fds();
-    for _ in 0..3 {
-        let mut events = Vec::new();
-        let mut on_event = |e: &Event| events.push(e.clone());
-        let turn = Turn::new("a1", "c1", "echo", "hello brave new world", dir.display().to_string());
-        let report = host.run(&turn, &CancellationToken::new(), &mut on_event).await;
-        assert_eq!(report.outcome.as_deref().ok(), Some("hello brave new world"), "{:?}", report.outcome);
-        let texts: Vec<&str> = events.iter().filter(|e| !e.terminal()).map(Event::text).collect();
-        assert_eq!(texts, ["hello", "brave", "new", "world"]);
-        assert!(report.stderr.contains("echo: turn a1"));
-    }
-    assert_eq!(fds(), before, "file descriptors leaked across turns");
-}
+// The echo runner's turns and the descriptor count across them are in tests/fd_leak.rs, a
+// process of their own: the count covers the whole process, and the tests here open and close
+// pipes on parallel threads.
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_are_refused_before_anything_is_spawned() {
@@ -240,7 +234,7 @@ async fn requests_are_refused_before_anything_is_spawned() {
     }
     // A missing executable.
     let spec = RunnerSpec { id: "gone".into(), command: "/nonexistent/runner".into(), args: vec![], env: BTreeMap::new(), timeout: Duration::from_secs(1), sandbox: None };
-    let (report, _) = run(&spec, &dir, None).await;
+    let (report, _) = run(&spec, &dir, false).await;
     assert!(matches!(report.outcome, Err(TurnError::Spawn { .. })));
     assert!(!marker.exists(), "nothing was spawned for the refused requests");
 }

@@ -39,8 +39,17 @@ fn runner(name: &str, body: &str, timeout: Duration) -> (RunnerSpec, PathBuf) {
 }
 
 async fn run(spec: &RunnerSpec, dir: &Path, cancel: CancellationToken) -> TurnReport {
+    run_interrupted_on_text(spec, dir, cancel, false).await
+}
+
+/// [`run`]; with `on_text`, `cancel` fires when the runner's first text event arrives.
+async fn run_interrupted_on_text(spec: &RunnerSpec, dir: &Path, cancel: CancellationToken, on_text: bool) -> TurnReport {
     let turn = Turn::new("asg-1", "conv-1", spec.id.as_str(), "escape", dir.display().to_string());
-    let mut on_event = |_: &Event| {};
+    let mut on_event = |e: &Event| {
+        if on_text && matches!(e, Event::Text { .. }) {
+            cancel.cancel();
+        }
+    };
     run_turn(spec, &turn, &cancel, &mut on_event).await
 }
 
@@ -65,24 +74,19 @@ fn session(pid: u32) -> Option<u32> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runner_that_double_forks_and_calls_setsid_leaves_nothing_behind() {
     let _serial = ONE_AT_A_TIME.lock().await;
-    // (name, body after the escape, interrupt after, expected outcome)
-    let cases: &[(&str, &str, Option<Duration>, &str)] = &[
-        ("completes", DONE, None, "Ok(\"done\")"),
-        ("is_interrupted", "echo '{\"type\":\"text\",\"text\":\"working\"}'; sleep 300", Some(Duration::from_millis(300)), "Err(Interrupted)"),
-        ("times_out", "sleep 300", None, "Err(Timeout(2s))"),
-        ("exits_without_a_word", "exit 0", None, "Err(NoTerminal(Some(ExitStatus(unix_wait_status(0)))))"),
+    // (name, body after the escape, interrupted on its text event, the runner's time limit,
+    // expected outcome). The escape must be done within the time limit, so only the case that
+    // wants the timeout has a short one; the interrupt comes on the text the runner prints after
+    // the escape, never on a clock the escape could outrun.
+    let cases: &[(&str, &str, bool, Duration, &str)] = &[
+        ("completes", DONE, false, Duration::from_secs(20), "Ok(\"done\")"),
+        ("is_interrupted", "echo '{\"type\":\"text\",\"text\":\"working\"}'; sleep 300", true, Duration::from_secs(20), "Err(Interrupted)"),
+        ("times_out", "sleep 300", false, Duration::from_secs(2), "Err(Timeout(2s))"),
+        ("exits_without_a_word", "exit 0", false, Duration::from_secs(20), "Err(NoTerminal(Some(ExitStatus(unix_wait_status(0)))))"),
     ];
-    for (name, body, interrupt, want) in cases {
-        let (spec, dir) = runner(name, &format!("{ESCAPE}\n{body}"), Duration::from_secs(2));
-        let cancel = CancellationToken::new();
-        if let Some(after) = *interrupt {
-            let c = cancel.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(after).await;
-                c.cancel();
-            });
-        }
-        let report = run(&spec, &dir, cancel).await;
+    for (name, body, interrupt, timeout, want) in cases {
+        let (spec, dir) = runner(name, &format!("{ESCAPE}\n{body}"), *timeout);
+        let report = run_interrupted_on_text(&spec, &dir, CancellationToken::new(), *interrupt).await;
         assert_eq!(format!("{:?}", report.outcome), *want, "{name}: {}", report.stderr);
         let pids = escaped(&dir);
         assert_eq!(pids.len(), 2, "{name}: the escape did not happen: {pids:?}");

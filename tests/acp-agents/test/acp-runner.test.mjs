@@ -18,7 +18,9 @@ const MAX_FRAME = 98304;
 describe("openagents run", () => {
   let s;
   before(() => {
-    s = setup({ fake: fake(), py: python(), slowpoke: fake({ timeout_s: 2 }) });
+    // slowpoke's time limit must leave a cold Node start on a loaded machine time to get the
+    // prompt (and say so) before it ends the turn.
+    s = setup({ fake: fake(), py: python(), slowpoke: fake({ timeout_s: 5 }) });
   });
   after(() => s.cleanup());
 
@@ -28,8 +30,10 @@ describe("openagents run", () => {
     const evs = events(r.out);
     const failed = evs.find((e) => e.type === "turn_failed");
     assert.equal(failed.error.code, "timeout");
-    assert.match(failed.error.message, /longer than 2s/);
-    const pid = Number(/pid=(\d+)/.exec(evs.find((e) => e.type === "text").text)[1]);
+    assert.match(failed.error.message, /longer than 5s/);
+    const said = evs.find((e) => e.type === "text");
+    assert.ok(said, `the agent never got the prompt within the time limit: ${JSON.stringify(evs)}`);
+    const pid = Number(/pid=(\d+)/.exec(said.text)[1]);
     assert.equal(alive(pid), false);
   });
 
