@@ -45,6 +45,21 @@ pub const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// How many bytes of events already waiting an event stream puts in one chunk at most.
 const SSE_BATCH_BYTES: usize = 32 * 1024;
+/// How long a busy event stream holds its events back after its previous chunk, for more to
+/// join them in one write (see [`hold_for_more`]).
+pub const SSE_HOLD: Duration = Duration::from_millis(1);
+/// How many bytes of events end a busy stream's hold at once.
+const SSE_HOLD_BYTES: usize = 16 * 1024;
+
+/// Whether a stream whose previous chunk went out at `previous` waits (until `previous +`
+/// [`SSE_HOLD`]) for more events before it writes `batched` bytes at `now`: only when it is
+/// busy, its previous chunk less than the hold ago, and then only until [`SSE_HOLD_BYTES`] have
+/// gathered. An event after a quiet spell goes out at once; a stream kept busy writes once per
+/// hold or per [`SSE_HOLD_BYTES`], not once per burst of the agent's, which is what a write to
+/// every one of many subscribers costs (a system call each, most of the server's time).
+pub fn hold_for_more(previous: tokio::time::Instant, now: tokio::time::Instant, batched: usize) -> bool {
+    now < previous + SSE_HOLD && batched < SSE_HOLD_BYTES
+}
 
 /// The HTTP routes: `POST /rpc`, `GET /events`, `GET /metrics` (the probes are the server's,
 /// on every listener).
@@ -206,8 +221,9 @@ pub fn resume_point(last_event_id: Option<&HeaderValue>, query: Option<&str>) ->
 }
 
 /// The events as server-sent events: each event's frame is made once and shared by every
-/// stream (see [`crate::events::Published::sse_frame`]). A comment (`:`) goes out after
-/// [`SSE_KEEP_ALIVE`] without anything else, as a keep-alive.
+/// stream (see [`crate::events::Published::sse_frame`]); a busy stream gathers them for up to
+/// [`SSE_HOLD`] ([`hold_for_more`]). A comment (`:`) goes out after [`SSE_KEEP_ALIVE`] without
+/// anything else, as a keep-alive.
 fn event_stream(sub: crate::events::Subscription, engine: RpcEngine) -> impl Stream<Item = Result<axum::body::Bytes, Infallible>> {
     let alive = Box::pin(tokio::time::sleep(SSE_KEEP_ALIVE));
     let state = (sub, engine, false, alive, tokio::time::Instant::now());
@@ -239,24 +255,70 @@ fn event_stream(sub: crate::events::Subscription, engine: RpcEngine) -> impl Str
             }
         };
         let mut last = projection::is_final(ev.event());
-        sent = tokio::time::Instant::now();
+        let previous = sent;
         // Events already waiting go out in one chunk (one copy of each shared frame), not a
         // chunk each; a lone event goes out as the shared frame itself.
         let mut frames: Option<Vec<u8>> = None;
-        while !last {
-            let Some(more) = sub.try_next_shared() else { break };
-            last = projection::is_final(more.event());
+        let add = |frames: &mut Option<Vec<u8>>, more: &crate::events::SharedEvent| {
             let buf = frames.get_or_insert_with(|| {
-                let mut b = Vec::with_capacity((ev.sse_frame().len() * 16).min(SSE_BATCH_BYTES));
+                let mut b = Vec::with_capacity(SSE_BATCH_BYTES.min(ev.sse_frame().len() * 64));
                 b.extend_from_slice(ev.sse_frame());
                 b
             });
             buf.extend_from_slice(more.sse_frame());
-            if buf.len() >= SSE_BATCH_BYTES {
-                break;
+            buf.len() >= SSE_BATCH_BYTES
+        };
+        let mut full = false;
+        while !last && !full {
+            let Some(more) = sub.try_next_shared() else { break };
+            last = projection::is_final(more.event());
+            full = add(&mut frames, &more);
+        }
+        // A busy stream waits a little for more (see `hold_for_more`); what it holds is its
+        // own, taken from the hub as it comes, so the hold never makes it lag.
+        let batched = |frames: &Option<Vec<u8>>| frames.as_ref().map_or(ev.sse_frame().len(), Vec::len);
+        if !last && !full && hold_for_more(previous, tokio::time::Instant::now(), batched(&frames)) {
+            let mut until = std::pin::pin!(tokio::time::sleep_until(previous + SSE_HOLD));
+            loop {
+                tokio::select! {
+                    biased;
+                    more = sub.next_shared() => {
+                        let Some(more) = more else { break };
+                        last = projection::is_final(more.event());
+                        full = add(&mut frames, &more);
+                        while !last && !full {
+                            let Some(more) = sub.try_next_shared() else { break };
+                            last = projection::is_final(more.event());
+                            full = add(&mut frames, &more);
+                        }
+                        if last || full || !hold_for_more(previous, tokio::time::Instant::now(), batched(&frames)) {
+                            break;
+                        }
+                    }
+                    () = &mut until => break,
+                }
             }
         }
+        sent = tokio::time::Instant::now();
         let chunk = frames.map_or_else(|| ev.sse_frame().clone(), axum::body::Bytes::from);
         Some((Ok(chunk), (sub, engine, last, alive, sent)))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_busy_stream_holds_its_events_and_only_while_they_are_few() {
+        let previous = tokio::time::Instant::now();
+        // Busy (its previous chunk just went) and small: it waits for more.
+        assert!(hold_for_more(previous, previous, 200));
+        assert!(hold_for_more(previous, previous + SSE_HOLD / 2, SSE_HOLD_BYTES - 1));
+        // Enough gathered: it writes.
+        assert!(!hold_for_more(previous, previous, SSE_HOLD_BYTES));
+        // The hold is over, or the stream was quiet that long: it writes at once.
+        assert!(!hold_for_more(previous, previous + SSE_HOLD, 200));
+        assert!(!hold_for_more(previous, previous + Duration::from_secs(5), 1));
+    }
 }

@@ -426,6 +426,27 @@ async fn shutdown_during_a_turn() {
 // SSE
 // ---------------------------------------------------------------------------------------------
 
+/// Events faster than a stream writes them are held and sent in larger chunks (a busy stream
+/// waits up to `SSE_HOLD` after its previous chunk): every subscriber still gets every event,
+/// each once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_sse_streams_deliver_every_event_once_and_in_order() {
+    let (engine, _gate) = scripted_engine();
+    let http = Http::start(&engine).await;
+    let mut streams = Vec::new();
+    for _ in 0..4 {
+        streams.push(http.subscribe(OBSERVER, Since::Now).await);
+    }
+    // 1,000 events and the turn's two: within the hub's buffer, so none may be missed.
+    assert_eq!(http.submit(ADMIN, "burst:1000").await.result()["result"], "done");
+    for sse in &mut streams {
+        let got = sse.until("turn_completed").await;
+        assert_contiguous(&got, 1, 1002);
+        assert!(got.iter().all(|e| e.kind() != "lagged"), "a subscriber lagged");
+        assert_eq!(got[1000].data["event"], json!({"type": "text", "text": "t999"}));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sse_resume_after_a_dropped_connection() {
     let resumes: [fn(i64) -> Since; 2] = [Since::Header, Since::Query];
