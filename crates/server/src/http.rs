@@ -226,8 +226,11 @@ pub fn resume_point(last_event_id: Option<&HeaderValue>, query: Option<&str>) ->
 /// anything else, as a keep-alive.
 fn event_stream(sub: crate::events::Subscription, engine: RpcEngine) -> impl Stream<Item = Result<axum::body::Bytes, Infallible>> {
     let alive = Box::pin(tokio::time::sleep(SSE_KEEP_ALIVE));
-    let state = (sub, engine, false, alive, tokio::time::Instant::now());
-    stream::unfold(state, |(mut sub, engine, done, mut alive, mut sent)| async move {
+    // The stream's one buffer for chunks of several events: each chunk is split off it, and its
+    // room is taken back once hyper has written (and dropped) the chunk, so a busy stream does
+    // not allocate (and fault in) a new buffer per chunk.
+    let state = (sub, engine, false, alive, tokio::time::Instant::now(), bytes::BytesMut::new());
+    stream::unfold(state, |(mut sub, engine, done, mut alive, mut sent, mut buf)| async move {
         if done {
             return None;
         }
@@ -248,7 +251,8 @@ fn event_stream(sub: crate::events::Subscription, engine: RpcEngine) -> impl Str
                     let (due, now) = (sent + SSE_KEEP_ALIVE, tokio::time::Instant::now());
                     if now >= due {
                         alive.as_mut().reset(now + SSE_KEEP_ALIVE);
-                        return Some((Ok(axum::body::Bytes::from_static(b":\n\n")), (sub, engine, false, alive, now)));
+                        // Idle that long: its buffer's room goes back too.
+                        return Some((Ok(axum::body::Bytes::from_static(b":\n\n")), (sub, engine, false, alive, now, bytes::BytesMut::new())));
                     }
                     alive.as_mut().reset(due);
                 }
@@ -256,15 +260,18 @@ fn event_stream(sub: crate::events::Subscription, engine: RpcEngine) -> impl Str
         };
         let mut last = projection::is_final(ev.event());
         let previous = sent;
+        let now = tokio::time::Instant::now();
+        if now >= previous + SSE_HOLD && buf.capacity() > 0 {
+            // Quiet for a while: the buffer's room goes back (it is taken again when busy).
+            buf = bytes::BytesMut::new();
+        }
         // Events already waiting go out in one chunk (one copy of each shared frame), not a
         // chunk each; a lone event goes out as the shared frame itself.
-        let mut frames: Option<Vec<u8>> = None;
-        let add = |frames: &mut Option<Vec<u8>>, more: &crate::events::SharedEvent| {
-            let buf = frames.get_or_insert_with(|| {
-                let mut b = Vec::with_capacity(SSE_BATCH_BYTES.min(ev.sse_frame().len() * 64));
-                b.extend_from_slice(ev.sse_frame());
-                b
-            });
+        let add = |buf: &mut bytes::BytesMut, more: &crate::events::SharedEvent| {
+            if buf.is_empty() {
+                buf.reserve(SSE_BATCH_BYTES + 4096);
+                buf.extend_from_slice(ev.sse_frame());
+            }
             buf.extend_from_slice(more.sse_frame());
             buf.len() >= SSE_BATCH_BYTES
         };
@@ -272,12 +279,12 @@ fn event_stream(sub: crate::events::Subscription, engine: RpcEngine) -> impl Str
         while !last && !full {
             let Some(more) = sub.try_next_shared() else { break };
             last = projection::is_final(more.event());
-            full = add(&mut frames, &more);
+            full = add(&mut buf, &more);
         }
         // A busy stream waits a little for more (see `hold_for_more`); what it holds is its
         // own, taken from the hub as it comes, so the hold never makes it lag.
-        let batched = |frames: &Option<Vec<u8>>| frames.as_ref().map_or(ev.sse_frame().len(), Vec::len);
-        if !last && !full && hold_for_more(previous, tokio::time::Instant::now(), batched(&frames)) {
+        let batched = |buf: &bytes::BytesMut| if buf.is_empty() { ev.sse_frame().len() } else { buf.len() };
+        if !last && !full && hold_for_more(previous, now, batched(&buf)) {
             let mut until = std::pin::pin!(tokio::time::sleep_until(previous + SSE_HOLD));
             loop {
                 tokio::select! {
@@ -285,13 +292,14 @@ fn event_stream(sub: crate::events::Subscription, engine: RpcEngine) -> impl Str
                     more = sub.next_shared() => {
                         let Some(more) = more else { break };
                         last = projection::is_final(more.event());
-                        full = add(&mut frames, &more);
+                        full = add(&mut buf, &more);
                         while !last && !full {
                             let Some(more) = sub.try_next_shared() else { break };
                             last = projection::is_final(more.event());
-                            full = add(&mut frames, &more);
+                            full = add(&mut buf, &more);
                         }
-                        if last || full || !hold_for_more(previous, tokio::time::Instant::now(), batched(&frames)) {
+                        // The hold's end is the timer's (no clock read per wake-up).
+                        if last || full || batched(&buf) >= SSE_HOLD_BYTES {
                             break;
                         }
                     }
@@ -300,8 +308,9 @@ fn event_stream(sub: crate::events::Subscription, engine: RpcEngine) -> impl Str
             }
         }
         sent = tokio::time::Instant::now();
-        let chunk = frames.map_or_else(|| ev.sse_frame().clone(), axum::body::Bytes::from);
-        Some((Ok(chunk), (sub, engine, last, alive, sent)))
+        // Split off the buffer, whose room comes back once hyper has dropped the chunk.
+        let chunk = if buf.is_empty() { ev.sse_frame().clone() } else { buf.split().freeze() };
+        Some((Ok(chunk), (sub, engine, last, alive, sent, buf)))
     })
 }
 
