@@ -105,6 +105,12 @@ struct Inner {
     metrics: Arc<Metrics>,
 }
 
+/// A call that waits, as [`RpcEngine::answer_at_once`] gives it back.
+enum Wait {
+    Submit(openagents_protocol::SubmitParams),
+    Shutdown,
+}
+
 /// The out-of-process RPC driver: wraps one agent with the `submit`/`interrupt`/`status`/
 /// `shutdown`/`release` method set, shared by every transport. Cheap to clone.
 #[derive(Clone)]
@@ -290,6 +296,42 @@ impl RpcEngine {
 
     /// [`RpcEngine::call`] on a streaming connection.
     pub async fn call_in(&self, caller: &Caller, method: Method, session: Option<&dyn EventSession>) -> Result<Vec<u8>, RuntimeSubmitError> {
+        self.admit(caller, &method)?;
+        match self.answer_at_once(caller, method, session) {
+            Ok(outcome) => outcome,
+            // Boxed: a turn's future is large, and every other request's future (moved into its
+            // task, or into the connection's) would otherwise be as large as it.
+            Err(Wait::Submit(params)) => encode::<methods::Submit>(Box::pin(self.submit(caller, params)).await),
+            Err(Wait::Shutdown) => encode::<methods::Shutdown>(Ok(Box::pin(self.shutdown()).await)),
+        }
+    }
+
+    /// [`RpcEngine::call_in`] for a method answered without waiting: `Err` gives back a method
+    /// that waits (`submit`, `shutdown`), untouched, nothing done for it.
+    /// A refusal by the grant needs no waiting either.
+    pub(crate) fn call_now(&self, caller: &Caller, method: Method, session: Option<&dyn EventSession>) -> Result<Result<Vec<u8>, RuntimeSubmitError>, Method> {
+        if let Err(e) = self.permitted(caller, &method) {
+            return Ok(Err(e));
+        }
+        if matches!(method, Method::Submit(_) | Method::Shutdown(_)) {
+            return Err(method);
+        }
+        self.touch_lease(caller);
+        self.answer_at_once(caller, method, session).map_err(|wait| match wait {
+            Wait::Submit(params) => Method::Submit(params),
+            Wait::Shutdown => Method::Shutdown(None),
+        })
+    }
+
+    /// Whether `caller` may call `method`, then (a call by the lease holder) the lease extended.
+    fn admit(&self, caller: &Caller, method: &Method) -> Result<(), RuntimeSubmitError> {
+        self.permitted(caller, method)?;
+        self.touch_lease(caller);
+        Ok(())
+    }
+
+    /// Whether `caller`'s grant includes `method` (the audit and metrics record a refusal).
+    fn permitted(&self, caller: &Caller, method: &Method) -> Result<(), RuntimeSubmitError> {
         // Reading events has one rule on every transport (the `events` grant), so `subscribe`
         // is decided by it alone, as `GET /events` is.
         if matches!(method, Method::Subscribe(_)) {
@@ -299,19 +341,21 @@ impl RpcEngine {
             tracing::warn!(target: "openagents::audit", event = "forbidden", credential = %caller.name, method = method.name());
             return Err(error(ErrorCode::Forbidden, format!("credential `{}` may not call `{}`", caller.name, method.name())));
         }
-        self.touch_lease(caller);
-        match method {
-            // Boxed: a turn's future is large, and every other request's future (moved into its
-            // task, or into the connection's) would otherwise be as large as it.
-            Method::Submit(params) => encode::<methods::Submit>(Box::pin(self.submit(caller, params)).await),
+        Ok(())
+    }
+
+    /// The answer to an admitted call that needs no waiting; the methods that wait come back.
+    fn answer_at_once(&self, caller: &Caller, method: Method, session: Option<&dyn EventSession>) -> Result<Result<Vec<u8>, RuntimeSubmitError>, Wait> {
+        Ok(match method {
+            Method::Submit(params) => return Err(Wait::Submit(params)),
+            Method::Shutdown(_) => return Err(Wait::Shutdown),
             Method::Interrupt(params) => encode::<methods::Interrupt>(self.interrupt(caller, params.and_then(|p| p.assignment).as_deref())),
             Method::Status(_) => self.status_json(),
-            Method::Shutdown(_) => encode::<methods::Shutdown>(Ok(Box::pin(self.shutdown()).await)),
             Method::Release(_) => encode::<methods::Release>(Ok(self.release(caller))),
             Method::Subscribe(params) => encode::<methods::Subscribe>(self.subscribe_session(caller, params.and_then(|p| p.since), session)),
             // The OpenRPC document is generated with the types and embedded as compact JSON.
             Method::Discover(_) => Ok(openagents_protocol::OPENRPC_DOCUMENT.as_bytes().to_vec()),
-        }
+        })
     }
 
     /// Activity from the lease holder extends the lease.

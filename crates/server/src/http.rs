@@ -162,7 +162,12 @@ async fn rpc(app: Access, request: Request, peer: Option<Peer>) -> Response {
         },
     };
     let Ok(bytes) = collected else { return too_large() };
-    match app.engine().handle_message(caller, &bytes, None).await {
+    // Answered here when it needs no waiting (most requests), else by the engine's future.
+    let reply = match app.engine().handle_message_now(caller, &bytes, None) {
+        Ok(reply) => reply,
+        Err(crate::jsonrpc::Waits) => app.engine().handle_message(caller, &bytes, None).await,
+    };
+    match reply {
         Some(reply) => json_response(200, reply),
         None => {
             let mut r = Response::new(Body::empty());

@@ -137,6 +137,39 @@ struct One {
     notification: bool,
 }
 
+/// What [`RpcEngine::handle_message_now`] could not answer without waiting: hand the message
+/// to [`RpcEngine::handle_message`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Waits;
+
+/// A request object read up to its call.
+enum Prepared {
+    /// Answered already (refused, or an unusable id), with its method for the metrics.
+    Done(One, Option<&'static str>),
+    /// To be called.
+    Call(Call),
+}
+
+struct Call {
+    head: Head,
+    name: &'static str,
+    method: Method,
+}
+
+/// What a reply takes from its request object.
+struct Head {
+    id: Option<Value>,
+    raw_id: Option<Box<RawValue>>,
+    jsonrpc: bool,
+    notification: bool,
+}
+
+impl Head {
+    fn finish(self, outcome: Result<Vec<u8>, RuntimeSubmitError>) -> One {
+        One { reply: Reply { id: self.id, raw_id: self.raw_id, jsonrpc: self.jsonrpc, outcome }, notification: self.notification }
+    }
+}
+
 impl RpcEngine {
     /// Decodes one request object and answers it (also a notification; a batch is not one
     /// request: transports use [`RpcEngine::handle_message`]).
@@ -190,15 +223,45 @@ impl RpcEngine {
         self.handle_one(caller, bytes, session).await.reply
     }
 
+    /// [`RpcEngine::handle_message`] when the message can be answered without waiting: `Ok`
+    /// with the encoded reply (`None`: nothing to send); [`Waits`] when it cannot (a batch, or
+    /// a permitted request whose method waits: `submit`, `shutdown`), and then nothing has been
+    /// done for it and the caller hands it to `handle_message`. What most requests take (`status`, say),
+    /// with no future to allocate or move.
+    ///
+    /// # Errors
+    ///
+    /// [`Waits`], as above.
+    pub fn handle_message_now(&self, caller: &Caller, bytes: &[u8], session: Option<&dyn EventSession>) -> Result<Option<Vec<u8>>, Waits> {
+        let start = bytes.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(bytes.len());
+        if bytes.get(start) == Some(&b'[') {
+            return Err(Waits);
+        }
+        let started = std::time::Instant::now();
+        let (one, method) = match self.prepare_one(caller, bytes) {
+            Prepared::Done(one, method) => (one, method),
+            Prepared::Call(call) => match self.call_now(caller, call.method, session) {
+                Ok(outcome) => (call.head.finish(outcome), Some(call.name)),
+                Err(_) => return Err(Waits),
+            },
+        };
+        self.metrics().request(method, one.reply.outcome.is_ok(), started.elapsed().as_secs_f64());
+        Ok((!one.notification).then(|| one.reply.to_json()))
+    }
+
     /// Decodes one request object and answers it, counted in the metrics by method.
     async fn handle_one(&self, caller: &Caller, bytes: &[u8], session: Option<&dyn EventSession>) -> One {
         let started = std::time::Instant::now();
-        let (one, method) = self.answer_one(caller, bytes, session).await;
+        let (one, method) = match self.prepare_one(caller, bytes) {
+            Prepared::Done(one, method) => (one, method),
+            Prepared::Call(call) => (call.head.finish(self.call_in(caller, call.method, session).await), Some(call.name)),
+        };
         self.metrics().request(method, one.reply.outcome.is_ok(), started.elapsed().as_secs_f64());
         one
     }
 
-    async fn answer_one(&self, caller: &Caller, bytes: &[u8], session: Option<&dyn EventSession>) -> (One, Option<&'static str>) {
+    /// Everything of one request object but its call: decoded, checked, its envelope read.
+    fn prepare_one(&self, caller: &Caller, bytes: &[u8]) -> Prepared {
         // UTF-8 is checked once for the whole message, not again for each string in it.
         let Ok(text) = std::str::from_utf8(bytes) else { return self.refuse(caller, bytes, None, None) };
         let mut de = serde_json::Deserializer::from_str(text);
@@ -210,7 +273,7 @@ impl RpcEngine {
             },
             Err(e) => return self.refuse(caller, bytes, None, Some(&e)),
         };
-        let method = Some(request.method_name());
+        let name = request.method_name();
         // The decoder reads `"id": null` as no id; only a request without the member is a
         // notification (rare enough that looking again costs nothing on the common path).
         let notification = request.id().is_none() && serde_json::from_slice::<Envelope<'_>>(bytes).is_ok_and(|env| env.id.is_none());
@@ -224,20 +287,19 @@ impl RpcEngine {
             raw_id = serde_json::from_slice::<Envelope<'_>>(bytes).ok().and_then(|env| env.id).and_then(raw_number_id);
             if raw_id.is_none() {
                 let e = error(ErrorCode::InvalidRequest, format!("`id` must be a string of at most {MAX_ID_CHARS} characters, a number of at most {MAX_ID_CHARS} characters, or null"));
-                return (One { reply: Reply::error(e), notification: false }, method);
+                return Prepared::Done(One { reply: Reply::error(e), notification: false }, Some(name));
             }
         }
-        let outcome = self.call_in(caller, request.into_method(), session).await;
-        (One { reply: Reply { id, raw_id, jsonrpc, outcome }, notification }, method)
+        Prepared::Call(Call { head: Head { id, raw_id, jsonrpc, notification }, name, method: request.into_method() })
     }
 
     /// The answer to a request object that did not decode (or validate): the most precise
     /// code, with the id echoed when it can be read. Checks the envelope and the caller's grant
     /// before it explains anything about the params.
-    fn refuse(&self, caller: &Caller, bytes: &[u8], violations: Option<Vec<rt::Violation>>, decode_error: Option<&serde_json::Error>) -> (One, Option<&'static str>) {
+    fn refuse(&self, caller: &Caller, bytes: &[u8], violations: Option<Vec<rt::Violation>>, decode_error: Option<&serde_json::Error>) -> Prepared {
         let mut method = None;
         let one = self.refuse_one(caller, bytes, violations, decode_error, &mut method);
-        (one, method)
+        Prepared::Done(one, method)
     }
 
     /// [`RpcEngine::refuse`]; `method` is set to the request's method when its envelope names a
@@ -444,5 +506,51 @@ impl<'de> serde::Deserialize<'de> for Envelope<'de> {
             }
         }
         d.deserialize_map(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::{FnAgent, TurnContext};
+    use crate::auth::Grant;
+    use futures_util::FutureExt;
+    use openagents_protocol::Turn;
+
+    fn engine() -> RpcEngine {
+        RpcEngine::new(FnAgent(|_turn: Turn, _ctx: TurnContext| async { Ok::<_, RuntimeSubmitError>("done".to_owned()) }))
+    }
+
+    /// What needs no waiting gets, without a future, the very bytes the engine's future gives;
+    /// what waits is handed back untouched: no turn started, no shutdown begun.
+    #[test]
+    fn an_answer_now_is_the_answer_later_and_what_waits_is_left_alone() {
+        let engine = engine();
+        let admin = Caller::stdio();
+        let observer = Caller { name: "watcher".into(), grant: Grant::observer(), trusted: false };
+        let now: &[(&Caller, &str)] = &[
+            (&admin, r#"{"jsonrpc":"2.0","id":1,"method":"status"}"#),
+            (&admin, r#"{"jsonrpc":"2.0","id":"a","method":"release"}"#),
+            (&admin, r#"{"jsonrpc":"2.0","id":2.50,"method":"status"}"#),
+            (&admin, r#"{"jsonrpc":"2.0","method":"status"}"#),
+            (&admin, r#"{"jsonrpc":"2.0","id":3,"method":"nope"}"#),
+            (&admin, r#"{"jsonrpc":"2.0","id":4,"method":"submit","params":{}}"#),
+            (&admin, "{not json"),
+            (&admin, "  "),
+            (&observer, r#"{"jsonrpc":"2.0","id":5,"method":"submit","params":{"task":"x"}}"#),
+            (&observer, r#"{"jsonrpc":"2.0","id":6,"method":"shutdown"}"#),
+        ];
+        for (caller, message) in now {
+            let at_once = engine.handle_message_now(caller, message.as_bytes(), None);
+            let later = engine.handle_message(caller, message.as_bytes(), None).now_or_never().expect("answered without waiting");
+            assert_eq!(at_once, Ok(later), "{message}");
+        }
+        let waits = [r#"{"jsonrpc":"2.0","id":7,"method":"submit","params":{"task":"x"}}"#, r#"{"jsonrpc":"2.0","id":8,"method":"shutdown"}"#, r#"[{"jsonrpc":"2.0","id":9,"method":"status"}]"#];
+        for message in waits {
+            assert_eq!(engine.handle_message_now(&admin, message.as_bytes(), None), Err(Waits), "{message}");
+        }
+        let status = engine.status();
+        assert_eq!(status.counters.submitted, 0, "a turn started: {status:?}");
+        assert!(!engine.shutdown_started() && engine.is_accepting(), "shutdown began");
     }
 }

@@ -1,7 +1,7 @@
 //! JSONL-RPC over stdio: request lines in, response lines and `{"event": …}` notifications out.
 //! Parent-process-trusted: no token. Each request runs on its own task, so an `interrupt` is
-//! served while a `submit` is in flight; one writer task owns the output, so lines never
-//! interleave.
+//! served while a `submit` is in flight; one writer (a task, or `run_stdio_process`'s writer
+//! thread) owns the output, so lines never interleave.
 
 use futures_util::FutureExt;
 use openagents_protocol::{ErrorCode, SERVER_MAX_IN_FLIGHT, SERVER_MAX_LINE_BYTES};
@@ -18,7 +18,7 @@ use tokio::task::JoinSet;
 use crate::agent::error;
 use crate::auth::Caller;
 use crate::engine::{EventSession, RpcEngine};
-use crate::jsonrpc::Reply;
+use crate::jsonrpc::{Reply, Waits};
 use crate::projection;
 
 /// How many outgoing items (an event's line, a reply's, or a batch of replies of at most
@@ -253,31 +253,26 @@ where
         match next {
             Ok(None) => break Ok(()),
             Ok(Some(line)) if line.iter().all(u8::is_ascii_whitespace) => {}
-            Ok(Some(line)) => {
-                let (engine, caller) = (engine.clone(), caller.clone());
-                let session_ref = session.clone();
-                let mut request = Box::pin(async move { engine.handle_message(&caller, &line, Some(&*session_ref)).await });
-                // Most requests (`status`, say) are answered at once, here; one that waits (a
-                // `submit`) goes on in a task of its own, so what follows is served meanwhile.
-                match request.as_mut().now_or_never() {
-                    Some(reply) => {
-                        answered.push(reply);
-                        // A `subscribe` answered: its reply goes out before the events it starts.
-                        if answered.is_full() || session.subscribed.swap(false, Ordering::Relaxed) {
-                            answered.send(&tx).await;
-                        }
-                    }
-                    None => {
-                        let tx = tx.clone();
-                        in_flight.spawn(async move {
-                            if let Some(mut reply) = request.await {
-                                reply.push(b'\n');
-                                let _ = tx.send(reply).await;
-                            }
-                        });
+            // Most requests (`status`, say) are answered at once, here; one that waits (a
+            // `submit`) goes on in a task of its own, so what follows is served meanwhile.
+            Ok(Some(line)) => match engine.handle_message_now(&caller, &line, Some(&*session)) {
+                Ok(reply) => {
+                    answered.push(reply);
+                    // A `subscribe` answered: its reply goes out before the events it starts.
+                    if answered.is_full() || session.subscribed.swap(false, Ordering::Relaxed) {
+                        answered.send(&tx).await;
                     }
                 }
-            }
+                Err(Waits) => {
+                    let (engine, caller, session, tx) = (engine.clone(), caller.clone(), session.clone(), tx.clone());
+                    in_flight.spawn(async move {
+                        if let Some(mut reply) = engine.handle_message(&caller, &line, Some(&*session)).await {
+                            reply.push(b'\n');
+                            let _ = tx.send(reply).await;
+                        }
+                    });
+                }
+            },
             Err(FrameError::TooLong { limit }) => {
                 let reply = Reply::error(error(ErrorCode::FrameTooLarge, format!("the request line is longer than SERVER_MAX_LINE_BYTES ({limit} bytes); it was discarded unread")));
                 answered.push(Some(reply.to_json()));
