@@ -23,3 +23,15 @@ mod generated {
 }
 
 pub use generated::*;
+
+impl Limits {
+    /// The limits this build enforces, as `status` reports them.
+    pub fn of_this_build() -> Limits {
+        Limits {
+            max_frame: MAX_FRAME as i64,
+            max_output: MAX_OUTPUT as i64,
+            max_line_bytes: SERVER_MAX_LINE_BYTES as i64,
+            event_channel_capacity: SERVER_EVENT_CHANNEL_CAPACITY as i64,
+        }
+    }
+}

@@ -85,12 +85,7 @@ fn dispatch(method: Method) -> serde_json::Value {
             subscribers: 0,
             lease: None,
             schema_version: VERSION.into(),
-            limits: Limits {
-                max_frame: MAX_FRAME as i64,
-                max_output: MAX_OUTPUT as i64,
-                max_line_bytes: SERVER_MAX_LINE_BYTES as i64,
-                event_channel_capacity: SERVER_EVENT_CHANNEL_CAPACITY as i64,
-            },
+            limits: Limits::of_this_build(),
             protocol_version: Some(PROTOCOL_VERSION.into()),
             schema_digest: Some(SCHEMA_DIGEST.into()),
         }),

@@ -10,8 +10,8 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use openagents_protocol::rt::{RpcMethod, Validate};
 use openagents_protocol::{
-    ActiveTurn, ErrorCode, ErrorDetails, InterruptResult, Lease, Limits, MAX_FRAME, MAX_OUTPUT, Method, ReleaseResult, RuntimeEvent,
-    RuntimeState, RuntimeStatus, RuntimeSubmitError, SERVER_EVENT_CHANNEL_CAPACITY, SERVER_MAX_LINE_BYTES, ShutdownResult, SubmitParams, SubmitResult,
+    ActiveTurn, ErrorCode, ErrorDetails, InterruptResult, Lease, Limits, Method, ReleaseResult, RuntimeEvent,
+    RuntimeState, RuntimeStatus, RuntimeSubmitError, ShutdownResult, SubmitParams, SubmitResult,
     SubscribeResult, Turn, TurnCounters, VERSION, methods,
 };
 use tokio::time::Instant;
@@ -107,7 +107,7 @@ struct Inner {
 
 /// A call that waits, as [`RpcEngine::answer_at_once`] gives it back.
 enum Wait {
-    Submit(openagents_protocol::SubmitParams),
+    Submit(SubmitParams),
     Shutdown,
 }
 
@@ -159,12 +159,7 @@ impl StatusNow {
             subscribers: self.subscribers,
             lease: self.lease.clone(),
             schema_version: VERSION.into(),
-            limits: Limits {
-                max_frame: MAX_FRAME as i64,
-                max_output: MAX_OUTPUT as i64,
-                max_line_bytes: SERVER_MAX_LINE_BYTES as i64,
-                event_channel_capacity: SERVER_EVENT_CHANNEL_CAPACITY as i64,
-            },
+            limits: Limits::of_this_build(),
             protocol_version: Some(openagents_protocol::PROTOCOL_VERSION.into()),
             schema_digest: Some(openagents_protocol::SCHEMA_DIGEST.into()),
         }
@@ -273,20 +268,15 @@ impl RpcEngine {
         self.inner.shutdown.cancelled().await;
     }
 
-    /// Whether `shutdown` has begun: what [`wait_for_shutdown`](Self::wait_for_shutdown) waits
-    /// for, read without waiting.
-    pub(crate) fn shutdown_started(&self) -> bool {
-        self.inner.shut_down.load(std::sync::atomic::Ordering::Acquire)
-    }
-
     /// Whether the runtime takes work: false once `shutdown` has begun (`GET /readyz`).
     pub fn is_accepting(&self) -> bool {
         !self.state().shutting_down
     }
 
-    /// Whether `shutdown` has completed.
+    /// Whether `shutdown` has completed: what [`wait_for_shutdown`](Self::wait_for_shutdown)
+    /// waits for, read without waiting.
     pub fn is_shut_down(&self) -> bool {
-        self.shutdown_started()
+        self.inner.shut_down.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Calls one method in process, as `caller` (no socket needed).
@@ -306,21 +296,17 @@ impl RpcEngine {
         }
     }
 
-    /// [`RpcEngine::call_in`] for a method answered without waiting: `Err` gives back a method
-    /// that waits (`submit`, `shutdown`), untouched, nothing done for it.
-    /// A refusal by the grant needs no waiting either.
-    pub(crate) fn call_now(&self, caller: &Caller, method: Method, session: Option<&dyn EventSession>) -> Result<Result<Vec<u8>, RuntimeSubmitError>, Method> {
+    /// [`RpcEngine::call_in`] for a call answered without waiting (a refusal by the grant is
+    /// one); `None` for a method that waits (`submit`, `shutdown`), with nothing done for it.
+    pub(crate) fn call_now(&self, caller: &Caller, method: Method, session: Option<&dyn EventSession>) -> Option<Result<Vec<u8>, RuntimeSubmitError>> {
         if let Err(e) = self.permitted(caller, &method) {
-            return Ok(Err(e));
+            return Some(Err(e));
         }
         if matches!(method, Method::Submit(_) | Method::Shutdown(_)) {
-            return Err(method);
+            return None;
         }
         self.touch_lease(caller);
-        self.answer_at_once(caller, method, session).map_err(|wait| match wait {
-            Wait::Submit(params) => Method::Submit(params),
-            Wait::Shutdown => Method::Shutdown(None),
-        })
+        self.answer_at_once(caller, method, session).ok()
     }
 
     /// Whether `caller` may call `method`, then (a call by the lease holder) the lease extended.

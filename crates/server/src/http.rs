@@ -272,19 +272,9 @@ fn event_stream(sub: crate::events::Subscription, engine: RpcEngine) -> impl Str
         }
         // Events already waiting go out in one chunk (one copy of each shared frame), not a
         // chunk each; a lone event goes out as the shared frame itself.
-        let add = |buf: &mut bytes::BytesMut, more: &crate::events::SharedEvent| {
-            if buf.is_empty() {
-                buf.reserve(SSE_BATCH_BYTES + 4096);
-                buf.extend_from_slice(ev.sse_frame());
-            }
-            buf.extend_from_slice(more.sse_frame());
-            buf.len() >= SSE_BATCH_BYTES
-        };
         let mut full = false;
-        while !last && !full {
-            let Some(more) = sub.try_next_shared() else { break };
-            last = projection::is_final(more.event());
-            full = add(&mut buf, &more);
+        if !last {
+            (last, full) = gather(&mut sub, &mut buf, &ev, None);
         }
         // A busy stream waits a little for more (see `hold_for_more`); what it holds is its
         // own, taken from the hub as it comes, so the hold never makes it lag.
@@ -296,13 +286,7 @@ fn event_stream(sub: crate::events::Subscription, engine: RpcEngine) -> impl Str
                     biased;
                     more = sub.next_shared() => {
                         let Some(more) = more else { break };
-                        last = projection::is_final(more.event());
-                        full = add(&mut buf, &more);
-                        while !last && !full {
-                            let Some(more) = sub.try_next_shared() else { break };
-                            last = projection::is_final(more.event());
-                            full = add(&mut buf, &more);
-                        }
+                        (last, full) = gather(&mut sub, &mut buf, &ev, Some(more));
                         // The hold's end is the timer's (no clock read per wake-up).
                         if last || full || batched(&buf) >= SSE_HOLD_BYTES {
                             break;
@@ -317,6 +301,24 @@ fn event_stream(sub: crate::events::Subscription, engine: RpcEngine) -> impl Str
         let chunk = if buf.is_empty() { ev.sse_frame().clone() } else { buf.split().freeze() };
         Some((Ok(chunk), (sub, engine, last, alive, sent, buf)))
     })
+}
+
+/// Adds `next` (when given) and then every event already waiting to the chunk in `buf`, which
+/// starts with `first`'s frame; stops at the runtime's final event or once the chunk holds
+/// [`SSE_BATCH_BYTES`]. Returns (final event reached, chunk full).
+fn gather(sub: &mut crate::events::Subscription, buf: &mut bytes::BytesMut, first: &crate::events::SharedEvent, mut next: Option<crate::events::SharedEvent>) -> (bool, bool) {
+    while let Some(more) = next.take().or_else(|| sub.try_next_shared()) {
+        if buf.is_empty() {
+            buf.reserve(SSE_BATCH_BYTES + 4096);
+            buf.extend_from_slice(first.sse_frame());
+        }
+        buf.extend_from_slice(more.sse_frame());
+        let (last, full) = (projection::is_final(more.event()), buf.len() >= SSE_BATCH_BYTES);
+        if last || full {
+            return (last, full);
+        }
+    }
+    (false, false)
 }
 
 #[cfg(test)]

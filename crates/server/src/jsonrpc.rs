@@ -240,12 +240,9 @@ impl RpcEngine {
         let started = std::time::Instant::now();
         let (one, method) = match self.prepare_one(caller, bytes) {
             Prepared::Done(one, method) => (one, method),
-            Prepared::Call(call) => match self.call_now(caller, call.method, session) {
-                Ok(outcome) => (call.head.finish(outcome), Some(call.name)),
-                Err(_) => return Err(Waits),
-            },
+            Prepared::Call(call) => (call.head.finish(self.call_now(caller, call.method, session).ok_or(Waits)?), Some(call.name)),
         };
-        self.metrics().request(method, one.reply.outcome.is_ok(), started.elapsed().as_secs_f64());
+        let one = self.counted(started, one, method);
         Ok((!one.notification).then(|| one.reply.to_json()))
     }
 
@@ -256,6 +253,11 @@ impl RpcEngine {
             Prepared::Done(one, method) => (one, method),
             Prepared::Call(call) => (call.head.finish(self.call_in(caller, call.method, session).await), Some(call.name)),
         };
+        self.counted(started, one, method)
+    }
+
+    /// `one`, counted in the metrics under `method` with the time since `started`.
+    fn counted(&self, started: std::time::Instant, one: One, method: Option<&'static str>) -> One {
         self.metrics().request(method, one.reply.outcome.is_ok(), started.elapsed().as_secs_f64());
         one
     }
@@ -551,6 +553,6 @@ mod tests {
         }
         let status = engine.status();
         assert_eq!(status.counters.submitted, 0, "a turn started: {status:?}");
-        assert!(!engine.shutdown_started() && engine.is_accepting(), "shutdown began");
+        assert!(!engine.is_shut_down() && engine.is_accepting(), "shutdown began");
     }
 }

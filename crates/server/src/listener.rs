@@ -288,7 +288,7 @@ pub(crate) async fn accept_loop<D: Direct>(listener: TcpListener, router: Router
                     if shutdown.as_mut().poll(cx).is_ready() {
                         return std::task::Poll::Ready(true);
                     }
-                } else if engine.shutdown_started() {
+                } else if engine.is_shut_down() {
                     return std::task::Poll::Ready(true);
                 }
                 conn.as_mut().poll(cx).map(|_| false)

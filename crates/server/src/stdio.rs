@@ -235,7 +235,7 @@ where
                 _ = in_flight.join_next() => {}
             }
         }
-        if engine.shutdown_started() {
+        if engine.is_shut_down() {
             break Ok(());
         }
         // A line already read is taken without waiting; before the connection waits for input,
