@@ -437,8 +437,9 @@ async fn busy_sse_streams_deliver_every_event_once_and_in_order() {
     for _ in 0..4 {
         streams.push(http.subscribe(OBSERVER, Since::Now).await);
     }
-    // 1,000 events and the turn's two: within the hub's buffer, so none may be missed.
-    assert_eq!(http.submit(ADMIN, "burst:1000").await.result()["result"], "done");
+    // 1,000 events and the turn's two: within the hub's buffer, so none may be missed; published
+    // ten at a time, so the streams are woken while busy and hold.
+    assert_eq!(http.submit(ADMIN, "paced:1000").await.result()["result"], "done");
     for sse in &mut streams {
         let got = sse.until("turn_completed").await;
         assert_contiguous(&got, 1, 1002);

@@ -65,6 +65,7 @@ pub fn big_text() -> String {
 
 /// Runs a turn whose task is a script of space-separated steps:
 /// - `burst:N` publishes N text events `t0`…;
+/// - `paced:N` publishes the same, pausing after every 10;
 /// - `big:N` publishes N text events of 4 KiB;
 /// - `gate` waits for [`Gate::open`] (or an interrupt);
 /// - `wait` waits for an interrupt or shutdown, then fails `interrupted`;
@@ -82,6 +83,15 @@ async fn script(turn: Turn, ctx: TurnContext, gate: Gate) -> Result<String, Runt
         };
         match word {
             "burst" => (0..n).for_each(|i| ctx.text(format!("t{i}"))),
+            "paced" => {
+                for i in 0..n {
+                    ctx.text(format!("t{i}"));
+                    if i % 10 == 9 {
+                        // Subscribers run between these: streams kept busy, woken mid-turn.
+                        tokio::time::sleep(Duration::from_micros(50)).await;
+                    }
+                }
+            }
             "big" => {
                 let text = big_text();
                 (0..n).for_each(|_| ctx.text(text.clone()));
