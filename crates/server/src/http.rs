@@ -57,7 +57,7 @@ const SSE_HOLD_BYTES: usize = 16 * 1024;
 /// gathered. An event after a quiet spell goes out at once; a stream kept busy writes once per
 /// hold or per [`SSE_HOLD_BYTES`], not once per burst of the agent's, which is what a write to
 /// every one of many subscribers costs (a system call each, most of the server's time).
-pub fn hold_for_more(previous: tokio::time::Instant, now: tokio::time::Instant, batched: usize) -> bool {
+pub(crate) fn hold_for_more(previous: tokio::time::Instant, now: tokio::time::Instant, batched: usize) -> bool {
     now < previous + SSE_HOLD && batched < SSE_HOLD_BYTES
 }
 
