@@ -305,3 +305,37 @@ async fn subscribe_replays_from_a_point() {
     io.finish().await.unwrap();
     assert_eq!(io.events().len(), 10, "nothing else was replayed");
 }
+
+/// A turn's events, its `turn_completed` among them, are all written before the `submit`'s
+/// answer: a parent that subscribes after the answer is not handed the turn it just saw end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turns_events_are_written_before_its_answer() {
+    let (engine, _gate) = scripted_engine();
+    let mut io = Stdio::start(&engine);
+    for round in 0..20 {
+        let id = format!("s{round}");
+        let before = io.lines.len();
+        let answer = io.call(&submit(&id, "burst:200"), json!(id)).await;
+        assert_eq!(answer["result"]["result"], "done", "{answer}");
+        let events: Vec<&Value> = io.lines[before..].iter().filter_map(|l| l.get("event")).collect();
+        assert_eq!(events.last().map(|e| kind(e)), Some("turn_completed"), "round {round}: the answer came before the turn's `turn_completed` ({} events before it)", events.len());
+        assert_eq!(events.iter().filter(|e| kind(e) == "text").count(), 200, "round {round}: every text event before the answer");
+    }
+}
+
+/// A `subscribe` that replays: the replayed events are written before its answer, as every
+/// event published before an answer is, so a parent can tell them from what comes after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_is_written_before_the_subscribe_answer() {
+    let (engine, _gate) = scripted_engine();
+    let mut io = Stdio::start(&engine);
+    let answer = io.call(&submit("s", "burst:50"), json!("s")).await;
+    assert_eq!(answer["result"]["result"], "done", "{answer}");
+    for round in 0..10 {
+        let before = io.lines.len();
+        let answer = io.call(&json!({"id": round, "method": "subscribe", "params": {"since": 1}}).to_string(), json!(round)).await;
+        let last_seq = answer["result"]["last_seq"].as_i64().expect("last_seq");
+        let seqs: Vec<i64> = io.lines[before..].iter().filter_map(|l| l.get("event")).map(|e| e["seq"].as_i64().unwrap()).collect();
+        assert_eq!(seqs, (2..=last_seq).collect::<Vec<_>>(), "round {round}: the replay, whole and in order, before the answer");
+    }
+}
