@@ -55,7 +55,7 @@ def audit(server: Server, event: str, timeout: float = 10.0) -> list[dict[str, o
 
 def test_metrics_parse_as_prometheus_text_and_move_after_a_turn(server: Server) -> None:
     before = metrics(server)
-    for name in ("openagents_turns_total", "openagents_events_published_total", "openagents_subscribers", "openagents_lagged_total", "openagents_gaps_total", "openagents_connections", "openagents_auth_failures_total", "openagents_request_duration_seconds_bucket"):
+    for name in ("openagents_turns_total", "openagents_events_published_total", "openagents_subscribers", "openagents_lagged_total", "openagents_gaps_total", "openagents_connections", "openagents_connections_accepted_total", "openagents_auth_failures_total", "openagents_request_duration_seconds_bucket"):
         assert name in before, f"{name} missing from /metrics: {sorted(before)}"
     completed = (("outcome", "completed"),)
     assert before["openagents_turns_total"][completed] == 0

@@ -35,7 +35,7 @@ pub struct Metrics {
     auth_failures: AtomicU64,
     forbidden: AtomicU64,
     connections: AtomicI64,
-    connections_total: AtomicU64,
+    connections_accepted: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -45,7 +45,7 @@ impl Default for Metrics {
             auth_failures: AtomicU64::new(0),
             forbidden: AtomicU64::new(0),
             connections: AtomicI64::new(0),
-            connections_total: AtomicU64::new(0),
+            connections_accepted: AtomicU64::new(0),
         }
     }
 }
@@ -101,7 +101,7 @@ impl Metrics {
     /// Counts an open connection until the gauge is dropped.
     pub fn connection(self: &Arc<Self>) -> ConnectionGauge {
         self.connections.fetch_add(1, Ordering::Relaxed);
-        self.connections_total.fetch_add(1, Ordering::Relaxed);
+        self.connections_accepted.fetch_add(1, Ordering::Relaxed);
         ConnectionGauge(Arc::clone(self))
     }
 
@@ -124,7 +124,9 @@ impl Metrics {
         simple("openagents_lagged_total", "counter", "Lagged notices sent to subscribers that fell behind.", snapshot.lagged.to_string());
         simple("openagents_gaps_total", "counter", "Gap notices sent to subscribers resuming from a point no longer held.", snapshot.gaps.to_string());
         simple("openagents_connections", "gauge", "Open network connections (HTTP and WebSocket).", self.connections.load(Ordering::Relaxed).to_string());
-        simple("openagents_connections_total", "counter", "Network connections accepted.", self.connections_total.load(Ordering::Relaxed).to_string());
+        // Not `openagents_connections_total`: in OpenMetrics a counter `X_total` is the family `X`,
+        // which the gauge above already is.
+        simple("openagents_connections_accepted_total", "counter", "Network connections accepted.", self.connections_accepted.load(Ordering::Relaxed).to_string());
         simple("openagents_auth_failures_total", "counter", "Requests refused for a missing or unknown token.", self.auth_failures.load(Ordering::Relaxed).to_string());
         simple("openagents_forbidden_total", "counter", "Calls refused by the credential's grant.", self.forbidden.load(Ordering::Relaxed).to_string());
         simple("openagents_approvals_requested_total", "counter", "Approval requests from the agent.", snapshot.approvals[0].to_string());
@@ -156,14 +158,34 @@ impl Metrics {
 mod tests {
     use super::*;
 
+    fn snapshot() -> Snapshot {
+        Snapshot { turns: [("submitted", 0), ("completed", 0), ("failed", 0), ("interrupted", 0)], events_published: 0, subscribers: 0, lagged: 0, gaps: 0, running: false, approvals: [0; 3] }
+    }
+
+    #[test]
+    fn no_two_families_share_a_name_in_openmetrics_form() {
+        // OpenMetrics names a counter's family without its `_total` suffix: a counter `X_total`
+        // beside a gauge `X` is one family declared twice, which its parsers refuse.
+        let text = Metrics::default().render(&snapshot());
+        let mut families = std::collections::BTreeMap::new();
+        for line in text.lines() {
+            let Some(rest) = line.strip_prefix("# TYPE ") else { continue };
+            let (name, kind) = rest.split_once(' ').expect("# TYPE name kind");
+            let family = if kind == "counter" { name.strip_suffix("_total").unwrap_or(name) } else { name };
+            if let Some(other) = families.insert(family.to_owned(), name.to_owned()) {
+                panic!("`{name}` and `{other}` are both the OpenMetrics family `{family}`");
+            }
+        }
+        assert!(families.contains_key("openagents_connections_accepted"), "{text}");
+    }
+
     #[test]
     fn a_request_lands_in_its_bucket_and_the_counts_are_cumulative() {
         let m = Metrics::default();
         m.request(Some("status"), true, 0.003);
         m.request(Some("status"), false, 0.2);
         m.request(Some("no-such"), false, 1000.0);
-        let snapshot = Snapshot { turns: [("submitted", 0), ("completed", 0), ("failed", 0), ("interrupted", 0)], events_published: 0, subscribers: 0, lagged: 0, gaps: 0, running: false, approvals: [0; 3] };
-        let text = m.render(&snapshot);
+        let text = m.render(&snapshot());
         assert!(text.contains("openagents_request_duration_seconds_bucket{method=\"status\",le=\"0.0025\"} 0\n"), "{text}");
         assert!(text.contains("openagents_request_duration_seconds_bucket{method=\"status\",le=\"0.005\"} 1\n"), "{text}");
         assert!(text.contains("openagents_request_duration_seconds_bucket{method=\"status\",le=\"+Inf\"} 2\n"), "{text}");
