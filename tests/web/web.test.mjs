@@ -354,6 +354,105 @@ test("a runner's text that is HTML renders as text and runs no script", async ()
   }
 });
 
+/**
+ * The code points a page must never show raw, as `openagents attach` has them (`is_unsafe` in
+ * crates/cli/src/attach.rs): controls (C0 but the line feed, DEL, C1) and the characters that
+ * reorder or hide text (bidi marks, embeddings, overrides and isolates, zero-width characters,
+ * line and paragraph separators, the byte order mark). Returns them as U+XXXX.
+ */
+function rawUnsafe(text) {
+  const bad = [];
+  for (const ch of text) {
+    const cp = ch.codePointAt(0);
+    const unsafe =
+      (cp <= 0x1f && cp !== 0x0a) || (cp >= 0x7f && cp <= 0x9f) || cp === 0x061c || (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x2069) || cp === 0xfeff;
+    if (unsafe) bad.push(`U+${cp.toString(16).toUpperCase().padStart(4, "0")}`);
+  }
+  return bad;
+}
+
+test("a runner's control and bidi characters are shown escaped, as attach shows them, and its text is isolated: the approval dialog, the events, the result", async () => {
+  const setup = new Setup("spoof");
+  const { token, file } = setup.token();
+  const server = await serve(setup, ["--runner", "ask", "--token-file", file, "--approval-timeout", "60"]);
+  // The ask runner asks "May I do this: TASK?" and completes with "approved: TASK". Raw, the
+  // override shows "read \u{202e}drowssap/cte/" as "read /etc/password"; ESC [2K, BEL, CR and
+  // CSI (U+009B) would be a terminal's; the rest reorder or hide text.
+  const task = "read \u202edrowssap/cte/ \u001b[2K\u0007\r\u009b31m \u2066x\u2069 \u200f\u061c\u200b\ufeff\u2028\u007f\t.\nsecond line";
+  const escapes = ["\\u{202e}", "\\x1b[2K", "\\x07", "\\r", "\\x9b31m", "\\u{2066}x\\u{2069}", "\\u{200f}\\u{61c}\\u{200b}\\u{feff}\\u{2028}\\x7f\\t."];
+  try {
+    const { page, seen } = await open(browser.context, server.url);
+    await connect(page, token);
+    // Submitted from elsewhere (POST /rpc): a textarea would turn the CR into a line feed.
+    const submitted = rpc(server.url, token, "submit", { task });
+    await page.getByTestId("approval").waitFor({ state: "visible" });
+    await page.waitForFunction(() => /drowssap/.test(document.querySelector('[data-testid="approval-prompt"]')?.textContent ?? ""));
+    await screenshot(page, "approval-spoofing-prompt");
+
+    const prompt = await page.getByTestId("approval-prompt").textContent();
+    assert.deepEqual(rawUnsafe(prompt), [], `the dialog's prompt holds raw characters: ${JSON.stringify(prompt)}`);
+    for (const e of escapes) assert.ok(prompt.includes(e), `the dialog's prompt does not show ${e}: ${JSON.stringify(prompt)}`);
+    assert.ok(prompt.includes("\\n\nsecond line"), `the dialog's prompt does not mark its line feed: ${JSON.stringify(prompt)}`);
+    assert.deepEqual(rawUnsafe(await page.getByTestId("approval").textContent()), [], "the dialog holds raw characters");
+    // Shown in the order it was written: the "d" right after the override is left of the last "/".
+    const order = await page.evaluate(() => {
+      const el = document.querySelector('[data-testid="approval-prompt"]');
+      const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+      for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+        const at = n.data.indexOf("drowssap/cte/");
+        if (at < 0) continue;
+        const x = (i) => {
+          const r = document.createRange();
+          r.setStart(n, i);
+          r.setEnd(n, i + 1);
+          return r.getBoundingClientRect().left;
+        };
+        return { d: x(at), slash: x(at + "drowssap/cte".length) };
+      }
+      return null;
+    });
+    assert.ok(order !== null, "no text node holds the prompt's path");
+    assert.ok(order.d < order.slash, `the path is shown reordered (the "d" at x=${order.d}, its last "/" at x=${order.slash})`);
+    // Runner text is isolated, left to right, from what surrounds it.
+    const style = await page.evaluate(() => {
+      const s = getComputedStyle(document.querySelector('[data-testid="approval-prompt"]'));
+      return { bidi: s.unicodeBidi, direction: s.direction };
+    });
+    assert.ok(["isolate", "plaintext"].includes(style.bidi), `the prompt's unicode-bidi is ${style.bidi}`);
+    assert.equal(style.direction, "ltr");
+
+    await page.getByTestId("approve").click();
+    const answer = await submitted;
+    assert.equal(answer.result?.result, `approved: ${task}`, "the runtime carried the characters raw (the test's input is real)");
+    await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="events"] li')].some((li) => li.getAttribute("data-kind") === "turn_completed"));
+    await page.waitForFunction(() => document.querySelector('[data-testid="result"]')?.getAttribute("data-outcome") === "completed");
+
+    const resultText = await page.getByTestId("result").textContent();
+    assert.deepEqual(rawUnsafe(resultText), [], `the result holds raw characters: ${JSON.stringify(resultText)}`);
+    for (const e of escapes) assert.ok(resultText.includes(e), `the result does not show ${e}: ${JSON.stringify(resultText)}`);
+    const resultStyle = await page.evaluate(() => getComputedStyle(document.querySelector('[data-testid="result"]')).unicodeBidi);
+    assert.ok(["isolate", "plaintext"].includes(resultStyle), `the result's unicode-bidi is ${resultStyle}`);
+
+    const evs = await events(page);
+    for (const kind of ["approval_requested", "turn_completed"]) {
+      const detail = evs.find((e) => e.kind === kind)?.detail ?? "";
+      for (const e of escapes) assert.ok(detail.includes(e), `the ${kind} event does not show ${e}: ${JSON.stringify(detail)}`);
+    }
+    const list = await page.getByTestId("events").textContent();
+    assert.deepEqual(rawUnsafe(list), [], `the events list holds raw characters: ${JSON.stringify(list)}`);
+    const detailStyle = await page.evaluate(() => getComputedStyle(document.querySelector('[data-testid="events"] li[data-kind="turn_completed"] .detail')).unicodeBidi);
+    assert.ok(["isolate", "plaintext"].includes(detailStyle), `an event's unicode-bidi is ${detailStyle}`);
+    // Nowhere on the page, either.
+    assert.deepEqual(rawUnsafe(await page.evaluate(() => document.body.textContent)), [], "the page holds raw characters");
+    assert.deepEqual(seen.errors, []);
+    await screenshot(page, "spoofing-escaped");
+    await page.close();
+  } finally {
+    await server.stop();
+    setup.cleanup();
+  }
+});
+
 test("a page that is not a secure context (plain HTTP, not loopback) runs turns; a page from another origin cannot open the WebSocket", async () => {
   const setup = new Setup("insecure");
   const { token, file } = setup.token();

@@ -6,7 +6,13 @@
  *   server; removed from the address bar at once), is kept in `sessionStorage` only, and goes
  *   out only inside the WebSocket handshake (the `openagents.bearer.<token>` subprotocol). It is
  *   never put in a URL, a log or the page.
- * - Everything a runner or client sends is shown as text (`textContent`), never as HTML.
+ * - Everything a runner or client sends is shown as text (text nodes), never as HTML, and as
+ *   `openagents attach` shows it: control characters (C0, DEL, C1) and the characters that
+ *   reorder or hide text (bidi marks, embeddings, overrides and isolates, zero-width characters)
+ *   appear as visible escapes in attach's notation (`\x1b`, `\r`, `\u{202e}`), each a marked
+ *   element of its own, and the text sits in a left-to-right isolate (`<bdi dir="ltr">` or an
+ *   element with `dir="ltr"` and `unicode-bidi: isolate`), so nothing it holds can reorder,
+ *   hide or restyle what is around it or itself.
  * - A dropped connection is reconnected with backoff and resumes from the last `seq`; `lagged`
  *   and `gap` are shown as notices, as is a runtime that restarted (its sequence went back).
  * - Approval requests open a dialog with the prompt's full text, Approve / Deny and the time
@@ -80,44 +86,119 @@ function message(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
+// ---- text from elsewhere: escaped as attach escapes it, and isolated ----------------------
+
+/**
+ * Whether a UTF-16 code unit must not be shown raw — `openagents attach`'s rule (`is_unsafe` in
+ * crates/cli/src/attach.rs): a control character (C0, DEL, C1), or one that reorders or hides
+ * text (U+061C, U+200B–U+200F, U+2028–U+202E, U+2060–U+2069, U+FEFF). All of them are in the
+ * Basic Multilingual Plane and none is a surrogate, so code units are enough.
+ */
+function isUnsafe(c: number): boolean {
+  return c <= 0x1f || (c >= 0x7f && c <= 0x9f) || c === 0x061c || (c >= 0x200b && c <= 0x200f) || (c >= 0x2028 && c <= 0x202e) || (c >= 0x2060 && c <= 0x2069) || c === 0xfeff;
+}
+
+/** attach's notation for an unsafe character: `\n`, `\r`, `\t`, `\x1b` below U+0100, `\u{202e}` above. */
+function escapeOf(c: number): string {
+  if (c === 0x0a) return "\\n";
+  if (c === 0x0d) return "\\r";
+  if (c === 0x09) return "\\t";
+  return c < 0x100 ? `\\x${c.toString(16).padStart(2, "0")}` : `\\u{${c.toString(16)}}`;
+}
+
+/**
+ * Appends `text` to `parent` as text nodes, every unsafe character replaced by a marker (a
+ * `<span class="escape">` holding its escape, set apart by its style, so a backslash the text
+ * itself holds is never mistaken for one). A line feed stays a line break; with `markNewlines`
+ * (the approval prompt) its `\n` is shown before the break, so no line of it goes unnoticed.
+ */
+function appendEscaped(parent: Node, text: string, markNewlines = false): void {
+  let start = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (!isUnsafe(c) || (c === 0x0a && !markNewlines)) continue;
+    if (i > start) parent.appendChild(document.createTextNode(text.slice(start, i)));
+    const mark = document.createElement("span");
+    mark.className = "escape";
+    mark.title = `U+${c.toString(16).toUpperCase().padStart(4, "0")}, shown escaped`;
+    mark.textContent = escapeOf(c);
+    parent.appendChild(mark);
+    if (c === 0x0a) parent.appendChild(document.createTextNode("\n"));
+    start = i + 1;
+  }
+  if (start < text.length) parent.appendChild(document.createTextNode(start === 0 ? text : text.slice(start)));
+}
+
+/** Text that came from a runner, a client or the runtime: shown escaped, in an isolate of its own. */
+class Foreign {
+  constructor(readonly text: string) {}
+}
+
+/** `value` as foreign text. */
+function foreign(value: unknown): Foreign {
+  return new Foreign(String(value));
+}
+
+/** The page's own words (a string) and foreign text, in order. */
+type Part = string | Foreign;
+
+/** A left-to-right isolate holding `text`, escaped. */
+function isolate(text: string): HTMLElement {
+  const bdi = document.createElement("bdi");
+  bdi.dir = "ltr";
+  bdi.className = "foreign";
+  appendEscaped(bdi, text);
+  return bdi;
+}
+
+function appendParts(el: HTMLElement, parts: readonly Part[]): void {
+  for (const p of parts) el.append(typeof p === "string" ? p : isolate(p.text));
+}
+
+/** Replaces what `el` shows with `parts`. */
+function show(el: HTMLElement, ...parts: Part[]): void {
+  el.replaceChildren();
+  appendParts(el, parts);
+}
+
 // ---- notices, events, result --------------------------------------------------------------
 
-function notice(kind: string, text: string): void {
+function notice(kind: string, ...parts: Part[]): void {
   const li = document.createElement("li");
   li.dataset.kind = kind;
-  li.textContent = `${new Date().toLocaleTimeString()} ${text}`;
+  appendParts(li, [`${new Date().toLocaleTimeString()} `, ...parts]);
   ui.notices.prepend(li);
   while (ui.notices.childElementCount > MAX_NOTICES) ui.notices.lastElementChild?.remove();
 }
 
-function eventDetail(ev: ServerEvent): string {
+function eventDetail(ev: ServerEvent): Part[] {
   const e = ev.event;
-  if (!isKnownRuntimeEvent(e)) return JSON.stringify(e);
+  if (!isKnownRuntimeEvent(e)) return [foreign(JSON.stringify(e))];
   switch (e.type) {
     case "turn_started":
-      return `${String(e.assignment)} on ${String(e.runner)}`;
+      return [foreign(e.assignment), " on ", foreign(e.runner)];
     case "text":
-      return String(e.text);
+      return [foreign(e.text)];
     case "turn_completed":
-      return String(e.result);
+      return [foreign(e.result)];
     case "turn_failed": {
       const err = e.error as { code?: unknown; message?: unknown };
-      return `${String(err.code)}: ${String(err.message)}`;
+      return [foreign(err.code), ": ", foreign(err.message)];
     }
     case "approval_requested":
-      return String(e.prompt);
+      return [foreign(e.prompt)];
     case "approval_resolved":
-      return `${e.approved === true ? "approved" : "denied"} by ${String(e.by)}`;
+      return [`${e.approved === true ? "approved" : "denied"} by `, foreign(e.by)];
     case "approval_denied":
-      return String(e.reason);
+      return [foreign(e.reason)];
     case "lagged":
-      return `missed ${String(e.missed)} events`;
+      return [`missed ${String(e.missed)} events`];
     case "gap":
-      return `events after ${String(e.since)} up to ${String(e.resumed_at)} are lost`;
+      return [`events after ${String(e.since)} up to ${String(e.resumed_at)} are lost`];
     case "shutting_down":
-      return "the runtime is shutting down";
+      return ["the runtime is shutting down"];
     default:
-      return JSON.stringify(e);
+      return [foreign(JSON.stringify(e))];
   }
 }
 
@@ -130,10 +211,11 @@ function listEvent(ev: ServerEvent): void {
   seq.textContent = String(ev.seq);
   const kind = document.createElement("span");
   kind.className = "kind";
-  kind.textContent = String(ev.event.type);
+  appendEscaped(kind, String(ev.event.type));
   const detail = document.createElement("span");
-  detail.className = "detail";
-  detail.textContent = eventDetail(ev);
+  detail.className = "detail foreign";
+  detail.dir = "ltr";
+  show(detail, ...eventDetail(ev));
   li.append(seq, kind, detail);
   const atBottom = ui.events.scrollTop + ui.events.clientHeight >= ui.events.scrollHeight - 4;
   ui.events.append(li);
@@ -141,9 +223,15 @@ function listEvent(ev: ServerEvent): void {
   if (atBottom) ui.events.scrollTop = ui.events.scrollHeight;
 }
 
-function showResult(outcome: "running" | "completed" | "failed", text: string): void {
+function showResult(outcome: "running" | "completed" | "failed", ...parts: Part[]): void {
   ui.result.dataset.outcome = outcome;
-  ui.result.textContent = text;
+  show(ui.result, ...parts);
+}
+
+/** Adds a `text` event's text to the progress line (one isolate: the whole line is the runner's). */
+function addProgress(text: string): void {
+  if (ui.progress.hasChildNodes()) ui.progress.append(" ");
+  appendEscaped(ui.progress, text);
 }
 
 // ---- connection ---------------------------------------------------------------------------
@@ -163,10 +251,10 @@ let statusTimer: ReturnType<typeof setInterval> | undefined;
 let runningAssignment: string | null = null;
 let submitting = false;
 
-function setConnection(state: "idle" | "connecting" | "connected" | "reconnecting" | "failed", text: string): void {
+function setConnection(state: "idle" | "connecting" | "connected" | "reconnecting" | "failed", ...parts: Part[]): void {
   ui.connection.dataset.state = state;
-  ui.connection.textContent = text;
-  ui.statusConnection.textContent = text;
+  show(ui.connection, ...parts);
+  show(ui.statusConnection, ...parts);
   updateControls();
 }
 
@@ -237,7 +325,7 @@ function disconnect(): void {
 function scheduleReconnect(token: string, why: string): void {
   const delay = BACKOFF_MS[Math.min(attempt, BACKOFF_MS.length - 1)] ?? 4000;
   attempt++;
-  setConnection("reconnecting", `reconnecting in ${(delay / 1000).toFixed(1)} s (attempt ${attempt}): ${why}`);
+  setConnection("reconnecting", `reconnecting in ${(delay / 1000).toFixed(1)} s (attempt ${attempt}): `, foreign(why));
   const gen = generation;
   retryTimer = setTimeout(() => {
     if (gen === generation) void connect(token);
@@ -252,10 +340,10 @@ async function connect(token: string): Promise<void> {
   try {
     t = new WebSocketTransport({ url: new URL("/", location.href), token, onApproval: askPerson });
   } catch (e) {
-    setConnection("failed", `cannot connect: ${message(e)}`);
+    setConnection("failed", "cannot connect: ", foreign(message(e)));
     return;
   }
-  const c = new OpenAgentsClient(t, { onSchemaMismatch: (m) => notice("error", m.message) });
+  const c = new OpenAgentsClient(t, { onSchemaMismatch: (m) => notice("error", foreign(m.message)) });
   transport = t;
   client = c;
   try {
@@ -281,7 +369,7 @@ async function connect(token: string): Promise<void> {
   try {
     status = await c.status();
   } catch (e) {
-    if (gen === generation) notice("error", `status: ${message(e)}`);
+    if (gen === generation) notice("error", "status: ", foreign(message(e)));
     return;
   }
   if (gen !== generation) return;
@@ -301,15 +389,18 @@ async function connect(token: string): Promise<void> {
     }
   } catch (e) {
     // A closed socket is reported (and reconnected) by the close handler.
-    if (gen === generation && !(e instanceof WebSocketClosedError)) notice("error", `events: ${message(e)}`);
+    if (gen === generation && !(e instanceof WebSocketClosedError)) notice("error", "events: ", foreign(message(e)));
   }
 }
 
 function renderStatus(s: RuntimeStatus): void {
-  ui.statusState.textContent = String(s.state);
-  ui.statusRunner.textContent = s.active_turn ? `${s.active_turn.runner} (turn ${s.active_turn.assignment})` : "none running";
-  ui.statusLease.textContent = s.lease ? `${s.lease.holder}, until ${new Date(s.lease.expires_at_ms).toLocaleTimeString()}` : "free";
-  ui.statusProtocol.textContent = `${s.protocol_version ?? "unknown"}${s.schema_digest ? ` (schema ${s.schema_digest.slice(0, 12)})` : ""}`;
+  show(ui.statusState, foreign(s.state));
+  if (s.active_turn) show(ui.statusRunner, foreign(s.active_turn.runner), " (turn ", foreign(s.active_turn.assignment), ")");
+  else show(ui.statusRunner, "none running");
+  if (s.lease) show(ui.statusLease, foreign(s.lease.holder), `, until ${new Date(s.lease.expires_at_ms).toLocaleTimeString()}`);
+  else show(ui.statusLease, "free");
+  const digest: Part[] = s.schema_digest ? [" (schema ", foreign(s.schema_digest.slice(0, 12)), ")"] : [];
+  show(ui.statusProtocol, foreign(s.protocol_version ?? "unknown"), ...digest);
   if (s.state !== "running" && !submitting) runningAssignment = null;
   if (s.active_turn && runningAssignment === null) runningAssignment = s.active_turn.assignment;
   updateControls();
@@ -336,22 +427,22 @@ function onEvent(ev: ServerEvent, gen: number): void {
   switch (e.type) {
     case "turn_started":
       runningAssignment = String(e.assignment);
-      ui.progress.textContent = "";
-      showResult("running", "");
+      ui.progress.replaceChildren();
+      showResult("running");
       void refreshStatus(gen);
       break;
     case "text":
-      ui.progress.textContent = ui.progress.textContent === "" ? String(e.text) : `${ui.progress.textContent} ${String(e.text)}`;
+      addProgress(String(e.text));
       break;
     case "turn_completed":
       runningAssignment = null;
-      showResult("completed", String(e.result));
+      showResult("completed", foreign(e.result));
       void refreshStatus(gen);
       break;
     case "turn_failed": {
       runningAssignment = null;
       const err = e.error as { code?: unknown; message?: unknown };
-      showResult("failed", `failed (${String(err.code)}): ${String(err.message)}`);
+      showResult("failed", "failed (", foreign(err.code), "): ", foreign(err.message));
       void refreshStatus(gen);
       break;
     }
@@ -360,11 +451,11 @@ function onEvent(ev: ServerEvent, gen: number): void {
       break;
     case "approval_resolved":
       approvalSettled(String(e.request_id));
-      notice("approval", `approval ${String(e.request_id)} ${e.approved === true ? "approved" : "denied"} by ${String(e.by)}`);
+      notice("approval", "approval ", foreign(e.request_id), ` ${e.approved === true ? "approved" : "denied"} by `, foreign(e.by));
       break;
     case "approval_denied":
       if (typeof e.request_id === "string") approvalSettled(e.request_id);
-      notice("approval", `approval denied: ${String(e.reason)}`);
+      notice("approval", "approval denied: ", foreign(e.reason));
       break;
     case "lagged":
       notice("lagged", `lagged: this page missed ${String(e.missed)} events`);
@@ -449,7 +540,8 @@ function closeAllApprovals(): void {
 function render(a: Approval): void {
   if (shown && shown.id !== a.id && approvals.has(shown.id)) return; // One at a time; the next follows.
   shown = a;
-  ui.approvalPrompt.textContent = a.prompt;
+  ui.approvalPrompt.replaceChildren();
+  appendEscaped(ui.approvalPrompt, a.prompt, true);
   const canAnswer = a.answer !== null;
   ui.approve.hidden = !canAnswer;
   ui.deny.hidden = !canAnswer;
@@ -548,18 +640,18 @@ async function submitTask(): Promise<void> {
   const assignment = `web-${randomId()}`;
   submitting = true;
   runningAssignment = assignment;
-  ui.progress.textContent = "";
-  showResult("running", "");
+  ui.progress.replaceChildren();
+  showResult("running");
   updateControls();
   try {
     const r = await c.submit(runner === "" ? { task, assignment } : { task, assignment, runner });
-    showResult("completed", r.result);
+    showResult("completed", foreign(r.result));
   } catch (e) {
     // The turn's own failure is shown from its `turn_failed` event; a refusal (busy, forbidden, a
     // lease held by another) never started a turn.
     if (!(e instanceof OpenAgentsError) || !["interrupted", "runner_failed", "timeout"].includes(String(e.code))) {
-      notice("error", `submit: ${message(e)}`);
-      if (ui.result.dataset.outcome === "running") showResult("failed", `not started: ${message(e)}`);
+      notice("error", "submit: ", foreign(message(e)));
+      if (ui.result.dataset.outcome === "running") showResult("failed", "not started: ", foreign(message(e)));
     }
   } finally {
     submitting = false;
@@ -574,7 +666,7 @@ ui.interrupt.addEventListener("click", () => {
   const assignment = runningAssignment;
   void c.interrupt(assignment === null ? undefined : { assignment }).then(
     (r) => notice("info", r.interrupted ? "interrupt sent: the turn is stopping" : "nothing to interrupt"),
-    (e: unknown) => notice("error", `interrupt: ${message(e)}`),
+    (e: unknown) => notice("error", "interrupt: ", foreign(message(e))),
   );
 });
 
