@@ -82,7 +82,7 @@ export async function serve(setup, args) {
     port: Number(new URL(url).port),
     child,
     output: () => out,
-    /** Resolves with the first stderr line matching `re`, once it is written. */
+    /** Resolves with the first stderr line matching `re`, once it is written whole. */
     stderrLine: (re) =>
       new Promise((resolveLine, reject) => {
         const timer = setTimeout(() => {
@@ -90,7 +90,8 @@ export async function serve(setup, args) {
           reject(new Error(`no stderr line matching ${re} within ${WAIT_MS} ms: ${out.stderr}`));
         }, WAIT_MS);
         function check() {
-          const line = out.stderr.split("\n").find((l) => re.test(l));
+          // Whole lines only: a chunk of stderr may end in the middle of one.
+          const line = out.stderr.split("\n").slice(0, -1).find((l) => re.test(l));
           if (line === undefined) return;
           watchers.delete(check);
           clearTimeout(timer);
