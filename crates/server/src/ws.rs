@@ -2,7 +2,15 @@
 //! frame. Client requests go through the same engine dispatch as stdio and HTTP; events arrive
 //! as `frontend.v2.event` notifications after `subscribe`; the agent's approval requests arrive
 //! as `frontend.v2.approval` requests for frontends allowed to answer them.
+//!
+//! One connection keeps the order stdio keeps: a request answered at once (`subscribe`,
+//! `status`, …) is answered before the next message is read, so a `subscribe` has taken effect
+//! before whatever follows it runs; a request that waits (`submit`, `shutdown`) runs on a task of
+//! its own, and its answer is written after every event published before it (a turn's
+//! `turn_completed` before its `submit`'s answer, on a subscribed connection), as a `subscribe`'s
+//! answer is written after what it replays.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,13 +22,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures_util::{SinkExt, StreamExt};
 use openagents_protocol::{ApprovalReply, SERVER_MAX_IN_FLIGHT, SERVER_MAX_LINE_BYTES};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Caller;
 use crate::engine::{EventSession, RpcEngine};
-use crate::jsonrpc::Reply;
+use crate::jsonrpc::{Reply, Waits};
 use crate::listener::{Access, ConnectionSlot, reject, stamp_schema};
 use crate::projection;
 
@@ -137,6 +145,27 @@ struct WsEvents {
     tx: mpsc::Sender<Vec<u8>>,
     stuck: CancellationToken,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Set by `subscribe`: the connection holds its answer until the new stream has queued the
+    /// events published before it.
+    subscribed: AtomicBool,
+    /// The sequence number of the newest event the current stream has queued for the writer
+    /// (each stream has its own channel, closed when the stream ends; before the first
+    /// `subscribe`, one already closed).
+    forwarded: Mutex<watch::Receiver<i64>>,
+}
+
+/// How long an answer waits for the events published before it to be queued ahead of it (as
+/// long as stdio's answers wait).
+const REPLY_AFTER_EVENTS: Duration = Duration::from_secs(1);
+
+impl WsEvents {
+    /// Waits until the stream has queued every event up to `seq`: not at all when the
+    /// connection has no stream (never subscribed, or the stream ended), at most
+    /// [`REPLY_AFTER_EVENTS`] when it is stuck.
+    async fn forwarded_through(&self, seq: i64) {
+        let mut forwarded = self.forwarded.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let _ = tokio::time::timeout(REPLY_AFTER_EVENTS, forwarded.wait_for(|&at| at >= seq)).await;
+    }
 }
 
 impl EventSession for WsEvents {
@@ -144,6 +173,9 @@ impl EventSession for WsEvents {
         let mut sub = self.engine.subscribe(since);
         let (tx, stuck) = (self.tx.clone(), self.stuck.clone());
         let patience = self.patience;
+        // The new stream starts where the subscription does (a replay goes back).
+        let (forwarded, position) = watch::channel(sub.position());
+        *self.forwarded.lock().unwrap_or_else(|p| p.into_inner()) = position;
         let task = tokio::spawn(async move {
             // Waiting here for room never stalls the agent: the hub's broadcast is bounded, so a
             // subscription that falls behind is handed `lagged` (or, replaying, `gap`) by the hub
@@ -152,7 +184,9 @@ impl EventSession for WsEvents {
             while let Some(ev) = sub.next_shared().await {
                 let last = projection::is_final(ev.event());
                 match tokio::time::timeout(patience, tx.send(projection::frontend_notification_of(ev.json()))).await {
-                    Ok(Ok(())) => {}
+                    Ok(Ok(())) => {
+                        forwarded.send_replace(sub.position());
+                    }
                     Ok(Err(_)) => return,
                     Err(_) => {
                         stuck.cancel();
@@ -167,6 +201,7 @@ impl EventSession for WsEvents {
         if let Some(old) = self.task.lock().unwrap_or_else(|p| p.into_inner()).replace(task) {
             old.abort();
         }
+        self.subscribed.store(true, Ordering::Relaxed);
     }
 }
 
@@ -193,6 +228,16 @@ pub fn take_response(engine: &RpcEngine, conn: u64, id: String, reply: Result<Ap
     let e = engine.bridge().answer(conn, &id, answer).err()?;
     let id = (id.chars().count() <= 256).then_some(serde_json::Value::String(id));
     Some(Reply { id, raw_id: None, jsonrpc: true, outcome: Err(e) })
+}
+
+/// The reason of the close (1013) for a frontend that takes nothing for the stuck timeout.
+const STUCK_REASON: &str = "too slow: the outbound queue stayed full; reconnect and subscribe with `since`";
+
+/// Queues `reply` for the writer, behind what is queued already. False when it could not be
+/// queued within the stuck timeout (`patience`): the frontend reads nothing, and is disconnected
+/// (1013) rather than held.
+async fn queue(tx: &mpsc::Sender<Vec<u8>>, reply: Vec<u8>, patience: Duration) -> bool {
+    tokio::time::timeout(patience, tx.send(reply)).await.is_ok()
 }
 
 async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller, options: WsOptions) {
@@ -227,7 +272,15 @@ async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller, option
         let _ = sink.close().await;
     });
     let stuck = CancellationToken::new();
-    let session = Arc::new(WsEvents { engine: engine.clone(), patience: options.stuck_timeout, tx: tx.clone(), stuck: stuck.clone(), task: Mutex::new(None) });
+    let session = Arc::new(WsEvents {
+        engine: engine.clone(),
+        patience: options.stuck_timeout,
+        tx: tx.clone(),
+        stuck: stuck.clone(),
+        task: Mutex::new(None),
+        subscribed: AtomicBool::new(false),
+        forwarded: Mutex::new(watch::channel(0).1),
+    });
     let conn = engine.bridge().attach_caller(&caller, tx.clone());
     let mut ping = tokio::time::interval(WS_PING_INTERVAL);
     ping.tick().await;
@@ -261,7 +314,7 @@ async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller, option
                 }
                 break close_message(close::GOING_AWAY, "the runtime is shutting down");
             }
-            () = stuck.cancelled() => break close_message(close::TRY_AGAIN_LATER, "too slow: the outbound queue stayed full; reconnect and subscribe with `since`"),
+            () = stuck.cancelled() => break close_message(close::TRY_AGAIN_LATER, STUCK_REASON),
             _ = ping.tick() => {
                 if last_heard.elapsed() > WS_IDLE_TIMEOUT {
                     break close_message(close::POLICY, "idle: no message or pong within the idle timeout");
@@ -289,22 +342,45 @@ async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller, option
                 // response is decoded whole to find out.
                 let request = crate::jsonrpc::names_a_method(text.as_bytes());
                 if let Some((id, reply)) = (!request).then(|| as_response(text.as_str())).flatten() {
-                    if let Some(body) = take_response(&engine, conn, id, reply) {
-                        let _ = tx.send(body.to_json()).await;
+                    if let Some(body) = take_response(&engine, conn, id, reply)
+                        && !queue(&tx, body.to_json(), patience).await
+                    {
+                        break close_message(close::TRY_AGAIN_LATER, STUCK_REASON);
                     }
                     continue;
                 }
-                let (engine, caller, tx, session, stuck) = (engine.clone(), caller.clone(), tx.clone(), Arc::clone(&session), stuck.clone());
-                let held = permit.take();
-                tokio::spawn(async move {
-                    let _held = held;
-                    let Some(reply) = engine.handle_message(&caller, text.as_str().as_bytes(), Some(&*session)).await else { return };
-                    // A reply that cannot be queued for the stuck timeout means the frontend
-                    // reads nothing: it is disconnected (1013) rather than held.
-                    if tokio::time::timeout(patience, tx.send(reply)).await.is_err() {
-                        stuck.cancel();
+                // Most requests (`status`, `subscribe`, …) are answered at once, here, before the
+                // next message is read: a `subscribe` takes effect before what follows it runs.
+                // One that waits (a `submit`) goes on in a task of its own, so what follows is
+                // served meanwhile.
+                match engine.handle_message_now(&caller, text.as_str().as_bytes(), Some(&*session)) {
+                    Ok(reply) => {
+                        if session.subscribed.swap(false, Ordering::Relaxed) {
+                            // A `subscribe` answered: what it replays goes out before its answer,
+                            // as every event published before an answer does.
+                            session.forwarded_through(engine.status().last_seq).await;
+                        }
+                        if let Some(reply) = reply
+                            && !queue(&tx, reply, patience).await
+                        {
+                            break close_message(close::TRY_AGAIN_LATER, STUCK_REASON);
+                        }
                     }
-                });
+                    Err(Waits) => {
+                        let (engine, caller, tx, session, stuck) = (engine.clone(), caller.clone(), tx.clone(), Arc::clone(&session), stuck.clone());
+                        let held = permit.take();
+                        tokio::spawn(async move {
+                            let _held = held;
+                            let Some(reply) = engine.handle_message(&caller, text.as_str().as_bytes(), Some(&*session)).await else { return };
+                            // What the request published (a turn's events, `shutting_down`) goes
+                            // out before its answer.
+                            session.forwarded_through(engine.status().last_seq).await;
+                            if !queue(&tx, reply, patience).await {
+                                stuck.cancel();
+                            }
+                        });
+                    }
+                }
             }
             Message::Binary(_) => break close_message(close::UNSUPPORTED_DATA, "binary frames are not accepted; send JSON-RPC messages as text frames"),
             Message::Ping(_) | Message::Pong(_) => {}

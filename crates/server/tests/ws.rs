@@ -263,6 +263,105 @@ async fn a_since_older_than_the_replay_buffer_gets_a_gap_first() {
     assert_eq!(first["event"], gap["event"], "SSE tells of the same gap");
 }
 
+/// How many text events the turns of the order tests publish.
+const ORDER_TEXTS: usize = 50;
+
+/// Every message up to the response with id `id` (not included), in the order they arrived, and
+/// that response.
+async fn until_response(ws: &mut Ws, id: &Value) -> (Vec<Value>, Value) {
+    let mut before = Vec::new();
+    loop {
+        match ws.recv().await {
+            Incoming::Json(v) if is_response(&v) && &v["id"] == id => return (before, v),
+            Incoming::Json(v) => before.push(v),
+            Incoming::Closed(c) => panic!("the connection closed ({c:?}) before the response to {id}; read: {before:?}"),
+        }
+    }
+}
+
+/// The `frontend.v2.event` notifications among `messages`: their events.
+fn events_of(messages: &[Value]) -> Vec<Value> {
+    messages.iter().filter(|m| m["method"] == "frontend.v2.event").map(|m| m["params"].clone()).collect()
+}
+
+/// `subscribe` and `submit` sent back to back in one write, on a fresh connection, as a client
+/// that does not wait for the first answer sends them: the subscription takes effect before the
+/// submit runs (the connection gets the whole turn, `turn_started` first), its answer comes
+/// before the turn's first event, and the submit's answer comes after the turn's
+/// `turn_completed`. Twenty rounds, each on a connection of its own; every failed round is
+/// counted by kind before the test fails, so a regression says how often it struck.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribe_then_submit_in_one_write_gets_the_whole_turn_before_the_answer() {
+    const ROUNDS: usize = 20;
+    let engine = script_engine(STEP);
+    let addr = http_runtime(&engine).await;
+    let want: Vec<&str> = std::iter::once("turn_started").chain(std::iter::repeat_n("text", ORDER_TEXTS)).chain(std::iter::once("turn_completed")).collect();
+    let (mut missed_start, mut answered_early, mut subscribe_late, mut wrong) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        let mut ws = connect(addr, ADMIN).await;
+        let subscribe = json!({"jsonrpc": "2.0", "id": "sub", "method": "subscribe", "params": {}});
+        let go = json!({"jsonrpc": "2.0", "id": "go", "method": "submit", "params": {"task": format!("burst:{ORDER_TEXTS}")}});
+        ws.send_burst(&[subscribe, go]).await;
+        let (before, answer) = until_response(&mut ws, &json!("go")).await;
+        assert_eq!(answer["result"]["result"], "done", "round {round}: {answer}");
+        // The turn has ended (its answer says so): nothing after this seq is the round's.
+        let turn_end = engine.status().last_seq;
+        let subscribed = match before.iter().find(|v| is_response(v) && v["id"] == "sub") {
+            Some(r) => r.clone(),
+            None => ws.expect("the response to `subscribe`", |v| is_response(v) && v["id"] == "sub").await,
+        };
+        let base = subscribed["result"]["last_seq"].as_i64().unwrap_or_else(|| panic!("round {round}: subscribe failed: {subscribed}"));
+        // Whatever of the turn came after the answer: a marker turn run in process afterwards
+        // is delivered after it on the live subscription, so reading up to the marker's end
+        // reads all of it, with no waiting on luck.
+        finished(submit(&engine, "marker")).await.expect("the marker turn completes");
+        let marker_end = engine.status().last_seq;
+        let mut stream = events_of(&before);
+        while stream.last().and_then(|e| e["seq"].as_i64()).unwrap_or(base) < marker_end {
+            stream.push(ws.event().await);
+        }
+        let turn: Vec<Value> = stream.iter().filter(|e| e["seq"].as_i64().is_some_and(|s| s <= turn_end)).cloned().collect();
+        let early = events_of(&before);
+        if types(&turn).first() != Some(&"turn_started") {
+            missed_start.push(round);
+        }
+        if !types(&early).contains(&"turn_completed") {
+            answered_early.push(round);
+        }
+        if before.first().is_none_or(|v| v["id"] != "sub") {
+            subscribe_late.push(round);
+        }
+        if types(&turn) != want || seqs(&turn) != (base + 1..=turn_end).collect::<Vec<_>>() || early.len() != turn.len() {
+            wrong.push(round);
+        }
+    }
+    assert!(
+        missed_start.is_empty() && answered_early.is_empty() && subscribe_late.is_empty() && wrong.is_empty(),
+        "of {ROUNDS} rounds: {} missed `turn_started` {missed_start:?}; {} had the submit's answer before `turn_completed` {answered_early:?}; {} had an event before the subscribe's answer {subscribe_late:?}; {} did not get the whole turn, in order, before the answer {wrong:?}",
+        missed_start.len(),
+        answered_early.len(),
+        subscribe_late.len(),
+        wrong.len(),
+    );
+}
+
+/// A `subscribe` that replays: the replayed events are written before its answer, as every
+/// event published before an answer is, so a frontend can tell the replay from what follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_is_written_before_the_subscribe_answer() {
+    let engine = script_engine(STEP);
+    let addr = http_runtime(&engine).await;
+    finished(submit(&engine, &format!("burst:{ORDER_TEXTS}"))).await.expect("the turn completes");
+    let mut ws = connect(addr, WATCHER).await;
+    for round in 0..10 {
+        ws.send(&json!({"jsonrpc": "2.0", "id": round, "method": "subscribe", "params": {"since": 1}})).await;
+        let (before, answer) = until_response(&mut ws, &json!(round)).await;
+        let last_seq = answer["result"]["last_seq"].as_i64().unwrap_or_else(|| panic!("round {round}: subscribe failed: {answer}"));
+        assert_eq!(seqs(&events_of(&before)), (2..=last_seq).collect::<Vec<_>>(), "round {round}: the replay, whole and in order, before the answer");
+        assert_eq!(before.len(), events_of(&before).len(), "round {round}: nothing but the replay before the answer: {before:?}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Approvals
 // ---------------------------------------------------------------------------------------------

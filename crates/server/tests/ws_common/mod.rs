@@ -330,6 +330,15 @@ impl Ws {
         self.send_text(v.to_string()).await;
     }
 
+    /// Sends each message as a text frame of its own, all in one write: the frames are queued
+    /// in the client's buffer and flushed together, so the server may read them back to back.
+    pub async fn send_burst(&mut self, messages: &[Value]) {
+        for m in messages {
+            within("a queued send", self.inner.feed(Message::text(m.to_string()))).await.expect("the frame is queued");
+        }
+        within("a flush", self.inner.flush()).await.expect("the frames are sent");
+    }
+
     /// Sends a raw text frame.
     pub async fn send_text(&mut self, text: String) {
         within("a send", self.inner.send(Message::text(text))).await.expect("the frame is sent");
