@@ -477,9 +477,20 @@ impl Emitter<'_> {
         match additional {
             Additional::Any => {}
             Additional::Forbidden => {
+                // The allowed list is said once per object, with its first unknown property: an
+                // object of many unknown keys must not repeat it in every violation.
                 let msg = format!("is not allowed here (allowed: {listed})");
-                out.push(quote!(for __k in obj.keys() {
-                    if ![#(#known),*].contains(&__k.as_str()) { let __p = path.key(__k); #rt::report(out, &__p, "additionalProperties", format!("property `{}` {}", __k, #msg)); }
+                let again = "is not allowed here either";
+                out.push(quote!({
+                    let mut __listed = false;
+                    for __k in obj.keys() {
+                        if ![#(#known),*].contains(&__k.as_str()) {
+                            let __p = path.key(__k);
+                            let __m = if __listed { #again } else { #msg };
+                            __listed = true;
+                            #rt::report(out, &__p, "additionalProperties", format!("property `{}` {}", __k, __m));
+                        }
+                    }
                 }));
             }
             Additional::Schema(node) => {

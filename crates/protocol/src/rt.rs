@@ -829,8 +829,9 @@ pub fn buffer_object<'de, D: Deserializer<'de>>(d: D) -> Result<Map<String, Valu
 /// # Errors
 ///
 /// When it does not decode, as a custom error of the caller's deserializer.
-pub fn from_buffered<T: Wire, E: de::Error>(value: Value) -> Result<T, E> {
-    T::decode(value).map_err(E::custom)
+pub fn from_buffered<T: Wire, E: de::Error>(value: Buffered) -> Result<T, E> {
+    let mut de = serde_json::Deserializer::from_slice(&value.0);
+    T::decode(&mut de).and_then(|v| de.end().map(|()| v)).map_err(|e| E::custom(without_position(&e)))
 }
 
 /// Reads the rest of an object whose decoding already failed with `err`, then returns the error
@@ -841,7 +842,7 @@ pub fn after_rest<'de, A: MapAccess<'de>>(map: &mut A, err: A::Error) -> A::Erro
     loop {
         match map.next_key::<Key<'de>>() {
             Ok(Some(_)) => {
-                if let Err(e) = map.next_value_seed(WireSeed::<Value>::new()) {
+                if let Err(e) = map.next_value_seed(Skim) {
                     return e;
                 }
             }
@@ -854,8 +855,8 @@ pub fn after_rest<'de, A: MapAccess<'de>>(map: &mut A, err: A::Error) -> A::Erro
 /// [`after_rest`] for an error found at a key whose value is still to be read.
 #[cold]
 pub fn after_value<'de, A: MapAccess<'de>>(map: &mut A, err: A::Error) -> A::Error {
-    match map.next_value_seed(WireSeed::<Value>::new()) {
-        Ok(_) => after_rest(map, err),
+    match map.next_value_seed(Skim) {
+        Ok(()) => after_rest(map, err),
         Err(e) => e,
     }
 }
@@ -903,10 +904,10 @@ pub fn next_tag<'de, A: MapAccess<'de>>(map: &mut A, expecting: &'static str) ->
             d.deserialize_any(self)
         }
         fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-            ValueVisitor.visit_seq(seq).map(|_| None)
+            SkimVisitor.visit_seq(seq).map(|()| None)
         }
         fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-            ValueVisitor.visit_map(map).map(|_| None)
+            SkimVisitor.visit_map(map).map(|()| None)
         }
     }
     struct Seed;
@@ -941,11 +942,13 @@ impl<'de> Seen<'de> {
     }
 }
 
-/// The members a tagged union read before its tag, kept as values (each checked as exactly as
-/// every other value: no key twice at any depth) until the tag names the variant.
+/// The members a tagged union read before its tag, kept as their JSON text (each checked as
+/// exactly as every other value: no key twice at any depth) until the tag names the variant.
+/// Text, not a [`Value`] tree: a member costs about its own size while it waits, however many
+/// small values it holds (a tree of `[0,0,…]` costs 16 to 32 times the text).
 #[derive(Default)]
 pub struct Early<'de> {
-    items: Vec<(Key<'de>, Value)>,
+    items: Vec<(Key<'de>, Buffered)>,
     keys: Seen<'de>,
 }
 
@@ -957,13 +960,26 @@ impl<'de> Early<'de> {
     /// When it does not parse, or `key` was kept before.
     pub fn keep<A: MapAccess<'de>>(&mut self, map: &mut A, key: Key<'de>) -> Result<(), A::Error> {
         self.keys.note::<A::Error>(Key(key.0.clone()))?;
-        let value = map.next_value_seed(WireSeed::<Value>::new())?;
-        self.items.push((key, value));
+        let mut text = Vec::new();
+        map.next_value_seed(Transcode(&mut text))?;
+        self.items.push((key, Buffered(text)));
         Ok(())
     }
     /// What was kept, in the order it came.
-    pub fn into_items(self) -> Vec<(Key<'de>, Value)> {
+    pub fn into_items(self) -> Vec<(Key<'de>, Buffered)> {
         self.items
+    }
+}
+
+/// One JSON value kept as compact text by [`Early`], already read exactly (its syntax checked,
+/// no key twice at any depth); decoded later with [`from_buffered`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Buffered(Vec<u8>);
+
+impl Buffered {
+    /// The value's JSON text.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
     }
 }
 
@@ -976,6 +992,7 @@ impl<'de> Early<'de> {
 pub fn rest_as_object<'de, A: MapAccess<'de>>(map: &mut A, early: Early<'de>, tag_name: &str, tag: Key<'de>) -> Result<Map<String, Value>, A::Error> {
     let mut all = BTreeMap::new();
     for (k, v) in early.items {
+        let v = serde_json::from_slice::<Value>(&v.0).map_err(|e| de::Error::custom(without_position(&e)))?;
         all.insert(k.into_string(), v);
     }
     let tag = tag.into_string();
@@ -994,6 +1011,176 @@ pub fn rest_as_object<'de, A: MapAccess<'de>>(map: &mut A, early: Early<'de>, ta
     out.remove(tag_name);
     out.insert(tag_name.to_owned(), Value::String(tag));
     Ok(out)
+}
+
+/// A serde_json error's message without its position (which, for text read back from a
+/// [`Buffered`] value, would point into the copy rather than the document).
+fn without_position(e: &serde_json::Error) -> String {
+    let what = e.to_string();
+    what.split(" at line ").next().unwrap_or(&what).to_owned()
+}
+
+/// Reads one JSON value exactly — its syntax, and no key twice in any object — and builds
+/// nothing but, for each object while it is read, the set of its keys (borrowed from the input
+/// where they have no escapes). What a decoder reads past a value it has already refused, and
+/// [`skim_exact`]'s walk.
+struct Skim;
+
+impl<'de> DeserializeSeed<'de> for Skim {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(SkimVisitor)
+    }
+}
+
+struct SkimVisitor;
+
+impl<'de> Visitor<'de> for SkimVisitor {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(SkimVisitor)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(Skim)?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut keys = Seen::default();
+        while let Some(k) = map.next_key::<Key<'de>>()? {
+            keys.note::<A::Error>(k)?;
+            map.next_value_seed(Skim)?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks that `input` is one JSON document as the exact decoders read it (valid UTF-8 and
+/// syntax, nesting within the parser's limit, no key twice at any depth) without building it:
+/// what it holds costs no memory beyond each object's set of keys while it is read.
+///
+/// # Errors
+///
+/// As [`parse_value_exact`].
+pub fn skim_exact(input: &[u8]) -> Result<(), DocumentError> {
+    if let Err(e) = std::str::from_utf8(input) {
+        return Err(DocumentError::NotJson(format!("invalid UTF-8 at byte offset {}", e.valid_up_to())));
+    }
+    let mut de = serde_json::Deserializer::from_slice(input);
+    match Skim.deserialize(&mut de).and_then(|()| de.end()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.is_data() => Err(DocumentError::Invalid(vec![Violation {
+            pointer: String::new(),
+            keyword: "type".into(),
+            message: format!("cannot be represented: {}", describe_json_error(&e)),
+        }])),
+        Err(e) => Err(DocumentError::NotJson(describe_json_error(&e))),
+    }
+}
+
+/// Reads one JSON value exactly (as [`Skim`]) and writes it as compact JSON text.
+struct Transcode<'a>(&'a mut Vec<u8>);
+
+impl<'de> DeserializeSeed<'de> for Transcode<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Transcode<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<(), E> {
+        self.0.extend_from_slice(if v { b"true" } else { b"false" });
+        Ok(())
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
+        serde_json::to_writer(&mut *self.0, &v).map_err(E::custom)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
+        serde_json::to_writer(&mut *self.0, &v).map_err(E::custom)
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
+        // JSON has no NaN or infinity, so a parsed double always has a finite spelling; the
+        // shortest one that reads back as the same double.
+        match serde_json::Number::from_f64(v) {
+            Some(n) => serde_json::to_writer(&mut *self.0, &n).map_err(E::custom),
+            None => Err(E::custom("a number that is not finite")),
+        }
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        serde_json::to_writer(&mut *self.0, v).map_err(E::custom)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        self.0.extend_from_slice(b"null");
+        Ok(())
+    }
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        self.visit_unit()
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        self.0.push(b'[');
+        let mut first = true;
+        loop {
+            let mark = self.0.len();
+            if !first {
+                self.0.push(b',');
+            }
+            if seq.next_element_seed(Transcode(&mut *self.0))?.is_none() {
+                self.0.truncate(mark);
+                break;
+            }
+            first = false;
+        }
+        self.0.push(b']');
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut keys = Seen::default();
+        self.0.push(b'{');
+        let mut first = true;
+        while let Some(k) = map.next_key::<Key<'de>>()? {
+            if !first {
+                self.0.push(b',');
+            }
+            first = false;
+            serde_json::to_writer(&mut *self.0, k.as_str()).map_err(de::Error::custom)?;
+            self.0.push(b':');
+            keys.note::<A::Error>(k)?;
+            map.next_value_seed(Transcode(&mut *self.0))?;
+        }
+        self.0.push(b'}');
+        Ok(())
+    }
 }
 
 /// Decodes a string enum's value, borrowing when possible.

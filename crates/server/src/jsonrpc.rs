@@ -37,10 +37,21 @@ pub const MAX_VIOLATIONS: usize = 100;
 pub const MAX_VIOLATION_TEXT: usize = 512;
 /// The longest error message, in bytes.
 pub const MAX_ERROR_MESSAGE: usize = 2048;
-/// Requests up to this size (1 MiB) that break the schema get every violation explained (up to
-/// [`MAX_VIOLATIONS`]); larger ones get only the decoder's first problem, so a huge invalid
-/// request costs no more than reading it.
-pub const EXPLAIN_LIMIT: usize = 1024 * 1024;
+/// Requests up to this size (64 KiB) that break the schema get every violation explained (up to
+/// [`MAX_VIOLATIONS`]); larger ones get only the decoder's first problem. Explaining builds the
+/// request as an untyped tree, which costs up to 32 times the text for `[0,0,…]`: 64 KiB keeps
+/// that under about 2 MiB, and a huge invalid request costs no more than reading it.
+pub const EXPLAIN_LIMIT: usize = 64 * 1024;
+/// Requests larger than this (64 KiB) have their envelope read and the caller's grant checked
+/// before anything of their params is decoded, so a credential that may not call a method
+/// cannot make the server decode a large body for it. Smaller ones are decoded first (one pass,
+/// the common case) and their grant checked right after.
+pub const GRANT_FIRST_BYTES: usize = 64 * 1024;
+/// The least an error reply may take, in bytes, however small its request (4 KiB): every
+/// refusal's reply is kept within twice its request or this, whichever is more, so an error
+/// never amplifies what a client sent beyond that (a batch's entries share it). Room enough for
+/// the envelope, a 256-character id, a message and a few violations.
+pub const REPLY_FLOOR: usize = 4096;
 /// The longest `id` echoed, in characters (`RequestId`'s `maxLength`).
 const MAX_ID_CHARS: usize = 256;
 
@@ -190,7 +201,7 @@ impl RpcEngine {
     pub async fn handle_message(&self, caller: &Caller, bytes: &[u8], session: Option<&dyn EventSession>) -> Option<Vec<u8>> {
         let start = bytes.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(bytes.len());
         if bytes.get(start) != Some(&b'[') {
-            let one = self.handle_one(caller, bytes, session).await;
+            let one = self.handle_one(caller, bytes, session, REPLY_FLOOR).await;
             return (!one.notification).then(|| one.reply.to_json());
         }
         let entries: Vec<&RawValue> = match serde_json::from_slice(bytes) {
@@ -205,7 +216,10 @@ impl RpcEngine {
             let message = format!("a batch holds at most SERVER_MAX_BATCH_ENTRIES ({SERVER_MAX_BATCH_ENTRIES}) requests; this one has {}", entries.len());
             return Some(Reply::error(error(ErrorCode::InvalidRequest, message)).to_json());
         }
-        let replies = futures_util::future::join_all(entries.iter().map(|e| self.handle_one(caller, e.get().as_bytes(), session))).await;
+        // The batch's error replies share one floor, so the whole reply stays within about twice
+        // the batch (each entry's own reply within twice the entry, or its share of the floor).
+        let floor = REPLY_FLOOR / entries.len();
+        let replies = futures_util::future::join_all(entries.iter().map(|e| self.handle_one(caller, e.get().as_bytes(), session, floor))).await;
         let mut out = Vec::with_capacity(2 + replies.len() * 64);
         out.push(b'[');
         for one in replies.into_iter().filter(|o| !o.notification) {
@@ -220,7 +234,7 @@ impl RpcEngine {
 
     /// Decodes one request object and answers it, also when it is a notification.
     pub(crate) async fn handle_request(&self, caller: &Caller, bytes: &[u8], session: Option<&dyn EventSession>) -> Reply {
-        self.handle_one(caller, bytes, session).await.reply
+        self.handle_one(caller, bytes, session, REPLY_FLOOR).await.reply
     }
 
     /// [`RpcEngine::handle_message`] when the message can be answered without waiting: `Ok`
@@ -238,7 +252,7 @@ impl RpcEngine {
             return Err(Waits);
         }
         let started = std::time::Instant::now();
-        let (one, method) = match self.prepare_one(caller, bytes) {
+        let (one, method) = match self.prepare_one(caller, bytes, REPLY_FLOOR) {
             Prepared::Done(one, method) => (one, method),
             Prepared::Call(call) => (call.head.finish(self.call_now(caller, call.method, session).ok_or(Waits)?), Some(call.name)),
         };
@@ -247,9 +261,9 @@ impl RpcEngine {
     }
 
     /// Decodes one request object and answers it, counted in the metrics by method.
-    async fn handle_one(&self, caller: &Caller, bytes: &[u8], session: Option<&dyn EventSession>) -> One {
+    async fn handle_one(&self, caller: &Caller, bytes: &[u8], session: Option<&dyn EventSession>, floor: usize) -> One {
         let started = std::time::Instant::now();
-        let (one, method) = match self.prepare_one(caller, bytes) {
+        let (one, method) = match self.prepare_one(caller, bytes, floor) {
             Prepared::Done(one, method) => (one, method),
             Prepared::Call(call) => (call.head.finish(self.call_in(caller, call.method, session).await), Some(call.name)),
         };
@@ -262,18 +276,32 @@ impl RpcEngine {
         one
     }
 
-    /// Everything of one request object but its call: decoded, checked, its envelope read.
-    fn prepare_one(&self, caller: &Caller, bytes: &[u8]) -> Prepared {
+    /// Everything of one request object but its call: decoded, checked, its envelope read. A
+    /// refusal's reply is kept within twice `bytes` or `floor`, whichever is more.
+    fn prepare_one(&self, caller: &Caller, bytes: &[u8], floor: usize) -> Prepared {
         // UTF-8 is checked once for the whole message, not again for each string in it.
-        let Ok(text) = std::str::from_utf8(bytes) else { return self.refuse(caller, bytes, None, None) };
+        let Ok(text) = std::str::from_utf8(bytes) else { return self.refuse(caller, bytes, None, None, floor) };
+        if bytes.len() > GRANT_FIRST_BYTES && !self.envelope_allowed(caller, bytes) {
+            return self.refuse(caller, bytes, None, None, floor);
+        }
         let mut de = serde_json::Deserializer::from_str(text);
         let decoded = RpcRequest::decode(&mut de).and_then(|r| de.end().map(|()| r));
         let request = match decoded {
             Ok(r) => match r.validate() {
                 Ok(()) => r,
-                Err(violations) => return self.refuse(caller, bytes, Some(violations), None),
+                Err(violations) => return self.refuse(caller, bytes, Some(violations), None, floor),
             },
-            Err(e) => return self.refuse(caller, bytes, None, Some(&e)),
+            Err(e) => {
+                // `"params": []` (by-position, and empty) is no params: what a client sends for
+                // a call without arguments (`@open-rpc/client-js` does). Only where the method
+                // takes none or all of its params are optional does the request then decode.
+                if let Some(bare) = without_empty_params(bytes)
+                    && let Prepared::Call(call) = self.prepare_one(caller, &bare, floor)
+                {
+                    return Prepared::Call(call);
+                }
+                return self.refuse(caller, bytes, None, Some(&e), floor);
+            }
         };
         let name = request.method_name();
         // The decoder reads `"id": null` as no id; only a request without the member is a
@@ -295,12 +323,21 @@ impl RpcEngine {
         Prepared::Call(Call { head: Head { id, raw_id, jsonrpc, notification }, name, method: request.into_method() })
     }
 
+    /// Whether the envelope of `bytes` names a method `caller` may call (or cannot be read: the
+    /// decoder then says what is wrong with it). Reads no value but the envelope's own.
+    fn envelope_allowed(&self, caller: &Caller, bytes: &[u8]) -> bool {
+        let Ok(envelope) = serde_json::from_slice::<Envelope<'_>>(bytes) else { return true };
+        let Some(method) = envelope.method.and_then(|m| serde_json::from_str::<Cow<'_, str>>(m.get()).ok()) else { return true };
+        may_call(caller, &method)
+    }
+
     /// The answer to a request object that did not decode (or validate): the most precise
     /// code, with the id echoed when it can be read. Checks the envelope and the caller's grant
     /// before it explains anything about the params.
-    fn refuse(&self, caller: &Caller, bytes: &[u8], violations: Option<Vec<rt::Violation>>, decode_error: Option<&serde_json::Error>) -> Prepared {
+    fn refuse(&self, caller: &Caller, bytes: &[u8], violations: Option<Vec<rt::Violation>>, decode_error: Option<&serde_json::Error>, floor: usize) -> Prepared {
         let mut method = None;
-        let one = self.refuse_one(caller, bytes, violations, decode_error, &mut method);
+        let mut one = self.refuse_one(caller, bytes, violations, decode_error, &mut method);
+        fit(&mut one.reply, bytes.len().saturating_mul(2).max(floor));
         Prepared::Done(one, method)
     }
 
@@ -320,7 +357,7 @@ impl RpcEngine {
         // not JSON, as when the object was read whole before its fields were taken out.
         if decode_error.is_some_and(serde_json::Error::is_data)
             && bytes.trim_ascii_start().first() == Some(&b'{')
-            && let Err(DocumentError::NotJson(m)) = rt::parse_value_exact(bytes)
+            && let Err(DocumentError::NotJson(m)) = rt::skim_exact(bytes)
         {
             return One { reply: parse_error(&DocumentError::NotJson(m)), notification: false };
         }
@@ -364,8 +401,7 @@ impl RpcEngine {
         if !Method::NAMES.contains(&&*method) {
             return refuse(error(ErrorCode::UnknownMethod, format!("unknown method `{}`; this server knows {}", bounded(&method, 128), Method::NAMES.join(", "))));
         }
-        let allowed = if &*method == "subscribe" { caller.grant.events } else { caller.grant.allows(&method) };
-        if !allowed {
+        if !may_call(caller, &method) {
             self.metrics().forbidden();
             tracing::warn!(target: "openagents::audit", event = "forbidden", credential = %caller.name, method = %method);
             return refuse(error(ErrorCode::Forbidden, format!("credential `{}` may not call `{method}`", caller.name)));
@@ -386,11 +422,70 @@ impl RpcEngine {
     }
 }
 
+/// The request object `bytes` without its `params` member when that is an empty array (and the
+/// envelope is otherwise readable and holds no unknown member): its `jsonrpc`, `id` and `method`
+/// as written.
+fn without_empty_params(bytes: &[u8]) -> Option<Vec<u8>> {
+    let env = serde_json::from_slice::<Envelope<'_>>(bytes).ok()?;
+    let params = env.params?;
+    let empty = params.get().strip_prefix('[').and_then(|t| t.strip_suffix(']')).is_some_and(|t| t.trim().is_empty());
+    if !empty || env.unknown.is_some() || env.duplicate.is_some() {
+        return None;
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    out.push(b'{');
+    for (name, raw) in [("jsonrpc", env.jsonrpc), ("id", env.id), ("method", env.method)] {
+        if let Some(raw) = raw {
+            if out.len() > 1 {
+                out.push(b',');
+            }
+            out.extend_from_slice(format!("\"{name}\":").as_bytes());
+            out.extend_from_slice(raw.get().as_bytes());
+        }
+    }
+    out.push(b'}');
+    Some(out)
+}
+
+/// Whether `caller`'s grant lets it call `method` (`subscribe` is the events grant).
+fn may_call(caller: &Caller, method: &str) -> bool {
+    if method == "subscribe" { caller.grant.events } else { caller.grant.allows(method) }
+}
+
 /// Whether `bytes` are a JSON object with a `method` member: a request or notification, never a
 /// response. Reads the envelope only (no values are built), so a transport can tell the two
 /// apart before it decodes anything.
 pub(crate) fn names_a_method(bytes: &[u8]) -> bool {
     serde_json::from_slice::<Envelope<'_>>(bytes).is_ok_and(|env| env.method.is_some())
+}
+
+/// Cuts an error reply down to `budget` bytes where its detail allows: violations dropped from
+/// the end (counted in `violations_omitted`), then the message shortened (to no less than 64
+/// bytes). What is left — the envelope, the id, the code — is the least an answer says.
+fn fit(reply: &mut Reply, budget: usize) {
+    let len = reply.to_json().len();
+    let Err(e) = &mut reply.outcome else { return };
+    // Room for a `violations_omitted` member the cut may add.
+    let mut over = (len + 32).saturating_sub(budget);
+    if len <= budget || over == 0 {
+        return;
+    }
+    if let Some(details) = e.details.as_mut()
+        && let Some(violations) = details.violations.as_mut()
+    {
+        let mut omitted = details.violations_omitted.unwrap_or(0);
+        while over > 0
+            && let Some(v) = violations.pop()
+        {
+            over = over.saturating_sub(serde_json::to_vec(&v).map_or(0, |b| b.len()) + 1);
+            omitted += 1;
+        }
+        details.violations_omitted = (omitted > 0).then_some(omitted);
+    }
+    if over > 0 {
+        let keep = e.message.len().saturating_sub(over).max(64);
+        e.message = bounded(&e.message, keep).into_owned();
+    }
 }
 
 /// A `parse_error` reply (id `null`).
@@ -462,6 +557,7 @@ struct Envelope<'a> {
     jsonrpc: Option<&'a RawValue>,
     id: Option<&'a RawValue>,
     method: Option<&'a RawValue>,
+    params: Option<&'a RawValue>,
     unknown: Option<String>,
     duplicate: Option<&'static str>,
 }
@@ -476,7 +572,6 @@ impl<'de> serde::Deserialize<'de> for Envelope<'de> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope<'de>, A::Error> {
                 let mut env = Envelope::default();
-                let mut params = false;
                 while let Some(key) = map.next_key::<Cow<'de, str>>()? {
                     let slot = match &*key {
                         "jsonrpc" => Some(("jsonrpc", &mut env.jsonrpc)),
@@ -493,14 +588,16 @@ impl<'de> serde::Deserialize<'de> for Envelope<'de> {
                         }
                         None => {
                             if &*key == "params" {
-                                if params {
+                                if env.params.is_some() {
                                     env.duplicate.get_or_insert("params");
                                 }
-                                params = true;
-                            } else if env.unknown.is_none() {
-                                env.unknown = Some(bounded(&key, 128).into_owned());
+                                env.params = Some(map.next_value::<&'de RawValue>()?);
+                            } else {
+                                if env.unknown.is_none() {
+                                    env.unknown = Some(bounded(&key, 128).into_owned());
+                                }
+                                map.next_value::<IgnoredAny>()?;
                             }
-                            map.next_value::<IgnoredAny>()?;
                         }
                     }
                 }
@@ -554,5 +651,70 @@ mod tests {
         let status = engine.status();
         assert_eq!(status.counters.submitted, 0, "a turn started: {status:?}");
         assert!(!engine.is_shut_down() && engine.is_accepting(), "shutdown began");
+    }
+
+    fn answer(engine: &RpcEngine, caller: &Caller, message: &str) -> Option<Value> {
+        let reply = engine.handle_message(caller, message.as_bytes(), None).now_or_never().expect("answered without waiting")?;
+        Some(serde_json::from_slice(&reply).expect("a JSON reply"))
+    }
+
+    /// `"params": []` is no params where the method needs none; elsewhere the refusal is the
+    /// one the array itself earns.
+    #[test]
+    fn an_empty_params_array_is_no_params_where_every_param_is_optional() {
+        let engine = engine();
+        let admin = Caller::stdio();
+        let status = answer(&engine, &admin, r#"{"jsonrpc":"2.0","id":1,"method":"status","params":[]}"#).expect("an answer");
+        assert!(status["result"]["state"].is_string(), "{status}");
+        let spaced = answer(&engine, &admin, "{\"params\":[ \n ],\"method\":\"release\",\"id\":\"r\",\"jsonrpc\":\"2.0\"}").expect("an answer");
+        assert_eq!(spaced["id"], "r", "{spaced}");
+        assert!(spaced.get("result").is_some(), "{spaced}");
+        assert_eq!(answer(&engine, &admin, r#"{"jsonrpc":"2.0","method":"status","params":[]}"#), None, "a notification stays one");
+        for (message, code) in [
+            (r#"{"jsonrpc":"2.0","id":2,"method":"submit","params":[]}"#, "invalid_params"),
+            (r#"{"jsonrpc":"2.0","id":3,"method":"status","params":[1]}"#, "invalid_params"),
+            (r#"{"jsonrpc":"2.0","id":4,"method":"status","params":[],"extra":1}"#, "invalid_request"),
+            (r#"{"jsonrpc":"2.0","id":5,"method":"status","params":[],"params":[]}"#, "invalid_request"),
+        ] {
+            let a = answer(&engine, &admin, message).expect("an answer");
+            assert_eq!(a["error"]["data"]["code"], code, "{message}: {a}");
+        }
+        let observer = Caller { name: "watcher".into(), grant: Grant::observer(), trusted: false };
+        let a = answer(&engine, &observer, r#"{"jsonrpc":"2.0","id":6,"method":"shutdown","params":[]}"#).expect("an answer");
+        assert_eq!(a["error"]["data"]["code"], "forbidden", "{a}");
+    }
+
+    /// A `submit` with 100 unknown keys, each a violation: the allowed list is said once, and
+    /// the reply stays within twice the request or [`REPLY_FLOOR`]; a batch of 128 of them
+    /// within twice the batch.
+    #[test]
+    fn an_error_reply_does_not_amplify_its_request() {
+        let engine = engine();
+        let admin = Caller::stdio();
+        let keys: String = (0..100u32).map(|i| format!(r#","{}":0"#, char::from_u32(0xC0 + i).expect("a char"))).collect();
+        let one = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"submit","params":{{"task":"x"{keys}}}}}"#);
+        let reply = engine.handle_message(&admin, one.as_bytes(), None).now_or_never().expect("answered").expect("a reply");
+        assert!(reply.len() <= (2 * one.len()).max(REPLY_FLOOR), "{} bytes answered {} bytes", one.len(), reply.len());
+        let v: Value = serde_json::from_slice(&reply).expect("JSON");
+        let details = &v["error"]["data"]["details"];
+        let listed = details["violations"].as_array().expect("violations");
+        assert!(!listed.is_empty(), "{v}");
+        let omitted = details["violations_omitted"].as_i64().unwrap_or(0);
+        assert_eq!(listed.len() as i64 + omitted, 100, "every violation listed or counted: {v}");
+        let listing = listed.iter().filter(|v| v["message"].as_str().is_some_and(|m| m.contains("allowed:"))).count();
+        assert_eq!(listing, 1, "the allowed list said once among the violations: {v}");
+
+        let batch = format!("[{}]", vec![one.as_str(); 128].join(","));
+        let reply = engine.handle_message(&admin, batch.as_bytes(), None).now_or_never().expect("answered").expect("a reply");
+        assert!(reply.len() <= 2 * batch.len(), "{} bytes answered {} bytes", batch.len(), reply.len());
+        let replies: Vec<Value> = serde_json::from_slice(&reply).expect("JSON");
+        assert_eq!(replies.len(), 128);
+        assert!(replies.iter().all(|r| r["error"]["data"]["code"] == "invalid_params"), "{}", replies[0]);
+
+        // A small request's refusal keeps its detail whole.
+        let small = r#"{"jsonrpc":"2.0","id":2,"method":"submit","params":{"task":"x","a":1,"b":2}}"#;
+        let v = answer(&engine, &admin, small).expect("an answer");
+        assert_eq!(v["error"]["data"]["details"]["violations"].as_array().map(Vec::len), Some(2), "{v}");
+        assert!(v["error"]["data"]["details"].get("violations_omitted").is_none(), "{v}");
     }
 }
