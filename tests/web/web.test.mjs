@@ -200,14 +200,68 @@ test("approvals through the ask runner: approved, denied; an observer page sees 
     const resolved = evs.filter((e) => e.kind === "approval_resolved").map((e) => e.detail);
     assert.deepEqual(resolved, ["approved by admin", "denied by admin"]);
 
-    // An observer cannot submit either: refused with the runtime's typed reason.
-    await watcher.page.getByTestId("task").fill("not allowed");
-    await watcher.page.getByTestId("submit").click();
-    await watcher.page.waitForFunction(() => /forbidden/.test(document.querySelector('[data-testid="notice"]')?.textContent ?? ""));
+    // An observer is not offered Submit either (its grant has no `submit`), nor the task box.
+    await watcher.page.waitForFunction(() => document.querySelector('[data-testid="task-form"]')?.getAttribute("data-submit") === "forbidden");
+    assert.ok(await watcher.page.getByTestId("submit").isHidden(), "an observer has no Submit");
+    assert.ok(await watcher.page.getByTestId("task").isDisabled(), "an observer's task box is disabled");
     assert.deepEqual(admin.seen.errors, []);
     assert.deepEqual(watcher.seen.errors, []);
     await admin.page.close();
     await watcher.page.close();
+  } finally {
+    await server.stop();
+    setup.cleanup();
+  }
+});
+
+test("the page offers Submit and Interrupt only as the credential's grant allows: an observer gets neither, a controller and an admin both, a grant with submit alone no Interrupt", async () => {
+  const setup = new Setup("grant");
+  const creds = setup.credentials();
+  const server = await serve(setup, ["--runner", "slow", "--credentials", creds.file]);
+  try {
+    const pages = {};
+    for (const who of ["admin", "operator", "submitter", "watcher"]) {
+      pages[who] = await open(browser.context, server.url);
+      await connect(pages[who].page, creds[who]);
+      await pages[who].page.waitForFunction(() => document.querySelector('[data-testid="status-state"]')?.textContent === "idle");
+    }
+    const observer = pages.watcher.page;
+    // Connected and idle: whatever the page knows by now, an observer's Submit is not offered.
+    assert.ok((await observer.getByTestId("submit").isHidden()) || (await observer.getByTestId("submit").isDisabled()), "an observer is offered an enabled Submit");
+    // Once the page knows the grant (it says so on the task form), each control is shown or not.
+    const known = (page) => page.waitForFunction(() => ["submit", "interrupt"].every((m) => ["allowed", "forbidden"].includes(document.querySelector('[data-testid="task-form"]')?.getAttribute(`data-${m}`) ?? "")));
+    for (const { page } of Object.values(pages)) await known(page);
+    assert.ok(await observer.getByTestId("submit").isHidden(), "an observer has no Submit");
+    assert.ok(await observer.getByTestId("interrupt").isHidden(), "an observer has no Interrupt");
+    assert.match(await observer.getByTestId("grant-info").textContent(), /may not submit/);
+    for (const who of ["admin", "operator", "submitter"]) {
+      assert.ok(await pages[who].page.getByTestId("submit").isVisible(), `${who} has Submit`);
+      assert.ok(await pages[who].page.getByTestId("submit").isEnabled(), `${who}'s Submit is enabled while idle`);
+    }
+    for (const who of ["admin", "operator"]) {
+      assert.ok(await pages[who].page.getByTestId("interrupt").isVisible(), `${who} has Interrupt`);
+      assert.ok(await pages[who].page.getByTestId("grant-info").isHidden(), `${who} is told of no limit`);
+    }
+    assert.ok(await pages.submitter.page.getByTestId("interrupt").isHidden(), "a grant without interrupt has no Interrupt");
+    assert.match(await pages.submitter.page.getByTestId("grant-info").textContent(), /^This credential may not interrupt turns/);
+
+    // A turn runs: Interrupt is offered to the grants with `interrupt`, never to the observer.
+    await submit(pages.admin.page, "a long job");
+    for (const { page } of Object.values(pages)) await page.waitForFunction(() => document.querySelector('[data-testid="status-state"]')?.textContent === "running");
+    await observer.waitForFunction(() => [...document.querySelectorAll('[data-testid="events"] li')].some((li) => li.getAttribute("data-kind") === "turn_started"));
+    assert.ok((await observer.getByTestId("interrupt").isHidden()) || (await observer.getByTestId("interrupt").isDisabled()), "an observer is offered an enabled Interrupt while a turn runs");
+    assert.ok(await observer.getByTestId("interrupt").isHidden(), "an observer has no Interrupt while a turn runs");
+    assert.ok(await observer.getByTestId("submit").isHidden(), "an observer has no Submit while a turn runs");
+    assert.ok(await pages.submitter.page.getByTestId("interrupt").isHidden(), "a grant without interrupt has no Interrupt while a turn runs");
+    for (const who of ["admin", "operator"]) {
+      await pages[who].page.waitForFunction(() => document.querySelector('[data-testid="interrupt"]')?.disabled === false);
+      assert.ok(await pages[who].page.getByTestId("interrupt").isVisible(), `${who} has Interrupt while a turn runs`);
+    }
+    await screenshot(observer, "observer-controls");
+    await pages.admin.page.getByTestId("interrupt").click();
+    assert.match(await result(pages.admin.page, "failed"), /^failed \(interrupted\)/);
+    for (const { seen } of Object.values(pages)) assert.deepEqual(seen.errors, []);
+    for (const { page } of Object.values(pages)) await page.close();
   } finally {
     await server.stop();
     setup.cleanup();

@@ -17,6 +17,9 @@
  *   and `gap` are shown as notices, as is a runtime that restarted (its sequence went back).
  * - Approval requests open a dialog with the prompt's full text, Approve / Deny and the time
  *   left; when it runs out the page sends nothing and the runtime denies (approvals fail closed).
+ * - Submit and Interrupt are offered only as the credential's grant allows. The protocol has no
+ *   way to ask for one's grant, so each connection asks the runtime with a call that can do
+ *   nothing (see `probe`): until it answers, both are disabled.
  */
 
 import { OpenAgentsClient } from "../../typescript/src/client.js";
@@ -63,6 +66,7 @@ const ui = {
   runner: byId<HTMLInputElement>("runner"),
   submit: byId<HTMLButtonElement>("submit"),
   interrupt: byId<HTMLButtonElement>("interrupt"),
+  grantInfo: byId<HTMLParagraphElement>("grant-info"),
   result: byId<HTMLPreElement>("result"),
   progress: byId<HTMLParagraphElement>("progress"),
   notices: byId<HTMLUListElement>("notice"),
@@ -251,6 +255,17 @@ let statusTimer: ReturnType<typeof setInterval> | undefined;
 let runningAssignment: string | null = null;
 let submitting = false;
 
+/** Whether this page's credential may call a method: as the runtime answered `probe`, `unknown` before. */
+type Permission = "unknown" | "allowed" | "forbidden";
+/** What the current token may call; kept across reconnects of the same token (each asks again). */
+const may: { submit: Permission; interrupt: Permission } = { submit: "unknown", interrupt: "unknown" };
+
+/** A new token (or none): nothing is known of its grant. */
+function forgetGrant(): void {
+  may.submit = "unknown";
+  may.interrupt = "unknown";
+}
+
 function setConnection(state: "idle" | "connecting" | "connected" | "reconnecting" | "failed", ...parts: Part[]): void {
   ui.connection.dataset.state = state;
   show(ui.connection, ...parts);
@@ -260,8 +275,47 @@ function setConnection(state: "idle" | "connecting" | "connected" | "reconnectin
 
 function updateControls(): void {
   const connected = ui.connection.dataset.state === "connected";
-  ui.submit.disabled = !connected || submitting || runningAssignment !== null;
-  ui.interrupt.disabled = !connected || (runningAssignment === null && !submitting);
+  // A control the grant does not allow is not offered; one not known yet is offered disabled.
+  ui.submit.hidden = may.submit === "forbidden";
+  ui.interrupt.hidden = may.interrupt === "forbidden";
+  ui.task.disabled = may.submit === "forbidden";
+  ui.runner.disabled = may.submit === "forbidden";
+  ui.submit.disabled = !connected || may.submit !== "allowed" || submitting || runningAssignment !== null;
+  ui.interrupt.disabled = !connected || may.interrupt !== "allowed" || (runningAssignment === null && !submitting);
+  ui.taskForm.dataset.submit = may.submit;
+  ui.taskForm.dataset.interrupt = may.interrupt;
+  const denied = [may.submit === "forbidden" ? "submit" : null, may.interrupt === "forbidden" ? "interrupt" : null].filter((m) => m !== null);
+  ui.grantInfo.hidden = denied.length === 0;
+  ui.grantInfo.textContent =
+    denied.length === 0 ? "" : `This credential may not ${denied.join(" or ")} turns: its grant has no ${denied.map((m) => `\`${m}\``).join(" and no ")}.`;
+}
+
+/**
+ * Asks the runtime whether this connection's credential may call `method`, with nothing done:
+ * the call carries params the method never accepts, and the runtime checks the caller's grant
+ * before it reads params (`refuse` in crates/server/src/jsonrpc.rs), so `forbidden` means the
+ * grant lacks the method and `invalid_params` that it has it. The protocol has no call that
+ * tells a caller its grant; this is the nearest signal it offers, asked before anyone clicks.
+ * (A refused probe is recorded like any forbidden call: the audit log and
+ * `openagents_forbidden_total`.) Any other answer or failure offers the control: the runtime
+ * still decides every real call.
+ */
+async function probe(t: WebSocketTransport, method: "submit" | "interrupt"): Promise<Permission> {
+  try {
+    const reply = (await t.request(method, method === "submit" ? { task: 0 } : { assignment: 0 })) as { error?: { data?: { code?: unknown } } } | null;
+    return reply?.error?.data?.code === "forbidden" ? "forbidden" : "allowed";
+  } catch {
+    return "allowed";
+  }
+}
+
+/** Learns what this connection's credential may call (`probe`), then shows the controls so. */
+async function learnGrant(t: WebSocketTransport, gen: number): Promise<void> {
+  const [submit, interrupt] = await Promise.all([probe(t, "submit"), probe(t, "interrupt")]);
+  if (gen !== generation) return;
+  may.submit = submit;
+  may.interrupt = interrupt;
+  updateControls();
 }
 
 function storedSeq(): number | null {
@@ -358,6 +412,7 @@ async function connect(token: string): Promise<void> {
   everOpened = true;
   attempt = 0;
   setConnection("connected", "connected");
+  void learnGrant(t, gen);
   void t.closed.then((e) => {
     if (gen !== generation) return;
     closeAllApprovals();
@@ -600,6 +655,7 @@ ui.connectForm.addEventListener("submit", (event) => {
   if (typed !== "") {
     storeToken(token);
     everOpened = false;
+    forgetGrant();
   }
   ui.token.placeholder = "saved for this tab";
   void connect(token);
@@ -608,6 +664,7 @@ ui.connectForm.addEventListener("submit", (event) => {
 ui.forget.addEventListener("click", () => {
   storeToken(null);
   disconnect();
+  forgetGrant();
   setLastSeq(null);
   everOpened = false;
   ui.token.placeholder = "";
