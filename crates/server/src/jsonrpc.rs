@@ -42,11 +42,13 @@ pub const MAX_ERROR_MESSAGE: usize = 2048;
 /// request as an untyped tree, which costs up to 32 times the text for `[0,0,…]`: 64 KiB keeps
 /// that under about 2 MiB, and a huge invalid request costs no more than reading it.
 pub const EXPLAIN_LIMIT: usize = 64 * 1024;
-/// Requests larger than this (64 KiB) have their envelope read and the caller's grant checked
-/// before anything of their params is decoded, so a credential that may not call a method
-/// cannot make the server decode a large body for it. Smaller ones are decoded first (one pass,
-/// the common case) and their grant checked right after.
-pub const GRANT_FIRST_BYTES: usize = 64 * 1024;
+/// Requests larger than this (64 KiB) are large. Their envelope is read and the caller's grant
+/// checked before anything of their params is decoded, so a credential that may not call a
+/// method cannot make the server decode a large body for it; and they are read off the
+/// runtime's worker threads (`block_in_place`), so the tens of milliseconds a 16 MB body takes
+/// never hold up the connections queued on that worker. Smaller ones are decoded first (one
+/// pass, the common case) and their grant checked right after.
+pub const LARGE_REQUEST_BYTES: usize = 64 * 1024;
 /// The least an error reply may take, in bytes, however small its request (4 KiB): every
 /// refusal's reply is kept within twice its request or this, whichever is more, so an error
 /// never amplifies what a client sent beyond that (a batch's entries share it). Room enough for
@@ -279,9 +281,18 @@ impl RpcEngine {
     /// Everything of one request object but its call: decoded, checked, its envelope read. A
     /// refusal's reply is kept within twice `bytes` or `floor`, whichever is more.
     fn prepare_one(&self, caller: &Caller, bytes: &[u8], floor: usize) -> Prepared {
+        let multi_thread = || tokio::runtime::Handle::try_current().is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if bytes.len() > LARGE_REQUEST_BYTES && multi_thread() {
+            return tokio::task::block_in_place(|| self.read_one(caller, bytes, floor));
+        }
+        self.read_one(caller, bytes, floor)
+    }
+
+    /// [`RpcEngine::prepare_one`] on the calling thread.
+    fn read_one(&self, caller: &Caller, bytes: &[u8], floor: usize) -> Prepared {
         // UTF-8 is checked once for the whole message, not again for each string in it.
         let Ok(text) = std::str::from_utf8(bytes) else { return self.refuse(caller, bytes, None, None, floor) };
-        if bytes.len() > GRANT_FIRST_BYTES && !self.envelope_allowed(caller, bytes) {
+        if bytes.len() > LARGE_REQUEST_BYTES && !self.envelope_allowed(caller, bytes) {
             return self.refuse(caller, bytes, None, None, floor);
         }
         let mut de = serde_json::Deserializer::from_str(text);
@@ -296,7 +307,7 @@ impl RpcEngine {
                 // a call without arguments (`@open-rpc/client-js` does). Only where the method
                 // takes none or all of its params are optional does the request then decode.
                 if let Some(bare) = without_empty_params(bytes)
-                    && let Prepared::Call(call) = self.prepare_one(caller, &bare, floor)
+                    && let Prepared::Call(call) = self.read_one(caller, &bare, floor)
                 {
                     return Prepared::Call(call);
                 }
