@@ -47,22 +47,16 @@ fn peak_kb(pid: u32) -> u64 {
     status.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok()).unwrap_or(0)
 }
 
+/// `[0,0,…]` of [`ZEROS`] zeros: 16 MB.
+fn zeros() -> String {
+    let mut out = "0,".repeat(ZEROS);
+    out.pop();
+    format!("[{out}]")
+}
+
 /// `{"jsonrpc":"2.0","id":1,<before>"params":{"task":[0,0,…]}<after>}`: 16 MB.
 fn zeros_request(before: &str, after: &str) -> String {
-    let mut body = String::with_capacity(ZEROS * 2 + 128);
-    body.push_str(r#"{"jsonrpc":"2.0","id":1,"#);
-    body.push_str(before);
-    body.push_str(r#""params":{"task":["#);
-    for i in 0..ZEROS {
-        if i > 0 {
-            body.push(',');
-        }
-        body.push('0');
-    }
-    body.push_str("]}");
-    body.push_str(after);
-    body.push('}');
-    body
+    format!(r#"{{"jsonrpc":"2.0","id":1,{before}"params":{{"task":{}}}{after}}}"#, zeros())
 }
 
 /// `POST /rpc` of `body` with `token`: the status code and the JSON body of the answer.
@@ -167,16 +161,7 @@ fn a_16_mb_response_nobody_asked_for_costs_a_few_times_its_size() {
     let pid = server.child.id();
     let before = peak_kb(pid);
     // No `method`: read as a response to an approval request, which nobody made.
-    let mut body = String::with_capacity(ZEROS * 2 + 64);
-    body.push_str(r#"{"jsonrpc":"2.0","id":"approval-1","result":["#);
-    for i in 0..ZEROS {
-        if i > 0 {
-            body.push(',');
-        }
-        body.push('0');
-    }
-    body.push_str("]}");
-    over_websocket(addr, OBSERVER, body);
+    over_websocket(addr, OBSERVER, format!(r#"{{"jsonrpc":"2.0","id":"approval-1","result":{}}}"#, zeros()));
     let growth = peak_kb(pid).saturating_sub(before);
     eprintln!("peak resident memory grew by {growth} KiB");
     assert!(growth < GROWTH_BOUND_KB, "the server's peak memory grew by {growth} KiB for one 16 MB response (bound {GROWTH_BOUND_KB} KiB)");
