@@ -297,15 +297,16 @@ function updateControls(): void {
  * grant lacks the method and `invalid_params` that it has it. The protocol has no call that
  * tells a caller its grant; this is the nearest signal it offers, asked before anyone clicks.
  * (A refused probe is recorded like any forbidden call: the audit log and
- * `openagents_forbidden_total`.) Any other answer or failure offers the control: the runtime
- * still decides every real call.
+ * `openagents_forbidden_total`.) Any other answer offers the control: the runtime still decides
+ * every real call. No answer (the connection dropped) is `null`: nothing learned, the next
+ * connection asks again.
  */
-async function probe(t: WebSocketTransport, method: "submit" | "interrupt"): Promise<Permission> {
+async function probe(t: WebSocketTransport, method: "submit" | "interrupt"): Promise<Permission | null> {
   try {
     const reply = (await t.request(method, method === "submit" ? { task: 0 } : { assignment: 0 })) as { error?: { data?: { code?: unknown } } } | null;
     return reply?.error?.data?.code === "forbidden" ? "forbidden" : "allowed";
   } catch {
-    return "allowed";
+    return null;
   }
 }
 
@@ -313,8 +314,8 @@ async function probe(t: WebSocketTransport, method: "submit" | "interrupt"): Pro
 async function learnGrant(t: WebSocketTransport, gen: number): Promise<void> {
   const [submit, interrupt] = await Promise.all([probe(t, "submit"), probe(t, "interrupt")]);
   if (gen !== generation) return;
-  may.submit = submit;
-  may.interrupt = interrupt;
+  if (submit !== null) may.submit = submit;
+  if (interrupt !== null) may.interrupt = interrupt;
   updateControls();
 }
 
