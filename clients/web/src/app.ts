@@ -287,7 +287,7 @@ function updateControls(): void {
   const denied = [may.submit === "forbidden" ? "submit" : null, may.interrupt === "forbidden" ? "interrupt" : null].filter((m) => m !== null);
   ui.grantInfo.hidden = denied.length === 0;
   ui.grantInfo.textContent =
-    denied.length === 0 ? "" : `This credential may not ${denied.join(" or ")} turns: its grant has no ${denied.map((m) => `\`${m}\``).join(" and no ")}.`;
+    denied.length === 0 ? "" : `This credential may not ${denied.join(" or ")} turns: its grant does not allow it.`;
 }
 
 /**
