@@ -104,6 +104,14 @@ enum Command {
         #[arg(last = true, required = true)]
         command: Vec<std::ffi::OsString>,
     },
+    /// Internal: how every runner is started. Starts COMMAND as its child and waits for it;
+    /// what the runner leaves behind is killed. Exits with the runner's status.
+    #[command(name = "runner-exec", hide = true)]
+    RunnerExec {
+        /// The runner's command and arguments, after `--`.
+        #[arg(last = true, required = true)]
+        command: Vec<std::ffi::OsString>,
+    },
     /// Speak the Agent Client Protocol (v1) on stdin/stdout, for editors: sessions run turns
     /// through the named runners. Off until the operator's configuration enables the server.
     Acp(acp::AcpArgs),
@@ -149,6 +157,7 @@ fn main() -> ExitCode {
             eprintln!("openagents sandbox-exec: {e}");
             ExitCode::from(126)
         }
+        Command::RunnerExec { command } => ExitCode::from(openagents_sdk::agents::reap::supervise(&command)),
         Command::Acp(args) => acp::acp(args),
     }
 }

@@ -443,20 +443,35 @@ impl Drop for Reservation<'_> {
     }
 }
 
-/// Closes the conversation's process once it has been idle for `idle`, unless a turn took it
-/// (which changes its generation) in the meantime.
+/// How often an idle agent process is asked whether it has exited: an agent that exits between
+/// turns is reaped (and what it left behind swept) within this, not at its idle timeout.
+pub const IDLE_EXIT_CHECK: Duration = Duration::from_millis(200);
+
+/// Closes the conversation's process once it has been idle for `idle`, or as soon as it has
+/// exited by itself (checked every [`IDLE_EXIT_CHECK`]), unless a turn took it (which changes
+/// its generation) in the meantime.
 async fn close_when_idle(pool: Weak<Pool>, key: (String, String), generation: u64, idle: Duration) {
-    tokio::time::sleep(idle).await;
-    let Some(pool) = pool.upgrade() else { return };
-    let process = {
-        let mut st = pool.state();
-        match st.slots.get(&key) {
-            Some(s) if s.generation == generation && s.process.is_some() => st.slots.remove(&key).and_then(|s| s.process),
-            _ => None,
+    // An idle time too large for a deadline (a `RunnerSpec` built by hand) is no limit to speak
+    // of, never a panic.
+    let until = Instant::now().checked_add(idle).unwrap_or_else(|| Instant::now() + Duration::from_secs(365 * 24 * 60 * 60));
+    loop {
+        tokio::time::sleep_until(until.min(Instant::now() + IDLE_EXIT_CHECK)).await;
+        let Some(pool) = pool.upgrade() else { return };
+        let (process, clean) = {
+            let mut st = pool.state();
+            let exited = match st.slots.get_mut(&key) {
+                Some(Slot { process: Some(p), generation: g, .. }) if *g == generation => p.has_exited(),
+                _ => return,
+            };
+            if !exited && Instant::now() < until {
+                continue;
+            }
+            (st.slots.remove(&key).and_then(|s| s.process), !exited)
+        };
+        if let Some(p) = process {
+            p.close(clean).await;
         }
-    };
-    if let Some(p) = process {
-        p.close(true).await;
+        return;
     }
 }
 

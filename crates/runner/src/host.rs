@@ -350,9 +350,11 @@ pub async fn run_turn_with(
 ///
 /// The environment starts empty: only [`INHERITED_ENV`] is copied from the host's, then the
 /// entry's `env` is added. The child is recorded as live for [`reap::sweep`], which
-/// [`end_process_group`] runs, so nothing it starts outlives it.
+/// [`end_process_group`] runs, so nothing it starts outlives it. On a host with a launcher the
+/// child is the runner's supervisor ([`reap::supervise`]), in the runner's process group.
 pub(crate) fn spawn_in_group(spec: &RunnerSpec, cwd: &str) -> std::io::Result<Child> {
-    reap::spawn(&mut runner_command(spec, cwd)?)
+    let mut command = runner_command(spec, cwd)?;
+    if crate::sandbox::launcher().is_some() { reap::spawn_supervised(&mut command) } else { reap::spawn(&mut command) }
 }
 
 /// The only variables a runner inherits from the host's environment; everything else it gets
@@ -363,28 +365,41 @@ pub const INHERITED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TERM", "
 /// The command that starts `spec`'s runner in `cwd`: a cleared environment (only
 /// [`INHERITED_ENV`], then the entry's `env`), piped stdio, a process group of its own, killed
 /// when dropped; for an entry with a `sandbox`, through the sandbox launcher
-/// ([`crate::sandbox`]).
+/// ([`crate::sandbox`]). On a host with a launcher, under the runner's supervisor
+/// ([`reap::supervise`]: the launcher's `runner-exec`), which ends what the runner leaves
+/// behind.
 ///
 /// # Errors
 ///
 /// A sandboxed runner on a host without a sandbox launcher, or whose sandbox would reach one of
-/// the server's own files ([`crate::sandbox::protect`]): it fails closed.
+/// the server's own files ([`crate::sandbox::protect`]): it fails closed. Under a supervisor, a
+/// command that does not exist or may not be executed, with the error starting it would give.
 pub fn runner_command(spec: &RunnerSpec, cwd: &str) -> std::io::Result<Command> {
-    let mut command = match &spec.sandbox {
-        None => {
-            let mut c = Command::new(&spec.command);
-            c.args(&spec.args);
-            c
-        }
+    let launcher = crate::sandbox::launcher();
+    let (program, args): (&std::path::Path, Vec<std::ffi::OsString>) = match &spec.sandbox {
+        None => (&spec.command, spec.args.iter().map(Into::into).collect()),
         Some(sandbox) => {
             if sandbox.reaches_protected(cwd).is_some() {
                 return Err(std::io::Error::other("its sandbox would reach the server's own files; it was not started"));
             }
-            let Some(launcher) = crate::sandbox::launcher() else {
+            let Some(launcher) = launcher else {
                 return Err(std::io::Error::other("the runner asks for a sandbox, and this host has no sandbox launcher; it was not started"));
             };
+            (launcher, sandbox.launcher_args(&spec.command, &spec.args, cwd))
+        }
+    };
+    let mut command = match launcher {
+        Some(launcher) => {
+            // The supervisor starts the runner itself; a command it could not start is refused
+            // here, as a direct start would refuse it, not after the supervisor has started.
+            executable(&spec.command)?;
             let mut c = Command::new(launcher);
-            c.args(sandbox.launcher_args(&spec.command, &spec.args, cwd));
+            c.args(reap::supervisor_args(program.as_os_str(), args));
+            c
+        }
+        None => {
+            let mut c = Command::new(program);
+            c.args(args);
             c
         }
     };
@@ -403,6 +418,18 @@ pub fn runner_command(spec: &RunnerSpec, cwd: &str) -> std::io::Result<Command> 
         .process_group(0)
         .kill_on_drop(true);
     Ok(command)
+}
+
+/// Whether `path` is a file someone may execute: the error starting it would give otherwise
+/// (no such file, or permission denied).
+fn executable(path: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path)?;
+    if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::from_raw_os_error(nix::errno::Errno::EACCES as i32))
+    }
 }
 
 /// The newest [`STDERR_TAIL_BYTES`] a runner wrote to stderr, collected by a task of its own

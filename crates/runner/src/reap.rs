@@ -10,14 +10,27 @@
 //! runner can have started, nor a child of the host process that shares its process group (one
 //! it started itself by other means) unless the host declared it starts none
 //! ([`own_every_child`], as the `openagents` binary does).
+//!
+//! A host with a launcher (the `openagents` binary, see [`crate::sandbox::set_launcher`]) starts
+//! every runner under a supervisor of its own, [`supervise`] (`openagents runner-exec`), and
+//! records it with [`spawn_supervised`]. The supervisor is a child subreaper too, so whatever
+//! the runner leaves behind, `setsid` or not, is re-parented to the supervisor, never to the
+//! host, for as long as the supervisor lives: what a runner started is known to be its own even
+//! while other runners live (an ACP agent lives for a whole conversation, so there nearly always
+//! are). When the runner exits the supervisor kills and reaps everything below it before it
+//! exits itself. The sweep above stays as the fallback for a supervisor that was killed (by its
+//! runner, or with its process group) before it could finish.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, kill, killpg};
-use nix::sys::wait::{WaitPidFlag, waitpid};
+use std::ffi::{OsStr, OsString};
+
+use nix::errno::Errno;
+use nix::sys::signal::{SigSet, Signal, kill, killpg};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{Pid, getpgrp};
 use tokio::process::{Child, Command};
 
@@ -28,11 +41,28 @@ pub const SWEEP_ROUNDS: usize = 100;
 /// The pause between two rounds of [`sweep`].
 pub const SWEEP_PAUSE: Duration = Duration::from_millis(10);
 
-/// The runners the host owns now: pid (also their process group) to start time (clock ticks
-/// since boot). The sweep leaves them alone.
-static LIVE: Mutex<BTreeMap<i32, u64>> = Mutex::new(BTreeMap::new());
+/// A runner the host owns now.
+#[derive(Debug, Clone, Copy)]
+struct Owned {
+    /// Its start time (clock ticks since boot).
+    started: u64,
+    /// Whether it is a supervisor ([`supervise`]) that is still running: then nothing it started
+    /// can have been re-parented to the host, and it shields no adopted process.
+    supervised: bool,
+}
 
-fn live() -> std::sync::MutexGuard<'static, BTreeMap<i32, u64>> {
+impl Owned {
+    /// Whether an adopted process started at `started` may be this runner's.
+    fn may_have_started(&self, started: u64) -> bool {
+        !self.supervised && self.started <= started
+    }
+}
+
+/// The runners the host owns now, by pid (also their process group). The sweep leaves them
+/// alone.
+static LIVE: Mutex<BTreeMap<i32, Owned>> = Mutex::new(BTreeMap::new());
+
+fn live() -> std::sync::MutexGuard<'static, BTreeMap<i32, Owned>> {
     LIVE.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -62,12 +92,27 @@ pub fn become_subreaper() -> bool {
 ///
 /// The spawn's I/O error.
 pub fn spawn(command: &mut Command) -> std::io::Result<Child> {
+    spawn_as(command, false)
+}
+
+/// [`spawn`] for a command that starts the runner under [`supervise`] (see
+/// [`supervisor_args`]): the sweep then knows that nothing the runner starts is re-parented to
+/// the host while the supervisor runs.
+///
+/// # Errors
+///
+/// The spawn's I/O error.
+pub fn spawn_supervised(command: &mut Command) -> std::io::Result<Child> {
+    spawn_as(command, true)
+}
+
+fn spawn_as(command: &mut Command, supervised: bool) -> std::io::Result<Child> {
     become_subreaper();
     // Under the lock: a sweep running meanwhile must not see the new child before it is live.
     let mut live = live();
     let child = command.spawn()?;
     if let Some(pid) = child.id().and_then(|id| i32::try_from(id).ok()) {
-        live.insert(pid, stat(pid).map_or(0, |s| s.started));
+        live.insert(pid, Owned { started: stat(pid).map_or(0, |s| s.started), supervised });
     }
     Ok(child)
 }
@@ -204,7 +249,7 @@ pub async fn sweep(group: Option<Pid>) -> usize {
     let me = i32::try_from(std::process::id()).unwrap_or(0);
     let my_group = getpgrp().as_raw();
     let group = group.map(Pid::as_raw).filter(|&g| g > 1 && g != my_group);
-    let started = group.and_then(|g| live().remove(&g)).unwrap_or(0);
+    let started = group.and_then(|g| live().remove(&g)).map_or(0, |o| o.started);
     let mut killed = BTreeSet::new();
     for _ in 0..SWEEP_ROUNDS {
         let mut left = false;
@@ -214,7 +259,15 @@ pub async fn sweep(group: Option<Pid>) -> usize {
             // A runner whose owner dropped it without a sweep is gone (or its pid is another
             // process's now): it no longer shields what it may have started. Asked of the
             // process itself, not of the list above, which may have missed it.
-            live.retain(|pid, started| stat(*pid).is_some_and(|p| p.started == *started));
+            live.retain(|pid, owned| stat(*pid).is_some_and(|p| p.started == owned.started));
+            // A supervisor that has died (killed with SIGKILL before it could clean up; it is a
+            // zombie until its owner reaps it) has handed what it held to the host: from now on
+            // it shields what it may have started, as any runner does.
+            for (pid, owned) in live.iter_mut() {
+                if owned.supervised && stat(*pid).is_none_or(|p| p.state == b'Z') {
+                    owned.supervised = false;
+                }
+            }
             let mut below: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
             let mut by_pid: BTreeMap<i32, Stat> = BTreeMap::new();
             for p in &procs {
@@ -234,7 +287,7 @@ pub async fn sweep(group: Option<Pid>) -> usize {
                     left = true;
                     continue;
                 }
-                let only_ours = adopted && p.started >= started && !live.values().any(|&other| other <= p.started);
+                let only_ours = adopted && p.started >= started && !live.values().any(|other| other.may_have_started(p.started));
                 if !(in_group || only_ours) {
                     continue;
                 }
@@ -258,6 +311,169 @@ pub async fn sweep(group: Option<Pid>) -> usize {
         tokio::time::sleep(SWEEP_PAUSE).await;
     }
     killed.len()
+}
+
+/// The subcommand of the launcher executable (see [`crate::sandbox::set_launcher`]) that runs
+/// [`supervise`].
+pub const SUPERVISOR_SUBCOMMAND: &str = "runner-exec";
+
+/// The signals a supervisor waits for instead of dying of them: its runner's end (`SIGCHLD`),
+/// and the ones that end a process group or a terminal's jobs, which are for the runner (in the
+/// same process group) to act on: the supervisor ends when its runner has.
+const SUPERVISOR_SIGNALS: [Signal; 5] = [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP, Signal::SIGQUIT];
+
+/// The supervisor's command line after the launcher's path: [`supervise`] starting `program`
+/// with `args`.
+pub fn supervisor_args(program: &OsStr, args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut out: Vec<OsString> = vec![SUPERVISOR_SUBCOMMAND.into(), "--".into(), program.to_owned()];
+    out.extend(args);
+    out
+}
+
+/// The supervisor's half (`openagents runner-exec -- COMMAND [ARGS]...`): what a runner leaves
+/// behind never outlives it.
+///
+/// It becomes a child subreaper, starts the runner as its own child (same process group,
+/// environment, folder and stdio), and lets go of its own stdio so that only the runner holds
+/// the host's pipes. Then it waits, and when the runner has exited it kills everything still
+/// below it (what the runner left in its process group, and what it left outside it: orphans
+/// come to the supervisor, a subreaper, `setsid` or not) and reaps it. It exits with the
+/// runner's status: its exit code, or the signal that killed it (raised again, for the signals
+/// that end a process without a core dump; 128 + the signal's number otherwise). 127 when the
+/// runner cannot be started, 126 when it cannot be supervised.
+///
+/// Call it in a process of its own that has started no other thread (the launcher executable
+/// does, before anything else): the signals are waited for by the calling thread.
+///
+/// What it cannot prevent: a runner that kills its supervisor (SIGKILL, from the same user;
+/// a runner sandboxed on a kernel with Landlock ABI 6 cannot signal outside its sandbox) hands
+/// what it left to the host, whose [`sweep`] takes it at the runner's end by the older rule.
+pub fn supervise(command: &[OsString]) -> u8 {
+    let Some((program, args)) = command.split_first() else {
+        eprintln!("openagents {SUPERVISOR_SUBCOMMAND}: no command to run");
+        return 127;
+    };
+    let mut signals = SigSet::empty();
+    for s in SUPERVISOR_SIGNALS {
+        signals.add(s);
+    }
+    let setup = signals.thread_block().and_then(|()| nix::sys::prctl::set_child_subreaper(true));
+    if let Err(e) = setup {
+        eprintln!("openagents {SUPERVISOR_SUBCOMMAND}: cannot supervise the runner: {e}");
+        return 126;
+    }
+    // The runner gets an empty signal mask (the standard library resets it in the child).
+    let runner = match std::process::Command::new(program).args(args).spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("openagents {SUPERVISOR_SUBCOMMAND}: cannot start {}: {e}", program.to_string_lossy());
+            return 127;
+        }
+    };
+    let runner = Pid::from_raw(i32::try_from(runner.id()).unwrap_or(i32::MAX));
+    let_go_of_stdio();
+    let me = i32::try_from(std::process::id()).unwrap_or(0);
+    let mut status = None;
+    loop {
+        reap_children(runner, &mut status);
+        if status.is_some() {
+            break;
+        }
+        // A signal that arrives after the check above is pending (blocked), so this returns.
+        if signals.wait().is_err() {
+            std::thread::sleep(SWEEP_PAUSE);
+        }
+    }
+    end_everything_below(me, runner, &mut status);
+    exit_like(status)
+}
+
+/// Points the supervisor's stdin, stdout and stderr at `/dev/null`: the runner's pipes close
+/// when the runner (and what it started) closes them, not when the supervisor does.
+fn let_go_of_stdio() {
+    if let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
+        let _ = nix::unistd::dup2_stdin(&null);
+        let _ = nix::unistd::dup2_stdout(&null);
+        let _ = nix::unistd::dup2_stderr(&null);
+    }
+}
+
+/// Reaps every child of the supervisor that has ended, noting the runner's status. Returns
+/// whether it has children left.
+fn reap_children(runner: Pid, status: &mut Option<WaitStatus>) -> bool {
+    loop {
+        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) => return true,
+            Ok(s @ (WaitStatus::Exited(pid, _) | WaitStatus::Signaled(pid, _, _))) => {
+                if pid == runner {
+                    *status = Some(s);
+                }
+            }
+            Ok(_) | Err(Errno::EINTR) => {}
+            // ECHILD: nothing is left.
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Every process below `me`: by the walk down the children lists, or from a scan of every
+/// process when the walk cannot be trusted.
+fn subtree(me: i32) -> Vec<Stat> {
+    if let Some(found) = descendants(me) {
+        return found;
+    }
+    let all = all_processes();
+    let mut below: BTreeMap<i32, Vec<Stat>> = BTreeMap::new();
+    for p in all {
+        below.entry(p.ppid).or_default().push(p);
+    }
+    let mut found = Vec::new();
+    let mut stack = vec![me];
+    while let Some(pid) = stack.pop() {
+        for p in below.remove(&pid).unwrap_or_default() {
+            stack.push(p.pid);
+            found.push(p);
+        }
+    }
+    found
+}
+
+/// Kills and reaps everything below the supervisor `me`, for at most [`SWEEP_ROUNDS`] rounds
+/// [`SWEEP_PAUSE`] apart (a process that forks while it is killed leaves orphans, which come to
+/// the supervisor and are killed next round).
+fn end_everything_below(me: i32, runner: Pid, status: &mut Option<WaitStatus>) {
+    for _ in 0..SWEEP_ROUNDS {
+        for p in subtree(me) {
+            // A zombie is not signalled, unless it only looks like one (see `sweep`).
+            if p.state != b'Z' || has_live_thread(p.pid) {
+                let _ = kill(Pid::from_raw(p.pid), Signal::SIGKILL);
+            }
+        }
+        if !reap_children(runner, status) {
+            return;
+        }
+        std::thread::sleep(SWEEP_PAUSE);
+    }
+}
+
+/// The supervisor's exit code for the runner's `status`; for a signal that ends a process
+/// without a core dump, that signal is raised instead, so the host sees the runner's own
+/// status.
+fn exit_like(status: Option<WaitStatus>) -> u8 {
+    match status {
+        Some(WaitStatus::Exited(_, code)) => u8::try_from(code).unwrap_or(1),
+        Some(WaitStatus::Signaled(_, signal, _)) => {
+            use Signal::{SIGALRM, SIGHUP, SIGINT, SIGKILL, SIGPIPE, SIGTERM, SIGUSR1, SIGUSR2};
+            if matches!(signal, SIGKILL | SIGTERM | SIGINT | SIGHUP | SIGPIPE | SIGALRM | SIGUSR1 | SIGUSR2) {
+                let mut one = SigSet::empty();
+                one.add(signal);
+                let _ = one.thread_unblock();
+                let _ = nix::sys::signal::raise(signal);
+            }
+            128u8.saturating_add(u8::try_from(signal as i32).unwrap_or(0))
+        }
+        _ => 1,
+    }
 }
 
 #[cfg(test)]

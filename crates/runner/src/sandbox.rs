@@ -15,6 +15,10 @@
 //! binary's hidden `sandbox-exec` subcommand, which calls [`exec`]) — that restricts itself and
 //! then executes the runner in place (same pid, same process group). The sandbox fails closed:
 //! without a launcher, or on a kernel without Landlock, a sandboxed runner does not start.
+//! Every runner of such a host, sandboxed or not, runs under its supervisor
+//! ([`crate::reap::supervise`], the launcher's `runner-exec`), which starts the sandbox launcher
+//! for a sandboxed one; the supervisor stays outside the sandbox (it must see and end what the
+//! runner leaves behind), and from Landlock ABI 6 on the runner cannot signal it.
 //!
 //! The turn's `cwd` comes from the caller, so it could widen the sandbox: a `cwd` of `/`, or of
 //! the folder holding the operator's configuration, would open it all. The server registers its
