@@ -18,7 +18,7 @@ use axum::Router;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use futures_util::{SinkExt, StreamExt};
 use openagents_protocol::{ApprovalReply, SERVER_MAX_IN_FLIGHT, SERVER_MAX_LINE_BYTES};
@@ -124,7 +124,7 @@ async fn upgrade(app: Access, request: Request, options: WsOptions) -> Response 
     let (mut parts, _) = request.into_parts();
     let ws = match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
         Ok(ws) => ws,
-        Err(e) => return (StatusCode::BAD_REQUEST, format!("not a WebSocket upgrade: {e}\n")).into_response(),
+        Err(e) => return reject(openagents_protocol::ErrorCode::InvalidRequest, StatusCode::BAD_REQUEST, format!("not a WebSocket upgrade: {e}")),
     };
     let engine = app.engine().clone();
     // The socket counts against the listener's connection limit for as long as it is open.

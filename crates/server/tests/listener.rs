@@ -1,0 +1,144 @@
+//! The listener's defences over real loopback sockets, each against the attack it answers:
+//! silent connections from one address cannot lock authenticated clients out; a `Host` the
+//! runtime does not serve (DNS rebinding) gets neither the page nor the WebSocket; a browser
+//! origin not allowed is refused on `POST /rpc`, `GET /events` and `GET /metrics`; a body refused
+//! before it is read is still read (and dropped), so a client that writes it whole reads the
+//! refusal instead of a reset; request bodies share one budget; every refusal has a JSON-RPC
+//! error body.
+//!
+//! Plain clients here are blocking `std` sockets (run on blocking threads), as a script's
+//! `urllib` or `curl` would be. Every wait is for something observable, bounded by [`STEP`].
+
+mod common;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream as StdTcp};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::*;
+use openagents_server::http::MAX_CONNECTIONS_PER_PEER;
+use openagents_server::{RpcEngine, SERVER_MAX_LINE_BYTES, run_http_authorized_web};
+use serde_json::Value;
+
+/// An answer read from a plain socket: the status, the header block, the body.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    head: String,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("status {}: the body is not JSON ({e}): {}\n{}", self.status, self.head, String::from_utf8_lossy(&self.body)))
+    }
+
+    /// The typed code of a JSON-RPC error body (with `jsonrpc` and a null `id`).
+    fn code(&self) -> String {
+        let v = self.json();
+        assert_eq!(v["jsonrpc"], "2.0", "{v}");
+        assert_eq!(v["id"], Value::Null, "{v}");
+        v["error"]["data"]["code"].as_str().unwrap_or_else(|| panic!("no typed error code: {v}")).to_owned()
+    }
+}
+
+/// Reads one answer: the header block, then `Content-Length` bytes of body (a `101` has none).
+fn read_answer(s: &mut StdTcp) -> Result<Answer, String> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let split = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i;
+        }
+        match s.read(&mut chunk) {
+            Ok(0) => return Err(format!("closed after {} bytes: {:?}", buf.len(), String::from_utf8_lossy(&buf))),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) => return Err(format!("{e} after {} bytes", buf.len())),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..split]).into_owned();
+    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).ok_or_else(|| format!("no status line: {head:?}"))?;
+    let length: usize = head.lines().find_map(|l| l.split_once(':').filter(|(n, _)| n.eq_ignore_ascii_case("content-length")).and_then(|(_, v)| v.trim().parse().ok())).unwrap_or(0);
+    let mut body = buf[split + 4..].to_vec();
+    while body.len() < length {
+        match s.read(&mut chunk) {
+            Ok(0) => return Err(format!("closed after {} of {length} body bytes", body.len())),
+            Ok(n) => body.extend_from_slice(&chunk[..n]),
+            Err(e) => return Err(format!("{e} after {} of {length} body bytes", body.len())),
+        }
+    }
+    body.truncate(length);
+    Ok(Answer { status, head, body })
+}
+
+/// Connects, writes `request` whole (as a plain client does, whatever the server says first),
+/// then reads the answer. `Err` says what happened instead (no answer, a reset).
+fn exchange(addr: SocketAddr, request: &[u8]) -> Result<Answer, String> {
+    let mut s = StdTcp::connect(addr).map_err(|e| format!("connect: {e}"))?;
+    s.set_read_timeout(Some(STEP)).map_err(|e| e.to_string())?;
+    s.set_write_timeout(Some(STEP)).map_err(|e| e.to_string())?;
+    let written = s.write_all(request);
+    let answer = read_answer(&mut s).map_err(|e| format!("{e} (the write: {written:?})"))?;
+    // A client such as urllib gives up when its write fails: the answer is not read then.
+    written.map_err(|e| format!("the write failed ({e}), though the answer was {} {}", answer.status, answer.head.lines().next().unwrap_or_default()))?;
+    Ok(answer)
+}
+
+async fn exchange_async(addr: SocketAddr, request: Vec<u8>) -> Result<Answer, String> {
+    tokio::task::spawn_blocking(move || exchange(addr, &request)).await.expect("the exchange thread")
+}
+
+/// A `POST /rpc` request: `auth` is a header line (or empty), `body_len` the declared length;
+/// `body` is written after the head (it may be shorter than declared).
+fn post_head(addr: SocketAddr, auth: &str, content_type: &str, body_len: usize) -> Vec<u8> {
+    format!("POST /rpc HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: {content_type}\r\nContent-Length: {body_len}\r\nConnection: close\r\n\r\n").into_bytes()
+}
+
+fn bearer(token: &str) -> String {
+    format!("Authorization: Bearer {token}\r\n")
+}
+
+/// A `status` request padded with spaces to `len` bytes.
+fn padded_status(len: usize) -> Vec<u8> {
+    let mut body = br#"{"jsonrpc":"2.0","id":1,"method":"status"}"#.to_vec();
+    body.resize(len, b' ');
+    body
+}
+
+fn status_request(addr: SocketAddr) -> Vec<u8> {
+    let mut r = post_head(addr, &bearer(ADMIN), "application/json", padded_status(0).len());
+    r.extend_from_slice(&padded_status(0));
+    r
+}
+
+/// The value of the metric line `name` in the engine's exposition.
+fn metric(engine: &RpcEngine, name: &str) -> Option<i64> {
+    engine.metrics_text().lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' '))).and_then(|v| v.trim().parse().ok())
+}
+
+/// Polls `check` every 10 ms until it holds, for at most [`STEP`].
+async fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + STEP;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out after {STEP:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Refusal bodies (audit finding 13b)
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_websocket_path_without_an_upgrade_is_a_json_rpc_refusal() {
+    let (engine, _gate) = scripted_engine();
+    let http = Http::start(&engine).await;
+    let r = http.request("GET", "/frontend/v2", &[("authorization", format!("Bearer {ADMIN}"))], "").await;
+    assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.headers.get("content-type").and_then(|v| v.to_str().ok()), Some("application/json"));
+    assert_eq!(r.json()["jsonrpc"], "2.0");
+    assert_eq!(r.json()["id"], Value::Null);
+    assert_eq!(r.error()["data"]["code"], "invalid_request");
+}
