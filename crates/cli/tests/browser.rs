@@ -358,3 +358,28 @@ async fn offering_only_the_bearer_subprotocol_is_refused_with_what_to_offer() {
         Ok(Some("openagents.v2".to_owned()))
     );
 }
+
+#[tokio::test]
+async fn rpc_and_events_refuse_a_browser_origin_not_allowed() {
+    let http = start().await;
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"status"}"#;
+    let auth = ("authorization", format!("Bearer {}", http.token));
+    let json = ("content-type", "application/json".to_owned());
+    let r = http
+        .request("POST", "/rpc", &[auth.clone(), json.clone(), ("origin", OTHER.to_owned())], body)
+        .await;
+    assert_eq!(r.status, 403, "POST /rpc from {OTHER}");
+    assert_eq!(r.json()["error"]["data"]["code"], "forbidden");
+    let r = http
+        .request("GET", "/events", &[auth.clone(), ("origin", OTHER.to_owned())], "")
+        .await;
+    assert_eq!(r.status, 403, "GET /events from {OTHER}");
+    assert_eq!(r.json()["error"]["data"]["code"], "forbidden");
+    // The allowed origin, and a client without an Origin, are served.
+    let r = http
+        .request("POST", "/rpc", &[auth.clone(), json.clone(), ("origin", ALLOWED.to_owned())], body)
+        .await;
+    assert_eq!(r.status, 200);
+    let r = http.request("POST", "/rpc", &[auth, json], body).await;
+    assert_eq!(r.status, 200);
+}

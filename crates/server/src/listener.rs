@@ -73,8 +73,9 @@ pub(crate) fn stamp_schema(mut response: Response) -> Response {
 #[derive(Debug, Clone, Default)]
 pub struct HttpOptions {
     /// Browser origins (`scheme://host[:port]`) allowed to call `POST /rpc` and `GET /events`
-    /// across origins (CORS) and to open the WebSocket. A request without an `Origin` header is
-    /// not a browser's and is not checked; a page of the runtime's own origin is always allowed.
+    /// across origins (CORS) and to open the WebSocket; a request carrying any other `Origin` is
+    /// refused with 403 on every path. A request without an `Origin` header is not a browser's
+    /// and is not checked; a page of the runtime's own origin is always allowed.
     pub allowed_origins: Vec<String>,
     /// Whether `GET /` serves the web page.
     pub web: bool,
@@ -110,14 +111,16 @@ impl Access {
         Access { engine, options: Arc::new(options), credentials: Arc::new(credentials), callers: Arc::new(callers) }
     }
 
+    /// Whether a browser request from `origin` may use this runtime (see
+    /// [`HttpOptions::origin_allowed`]).
+    fn origin_allowed(&self, origin: &HeaderValue, host: Option<&HeaderValue>) -> bool {
+        let host = host.and_then(|h| h.to_str().ok());
+        origin.to_str().is_ok_and(|o| self.options.origin_allowed(o, host))
+    }
+
     /// The engine.
     pub(crate) fn engine(&self) -> &RpcEngine {
         &self.engine
-    }
-
-    /// The operator's options.
-    pub(crate) fn options(&self) -> &HttpOptions {
-        &self.options
     }
 
     /// The caller for the request's `Authorization` header, or the 401 to answer.
@@ -206,7 +209,8 @@ pub(crate) async fn bind(bind: &str) -> io::Result<TcpListener> {
 /// (none left, or its peer's all taken: closed on arrival), every response carries the digest
 /// headers (and CORS headers for an allowed origin), a header block over
 /// `SERVER_MAX_HEADER_BYTES` is 431, a CORS preflight is answered before any route without a
-/// token, and `direct` answers `POST /rpc` when given.
+/// token, a browser `Origin` that is not allowed is 403, and `direct` answers `POST /rpc` when
+/// given.
 pub(crate) async fn accept_loop<D: Direct>(listener: TcpListener, router: Router, access: Access, direct: Option<D>) {
     let engine = access.engine.clone();
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
@@ -240,6 +244,9 @@ pub(crate) async fn accept_loop<D: Direct>(listener: TcpListener, router: Router
             let too_large = header_block_len(&request) > SERVER_MAX_HEADER_BYTES;
             let origin = request.headers().get(header::ORIGIN).cloned();
             let preflight = request.method() == axum::http::Method::OPTIONS && request.headers().contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
+            // A browser page of an origin not allowed is refused before any route (CORS only
+            // keeps it from reading the answer, not the request from running).
+            let foreign = !preflight && origin.as_ref().is_some_and(|o| !access.origin_allowed(o, request.headers().get(header::HOST)));
             let direct = direct.clone().filter(|_| request.method() == axum::http::Method::POST && request.uri().path() == "/rpc");
             if direct.is_none() {
                 request.extensions_mut().insert(peer_ip);
@@ -254,6 +261,10 @@ pub(crate) async fn accept_loop<D: Direct>(listener: TcpListener, router: Router
                 let cors = access.options.cors_origin(origin.as_ref());
                 if preflight {
                     return Ok(stamp_schema(preflight_response(cors)));
+                }
+                if foreign {
+                    let message = "this browser origin may not use the runtime: the operator lists allowed origins in `[capabilities.server] allowed_origins`";
+                    return Ok(stamp_schema(reject(ErrorCode::Forbidden, StatusCode::FORBIDDEN, message.into())));
                 }
                 let response = match direct {
                     Some(direct) => direct.call(access, request, peer_ip).await,

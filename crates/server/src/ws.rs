@@ -94,15 +94,8 @@ async fn upgrade(app: Access, request: Request, options: WsOptions) -> Response 
     // Authenticate before the upgrade completes: the Authorization header, or the bearer
     // subprotocol. Never a token in the URL.
     let headers = request.headers().clone();
-    // A browser always sends `Origin`; a page from an origin the operator did not allow (and
-    // not the runtime's own) is refused before anything else.
-    if let Some(origin) = headers.get(axum::http::header::ORIGIN) {
-        let host = headers.get(axum::http::header::HOST).and_then(|h| h.to_str().ok());
-        if !origin.to_str().is_ok_and(|o| app.options().origin_allowed(o, host)) {
-            let message = "this browser origin may not open the WebSocket: the operator lists allowed origins in `[capabilities.server] allowed_origins`";
-            return stamp_schema(reject(openagents_protocol::ErrorCode::Forbidden, StatusCode::FORBIDDEN, message.into()));
-        }
-    }
+    // A browser always sends `Origin`; the listener has refused a page from an origin the
+    // operator did not allow (and not the runtime's own) before any route.
     // Offering only the bearer subprotocol would upgrade without selecting one, which browsers
     // reject with an opaque 1006: say what to offer instead.
     if bearer_from_protocols(&headers).is_some() && !offered_protocols(&headers).any(|p| p == SUBPROTOCOL) {

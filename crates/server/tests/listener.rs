@@ -128,6 +128,41 @@ async fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Browser origins on the HTTP routes (audit finding 7)
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rpc_events_and_metrics_refuse_a_browser_origin_not_allowed_with_403() {
+    let (engine, _gate) = scripted_engine();
+    let http = Http::start(&engine).await;
+    let status = r#"{"jsonrpc":"2.0","id":1,"method":"status"}"#;
+    let auth = ("authorization", format!("Bearer {ADMIN}"));
+    let json = ("content-type", "application/json".to_owned());
+    for origin in ["https://evil.example", "null", "http://127.0.0.1:1", "http://evil.example"] {
+        let with_origin = |mut h: Vec<(&'static str, String)>| {
+            h.push(("origin", origin.to_owned()));
+            h
+        };
+        let r = http.request("POST", "/rpc", &with_origin(vec![auth.clone(), json.clone()]), status).await;
+        assert_eq!(r.status, 403, "POST /rpc from {origin}: {}", String::from_utf8_lossy(&r.body));
+        assert_eq!(r.error()["data"]["code"], "forbidden", "POST /rpc from {origin}");
+        for path in ["/events", "/metrics"] {
+            let r = http.request("GET", path, &with_origin(vec![auth.clone()]), "").await;
+            assert_eq!(r.status, 403, "GET {path} from {origin}: {}", String::from_utf8_lossy(&r.body));
+            assert_eq!(r.error()["data"]["code"], "forbidden", "GET {path} from {origin}");
+        }
+    }
+    // The runtime's own origin (a page it served) and clients that send no Origin are served.
+    let own = ("origin", format!("http://{}", http.addr));
+    let r = http.request("POST", "/rpc", &[auth.clone(), json.clone(), own.clone()], status).await;
+    assert_eq!(r.result()["state"], "idle");
+    let r = http.request("POST", "/rpc", &[auth.clone(), json.clone()], status).await;
+    assert_eq!(r.result()["state"], "idle");
+    assert!(http.events_with(&[auth.clone(), own], Since::Now).await.is_ok(), "GET /events from the runtime's own origin");
+    assert!(http.events_with(&[auth], Since::Now).await.is_ok(), "GET /events without an Origin");
+}
+
+// ---------------------------------------------------------------------------------------------
 // Refusal bodies (audit finding 13b)
 // ---------------------------------------------------------------------------------------------
 
