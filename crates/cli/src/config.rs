@@ -21,6 +21,10 @@ pub struct ServerSettings {
     /// `allowed_origins = ["https://app.example"]`: browser origins allowed to call the
     /// runtime across origins (CORS) and to open its WebSocket.
     pub allowed_origins: Vec<String>,
+    /// `allowed_hosts = ["agents.internal"]`: host names (no scheme, no path; a port is
+    /// ignored) the runtime answers to besides its bound address, any IP address and, on
+    /// loopback, `localhost`; the web page and the WebSocket refuse any other `Host` (421).
+    pub allowed_hosts: Vec<String>,
 }
 
 /// Tables a project-level file may never set: they would let a repository switch on a listener
@@ -71,7 +75,16 @@ pub fn server_settings(path: &Path) -> Result<ServerSettings, String> {
                     s.allowed_origins.push(o.to_owned());
                 }
             }
-            _ => return Err(format!("{}: [capabilities.server] `{k}` is not a setting (enabled, bind, token, token_file, runners, web, allowed_origins) or has the wrong type", path.display())),
+            ("allowed_hosts", toml::Value::Array(hosts)) if hosts.iter().all(toml::Value::is_str) => {
+                for h in hosts.iter().filter_map(toml::Value::as_str) {
+                    let valid = !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b));
+                    if !valid {
+                        return Err(format!("{}: [capabilities.server] allowed_hosts: `{h}` is not a host name (`agents.internal`, no scheme, no path)", path.display()));
+                    }
+                    s.allowed_hosts.push(h.to_owned());
+                }
+            }
+            _ => return Err(format!("{}: [capabilities.server] `{k}` is not a setting (enabled, bind, token, token_file, runners, web, allowed_origins, allowed_hosts) or has the wrong type", path.display())),
         }
     }
     Ok(s)

@@ -216,6 +216,7 @@ pub fn serve(args: ServeArgs) -> ExitCode {
     };
     let web = settings.web.unwrap_or(true);
     let allowed_origins = settings.allowed_origins.clone();
+    let allowed_hosts = settings.allowed_hosts.clone();
     if args.print_web_url && !web {
         return fail("--print-web-url: the web page is off (`web = false` in [capabilities.server])");
     }
@@ -229,7 +230,7 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         if let Some(ttl) = lease_ttl {
             engine.set_lease_ttl(ttl);
         }
-        let options = openagents_sdk::server::HttpOptions { allowed_origins, web };
+        let options = openagents_sdk::server::HttpOptions { allowed_origins, web, allowed_hosts };
         let server = openagents_sdk::server::Server::builder(engine.clone()).bind(bind.as_str()).credentials(credentials).http(options).websocket(openagents_sdk::server::WsOptions::default());
         let addr: SocketAddr = match server.start().await {
             Ok(s) => s.addr(),

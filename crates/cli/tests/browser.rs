@@ -359,6 +359,102 @@ async fn offering_only_the_bearer_subprotocol_is_refused_with_what_to_offer() {
     );
 }
 
+/// `openagents serve --http` with the operator's `allowed_hosts = ["agents.internal"]`.
+fn start_with_allowed_hosts() -> Http {
+    let setup = Setup::with_config("browser-hosts", "allowed_hosts = [\"agents.internal\"]\n", "");
+    let server = setup.listen(&[]);
+    Http {
+        addr: server.addr,
+        token: server.token.clone(),
+        _server: server,
+        _setup: setup,
+    }
+}
+
+/// A WebSocket handshake to `/frontend/v2` with `Host: host`, `Origin: origin` and the bearer
+/// subprotocol: the status of the answer (101 when it upgrades).
+async fn handshake_as(http: &Http, host: &str, origin: &str) -> u16 {
+    let mut request = format!("ws://{}/frontend/v2", http.addr)
+        .into_client_request()
+        .expect("a request");
+    let h = request.headers_mut();
+    h.insert("host", host.parse().expect("header"));
+    h.insert("origin", origin.parse().expect("header"));
+    let protocols = format!("openagents.v2, openagents.bearer.{}", http.token);
+    h.insert("sec-websocket-protocol", protocols.parse().expect("header"));
+    let handshake = tokio::time::timeout(BOUND, tokio_tungstenite::connect_async(request))
+        .await
+        .expect("the handshake in time");
+    match handshake {
+        Ok((_ws, response)) => response.status().as_u16(),
+        Err(tungstenite::Error::Http(response)) => {
+            let body = response
+                .body()
+                .as_ref()
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .unwrap_or_default();
+            refusal_body(&body);
+            response.status().as_u16()
+        }
+        Err(e) => panic!("the handshake failed without an HTTP answer: {e}"),
+    }
+}
+
+#[tokio::test]
+async fn only_hosts_the_runtime_answers_to_get_the_page_and_the_websocket() {
+    let http = tokio::task::spawn_blocking(start_with_allowed_hosts)
+        .await
+        .expect("the server starts");
+    let port = http.addr.port();
+    let page = |host: String| {
+        let addr = http.addr;
+        let raw = format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        async move {
+            tokio::task::spawn_blocking(move || exchange(addr, raw.as_bytes()))
+                .await
+                .expect("the exchange")
+        }
+    };
+    // The operator's name, the loopback names, the address itself.
+    for host in [
+        format!("agents.internal:{port}"),
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+    ] {
+        assert_eq!(page(host.clone()).await.status, 200, "GET / with Host {host}");
+        let origin = format!("http://{host}");
+        assert_eq!(handshake_as(&http, &host, &origin).await, 101, "the WebSocket with Host {host}");
+    }
+    // DNS rebinding: a name the runtime does not answer to.
+    let evil = format!("evil.example:{port}");
+    let r = page(evil.clone()).await;
+    assert_eq!(r.status, 421, "GET / with Host {evil}");
+    assert_eq!(r.json()["error"]["data"]["code"], "forbidden");
+    let status = handshake_as(&http, &evil, &format!("http://{evil}")).await;
+    assert!(status == 403 || status == 421, "the rebinding pair on the WebSocket: {status}");
+    // Nor is the rebinding page's origin its own on `POST /rpc`.
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"status"}"#;
+    let headers = [
+        ("content-type", "application/json".to_owned()),
+        ("authorization", format!("Bearer {}", http.token)),
+        ("origin", format!("http://{evil}")),
+    ];
+    let mut raw = format!(
+        "POST /rpc HTTP/1.1\r\nHost: {evil}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in &headers {
+        raw.push_str(&format!("{k}: {v}\r\n"));
+    }
+    raw.push_str("\r\n");
+    raw.push_str(body);
+    let addr = http.addr;
+    let r = tokio::task::spawn_blocking(move || exchange(addr, raw.as_bytes()))
+        .await
+        .expect("the exchange");
+    assert_eq!(r.status, 403, "POST /rpc from the rebinding page");
+}
+
 #[tokio::test]
 async fn rpc_and_events_refuse_a_browser_origin_not_allowed() {
     let http = start().await;

@@ -8,8 +8,9 @@
 //!
 //! The status-code rule: transport refusals are HTTP codes — 401 (no or bad token), 403 (a
 //! browser origin that is not allowed, or `/events` and `/metrics` without their grant), 405,
-//! 413 (body over `SERVER_MAX_LINE_BYTES`), 415 (not a JSON content type), 431 (header block
-//! over `SERVER_MAX_HEADER_BYTES`) — each with a JSON-RPC error object as its body. Every message
+//! 413 (body over `SERVER_MAX_LINE_BYTES`), 415 (not a JSON content type), 421 (the web page or
+//! the WebSocket under a `Host` the runtime does not answer to), 431 (header block over
+//! `SERVER_MAX_HEADER_BYTES`) — each with a JSON-RPC error object as its body. Every message
 //! that reaches JSON-RPC is answered `200` with its reply (errors included, as jsonrpsee does),
 //! or `204 No Content` when it gets none (notifications).
 

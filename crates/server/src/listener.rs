@@ -75,17 +75,39 @@ pub struct HttpOptions {
     /// Browser origins (`scheme://host[:port]`) allowed to call `POST /rpc` and `GET /events`
     /// across origins (CORS) and to open the WebSocket; a request carrying any other `Origin` is
     /// refused with 403 on every path. A request without an `Origin` header is not a browser's
-    /// and is not checked; a page of the runtime's own origin is always allowed.
+    /// and is not checked; a page of the runtime's own origin (under a host it answers to, see
+    /// `allowed_hosts`) is always allowed.
     pub allowed_origins: Vec<String>,
     /// Whether `GET /` serves the web page.
     pub web: bool,
+    /// Host names (a `Host` header's name, without the port) the runtime answers to besides its
+    /// own: the address it is bound to, any IP address, and, on a loopback connection,
+    /// `localhost`. The web page and the WebSocket refuse any other name with 421 (a DNS
+    /// rebinding page sends its own name), and only a page from a host the runtime answers to
+    /// counts as its own origin. A runtime behind a proxy lists the names it is reached by.
+    pub allowed_hosts: Vec<String>,
 }
 
 impl HttpOptions {
-    /// Whether a browser request from `origin` may use the runtime whose `Host` is `host`.
-    pub fn origin_allowed(&self, origin: &str, host: Option<&str>) -> bool {
-        let same = host.is_some_and(|h| origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")).is_some_and(|rest| rest.eq_ignore_ascii_case(h)));
+    /// Whether a browser request from `origin` may use the runtime whose `Host` is `host`: an
+    /// allowed origin, or the runtime's own (`origin` is `host`'s), when `host` is one the
+    /// runtime answers to ([`HttpOptions::host_accepted`]) for a connection to `local` on a
+    /// listener bound to the name `bound`.
+    pub fn origin_allowed(&self, origin: &str, host: Option<&str>, bound: Option<&str>, local: IpAddr) -> bool {
+        let same = host.is_some_and(|h| origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")).is_some_and(|rest| rest.eq_ignore_ascii_case(h)) && self.host_accepted(h, bound, local));
         same || self.allowed_origins.iter().any(|o| o.eq_ignore_ascii_case(origin))
+    }
+
+    /// Whether the `Host` header value `host` names this runtime, reached at `local` and bound
+    /// to the name `bound` (when it was bound by name): any IP address (DNS cannot rebind an
+    /// address: a browser sends one only to the address it connected to), `localhost` on a
+    /// loopback connection, the bound name, or one of `allowed_hosts`. The port is not compared.
+    pub fn host_accepted(&self, host: &str, bound: Option<&str>, local: IpAddr) -> bool {
+        let name = host_name(host);
+        name.parse::<IpAddr>().is_ok()
+            || (local.is_loopback() && name.eq_ignore_ascii_case("localhost"))
+            || bound.is_some_and(|b| host_name(b).eq_ignore_ascii_case(name))
+            || self.allowed_hosts.iter().any(|h| host_name(h).eq_ignore_ascii_case(name))
     }
 
     fn cors_origin(&self, origin: Option<&HeaderValue>) -> Option<HeaderValue> {
@@ -94,28 +116,59 @@ impl HttpOptions {
     }
 }
 
+/// The name part of a `Host` header value (or of an `allowed_hosts` entry, or a bind address):
+/// without the port, an IPv6 address without its brackets, without a trailing dot.
+pub fn host_name(host: &str) -> &str {
+    let host = host.trim();
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(rest),
+        None => match host.rsplit_once(':') {
+            Some((name, port)) if !name.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => name,
+            _ => host,
+        },
+    };
+    name.strip_suffix('.').unwrap_or(name)
+}
+
 /// Who may use a listener, and how: the engine, the credentials (and the caller each one
-/// authenticates as, built once), the operator's options. The state of every route.
+/// authenticates as, built once), the operator's options, the name it was bound by. The state
+/// of every route.
 #[derive(Clone)]
 pub(crate) struct Access {
     engine: RpcEngine,
     options: Arc<HttpOptions>,
     credentials: Arc<Vec<RuntimeHttpCredential>>,
     callers: Arc<Vec<Caller>>,
+    bound: Option<Arc<str>>,
 }
 
 impl Access {
-    /// Access to `engine` for `credentials`.
-    pub(crate) fn new(engine: RpcEngine, credentials: Vec<RuntimeHttpCredential>, options: HttpOptions) -> Self {
+    /// Access to `engine` for `credentials`, on a listener bound to `bind` (`host:port`).
+    pub(crate) fn new(engine: RpcEngine, credentials: Vec<RuntimeHttpCredential>, options: HttpOptions, bind: &str) -> Self {
         let callers = credentials.iter().map(|c| Caller { name: c.name.clone(), grant: c.grant.clone(), trusted: false }).collect();
-        Access { engine, options: Arc::new(options), credentials: Arc::new(credentials), callers: Arc::new(callers) }
+        let bound = Some(host_name(bind)).filter(|n| n.parse::<IpAddr>().is_err() && !n.is_empty()).map(Arc::from);
+        Access { engine, options: Arc::new(options), credentials: Arc::new(credentials), callers: Arc::new(callers), bound }
     }
 
     /// Whether a browser request from `origin` may use this runtime (see
     /// [`HttpOptions::origin_allowed`]).
-    fn origin_allowed(&self, origin: &HeaderValue, host: Option<&HeaderValue>) -> bool {
+    fn origin_allowed(&self, origin: &HeaderValue, host: Option<&HeaderValue>, local: IpAddr) -> bool {
         let host = host.and_then(|h| h.to_str().ok());
-        origin.to_str().is_ok_and(|o| self.options.origin_allowed(o, host))
+        origin.to_str().is_ok_and(|o| self.options.origin_allowed(o, host, self.bound.as_deref(), local))
+    }
+
+    /// `Ok` when the request's `Host` names this runtime ([`HttpOptions::host_accepted`]; no
+    /// `Host` is not a browser's request), else the 421 to answer. For what a browser loads
+    /// without a token: the web page and the WebSocket upgrade.
+    pub(crate) fn check_host(&self, request: &Request) -> Result<(), Response> {
+        let Some(host) = request.headers().get(header::HOST) else { return Ok(()) };
+        let local = request.extensions().get::<Peer>().map_or(IpAddr::from([0, 0, 0, 0]), |p| p.local);
+        if host.to_str().is_ok_and(|h| self.options.host_accepted(h, self.bound.as_deref(), local)) {
+            return Ok(());
+        }
+        let name = crate::jsonrpc::bounded(host_name(&String::from_utf8_lossy(host.as_bytes())), 256).into_owned();
+        let message = format!("this runtime does not answer to the host `{name}`: only to the address it is bound to, `localhost` on loopback, and the names in `[capabilities.server] allowed_hosts`");
+        Err(reject(ErrorCode::Forbidden, StatusCode::MISDIRECTED_REQUEST, message))
     }
 
     /// The engine.
@@ -145,7 +198,7 @@ impl Access {
     /// never the token.
     pub(crate) fn audit_unauthorized(&self, peer: Option<&Peer>, path: &str, presented: bool) {
         self.engine.metrics().auth_failed();
-        let peer = peer.map_or_else(|| "-".to_owned(), |p| p.0.to_string());
+        let peer = peer.map_or_else(|| "-".to_owned(), |p| p.ip.to_string());
         tracing::warn!(target: "openagents::audit", event = "auth_failed", %peer, path = %crate::jsonrpc::bounded(path, 256), token_presented = presented);
     }
 }
@@ -185,9 +238,16 @@ pub(crate) struct ConnectionSlot {
     _gauge: Arc<crate::metrics::ConnectionGauge>,
 }
 
-/// The address a request came from (for the audit log).
+/// Where a request came from (for the audit log) and the local address it reached (for the
+/// `Host` check).
 #[derive(Clone, Copy)]
-pub(crate) struct Peer(pub IpAddr);
+pub(crate) struct Peer {
+    /// The peer's address.
+    pub ip: IpAddr,
+    /// The listener's address the connection reached (its own, on a listener bound to every
+    /// address).
+    pub local: IpAddr,
+}
 
 /// A handler that answers a request without the router's per-request routing work
 /// (`POST /rpc`, the hot path).
@@ -237,7 +297,8 @@ pub(crate) async fn accept_loop<D: Direct>(listener: TcpListener, router: Router
         };
         // The slot is held by the connection, and by a WebSocket it is upgraded to.
         let slot = ConnectionSlot { _permit: Arc::new(permit), _peer: Arc::new(peer_slot), _gauge: Arc::new(engine.metrics().connection()) };
-        let peer_ip = Peer(peer.ip());
+        let local = stream.local_addr().map_or(IpAddr::from([0, 0, 0, 0]), |a| a.ip());
+        let peer_ip = Peer { ip: peer.ip(), local };
         let (router, access, direct, request_slot) = (router.clone(), access.clone(), direct.clone(), slot.clone());
         let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
             let mut request = request.map(Body::new);
@@ -246,7 +307,7 @@ pub(crate) async fn accept_loop<D: Direct>(listener: TcpListener, router: Router
             let preflight = request.method() == axum::http::Method::OPTIONS && request.headers().contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
             // A browser page of an origin not allowed is refused before any route (CORS only
             // keeps it from reading the answer, not the request from running).
-            let foreign = !preflight && origin.as_ref().is_some_and(|o| !access.origin_allowed(o, request.headers().get(header::HOST)));
+            let foreign = !preflight && origin.as_ref().is_some_and(|o| !access.origin_allowed(o, request.headers().get(header::HOST), local));
             let direct = direct.clone().filter(|_| request.method() == axum::http::Method::POST && request.uri().path() == "/rpc");
             if direct.is_none() {
                 request.extensions_mut().insert(peer_ip);

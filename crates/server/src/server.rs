@@ -18,7 +18,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::{Request, State};
 use axum::http::StatusCode;
+use axum::middleware::Next;
 use openagents_protocol::ErrorCode;
 
 use crate::auth::{Grant, RuntimeHttpCredential};
@@ -102,13 +104,21 @@ impl ServerBuilder {
         let serves_http = self.http.is_some();
         let options = self.http.clone().unwrap_or_default();
         let web = serves_http && options.web;
-        let access = Access::new(self.engine.clone(), self.credentials, options);
+        let access = Access::new(self.engine.clone(), self.credentials, options, &self.bind);
         let mut router: Router<Access> = crate::http::probes();
         if let Some(ws) = self.websocket {
             router = router.merge(crate::ws::routes(ws));
         }
         if web {
-            router = router.merge(crate::web::router::<Access>());
+            // The page needs no token, so it is what a DNS rebinding page would load under its
+            // own name: only a `Host` the runtime answers to gets it (else 421).
+            let host_checked = axum::middleware::from_fn_with_state(access.clone(), |State(access): State<Access>, request: Request, next: Next| async move {
+                match access.check_host(&request) {
+                    Ok(()) => next.run(request).await,
+                    Err(refusal) => refusal,
+                }
+            });
+            router = router.merge(crate::web::router::<Access>().route_layer(host_checked));
         }
         let not_found = match (serves_http, self.websocket.is_some()) {
             (true, true) => "not found: the endpoints are POST /rpc, GET /events, GET /metrics, GET /frontend/v2 (WebSocket), GET /healthz and GET /readyz\n",

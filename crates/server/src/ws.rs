@@ -95,7 +95,11 @@ async fn upgrade(app: Access, request: Request, options: WsOptions) -> Response 
     // subprotocol. Never a token in the URL.
     let headers = request.headers().clone();
     // A browser always sends `Origin`; the listener has refused a page from an origin the
-    // operator did not allow (and not the runtime's own) before any route.
+    // operator did not allow (and not the runtime's own) before any route. A `Host` the runtime
+    // does not answer to (a DNS rebinding page's own name) is refused here, before anything else.
+    if let Err(refusal) = app.check_host(&request) {
+        return stamp_schema(refusal);
+    }
     // Offering only the bearer subprotocol would upgrade without selecting one, which browsers
     // reject with an opaque 1006: say what to offer instead.
     if bearer_from_protocols(&headers).is_some() && !offered_protocols(&headers).any(|p| p == SUBPROTOCOL) {

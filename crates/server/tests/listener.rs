@@ -128,6 +128,45 @@ async fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Host names (audit finding 6)
+// ---------------------------------------------------------------------------------------------
+
+const UPGRADE: &str = "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_name_the_runtime_does_not_serve_gets_neither_the_page_nor_the_websocket() {
+    let (engine, _gate) = scripted_engine();
+    let addr = run_http_authorized_web(engine.clone(), "127.0.0.1:0", credentials(), true).await.expect("bind loopback");
+    let port = addr.port();
+    let auth = bearer(ADMIN);
+    // DNS rebinding: evil.example resolves to 127.0.0.1, so the browser sends its own name as
+    // `Host` and its page's origin as `Origin`.
+    let evil = format!("evil.example:{port}");
+    let refused: Vec<(&str, String)> = vec![
+        ("the page", format!("GET / HTTP/1.1\r\nHost: {evil}\r\nConnection: close\r\n\r\n")),
+        ("an asset", format!("GET /assets/app.js HTTP/1.1\r\nHost: {evil}\r\nConnection: close\r\n\r\n")),
+        ("the WebSocket, the rebinding pair", format!("GET /frontend/v2 HTTP/1.1\r\nHost: {evil}\r\nOrigin: http://{evil}\r\n{UPGRADE}{auth}\r\n")),
+        ("the WebSocket, no Origin", format!("GET /frontend/v2 HTTP/1.1\r\nHost: {evil}\r\n{UPGRADE}{auth}\r\n")),
+    ];
+    for (what, request) in refused {
+        let a = exchange_async(addr, request.into_bytes()).await.unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(a.status == 421 || a.status == 403, "{what}: {} {}", a.status, a.head);
+        assert!(["forbidden", "invalid_request"].contains(&a.code().as_str()), "{what}: {}", a.code());
+    }
+    // The names of the loopback address the runtime is bound to, and the address itself.
+    for host in [format!("localhost:{port}"), format!("127.0.0.1:{port}"), format!("[::1]:{port}"), format!("LOCALHOST:{port}"), "localhost".to_owned()] {
+        let a = exchange_async(addr, format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").into_bytes()).await.unwrap_or_else(|e| panic!("{host}: {e}"));
+        assert_eq!(a.status, 200, "GET / with Host {host}: {}", a.head);
+        let ws = format!("GET /frontend/v2 HTTP/1.1\r\nHost: {host}\r\nOrigin: http://{host}\r\n{UPGRADE}{auth}\r\n");
+        let a = exchange_async(addr, ws.into_bytes()).await.unwrap_or_else(|e| panic!("{host}: {e}"));
+        assert_eq!(a.status, 101, "the WebSocket with Host and Origin {host}: {}", a.head);
+    }
+    // A client that sends no Origin and the bound address (every non-browser client) upgrades.
+    let a = exchange_async(addr, format!("GET /frontend/v2 HTTP/1.1\r\nHost: {addr}\r\n{UPGRADE}{auth}\r\n").into_bytes()).await.expect("an answer");
+    assert_eq!(a.status, 101, "{}", a.head);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Browser origins on the HTTP routes (audit finding 7)
 // ---------------------------------------------------------------------------------------------
 
