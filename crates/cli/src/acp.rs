@@ -12,6 +12,10 @@
 //!   `session/request_permission`.
 //!
 //! One writer task owns stdout, so nothing but whole ACP lines ever reaches it.
+//!
+//! A line costs a few times its size at most: it is checked without building anything
+//! (`rt::Skip`), its members are kept as raw text borrowed from it, and a prompt's blocks are
+//! flattened one by one as they are read, at most [`MAX_PROMPT_BLOCKS`] of them.
 
 mod wire;
 
@@ -21,12 +25,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Args;
+use openagents_protocol::rt::{Skip, describe_json_error};
 use openagents_sdk::agents::host::{FrameError, LineReader};
-use openagents_sdk::protocol::{ApprovalReply, ErrorCode, InterruptParams, Method, RuntimeEvent, RuntimeSubmitError, SERVER_MAX_LINE_BYTES, ServerEvent, SubmitParams, Turn};
+use openagents_sdk::protocol::{ApprovalReply, ErrorCode, ErrorDetails, InterruptParams, Method, RuntimeEvent, RuntimeSubmitError, SERVER_MAX_LINE_BYTES, ServerEvent, SubmitParams, Turn};
 use openagents_sdk::server::events::Subscription;
 use openagents_sdk::server::{Caller, RpcEngine};
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{Notify, mpsc, oneshot};
 
@@ -34,6 +40,15 @@ use wire::{ACP_PROTOCOL_VERSION, JsonRpc, Outgoing, SessionUpdate, StopReason, T
 
 /// Prompts that may wait for the turn slot at once (each session has at most one).
 pub const MAX_WAITING_PROMPTS: usize = 64;
+/// The most content blocks one `session/prompt` may carry. The blocks flatten into one task of
+/// at most [`TASK_MAX_CHARS`] characters, a blank line between blocks; 1024 blocks of 96
+/// characters (a short sentence, or one `[name](file:///path)` link) already fill it, so no
+/// prompt past the cap could run anyway, and reading stops at the cap (a 16 MiB line of 200 000
+/// tiny blocks is refused after 1025 of them).
+pub const MAX_PROMPT_BLOCKS: usize = 1024;
+/// The longest task of a turn, in characters (`Turn.task`'s `maxLength` in `schema/Turn.json`):
+/// a prompt is flattened up to one character past it, and the schema check refuses it then.
+const TASK_MAX_CHARS: usize = 98_304;
 /// Outgoing lines that may wait for stdout.
 const OUTBOUND_QUEUE: usize = 1024;
 /// ACP's "Resource not found", for an unknown session.
@@ -92,9 +107,22 @@ fn err(code: ErrorCode, message: impl Into<String>) -> RuntimeSubmitError {
     RuntimeSubmitError { retryable: code.retryable(), code, message: message.into(), details: None }
 }
 
-fn params<T: DeserializeOwned>(method: &str, p: Option<&Value>) -> Result<T, RuntimeSubmitError> {
-    let p = p.cloned().unwrap_or_else(|| json!({}));
-    serde_json::from_value(p).map_err(|e| err(ErrorCode::InvalidParams, format!("invalid `{method}` params: {e}")))
+/// `method`'s params decoded straight from their raw text (absent: `{}`).
+fn params<T: DeserializeOwned>(method: &str, p: Option<&RawValue>) -> Result<T, RuntimeSubmitError> {
+    serde_json::from_str(p.map_or("{}", RawValue::get)).map_err(|e| err(ErrorCode::InvalidParams, format!("invalid `{method}` params: {}", describe_json_error(&e))))
+}
+
+/// The error for a prompt whose params were refused.
+fn prompt_error(e: wire::PromptError) -> RuntimeSubmitError {
+    match e {
+        wire::PromptError::Invalid(why) => err(ErrorCode::InvalidParams, format!("invalid `session/prompt` params: {why}")),
+        wire::PromptError::TooManyBlocks => {
+            let mut e = err(ErrorCode::InvalidParams, format!("the prompt has more than {MAX_PROMPT_BLOCKS} content blocks (MAX_PROMPT_BLOCKS): they could never fit one task of {TASK_MAX_CHARS} characters; send fewer"));
+            e.details = Some(ErrorDetails { violations: None, violations_omitted: None, known: None, holder: None, expires_at_ms: None, limit: Some(MAX_PROMPT_BLOCKS as i64) });
+            e
+        }
+        wire::PromptError::Block { index, kind, why } => err(ErrorCode::InvalidParams, format!("prompt block {index} (type `{kind}`): {why}")),
+    }
 }
 
 /// The schema's violations of `turn` under `pointer` (`/cwd`, `/task`), as one typed error.
@@ -105,7 +133,7 @@ fn turn_violations(turn: &Turn, pointer: &str, what: &str) -> Result<(), Runtime
         return Ok(());
     }
     let mut e = err(ErrorCode::InvalidParams, format!("{what}: {}", ours.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")));
-    e.details = Some(openagents_sdk::protocol::ErrorDetails {
+    e.details = Some(ErrorDetails {
         violations: Some(ours.into_iter().map(|v| openagents_sdk::protocol::Violation { pointer: v.pointer, keyword: v.keyword, message: v.message }).collect()),
         violations_omitted: None,
         known: None,
@@ -257,24 +285,6 @@ async fn run(engine: RpcEngine, runners: Vec<String>) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// The text a prompt's blocks flatten to: text as it is, a resource link as `[name](uri)`,
-/// blocks separated by a blank line.
-fn flatten(blocks: &[Value]) -> Result<String, RuntimeSubmitError> {
-    let mut parts = Vec::with_capacity(blocks.len());
-    for (i, b) in blocks.iter().enumerate() {
-        match serde_json::from_value::<wire::PromptBlock>(b.clone()) {
-            Ok(wire::PromptBlock::Text { text }) => parts.push(text),
-            Ok(wire::PromptBlock::ResourceLink { uri, name }) => parts.push(format!("[{name}]({uri})")),
-            Err(e) => {
-                let kind = b.get("type").and_then(Value::as_str).unwrap_or("?");
-                let why = if matches!(kind, "image" | "audio" | "resource") { "not supported (promptCapabilities: text and resource_link only)".to_owned() } else { e.to_string() };
-                return Err(err(ErrorCode::InvalidParams, format!("prompt block {i} (type `{kind}`): {why}")));
-            }
-        }
-    }
-    Ok(parts.join("\n\n"))
-}
-
 /// The first line of `prompt`, at most [`TITLE_CHARS`] characters.
 fn title(prompt: &str) -> String {
     let line = prompt.lines().find(|l| !l.trim().is_empty()).unwrap_or("Approval requested").trim();
@@ -314,42 +324,54 @@ impl Adapter {
         }
     }
 
-    async fn on_line(&self, line: &[u8]) {
-        // Exact, as every message from a client: a key given twice (two ids, two answers to a
-        // permission request) is refused, never read as its last copy, and no id is echoed.
-        let value: Value = match openagents_protocol::rt::parse_value_exact(line) {
-            Ok(v) => v,
-            Err(openagents_protocol::rt::DocumentError::NotJson(e)) => return self.send_error(Value::Null, &err(ErrorCode::ParseError, format!("the message is not JSON: {e}"))).await,
-            Err(openagents_protocol::rt::DocumentError::Invalid(v)) => {
-                let why = v.first().map_or("a key is given twice", |v| v.message.as_str());
-                return self.send_error(Value::Null, &err(ErrorCode::InvalidRequest, format!("the message is not exact JSON: {why}"))).await;
-            }
+    async fn on_line(self: &Arc<Self>, line: &[u8]) {
+        let text = match std::str::from_utf8(line) {
+            Ok(t) => t,
+            Err(e) => return self.send_error(Value::Null, &err(ErrorCode::ParseError, format!("the message is not JSON: invalid UTF-8 at byte offset {}", e.valid_up_to()))).await,
         };
-        let Value::Object(o) = value else {
-            let why = if value.is_array() { "batches are not part of ACP v1: send one JSON-RPC message per line" } else { "a message is a JSON-RPC 2.0 object" };
+        // Exact, as every message from a client: a key given twice (two ids, two answers to a
+        // permission request) is refused, never read as its last copy, and no id is echoed. The
+        // check builds nothing: a line of any shape costs no more than itself here.
+        if let Err(e) = serde_json::from_str::<Skip>(text) {
+            let why = describe_json_error(&e);
+            return if e.is_data() {
+                self.send_error(Value::Null, &err(ErrorCode::InvalidRequest, format!("the message is not exact JSON: cannot be represented: {why}"))).await
+            } else {
+                self.send_error(Value::Null, &err(ErrorCode::ParseError, format!("the message is not JSON: {why}"))).await
+            };
+        }
+        let first = text.trim_start().as_bytes().first().copied();
+        if first != Some(b'{') {
+            let why = if first == Some(b'[') { "batches are not part of ACP v1: send one JSON-RPC message per line" } else { "a message is a JSON-RPC 2.0 object" };
             return self.send_error(Value::Null, &err(ErrorCode::InvalidRequest, why)).await;
+        }
+        // Each member as raw text borrowed from the line: `params` is decoded by its method.
+        let msg: wire::Envelope<'_> = match serde_json::from_str(text) {
+            Ok(m) => m,
+            Err(e) => return self.send_error(Value::Null, &err(ErrorCode::InvalidRequest, format!("the message is not a JSON-RPC 2.0 object: {}", describe_json_error(&e)))).await,
         };
         // ACP's RequestId: null, a 64-bit integer or a string.
-        let id = match o.get("id") {
+        let id = match msg.id.map(wire::scalar) {
             None => None,
-            Some(v @ (Value::Null | Value::String(_))) => Some(v.clone()),
-            Some(Value::Number(n)) if n.is_i64() => Some(Value::Number(n.clone())),
+            Some(Some(v @ (Value::Null | Value::String(_)))) => Some(v),
+            Some(Some(Value::Number(n))) if n.is_i64() => Some(Value::Number(n)),
             Some(_) => return self.send_error(Value::Null, &err(ErrorCode::InvalidRequest, "`id` must be null, a 64-bit integer or a string")).await,
         };
-        if o.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        if msg.jsonrpc.and_then(wire::scalar).as_ref().and_then(Value::as_str) != Some("2.0") {
             return self.send_error(id.unwrap_or(Value::Null), &err(ErrorCode::InvalidRequest, "every message carries \"jsonrpc\": \"2.0\"")).await;
         }
-        match (o.get("method"), id) {
-            (Some(Value::String(m)), Some(id)) => self.on_request(m, id, o.get("params")).await,
-            (Some(Value::String(m)), None) => self.on_notification(m, o.get("params")).await,
+        let answered = msg.result.is_some() || msg.error.is_some();
+        match (msg.method.map(wire::scalar), id) {
+            (Some(Some(Value::String(m))), Some(id)) => self.on_request(&m, id, msg.params).await,
+            (Some(Some(Value::String(m))), None) => self.on_notification(&m, msg.params).await,
             (Some(_), id) => self.send_error(id.unwrap_or(Value::Null), &err(ErrorCode::InvalidRequest, "`method` must be a string")).await,
-            (None, Some(Value::Number(n))) if o.contains_key("result") || o.contains_key("error") => self.on_response(n.as_i64().unwrap_or(-1), &o).await,
-            (None, Some(_)) if o.contains_key("result") || o.contains_key("error") => eprintln!("openagents acp: ignoring a response to an id we never used"),
+            (None, Some(Value::Number(n))) if answered => self.on_response(n.as_i64().unwrap_or(-1), msg.result, msg.error).await,
+            (None, Some(_)) if answered => eprintln!("openagents acp: ignoring a response to an id we never used"),
             (None, id) => self.send_error(id.unwrap_or(Value::Null), &err(ErrorCode::InvalidRequest, "the message has no `method`")).await,
         }
     }
 
-    async fn on_request(&self, method: &str, id: Value, p: Option<&Value>) {
+    async fn on_request(self: &Arc<Self>, method: &str, id: Value, p: Option<&RawValue>) {
         if method != "initialize" && !self.lock().initialized {
             return self.send_error(id, &err(ErrorCode::InvalidRequest, format!("`{method}` before `initialize`: send `initialize` first"))).await;
         }
@@ -379,7 +401,7 @@ impl Adapter {
         }
     }
 
-    async fn on_notification(&self, method: &str, p: Option<&Value>) {
+    async fn on_notification(&self, method: &str, p: Option<&RawValue>) {
         if !self.lock().initialized {
             return;
         }
@@ -393,9 +415,9 @@ impl Adapter {
         }
     }
 
-    fn initialize(&self, p: Option<&Value>) -> Result<Value, RuntimeSubmitError> {
+    fn initialize(&self, p: Option<&RawValue>) -> Result<Value, RuntimeSubmitError> {
         let req: wire::InitializeRequest = params("initialize", p)?;
-        let notices = req.client_capabilities.as_ref().and_then(|c| c.session.as_ref()).and_then(|s| s.notices.as_ref()).is_some_and(|n| !n.is_null());
+        let notices = req.client_capabilities.as_ref().and_then(|c| c.session.as_ref()).is_some_and(|s| s.notices.is_some());
         let client = req.client_info.as_ref().and_then(|i| i.name.clone()).unwrap_or_else(|| "an unnamed client".into());
         let version = req.client_info.as_ref().and_then(|i| i.version.as_deref()).map(|v| format!(" {v}")).unwrap_or_default();
         eprintln!("openagents acp: {client}{version} connected (asked for ACP {}, speaking {ACP_PROTOCOL_VERSION})", req.protocol_version);
@@ -422,16 +444,20 @@ impl Adapter {
 
     /// The result (and the session id), and the notice to send after it, if any.
     #[allow(clippy::type_complexity)]
-    fn new_session(&self, p: Option<&Value>) -> Result<((Value, String), Option<SessionUpdate>), RuntimeSubmitError> {
+    fn new_session(&self, p: Option<&RawValue>) -> Result<((Value, String), Option<SessionUpdate>), RuntimeSubmitError> {
         let req: wire::NewSessionRequest = params("session/new", p)?;
-        let runner = match p.and_then(|p| p.get("_meta")).and_then(|m| m.get("openagents/runner")) {
-            None | Some(Value::Null) => self.runners[0].clone(),
-            Some(Value::String(r)) if self.runners.contains(r) => r.clone(),
-            Some(other) => return Err(err(ErrorCode::InvalidParams, format!("`_meta.openagents/runner` {other} is not one of this agent's runners ({})", self.runners.join(", ")))),
+        let runner = match req.meta.and_then(|m| m.runner) {
+            None => self.runners[0].clone(),
+            Some(wire::Loose::Str(r)) if self.runners.contains(&r) => r,
+            Some(wire::Loose::Str(r)) => return Err(err(ErrorCode::InvalidParams, format!("`_meta.openagents/runner` \"{}\" is not one of this agent's runners ({})", r.escape_debug(), self.runners.join(", ")))),
+            Some(wire::Loose::Other) => return Err(err(ErrorCode::InvalidParams, format!("`_meta.openagents/runner` must be a string naming one of this agent's runners ({})", self.runners.join(", ")))),
         };
         // The same check as `Turn.cwd`.
         turn_violations(&Turn::new("a", "a", runner.clone(), "a", req.cwd.clone()), "/cwd", "`cwd` is not an absolute path a turn can use")?;
-        let ignored: Vec<String> = req.mcp_servers.unwrap_or_default().iter().map(|s| s.get("name").and_then(Value::as_str).unwrap_or("(unnamed)").to_owned()).collect();
+        let ignored: Vec<String> = req.mcp_servers.unwrap_or_default().into_iter().map(|s| match s.name {
+            Some(wire::Loose::Str(n)) => n,
+            _ => "(unnamed)".to_owned(),
+        }).collect();
         let mut st = self.lock();
         st.next_session += 1;
         let session_id = format!("acp-{}-{}-{}", self.stamp, std::process::id(), st.next_session);
@@ -460,9 +486,11 @@ impl Adapter {
         wire::ErrorObject { code: ACP_RESOURCE_NOT_FOUND, message: e.message, data }
     }
 
-    fn prompt(&self, id: Value, p: Option<&Value>) -> Result<(), wire::ErrorObject> {
-        let req: wire::PromptRequest = params("session/prompt", p).map_err(|e| error_object(&e))?;
-        let task = flatten(&req.prompt).map_err(|e| error_object(&e))?;
+    fn prompt(&self, id: Value, p: Option<&RawValue>) -> Result<(), wire::ErrorObject> {
+        // Straight from the line's text: each block flattened as it is read, at most
+        // MAX_PROMPT_BLOCKS of them, the task cut just past its limit.
+        let req = wire::decode_prompt(p.map_or("{}", RawValue::get), MAX_PROMPT_BLOCKS, TASK_MAX_CHARS).map_err(|e| error_object(&prompt_error(e)))?;
+        let task = req.task;
         let mut st = self.lock();
         if st.closing {
             return Err(error_object(&err(ErrorCode::ShuttingDown, "the agent is shutting down and takes no new prompts")));
@@ -527,10 +555,10 @@ impl Adapter {
         }
     }
 
-    async fn on_response(&self, request: i64, o: &serde_json::Map<String, Value>) {
+    async fn on_response(&self, request: i64, result: Option<&RawValue>, error: Option<&RawValue>) {
         let Some(approval) = self.lock().permissions.remove(&request) else { return };
-        let approved = if let Some(result) = o.get("result") {
-            match serde_json::from_value::<wire::RequestPermissionResponse>(result.clone()) {
+        let approved = if let Some(result) = result {
+            match serde_json::from_str::<wire::RequestPermissionResponse>(result.get()) {
                 Ok(r) => matches!(r.outcome, wire::PermissionOutcome::Selected { ref option_id } if option_id == wire::APPROVE_OPTION),
                 Err(e) => {
                     eprintln!("openagents acp: an unreadable answer to approval {approval} denies it: {e}");
@@ -538,7 +566,7 @@ impl Adapter {
                 }
             }
         } else {
-            let code = o.get("error").and_then(|e| e.get("code")).and_then(Value::as_i64);
+            let code = error.and_then(|e| serde_json::from_str::<wire::ErrorCodeOnly>(e.get()).ok()).and_then(|e| e.code).and_then(|c| c.as_i64());
             if code == Some(-32601) {
                 eprintln!("openagents acp: the client cannot answer session/request_permission (method not found): every later approval is denied at once");
                 self.lock().cannot_answer = true;

@@ -10,14 +10,115 @@
 //! Incoming types read only the fields we use and ignore the rest: ACP adds capabilities and
 //! fields in minor releases, and a newer client must not be refused for them.
 
+use openagents_protocol::rt::{Key, Skip};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// The only ACP major version we speak.
 pub const ACP_PROTOCOL_VERSION: u16 = 1;
 
 // ---------------------------------------------------------------------------------------------
 // Incoming (client → agent).
+//
+// A line is read in two passes that build nothing of its size: `rt::Skip` checks it is one exact
+// JSON document (no key twice at any depth, the parser's depth limit), then [`Envelope`] keeps
+// each member as raw text borrowed from the line, and each method decodes its `params` straight
+// into the typed structs below, skipping what it does not read. A prompt's blocks are flattened
+// into its task one at a time as they are read ([`decode_prompt`]): no tree of the whole line,
+// and no more blocks than the cap.
+
+/// One message from the client, each member its raw JSON text (`None` when absent; a `null`
+/// member is `Some("null")`).
+#[derive(Debug, Default, Deserialize)]
+pub struct Envelope<'a> {
+    /// `"2.0"`.
+    #[serde(default, borrow, deserialize_with = "raw")]
+    pub jsonrpc: Option<&'a RawValue>,
+    /// The request's id.
+    #[serde(default, borrow, deserialize_with = "raw")]
+    pub id: Option<&'a RawValue>,
+    /// The method.
+    #[serde(default, borrow, deserialize_with = "raw")]
+    pub method: Option<&'a RawValue>,
+    /// Its params.
+    #[serde(default, borrow, deserialize_with = "raw")]
+    pub params: Option<&'a RawValue>,
+    /// A response's result.
+    #[serde(default, borrow, deserialize_with = "raw")]
+    pub result: Option<&'a RawValue>,
+    /// A response's error.
+    #[serde(default, borrow, deserialize_with = "raw")]
+    pub error: Option<&'a RawValue>,
+}
+
+fn raw<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&'de RawValue>::deserialize(d).map(Some)
+}
+
+/// `raw` as a value when it is a scalar (`null`, a boolean, a number or a string); an array or
+/// an object is `None`, never built.
+pub fn scalar(raw: &RawValue) -> Option<Value> {
+    let text = raw.get().trim_start();
+    if text.starts_with('{') || text.starts_with('[') {
+        return None;
+    }
+    serde_json::from_str(text).ok()
+}
+
+/// A member read only when it is a string: anything else is noted, never built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Loose {
+    /// A string.
+    Str(String),
+    /// Something else (a number, an object, …).
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Loose {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Loose;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Loose, E> {
+                Ok(Loose::Str(v.to_owned()))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Loose, E> {
+                Ok(Loose::Str(v))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Loose, E> {
+                Ok(Loose::Other)
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Loose, E> {
+                Ok(Loose::Other)
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Loose, E> {
+                Ok(Loose::Other)
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Loose, E> {
+                Ok(Loose::Other)
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Loose, E> {
+                Ok(Loose::Other)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Loose, A::Error> {
+                while seq.next_element::<Skip>()?.is_some() {}
+                Ok(Loose::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Loose, A::Error> {
+                while map.next_key::<Skip>()?.is_some() {
+                    map.next_value::<Skip>()?;
+                }
+                Ok(Loose::Other)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
 
 /// `initialize` params (only what we read).
 #[derive(Debug, Deserialize)]
@@ -44,9 +145,9 @@ pub struct ClientCapabilities {
 /// `clientCapabilities.session`.
 #[derive(Debug, Default, Deserialize)]
 pub struct ClientSessionCapabilities {
-    /// `{}` when the client shows `notice` updates.
+    /// Present and not `null` (`{}`) when the client shows `notice` updates; never read further.
     #[serde(default)]
-    pub notices: Option<Value>,
+    pub notices: Option<Skip>,
 }
 
 /// `clientInfo`.
@@ -69,17 +170,26 @@ pub struct NewSessionRequest {
     /// MCP servers the client would like us to launch (we cannot: a turn never names an
     /// executable). Read only for their names.
     #[serde(default)]
-    pub mcp_servers: Option<Vec<Value>>,
+    pub mcp_servers: Option<Vec<McpServerName>>,
+    /// `_meta`: the runner the session asks for.
+    #[serde(default, rename = "_meta")]
+    pub meta: Option<NewSessionRequestMeta>,
 }
 
-/// `session/prompt` params.
+/// An MCP server of `session/new`, only its name read.
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PromptRequest {
-    /// The session.
-    pub session_id: String,
-    /// The content blocks (tagged by `type`; read one by one, see [`PromptBlock`]).
-    pub prompt: Vec<Value>,
+pub struct McpServerName {
+    /// Its name, when it is a string.
+    #[serde(default)]
+    pub name: Option<Loose>,
+}
+
+/// `session/new` `_meta` (only our key).
+#[derive(Debug, Deserialize)]
+pub struct NewSessionRequestMeta {
+    /// `openagents/runner`: one of the agent's runners.
+    #[serde(default, rename = "openagents/runner")]
+    pub runner: Option<Loose>,
 }
 
 /// The prompt blocks we accept (the baseline: text and resource links).
@@ -100,6 +210,228 @@ pub enum PromptBlock {
     },
 }
 
+/// The members of a content block we read (`type`, `text`, `uri`, `name`), each only when it is
+/// a string; every other member (`annotations`, `_meta`, an image's data) is skipped unbuilt.
+#[derive(Debug, Default)]
+struct BlockFields {
+    kind: Option<Loose>,
+    text: Option<Loose>,
+    uri: Option<Loose>,
+    name: Option<Loose>,
+}
+
+impl BlockFields {
+    /// The block, or why it is not one we accept.
+    fn into_block(self) -> Result<PromptBlock, String> {
+        let string = |v: Option<Loose>, field: &str| match v {
+            Some(Loose::Str(s)) => Ok(s),
+            Some(Loose::Other) => Err(format!("`{field}` must be a string")),
+            None => Err(format!("missing field `{field}`")),
+        };
+        match self.kind {
+            Some(Loose::Str(k)) if k == "text" => Ok(PromptBlock::Text { text: string(self.text, "text")? }),
+            Some(Loose::Str(k)) if k == "resource_link" => Ok(PromptBlock::ResourceLink { uri: string(self.uri, "uri")?, name: string(self.name, "name")? }),
+            Some(Loose::Str(k)) => Err(format!("unknown variant `{k}`, expected `text` or `resource_link`")),
+            Some(Loose::Other) => Err("`type` must be a string".into()),
+            None => Err("missing field `type`".into()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for BlockFields {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = BlockFields;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a content block (an object)")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<BlockFields, A::Error> {
+                let mut b = BlockFields::default();
+                while let Some(key) = map.next_key::<Key<'de>>()? {
+                    let slot = match key.as_str() {
+                        "type" => &mut b.kind,
+                        "text" => &mut b.text,
+                        "uri" => &mut b.uri,
+                        "name" => &mut b.name,
+                        _ => {
+                            map.next_value::<Skip>()?;
+                            continue;
+                        }
+                    };
+                    if slot.is_some() {
+                        return Err(openagents_protocol::rt::duplicate(key.as_str()));
+                    }
+                    *slot = Some(map.next_value::<Loose>()?);
+                }
+                Ok(b)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A `session/prompt`, its blocks flattened into the task.
+#[derive(Debug)]
+pub struct PromptRequest {
+    /// The session.
+    pub session_id: String,
+    /// Text as it is, a resource link as `[name](uri)`, blocks separated by a blank line; cut
+    /// one character past `max_chars` (the task is refused then).
+    pub task: String,
+}
+
+/// Why a `session/prompt`'s params were refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum PromptError {
+    /// The params do not decode (not an object, a member missing or of the wrong type).
+    Invalid(String),
+    /// More blocks than the cap.
+    TooManyBlocks,
+    /// Block `index` is not one we accept.
+    Block {
+        /// Its place in the prompt.
+        index: usize,
+        /// Its `type`, `?` when it has none.
+        kind: String,
+        /// Why.
+        why: String,
+    },
+}
+
+/// Decodes `session/prompt` params from their raw text, each block read, flattened into the
+/// task and dropped before the next: the memory it takes is the task (at most `max_chars` and
+/// one more block) and one block at a time, and past `max_blocks` blocks it stops reading.
+///
+/// # Errors
+///
+/// [`PromptError`], saying which.
+pub fn decode_prompt(params: &str, max_blocks: usize, max_chars: usize) -> Result<PromptRequest, PromptError> {
+    let mut flat = Flatten { task: String::new(), chars: 0, blocks: 0, max_blocks, max_chars, failure: None };
+    let mut de = serde_json::Deserializer::from_str(params);
+    let decoded = PromptSeed(&mut flat).deserialize(&mut de).and_then(|s| de.end().map(|()| s));
+    match decoded {
+        Ok(session_id) => Ok(PromptRequest { session_id, task: flat.task }),
+        Err(e) => Err(flat.failure.take().unwrap_or_else(|| PromptError::Invalid(openagents_protocol::rt::describe_json_error(&e)))),
+    }
+}
+
+struct Flatten {
+    task: String,
+    chars: usize,
+    blocks: usize,
+    max_blocks: usize,
+    max_chars: usize,
+    failure: Option<PromptError>,
+}
+
+impl Flatten {
+    /// Appends one block's text (after a blank line), up to one character past the limit.
+    fn push(&mut self, text: &str) {
+        if self.chars > self.max_chars {
+            return;
+        }
+        let sep = if self.blocks > 0 { "\n\n" } else { "" };
+        for part in [sep, text] {
+            let room = self.max_chars + 1 - self.chars;
+            match part.char_indices().nth(room) {
+                None => {
+                    self.task.push_str(part);
+                    self.chars += part.chars().count();
+                }
+                Some((cut, _)) => {
+                    self.task.push_str(&part[..cut]);
+                    self.chars += room;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// The params object: `sessionId`, `prompt` (flattened as read), the rest skipped.
+struct PromptSeed<'f>(&'f mut Flatten);
+
+impl<'de> DeserializeSeed<'de> for PromptSeed<'_> {
+    type Value = String;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for PromptSeed<'_> {
+    type Value = String;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("`session/prompt` params: an object with `sessionId` and `prompt`")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<String, A::Error> {
+        let mut session_id = None;
+        let mut prompt = false;
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match key.as_str() {
+                "sessionId" if session_id.is_none() => session_id = Some(map.next_value::<String>()?),
+                "prompt" if !prompt => {
+                    map.next_value_seed(BlocksSeed(&mut *self.0))?;
+                    prompt = true;
+                }
+                "sessionId" | "prompt" => return Err(openagents_protocol::rt::duplicate(key.as_str())),
+                _ => {
+                    map.next_value::<Skip>()?;
+                }
+            }
+        }
+        if !prompt {
+            return Err(de::Error::missing_field("prompt"));
+        }
+        session_id.ok_or_else(|| de::Error::missing_field("sessionId"))
+    }
+}
+
+/// The `prompt` array: each block decoded exactly on its own, flattened, then dropped.
+struct BlocksSeed<'f>(&'f mut Flatten);
+
+impl<'de> DeserializeSeed<'de> for BlocksSeed<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for BlocksSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list of content blocks")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let flat = self.0;
+        loop {
+            let index = flat.blocks;
+            if index == flat.max_blocks {
+                if seq.next_element::<Skip>()?.is_some() {
+                    flat.failure = Some(PromptError::TooManyBlocks);
+                    return Err(de::Error::custom("too many content blocks"));
+                }
+                return Ok(());
+            }
+            let Some(block) = seq.next_element::<BlockFields>()? else { return Ok(()) };
+            let kind = match &block.kind {
+                Some(Loose::Str(k)) => k.clone(),
+                _ => "?".to_owned(),
+            };
+            match block.into_block() {
+                Ok(PromptBlock::Text { text }) => flat.push(&text),
+                Ok(PromptBlock::ResourceLink { uri, name }) => flat.push(&format!("[{name}]({uri})")),
+                Err(why) => {
+                    let why = if matches!(kind.as_str(), "image" | "audio" | "resource") { "not supported (promptCapabilities: text and resource_link only)".to_owned() } else { why };
+                    flat.failure = Some(PromptError::Block { index, kind, why });
+                    return Err(de::Error::custom("a block we do not accept"));
+                }
+            }
+            flat.blocks += 1;
+        }
+    }
+}
+
 /// `session/cancel` params.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -113,6 +445,14 @@ pub struct CancelNotification {
 pub struct RequestPermissionResponse {
     /// What the user chose.
     pub outcome: PermissionOutcome,
+}
+
+/// A JSON-RPC error from the client: only its code is read.
+#[derive(Debug, Deserialize)]
+pub struct ErrorCodeOnly {
+    /// The code (a number; anything else does not decode).
+    #[serde(default)]
+    pub code: Option<serde_json::Number>,
 }
 
 /// `RequestPermissionOutcome`.
@@ -625,5 +965,43 @@ mod tests {
         assert!(matches!(o.outcome, PermissionOutcome::Selected { ref option_id } if option_id == APPROVE_OPTION));
         let o: RequestPermissionResponse = serde_json::from_value(serde_json::json!({"outcome": {"outcome": "cancelled"}})).unwrap();
         assert!(matches!(o.outcome, PermissionOutcome::Cancelled));
+    }
+
+    #[test]
+    fn a_prompt_is_flattened_as_it_is_read_and_bounded() {
+        let p = decode_prompt(r#"{"prompt":[{"type":"text","text":"look at"},{"type":"resource_link","uri":"file:///a","name":"a","size":3}],"sessionId":"s","_meta":{"x":[1]}}"#, 8, 100).unwrap();
+        assert_eq!((p.session_id.as_str(), p.task.as_str()), ("s", "look at\n\n[a](file:///a)"));
+        // At the block cap exactly: fine; one more: refused, whatever follows.
+        let blocks = |n: usize| (0..n).map(|_| r#"{"type":"text","text":"x"}"#).collect::<Vec<_>>().join(",");
+        assert_eq!(decode_prompt(&format!(r#"{{"sessionId":"s","prompt":[{}]}}"#, blocks(3)), 3, 100).unwrap().task, "x\n\nx\n\nx");
+        assert_eq!(decode_prompt(&format!(r#"{{"sessionId":"s","prompt":[{},"not even a block"]}}"#, blocks(3)), 3, 100).unwrap_err(), PromptError::TooManyBlocks);
+        // The task stops one character past the limit (code points, never inside one).
+        let p = decode_prompt(r#"{"sessionId":"s","prompt":[{"type":"text","text":"ééé"},{"type":"text","text":"ééé"}]}"#, 8, 4).unwrap();
+        assert_eq!(p.task, "ééé\n\n");
+        let p = decode_prompt(r#"{"sessionId":"s","prompt":[{"type":"text","text":"éééééé"}]}"#, 8, 4).unwrap();
+        assert_eq!(p.task, "ééééé");
+        // What we do not accept, by block.
+        let e = decode_prompt(r#"{"sessionId":"s","prompt":[{"type":"text","text":"a"},{"type":"image","data":"","mimeType":"image/png"}]}"#, 8, 100).unwrap_err();
+        assert!(matches!(e, PromptError::Block { index: 1, ref kind, ref why } if kind == "image" && why.contains("not supported")), "{e:?}");
+        let e = decode_prompt(r#"{"sessionId":"s","prompt":[{"text":"a"}]}"#, 8, 100).unwrap_err();
+        assert!(matches!(e, PromptError::Block { index: 0, ref kind, .. } if kind == "?"), "{e:?}");
+        for bad in [r#"{"sessionId":"s"}"#, r#"{"prompt":[]}"#, r#"{"sessionId":"s","prompt":"text"}"#, "null", "[]", r#"{"sessionId":"s","prompt":[],"prompt":[]}"#] {
+            assert!(matches!(decode_prompt(bad, 8, 100), Err(PromptError::Invalid(_))), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_envelope_keeps_members_as_raw_text() {
+        let line = r#"{"jsonrpc":"2.0","id":null,"method":"m","params":{"big":[1,2,3]},"extra":{"a":1}}"#;
+        let e: Envelope<'_> = serde_json::from_str(line).unwrap();
+        assert_eq!(e.id.map(RawValue::get), Some("null"));
+        assert_eq!(e.params.map(RawValue::get), Some(r#"{"big":[1,2,3]}"#));
+        assert!(e.result.is_none() && e.error.is_none());
+        assert_eq!(e.method.and_then(scalar), Some(Value::String("m".into())));
+        assert_eq!(e.params.and_then(scalar), None);
+        let m: NewSessionRequest = serde_json::from_str(r#"{"cwd":"/","mcpServers":[{"name":"a"},{"name":{"x":1}},{}],"_meta":{"openagents/runner":7}}"#).unwrap();
+        let names: Vec<_> = m.mcp_servers.unwrap().into_iter().map(|s| s.name).collect();
+        assert_eq!(names, vec![Some(Loose::Str("a".into())), Some(Loose::Other), None]);
+        assert_eq!(m.meta.and_then(|m| m.runner), Some(Loose::Other));
     }
 }
