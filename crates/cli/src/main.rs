@@ -105,9 +105,13 @@ enum Command {
         command: Vec<std::ffi::OsString>,
     },
     /// Internal: how every runner is started. Starts COMMAND as its child and waits for it;
-    /// what the runner leaves behind is killed. Exits with the runner's status.
+    /// what the runner leaves behind, and the runner itself when the server (`--parent`) dies,
+    /// is killed. Exits with the runner's status.
     #[command(name = "runner-exec", hide = true)]
     RunnerExec {
+        /// The server's pid: the launcher ends the runner once its parent is another.
+        #[arg(long)]
+        parent: i32,
         /// The runner's command and arguments, after `--`.
         #[arg(last = true, required = true)]
         command: Vec<std::ffi::OsString>,
@@ -157,7 +161,7 @@ fn main() -> ExitCode {
             eprintln!("openagents sandbox-exec: {e}");
             ExitCode::from(126)
         }
-        Command::RunnerExec { command } => ExitCode::from(openagents_sdk::agents::reap::supervise(&command)),
+        Command::RunnerExec { parent, command } => ExitCode::from(openagents_sdk::agents::reap::supervise(parent, &command)),
         Command::Acp(args) => acp::acp(args),
     }
 }

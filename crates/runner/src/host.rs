@@ -366,8 +366,8 @@ pub const INHERITED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TERM", "
 /// [`INHERITED_ENV`], then the entry's `env`), piped stdio, a process group of its own, killed
 /// when dropped; for an entry with a `sandbox`, through the sandbox launcher
 /// ([`crate::sandbox`]). On a host with a launcher, under the runner's supervisor
-/// ([`reap::supervise`]: the launcher's `runner-exec`), which ends what the runner leaves
-/// behind.
+/// ([`reap::supervise`]: the launcher's `runner-exec`), which ends what the runner leaves behind
+/// and ends the runner if the host dies.
 ///
 /// # Errors
 ///
@@ -394,7 +394,7 @@ pub fn runner_command(spec: &RunnerSpec, cwd: &str) -> std::io::Result<Command> 
             // here, as a direct start would refuse it, not after the supervisor has started.
             executable(&spec.command)?;
             let mut c = Command::new(launcher);
-            c.args(reap::supervisor_args(program.as_os_str(), args));
+            c.args(reap::supervisor_args(std::process::id(), program.as_os_str(), args));
             c
         }
         None => {

@@ -18,8 +18,9 @@
 //! host, for as long as the supervisor lives: what a runner started is known to be its own even
 //! while other runners live (an ACP agent lives for a whole conversation, so there nearly always
 //! are). When the runner exits the supervisor kills and reaps everything below it before it
-//! exits itself. The sweep above stays as the fallback for a supervisor that was killed (by its
-//! runner, or with its process group) before it could finish.
+//! exits itself; when the host dies (its parent-death signal, checked against its parent's pid)
+//! it does the same first. The sweep above stays as the fallback for a supervisor that was
+//! killed (by its runner, or with its process group) before it could finish.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,7 +32,7 @@ use std::ffi::{OsStr, OsString};
 use nix::errno::Errno;
 use nix::sys::signal::{SigSet, Signal, kill, killpg};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::{Pid, getpgrp};
+use nix::unistd::{Pid, getpgrp, getppid};
 use tokio::process::{Child, Command};
 
 /// How many times [`sweep`] looks again for processes left behind, [`SWEEP_PAUSE`] apart: a
@@ -317,38 +318,48 @@ pub async fn sweep(group: Option<Pid>) -> usize {
 /// [`supervise`].
 pub const SUPERVISOR_SUBCOMMAND: &str = "runner-exec";
 
-/// The signals a supervisor waits for instead of dying of them: its runner's end (`SIGCHLD`),
-/// and the ones that end a process group or a terminal's jobs, which are for the runner (in the
-/// same process group) to act on: the supervisor ends when its runner has.
-const SUPERVISOR_SIGNALS: [Signal; 5] = [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP, Signal::SIGQUIT];
+/// The signal a supervisor asks for when its parent goes (`PR_SET_PDEATHSIG`). It is caught,
+/// not fatal: the kernel sends it when the *thread* that started the supervisor ends, which a
+/// host's thread may do while the host lives on, so the supervisor only takes it for the host's
+/// end once its parent process is another ([`getppid`]).
+pub const PARENT_DEATH_SIGNAL: Signal = Signal::SIGUSR1;
 
-/// The supervisor's command line after the launcher's path: [`supervise`] starting `program`
-/// with `args`.
-pub fn supervisor_args(program: &OsStr, args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
-    let mut out: Vec<OsString> = vec![SUPERVISOR_SUBCOMMAND.into(), "--".into(), program.to_owned()];
+/// The signals a supervisor waits for instead of dying of them: its runner's end (`SIGCHLD`),
+/// its parent's ([`PARENT_DEATH_SIGNAL`]), and the ones that end a process group or a terminal's
+/// jobs, which are for the runner (in the same process group) to act on: the supervisor ends
+/// when its runner has.
+const SUPERVISOR_SIGNALS: [Signal; 6] = [Signal::SIGCHLD, PARENT_DEATH_SIGNAL, Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP, Signal::SIGQUIT];
+
+/// The supervisor's command line after the launcher's path: [`supervise`] with `parent` (the
+/// host's pid), starting `program` with `args`.
+pub fn supervisor_args(parent: u32, program: &OsStr, args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut out: Vec<OsString> = vec![SUPERVISOR_SUBCOMMAND.into(), "--parent".into(), parent.to_string().into(), "--".into(), program.to_owned()];
     out.extend(args);
     out
 }
 
-/// The supervisor's half (`openagents runner-exec -- COMMAND [ARGS]...`): what a runner leaves
-/// behind never outlives it.
+/// The supervisor's half (`openagents runner-exec --parent PID -- COMMAND [ARGS]...`): what a
+/// runner leaves behind never outlives it, and the runner never outlives the host.
 ///
-/// It becomes a child subreaper, starts the runner as its own child (same process group,
-/// environment, folder and stdio), and lets go of its own stdio so that only the runner holds
-/// the host's pipes. Then it waits, and when the runner has exited it kills everything still
-/// below it (what the runner left in its process group, and what it left outside it: orphans
-/// come to the supervisor, a subreaper, `setsid` or not) and reaps it. It exits with the
-/// runner's status: its exit code, or the signal that killed it (raised again, for the signals
-/// that end a process without a core dump; 128 + the signal's number otherwise). 127 when the
-/// runner cannot be started, 126 when it cannot be supervised.
+/// It asks for [`PARENT_DEATH_SIGNAL`] when its parent goes, and gives up (exit 126) if its
+/// parent is already not `parent`; becomes a child subreaper; starts the runner as its own child
+/// (same process group, environment, folder and stdio), and lets go of its own stdio so that
+/// only the runner holds the host's pipes. Then it waits, and when the runner has exited, or its
+/// parent is no longer `parent` (the host has died: a SIGKILL of the server included), it kills
+/// everything still below it (the runner, what the runner left in its process group, and what
+/// it left outside it: orphans come to the supervisor, a subreaper, `setsid` or not) and reaps
+/// it. It exits with the runner's status: its exit code, or the signal that killed it (raised
+/// again, for the signals that end a process without a core dump; 128 + the signal's number
+/// otherwise). 127 when the runner cannot be started, 126 when it cannot be supervised.
 ///
 /// Call it in a process of its own that has started no other thread (the launcher executable
 /// does, before anything else): the signals are waited for by the calling thread.
 ///
 /// What it cannot prevent: a runner that kills its supervisor (SIGKILL, from the same user;
 /// a runner sandboxed on a kernel with Landlock ABI 6 cannot signal outside its sandbox) hands
-/// what it left to the host, whose [`sweep`] takes it at the runner's end by the older rule.
-pub fn supervise(command: &[OsString]) -> u8 {
+/// what it left to the host, whose [`sweep`] takes it at the runner's end by the older rule; and
+/// after a SIGKILL of the host, a supervisor that was itself stopped or killed cannot clean up.
+pub fn supervise(parent: i32, command: &[OsString]) -> u8 {
     let Some((program, args)) = command.split_first() else {
         eprintln!("openagents {SUPERVISOR_SUBCOMMAND}: no command to run");
         return 127;
@@ -357,9 +368,16 @@ pub fn supervise(command: &[OsString]) -> u8 {
     for s in SUPERVISOR_SIGNALS {
         signals.add(s);
     }
-    let setup = signals.thread_block().and_then(|()| nix::sys::prctl::set_child_subreaper(true));
+    let setup = signals
+        .thread_block()
+        .and_then(|()| nix::sys::prctl::set_pdeathsig(PARENT_DEATH_SIGNAL))
+        .and_then(|()| nix::sys::prctl::set_child_subreaper(true));
     if let Err(e) = setup {
         eprintln!("openagents {SUPERVISOR_SUBCOMMAND}: cannot supervise the runner: {e}");
+        return 126;
+    }
+    // The parent may have gone before the signal was asked for: nobody would end the runner.
+    if getppid().as_raw() != parent {
         return 126;
     }
     // The runner gets an empty signal mask (the standard library resets it in the child).
@@ -376,10 +394,10 @@ pub fn supervise(command: &[OsString]) -> u8 {
     let mut status = None;
     loop {
         reap_children(runner, &mut status);
-        if status.is_some() {
+        if status.is_some() || getppid().as_raw() != parent {
             break;
         }
-        // A signal that arrives after the check above is pending (blocked), so this returns.
+        // A signal that arrives after the checks above is pending (blocked), so this returns.
         if signals.wait().is_err() {
             std::thread::sleep(SWEEP_PAUSE);
         }

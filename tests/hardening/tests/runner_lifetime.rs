@@ -1,6 +1,7 @@
 //! No runner process outlives what owns it, against the real binary: an ACP agent's escapee (a
 //! double fork and `setsid`) ends with the agent's process, whether the agent exits after
-//! answering or is closed as idle while another agent lives on.
+//! answering or is closed as idle while another agent lives on; `kill -9` of the server takes
+//! every runner along; and a runner is not ended merely because the thread that started it did.
 //!
 //! Every wait is a poll with a generous bound (or a readiness line), never a sleep before an
 //! assertion.
@@ -269,4 +270,78 @@ fn an_acp_agent_closed_as_idle_takes_its_escapee_along_while_another_agent_lives
     let exited = wait_for(BOUND, || server.child.try_wait().ok().flatten());
     assert!(exited.is_some(), "the server did not exit at the end of its input");
     all_gone("the server's shutdown", &[keep_agent, keep_sleeper], None);
+}
+
+#[test]
+fn kill_9_of_the_server_takes_every_runner_along() {
+    let setup = Setup::new("kill9");
+    let mut server = setup.serve();
+    // An idle ACP agent with an escapee, then a plain runner in the middle of a turn.
+    let acp = setup.folder("acp");
+    server.turn("acp-long", "acp", &acp, "escape");
+    let (agent, escapee) = (pid_in(&acp, "agent.pid"), pid_in(&acp, "sleeper.pid"));
+    let plain = setup.folder("plain");
+    server.submit("sleeper", "plain", &plain, "sleep");
+    server.until("the runner's `started`", |v| v["event"]["event"]["text"] == "started");
+    let (runner, child) = (pid_in(&plain, "runner.pid"), pid_in(&plain, "child.pid"));
+    assert!([agent, escapee, runner, child].iter().all(|&p| alive(p)), "a runner was not running before the kill");
+    kill(Pid::from_raw(server.pid() as i32), Signal::SIGKILL).expect("kill -9 the server");
+    let _ = server.child.wait();
+    all_gone("kill -9 of the server", &[runner, child, agent, escapee], None);
+}
+
+/// A launcher's parent-death signal comes when the *thread* that started it ends, not the
+/// process (tokio's blocking threads end after 10 s idle). The launcher takes the signal for the
+/// server's end only when its parent process has changed: here the thread that starts it ends
+/// at once; the launcher takes the signal and goes back to waiting (a launcher that took it for
+/// the server's end never would: that is what is waited for, not a pause), and the runner goes
+/// on answering and exits on its own terms (status 0).
+#[test]
+fn a_runner_outlives_the_thread_that_started_it() {
+    let me = std::process::id().to_string();
+    let (tx, rx) = mpsc::channel();
+    let starter = std::thread::spawn(move || {
+        let mut child = Command::new(bin("openagents"))
+            .args(["runner-exec", "--parent", &me, "--", "/bin/sh", "-c", "echo ready; read line; echo \"got $line\"; read _; exit 0"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the launcher starts");
+        // The runner is started once the launcher has asked for its parent-death signal: this
+        // thread ends only after that.
+        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        let _ = out.read_line(&mut line);
+        let _ = tx.send((nix::unistd::gettid().as_raw(), child, out, line));
+    });
+    let (tid, mut launcher, mut out, ready) = rx.recv().expect("the starting thread's report");
+    assert_eq!(ready, "ready\n", "the runner did not start");
+    starter.join().expect("the starting thread");
+    // The thread is gone once the kernel has let go of it, after it sent the parent-death signal.
+    let gone = wait_for(BOUND, || (!Path::new(&format!("/proc/self/task/{tid}")).exists()).then_some(()));
+    assert!(gone.is_some(), "the thread that started the launcher did not end");
+    // The launcher has taken the signal and gone back to waiting for the next one: nothing is
+    // pending, and it sleeps in `sigtimedwait` again. Had it taken the signal for the server's
+    // end, it would never wait again: it would kill the runner and exit.
+    let launcher_pid = launcher.id();
+    let waiting_again = wait_for(BOUND, || {
+        if launcher.try_wait().ok().flatten().is_some() {
+            return Some(false);
+        }
+        let status = std::fs::read_to_string(format!("/proc/{launcher_pid}/status")).ok()?;
+        let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim).unwrap_or_default().to_owned();
+        let none_pending = [field("SigPnd:"), field("ShdPnd:")].iter().all(|v| !v.is_empty() && v.trim_start_matches('0').is_empty());
+        let wchan = std::fs::read_to_string(format!("/proc/{launcher_pid}/wchan")).unwrap_or_default();
+        (none_pending && field("State:").starts_with('S') && wchan.contains("sigtimedwait")).then_some(true)
+    });
+    assert_eq!(waiting_again, Some(true), "the launcher did not go back to waiting after the thread that started it ended (it exited: {:?})", launcher.try_wait());
+    let mut line = String::new();
+    let mut input = launcher.stdin.take().expect("stdin");
+    writeln!(input, "hello").expect("writing to the runner");
+    out.read_line(&mut line).expect("the runner's answer");
+    assert_eq!(line, "got hello\n", "the runner did not answer after the thread that started it ended");
+    drop(input);
+    let status = wait_for(BOUND, || launcher.try_wait().ok().flatten()).expect("the launcher exits when its runner does");
+    assert_eq!(status.code(), Some(0), "the runner did not end on its own terms: {status:?}");
 }
