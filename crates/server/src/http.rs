@@ -29,8 +29,8 @@ use openagents_protocol::{ErrorCode, SERVER_MAX_LINE_BYTES};
 
 use crate::engine::RpcEngine;
 pub use crate::listener::{
-    CORS_MAX_AGE, HEADER_READ_TIMEOUT, HttpOptions, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER, MAX_HEADERS, PROTOCOL_VERSION_HEADER, SCHEMA_DIGEST_HEADER,
-    WRITE_STALL_TIMEOUT, header_block_len,
+    CORS_MAX_AGE, HEADER_READ_TIMEOUT, HttpOptions, LINGER_IDLE, LINGER_MAX_BYTES, LINGER_TIMEOUT, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER, MAX_HEADERS,
+    PROTOCOL_VERSION_HEADER, SCHEMA_DIGEST_HEADER, WRITE_STALL_TIMEOUT, header_block_len,
 };
 use crate::listener::{Access, Direct, Peer, json_response, reject};
 use crate::projection;

@@ -19,8 +19,10 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
+use http_body_util::BodyExt;
+use hyper::body::{Bytes, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use openagents_protocol::{ErrorCode, SERVER_MAX_HEADER_BYTES};
+use openagents_protocol::{ErrorCode, SERVER_MAX_HEADER_BYTES, SERVER_MAX_LINE_BYTES};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -36,6 +38,17 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// The most connections one peer address may hold at once, so one client cannot take every
 /// slot; more from that address are closed on arrival.
 pub const MAX_CONNECTIONS_PER_PEER: usize = 64;
+/// How long the rest of a body refused before it was read (413, 401, 403, 415…) is read and
+/// dropped, so a client that writes its whole body before reading (no `Expect: 100-continue`)
+/// reads the refusal instead of a connection reset; after it, the connection is closed.
+pub const LINGER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the lingering read of a refused body (see [`LINGER_TIMEOUT`]) waits for the client's
+/// next bytes: a client that declared a body and sends none (or waits for the answer) is not
+/// held open for the whole of it.
+pub const LINGER_IDLE: Duration = Duration::from_secs(2);
+/// The most bytes of a refused body read and dropped (see [`LINGER_TIMEOUT`]): four times
+/// `SERVER_MAX_LINE_BYTES`, so a body somewhat over the limit is drained, not an endless one.
+pub const LINGER_MAX_BYTES: usize = 4 * SERVER_MAX_LINE_BYTES;
 /// How long a response (or an event stream) may wait for a client that reads nothing before its
 /// connection is closed.
 pub const WRITE_STALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -269,8 +282,8 @@ pub(crate) async fn bind(bind: &str) -> io::Result<TcpListener> {
 /// (none left, or its peer's all taken: closed on arrival), every response carries the digest
 /// headers (and CORS headers for an allowed origin), a header block over
 /// `SERVER_MAX_HEADER_BYTES` is 431, a CORS preflight is answered before any route without a
-/// token, a browser `Origin` that is not allowed is 403, and `direct` answers `POST /rpc` when
-/// given.
+/// token, a browser `Origin` that is not allowed is 403, a body refused before it was read is
+/// read and dropped for a bounded time, and `direct` answers `POST /rpc` when given.
 pub(crate) async fn accept_loop<D: Direct>(listener: TcpListener, router: Router, access: Access, direct: Option<D>) {
     let engine = access.engine.clone();
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
@@ -300,8 +313,12 @@ pub(crate) async fn accept_loop<D: Direct>(listener: TcpListener, router: Router
         let local = stream.local_addr().map_or(IpAddr::from([0, 0, 0, 0]), |a| a.ip());
         let peer_ip = Peer { ip: peer.ip(), local };
         let (router, access, direct, request_slot) = (router.clone(), access.clone(), direct.clone(), slot.clone());
-        let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-            let mut request = request.map(Body::new);
+        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+            // A body the handler drops unread is read and dropped for a while (`Lingering`), so
+            // a client still writing it reads the answer; not when the client waits for a
+            // `100 Continue` before sending it.
+            let linger = !request.headers().get(header::EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+            let mut request = request.map(|body| Body::new(Lingering { body: Some(body), linger }));
             let too_large = header_block_len(&request) > SERVER_MAX_HEADER_BYTES;
             let origin = request.headers().get(header::ORIGIN).cloned();
             let preflight = request.method() == axum::http::Method::OPTIONS && request.headers().contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
@@ -467,6 +484,60 @@ impl Drop for PeerSlot {
                 held.remove(&self.peer);
             }
         }
+    }
+}
+
+/// A request's body that, dropped before its end (the handler refused the request without
+/// reading it, or stopped reading it), has the rest read and dropped on a task of its own for at
+/// most [`LINGER_TIMEOUT`] and [`LINGER_MAX_BYTES`], and while bytes keep coming
+/// ([`LINGER_IDLE`]), as nginx's lingering close does: a client
+/// that writes its whole body before it reads then reads the answer instead of a reset.
+struct Lingering {
+    body: Option<Incoming>,
+    /// Whether to read the rest (not when the client waits for `100 Continue`).
+    linger: bool,
+}
+
+impl hyper::body::Body for Lingering {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        match self.body.as_mut() {
+            Some(body) => Pin::new(body).poll_frame(cx),
+            None => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.as_ref().is_none_or(hyper::body::Body::is_end_stream)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.as_ref().map_or_else(|| SizeHint::with_exact(0), hyper::body::Body::size_hint)
+    }
+}
+
+impl Drop for Lingering {
+    fn drop(&mut self) {
+        let Some(mut body) = self.body.take() else { return };
+        if !self.linger || hyper::body::Body::is_end_stream(&body) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        runtime.spawn(async move {
+            let drain = async {
+                let mut read = 0;
+                while let Ok(Some(Ok(frame))) = tokio::time::timeout(LINGER_IDLE, body.frame()).await {
+                    read += frame.data_ref().map_or(0, Bytes::len);
+                    if read > LINGER_MAX_BYTES {
+                        break;
+                    }
+                }
+            };
+            // Dropping the body then lets the connection close.
+            let _ = tokio::time::timeout(LINGER_TIMEOUT, drain).await;
+        });
     }
 }
 

@@ -202,6 +202,32 @@ async fn rpc_events_and_metrics_refuse_a_browser_origin_not_allowed_with_403() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Lingering close (audit finding 12)
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_refused_before_it_is_read_is_drained_so_a_plain_client_reads_the_refusal() {
+    let (engine, _gate) = scripted_engine();
+    let http = Http::start(&engine).await;
+    let addr = http.addr;
+    // 17 MiB, written whole before reading (no `Expect: 100-continue`), as Python's urllib does.
+    let size = 17 << 20;
+    let cases: [(&str, String, &str, u16, &str); 3] = [
+        ("over SERVER_MAX_LINE_BYTES", bearer(ADMIN), "application/json", 413, "frame_too_large"),
+        ("without a token", String::new(), "application/json", 401, "unauthorized"),
+        ("not JSON", bearer(ADMIN), "text/plain", 415, "invalid_request"),
+    ];
+    for (what, auth, content_type, status, code) in cases {
+        let mut request = post_head(addr, &auth, content_type, size);
+        request.resize(request.len() + size, b' ');
+        let a = exchange_async(addr, request).await.unwrap_or_else(|e| panic!("{what}: no answer: {e}"));
+        assert_eq!(a.status, status, "{what}: {}", a.head);
+        assert_eq!(a.code(), code, "{what}");
+        http.assert_serving().await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Refusal bodies (audit finding 13b)
 // ---------------------------------------------------------------------------------------------
 
