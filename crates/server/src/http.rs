@@ -10,7 +10,8 @@
 //! browser origin that is not allowed, or `/events` and `/metrics` without their grant), 405,
 //! 413 (body over `SERVER_MAX_LINE_BYTES`), 415 (not a JSON content type), 421 (the web page or
 //! the WebSocket under a `Host` the runtime does not answer to), 431 (header block over
-//! `SERVER_MAX_HEADER_BYTES`) — each with a JSON-RPC error object as its body. Every message
+//! `SERVER_MAX_HEADER_BYTES`), 503 (no room for the body in `MAX_BUFFERED_BODY_BYTES` within
+//! `BODY_ROOM_WAIT`) — each with a JSON-RPC error object as its body. Every message
 //! that reaches JSON-RPC is answered `200` with its reply (errors included, as jsonrpsee does),
 //! or `204 No Content` when it gets none (notifications).
 
@@ -29,8 +30,8 @@ use openagents_protocol::{ErrorCode, SERVER_MAX_LINE_BYTES};
 
 use crate::engine::RpcEngine;
 pub use crate::listener::{
-    CORS_MAX_AGE, HEADER_READ_TIMEOUT, HttpOptions, LINGER_IDLE, LINGER_MAX_BYTES, LINGER_TIMEOUT, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER, MAX_HEADERS,
-    PROTOCOL_VERSION_HEADER, SCHEMA_DIGEST_HEADER, WRITE_STALL_TIMEOUT, header_block_len,
+    BODY_ROOM_WAIT, CORS_MAX_AGE, HEADER_READ_TIMEOUT, HttpOptions, LINGER_IDLE, LINGER_MAX_BYTES, LINGER_TIMEOUT, MAX_BUFFERED_BODY_BYTES, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER,
+    MAX_HEADERS, PROTOCOL_VERSION_HEADER, SCHEMA_DIGEST_HEADER, WRITE_STALL_TIMEOUT, header_block_len,
 };
 use crate::listener::{Access, Direct, Peer, json_response, reject};
 use crate::projection;
@@ -134,6 +135,86 @@ fn is_json(value: Option<&HeaderValue>) -> bool {
     value.and_then(|v| v.to_str().ok()).and_then(|v| v.split(';').next()).is_some_and(|m| JSON_CONTENT_TYPES.iter().any(|t| m.trim().eq_ignore_ascii_case(t)))
 }
 
+/// The answer (503, `busy`) to a body that found no room in [`MAX_BUFFERED_BODY_BYTES`].
+fn no_room() -> Response {
+    let message = format!("the runtime holds as many request bodies as it may (MAX_BUFFERED_BODY_BYTES, {MAX_BUFFERED_BODY_BYTES} bytes) and none made room within {BODY_ROOM_WAIT:?}: retry");
+    reject(ErrorCode::Busy, StatusCode::SERVICE_UNAVAILABLE, message)
+}
+
+/// A request body's room in the listener's budget ([`MAX_BUFFERED_BODY_BYTES`], one permit per
+/// byte), given back on drop, and counted in the `openagents_request_body_bytes` gauge.
+struct Room<'a> {
+    budget: &'a tokio::sync::Semaphore,
+    metrics: &'a crate::metrics::Metrics,
+    bytes: usize,
+}
+
+impl Room<'_> {
+    /// Takes `n` more bytes of room, waiting at most [`BODY_ROOM_WAIT`]; false when there was
+    /// none in time.
+    async fn take(&mut self, n: usize) -> bool {
+        let Ok(permits) = u32::try_from(n) else { return false };
+        let permit = match self.budget.try_acquire_many(permits) {
+            Ok(p) => p,
+            Err(_) => match tokio::time::timeout(BODY_ROOM_WAIT, self.budget.acquire_many(permits)).await {
+                Ok(Ok(p)) => p,
+                _ => return false,
+            },
+        };
+        permit.forget();
+        self.bytes += n;
+        self.metrics.body_bytes(n as i64);
+        true
+    }
+}
+
+impl Drop for Room<'_> {
+    fn drop(&mut self) {
+        self.budget.add_permits(self.bytes);
+        self.metrics.body_bytes(-(self.bytes as i64));
+    }
+}
+
+/// Why a body could not be collected.
+enum Collect {
+    /// Over `SERVER_MAX_LINE_BYTES`.
+    TooLarge,
+    /// No room in the budget in time.
+    NoRoom,
+    /// The client's body broke off.
+    Broken,
+}
+
+/// The whole body, at most `SERVER_MAX_LINE_BYTES`; without a `declared` length (whose room was
+/// taken before), taking room for each chunk as it arrives. A body in one chunk is kept as it
+/// came, without a copy; one in several is copied once into a buffer of its declared length.
+async fn collect(mut body: Body, room: &mut Room<'_>, declared: Option<usize>) -> Result<axum::body::Bytes, Collect> {
+    use http_body_util::BodyExt;
+    let mut first: Option<axum::body::Bytes> = None;
+    let mut rest = bytes::BytesMut::new();
+    let mut len = 0;
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(|_| Collect::Broken)?.into_data() else { continue };
+        len += data.len();
+        if len > SERVER_MAX_LINE_BYTES {
+            return Err(Collect::TooLarge);
+        }
+        if declared.is_none() && !room.take(data.len()).await {
+            return Err(Collect::NoRoom);
+        }
+        match first.take() {
+            None if rest.is_empty() => first = Some(data),
+            None => rest.extend_from_slice(&data),
+            Some(head) => {
+                rest.reserve(declared.unwrap_or(0).max(head.len() + data.len()));
+                rest.extend_from_slice(&head);
+                rest.extend_from_slice(&data);
+            }
+        }
+    }
+    Ok(first.unwrap_or_else(|| rest.freeze()))
+}
+
 /// `POST /rpc`: one JSON-RPC message.
 async fn rpc(app: Access, request: Request, peer: Option<Peer>) -> Response {
     let caller = match app.authorize(request.headers()) {
@@ -152,7 +233,15 @@ async fn rpc(app: Access, request: Request, peer: Option<Peer>) -> Response {
     if declared.is_some_and(|n| n > SERVER_MAX_LINE_BYTES as u64) {
         return too_large();
     }
-    let mut collect = std::pin::pin!(axum::body::to_bytes(request.into_body(), SERVER_MAX_LINE_BYTES));
+    // The body takes its room in the listener's budget: all of a declared length before it is
+    // read, else as it arrives.
+    let mut room = Room { budget: app.body_budget(), metrics: app.engine().metrics(), bytes: 0 };
+    if let Some(n) = declared
+        && !room.take(n as usize).await
+    {
+        return no_room();
+    }
+    let mut collect = std::pin::pin!(collect(request.into_body(), &mut room, declared.map(|n| n as usize)));
     // A body that came with its head is taken at once, without arming the timer; only one still
     // on its way is waited for, at most BODY_READ_TIMEOUT.
     let collected = match collect.as_mut().now_or_never() {
@@ -162,7 +251,13 @@ async fn rpc(app: Access, request: Request, peer: Option<Peer>) -> Response {
             Ok(collected) => collected,
         },
     };
-    let Ok(bytes) = collected else { return too_large() };
+    let bytes = match collected {
+        Ok(bytes) => bytes,
+        Err(Collect::TooLarge) => return too_large(),
+        Err(Collect::NoRoom) => return no_room(),
+        // The client broke the body off (or sent a bad chunk): nobody reads an answer.
+        Err(Collect::Broken) => return reject(ErrorCode::InvalidRequest, StatusCode::BAD_REQUEST, "the body could not be read".into()),
+    };
     // Answered here when it needs no waiting (most requests), else by the engine's future.
     let reply = match app.engine().handle_message_now(caller, &bytes, None) {
         Ok(reply) => reply,

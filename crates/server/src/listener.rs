@@ -38,6 +38,14 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// The most connections one peer address may hold at once, so one client cannot take every
 /// slot; more from that address are closed on arrival.
 pub const MAX_CONNECTIONS_PER_PEER: usize = 64;
+/// The most bytes of request bodies every connection of a listener together holds in memory
+/// (four bodies of `SERVER_MAX_LINE_BYTES`): without it, each of [`MAX_CONNECTIONS`] connections
+/// could hold a 16 MiB body at once (4 GiB). A body of declared length takes its room before it
+/// is read; one without a declared length takes room as it arrives.
+pub const MAX_BUFFERED_BODY_BYTES: usize = 4 * SERVER_MAX_LINE_BYTES;
+/// How long a body waits for room in [`MAX_BUFFERED_BODY_BYTES`] (others being handled free
+/// theirs within milliseconds) before it is refused with 503 `busy`.
+pub const BODY_ROOM_WAIT: Duration = Duration::from_secs(5);
 /// How long the rest of a body refused before it was read (413, 401, 403, 415…) is read and
 /// dropped, so a client that writes its whole body before reading (no `Expect: 100-continue`)
 /// reads the refusal instead of a connection reset; after it, the connection is closed.
@@ -144,8 +152,8 @@ pub fn host_name(host: &str) -> &str {
 }
 
 /// Who may use a listener, and how: the engine, the credentials (and the caller each one
-/// authenticates as, built once), the operator's options, the name it was bound by. The state
-/// of every route.
+/// authenticates as, built once), the operator's options, the name it was bound by, and the
+/// budget of buffered request bodies. The state of every route.
 #[derive(Clone)]
 pub(crate) struct Access {
     engine: RpcEngine,
@@ -153,6 +161,7 @@ pub(crate) struct Access {
     credentials: Arc<Vec<RuntimeHttpCredential>>,
     callers: Arc<Vec<Caller>>,
     bound: Option<Arc<str>>,
+    bodies: Arc<Semaphore>,
 }
 
 impl Access {
@@ -160,7 +169,13 @@ impl Access {
     pub(crate) fn new(engine: RpcEngine, credentials: Vec<RuntimeHttpCredential>, options: HttpOptions, bind: &str) -> Self {
         let callers = credentials.iter().map(|c| Caller { name: c.name.clone(), grant: c.grant.clone(), trusted: false }).collect();
         let bound = Some(host_name(bind)).filter(|n| n.parse::<IpAddr>().is_err() && !n.is_empty()).map(Arc::from);
-        Access { engine, options: Arc::new(options), credentials: Arc::new(credentials), callers: Arc::new(callers), bound }
+        let bodies = Arc::new(Semaphore::new(MAX_BUFFERED_BODY_BYTES));
+        Access { engine, options: Arc::new(options), credentials: Arc::new(credentials), callers: Arc::new(callers), bound, bodies }
+    }
+
+    /// The budget of buffered request bodies, one permit per byte ([`MAX_BUFFERED_BODY_BYTES`]).
+    pub(crate) fn body_budget(&self) -> &Semaphore {
+        &self.bodies
     }
 
     /// Whether a browser request from `origin` may use this runtime (see

@@ -36,6 +36,7 @@ pub struct Metrics {
     forbidden: AtomicU64,
     connections: AtomicI64,
     connections_accepted: AtomicU64,
+    body_bytes: AtomicI64,
 }
 
 impl Default for Metrics {
@@ -46,6 +47,7 @@ impl Default for Metrics {
             forbidden: AtomicU64::new(0),
             connections: AtomicI64::new(0),
             connections_accepted: AtomicU64::new(0),
+            body_bytes: AtomicI64::new(0),
         }
     }
 }
@@ -105,6 +107,11 @@ impl Metrics {
         ConnectionGauge(Arc::clone(self))
     }
 
+    /// Counts `n` more (or, negative, fewer) bytes of request bodies buffered or reserved.
+    pub fn body_bytes(&self, n: i64) {
+        self.body_bytes.fetch_add(n, Ordering::Relaxed);
+    }
+
     /// The Prometheus text exposition (format 0.0.4) of these counters and `snapshot`.
     pub fn render(&self, snapshot: &Snapshot) -> String {
         let mut out = String::with_capacity(8192);
@@ -127,6 +134,7 @@ impl Metrics {
         // Not `openagents_connections_total`: in OpenMetrics a counter `X_total` is the family `X`,
         // which the gauge above already is.
         simple("openagents_connections_accepted_total", "counter", "Network connections accepted.", self.connections_accepted.load(Ordering::Relaxed).to_string());
+        simple("openagents_request_body_bytes", "gauge", "Bytes of HTTP request bodies held (or reserved for their declared length) now.", self.body_bytes.load(Ordering::Relaxed).to_string());
         simple("openagents_auth_failures_total", "counter", "Requests refused for a missing or unknown token.", self.auth_failures.load(Ordering::Relaxed).to_string());
         simple("openagents_forbidden_total", "counter", "Calls refused by the credential's grant.", self.forbidden.load(Ordering::Relaxed).to_string());
         simple("openagents_approvals_requested_total", "counter", "Approval requests from the agent.", snapshot.approvals[0].to_string());

@@ -228,6 +228,58 @@ async fn a_body_refused_before_it_is_read_is_drained_so_a_plain_client_reads_the
 }
 
 // ---------------------------------------------------------------------------------------------
+// The budget of buffered request bodies
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_bodies_share_one_budget_and_a_body_without_room_gets_503() {
+    let (engine, _gate) = scripted_engine();
+    let http = Http::start(&engine).await;
+    let addr = http.addr;
+    // Bodies of SERVER_MAX_LINE_BYTES each, up to the budget, held one byte short of complete.
+    let holders = 4;
+    let mut held = Vec::new();
+    for _ in 0..holders {
+        let s = tokio::task::spawn_blocking(move || {
+            let mut s = StdTcp::connect(addr).expect("connects");
+            s.set_write_timeout(Some(STEP)).expect("a timeout");
+            s.set_read_timeout(Some(STEP)).expect("a timeout");
+            let mut request = post_head(addr, &bearer(ADMIN), "application/json", SERVER_MAX_LINE_BYTES);
+            let body = padded_status(SERVER_MAX_LINE_BYTES);
+            request.extend_from_slice(&body[..body.len() - 1]);
+            // Once this much is written, the server is reading the body (far more than the
+            // sockets' buffers hold has gone), so it has taken the body's room.
+            s.write_all(&request).expect("the body but its last byte is taken");
+            s
+        })
+        .await
+        .expect("a holder");
+        held.push(s);
+    }
+    // One more body of that size finds no room: 503 once it has waited, not a fifth buffer of that size.
+    let mut request = post_head(addr, &bearer(ADMIN), "application/json", SERVER_MAX_LINE_BYTES);
+    request.extend_from_slice(&padded_status(SERVER_MAX_LINE_BYTES));
+    let a = exchange_async(addr, request.clone()).await.expect("an answer");
+    assert_eq!(a.status, 503, "a body past the budget: {}", a.head);
+    assert_eq!(a.code(), "busy");
+    assert_eq!(metric(&engine, "openagents_request_body_bytes"), Some((holders * SERVER_MAX_LINE_BYTES) as i64), "the holders' bodies are counted");
+    // The held bodies complete and are served; their room is given back.
+    for mut s in held {
+        let answer = tokio::task::spawn_blocking(move || {
+            s.write_all(b" ").expect("the last byte");
+            read_answer(&mut s)
+        })
+        .await
+        .expect("joins")
+        .expect("the holder's answer");
+        assert_eq!(answer.status, 200, "{}", answer.head);
+    }
+    wait_until("the budget to be given back", || metric(&engine, "openagents_request_body_bytes") == Some(0)).await;
+    let a = exchange_async(addr, request).await.expect("an answer");
+    assert_eq!(a.status, 200, "a body with room again: {}", a.head);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Refusal bodies (audit finding 13b)
 // ---------------------------------------------------------------------------------------------
 
