@@ -1,15 +1,19 @@
 //! What every network connection shares, whatever it speaks: binding and the accept loop, the
-//! connection slots (a global cap and a per-peer cap), the header-block cap, the digest headers
-//! on every response, CORS, bearer authentication and the typed refusals, and a guard that closes
-//! a connection whose client stops reading. The HTTP and WebSocket routes (`http`, `ws`) sit on
-//! top of this and never import each other; `server` composes them.
+//! connection slots (a global cap and a per-peer cap, where a connection that has not
+//! authenticated gives its place to a newcomer), the header-block cap, the digest headers on
+//! every response, CORS and the browser `Origin` check, the `Host` names the runtime answers to,
+//! bearer authentication and the typed refusals, the lingering read of a body refused before it
+//! was read, the budget of buffered request bodies, and a guard that closes a connection whose
+//! client stops reading. The HTTP and WebSocket routes (`http`, `ws`) sit on top of this and
+//! never import each other; `server` composes them.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -33,10 +37,17 @@ use crate::auth::{Caller, RuntimeHttpCredential, authenticate_index};
 use crate::engine::RpcEngine;
 use crate::jsonrpc::Reply;
 
-/// The most connections served at once; more are closed on arrival.
+/// The most connections served at once. One more takes the place of the oldest connection that
+/// has not authenticated and is waiting for bytes (see [`MAX_CONNECTIONS_PER_PEER`]); when there
+/// is none, it is closed on arrival.
 pub const MAX_CONNECTIONS: usize = 256;
 /// The most connections one peer address may hold at once, so one client cannot take every
-/// slot; more from that address are closed on arrival.
+/// slot. On loopback every local process is the same peer, so a connection that has not yet
+/// sent an authenticated request cannot keep its place against a newcomer: past the cap, the
+/// newcomer takes the place of that peer's oldest connection that has not authenticated and
+/// was found waiting for bytes (one not read yet only when there is none such, so a client that
+/// sends its request at once keeps its place). Only when every connection of the peer has
+/// authenticated is a newcomer closed on arrival.
 pub const MAX_CONNECTIONS_PER_PEER: usize = 64;
 /// The most bytes of request bodies every connection of a listener together holds in memory
 /// (four bodies of `SERVER_MAX_LINE_BYTES`): without it, each of [`MAX_CONNECTIONS`] connections
@@ -199,6 +210,11 @@ impl Access {
         Err(reject(ErrorCode::Forbidden, StatusCode::MISDIRECTED_REQUEST, message))
     }
 
+    /// Whether `headers` carry a bearer token of one of the credentials.
+    fn authenticates(&self, headers: &HeaderMap) -> bool {
+        headers.get(header::AUTHORIZATION).and_then(bearer).is_some_and(|t| authenticate_index(&self.credentials, t).is_some())
+    }
+
     /// The engine.
     pub(crate) fn engine(&self) -> &RpcEngine {
         &self.engine
@@ -261,9 +277,16 @@ pub(crate) fn reject(code: ErrorCode, status: StatusCode, message: String) -> Re
 /// extensions so a connection upgraded to a WebSocket keeps holding it.
 #[derive(Clone)]
 pub(crate) struct ConnectionSlot {
-    _permit: Arc<tokio::sync::OwnedSemaphorePermit>,
-    _peer: Arc<PeerSlot>,
+    slot: Arc<Slot>,
     _gauge: Arc<crate::metrics::ConnectionGauge>,
+}
+
+impl ConnectionSlot {
+    /// Marks the connection as authenticated (a WebSocket authenticated by its bearer
+    /// subprotocol): it keeps its place from now on.
+    pub(crate) fn trust(&self) {
+        self.slot.standing.trust();
+    }
 }
 
 /// Where a request came from (for the audit log) and the local address it reached (for the
@@ -294,15 +317,15 @@ pub(crate) async fn bind(bind: &str) -> io::Result<TcpListener> {
 }
 
 /// Serves `router` on `listener` until the engine shuts down: every connection takes a slot
-/// (none left, or its peer's all taken: closed on arrival), every response carries the digest
-/// headers (and CORS headers for an allowed origin), a header block over
+/// (none left, or its peer's all taken: it takes the place of the oldest connection that has not
+/// authenticated and waits for bytes, or is closed on arrival when there is none), every response
+/// carries the digest headers (and CORS headers for an allowed origin), a header block over
 /// `SERVER_MAX_HEADER_BYTES` is 431, a CORS preflight is answered before any route without a
 /// token, a browser `Origin` that is not allowed is 403, a body refused before it was read is
 /// read and dropped for a bounded time, and `direct` answers `POST /rpc` when given.
 pub(crate) async fn accept_loop<D: Direct>(listener: TcpListener, router: Router, access: Access, direct: Option<D>) {
     let engine = access.engine.clone();
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    let peers = PeerSlots::new(MAX_CONNECTIONS_PER_PEER);
+    let slots = ConnectionSlots::new(MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER);
     loop {
         let accepted = tokio::select! {
             () = engine.wait_for_shutdown() => break,
@@ -315,19 +338,16 @@ pub(crate) async fn accept_loop<D: Direct>(listener: TcpListener, router: Router
         };
         // Each response and event goes out when written, not held back waiting for an ACK.
         let _ = stream.set_nodelay(true);
-        let Some(peer_slot) = peers.try_take(peer.ip()) else {
+        let Some(taken) = slots.try_take(peer.ip()) else {
             drop(stream);
             continue;
         };
-        let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
-            drop(stream);
-            continue;
-        };
+        let standing = Arc::clone(&taken.standing);
         // The slot is held by the connection, and by a WebSocket it is upgraded to.
-        let slot = ConnectionSlot { _permit: Arc::new(permit), _peer: Arc::new(peer_slot), _gauge: Arc::new(engine.metrics().connection()) };
+        let slot = ConnectionSlot { slot: Arc::new(taken), _gauge: Arc::new(engine.metrics().connection()) };
         let local = stream.local_addr().map_or(IpAddr::from([0, 0, 0, 0]), |a| a.ip());
         let peer_ip = Peer { ip: peer.ip(), local };
-        let (router, access, direct, request_slot) = (router.clone(), access.clone(), direct.clone(), slot.clone());
+        let (router, access, direct, request_slot, trust) = (router.clone(), access.clone(), direct.clone(), slot.clone(), Arc::clone(&standing));
         let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
             // A body the handler drops unread is read and dropped for a while (`Lingering`), so
             // a client still writing it reads the answer; not when the client waits for a
@@ -340,6 +360,10 @@ pub(crate) async fn accept_loop<D: Direct>(listener: TcpListener, router: Router
             // A browser page of an origin not allowed is refused before any route (CORS only
             // keeps it from reading the answer, not the request from running).
             let foreign = !preflight && origin.as_ref().is_some_and(|o| !access.origin_allowed(o, request.headers().get(header::HOST), local));
+            // A connection that has sent an authenticated request keeps its place (checked once).
+            if !trust.trusted() && access.authenticates(request.headers()) {
+                trust.trust();
+            }
             let direct = direct.clone().filter(|_| request.method() == axum::http::Method::POST && request.uri().path() == "/rpc");
             if direct.is_none() {
                 request.extensions_mut().insert(peer_ip);
@@ -378,27 +402,34 @@ pub(crate) async fn accept_loop<D: Direct>(listener: TcpListener, router: Router
             // The read buffer bounds a header block before it is parsed (hyper answers 431 past
             // it); bodies stream through it, bounded by `SERVER_MAX_LINE_BYTES` in `POST /rpc`.
             builder.timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT).max_buf_size(SERVER_MAX_HEADER_BYTES + 8192);
-            let stream = StallGuard::new(stream, WRITE_STALL_TIMEOUT);
+            let stream = StallGuard::new(Watched { inner: stream, standing: Arc::clone(&standing) }, WRITE_STALL_TIMEOUT);
             let conn = builder.serve_connection(TokioIo::new(stream), service).with_upgrades();
             let mut conn = std::pin::pin!(conn);
-            // The wait for shutdown is polled once, which registers this task's waker (the same
-            // on every poll of a spawned task); every later wake-up only reads the flag, instead
-            // of polling that wait again on every request.
+            // The waits for shutdown and for eviction are polled once, which registers this
+            // task's waker (the same on every poll of a spawned task); every later wake-up only
+            // reads their flags, instead of polling those waits again on every request.
             let mut shutdown = std::pin::pin!(engine.wait_for_shutdown());
+            let mut evicted = std::pin::pin!(standing.evicted.cancelled());
             let mut registered = false;
-            let shut = std::future::poll_fn(|cx| {
+            let end = std::future::poll_fn(|cx| {
                 if !registered {
                     registered = true;
                     if shutdown.as_mut().poll(cx).is_ready() {
-                        return std::task::Poll::Ready(true);
+                        return Poll::Ready(End::Shutdown);
+                    }
+                    if evicted.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(End::Evicted);
                     }
                 } else if engine.is_shut_down() {
-                    return std::task::Poll::Ready(true);
+                    return Poll::Ready(End::Shutdown);
+                } else if standing.evicted.is_cancelled() {
+                    return Poll::Ready(End::Evicted);
                 }
-                conn.as_mut().poll(cx).map(|_| false)
+                conn.as_mut().poll(cx).map(|_| End::Done)
             })
             .await;
-            if shut {
+            // An evicted connection is dropped here, closing its socket.
+            if end == End::Shutdown {
                 conn.as_mut().graceful_shutdown();
                 let _ = tokio::time::timeout(Duration::from_secs(2), conn).await;
             }
@@ -454,51 +485,186 @@ fn with_cors(mut response: Response, cors: Option<HeaderValue>) -> Response {
     response
 }
 
-/// How many connections each peer address holds, capped.
-#[derive(Clone)]
-pub struct PeerSlots {
-    held: Arc<Mutex<HashMap<IpAddr, usize>>>,
-    cap: usize,
+/// How a connection's task ended.
+#[derive(PartialEq, Eq)]
+enum End {
+    /// The connection closed, or was upgraded.
+    Done,
+    /// The runtime shuts down.
+    Shutdown,
+    /// A newcomer took its place.
+    Evicted,
 }
 
-/// One connection's place in its peer's count; given back on drop.
-pub struct PeerSlot {
-    held: Arc<Mutex<HashMap<IpAddr, usize>>>,
-    peer: IpAddr,
+/// Accepted, not yet found waiting for bytes: evicted only when no connection is known to wait
+/// (its request may be on its way).
+const FRESH: u8 = 0;
+/// Not authenticated, and found waiting for bytes: a newcomer may take its place.
+const WAITING: u8 = 1;
+/// Has sent an authenticated request: keeps its place.
+const TRUSTED: u8 = 2;
+/// Its place was taken; it is being closed.
+const EVICTED: u8 = 3;
+
+/// A connection's standing in its listener's slots.
+pub struct Standing {
+    state: AtomicU8,
+    evicted: tokio_util::sync::CancellationToken,
 }
 
-impl PeerSlots {
-    /// At most `cap` connections per peer address.
-    pub fn new(cap: usize) -> Self {
-        PeerSlots { held: Arc::new(Mutex::new(HashMap::new())), cap }
+impl Standing {
+    fn new() -> Self {
+        Standing { state: AtomicU8::new(FRESH), evicted: tokio_util::sync::CancellationToken::new() }
     }
 
-    /// A slot for one more connection from `peer`, or `None` when it holds `cap` already.
-    pub fn try_take(&self, peer: IpAddr) -> Option<PeerSlot> {
-        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        let n = held.entry(peer).or_insert(0);
-        if *n >= self.cap {
-            return None;
+    /// Whether the connection has sent an authenticated request.
+    pub fn trusted(&self) -> bool {
+        self.state.load(Ordering::Relaxed) == TRUSTED
+    }
+
+    /// The connection has sent an authenticated request: it keeps its place (unless it was
+    /// already evicted).
+    pub fn trust(&self) {
+        let _ = self.state.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| (s != EVICTED).then_some(TRUSTED));
+    }
+
+    /// The connection found no bytes to read: if it has not authenticated, it may be evicted.
+    fn waiting(&self) {
+        let _ = self.state.compare_exchange(FRESH, WAITING, Ordering::AcqRel, Ordering::Relaxed);
+    }
+
+    /// Evicts the connection when it is in `state` (not authenticated).
+    fn evict(&self, state: u8) -> bool {
+        let evicted = self.state.compare_exchange(state, EVICTED, Ordering::AcqRel, Ordering::Relaxed).is_ok();
+        if evicted {
+            self.evicted.cancel();
         }
-        *n += 1;
-        Some(PeerSlot { held: Arc::clone(&self.held), peer })
+        evicted
+    }
+}
+
+/// A listener's connections: at most `cap` in all and `per_peer` from one peer address; past
+/// either, a newcomer takes the place of the oldest connection that has not authenticated and
+/// waits for bytes, else of the oldest not read yet (of its peer, when the peer's cap is
+/// reached).
+#[derive(Clone)]
+pub struct ConnectionSlots {
+    held: Arc<Mutex<Held>>,
+    cap: usize,
+    per_peer: usize,
+}
+
+/// The open connections, by the order of their arrival, and how many each peer holds.
+#[derive(Default)]
+struct Held {
+    next: u64,
+    /// Every open connection by the order of its arrival: its peer and standing.
+    open: BTreeMap<u64, (IpAddr, Arc<Standing>)>,
+    per_peer: HashMap<IpAddr, usize>,
+}
+
+impl Held {
+    fn remove(&mut self, id: u64) {
+        if let Some((peer, _)) = self.open.remove(&id)
+            && let Some(n) = self.per_peer.get_mut(&peer)
+        {
+            *n -= 1;
+            if *n == 0 {
+                self.per_peer.remove(&peer);
+            }
+        }
+    }
+}
+
+/// One connection's place; given back on drop.
+pub struct Slot {
+    held: Arc<Mutex<Held>>,
+    id: u64,
+    /// The connection's standing.
+    pub standing: Arc<Standing>,
+}
+
+impl ConnectionSlots {
+    /// At most `cap` connections, and `per_peer` per peer address.
+    pub fn new(cap: usize, per_peer: usize) -> Self {
+        ConnectionSlots { held: Arc::new(Mutex::new(Held::default())), cap, per_peer }
+    }
+
+    /// A place for one more connection from `peer`: a free one, or one taken from the oldest
+    /// connection that has not authenticated and waits for bytes (evicted); `None` when there is
+    /// neither.
+    pub fn try_take(&self, peer: IpAddr) -> Option<Slot> {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        let peer_full = held.per_peer.get(&peer).is_some_and(|n| *n >= self.per_peer);
+        if peer_full || held.open.len() >= self.cap {
+            // The oldest found waiting for bytes, else the oldest not read yet (its bytes may be
+            // on their way, so only when no connection is known to wait).
+            let mut victim = None;
+            for state in [WAITING, FRESH] {
+                victim = held.open.iter().find(|(_, (p, standing))| (!peer_full || *p == peer) && standing.evict(state)).map(|(id, _)| *id);
+                if victim.is_some() {
+                    break;
+                }
+            }
+            let victim = victim?;
+            held.remove(victim);
+        }
+        let id = held.next;
+        held.next += 1;
+        let standing = Arc::new(Standing::new());
+        held.open.insert(id, (peer, Arc::clone(&standing)));
+        *held.per_peer.entry(peer).or_insert(0) += 1;
+        Some(Slot { held: Arc::clone(&self.held), id, standing })
     }
 
     /// How many connections `peer` holds.
     pub fn held(&self, peer: IpAddr) -> usize {
-        self.held.lock().unwrap_or_else(|p| p.into_inner()).get(&peer).copied().unwrap_or(0)
+        self.held.lock().unwrap_or_else(|p| p.into_inner()).per_peer.get(&peer).copied().unwrap_or(0)
     }
 }
 
-impl Drop for PeerSlot {
+impl Drop for Slot {
     fn drop(&mut self) {
-        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = held.get_mut(&self.peer) {
-            *n -= 1;
-            if *n == 0 {
-                held.remove(&self.peer);
-            }
+        self.held.lock().unwrap_or_else(|p| p.into_inner()).remove(self.id);
+    }
+}
+
+/// A connection's stream that reports, through its [`Standing`], when a read finds no bytes
+/// waiting: from then on, until it authenticates, a newcomer may take its place.
+struct Watched<S> {
+    inner: S,
+    standing: Arc<Standing>,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let read = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if read.is_pending() {
+            self.standing.waiting();
         }
+        read
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
     }
 }
 
@@ -633,15 +799,49 @@ mod tests {
 
     #[test]
     fn a_peer_holds_at_most_its_cap_and_gets_slots_back() {
-        let slots = PeerSlots::new(2);
+        let slots = ConnectionSlots::new(10, 2);
         let a: IpAddr = "127.0.0.1".parse().expect("an address");
         let b: IpAddr = "127.0.0.2".parse().expect("an address");
         let first = slots.try_take(a).expect("first");
-        let _second = slots.try_take(a).expect("second");
-        assert!(slots.try_take(a).is_none(), "a third connection from the same peer is refused");
+        let second = slots.try_take(a).expect("second");
+        first.standing.trust();
+        second.standing.trust();
+        assert!(slots.try_take(a).is_none(), "a third connection from the same peer is refused while the others have authenticated");
         assert!(slots.try_take(b).is_some(), "another peer is not affected");
         drop(first);
         assert_eq!(slots.held(a), 1);
         assert!(slots.try_take(a).is_some(), "a slot given back can be taken again");
+    }
+
+    #[test]
+    fn a_newcomer_takes_the_place_of_the_oldest_waiting_connection_that_has_not_authenticated() {
+        let slots = ConnectionSlots::new(3, 2);
+        let a: IpAddr = "127.0.0.1".parse().expect("an address");
+        let b: IpAddr = "127.0.0.2".parse().expect("an address");
+        let (oldest, younger) = (slots.try_take(a).expect("first"), slots.try_take(a).expect("second"));
+        // A connection found waiting goes before an older one not read yet.
+        younger.standing.waiting();
+        let third = slots.try_take(a).expect("the waiting one's place");
+        assert!(younger.standing.evicted.is_cancelled() && !oldest.standing.evicted.is_cancelled());
+        // With none waiting, the oldest not read yet; never one that has authenticated.
+        third.standing.trust();
+        third.standing.waiting();
+        let newcomer = slots.try_take(a).expect("the oldest unread one's place");
+        assert!(oldest.standing.evicted.is_cancelled() && !third.standing.evicted.is_cancelled());
+        assert_eq!(slots.held(a), 2);
+        // The evicted slot's drop gives nothing back twice.
+        drop(oldest);
+        assert_eq!(slots.held(a), 2);
+        // The global cap: another peer takes the place of a waiting connection of any peer.
+        newcomer.standing.waiting();
+        let c = slots.try_take(b).expect("room");
+        let d = slots.try_take(b).expect("the newcomer's place");
+        assert!(newcomer.standing.evicted.is_cancelled());
+        // One evicted cannot authenticate; once authenticated, a connection is never evicted.
+        newcomer.standing.trust();
+        assert!(!newcomer.standing.trusted());
+        c.standing.trust();
+        d.standing.trust();
+        assert!(slots.try_take(b).is_none() && slots.try_take(a).is_none(), "every place is held by an authenticated connection");
     }
 }

@@ -124,8 +124,12 @@ async fn upgrade(app: Access, request: Request, options: WsOptions) -> Response 
         Err(e) => return reject(openagents_protocol::ErrorCode::InvalidRequest, StatusCode::BAD_REQUEST, format!("not a WebSocket upgrade: {e}")),
     };
     let engine = app.engine().clone();
-    // The socket counts against the listener's connection limit for as long as it is open.
+    // The socket counts against the listener's connection limit for as long as it is open, and
+    // keeps its place (it has authenticated, perhaps by the bearer subprotocol).
     let slot = parts.extensions.get::<ConnectionSlot>().cloned();
+    if let Some(slot) = &slot {
+        slot.trust();
+    }
     ws.protocols([SUBPROTOCOL])
         .max_message_size(SERVER_MAX_LINE_BYTES)
         .max_frame_size(SERVER_MAX_LINE_BYTES)

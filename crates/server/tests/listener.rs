@@ -128,6 +128,56 @@ async fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Silent connections (audit finding 3)
+// ---------------------------------------------------------------------------------------------
+
+/// Whether a held connection has been closed by the server (without blocking).
+fn closed(s: &mut StdTcp) -> bool {
+    let mut b = [0u8; 1];
+    !matches!(s.read(&mut b), Err(e) if e.kind() == ErrorKind::WouldBlock)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_connections_from_one_address_do_not_lock_authenticated_clients_out() {
+    let (engine, _gate) = scripted_engine();
+    let http = Http::start(&engine).await;
+    let addr = http.addr;
+    // The attack: more silent connections from 127.0.0.1 than one address may hold, each
+    // reopened as soon as the server closes it.
+    let stop = Arc::new(AtomicBool::new(false));
+    let attacker = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut held: Vec<Option<StdTcp>> = (0..MAX_CONNECTIONS_PER_PEER + 16).map(|_| None).collect();
+            let mut opened = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                for slot in &mut held {
+                    if slot.as_mut().is_none_or(closed) {
+                        *slot = StdTcp::connect(addr).ok().filter(|s| s.set_nonblocking(true).is_ok());
+                        opened += 1;
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            opened
+        })
+    };
+    // The server holds as many of them as one address may.
+    wait_until("the attacker's connections to fill the per-peer cap", || metric(&engine, "openagents_connections").is_some_and(|n| n >= MAX_CONNECTIONS_PER_PEER as i64)).await;
+    let mut served = 0;
+    let mut failures = Vec::new();
+    for _ in 0..30 {
+        match exchange_async(addr, status_request(addr)).await {
+            Ok(a) if a.status == 200 => served += 1,
+            other => failures.push(format!("{other:?}")),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let opened = attacker.join().expect("the attacker thread");
+    assert_eq!(served, 30, "{served} of 30 authenticated `status` calls were served while {opened} silent connections were opened; failures: {failures:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
 // Host names (audit finding 6)
 // ---------------------------------------------------------------------------------------------
 
