@@ -508,7 +508,9 @@ test("a runner's control and bidi characters are shown escaped, as attach shows 
 });
 
 test("a page that is not a secure context (plain HTTP, not loopback) runs turns; a page from another origin cannot open the WebSocket", async () => {
-  const setup = new Setup("insecure");
+  // The page's host name is one the operator lets the runtime answer to (DNS rebinding: any
+  // other name gets 421); evil.test is not, and its page is another origin either way.
+  const setup = new Setup("insecure", 'allowed_hosts = ["openagents.test"]\n');
   const { token, file } = setup.token();
   const server = await serve(setup, ["--runner", "echo", "--token-file", file]);
   try {
