@@ -13,6 +13,12 @@
 //!
 //! One writer task owns stdout, so nothing but whole ACP lines ever reaches it.
 //!
+//! Sessions are bounded: at most `--max-sessions` ([`MAX_ACP_SESSIONS`] by default) are kept;
+//! past it `session/new` closes the session idle the longest (never one with a prompt queued or
+//! running: with none idle, `session/new` is refused as busy), and `session/close` closes one on
+//! the client's word. Closing a session cancels its turn and ends the runner process it holds
+//! (an ACP runner keeps one per conversation); a prompt to it is then an unknown session's.
+//!
 //! A line costs a few times its size at most: it is checked without building anything
 //! (`rt::Skip`), its members are kept as raw text borrowed from it, and a prompt's blocks are
 //! flattened one by one as they are read, at most [`MAX_PROMPT_BLOCKS`] of them.
@@ -20,16 +26,18 @@
 mod wire;
 
 use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Args;
 use openagents_protocol::rt::{Skip, describe_json_error};
-use openagents_sdk::agents::host::{FrameError, LineReader};
+use openagents_sdk::agents::host::{FrameError, LineReader, Registry, RunnerHost};
 use openagents_sdk::protocol::{ApprovalReply, ErrorCode, ErrorDetails, InterruptParams, Method, RuntimeEvent, RuntimeSubmitError, SERVER_MAX_LINE_BYTES, ServerEvent, SubmitParams, Turn};
 use openagents_sdk::server::events::Subscription;
-use openagents_sdk::server::{Caller, RpcEngine};
+use openagents_sdk::server::{Caller, EngineConfig, RpcEngine, RunnerAgent};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -40,6 +48,15 @@ use wire::{ACP_PROTOCOL_VERSION, JsonRpc, Outgoing, SessionUpdate, StopReason, T
 
 /// Prompts that may wait for the turn slot at once (each session has at most one).
 pub const MAX_WAITING_PROMPTS: usize = 64;
+/// The most sessions one `openagents acp` keeps by default (`--max-sessions`). An editor opens
+/// a session per chat thread or tab and rarely closes them (ACP's `session/close` is recent), so
+/// the cap must sit well above what a person keeps open in a day, yet bound what a looping or
+/// hostile client can make us hold. A session itself is small (its cwd, at most 4 KiB, and its
+/// runner's name), but an ACP runner keeps one process per session (conversation) until it is
+/// closed or idles out, and a runner may keep memory by conversation id. 256 is four times the
+/// [`MAX_WAITING_PROMPTS`] queue, so with every waiting prompt and the running turn busy most
+/// sessions are still idle and one can make room, and its state is at most about a megabyte.
+pub const MAX_ACP_SESSIONS: usize = 256;
 /// The most content blocks one `session/prompt` may carry. The blocks flatten into one task of
 /// at most [`TASK_MAX_CHARS`] characters, a blank line between blocks; 1024 blocks of 96
 /// characters (a short sentence, or one `[name](file:///path)` link) already fill it, so no
@@ -69,6 +86,29 @@ pub struct AcpArgs {
     /// Working folder for the runtime (sessions name their own `cwd`; default: the current one).
     #[arg(long)]
     cwd: Option<String>,
+    /// Sessions kept at once (1 to 65536); past it, `session/new` closes the one idle the
+    /// longest, with the runner process it holds.
+    #[arg(long, default_value_t = MAX_ACP_SESSIONS as u64, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    max_sessions: u64,
+}
+
+/// Closes a conversation's kept ACP runner process (if it holds one); resolves once it is reaped.
+type CloseConversation = Arc<dyn Fn(String) -> Pin<Box<dyn Future<Output = usize> + Send>> + Send + Sync>;
+
+/// The engine `serve` builds (`serve::build_engine`), and a handle on its ACP runners'
+/// processes, so a closed session's process can be ended.
+fn build_engine(runners: &[String], cwd: String) -> Result<(RpcEngine, CloseConversation), String> {
+    let registry = Registry::load_default().map_err(|e| e.operator_detail())?;
+    let registry = registry.restricted_to(runners).map_err(|e| e.operator_detail())?;
+    crate::serve::protect_operator_files(&registry);
+    let agent = RunnerAgent::new(RunnerHost::new(registry));
+    let host = agent.acp().clone();
+    let close: CloseConversation = Arc::new(move |conversation: String| {
+        let host = host.clone();
+        Box::pin(async move { host.close_conversation(&conversation).await }) as Pin<Box<dyn Future<Output = usize> + Send>>
+    });
+    let engine_config = EngineConfig { default_runner: runners.first().cloned(), cwd, ..EngineConfig::default() };
+    Ok((RpcEngine::with_config(agent, engine_config), close))
 }
 
 fn fail(message: impl std::fmt::Display) -> ExitCode {
@@ -82,7 +122,7 @@ pub fn acp(args: AcpArgs) -> ExitCode {
     if let Err(e) = crate::serve::operator_gate(&cwd) {
         return fail(e);
     }
-    let engine = match crate::serve::build_engine(&args.runner, cwd) {
+    let (engine, close) = match build_engine(&args.runner, cwd) {
         Ok(e) => e,
         Err(e) => return fail(e),
     };
@@ -91,7 +131,8 @@ pub fn acp(args: AcpArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(format!("cannot start: {e}")),
     };
-    let code = runtime.block_on(run(engine, args.runner));
+    let max_sessions = usize::try_from(args.max_sessions).unwrap_or(MAX_ACP_SESSIONS);
+    let code = runtime.block_on(run(engine, args.runner, close, max_sessions));
     // Tokio's read of stdin is a blocking read that cannot be cancelled: after a signal with the
     // input still open, waiting for it (as dropping the runtime does) would never end.
     runtime.shutdown_background();
@@ -149,6 +190,12 @@ struct Session {
     runner: String,
     /// The session's one prompt, queued or running.
     prompt: Option<Prompt>,
+    /// When it was created or last prompted (a count, not a clock): the session idle the longest
+    /// has the lowest.
+    used: u64,
+    /// Closed (`session/close`) while its turn runs: the ids of the close requests, answered once
+    /// the turn has ended and its runner process is gone. A closed session takes no prompt.
+    closing: Option<Vec<Value>>,
 }
 
 struct Prompt {
@@ -182,6 +229,7 @@ struct State {
     queue: VecDeque<String>,
     running: Option<Running>,
     next_session: u64,
+    next_use: u64,
     next_turn: u64,
     next_request: i64,
     /// Our outstanding permission requests: request id → approval id.
@@ -195,6 +243,10 @@ struct State {
 
 struct Adapter {
     engine: RpcEngine,
+    /// Ends a closed session's runner process.
+    close_conversation: CloseConversation,
+    /// The most sessions kept at once.
+    max_sessions: usize,
     caller: Caller,
     runners: Vec<String>,
     conn: u64,
@@ -208,7 +260,7 @@ struct Adapter {
 
 type Barrier = (i64, oneshot::Sender<()>);
 
-async fn run(engine: RpcEngine, runners: Vec<String>) -> ExitCode {
+async fn run(engine: RpcEngine, runners: Vec<String>, close_conversation: CloseConversation, max_sessions: usize) -> ExitCode {
     let (out, mut out_rx) = mpsc::channel::<Vec<u8>>(OUTBOUND_QUEUE);
     let writer = tokio::spawn(async move {
         let mut w = tokio::io::BufWriter::with_capacity(64 * 1024, tokio::io::stdout());
@@ -234,7 +286,7 @@ async fn run(engine: RpcEngine, runners: Vec<String>) -> ExitCode {
     let caller = Caller { name: "acp".into(), ..Caller::stdio() };
     let conn = engine.bridge().attach_caller(&caller, bridge_tx);
     let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
-    let adapter = Arc::new(Adapter { engine: engine.clone(), caller, runners, conn, out, state: Mutex::new(State::default()), work: Notify::new(), stamp });
+    let adapter = Arc::new(Adapter { engine: engine.clone(), close_conversation, max_sessions, caller, runners, conn, out, state: Mutex::new(State::default()), work: Notify::new(), stamp });
     let (barrier_tx, barrier_rx) = mpsc::channel::<Barrier>(4);
     let pump = tokio::spawn(Arc::clone(&adapter).pump(sub, bridge_rx, barrier_rx));
     let worker = tokio::spawn(Arc::clone(&adapter).worker(barrier_tx));
@@ -378,11 +430,25 @@ impl Adapter {
         let outcome = match method {
             "initialize" => self.initialize(p),
             "session/new" => match self.new_session(p) {
-                Ok((result, notice)) => {
-                    // The response first: nothing is sent on a session before it.
-                    self.send_result(id, result.0).await;
-                    if let Some(update) = notice {
-                        self.send_update(&result.1, update).await;
+                Ok((result, session, notice, evicted)) => {
+                    // The response first: nothing is sent on a session before it. With a session
+                    // evicted to make room, after its runner process is gone (on a task of its
+                    // own: the reader goes on meanwhile).
+                    let wait = evicted.is_some();
+                    let this = Arc::clone(self);
+                    let answer = async move {
+                        if let Some(old) = evicted {
+                            this.end_conversation(&old).await;
+                        }
+                        this.send_result(id, result).await;
+                        if let Some(update) = notice {
+                            this.send_update(&session, update).await;
+                        }
+                    };
+                    if wait {
+                        tokio::spawn(answer);
+                    } else {
+                        answer.await;
                     }
                     return;
                 }
@@ -392,8 +458,12 @@ impl Adapter {
                 Ok(()) => return,
                 Err(e) => return self.send(Outgoing::Error { jsonrpc: JsonRpc::V2, id, error: e }).await,
             },
+            "session/close" => match self.close_session(id.clone(), p).await {
+                Ok(()) => return,
+                Err(e) => return self.send(Outgoing::Error { jsonrpc: JsonRpc::V2, id, error: e }).await,
+            },
             "_openagents/status" => Ok(wire::value(&self.engine.status())),
-            _ => Err(err(ErrorCode::UnknownMethod, format!("`{method}` is not a method this agent offers (initialize, session/new, session/prompt, session/cancel, _openagents/status)"))),
+            _ => Err(err(ErrorCode::UnknownMethod, format!("`{method}` is not a method this agent offers (initialize, session/new, session/prompt, session/cancel, session/close, _openagents/status)"))),
         };
         match outcome {
             Ok(result) => self.send_result(id, result).await,
@@ -433,18 +503,23 @@ impl Adapter {
                 load_session: false,
                 prompt_capabilities: wire::PromptCapabilities { image: false, audio: false, embedded_context: false },
                 mcp_capabilities: wire::McpCapabilities { http: false, sse: false },
-                session_capabilities: wire::Empty {},
+                session_capabilities: wire::SessionCapabilities { close: wire::Empty {} },
                 meta: wire::CapabilitiesMeta { extensions: vec!["_openagents/status"] },
             },
             auth_methods: vec![],
             agent_info: wire::Implementation { name: "openagents".into(), title: "openagents".into(), version: env!("CARGO_PKG_VERSION").into() },
-            meta: wire::InitializeMeta { protocol_version: openagents_sdk::protocol::PROTOCOL_VERSION.into(), schema_digest: openagents_sdk::protocol::SCHEMA_DIGEST.into() },
+            meta: wire::InitializeMeta {
+                protocol_version: openagents_sdk::protocol::PROTOCOL_VERSION.into(),
+                schema_digest: openagents_sdk::protocol::SCHEMA_DIGEST.into(),
+                max_sessions: self.max_sessions,
+            },
         }))
     }
 
-    /// The result (and the session id), and the notice to send after it, if any.
+    /// The result, the session id, the notice to send after the result (if any), and the
+    /// session closed to make room for it (if any), whose runner process is to be ended.
     #[allow(clippy::type_complexity)]
-    fn new_session(&self, p: Option<&RawValue>) -> Result<((Value, String), Option<SessionUpdate>), RuntimeSubmitError> {
+    fn new_session(&self, p: Option<&RawValue>) -> Result<(Value, String, Option<SessionUpdate>, Option<String>), RuntimeSubmitError> {
         let req: wire::NewSessionRequest = params("session/new", p)?;
         let runner = match req.meta.and_then(|m| m.runner) {
             None => self.runners[0].clone(),
@@ -459,9 +534,29 @@ impl Adapter {
             _ => "(unnamed)".to_owned(),
         }).collect();
         let mut st = self.lock();
+        if st.closing {
+            return Err(err(ErrorCode::ShuttingDown, "the agent is shutting down and takes no new sessions"));
+        }
+        // At the cap: the session idle the longest goes (one with a prompt queued or running, or
+        // closing, never does).
+        let mut evicted = None;
+        if st.sessions.len() >= self.max_sessions {
+            let oldest = st.sessions.iter().filter(|(_, s)| s.prompt.is_none() && s.closing.is_none()).min_by_key(|(_, s)| s.used).map(|(id, _)| id.clone());
+            let Some(oldest) = oldest else {
+                return Err(err(
+                    ErrorCode::Busy,
+                    format!("all {} sessions this agent keeps (--max-sessions) have a prompt queued or running; close one (session/close), or retry when a prompt has been answered", self.max_sessions),
+                ));
+            };
+            st.sessions.remove(&oldest);
+            eprintln!("openagents acp: {} sessions: closed session {oldest}, idle the longest, to make room", self.max_sessions);
+            evicted = Some(oldest);
+        }
         st.next_session += 1;
+        st.next_use += 1;
+        let used = st.next_use;
         let session_id = format!("acp-{}-{}-{}", self.stamp, std::process::id(), st.next_session);
-        st.sessions.insert(session_id.clone(), Session { cwd: req.cwd, runner, prompt: None });
+        st.sessions.insert(session_id.clone(), Session { cwd: req.cwd, runner, prompt: None, used, closing: None });
         let notices = st.notices;
         drop(st);
         let mut notice = None;
@@ -475,10 +570,20 @@ impl Adapter {
             }
             Some(wire::NewSessionMeta { ignored_mcp_servers: ignored })
         };
-        Ok(((wire::value(&wire::NewSessionResponse { session_id: session_id.clone(), meta }), session_id), notice))
+        Ok((wire::value(&wire::NewSessionResponse { session_id: session_id.clone(), meta }), session_id, notice, evicted))
     }
 
-    /// ACP's "Resource not found" (-32002), with our typed error and the session id in `data`.
+    /// Ends the runner process a closed session holds (an ACP runner keeps one per
+    /// conversation); returns once it is reaped.
+    async fn end_conversation(&self, session: &str) {
+        let closed = (self.close_conversation)(session.to_owned()).await;
+        if closed > 0 {
+            eprintln!("openagents acp: session {session} closed: its runner process has ended");
+        }
+    }
+
+    /// ACP's "Resource not found" (-32002), with our typed error and the session id in `data`:
+    /// for a session never made, and for one closed.
     fn unknown_session(session: &str) -> wire::ErrorObject {
         let e = err(ErrorCode::InvalidParams, format!("unknown session `{session}`: create one with session/new"));
         let mut data = wire::value(&e);
@@ -496,7 +601,9 @@ impl Adapter {
             return Err(error_object(&err(ErrorCode::ShuttingDown, "the agent is shutting down and takes no new prompts")));
         }
         let waiting = st.queue.len();
-        let Some(session) = st.sessions.get_mut(&req.session_id) else { return Err(Self::unknown_session(&req.session_id)) };
+        st.next_use += 1;
+        let used = st.next_use;
+        let Some(session) = st.sessions.get_mut(&req.session_id).filter(|s| s.closing.is_none()) else { return Err(Self::unknown_session(&req.session_id)) };
         if session.prompt.is_some() {
             return Err(error_object(&err(ErrorCode::InvalidParams, format!("session `{}` already has a prompt in progress; wait for its answer, or send session/cancel", req.session_id))));
         }
@@ -505,9 +612,60 @@ impl Adapter {
             return Err(error_object(&err(ErrorCode::Busy, format!("{waiting} prompts are already waiting for the turn slot; retry when one has been answered"))));
         }
         session.prompt = Some(Prompt { id, task, cancel: false });
+        session.used = used;
         st.queue.push_back(req.session_id);
         drop(st);
         self.work.notify_one();
+        Ok(())
+    }
+
+    /// `session/close`: as `session/cancel`, then the session is gone (a prompt to it is an
+    /// unknown session's) and so is the runner process it holds. Answered `{}` once that process
+    /// has ended: at once for an idle session, after its prompt's answer for one with a prompt.
+    async fn close_session(self: &Arc<Self>, id: Value, p: Option<&RawValue>) -> Result<(), wire::ErrorObject> {
+        let req: wire::CloseSessionRequest = params("session/close", p).map_err(|e| error_object(&e))?;
+        let sid = req.session_id;
+        enum Then {
+            /// Its turn runs: the worker answers once it ends (after interrupting it, if started).
+            Running(Option<String>),
+            /// Closed now; a queued prompt to answer `cancelled` first.
+            Closed(Option<Value>),
+        }
+        let then = {
+            let mut st = self.lock();
+            let running = st.running.as_ref().filter(|r| r.session == sid).map(|r| (r.assignment.clone(), r.started));
+            let Some(session) = st.sessions.get_mut(&sid).filter(|s| s.closing.is_none()) else { return Err(Self::unknown_session(&sid)) };
+            match running {
+                Some((assignment, started)) => {
+                    session.closing = Some(vec![id.clone()]);
+                    if let Some(p) = session.prompt.as_mut() {
+                        p.cancel = true;
+                    }
+                    Then::Running(started.then_some(assignment))
+                }
+                None => {
+                    let queued = st.sessions.remove(&sid).and_then(|s| s.prompt);
+                    if queued.is_some() {
+                        st.queue.retain(|q| q != &sid);
+                    }
+                    Then::Closed(queued.map(|p| p.id))
+                }
+            }
+        };
+        match then {
+            Then::Running(Some(assignment)) => self.interrupt(assignment).await,
+            Then::Running(None) => {}
+            Then::Closed(queued) => {
+                if let Some(prompt) = queued {
+                    self.answer_prompt(prompt, Ok(StopReason::Cancelled)).await;
+                }
+                let this = Arc::clone(self);
+                tokio::spawn(async move {
+                    this.end_conversation(&sid).await;
+                    this.send_result(id, wire::value(&wire::Empty {})).await;
+                });
+            }
+        }
         Ok(())
     }
 
@@ -638,15 +796,42 @@ impl Adapter {
             if barriers.send((seq, tx)).await.is_ok() {
                 let _ = tokio::time::timeout(Duration::from_secs(5), rx).await;
             }
-            let (prompt, running, open) = {
+            let (prompt, running, open, closed) = {
                 let mut st = self.lock();
                 let running = st.running.take();
-                let prompt = st.sessions.get_mut(&sid).and_then(|s| s.prompt.take());
+                st.next_use += 1;
+                let used = st.next_use;
+                let prompt = st.sessions.get_mut(&sid).and_then(|s| {
+                    s.used = used;
+                    s.prompt.take()
+                });
+                // Closed while the turn ran: it goes now, and its close requests are answered
+                // once its runner process has ended.
+                let closed = match st.sessions.get(&sid).and_then(|s| s.closing.as_ref()) {
+                    Some(_) => st.sessions.remove(&sid).and_then(|s| s.closing),
+                    None => None,
+                };
                 let open: Vec<String> = st.cards.drain().map(|(id, _)| id).collect();
-                (prompt, running, open)
+                (prompt, running, open, closed)
             };
             for card in open {
                 self.send_update(&sid, SessionUpdate::ToolCallUpdate { tool_call_id: card, status: ToolCallStatus::Failed }).await;
+            }
+            if let Some(closes) = closed {
+                let this = Arc::clone(&self);
+                let sid = sid.clone();
+                let answer = prompt.as_ref().map(|p| p.id.clone());
+                // The prompt's answer (`cancelled`) goes first, below; the close after the process.
+                if let Some(id) = answer {
+                    self.answer_prompt(id, Ok(StopReason::Cancelled)).await;
+                }
+                tokio::spawn(async move {
+                    this.end_conversation(&sid).await;
+                    for id in closes {
+                        this.send_result(id, wire::value(&wire::Empty {})).await;
+                    }
+                });
+                continue;
             }
             let Some(prompt) = prompt else { continue };
             let outcome = match result {

@@ -1,7 +1,14 @@
-//! `openagents acp` holds a bounded amount of memory per line, against the real binary (the
-//! audit's item 9: one 16 MB prompt line of 200 000 `resource_link` blocks peaked at 303 MB):
-//! such a line costs the process less than four times its size (its peak resident memory,
-//! `VmHWM`, read from `/proc`).
+//! `openagents acp` holds a bounded number of sessions and a bounded amount of memory per line,
+//! against the real binary (the audit's item 9: 10 000 `session/new` were all kept, with no way
+//! to close one, and one 16 MB prompt line of 200 000 `resource_link` blocks peaked at 303 MB).
+//!
+//! - the session cap: past it, the session idle the longest is closed, with the runner process
+//!   it holds, and a prompt to it is an unknown session's error; sessions with a turn are never
+//!   closed so, and when every session is busy `session/new` is refused;
+//! - `session/close`: the session's runner process ends, a turn it runs is cancelled, and a
+//!   prompt to it is an unknown session's error;
+//! - one 16 MB prompt line of 200 000 `resource_link` blocks costs the process less than four
+//!   times its size (its peak resident memory, `VmHWM`, read from `/proc`).
 //!
 //! Nothing here waits on a clock for its outcome: every step waits for the agent's answer (the
 //! deadlines only turn a hang into a failure).
@@ -128,6 +135,15 @@ impl Agent {
         stdin.flush().unwrap();
     }
 
+    /// Sends a request; returns its id.
+    fn send(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let line = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).unwrap();
+        self.write(&line);
+        id
+    }
+
     /// The next line matching `pred` (read before or yet to come).
     fn next(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
         if let Some(i) = self.seen.iter().position(&pred) {
@@ -153,10 +169,7 @@ impl Agent {
     }
 
     fn call(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        let line = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).unwrap();
-        self.write(&line);
+        let id = self.send(method, params);
         self.answer(id)
     }
 
@@ -182,6 +195,11 @@ impl Agent {
         kb * 1024
     }
 
+    /// The runner processes (children of the agent) whose command line contains `needle`.
+    fn runners(&self, needle: &str) -> Vec<u32> {
+        children(self.pid()).into_iter().filter(|(_, cmd)| cmd.contains(needle)).map(|(pid, _)| pid).collect()
+    }
+
     /// Ends stdin and waits for the exit status.
     fn finish(mut self) -> Option<i32> {
         self.stdin.take();
@@ -203,6 +221,145 @@ impl Drop for Agent {
             let _ = self.child.wait();
         }
     }
+}
+
+/// The children of `pid` with their command lines.
+fn children(pid: u32) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else { continue };
+        let Some(rest) = stat.rsplit_once(") ").map(|(_, r)| r) else { continue };
+        let mut fields = rest.split(' ');
+        let state = fields.next().unwrap_or("");
+        let ppid: u32 = fields.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        if ppid == pid && state != "Z" {
+            let cmd = std::fs::read(format!("/proc/{child}/cmdline")).map(|c| String::from_utf8_lossy(&c).replace('\0', " ")).unwrap_or_default();
+            out.push((child, cmd));
+        }
+    }
+    out
+}
+
+/// Whether process `pid` exists and is not a zombie.
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit_once(") ").is_some_and(|(_, r)| !r.starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// The error `e` of an answer, checked to be an unknown session's (-32002, naming it).
+fn assert_unknown_session(answer: &Value, session: &str, what: &str) {
+    assert_eq!(answer["error"]["code"], -32002, "{what}: {answer}");
+    assert_eq!(answer["error"]["data"]["sessionId"], session, "{what}: {answer}");
+    assert_eq!(answer["error"]["data"]["code"], "invalid_params", "{what}: {answer}");
+}
+
+#[test]
+fn past_the_session_cap_the_session_idle_the_longest_is_closed_and_a_prompt_to_it_is_refused() {
+    let op = Operator::new("cap");
+    let mut agent = Agent::start(&op, &["--runner", "echo", "--runner", "inner"]);
+    let init = agent.initialize();
+    // The cap the agent says it keeps (256 is what it says, and is checked last: without a cap
+    // there is nothing to read, and the behaviour below must fail first).
+    let said = init["_meta"]["openagents/maxSessions"].as_u64();
+    let max = said.unwrap_or(256) as usize;
+    // The first session holds an ACP runner's process (kept between its turns).
+    let first = agent.new_session("inner");
+    let r = agent.prompt(&first, "hello inner");
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    let inner = agent.runners(" acp --runner echo");
+    assert_eq!(inner.len(), 1, "the inner agent's process is kept after its turn: {:?}", children(agent.pid()));
+    let mut sessions = vec![first.clone()];
+    for _ in 1..max {
+        sessions.push(agent.new_session("echo"));
+    }
+    // The second session was used last of all: not the one to go.
+    let r = agent.prompt(&sessions[1], "still here");
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    // One more than the cap: the first session (idle the longest) is closed, with its process.
+    let extra = agent.new_session("echo");
+    assert!(!alive(inner[0]), "the closed session's runner process {} is gone by the time session/new answers", inner[0]);
+    assert_unknown_session(&agent.prompt(&first, "are you there"), &first, "a prompt to the evicted session");
+    let cancel = serde_json::to_vec(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": first}})).unwrap();
+    agent.write(&cancel);
+    for s in [&sessions[1], &sessions[2], &extra] {
+        let r = agent.prompt(s, "alive");
+        assert_eq!(r["result"]["stopReason"], "end_turn", "session {s}: {r}");
+    }
+    // Nothing ever waits on it: the process count stays at the sessions it has (the inner one
+    // is gone, and the echo runner ends with each turn).
+    assert!(agent.runners(" acp --runner echo").is_empty(), "{:?}", children(agent.pid()));
+    assert_eq!(said, Some(max as u64), "initialize's _meta says the cap (openagents/maxSessions)");
+    assert_eq!(max, 256);
+    assert_eq!(agent.finish(), Some(0));
+}
+
+#[test]
+fn a_session_with_a_turn_is_never_evicted_and_when_all_are_busy_session_new_is_refused() {
+    let op = Operator::new("busy");
+    let mut agent = Agent::start(&op, &["--runner", "echo", "--runner", "hold", "--max-sessions", "2"]);
+    agent.initialize();
+    let held = agent.new_session("hold");
+    let queued = agent.new_session("echo");
+    let running = agent.send("session/prompt", json!({"sessionId": held, "prompt": [{"type": "text", "text": "hold on"}]}));
+    // The hold turn runs (its first progress is out), and the other session's prompt waits.
+    agent.next("the hold turn's progress", |v| v["method"] == "session/update" && v["params"]["sessionId"] == json!(held));
+    let waiting = agent.send("session/prompt", json!({"sessionId": queued, "prompt": [{"type": "text", "text": "after you"}]}));
+    let refused = agent.call("session/new", json!({"cwd": std::env::temp_dir(), "mcpServers": []}));
+    assert_eq!(refused["error"]["code"], -32003, "every session is busy: {refused}");
+    assert_eq!(refused["error"]["data"]["code"], "busy", "{refused}");
+    assert_eq!(refused["error"]["data"]["retryable"], true, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap_or("").contains("2 sessions"), "the refusal says why: {refused}");
+    // Both busy sessions are still there: cancel the held turn, and both prompts are answered.
+    let cancel = serde_json::to_vec(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": held}})).unwrap();
+    agent.write(&cancel);
+    assert_eq!(agent.answer(running)["result"]["stopReason"], "cancelled");
+    assert_eq!(agent.answer(waiting)["result"]["stopReason"], "end_turn");
+    // Idle again: the next session/new closes the one idle the longest (the held session).
+    let third = agent.new_session("echo");
+    assert_unknown_session(&agent.prompt(&held, "again"), &held, "the evicted held session");
+    assert_eq!(agent.prompt(&queued, "again")["result"]["stopReason"], "end_turn");
+    assert_eq!(agent.prompt(&third, "new")["result"]["stopReason"], "end_turn");
+    assert_eq!(agent.finish(), Some(0));
+}
+
+#[test]
+fn session_close_ends_the_sessions_runner_process_and_a_prompt_to_it_is_refused_like_an_unknown_session() {
+    let op = Operator::new("close");
+    let mut agent = Agent::start(&op, &["--runner", "echo", "--runner", "inner", "--runner", "hold"]);
+    let init = agent.initialize();
+    assert_eq!(init["agentCapabilities"]["sessionCapabilities"]["close"], json!({}), "session/close is advertised: {init}");
+    // An idle session holding an ACP runner's process.
+    let s = agent.new_session("inner");
+    assert_eq!(agent.prompt(&s, "hello")["result"]["stopReason"], "end_turn");
+    let inner = agent.runners(" acp --runner echo");
+    assert_eq!(inner.len(), 1, "{:?}", children(agent.pid()));
+    let closed = agent.call("session/close", json!({"sessionId": s}));
+    assert_eq!(closed["result"], json!({}), "{closed}");
+    assert!(!alive(inner[0]), "the session's runner process is gone once session/close answers");
+    let unknown = agent.prompt("no-such-session", "hello");
+    let after = agent.prompt(&s, "hello again");
+    assert_unknown_session(&after, &s, "a prompt to a closed session");
+    assert_eq!(after["error"]["message"].as_str().map(|m| m.replace(&s, "S")), unknown["error"]["message"].as_str().map(|m| m.replace("no-such-session", "S")), "the same error as an unknown session");
+    assert_unknown_session(&agent.call("session/close", json!({"sessionId": s})), &s, "closing it twice");
+    // Closing a session whose turn runs cancels the turn (its runner's process group goes),
+    // answers the prompt `cancelled`, then the close.
+    let h = agent.new_session("hold");
+    let running = agent.send("session/prompt", json!({"sessionId": h, "prompt": [{"type": "text", "text": "hold on"}]}));
+    agent.next("the hold turn's progress", |v| v["method"] == "session/update" && v["params"]["sessionId"] == json!(h));
+    let hold = agent.runners("openagents-runner-hold");
+    assert_eq!(hold.len(), 1, "{:?}", children(agent.pid()));
+    let close = agent.send("session/close", json!({"sessionId": h}));
+    assert_eq!(agent.answer(running)["result"]["stopReason"], "cancelled");
+    assert_eq!(agent.answer(close)["result"], json!({}));
+    assert!(!alive(hold[0]), "the held turn's runner is gone");
+    assert_unknown_session(&agent.prompt(&h, "again"), &h, "a prompt to the closed held session");
+    // The agent goes on.
+    let e = agent.new_session("echo");
+    assert_eq!(agent.prompt(&e, "still fine")["result"]["stopReason"], "end_turn");
+    assert_eq!(agent.finish(), Some(0));
 }
 
 #[test]

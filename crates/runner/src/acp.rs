@@ -420,6 +420,23 @@ impl AcpHost {
             p.close(true).await;
         }
     }
+
+    /// Closes the idle agent process of `conversation` (under any ACP runner), for a client
+    /// that is done with the conversation (`openagents acp`'s `session/close` and session cap).
+    /// A turn still running keeps its process; a conversation holding none is left as it is.
+    /// Returns how many processes were closed, each one reaped by the time this returns.
+    pub async fn close_conversation(&self, conversation: &str) -> usize {
+        let idle: Vec<AcpProcess> = {
+            let mut st = self.inner.state();
+            let keys: Vec<_> = st.slots.iter().filter(|((_, c), s)| c == conversation && s.process.is_some()).map(|(k, _)| k.clone()).collect();
+            keys.into_iter().filter_map(|k| st.slots.remove(&k).and_then(|s| s.process)).collect()
+        };
+        let closed = idle.len();
+        for p in idle {
+            p.close(true).await;
+        }
+        closed
+    }
 }
 
 /// A conversation's place in the pool, held by a turn until it checks the process back in.

@@ -87,7 +87,8 @@ test("version negotiation: any asked version is answered with 1, with only what 
     assert.equal(r.agentCapabilities.loadSession, false);
     assert.deepEqual(r.agentCapabilities.promptCapabilities, { image: false, audio: false, embeddedContext: false });
     assert.deepEqual(r.agentCapabilities.mcpCapabilities, { http: false, sse: false });
-    assert.deepEqual(r.agentCapabilities.sessionCapabilities, {});
+    assert.deepEqual(r.agentCapabilities.sessionCapabilities, { close: {} });
+    assert.equal(r._meta["openagents/maxSessions"], 256);
     assert.deepEqual(r.authMethods, []);
     assert.match(r._meta["openagents/protocolVersion"], /^\d+\.\d+\.\d+$/);
     assert.match(r._meta["openagents/schemaDigest"], /^[0-9a-f]{64}$/);
@@ -383,6 +384,57 @@ test("an unknown session is -32002 with the session id; a cancel for one is igno
   assert.equal(result.r.err.data.sessionId, "no-such-session");
   assert.equal(result.r.err.data.code, "invalid_params");
   assert.equal(result.after.ok?.stopReason, "end_turn");
+  assertValid(agent);
+});
+
+test("session/close (advertised as sessionCapabilities.close): the session's ACP runner process ends, and a prompt to it is an unknown session's -32002", async () => {
+  const { result, agent } = await withClient([...ALL, "--runner", "inner"], async (ctx, agent) => {
+    await initialize(ctx);
+    const { sessionId } = await newSession(ctx, { runner: "inner" });
+    const first = await prompt(ctx, sessionId, "hello inner");
+    const inner = children(agent.child.pid).filter((c) => c.cmd.includes("inner-agent.mjs"));
+    const closed = await ctx.request(acp.methods.agent.session.close, { sessionId });
+    const gone = inner.map((c) => alive(c.pid));
+    const after = await prompt(ctx, sessionId, "hello again");
+    const unknown = await prompt(ctx, "no-such-session", "hello");
+    // Closing it again: -32002 on the wire, which the SDK takes as success (as ACP recommends:
+    // the end state is the same).
+    const twice = await ctx.request(acp.methods.agent.session.close, { sessionId });
+    return { first, inner, closed, gone, after, unknown, twice, sessionId };
+  });
+  assert.equal(result.first.ok?.stopReason, "end_turn", JSON.stringify(result.first));
+  assert.equal(result.inner.length, 1, "the inner agent's process was kept after its turn");
+  assert.deepEqual(result.closed, {});
+  assert.deepEqual(result.gone, [false], "its process is gone once session/close has answered");
+  assert.equal(result.after.err?.code, -32002, JSON.stringify(result.after));
+  assert.equal(result.after.err.data.sessionId, result.sessionId);
+  assert.equal(result.after.err.data.code, result.unknown.err.data.code);
+  assert.equal(result.after.err.message.replace(result.sessionId, "S"), result.unknown.err.message.replace("no-such-session", "S"));
+  assert.deepEqual(result.twice, {});
+  const closes = agent.lines.filter((m) => "id" in m && !("method" in m) && agent.clientRequests.get(JSON.stringify(m.id)) === "session/close");
+  assert.deepEqual(closes.map((m) => m.error?.code ?? "ok"), ["ok", -32002]);
+  assertValid(agent);
+});
+
+test("session/close during a turn answers the prompt cancelled, then the close; the runner's process is gone", async () => {
+  const { result, agent } = await withClient(ALL, async (ctx, agent) => {
+    await initialize(ctx);
+    const held = await newSession(ctx, { runner: "hold" });
+    const pending = prompt(ctx, held.sessionId, "a long job");
+    await nextMessage(agent, (m) => m.method === "session/update" && m.params.sessionId === held.sessionId);
+    const runner = children(agent.child.pid).find((c) => c.cmd.includes("openagents-runner-hold"));
+    const closed = await ctx.request(acp.methods.agent.session.close, { sessionId: held.sessionId });
+    return { closed, cancelled: await pending, runner, alive: runner && alive(runner.pid), after: await prompt(ctx, held.sessionId, "again") };
+  });
+  assert.deepEqual(result.closed, {});
+  assert.equal(result.cancelled.ok?.stopReason, "cancelled", JSON.stringify(result.cancelled));
+  assert.ok(result.runner, "the hold runner was running");
+  assert.equal(result.alive, false, "the runner's process is gone");
+  assert.equal(result.after.err?.code, -32002);
+  const answers = agent.lines.map((m, i) => [m, i]).filter(([m]) => "id" in m && !("method" in m));
+  const promptAt = answers.find(([m]) => m.result?.stopReason === "cancelled")[1];
+  const closeAt = answers.find(([m]) => m.result && Object.keys(m.result).length === 0)[1];
+  assert.ok(promptAt < closeAt, "the prompt's answer comes before the close's");
   assertValid(agent);
 });
 

@@ -192,6 +192,14 @@ pub struct NewSessionRequestMeta {
     pub runner: Option<Loose>,
 }
 
+/// `session/close` params.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CloseSessionRequest {
+    /// The session to close.
+    pub session_id: String,
+}
+
 /// The prompt blocks we accept (the baseline: text and resource links).
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -499,8 +507,8 @@ pub struct AgentCapabilities {
     pub prompt_capabilities: PromptCapabilities,
     /// No MCP servers of any transport.
     pub mcp_capabilities: McpCapabilities,
-    /// No optional session methods.
-    pub session_capabilities: Empty,
+    /// Only `session/close`.
+    pub session_capabilities: SessionCapabilities,
     /// Our extension methods.
     #[serde(rename = "_meta")]
     pub meta: CapabilitiesMeta,
@@ -527,9 +535,17 @@ pub struct McpCapabilities {
     pub sse: bool,
 }
 
-/// An empty object.
+/// An empty object (also the `session/close` result).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Empty {}
+
+/// `sessionCapabilities`: `session/close` and nothing else (no `list`, `resume` or `delete`:
+/// the runtime keeps no transcript).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionCapabilities {
+    /// `{}`: we close sessions.
+    pub close: Empty,
+}
 
 /// `agentCapabilities._meta`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -548,6 +564,9 @@ pub struct InitializeMeta {
     /// Our `SCHEMA_DIGEST`.
     #[serde(rename = "openagents/schemaDigest")]
     pub schema_digest: String,
+    /// The most sessions kept at once (past it, `session/new` closes the one idle the longest).
+    #[serde(rename = "openagents/maxSessions")]
+    pub max_sessions: usize,
 }
 
 /// `Implementation`.
@@ -898,15 +917,16 @@ pub fn vectors() -> Vec<(&'static str, Value)> {
                     load_session: false,
                     prompt_capabilities: PromptCapabilities { image: false, audio: false, embedded_context: false },
                     mcp_capabilities: McpCapabilities { http: false, sse: false },
-                    session_capabilities: Empty {},
+                    session_capabilities: SessionCapabilities { close: Empty {} },
                     meta: CapabilitiesMeta { extensions: vec!["_openagents/status"] },
                 },
                 auth_methods: vec![],
                 agent_info: Implementation { name: "openagents".into(), title: "openagents".into(), version: "0.0.0".into() },
-                meta: InitializeMeta { protocol_version: "1.1.0".into(), schema_digest: "0".repeat(64) },
+                meta: InitializeMeta { protocol_version: "1.1.0".into(), schema_digest: "0".repeat(64), max_sessions: 256 },
             }),
         ),
         ("NewSessionResponse", value(&NewSessionResponse { session_id: "acp-1".into(), meta: None })),
+        ("CloseSessionResponse", value(&Empty {})),
         ("NewSessionResponse", value(&NewSessionResponse { session_id: "acp-1".into(), meta: Some(NewSessionMeta { ignored_mcp_servers: vec!["fs".into()] }) })),
         ("PromptResponse", value(&PromptResponse { stop_reason: StopReason::EndTurn })),
         ("PromptResponse", value(&PromptResponse { stop_reason: StopReason::Cancelled })),
