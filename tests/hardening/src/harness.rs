@@ -149,7 +149,9 @@ impl Setup {
         for (id, body, timeout) in SCRIPT_RUNNERS {
             let script = dir.join(format!("{id}.sh"));
             let pids = dir.join("pids").join(id);
-            std::fs::write(&script, format!("PIDS='{}'\nPAYLOAD='{}'\necho $$ >> \"$PIDS\"\n{body}\n", pids.display(), dir.join("payload.jsonl").display())).expect("script");
+            // Each start records its pid, and its process group (the group the host made for it,
+            // led by the runner's supervisor) beside it.
+            std::fs::write(&script, format!("PIDS='{}'\nPAYLOAD='{}'\necho $$ >> \"$PIDS\"\ncut -d' ' -f5 /proc/$$/stat >> \"$PIDS.group\"\n{body}\n", pids.display(), dir.join("payload.jsonl").display())).expect("script");
             registry.push_str(&format!("\n[runners.{id}]\ncommand = \"/bin/bash\"\nargs = [\"{}\"]\ntimeout_s = {timeout}\n", script.display()));
         }
         std::fs::write(dir.join("runners.toml"), registry).expect("registry");
@@ -164,6 +166,12 @@ impl Setup {
     /// The pids runner `id` has recorded so far.
     pub fn pids(&self, id: &str) -> Vec<u32> {
         std::fs::read_to_string(self.dir.join("pids").join(id)).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect()
+    }
+
+    /// The process groups runner `id` ran in so far, one a start, in the order of [`Setup::pids`]
+    /// (a runner's group is its supervisor's, not its own pid).
+    pub fn groups(&self, id: &str) -> Vec<u32> {
+        std::fs::read_to_string(self.dir.join("pids").join(format!("{id}.group"))).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect()
     }
 
     fn command(&self, args: &[&str]) -> Command {

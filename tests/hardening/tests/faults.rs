@@ -74,9 +74,10 @@ fn runner_faults_end_in_one_terminal_event_and_leave_no_process() {
         let last = events.last().expect("a terminal event");
         assert_eq!(last.kind(), "turn_failed", "{runner}");
         assert_eq!(last.data["event"]["error"]["code"], *code, "{runner}: the event carries the same typed error");
-        let pids = setup.pids(runner);
-        assert_eq!(pids.len(), 1, "{runner}: one process per turn");
-        let left = groups_gone(&pids, Duration::from_secs(5));
+        assert_eq!(setup.pids(runner).len(), 1, "{runner}: one process per turn");
+        let groups = setup.groups(runner);
+        assert_eq!(groups.len(), 1, "{runner}: its group recorded");
+        let left = groups_gone(&groups, Duration::from_secs(5));
         assert!(left.is_empty(), "{runner}: processes {left:?} of its group survived");
         counters_add_up(&server);
     }
@@ -95,7 +96,7 @@ fn runner_faults_end_in_one_terminal_event_and_leave_no_process() {
     assert!(r.text().contains("signal: 9") || r.text().contains("SIGKILL"), "the reason names the signal: {}", r.text());
     let events = until_terminal(&mut sse, &mut check);
     assert_eq!(events.last().map(SseEvent::kind), Some("turn_failed"));
-    let left = groups_gone(&[pid], Duration::from_secs(5));
+    let left = groups_gone(&setup.groups("sleeper"), Duration::from_secs(5));
     assert!(left.is_empty(), "the killed runner's child {left:?} survived");
 
     // Every fault ended in exactly one terminal event, seen by the subscriber.
@@ -161,7 +162,7 @@ fn a_client_that_disconnects_mid_submit_does_not_cut_the_turn_short() {
     assert_eq!(s["counters"]["completed"].as_u64(), Some(submitted), "{s}");
     assert_eq!(check.started, submitted);
     assert_eq!(check.terminals, submitted);
-    let left = groups_gone(&setup.pids("slow"), Duration::from_secs(5));
+    let left = groups_gone(&setup.groups("slow"), Duration::from_secs(5));
     assert!(left.is_empty(), "{left:?}");
 }
 
@@ -344,7 +345,7 @@ fn shutdown_under_load_ends_every_stream_with_the_final_event() {
         served += p.join().expect("poller").0;
     }
     assert!(served > 0, "the pollers were never served");
-    let left = groups_gone(&setup.pids("slow"), Duration::from_secs(5));
+    let left = groups_gone(&setup.groups("slow"), Duration::from_secs(5));
     assert!(left.is_empty(), "{left:?}");
     eprintln!("shutdown under load: {served} status calls served by 4 pollers");
 }

@@ -450,7 +450,7 @@ fn main() {
     }
     let mut pgids = Vec::new();
     for runner in ["sleeper", "hang", "flood", "early", "notjson", "slow"] {
-        pgids.extend(setup.pids(runner));
+        pgids.extend(setup.groups(runner));
     }
     let left = groups_gone(&pgids, Duration::from_secs(10));
     if !left.is_empty() {
