@@ -242,6 +242,10 @@ export class OpenAgentsClient extends GeneratedMethods {
    * with `Last-Event-ID`.
    */
   events(options: SubscribeOptions = {}): EventStream {
+    // The schema probe goes out before the subscription: on a connection that keeps its order,
+    // its answer would otherwise come after the whole replay, which would wait (and could
+    // overflow the subscription's queue) while the stream is not yet read.
+    void this.checkSchemaFirst();
     const sub: EventSubscription = this.transport.subscribe(options);
     const check = this.checkResponses;
     const ready = sub.ready.then(
