@@ -523,15 +523,6 @@ impl<'a> Lowerer<'a> {
             let node = self.node(file, &p, schema, &hint)?;
             fields.push(Field { name: key.clone(), required: required.contains(key), node });
         }
-        for key in &required {
-            if props.contains_key(key) || Some(key.as_str()) == skip {
-                continue;
-            }
-            if fields.iter().any(|f| &f.name == key) {
-                return Err(err(file, pointer, "required", format!("`{key}` is listed twice")));
-            }
-            fields.push(Field { name: key.clone(), required: true, node: any_node() });
-        }
         let additional = match map.get("additionalProperties") {
             None | Some(Value::Bool(true)) => Additional::Any,
             Some(Value::Bool(false)) => Additional::Forbidden,
@@ -541,6 +532,22 @@ impl<'a> Lowerer<'a> {
                 Additional::Schema(Box::new(node))
             }
         };
+        for key in &required {
+            if props.contains_key(key) || Some(key.as_str()) == skip {
+                continue;
+            }
+            if fields.iter().any(|f| &f.name == key) {
+                return Err(err(file, pointer, "required", format!("`{key}` is listed twice")));
+            }
+            // A required property the schema does not declare is still an additional one: its
+            // value must match `additionalProperties` (none can where that is `false`).
+            let node = match &additional {
+                Additional::Any => any_node(),
+                Additional::Forbidden => Node { types: Types::NONE, repr: Repr::Never, ..any_node() },
+                Additional::Schema(node) => (**node).clone(),
+            };
+            fields.push(Field { name: key.clone(), required: true, node });
+        }
         Ok((fields, additional))
     }
 
