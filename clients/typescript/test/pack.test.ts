@@ -1,6 +1,7 @@
 /**
  * The package as a user gets it: `npm pack`, installed from the tarball into an empty folder
- * (offline: its one dependency, `ws`, is in the npm cache after `npm ci`), imported there by
+ * (`--prefer-offline`: its one dependency, `ws`, is in the npm cache after `npm ci`, though its
+ * registry metadata, which resolving a range needs, may not be on a new machine), imported there by
  * every entry point of its `exports` map, and type-checked as a consumer would.
  */
 
@@ -50,8 +51,8 @@ test("the packed package installs offline into an empty folder, imports and type
     const app = join(dir, "app");
     spawnSync("mkdir", [app]);
     writeFileSync(join(app, "package.json"), JSON.stringify({ name: "app", version: "1.0.0", private: true, type: "module" }));
-    const install = spawnSync(npm, ["install", join(dir, info.filename), "--offline", "--no-audit", "--no-fund", "--ignore-scripts"], { cwd: app, encoding: "utf8" });
-    assert.equal(install.status, 0, `npm install --offline: ${install.stdout}${install.stderr}`);
+    const install = spawnSync(npm, ["install", join(dir, info.filename), "--prefer-offline", "--no-audit", "--no-fund", "--ignore-scripts"], { cwd: app, encoding: "utf8" });
+    assert.equal(install.status, 0, `npm install --prefer-offline: ${install.stdout}${install.stderr}`);
     const installed = JSON.parse(readFileSync(join(app, "node_modules/@openagents/client/package.json"), "utf8")) as { dependencies: Record<string, string> };
     assert.deepEqual(Object.keys(installed.dependencies), ["ws"], "no runtime dependency beyond ws");
 

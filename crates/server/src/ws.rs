@@ -313,6 +313,11 @@ async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller, option
                         abort.abort();
                     }
                 }
+                // And the answers of the requests still running (the `shutdown` itself, a
+                // `submit` its turn's end answers): each task queues its answer before it gives
+                // its place back, and the close follows what is queued.
+                drop(permit.take());
+                let _ = tokio::time::timeout(patience, in_flight.acquire_many(SERVER_MAX_IN_FLIGHT as u32)).await;
                 break close_message(close::GOING_AWAY, "the runtime is shutting down");
             }
             () = stuck.cancelled() => break close_message(close::TRY_AGAIN_LATER, STUCK_REASON),
