@@ -336,7 +336,8 @@ async fn request_decoding() {
         d(r#"{"jsonrpc":"2.0","id":5,"method":"submit","params":{"task":"x","cwd":"relative"}}"#, 200, Some("invalid_params"), json!(5), true, &["/params/cwd"]),
         d(r#"{"id":6,"method":"submit","params":{"task":"x","shell":true}}"#, 200, Some("invalid_params"), json!(6), true, &["/params/shell"]),
         d(r#"{"id":10,"method":"status","params":{"x":1}}"#, 200, Some("invalid_params"), json!(10), true, &["/params/x"]),
-        d(r#"{"id":11,"method":"status","params":[]}"#, 200, Some("invalid_params"), json!(11), true, &["/params"]),
+        // `[]` is no params (an empty by-position list); a list with something in it is refused.
+        d(r#"{"id":11,"method":"status","params":[1]}"#, 200, Some("invalid_params"), json!(11), true, &["/params"]),
         d(r#"{"id":12,"method":"status","extra":1}"#, 200, Some("invalid_request"), json!(12), true, &[]),
         d(r#"{"jsonrpc":"1.0","id":13,"method":"status"}"#, 200, Some("invalid_request"), json!(13), true, &[]),
         d(r#"{"id":{"a":1},"method":"status"}"#, 200, Some("invalid_request"), Value::Null, true, &[]),

@@ -109,7 +109,7 @@ fn bodies() -> Vec<(String, Vec<u8>, Expect)> {
         ("jsonrpc 1.0", r#"{"jsonrpc":"1.0","id":1,"method":"status"}"#, (200, Some("invalid_request"))),
         ("jsonrpc as a number", r#"{"jsonrpc":2,"id":1,"method":"status"}"#, (200, Some("invalid_request"))),
         ("status params as a string", r#"{"id":1,"method":"status","params":"x"}"#, (200, Some("invalid_params"))),
-        ("status params as an array", r#"{"id":1,"method":"status","params":[]}"#, (200, Some("invalid_params"))),
+        ("status params as a non-empty array", r#"{"id":1,"method":"status","params":[1]}"#, (200, Some("invalid_params"))),
         ("status params with a property", r#"{"id":1,"method":"status","params":{"x":1}}"#, (200, Some("invalid_params"))),
         ("submit without params", r#"{"id":1,"method":"submit"}"#, (200, Some("invalid_params"))),
         ("submit params null", r#"{"id":1,"method":"submit","params":null}"#, (200, Some("invalid_params"))),
