@@ -17,9 +17,8 @@
  *   and `gap` are shown as notices, as is a runtime that restarted (its sequence went back).
  * - Approval requests open a dialog with the prompt's full text, Approve / Deny and the time
  *   left; when it runs out the page sends nothing and the runtime denies (approvals fail closed).
- * - Submit and Interrupt are offered only as the credential's grant allows. The protocol has no
- *   way to ask for one's grant, so each connection asks the runtime with a call that can do
- *   nothing (see `probe`): until it answers, both are disabled.
+ * - Submit and Interrupt are offered only as the credential's grant allows, as `status` tells
+ *   it (`caller`); until the first answer on a connection, both are disabled.
  */
 
 import { OpenAgentsClient } from "../../typescript/src/client.js";
@@ -255,7 +254,7 @@ let statusTimer: ReturnType<typeof setInterval> | undefined;
 let runningAssignment: string | null = null;
 let submitting = false;
 
-/** Whether this page's credential may call a method: as the runtime answered `probe`, `unknown` before. */
+/** Whether this page's credential may call a method: as `status` said (`learnGrant`), `unknown` before. */
 type Permission = "unknown" | "allowed" | "forbidden";
 /** What the current token may call; kept across reconnects of the same token (each asks again). */
 const may: { submit: Permission; interrupt: Permission } = { submit: "unknown", interrupt: "unknown" };
@@ -291,31 +290,24 @@ function updateControls(): void {
 }
 
 /**
- * Asks the runtime whether this connection's credential may call `method`, with nothing done:
- * the call carries params the method never accepts, and the runtime checks the caller's grant
- * before it reads params (`refuse` in crates/server/src/jsonrpc.rs), so `forbidden` means the
- * grant lacks the method and `invalid_params` that it has it. The protocol has no call that
- * tells a caller its grant; this is the nearest signal it offers, asked before anyone clicks.
- * (A refused probe is recorded like any forbidden call: the audit log and
- * `openagents_forbidden_total`.) Any other answer offers the control: the runtime still decides
- * every real call. No answer (the connection dropped) is `null`: nothing learned, the next
- * connection asks again.
+ * Learns what this connection's credential may call from `status`, whose answer names the
+ * caller and its grant (`caller`), then shows the controls so. A runtime that does not say
+ * (one older than the `caller` member) gets both controls offered: the runtime still decides
+ * every real call. No answer (the connection dropped) leaves what is known; the next connection
+ * asks again.
  */
-async function probe(t: WebSocketTransport, method: "submit" | "interrupt"): Promise<Permission | null> {
-  try {
-    const reply = (await t.request(method, method === "submit" ? { task: 0 } : { assignment: 0 })) as { error?: { data?: { code?: unknown } } } | null;
-    return reply?.error?.data?.code === "forbidden" ? "forbidden" : "allowed";
-  } catch {
-    return null;
-  }
-}
-
-/** Learns what this connection's credential may call (`probe`), then shows the controls so. */
 async function learnGrant(t: WebSocketTransport, gen: number): Promise<void> {
-  const [submit, interrupt] = await Promise.all([probe(t, "submit"), probe(t, "interrupt")]);
+  let methods: unknown;
+  try {
+    const reply = (await t.request("status", undefined)) as { result?: { caller?: { methods?: unknown } } } | null;
+    methods = reply?.result?.caller?.methods;
+  } catch {
+    return;
+  }
   if (gen !== generation) return;
-  if (submit !== null) may.submit = submit;
-  if (interrupt !== null) may.interrupt = interrupt;
+  const allowed = (method: string): Permission => (!Array.isArray(methods) || methods.includes(method) ? "allowed" : "forbidden");
+  may.submit = allowed("submit");
+  may.interrupt = allowed("interrupt");
   updateControls();
 }
 

@@ -88,6 +88,7 @@ fn dispatch(method: Method) -> serde_json::Value {
             limits: Limits::of_this_build(),
             protocol_version: Some(PROTOCOL_VERSION.into()),
             schema_digest: Some(SCHEMA_DIGEST.into()),
+            caller: None,
         }),
         Method::Shutdown(_) => answer::<methods::Shutdown>(ShutdownResult { shutting_down: true }),
         Method::Release(_) => answer::<methods::Release>(ReleaseResult { released: false }),

@@ -162,6 +162,7 @@ fn untyped_check(ty: &str, value: &Value) -> Vec<rt::Violation> {
         "InterruptResult" => run::<p::InterruptResult>(value),
         "JsonRpcVersion" => run_fn(p::check_json_rpc_version, value),
         "Lease" => run::<p::Lease>(value),
+        "CallerGrant" => run::<p::CallerGrant>(value),
         "Limits" => run::<p::Limits>(value),
         "NoParams" => run::<p::NoParams>(value),
         "RequestId" => run_fn(p::check_request_id, value),

@@ -162,8 +162,28 @@ impl StatusNow {
             limits: Limits::of_this_build(),
             protocol_version: Some(openagents_protocol::PROTOCOL_VERSION.into()),
             schema_digest: Some(openagents_protocol::SCHEMA_DIGEST.into()),
+            caller: None,
         }
     }
+}
+
+/// `status`'s encoded answer with its `caller` member: who asked, and what their grant allows.
+fn with_caller(mut bytes: Vec<u8>, caller: &Caller) -> Vec<u8> {
+    let grant = openagents_protocol::CallerGrant {
+        name: caller.name.clone(),
+        methods: caller.grant.methods.iter().cloned().collect(),
+        events: caller.grant.events,
+        approvals: caller.grant.approvals,
+    };
+    if bytes.last() == Some(&b'}')
+        && let Ok(json) = serde_json::to_vec(&grant)
+    {
+        bytes.pop();
+        bytes.extend_from_slice(br#","caller":"#);
+        bytes.extend_from_slice(&json);
+        bytes.push(b'}');
+    }
+    bytes
 }
 
 impl RpcEngine {
@@ -336,7 +356,7 @@ impl RpcEngine {
             Method::Submit(params) => return Err(Wait::Submit(params)),
             Method::Shutdown(_) => return Err(Wait::Shutdown),
             Method::Interrupt(params) => encode::<methods::Interrupt>(self.interrupt(caller, params.and_then(|p| p.assignment).as_deref())),
-            Method::Status(_) => self.status_json(),
+            Method::Status(_) => self.status_json().map(|bytes| with_caller(bytes, caller)),
             Method::Release(_) => encode::<methods::Release>(Ok(self.release(caller))),
             Method::Subscribe(params) => encode::<methods::Subscribe>(self.subscribe_session(caller, params.and_then(|p| p.since), session)),
             // The OpenRPC document is generated with the types and embedded as compact JSON.

@@ -728,4 +728,20 @@ mod tests {
         assert_eq!(v["error"]["data"]["details"]["violations"].as_array().map(Vec::len), Some(2), "{v}");
         assert!(v["error"]["data"]["details"].get("violations_omitted").is_none(), "{v}");
     }
+
+    /// `status` names its caller and what the caller's grant allows.
+    #[test]
+    fn status_names_its_caller_and_grant() {
+        let engine = engine();
+        let observer = Caller { name: "watcher".into(), grant: Grant::observer(), trusted: false };
+        let v = answer(&engine, &observer, r#"{"jsonrpc":"2.0","id":1,"method":"status"}"#).expect("an answer");
+        let caller = &v["result"]["caller"];
+        assert_eq!(caller["name"], "watcher", "{v}");
+        let methods: Vec<&str> = caller["methods"].as_array().expect("methods").iter().filter_map(Value::as_str).collect();
+        assert!(methods.contains(&"status") && !methods.contains(&"submit") && !methods.contains(&"interrupt"), "{methods:?}");
+        assert_eq!((caller["events"].as_bool(), caller["approvals"].as_bool()), (Some(true), Some(false)), "{v}");
+        let admin = answer(&engine, &Caller::stdio(), r#"{"jsonrpc":"2.0","id":2,"method":"status"}"#).expect("an answer");
+        assert!(admin["result"]["caller"]["methods"].as_array().is_some_and(|m| m.iter().any(|x| x == "submit")), "{admin}");
+        assert_eq!(admin["result"]["state"], "idle", "the rest of the status is still there: {admin}");
+    }
 }

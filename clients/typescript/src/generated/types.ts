@@ -19,7 +19,7 @@ export type UnknownValue = string & { readonly __unknownValue: true };
  * (`schema_digest`) and in the `openagents-schema-digest` header; the client compares the two and
  * reports a mismatch (a warning by default, an error in strict mode).
  */
-export const SCHEMA_DIGEST = "b33405e022e9d219525d094e5dbf8d6736b6eda53fd8ff80bc712226874d5d71";
+export const SCHEMA_DIGEST = "ff4392cb4f2c955ed36a4f119bc8cd7fe09cee7fd8253966a94aa9ebbbcafe18";
 
 /** The largest request or result line, in bytes (96 KiB). Large enough for a long task, small enough that a runner can hold a whole line in memory without thinking about it. */
 export const MAX_FRAME = 98304;
@@ -86,6 +86,18 @@ export interface ApprovalPrompt {
 export interface ApprovalReply {
   approved: boolean;
   answer?: string;
+}
+
+/** A credential's name and its grant. */
+export interface CallerGrant {
+  /** The credential's name (`stdio` for the process that started the runtime). */
+  name: string;
+  /** The methods it may call. */
+  methods: string[];
+  /** Whether it may read events (`subscribe`, `GET /events`). */
+  events: boolean;
+  /** Whether it may answer the agent's approval requests. */
+  approvals: boolean;
 }
 
 /**
@@ -486,6 +498,8 @@ export interface RuntimeStatus {
   protocol_version?: string;
   /** The digest of the exact schema this runtime was built from (`SCHEMA_DIGEST`: the lowercase hex SHA-256 of the canonical bundle). Equal digests mean identical schemas. */
   schema_digest?: string;
+  /** Who asked, in the answer to `status`: the credential's name and what its grant allows, so a client offers only what it may do (a page shows no Submit to an observer). */
+  caller?: CallerGrant;
 }
 
 /** A typed failure, the same in every transport and every client language: a stable `code`, a message for a person, whether retrying can help, and optional structured details. Clients read it, so it is open to new fields. */
@@ -585,6 +599,7 @@ export interface TypeMap {
   ApprovalAnswer: ApprovalAnswer;
   ApprovalPrompt: ApprovalPrompt;
   ApprovalReply: ApprovalReply;
+  CallerGrant: CallerGrant;
   ErrorCode: ErrorCode;
   ErrorDetails: ErrorDetails;
   Event: Event;

@@ -427,6 +427,97 @@ function cApprovalReply(v: unknown, p: string, out: Violation[], lenient: boolea
   }
 }
 
+/** Whether `value` is a valid `CallerGrant` (see the module comment for `lenient`). */
+export function isCallerGrant(value: unknown, lenient = false): value is T.CallerGrant {
+  return fCallerGrant(value, lenient);
+}
+
+/** Every violation of `value` as a `CallerGrant`, each with its JSON pointer and keyword; empty when it is valid. */
+export function validateCallerGrant(value: unknown, lenient = false): Violation[] {
+  return fCallerGrant(value, lenient) ? [] : explained(cCallerGrant, value, lenient);
+}
+
+function fCallerGrant(v: unknown, lenient: boolean): boolean {
+  if (!$isObject(v)) return false;
+  const x0 = v.name;
+  if (x0 === undefined) return false;
+  if (!(typeof x0 === "string")) return false;
+  const x1 = v.methods;
+  if (x1 === undefined) return false;
+  if (!($isArray(x1))) return false;
+  for (let i2 = 0; i2 < x1.length; i2++) {
+    const x3: unknown = x1[i2];
+    if (!(typeof x3 === "string")) return false;
+  }
+  const x4 = v.events;
+  if (x4 === undefined) return false;
+  if (!(typeof x4 === "boolean")) return false;
+  const x5 = v.approvals;
+  if (x5 === undefined) return false;
+  if (!(typeof x5 === "boolean")) return false;
+  return true;
+}
+
+function cCallerGrant(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
+    return;
+  }
+  const x0 = v.name;
+  if (x0 === undefined) {
+    $report(out, p, "required", "missing required property `name`");
+  } else {
+    n1: {
+      if (!(typeof x0 === "string")) {
+        $typeViolation(out, p + "/name", "string", x0);
+        break n1;
+      }
+    }
+  }
+  const x2 = v.methods;
+  if (x2 === undefined) {
+    $report(out, p, "required", "missing required property `methods`");
+  } else {
+    n3: {
+      if (!($isArray(x2))) {
+        $typeViolation(out, p + "/methods", "array", x2);
+        break n3;
+      }
+      for (let i4 = 0; i4 < x2.length; i4++) {
+        const x5: unknown = x2[i4];
+        n6: {
+          if (!(typeof x5 === "string")) {
+            $typeViolation(out, p + "/methods" + "/" + i4, "string", x5);
+            break n6;
+          }
+        }
+      }
+    }
+  }
+  const x7 = v.events;
+  if (x7 === undefined) {
+    $report(out, p, "required", "missing required property `events`");
+  } else {
+    n8: {
+      if (!(typeof x7 === "boolean")) {
+        $typeViolation(out, p + "/events", "boolean", x7);
+        break n8;
+      }
+    }
+  }
+  const x9 = v.approvals;
+  if (x9 === undefined) {
+    $report(out, p, "required", "missing required property `approvals`");
+  } else {
+    n10: {
+      if (!(typeof x9 === "boolean")) {
+        $typeViolation(out, p + "/approvals", "boolean", x9);
+        break n10;
+      }
+    }
+  }
+}
+
 /** Whether `value` is a valid `ErrorCode` (see the module comment for `lenient`). */
 export function isErrorCode(value: unknown, lenient = false): value is T.ErrorCode {
   return fErrorCode(value, lenient);
@@ -2335,6 +2426,10 @@ function fRuntimeStatus(v: unknown, lenient: boolean): boolean {
     if (!(typeof x9 === "string")) return false;
     if (!pattern0(x9)) return false;
   }
+  const x10 = v.caller;
+  if (x10 !== undefined) {
+    if (!fCallerGrant(x10, lenient)) return false;
+  }
   return true;
 }
 
@@ -2426,6 +2521,10 @@ function cRuntimeStatus(v: unknown, p: string, out: Violation[], lenient: boolea
       }
       if (!pattern0(x13)) $patternViolation(out, p + "/schema_digest", x13, "^[0-9a-f]{64}$");
     }
+  }
+  const x15 = v.caller;
+  if (x15 !== undefined) {
+    cCallerGrant(x15, p + "/caller", out, lenient);
   }
 }
 
@@ -3134,6 +3233,7 @@ export const TYPES: readonly TypeInfo[] = [
   { name: "ApprovalAnswer", pointer: "#/$defs/Event/$defs/ApprovalAnswer", root: false, description: "The host's answer to a runner's `approval_request`, written as one line to the runner's stdin." },
   { name: "ApprovalPrompt", pointer: "#/$defs/RpcRequest/$defs/ApprovalPrompt", root: false, description: "What the agent asks." },
   { name: "ApprovalReply", pointer: "#/$defs/RpcRequest/$defs/ApprovalReply", root: false, description: "A frontend's answer to `frontend.v2.approval`, as the `result` of its JSON-RPC response." },
+  { name: "CallerGrant", pointer: "#/$defs/RuntimeStatus/$defs/CallerGrant", root: false, description: "A credential's name and its grant." },
   { name: "ErrorCode", pointer: "#/$defs/RuntimeSubmitError/$defs/ErrorCode", root: false, description: "The stable, snake_case error code. New codes may be added; a client meeting one it does not know treats it as not retryable." },
   { name: "ErrorDetails", pointer: "#/$defs/RuntimeSubmitError/$defs/ErrorDetails", root: false, description: "Structured details about an error. Open to new fields." },
   { name: "Event", pointer: "#/$defs/Event", root: true, description: "A message a runner writes back on stdout, one per line: progress text, approval requests, then exactly one terminal `completed` or `failed`." },
@@ -3178,6 +3278,7 @@ const CHECKS: { readonly [N in T.TypeName]: readonly [Fast, Explain] } = {
   ApprovalAnswer: [fApprovalAnswer, cApprovalAnswer],
   ApprovalPrompt: [fApprovalPrompt, cApprovalPrompt],
   ApprovalReply: [fApprovalReply, cApprovalReply],
+  CallerGrant: [fCallerGrant, cCallerGrant],
   ErrorCode: [fErrorCode, cErrorCode],
   ErrorDetails: [fErrorDetails, cErrorDetails],
   Event: [fEvent, cEvent],

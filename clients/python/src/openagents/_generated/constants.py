@@ -16,7 +16,7 @@ __all__ = [
     "VERSION",
 ]
 
-SCHEMA_DIGEST: Final = "b33405e022e9d219525d094e5dbf8d6736b6eda53fd8ff80bc712226874d5d71"
+SCHEMA_DIGEST: Final = "ff4392cb4f2c955ed36a4f119bc8cd7fe09cee7fd8253966a94aa9ebbbcafe18"
 """The digest of the exact schema this package was generated from: the lowercase hex SHA-256 of the
 canonical bundle (`openagents schema --digest`). A runtime reports its own in `status`
 (`schema_digest`) and in the `openagents-schema-digest` header; the client compares the two and

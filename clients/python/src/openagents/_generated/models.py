@@ -23,6 +23,7 @@ __all__ = [
     "ApprovalAnswer",
     "ApprovalPrompt",
     "ApprovalReply",
+    "CallerGrant",
     "ErrorCode",
     "ErrorDetails",
     "Event",
@@ -254,6 +255,24 @@ class ApprovalReply(_rt.Model):
     @classmethod
     def _not_null(cls, value: object) -> object:
         return _rt.not_null(value)
+
+
+class CallerGrant(_rt.Model):
+    """A credential's name and its grant."""
+
+    model_config = _rt.OPEN
+
+    name: _rt.Str
+    """The credential's name (`stdio` for the process that started the runtime)."""
+
+    methods: Annotated[list[_rt.Str], Strict()]
+    """The methods it may call."""
+
+    events: _rt.Bool
+    """Whether it may read events (`subscribe`, `GET /events`)."""
+
+    approvals: _rt.Bool
+    """Whether it may answer the agent's approval requests."""
 
 
 class ErrorDetails(_rt.Model):
@@ -831,7 +850,12 @@ class RuntimeStatus(_rt.Model):
     SHA-256 of the canonical bundle). Equal digests mean identical schemas.
     """
 
-    @field_validator("protocol_version", "schema_digest", mode="before")
+    caller: CallerGrant | None = None
+    """Who asked, in the answer to `status`: the credential's name and what its grant allows, so a
+    client offers only what it may do (a page shows no Submit to an observer).
+    """
+
+    @field_validator("protocol_version", "schema_digest", "caller", mode="before")
     @classmethod
     def _not_null(cls, value: object) -> object:
         return _rt.not_null(value)
@@ -1137,6 +1161,7 @@ TYPES: Final[dict[str, object]] = {
     "ApprovalAnswer": ApprovalAnswer,
     "ApprovalPrompt": ApprovalPrompt,
     "ApprovalReply": ApprovalReply,
+    "CallerGrant": CallerGrant,
     "ErrorCode": Annotated[ErrorCode | str, _rt.EnumOf(ErrorCode, extensible=True)],
     "ErrorDetails": ErrorDetails,
     "Event": Event,
