@@ -115,7 +115,7 @@ pub struct GateOutcome {
 pub fn gate(schema_dir: &Path) -> Result<GateOutcome, SchemaError> {
     let history_dir = schema_dir.join("history");
     let changelog_path = schema_dir.join("CHANGELOG.md");
-    let (docs, current) = Config::new().schema_dir(schema_dir).load()?;
+    let (docs, current) = Config::new().schema_dir(schema_dir).load().map_err(crate::Refusals::into_first)?;
     let current_digest = crate::digest::digest(&docs.bundle());
     let mut problems: Vec<String> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
@@ -145,7 +145,7 @@ pub fn gate(schema_dir: &Path) -> Result<GateOutcome, SchemaError> {
     }
     let mut text = String::new();
     for f in &frozen {
-        let (fdocs, old) = Config::new().schema_dir(&f.bundle).load()?;
+        let (fdocs, old) = Config::new().schema_dir(&f.bundle).load().map_err(crate::Refusals::into_first)?;
         let digest = crate::digest::digest(&fdocs.bundle());
         let file_digest = std::fs::read_to_string(&f.bundle).ok().and_then(|t| serde_json::from_str::<Value>(&t).ok()).map(|v| crate::digest::digest(&v));
         match changelog_digest(&changelog, f.version) {

@@ -11,7 +11,9 @@
 //! ```
 //!
 //! The supported subset of JSON Schema 2020-12 is [`lower::SUPPORTED_KEYWORDS`]; anything else is
-//! refused with a [`SchemaError`] naming the file, the JSON pointer and the keyword.
+//! refused with a [`SchemaError`] naming the file, the JSON pointer and the keyword;
+//! [`Config::load`] (what `openagents-codegen check` runs) finds every refusal at once
+//! ([`Refusals`]), the generators stop at the first.
 
 pub mod compat;
 pub mod digest;
@@ -30,7 +32,7 @@ pub mod typescript;
 
 use std::path::{Path, PathBuf};
 
-pub use error::SchemaError;
+pub use error::{Refusals, SchemaError};
 pub use load::Documents;
 pub use model::TypeSpace;
 
@@ -75,15 +77,23 @@ impl Config {
     }
 
     /// Loads and lowers the schema: a folder of schema files, a bundle file (what
-    /// `openagents schema --bundle` prints), or a `schema/history/<version>` folder holding one.
+    /// `openagents schema --bundle` prints), a `schema/history/<version>` folder holding one, or
+    /// one schema file (a protocol's published `schema.json`, named by its own file name). What
+    /// `openagents-codegen check` runs.
     ///
     /// # Errors
     ///
-    /// The first [`SchemaError`].
-    pub fn load(&self) -> Result<(Documents, TypeSpace), SchemaError> {
+    /// Every refusal at once ([`Refusals`], from [`lower::lower_all`]), or the one reason the
+    /// files cannot be read.
+    pub fn load(&self) -> Result<(Documents, TypeSpace), Refusals> {
         let docs = load::load_path(&self.schema_dir)?;
-        let space = lower::lower(&docs)?;
+        let space = lower::lower_all(&docs)?;
         Ok((docs, space))
+    }
+
+    /// [`Config::load`] for the generators, which stop at the first refusal.
+    fn load_first(&self) -> Result<(Documents, TypeSpace), SchemaError> {
+        self.load().map_err(Refusals::into_first)
     }
 
     /// The generated Rust module for the schema folder.
@@ -92,7 +102,7 @@ impl Config {
     ///
     /// The first [`SchemaError`].
     pub fn generate_rust(&self) -> Result<String, SchemaError> {
-        let (docs, space) = self.load()?;
+        let (docs, space) = self.load_first()?;
         self.rust_for(&docs, &space)
     }
 
@@ -112,7 +122,7 @@ impl Config {
     ///
     /// The first [`SchemaError`].
     pub fn generate_typescript(&self) -> Result<Vec<(String, String)>, SchemaError> {
-        let (docs, space) = self.load()?;
+        let (docs, space) = self.load_first()?;
         let opts = typescript::TypeScriptOptions { schema_digest: Some(digest::digest(&docs.bundle())), ..typescript::TypeScriptOptions::default() };
         Ok(typescript::emit(&space, &opts))
     }
@@ -124,7 +134,7 @@ impl Config {
     ///
     /// The first [`SchemaError`].
     pub fn digest(&self) -> Result<String, SchemaError> {
-        let (docs, _) = self.load()?;
+        let (docs, _) = self.load_first()?;
         Ok(digest::digest(&docs.bundle()))
     }
 
@@ -134,7 +144,7 @@ impl Config {
     ///
     /// The first [`SchemaError`].
     pub fn generate_openrpc(&self) -> Result<serde_json::Value, SchemaError> {
-        let (docs, space) = self.load()?;
+        let (docs, space) = self.load_first()?;
         Ok(openrpc::document(&space, &digest::digest(&docs.bundle())))
     }
 
@@ -145,7 +155,7 @@ impl Config {
     ///
     /// The first [`SchemaError`].
     pub fn generate_python(&self) -> Result<Vec<(String, String)>, SchemaError> {
-        let (docs, space) = self.load()?;
+        let (docs, space) = self.load_first()?;
         python::emit(&space, Some(&digest::digest(&docs.bundle())))
     }
 

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde_json::{Map, Value};
 
-use crate::error::{SchemaError, push_pointer};
+use crate::error::{Refusals, SchemaError, push_pointer};
 use crate::load::{DIALECT, Documents, stem};
 use crate::model::*;
 use crate::naming::{self, Names, pascal};
@@ -55,8 +55,103 @@ const ANNOTATIONS: &[&str] = &["$comment", "title", "description", "default", "$
 ///
 /// # Errors
 ///
-/// The first [`SchemaError`] found, in file order.
+/// The first [`SchemaError`] found, in file order (the first of [`lower_all`]'s refusals).
 pub fn lower(docs: &Documents) -> Result<TypeSpace, SchemaError> {
+    lower_all(docs).map_err(Refusals::into_first)
+}
+
+/// Lowers every document into one type space, or finds every refusal at once.
+///
+/// Each named type is lowered on its own, so one refused type does not hide the others'
+/// refusals (each type gives its first); then [`keyword_scan`] adds every refused keyword the
+/// lowering did not reach (a type stops at its first refusal, and nothing under a refused
+/// keyword is lowered). The scan runs only when the lowering refuses, so it never changes which
+/// schemas are accepted: it only reports more of what is wrong with one that is refused.
+///
+/// # Errors
+///
+/// Every refusal: the lowering's, in the order it found them (file order, then named type), then
+/// the scan's that the lowering did not report, in document order.
+pub fn lower_all(docs: &Documents) -> Result<TypeSpace, Refusals> {
+    let mut refusals = Vec::new();
+    let space = lower_each(docs, &mut refusals);
+    if refusals.is_empty() {
+        return Ok(space);
+    }
+    for e in keyword_scan(docs) {
+        if !refusals.contains(&e) {
+            refusals.push(e);
+        }
+    }
+    Refusals::from_vec(refusals).map_or(Ok(space), Err)
+}
+
+/// Every refused keyword in every document: each schema object's keywords outside
+/// [`SUPPORTED_KEYWORDS`] (and those allowed only at a file's root, a foreign `$schema`, a
+/// `$id` that is not the file's name), found by walking every place JSON Schema 2020-12 holds a
+/// subschema, the unsupported applicators (`anyOf`, `allOf`, `not`, …) included. Nested `$defs`
+/// (below a file's root) are walked only as the lowering reaches them, by `$ref`.
+pub fn keyword_scan(docs: &Documents) -> Vec<SchemaError> {
+    let mut out = Vec::new();
+    for (file, doc) in &docs.files {
+        scan_schema(file, "", doc, &mut out);
+    }
+    out
+}
+
+fn scan_schema(file: &str, pointer: &str, schema: &Value, out: &mut Vec<SchemaError>) {
+    let Value::Object(map) = schema else { return };
+    let is_root = pointer.is_empty();
+    out.extend(keyword_refusals(file, pointer, map, is_root));
+    for (key, value) in map {
+        let at = push_pointer(pointer, key);
+        match (key.as_str(), value) {
+            ("$defs", _) if !is_root => {}
+            ("items" | "additionalProperties" | "x-result" | "not" | "if" | "then" | "else" | "contains" | "propertyNames"
+            | "unevaluatedItems" | "unevaluatedProperties" | "additionalItems" | "contentSchema", Value::Object(_)) => {
+                scan_schema(file, &at, value, out);
+            }
+            ("properties" | "$defs" | "definitions" | "patternProperties" | "dependentSchemas", Value::Object(m)) => {
+                for (k, v) in m {
+                    scan_schema(file, &push_pointer(&at, k), v, out);
+                }
+            }
+            ("oneOf" | "anyOf" | "allOf" | "prefixItems" | "items", Value::Array(list)) => {
+                for (i, v) in list.iter().enumerate() {
+                    scan_schema(file, &push_pointer(&at, &i.to_string()), v, out);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Every keyword refusal of one schema object: keywords outside the subset, root-only keywords
+/// elsewhere, a foreign dialect, a `$id` other than the file's name.
+fn keyword_refusals(file: &str, pointer: &str, map: &Map<String, Value>, is_root: bool) -> Vec<SchemaError> {
+    let mut out = Vec::new();
+    for key in map.keys() {
+        if !SUPPORTED_KEYWORDS.contains(&key.as_str()) {
+            out.push(err(file, pointer, key, format!("`{key}` is outside the supported subset of JSON Schema ({})", SUPPORTED_KEYWORDS.join(", "))));
+        } else if !is_root && matches!(key.as_str(), "$schema" | "$id" | "x-constants" | "x-openrpc") {
+            out.push(err(file, pointer, key, format!("`{key}` is only supported at the root of a schema file")));
+        }
+    }
+    if let Some(s) = map.get("$schema")
+        && s.as_str() != Some(DIALECT)
+    {
+        out.push(err(file, pointer, "$schema", format!("only the 2020-12 dialect (`{DIALECT}`) is supported")));
+    }
+    if let Some(id) = map.get("$id")
+        && id.as_str().unwrap_or_default() != file
+    {
+        out.push(err(file, pointer, "$id", format!("`$id` must be the file's own name (`{file}`); base URIs are not supported")));
+    }
+    out
+}
+
+/// The lowering proper: every named type lowered on its own, each refusal kept in `refusals`.
+fn lower_each(docs: &Documents, refusals: &mut Vec<SchemaError>) -> TypeSpace {
     let mut cx = Lowerer { docs, space: TypeSpace::default(), names: BTreeMap::new(), taken: BTreeSet::new(), queue: VecDeque::new(), error_codes: Vec::new() };
     // Names first, so they do not depend on the order references are met in.
     for (file, doc) in &docs.files {
@@ -76,20 +171,27 @@ pub fn lower(docs: &Documents) -> Result<TypeSpace, SchemaError> {
     for (file, doc) in &docs.files {
         let name = cx.names[&(file.clone(), String::new())].clone();
         cx.space.roots.push(name);
-        cx.constants(file, doc)?;
+        if let Err(e) = cx.constants(file, doc) {
+            refusals.push(e);
+        }
     }
     while let Some((file, pointer, name)) = cx.queue.pop_front() {
-        cx.lower_named(&file, &pointer, &name)?;
+        if let Err(e) = cx.lower_named(&file, &pointer, &name) {
+            refusals.push(e);
+        }
     }
     for (file, doc) in &docs.files {
         let holds_methods = cx.space.methods.as_ref().is_some_and(|m| cx.space.types.get(&m.union).is_some_and(|t| &t.origin.file == file));
         if doc.get("x-openrpc").is_some() && !holds_methods {
-            return Err(err(file, "", "x-openrpc", "`x-openrpc` belongs at the root of the file holding the method union (the `oneOf` whose branches have `x-result`)"));
+            refusals.push(err(file, "", "x-openrpc", "`x-openrpc` belongs at the root of the file holding the method union (the `oneOf` whose branches have `x-result`)"));
         }
     }
     name_branches(&mut cx.space);
-    cx.space.errors = error_set(&cx.space, &cx.error_codes)?;
-    Ok(cx.space)
+    match error_set(&cx.space, &cx.error_codes) {
+        Ok(errors) => cx.space.errors = errors,
+        Err(e) => refusals.push(e),
+    }
+    cx.space
 }
 
 /// Gives every union branch its type name, once for every language: `<Union><Variant>` (and,
@@ -258,32 +360,12 @@ impl<'a> Lowerer<'a> {
         Ok(())
     }
 
+    /// The first keyword refusal of a schema object (see [`keyword_refusals`]).
     fn check_keywords(&self, file: &str, pointer: &str, map: &Map<String, Value>, is_root: bool) -> Result<(), SchemaError> {
-        for key in map.keys() {
-            if !SUPPORTED_KEYWORDS.contains(&key.as_str()) {
-                return Err(err(
-                    file,
-                    pointer,
-                    key,
-                    format!("`{key}` is outside the supported subset of JSON Schema ({})", SUPPORTED_KEYWORDS.join(", ")),
-                ));
-            }
-            if !is_root && matches!(key.as_str(), "$schema" | "$id" | "x-constants" | "x-openrpc") {
-                return Err(err(file, pointer, key, format!("`{key}` is only supported at the root of a schema file")));
-            }
+        match keyword_refusals(file, pointer, map, is_root).into_iter().next() {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
-        if let Some(s) = map.get("$schema") {
-            if s.as_str() != Some(DIALECT) {
-                return Err(err(file, pointer, "$schema", format!("only the 2020-12 dialect (`{DIALECT}`) is supported")));
-            }
-        }
-        if let Some(id) = map.get("$id") {
-            let id = id.as_str().unwrap_or_default();
-            if id != file {
-                return Err(err(file, pointer, "$id", format!("`$id` must be the file's own name (`{file}`); base URIs are not supported")));
-            }
-        }
-        Ok(())
     }
 
     /// Lowers the schema at a named location into its named type.
@@ -893,6 +975,24 @@ mod tests {
     const CODES: &str = r##"{"type": "string", "enum": ["busy", "bad"], "x-extensible": true, "x-enum": {
         "busy": {"description": "Busy.", "retryable": true, "rpc_code": -32001},
         "bad": {"description": "Bad.", "retryable": false, "rpc_code": -32602}}}"##;
+
+    #[test]
+    fn every_refusal_is_reported_at_once() {
+        // A refused type does not hide the next one's refusals, and what sits under a refused
+        // keyword (`anyOf`'s branch) is reported too; the lowering's own refusals come with them.
+        let text = r##"{"$defs": {
+            "A": {"type": "string", "format": "email"},
+            "B": {"anyOf": [{"type": "string", "format": "uri"}]},
+            "C": {"oneOf": [{"type": "string"}, {"type": "integer"}]},
+            "D": {"type": "string", "maxLength": 3}}}"##;
+        let r = lower_all(&Documents::from_texts([("case.json", text)]).expect("JSON")).expect_err("refused");
+        let got: Vec<(&str, &str, &str)> = r.iter().map(|e| (e.file.as_str(), e.pointer.as_str(), e.keyword.as_str())).collect();
+        assert_eq!(
+            got,
+            [("case.json", "/$defs/A", "format"), ("case.json", "/$defs/B", "anyOf"), ("case.json", "/$defs/C", "oneOf"), ("case.json", "/$defs/B/anyOf/0", "format")]
+        );
+        assert_eq!(lower(&Documents::from_texts([("case.json", text)]).expect("JSON")).expect_err("refused"), *r.first());
+    }
 
     #[test]
     fn the_error_set_is_decided_once() {

@@ -10,7 +10,7 @@ mod versions;
 const USAGE: &str = "usage:
   openagents-codegen rust [--schema DIR] [--runtime PATH] [--out FILE]   generated Rust
   openagents-codegen bundle [--schema DIR] [--out FILE]                  the bundled schema
-  openagents-codegen check [--schema DIR]                                load and lower only
+  openagents-codegen check [--schema DIR|FILE]                           load and lower only; every refusal at once
   openagents-codegen digest [--schema DIR]                               the schema digest (SHA-256 of the canonical bundle)
   openagents-codegen openrpc [--schema DIR] [--out FILE]                 the OpenRPC 1.3 document
   openagents-codegen compat [OLD NEW]                                    what changed between two schemas, and whom it breaks
