@@ -34,10 +34,10 @@ use std::time::Duration;
 
 use clap::Args;
 use openagents_protocol::rt::{Skip, describe_json_error};
-use openagents_sdk::agents::host::{FrameError, LineReader, Registry, RunnerHost};
+use openagents_sdk::agents::host::{FrameError, LineReader};
 use openagents_sdk::protocol::{ApprovalReply, ErrorCode, ErrorDetails, InterruptParams, Method, RuntimeEvent, RuntimeSubmitError, SERVER_MAX_LINE_BYTES, ServerEvent, SubmitParams, Turn};
 use openagents_sdk::server::events::Subscription;
-use openagents_sdk::server::{Caller, EngineConfig, RpcEngine, RunnerAgent};
+use openagents_sdk::server::{Caller, RpcEngine};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -95,20 +95,16 @@ pub struct AcpArgs {
 /// Closes a conversation's kept ACP runner process (if it holds one); resolves once it is reaped.
 type CloseConversation = Arc<dyn Fn(String) -> Pin<Box<dyn Future<Output = usize> + Send>> + Send + Sync>;
 
-/// The engine `serve` builds (`serve::build_engine`), and a handle on its ACP runners'
+/// The engine `serve` builds (its agent and settings), and a handle on its ACP runners'
 /// processes, so a closed session's process can be ended.
 fn build_engine(runners: &[String], cwd: String) -> Result<(RpcEngine, CloseConversation), String> {
-    let registry = Registry::load_default().map_err(|e| e.operator_detail())?;
-    let registry = registry.restricted_to(runners).map_err(|e| e.operator_detail())?;
-    crate::serve::protect_operator_files(&registry);
-    let agent = RunnerAgent::new(RunnerHost::new(registry));
+    let agent = crate::serve::runner_agent(runners)?;
     let host = agent.acp().clone();
     let close: CloseConversation = Arc::new(move |conversation: String| {
         let host = host.clone();
         Box::pin(async move { host.close_conversation(&conversation).await }) as Pin<Box<dyn Future<Output = usize> + Send>>
     });
-    let engine_config = EngineConfig { default_runner: runners.first().cloned(), cwd, ..EngineConfig::default() };
-    Ok((RpcEngine::with_config(agent, engine_config), close))
+    Ok((RpcEngine::with_config(agent, crate::serve::engine_config(runners, cwd)), close))
 }
 
 fn fail(message: impl std::fmt::Display) -> ExitCode {

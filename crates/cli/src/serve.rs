@@ -104,11 +104,21 @@ pub(crate) fn build_engine(runners: &[String], cwd: String) -> Result<RpcEngine,
     if runners.is_empty() {
         return Err("name the runners to serve: --runner ID (repeat for more), or `runners = [\"ID\"]` in [capabilities.server]".into());
     }
+    Ok(RpcEngine::with_config(runner_agent(runners)?, engine_config(runners, cwd)))
+}
+
+/// The agent that runs `runners` from the operator's registry (its files kept from sandboxed
+/// runners): what `serve` and `acp` run turns with.
+pub(crate) fn runner_agent(runners: &[String]) -> Result<RunnerAgent, String> {
     let registry = Registry::load_default().map_err(|e| e.operator_detail())?;
     let registry = registry.restricted_to(runners).map_err(|e| e.operator_detail())?;
     protect_operator_files(&registry);
-    let engine_config = EngineConfig { default_runner: runners.first().cloned(), cwd, ..EngineConfig::default() };
-    Ok(RpcEngine::with_config(RunnerAgent::new(RunnerHost::new(registry)), engine_config))
+    Ok(RunnerAgent::new(RunnerHost::new(registry)))
+}
+
+/// The engine's settings for `runners` (the first is the default) run in `cwd`.
+pub(crate) fn engine_config(runners: &[String], cwd: String) -> EngineConfig {
+    EngineConfig { default_runner: runners.first().cloned(), cwd, ..EngineConfig::default() }
 }
 
 /// Keeps sandboxed runners away from the operator's configuration and the runner registry (see
