@@ -294,3 +294,34 @@ mod tests {
         assert_eq!(rt::parse_validated::<ServerEvent>(data.as_bytes()).expect("the frame's data decodes"), published);
     }
 }
+
+/// How long an answer on a streaming connection (stdio, the WebSocket) waits for the events
+/// published before it to be queued ahead of it, when the connection's stream is stuck.
+pub const REPLY_AFTER_EVENTS: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How far a streaming connection's current event stream has queued events for its writer: the
+/// sequence number of the newest one. Each stream has a channel of its own (closed when the
+/// stream ends; before the first, one already closed), so an answer waits only for the stream
+/// that is running.
+pub(crate) struct Forwarded(Mutex<tokio::sync::watch::Receiver<i64>>);
+
+impl Forwarded {
+    /// No stream yet.
+    pub(crate) fn new() -> Forwarded {
+        Forwarded(Mutex::new(tokio::sync::watch::channel(0).1))
+    }
+
+    /// A new stream starting at `position` (a replay goes back): the sender it reports with.
+    pub(crate) fn restart(&self, position: i64) -> tokio::sync::watch::Sender<i64> {
+        let (sender, receiver) = tokio::sync::watch::channel(position);
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = receiver;
+        sender
+    }
+
+    /// Waits until the stream has queued every event up to `seq`: not at all when there is no
+    /// stream (never started, or ended), at most [`REPLY_AFTER_EVENTS`] when it is stuck.
+    pub(crate) async fn through(&self, seq: i64) {
+        let mut forwarded = self.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let _ = tokio::time::timeout(REPLY_AFTER_EVENTS, forwarded.wait_for(|&at| at >= seq)).await;
+    }
+}

@@ -18,6 +18,7 @@ use tokio::task::JoinSet;
 use crate::agent::error;
 use crate::auth::Caller;
 use crate::engine::{EventSession, RpcEngine};
+use crate::events::Forwarded;
 use crate::jsonrpc::{Reply, Waits};
 use crate::projection;
 
@@ -214,7 +215,7 @@ where
     B: AsyncBufRead + Unpin + Send + 'static,
     F: std::future::Future<Output = ()>,
 {
-    let session = std::sync::Arc::new(StdioEvents { engine: engine.clone(), tx: tx.clone(), task: std::sync::Mutex::new(None), drain_to: watch::channel(None).0, subscribed: AtomicBool::new(false), forwarded: std::sync::Mutex::new(watch::channel(0).1) });
+    let session = std::sync::Arc::new(StdioEvents { engine: engine.clone(), tx: tx.clone(), task: std::sync::Mutex::new(None), drain_to: watch::channel(None).0, subscribed: AtomicBool::new(false), forwarded: Forwarded::new() });
     session.subscribe(None);
     // Shared, not copied per request: a caller's grant is a set of strings.
     let caller = std::sync::Arc::new(Caller::stdio());
@@ -261,7 +262,7 @@ where
                     if session.subscribed.swap(false, Ordering::Relaxed) {
                         // A `subscribe` answered: what it replays goes out before its answer, as
                         // every event published before an answer does.
-                        session.forwarded_through(engine.status().last_seq).await;
+                        session.forwarded.through(engine.status().last_seq).await;
                         answered.send(&tx).await;
                     } else if answered.is_full() {
                         answered.send(&tx).await;
@@ -273,7 +274,7 @@ where
                         if let Some(mut reply) = engine.handle_message(&caller, &line, Some(&*session)).await {
                             // What the request published (a turn's events, `shutting_down`) goes
                             // out before its answer.
-                            session.forwarded_through(engine.status().last_seq).await;
+                            session.forwarded.through(engine.status().last_seq).await;
                             reply.push(b'\n');
                             let _ = tx.send(reply).await;
                         }
@@ -352,21 +353,8 @@ struct StdioEvents {
     /// Set by `subscribe`: the connection holds its answer until the new stream has queued the
     /// events published before it.
     subscribed: AtomicBool,
-    /// The sequence number of the newest event the current stream has queued for the writer
-    /// (each stream has its own channel, closed when the stream ends).
-    forwarded: std::sync::Mutex<watch::Receiver<i64>>,
-}
-
-/// How long a reply waits for the events published before it to be queued ahead of it.
-const REPLY_AFTER_EVENTS: std::time::Duration = std::time::Duration::from_secs(1);
-
-impl StdioEvents {
-    /// Waits until the stream has queued every event up to `seq` (not at all when it has ended,
-    /// at most [`REPLY_AFTER_EVENTS`] when it is stuck).
-    async fn forwarded_through(&self, seq: i64) {
-        let mut forwarded = self.forwarded.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let _ = tokio::time::timeout(REPLY_AFTER_EVENTS, forwarded.wait_for(|&at| at >= seq)).await;
-    }
+    /// How far the current stream has queued events for the writer.
+    forwarded: Forwarded,
 }
 
 impl EventSession for StdioEvents {
@@ -375,8 +363,7 @@ impl EventSession for StdioEvents {
         let tx = self.tx.clone();
         let mut drain = self.drain_to.subscribe();
         // The new stream starts where the subscription does (a replay goes back).
-        let (forwarded, position) = watch::channel(sub.position());
-        *self.forwarded.lock().unwrap_or_else(|p| p.into_inner()) = position;
+        let forwarded = self.forwarded.restart(sub.position());
         let task = tokio::spawn(async move {
             loop {
                 if drain.borrow_and_update().is_some_and(|to| sub.position() >= to) {

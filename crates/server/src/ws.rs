@@ -22,12 +22,13 @@ use axum::response::Response;
 use axum::routing::get;
 use futures_util::{SinkExt, StreamExt};
 use openagents_protocol::{ApprovalReply, SERVER_MAX_IN_FLIGHT, SERVER_MAX_LINE_BYTES};
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Caller;
 use crate::engine::{EventSession, RpcEngine};
+use crate::events::Forwarded;
 use crate::jsonrpc::{Reply, Waits};
 use crate::listener::{Access, ConnectionSlot, reject, stamp_schema};
 use crate::projection;
@@ -149,24 +150,8 @@ struct WsEvents {
     /// Set by `subscribe`: the connection holds its answer until the new stream has queued the
     /// events published before it.
     subscribed: AtomicBool,
-    /// The sequence number of the newest event the current stream has queued for the writer
-    /// (each stream has its own channel, closed when the stream ends; before the first
-    /// `subscribe`, one already closed).
-    forwarded: Mutex<watch::Receiver<i64>>,
-}
-
-/// How long an answer waits for the events published before it to be queued ahead of it (as
-/// long as stdio's answers wait).
-const REPLY_AFTER_EVENTS: Duration = Duration::from_secs(1);
-
-impl WsEvents {
-    /// Waits until the stream has queued every event up to `seq`: not at all when the
-    /// connection has no stream (never subscribed, or the stream ended), at most
-    /// [`REPLY_AFTER_EVENTS`] when it is stuck.
-    async fn forwarded_through(&self, seq: i64) {
-        let mut forwarded = self.forwarded.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let _ = tokio::time::timeout(REPLY_AFTER_EVENTS, forwarded.wait_for(|&at| at >= seq)).await;
-    }
+    /// How far the current stream has queued events for the writer.
+    forwarded: Forwarded,
 }
 
 impl EventSession for WsEvents {
@@ -175,8 +160,7 @@ impl EventSession for WsEvents {
         let (tx, stuck) = (self.tx.clone(), self.stuck.clone());
         let patience = self.patience;
         // The new stream starts where the subscription does (a replay goes back).
-        let (forwarded, position) = watch::channel(sub.position());
-        *self.forwarded.lock().unwrap_or_else(|p| p.into_inner()) = position;
+        let forwarded = self.forwarded.restart(sub.position());
         let task = tokio::spawn(async move {
             // Waiting here for room never stalls the agent: the hub's broadcast is bounded, so a
             // subscription that falls behind is handed `lagged` (or, replaying, `gap`) by the hub
@@ -280,7 +264,7 @@ async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller, option
         stuck: stuck.clone(),
         task: Mutex::new(None),
         subscribed: AtomicBool::new(false),
-        forwarded: Mutex::new(watch::channel(0).1),
+        forwarded: Forwarded::new(),
     });
     let conn = engine.bridge().attach_caller(&caller, tx.clone());
     let mut ping = tokio::time::interval(WS_PING_INTERVAL);
@@ -364,7 +348,7 @@ async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller, option
                         if session.subscribed.swap(false, Ordering::Relaxed) {
                             // A `subscribe` answered: what it replays goes out before its answer,
                             // as every event published before an answer does.
-                            session.forwarded_through(engine.status().last_seq).await;
+                            session.forwarded.through(engine.status().last_seq).await;
                         }
                         if let Some(reply) = reply
                             && !queue(&tx, reply, patience).await
@@ -380,7 +364,7 @@ async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller, option
                             let Some(reply) = engine.handle_message(&caller, text.as_str().as_bytes(), Some(&*session)).await else { return };
                             // What the request published (a turn's events, `shutting_down`) goes
                             // out before its answer.
-                            session.forwarded_through(engine.status().last_seq).await;
+                            session.forwarded.through(engine.status().last_seq).await;
                             if !queue(&tx, reply, patience).await {
                                 stuck.cancel();
                             }
