@@ -11,7 +11,8 @@ use crate::model::*;
 use crate::naming::{self, Names, pascal};
 use crate::pattern;
 
-/// Every keyword the generator understands. Anything else is refused.
+/// Every keyword the generator understands. Anything else is refused, except other `x-…`
+/// keywords (see [`is_foreign_extension`]), which are ignored.
 pub const SUPPORTED_KEYWORDS: &[&str] = &[
     "$schema",
     "$id",
@@ -49,7 +50,23 @@ pub const SUPPORTED_KEYWORDS: &[&str] = &[
 /// Marks the pseudo-location of the object rules of a schema that allows other types too.
 const OBJECT_PART: &str = "\u{0}object";
 
+/// Keywords that never change what a schema accepts, so they may stand beside `$ref` or a `oneOf`.
 const ANNOTATIONS: &[&str] = &["$comment", "title", "description", "default", "$defs", "$schema", "$id", "x-constants", "x-openrpc"];
+
+/// Whether `key` is an `x-…` keyword other than the generator's own (those in
+/// [`SUPPORTED_KEYWORDS`]): another tool's annotation, such as ACP's `x-method`, `x-side` or
+/// `x-deserialize-default-on-error`. JSON Schema ignores keywords it does not know, so the
+/// lowering ignores these wherever they appear: they are neither refused nor kept in the model.
+/// Our own extensions keep their meaning and their checks; a misspelling of one of them (such as
+/// `x-extensibel`) is, like any other tool's keyword, ignored.
+pub fn is_foreign_extension(key: &str) -> bool {
+    key.starts_with("x-") && !SUPPORTED_KEYWORDS.contains(&key)
+}
+
+/// Whether `key` is an annotation: one of [`ANNOTATIONS`] or a foreign `x-…` keyword.
+fn is_annotation(key: &str) -> bool {
+    ANNOTATIONS.contains(&key) || is_foreign_extension(key)
+}
 
 /// Lowers every document into one type space.
 ///
@@ -131,7 +148,7 @@ fn scan_schema(file: &str, pointer: &str, schema: &Value, out: &mut Vec<SchemaEr
 fn keyword_refusals(file: &str, pointer: &str, map: &Map<String, Value>, is_root: bool) -> Vec<SchemaError> {
     let mut out = Vec::new();
     for key in map.keys() {
-        if !SUPPORTED_KEYWORDS.contains(&key.as_str()) {
+        if !SUPPORTED_KEYWORDS.contains(&key.as_str()) && !is_foreign_extension(key) {
             out.push(err(file, pointer, key, format!("`{key}` is outside the supported subset of JSON Schema ({})", SUPPORTED_KEYWORDS.join(", "))));
         } else if !is_root && matches!(key.as_str(), "$schema" | "$id" | "x-constants" | "x-openrpc") {
             out.push(err(file, pointer, key, format!("`{key}` is only supported at the root of a schema file")));
@@ -649,7 +666,7 @@ impl<'a> Lowerer<'a> {
         let bad = |m: &str| err(file, pointer, "oneOf", m.to_owned());
         let Some(Value::Array(branches)) = map.get("oneOf") else { return Err(bad("must be an array of schemas")) };
         for k in map.keys() {
-            if !matches!(k.as_str(), "oneOf" | "x-extensible" | "type") && !ANNOTATIONS.contains(&k.as_str()) {
+            if !matches!(k.as_str(), "oneOf" | "x-extensible" | "type") && !is_annotation(k) {
                 return Err(err(file, pointer, k, format!("`{k}` beside a tagged `oneOf` is not supported; put it in each branch")));
             }
         }
@@ -769,7 +786,7 @@ impl<'a> Lowerer<'a> {
         let default = map.get("default").cloned();
         if let Some(r) = map.get("$ref") {
             let r = r.as_str().ok_or_else(|| err(file, pointer, "$ref", "must be a string"))?;
-            if let Some(k) = map.keys().find(|k| *k != "$ref" && !ANNOTATIONS.contains(&k.as_str())) {
+            if let Some(k) = map.keys().find(|k| *k != "$ref" && !is_annotation(k)) {
                 return Err(err(file, pointer, k, format!("`{k}` beside `$ref` is not supported; put it in the referenced schema")));
             }
             let (f, p) = self.docs.resolve_ref(file, r).map_err(|m| err(file, pointer, "$ref", m))?;
@@ -794,7 +811,7 @@ impl<'a> Lowerer<'a> {
                 let Some(Value::Array(b)) = map.get("oneOf") else { unreachable!("checked by is_nullable_one_of") };
                 let idx = if is_null_schema(&b[0]) { 1 } else { 0 };
                 for k in map.keys() {
-                    if k != "oneOf" && !ANNOTATIONS.contains(&k.as_str()) {
+                    if k != "oneOf" && !is_annotation(k) {
                         return Err(err(file, pointer, k, format!("`{k}` beside a nullable `oneOf` is not supported")));
                     }
                 }
@@ -918,7 +935,7 @@ impl<'a> Lowerer<'a> {
 }
 
 fn is_null_schema(s: &Value) -> bool {
-    s.as_object().is_some_and(|m| m.get("type").is_some_and(|t| t == "null") && m.keys().all(|k| k == "type" || k == "description"))
+    s.as_object().is_some_and(|m| m.get("type").is_some_and(|t| t == "null") && m.keys().all(|k| k == "type" || k == "description" || is_foreign_extension(k)))
 }
 
 /// A node that accepts every value.
@@ -992,6 +1009,43 @@ mod tests {
             [("case.json", "/$defs/A", "format"), ("case.json", "/$defs/B", "anyOf"), ("case.json", "/$defs/C", "oneOf"), ("case.json", "/$defs/B/anyOf/0", "format")]
         );
         assert_eq!(lower(&Documents::from_texts([("case.json", text)]).expect("JSON")).expect_err("refused"), *r.first());
+    }
+
+    /// Removes every foreign `x-…` keyword, at any depth.
+    fn without_foreign_extensions(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(m.iter().filter(|(k, _)| !is_foreign_extension(k)).map(|(k, v)| (k.clone(), without_foreign_extensions(v))).collect()),
+            Value::Array(a) => Value::Array(a.iter().map(without_foreign_extensions).collect()),
+            v => v.clone(),
+        }
+    }
+
+    #[test]
+    fn foreign_x_keywords_are_ignored_everywhere() {
+        // ACP's own annotations at the root, on a property, beside `$ref`, beside a tagged and a
+        // nullable `oneOf`, on a union branch and on the null branch: the model is the one of the
+        // same schema without them (before, each was refused as outside the subset).
+        let text = r##"{"title": "Req", "x-side": "agent", "x-docs-ignore": true,
+            "oneOf": [{"type": "object", "x-method": "go", "required": ["method", "params"], "additionalProperties": false,
+                "properties": {"method": {"const": "go"}, "params": {"$ref": "#/$defs/P", "x-deserialize-default-on-error": true}},
+                "x-result": {"oneOf": [{"type": "string", "x-side": "client"}, {"type": "null", "x-docs-ignore": true}], "x-deserialize-default-on-null": true}}],
+            "$defs": {"P": {"type": "object", "properties": {"n": {"type": "integer", "x-deserialize-skip-invalid-items": true}}, "x-extensibel": true}}}"##;
+        let with = lower_text(text).expect("foreign x- keywords are ignored");
+        let bare = without_foreign_extensions(&serde_json::from_str(text).expect("JSON")).to_string();
+        assert_ne!(bare, text, "the fixture holds foreign keywords");
+        assert_eq!(format!("{with:?}"), format!("{:?}", lower_text(&bare).expect("lowers")));
+    }
+
+    #[test]
+    fn our_own_x_keywords_keep_their_checks() {
+        for (text, keyword) in [
+            (r##"{"type": "string", "x-echoed": "yes"}"##, "x-echoed"),
+            (r##"{"type": "integer", "x-extensible": true}"##, "x-extensible"),
+            (r##"{"type": "object", "properties": {"a": {"type": "string", "x-constants": {}}}}"##, "x-constants"),
+            (r##"{"type": "object", "properties": {"a": {"type": "null", "x-result": {}}}}"##, "x-result"),
+        ] {
+            assert_eq!(lower_text(text).expect_err(text).keyword, keyword, "{text}");
+        }
     }
 
     #[test]
