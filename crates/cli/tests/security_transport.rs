@@ -12,27 +12,17 @@ use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
-use security_common::{BOUND, Setup};
+use security_common::{ADMIN, BOUND, OBSERVER, Setup};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-const OBSERVER: &str = "0b5e77e40b5e77e40b5e77e40b5e77e40b5e77e40b5e77e40b5e77e40b5e77e4";
-const ADMIN: &str = "ad31a0d1ad31a0d1ad31a0d1ad31a0d1ad31a0d1ad31a0d1ad31a0d1ad31a0d1";
 /// The most the server's resident memory may grow while one connection floods it: replies
 /// waiting for a frontend are bounded by its outbound queue and SERVER_MAX_IN_FLIGHT.
 const FLOOD_RSS_BOUND_KB: u64 = 96 * 1024;
 
 fn setup(name: &str) -> (Setup, security_common::Server, SocketAddr) {
-    let s = Setup::new(name, "");
-    let creds = s.file(
-        "credentials.toml",
-        &format!("[credentials.watcher]\ntoken = \"{OBSERVER}\"\nrole = \"observer\"\n\n[credentials.root]\ntoken = \"{ADMIN}\"\nrole = \"admin\"\n"),
-        0o600,
-    );
-    let server = s.serve(&["--credentials", &creds.display().to_string()]).unwrap_or_else(|(code, err)| panic!("serve did not start ({code:?}): {err}"));
-    let addr: SocketAddr = server.url.trim_start_matches("http://").trim_end_matches('/').parse().expect("a socket address");
-    (s, server, addr)
+    security_common::serve_observer_and_admin(name)
 }
 
 /// The resident memory of `pid`, in KiB.

@@ -588,50 +588,53 @@ pub struct Skip;
 
 impl<'de> Deserialize<'de> for Skip {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Skip;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Skip, E> {
-                Ok(Skip)
-            }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Skip, E> {
-                Ok(Skip)
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Skip, E> {
-                Ok(Skip)
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Skip, E> {
-                Ok(Skip)
-            }
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<Skip, E> {
-                Ok(Skip)
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Skip, E> {
-                Ok(Skip)
-            }
-            fn visit_none<E: de::Error>(self) -> Result<Skip, E> {
-                Ok(Skip)
-            }
-            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Skip, D::Error> {
-                Skip::deserialize(d)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skip, A::Error> {
-                while seq.next_element::<Skip>()?.is_some() {}
-                Ok(Skip)
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
-                let mut seen = Seen::default();
-                while let Some(k) = map.next_key::<Key<'de>>()? {
-                    seen.note::<A::Error>(k)?;
-                    map.next_value::<Skip>()?;
-                }
-                Ok(Skip)
-            }
+        d.deserialize_any(SkipVisitor)
+    }
+}
+
+/// [`Skip`]'s walk, also what a tagged union reads past a tag that is not a string.
+struct SkipVisitor;
+
+impl<'de> Visitor<'de> for SkipVisitor {
+    type Value = Skip;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Skip, D::Error> {
+        Skip::deserialize(d)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skip, A::Error> {
+        while seq.next_element::<Skip>()?.is_some() {}
+        Ok(Skip)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
+        let mut seen = Seen::default();
+        while let Some(k) = map.next_key::<Key<'de>>()? {
+            seen.note::<A::Error>(k)?;
+            map.next_value::<Skip>()?;
         }
-        d.deserialize_any(V)
+        Ok(Skip)
     }
 }
 
@@ -842,7 +845,7 @@ pub fn after_rest<'de, A: MapAccess<'de>>(map: &mut A, err: A::Error) -> A::Erro
     loop {
         match map.next_key::<Key<'de>>() {
             Ok(Some(_)) => {
-                if let Err(e) = map.next_value_seed(Skim) {
+                if let Err(e) = map.next_value::<Skip>() {
                     return e;
                 }
             }
@@ -855,8 +858,8 @@ pub fn after_rest<'de, A: MapAccess<'de>>(map: &mut A, err: A::Error) -> A::Erro
 /// [`after_rest`] for an error found at a key whose value is still to be read.
 #[cold]
 pub fn after_value<'de, A: MapAccess<'de>>(map: &mut A, err: A::Error) -> A::Error {
-    match map.next_value_seed(Skim) {
-        Ok(()) => after_rest(map, err),
+    match map.next_value::<Skip>() {
+        Ok(_) => after_rest(map, err),
         Err(e) => e,
     }
 }
@@ -904,10 +907,10 @@ pub fn next_tag<'de, A: MapAccess<'de>>(map: &mut A, expecting: &'static str) ->
             d.deserialize_any(self)
         }
         fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-            SkimVisitor.visit_seq(seq).map(|()| None)
+            SkipVisitor.visit_seq(seq).map(|_| None)
         }
         fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-            SkimVisitor.visit_map(map).map(|()| None)
+            SkipVisitor.visit_map(map).map(|_| None)
         }
     }
     struct Seed;
@@ -1020,64 +1023,6 @@ fn without_position(e: &serde_json::Error) -> String {
     what.split(" at line ").next().unwrap_or(&what).to_owned()
 }
 
-/// Reads one JSON value exactly — its syntax, and no key twice in any object — and builds
-/// nothing but, for each object while it is read, the set of its keys (borrowed from the input
-/// where they have no escapes). What a decoder reads past a value it has already refused, and
-/// [`skim_exact`]'s walk.
-struct Skim;
-
-impl<'de> DeserializeSeed<'de> for Skim {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(SkimVisitor)
-    }
-}
-
-struct SkimVisitor;
-
-impl<'de> Visitor<'de> for SkimVisitor {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_none<E: de::Error>(self) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(SkimVisitor)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element_seed(Skim)?.is_some() {}
-        Ok(())
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut keys = Seen::default();
-        while let Some(k) = map.next_key::<Key<'de>>()? {
-            keys.note::<A::Error>(k)?;
-            map.next_value_seed(Skim)?;
-        }
-        Ok(())
-    }
-}
-
 /// Checks that `input` is one JSON document as the exact decoders read it (valid UTF-8 and
 /// syntax, nesting within the parser's limit, no key twice at any depth) without building it:
 /// what it holds costs no memory beyond each object's set of keys while it is read.
@@ -1090,7 +1035,7 @@ pub fn skim_exact(input: &[u8]) -> Result<(), DocumentError> {
         return Err(DocumentError::NotJson(format!("invalid UTF-8 at byte offset {}", e.valid_up_to())));
     }
     let mut de = serde_json::Deserializer::from_slice(input);
-    match Skim.deserialize(&mut de).and_then(|()| de.end()) {
+    match Skip::deserialize(&mut de).and_then(|_| de.end()) {
         Ok(()) => Ok(()),
         Err(e) if e.is_data() => Err(DocumentError::Invalid(vec![Violation {
             pointer: String::new(),
@@ -1101,7 +1046,7 @@ pub fn skim_exact(input: &[u8]) -> Result<(), DocumentError> {
     }
 }
 
-/// Reads one JSON value exactly (as [`Skim`]) and writes it as compact JSON text.
+/// Reads one JSON value exactly (as [`Skip`]) and writes it as compact JSON text.
 struct Transcode<'a>(&'a mut Vec<u8>);
 
 impl<'de> DeserializeSeed<'de> for Transcode<'_> {

@@ -141,6 +141,26 @@ impl Drop for Setup {
     }
 }
 
+/// The token of the `watcher` credential (an observer) of [`serve_observer_and_admin`].
+pub const OBSERVER: &str = "0b5e77e40b5e77e40b5e77e40b5e77e40b5e77e40b5e77e40b5e77e40b5e77e4";
+/// The token of the `root` credential (an admin) of [`serve_observer_and_admin`].
+pub const ADMIN: &str = "ad31a0d1ad31a0d1ad31a0d1ad31a0d1ad31a0d1ad31a0d1ad31a0d1ad31a0d1";
+
+/// A setup named `name` serving HTTP (the echo runner) to two credentials, `watcher` (an
+/// observer, [`OBSERVER`]) and `root` (an admin, [`ADMIN`]): the setup, the server and its
+/// address.
+pub fn serve_observer_and_admin(name: &str) -> (Setup, Server, SocketAddr) {
+    let s = Setup::new(name, "");
+    let creds = s.file(
+        "credentials.toml",
+        &format!("[credentials.watcher]\ntoken = \"{OBSERVER}\"\nrole = \"observer\"\n\n[credentials.root]\ntoken = \"{ADMIN}\"\nrole = \"admin\"\n"),
+        0o600,
+    );
+    let server = s.serve(&["--credentials", &creds.display().to_string()]).unwrap_or_else(|(code, err)| panic!("serve did not start ({code:?}): {err}"));
+    let addr: SocketAddr = server.url.trim_start_matches("http://").trim_end_matches('/').parse().expect("a socket address");
+    (s, server, addr)
+}
+
 /// A running `openagents serve --http`, killed on drop.
 pub struct Server {
     /// The process.
