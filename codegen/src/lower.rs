@@ -39,6 +39,7 @@ pub const SUPPORTED_KEYWORDS: &[&str] = &[
     "items",
     "minItems",
     "maxItems",
+    "format",
     "x-constants",
     "x-extensible",
     "x-enum",
@@ -66,6 +67,51 @@ pub fn is_foreign_extension(key: &str) -> bool {
 /// Whether `key` is an annotation: one of [`ANNOTATIONS`] or a foreign `x-…` keyword.
 fn is_annotation(key: &str) -> bool {
     ANNOTATIONS.contains(&key) || is_foreign_extension(key)
+}
+
+/// Whether `key` in `map` changes nothing about what `map` accepts wherever it stands: an
+/// annotation, or a `format` other than one of [`INTEGER_FORMATS`] (which may bound an integer).
+fn is_annotation_in(key: &str, map: &Map<String, Value>) -> bool {
+    is_annotation(key) || (key == "format" && integer_format(map).is_none())
+}
+
+/// The smallest `f64` above -2^63 (that is -2^63 + 1024). Bounds are compared as `f64` (see
+/// [`NumberRules`]), and every integer from -2^63 - 1024 to -2^63 rounds to -2^63 as an `f64`,
+/// so `i64::MIN` itself as a bound would let integers below -2^63 through; this one refuses every
+/// such integer, at the price of refusing the 513 lowest `i64`s too.
+pub const I64_SAFE_MIN: f64 = -9_223_372_036_854_774_784.0;
+
+/// The largest `f64` below 2^63 (that is 2^63 - 1024): `i64::MAX` as an `f64` rounds up to
+/// 2^63, so as a bound it would let 2^63 and above through; this one refuses every integer the
+/// model's `i64` cannot hold, at the price of refusing the 512 highest `i64`s too.
+pub const I64_SAFE_MAX: f64 = 9_223_372_036_854_774_784.0;
+
+/// The integer `format`s schemars writes (for `i8` … `u64`, `isize` as `int`, `usize` as `uint`)
+/// with the range each implies on an `integer` schema, as `(format, minimum, maximum)`.
+///
+/// Every range up to 32 bits is exact. The model's integer is an `i64` (the Rust types decode
+/// it so) and bounds are compared as `f64`, so the 64-bit ones are [`I64_SAFE_MIN`] and
+/// [`I64_SAFE_MAX`]: an `int64` refuses its 513 lowest and 512 highest values, and a `uint64`
+/// (and `uint`) refuses every value above [`I64_SAFE_MAX`], which the schema allows but the model
+/// cannot hold. Neither ever accepts a value the format excludes.
+pub const INTEGER_FORMATS: &[(&str, f64, f64)] = &[
+    ("int8", i8::MIN as f64, i8::MAX as f64),
+    ("int16", i16::MIN as f64, i16::MAX as f64),
+    ("int32", i32::MIN as f64, i32::MAX as f64),
+    ("int64", I64_SAFE_MIN, I64_SAFE_MAX),
+    ("int", I64_SAFE_MIN, I64_SAFE_MAX),
+    ("uint8", 0.0, u8::MAX as f64),
+    ("uint16", 0.0, u16::MAX as f64),
+    ("uint32", 0.0, u32::MAX as f64),
+    ("uint64", 0.0, I64_SAFE_MAX),
+    ("uint", 0.0, I64_SAFE_MAX),
+];
+
+/// The range `map`'s `format` implies, when it is one of [`INTEGER_FORMATS`]. Whether it
+/// applies (only on a schema whose one non-null type is `integer`) is the caller's question.
+fn integer_format(map: &Map<String, Value>) -> Option<(f64, f64)> {
+    let f = map.get("format")?.as_str()?;
+    INTEGER_FORMATS.iter().find(|(name, _, _)| *name == f).map(|&(_, min, max)| (min, max))
 }
 
 /// Lowers every document into one type space.
@@ -153,6 +199,9 @@ fn keyword_refusals(file: &str, pointer: &str, map: &Map<String, Value>, is_root
         } else if !is_root && matches!(key.as_str(), "$schema" | "$id" | "x-constants" | "x-openrpc") {
             out.push(err(file, pointer, key, format!("`{key}` is only supported at the root of a schema file")));
         }
+    }
+    if map.get("format").is_some_and(|f| !f.is_string()) {
+        out.push(err(file, pointer, "format", "must be a string"));
     }
     if let Some(s) = map.get("$schema")
         && s.as_str() != Some(DIALECT)
@@ -666,7 +715,7 @@ impl<'a> Lowerer<'a> {
         let bad = |m: &str| err(file, pointer, "oneOf", m.to_owned());
         let Some(Value::Array(branches)) = map.get("oneOf") else { return Err(bad("must be an array of schemas")) };
         for k in map.keys() {
-            if !matches!(k.as_str(), "oneOf" | "x-extensible" | "type") && !is_annotation(k) {
+            if !matches!(k.as_str(), "oneOf" | "x-extensible" | "type" | "format") && !is_annotation(k) {
                 return Err(err(file, pointer, k, format!("`{k}` beside a tagged `oneOf` is not supported; put it in each branch")));
             }
         }
@@ -786,7 +835,7 @@ impl<'a> Lowerer<'a> {
         let default = map.get("default").cloned();
         if let Some(r) = map.get("$ref") {
             let r = r.as_str().ok_or_else(|| err(file, pointer, "$ref", "must be a string"))?;
-            if let Some(k) = map.keys().find(|k| *k != "$ref" && !is_annotation(k)) {
+            if let Some(k) = map.keys().find(|k| *k != "$ref" && !is_annotation_in(k, map)) {
                 return Err(err(file, pointer, k, format!("`{k}` beside `$ref` is not supported; put it in the referenced schema")));
             }
             let (f, p) = self.docs.resolve_ref(file, r).map_err(|m| err(file, pointer, "$ref", m))?;
@@ -811,7 +860,7 @@ impl<'a> Lowerer<'a> {
                 let Some(Value::Array(b)) = map.get("oneOf") else { unreachable!("checked by is_nullable_one_of") };
                 let idx = if is_null_schema(&b[0]) { 1 } else { 0 };
                 for k in map.keys() {
-                    if k != "oneOf" && !is_annotation(k) {
+                    if k != "oneOf" && !is_annotation_in(k, map) {
                         return Err(err(file, pointer, k, format!("`{k}` beside a nullable `oneOf` is not supported")));
                     }
                 }
@@ -847,9 +896,20 @@ impl<'a> Lowerer<'a> {
             Some(_) => return Err(err(file, pointer, "x-echoed", "must be `true` or `false`")),
         };
         node.string = self.string_rules(file, pointer, map)?;
+        let minimum = map.get("minimum").map(|v| number(file, pointer, "minimum", v)).transpose()?;
+        let maximum = map.get("maximum").map(|v| number(file, pointer, "maximum", v)).transpose()?;
+        // `format` is an annotation, except that an integer format on an integer schema (what
+        // schemars writes for `u16` and the like) implies its range; the tighter bound wins.
+        let range = if types.without_null() == Types::INTEGER { integer_format(map) } else { None };
         node.number = NumberRules {
-            minimum: map.get("minimum").map(|v| number(file, pointer, "minimum", v)).transpose()?,
-            maximum: map.get("maximum").map(|v| number(file, pointer, "maximum", v)).transpose()?,
+            minimum: match (minimum, range) {
+                (Some(m), Some((low, _))) => Some(m.max(low)),
+                (m, r) => m.or(r.map(|(low, _)| low)),
+            },
+            maximum: match (maximum, range) {
+                (Some(m), Some((_, high))) => Some(m.min(high)),
+                (m, r) => m.or(r.map(|(_, high)| high)),
+            },
             exclusive_minimum: map.get("exclusiveMinimum").map(|v| number(file, pointer, "exclusiveMinimum", v)).transpose()?,
             exclusive_maximum: map.get("exclusiveMaximum").map(|v| number(file, pointer, "exclusiveMaximum", v)).transpose()?,
         };
@@ -998,15 +1058,15 @@ mod tests {
         // A refused type does not hide the next one's refusals, and what sits under a refused
         // keyword (`anyOf`'s branch) is reported too; the lowering's own refusals come with them.
         let text = r##"{"$defs": {
-            "A": {"type": "string", "format": "email"},
-            "B": {"anyOf": [{"type": "string", "format": "uri"}]},
+            "A": {"type": "string", "uniqueItems": true},
+            "B": {"anyOf": [{"type": "string", "uniqueItems": true}]},
             "C": {"oneOf": [{"type": "string"}, {"type": "integer"}]},
             "D": {"type": "string", "maxLength": 3}}}"##;
         let r = lower_all(&Documents::from_texts([("case.json", text)]).expect("JSON")).expect_err("refused");
         let got: Vec<(&str, &str, &str)> = r.iter().map(|e| (e.file.as_str(), e.pointer.as_str(), e.keyword.as_str())).collect();
         assert_eq!(
             got,
-            [("case.json", "/$defs/A", "format"), ("case.json", "/$defs/B", "anyOf"), ("case.json", "/$defs/C", "oneOf"), ("case.json", "/$defs/B/anyOf/0", "format")]
+            [("case.json", "/$defs/A", "uniqueItems"), ("case.json", "/$defs/B", "anyOf"), ("case.json", "/$defs/C", "oneOf"), ("case.json", "/$defs/B/anyOf/0", "uniqueItems")]
         );
         assert_eq!(lower(&Documents::from_texts([("case.json", text)]).expect("JSON")).expect_err("refused"), *r.first());
     }
@@ -1046,6 +1106,81 @@ mod tests {
         ] {
             assert_eq!(lower_text(text).expect_err(text).keyword, keyword, "{text}");
         }
+    }
+
+    /// The number rules of a one-file schema's root, a type alias.
+    fn root_bounds(text: &str) -> (Option<f64>, Option<f64>) {
+        let space = lower_text(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        match space.types.values().find(|t| t.origin.pointer.is_empty()).map(|t| &t.kind) {
+            Some(TypeKind::Alias(node)) => (node.number.minimum, node.number.maximum),
+            other => panic!("{text}: the root is not an alias: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn integer_formats_imply_their_range_and_the_tighter_bound_wins() {
+        let none = (None, None);
+        for (text, expected) in [
+            (r#"{"type": "integer", "format": "uint16"}"#, (Some(0.0), Some(65535.0))),
+            (r#"{"type": "integer", "format": "int8"}"#, (Some(-128.0), Some(127.0))),
+            (r#"{"type": "integer", "format": "int32"}"#, (Some(-2147483648.0), Some(2147483647.0))),
+            (r#"{"type": "integer", "format": "uint32", "minimum": 0}"#, (Some(0.0), Some(4294967295.0))),
+            (r#"{"type": "integer", "format": "int64"}"#, (Some(I64_SAFE_MIN), Some(I64_SAFE_MAX))),
+            (r#"{"type": "integer", "format": "uint64", "minimum": 0}"#, (Some(0.0), Some(I64_SAFE_MAX))),
+            (r#"{"type": "integer", "format": "uint"}"#, (Some(0.0), Some(I64_SAFE_MAX))),
+            (r#"{"type": ["integer", "null"], "format": "uint8"}"#, (Some(0.0), Some(255.0))),
+            // Explicit bounds: the tighter wins, on either side.
+            (r#"{"type": "integer", "format": "uint8", "maximum": 100}"#, (Some(0.0), Some(100.0))),
+            (r#"{"type": "integer", "format": "uint8", "maximum": 1000, "minimum": -5}"#, (Some(0.0), Some(255.0))),
+            (r#"{"type": "integer", "format": "int8", "minimum": -5}"#, (Some(-5.0), Some(127.0))),
+            // Annotations only: float formats, unknown formats, integer formats off an integer schema.
+            (r#"{"type": "integer", "format": "float"}"#, none),
+            (r#"{"type": "number", "format": "double"}"#, none),
+            (r#"{"type": "integer", "format": "int128"}"#, none),
+            (r#"{"type": "number", "format": "uint16"}"#, none),
+            (r#"{"type": ["integer", "string"], "format": "uint16"}"#, none),
+            (r#"{"type": "string", "format": "uint16"}"#, none),
+            (r#"{"type": "string", "format": "date-time"}"#, none),
+            (r#"{"format": "uri"}"#, none),
+        ] {
+            assert_eq!(root_bounds(text), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn string_formats_are_annotations_wherever_they_stand() {
+        let text = r##"{"type": "object", "format": "x-anything", "properties": {
+            "u": {"$ref": "#/$defs/U", "format": "uri"},
+            "n": {"oneOf": [{"type": "string"}, {"type": "null"}], "format": "date-time"},
+            "e": {"type": "string", "enum": ["a"], "format": "email"}},
+            "$defs": {"U": {"type": "string", "format": "uri", "minLength": 1}}}"##;
+        let with = lower_text(text).expect("formats are annotations");
+        let bare = text.replace(r#""format": "x-anything", "#, "").replace(r#", "format": "uri""#, "").replace(r#", "format": "date-time""#, "").replace(r#", "format": "email""#, "");
+        assert!(!bare.contains("format"), "{bare}");
+        assert_eq!(format!("{with:?}"), format!("{:?}", lower_text(&bare).expect("lowers")));
+    }
+
+    #[test]
+    fn a_format_that_could_bound_or_is_no_string_is_refused() {
+        for (text, pointer) in [
+            // An integer format beside `$ref` or a nullable `oneOf` would bound what it points at.
+            (r##"{"type": "object", "properties": {"a": {"$ref": "#/$defs/I", "format": "uint8"}}, "$defs": {"I": {"type": "integer"}}}"##, "/properties/a"),
+            (r#"{"type": "object", "properties": {"a": {"oneOf": [{"type": "integer"}, {"type": "null"}], "format": "uint8"}}}"#, "/properties/a"),
+            (r#"{"type": "integer", "format": 16}"#, ""),
+        ] {
+            let e = lower_text(text).expect_err(text);
+            assert_eq!((e.pointer.as_str(), e.keyword.as_str()), (pointer, "format"), "{text}");
+        }
+    }
+
+    #[test]
+    fn the_64_bit_bounds_are_the_nearest_f64s_inside_the_i64_range() {
+        let two_63 = 2f64.powi(63);
+        assert!(I64_SAFE_MAX < two_63 && f64::from_bits(I64_SAFE_MAX.to_bits() + 1) == two_63);
+        assert!(I64_SAFE_MIN > -two_63 && f64::from_bits(I64_SAFE_MIN.to_bits() + 1) == -two_63);
+        // i64::MAX rounds up to 2^63 as an f64, which is why it cannot be the bound.
+        assert_eq!(i64::MAX as f64, two_63);
+        assert!(I64_SAFE_MAX as i64 > i64::MAX - 1024 && I64_SAFE_MIN as i64 <= i64::MIN + 1024);
     }
 
     #[test]

@@ -34,7 +34,9 @@ fn rust_for_each_fixture() {
 /// Each case: a schema outside the subset (or broken), and the error it must get.
 const REFUSED: &[(&str, &str)] = &[
     ("unsupported keyword", r#"{"type": "object", "patternProperties": {"^x": {}}}"#),
-    ("nested unsupported keyword", r#"{"type": "object", "properties": {"a": {"type": "string", "format": "email"}}}"#),
+    ("nested unsupported keyword", r#"{"type": "object", "properties": {"a": {"type": "string", "uniqueItems": true}}}"#),
+    ("integer format beside a reference", r##"{"$defs": {"I": {"type": "integer"}}, "properties": {"a": {"$ref": "#/$defs/I", "format": "uint16"}}, "type": "object"}"##),
+    ("format that is not a string", r#"{"type": "integer", "format": 16}"#),
     ("remote reference", r#"{"$ref": "https://example.com/schema.json"}"#),
     ("anchor reference", r##"{"$ref": "#foo"}"##),
     ("dangling reference", r##"{"$ref": "#/$defs/Missing"}"##),

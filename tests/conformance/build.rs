@@ -17,7 +17,7 @@ use serde_json::Value;
 const RUNTIME: &str = "::openagents_protocol::rt";
 
 /// The suite's optional files this crate runs besides every file of `draft2020-12/`.
-const OPTIONAL: &[&str] = &["optional/ecmascript-regex.json", "optional/non-bmp-regex.json"];
+const OPTIONAL: &[&str] = &["optional/ecmascript-regex.json", "optional/non-bmp-regex.json", "optional/format/unknown.json"];
 
 /// Patterns the differential test checks against `regress`; each must compile to a simple
 /// (loop) matcher, which the build checks.
