@@ -371,14 +371,14 @@ impl Emitter<'_> {
             pub struct #id { #(#decls)* #extra_decl }
 
             impl #rt::Wire for #id {
-                fn decode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                fn decode<'de, __D: serde::Deserializer<'de>>(d: __D) -> Result<Self, __D::Error> {
                     const FIELDS: &[&str] = &[#(#names),*];
-                    struct V;
-                    impl<'de> serde::de::Visitor<'de> for V {
+                    struct __V;
+                    impl<'de> serde::de::Visitor<'de> for __V {
                         type Value = #id;
                         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str(#expecting) }
                         #[allow(unused_mut)]
-                        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<#id, A::Error> {
+                        fn visit_map<__A: serde::de::MapAccess<'de>>(self, mut map: __A) -> Result<#id, __A::Error> {
                             #(let mut #locals: Option<#decode_tys> = None;)*
                             #extra_init
                             while let Some(#key_binding) = map.next_key::<#rt::Key<'de>>()? {
@@ -394,12 +394,12 @@ impl Emitter<'_> {
                             Ok(#id { #(#finals,)* #extra_final })
                         }
                     }
-                    d.deserialize_map(V)
+                    d.deserialize_map(__V)
                 }
             }
 
             impl<'de> serde::Deserialize<'de> for #id {
-                fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> { <Self as #rt::Wire>::decode(d) }
+                fn deserialize<__D: serde::Deserializer<'de>>(d: __D) -> Result<Self, __D::Error> { <Self as #rt::Wire>::decode(d) }
             }
 
             impl #rt::Validate for #id {
@@ -655,7 +655,7 @@ impl Emitter<'_> {
             #wire_decode
 
             impl<'de> serde::Deserialize<'de> for #id {
-                fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> { <Self as #rt::Wire>::decode(d) }
+                fn deserialize<__D: serde::Deserializer<'de>>(d: __D) -> Result<Self, __D::Error> { <Self as #rt::Wire>::decode(d) }
             }
 
             impl #rt::Validate for #id {
@@ -750,7 +750,7 @@ impl Emitter<'_> {
                         decls.push(quote!(let mut #l: Option<#dty> = None;));
                         raw_arms.push(quote!(#name => {
                             if #l.is_some() { return Err(#rt::duplicate(#name)); }
-                            #l = Some(#rt::from_buffered::<#dty, A::Error>(__x)?);
+                            #l = Some(#rt::from_buffered::<#dty, __A::Error>(__x)?);
                         }));
                         l
                     }
@@ -776,8 +776,8 @@ impl Emitter<'_> {
                 ),
                 Additional::Any => {
                     decls.push(quote!(let mut __seen = #rt::Seen::default();));
-                    (quote!(_ => __seen.note::<A::Error>(__k)?,), quote!(_ => {
-                        __seen.note::<A::Error>(__k)?;
+                    (quote!(_ => __seen.note::<__A::Error>(__k)?,), quote!(_ => {
+                        __seen.note::<__A::Error>(__k)?;
                         map.next_value_seed(#rt::WireSeed::<serde_json::Value>::new())?;
                     }))
                 }
@@ -786,7 +786,7 @@ impl Emitter<'_> {
                     decls.push(quote!(let mut __additional: std::collections::BTreeMap<String, #vty> = std::collections::BTreeMap::new();));
                     inits.push(quote!(additional: __additional));
                     (
-                        quote!(_ => { __additional.insert(__k.into_string(), #rt::from_buffered::<#vty, A::Error>(__x)?); }),
+                        quote!(_ => { __additional.insert(__k.into_string(), #rt::from_buffered::<#vty, __A::Error>(__x)?); }),
                         quote!(_ => {
                             let __k = __k.into_string();
                             if __additional.contains_key(&__k) { return Err(#rt::duplicate(&__k)); }
@@ -818,13 +818,13 @@ impl Emitter<'_> {
         };
         quote! {
             impl #rt::Wire for #id {
-                fn decode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                    struct V;
-                    impl<'de> serde::de::Visitor<'de> for V {
+                fn decode<'de, __D: serde::Deserializer<'de>>(d: __D) -> Result<Self, __D::Error> {
+                    struct __V;
+                    impl<'de> serde::de::Visitor<'de> for __V {
                         type Value = #id;
                         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("an object") }
                         #[allow(unused_mut, unused_variables, clippy::match_single_binding)]
-                        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<#id, A::Error> {
+                        fn visit_map<__A: serde::de::MapAccess<'de>>(self, mut map: __A) -> Result<#id, __A::Error> {
                             const TAGS: &[&str] = &[#(#tags),*];
                             let _ = TAGS;
                             #(let mut #common_locals: Option<#common_tys> = None;)*
@@ -846,7 +846,7 @@ impl Emitter<'_> {
                             }
                         }
                     }
-                    d.deserialize_map(V)
+                    d.deserialize_map(__V)
                 }
             }
         }
@@ -916,7 +916,7 @@ impl Emitter<'_> {
                 /// # Errors
                 ///
                 /// When the spelling is not a known value (and the enum is not extensible).
-                pub fn from_wire<E: serde::de::Error>(s: &str) -> Result<Self, E> {
+                pub fn from_wire<__E: serde::de::Error>(s: &str) -> Result<Self, __E> {
                     match s { #(#values => Ok(#id::#vids),)* #unknown_de }
                 }
                 #(#extra)*
@@ -931,14 +931,14 @@ impl Emitter<'_> {
             }
 
             impl #rt::Wire for #id {
-                fn decode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                fn decode<'de, __D: serde::Deserializer<'de>>(d: __D) -> Result<Self, __D::Error> {
                     let k = #rt::decode_str(d)?;
                     Self::from_wire(k.as_str())
                 }
             }
 
             impl<'de> serde::Deserialize<'de> for #id {
-                fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> { <Self as #rt::Wire>::decode(d) }
+                fn deserialize<__D: serde::Deserializer<'de>>(d: __D) -> Result<Self, __D::Error> { <Self as #rt::Wire>::decode(d) }
             }
 
             impl #rt::Validate for #id {
