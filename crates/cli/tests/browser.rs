@@ -43,6 +43,11 @@ fn start_blocking() -> Http {
         &format!("allowed_origins = [\"{ALLOWED}\"]\n"),
         "",
     );
+    listening(setup)
+}
+
+/// `openagents serve --http` of `setup`, with the token it generated.
+fn listening(setup: Setup) -> Http {
     let server = setup.listen(&[]);
     Http {
         addr: server.addr,
@@ -361,14 +366,7 @@ async fn offering_only_the_bearer_subprotocol_is_refused_with_what_to_offer() {
 
 /// `openagents serve --http` with the operator's `allowed_hosts = ["agents.internal"]`.
 fn start_with_allowed_hosts() -> Http {
-    let setup = Setup::with_config("browser-hosts", "allowed_hosts = [\"agents.internal\"]\n", "");
-    let server = setup.listen(&[]);
-    Http {
-        addr: server.addr,
-        token: server.token.clone(),
-        _server: server,
-        _setup: setup,
-    }
+    listening(Setup::with_config("browser-hosts", "allowed_hosts = [\"agents.internal\"]\n", ""))
 }
 
 /// A WebSocket handshake to `/frontend/v2` with `Host: host`, `Origin: origin` and the bearer

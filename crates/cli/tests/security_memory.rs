@@ -118,79 +118,67 @@ fn status_meanwhile<T: Send + 'static>(addr: SocketAddr, work: impl FnOnce() -> 
     handle.join().expect("the attack's thread")
 }
 
-#[test]
-fn a_16_mb_body_the_observer_may_not_send_costs_a_few_times_its_size() {
-    let (_s, server, addr) = setup("forbidden-post");
+/// Serves a fresh runtime (named `name`), runs `attack` against its address, and checks that
+/// the server's peak resident memory grew by less than `bound` KiB meanwhile: what `attack`
+/// returned.
+fn within_memory<T>(name: &str, what: &str, bound: u64, attack: impl FnOnce(SocketAddr) -> T) -> T {
+    let (_s, server, addr) = setup(name);
     let pid = server.child.id();
     let before = peak_kb(pid);
-    let body = zeros_request(r#""method":"submit","#, "");
-    let (code, answer) = status_meanwhile(addr, move || post(addr, OBSERVER, &body));
-    assert_eq!(error_code(&answer), "forbidden", "HTTP {code}: {answer}");
+    let out = attack(addr);
     let growth = peak_kb(pid).saturating_sub(before);
-    eprintln!("peak resident memory grew by {growth} KiB");
-    assert!(growth < GROWTH_BOUND_KB, "the server's peak memory grew by {growth} KiB for one 16 MB request (bound {GROWTH_BOUND_KB} KiB)");
+    eprintln!("{what}: peak resident memory grew by {growth} KiB");
+    assert!(growth < bound, "the server's peak memory grew by {growth} KiB for {what} (bound {bound} KiB)");
+    out
+}
+
+#[test]
+fn a_16_mb_body_the_observer_may_not_send_costs_a_few_times_its_size() {
+    let body = zeros_request(r#""method":"submit","#, "");
+    let (code, answer) = within_memory("forbidden-post", "one 16 MB request", GROWTH_BOUND_KB, |addr| status_meanwhile(addr, move || post(addr, OBSERVER, &body)));
+    assert_eq!(error_code(&answer), "forbidden", "HTTP {code}: {answer}");
 }
 
 #[test]
 fn a_16_mb_websocket_message_from_the_observer_costs_a_few_times_its_size() {
-    let (_s, server, addr) = setup("forbidden-ws");
-    let pid = server.child.id();
-    let before = peak_kb(pid);
     // `status` is the observer's to call, but its params must be empty: refused as invalid
     // params, with nothing of the 16 MB built to say so.
-    let answer = over_websocket(addr, OBSERVER, zeros_request(r#""method":"status","#, "")).expect("an answer to the big message");
+    let body = zeros_request(r#""method":"status","#, "");
+    let answer = within_memory("forbidden-ws", "one 16 MB message", GROWTH_BOUND_KB, |addr| over_websocket(addr, OBSERVER, body)).expect("an answer to the big message");
     assert_eq!(error_code(&answer), "invalid_params", "{answer}");
-    let growth = peak_kb(pid).saturating_sub(before);
-    eprintln!("peak resident memory grew by {growth} KiB");
-    assert!(growth < GROWTH_BOUND_KB, "the server's peak memory grew by {growth} KiB for one 16 MB message (bound {GROWTH_BOUND_KB} KiB)");
 }
 
 #[test]
 fn a_16_mb_response_nobody_asked_for_costs_a_few_times_its_size() {
-    let (_s, server, addr) = setup("response-ws");
-    let pid = server.child.id();
-    let before = peak_kb(pid);
     // No `method`: read as a response to an approval request, which nobody made.
-    over_websocket(addr, OBSERVER, format!(r#"{{"jsonrpc":"2.0","id":"approval-1","result":{}}}"#, zeros()));
-    let growth = peak_kb(pid).saturating_sub(before);
-    eprintln!("peak resident memory grew by {growth} KiB");
-    assert!(growth < GROWTH_BOUND_KB, "the server's peak memory grew by {growth} KiB for one 16 MB response (bound {GROWTH_BOUND_KB} KiB)");
+    let body = format!(r#"{{"jsonrpc":"2.0","id":"approval-1","result":{}}}"#, zeros());
+    within_memory("response-ws", "one 16 MB response", GROWTH_BOUND_KB, |addr| over_websocket(addr, OBSERVER, body));
 }
 
 #[test]
 fn an_admins_16_mb_params_before_its_method_is_read_as_text_not_a_tree() {
-    let (_s, server, addr) = setup("params-first");
-    let pid = server.child.id();
-    let before = peak_kb(pid);
     // `params` before `method`: the decoder keeps it until it knows the method.
     let body = zeros_request("", r#","method":"submit""#);
-    let (code, answer) = status_meanwhile(addr, move || post(addr, ADMIN, &body));
+    let (code, answer) = within_memory("params-first", "one 16 MB request", GROWTH_BOUND_KB, |addr| status_meanwhile(addr, move || post(addr, ADMIN, &body)));
     assert_eq!(error_code(&answer), "invalid_params", "HTTP {code}: {answer}");
     assert!(answer["error"]["data"]["details"]["violations"][0]["pointer"].as_str().is_some_and(|p| p.contains("task")) || answer["error"]["data"]["message"].as_str().is_some_and(|m| m.contains("string")), "{answer}");
-    let growth = peak_kb(pid).saturating_sub(before);
-    eprintln!("peak resident memory grew by {growth} KiB");
-    assert!(growth < GROWTH_BOUND_KB, "the server's peak memory grew by {growth} KiB for one 16 MB request (bound {GROWTH_BOUND_KB} KiB)");
 }
 
 #[test]
 fn four_16_mb_bodies_at_once_from_the_observer_cost_a_few_times_their_size() {
-    let (_s, server, addr) = setup("forbidden-four");
-    let pid = server.child.id();
-    let before = peak_kb(pid);
     let body = std::sync::Arc::new(zeros_request(r#""method":"submit","#, ""));
-    let answers = status_meanwhile(addr, move || {
-        let posts: Vec<_> = (0..4)
-            .map(|_| {
-                let body = std::sync::Arc::clone(&body);
-                std::thread::spawn(move || post(addr, OBSERVER, &body))
-            })
-            .collect();
-        posts.into_iter().map(|p| p.join().expect("a post")).collect::<Vec<_>>()
+    let answers = within_memory("forbidden-four", "four 16 MB requests at once", 2 * GROWTH_BOUND_KB, |addr| {
+        status_meanwhile(addr, move || {
+            let posts: Vec<_> = (0..4)
+                .map(|_| {
+                    let body = std::sync::Arc::clone(&body);
+                    std::thread::spawn(move || post(addr, OBSERVER, &body))
+                })
+                .collect();
+            posts.into_iter().map(|p| p.join().expect("a post")).collect::<Vec<_>>()
+        })
     });
     for (code, answer) in &answers {
         assert_eq!(error_code(answer), "forbidden", "HTTP {code}: {answer}");
     }
-    let growth = peak_kb(pid).saturating_sub(before);
-    eprintln!("peak resident memory grew by {growth} KiB for four at once");
-    assert!(growth < 4 * GROWTH_BOUND_KB / 2, "the server's peak memory grew by {growth} KiB for four 16 MB requests (bound {} KiB)", 4 * GROWTH_BOUND_KB / 2);
 }
