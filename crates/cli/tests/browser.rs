@@ -258,14 +258,7 @@ async fn handshake(
             .get("sec-websocket-protocol")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)),
-        Err(tungstenite::Error::Http(response)) => {
-            let body = response
-                .body()
-                .as_ref()
-                .map(|b| String::from_utf8_lossy(b).into_owned())
-                .unwrap_or_default();
-            Err((response.status().as_u16(), body))
-        }
+        Err(tungstenite::Error::Http(response)) => Err((response.status().as_u16(), body_text(&response))),
         Err(e) => panic!("the handshake failed without an HTTP answer: {e}"),
     }
 }
@@ -386,12 +379,7 @@ async fn handshake_as(http: &Http, host: &str, origin: &str) -> u16 {
     match handshake {
         Ok((_ws, response)) => response.status().as_u16(),
         Err(tungstenite::Error::Http(response)) => {
-            let body = response
-                .body()
-                .as_ref()
-                .map(|b| String::from_utf8_lossy(b).into_owned())
-                .unwrap_or_default();
-            refusal_body(&body);
+            refusal_body(&body_text(&response));
             response.status().as_u16()
         }
         Err(e) => panic!("the handshake failed without an HTTP answer: {e}"),
@@ -476,4 +464,9 @@ async fn rpc_and_events_refuse_a_browser_origin_not_allowed() {
     assert_eq!(r.status, 200);
     let r = http.request("POST", "/rpc", &[auth, json], body).await;
     assert_eq!(r.status, 200);
+}
+
+/// The body of a refused WebSocket handshake, as text (empty when it had none).
+fn body_text(response: &tungstenite::http::Response<Option<Vec<u8>>>) -> String {
+    response.body().as_ref().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default()
 }
