@@ -19,10 +19,11 @@
 //!   given.
 
 // The layers, each importing only the ones above it (checked by `tests/layering.rs`):
-// projection, events, agent, auth, metrics, decode, bridge (approvals), engine, jsonrpc, listener,
+// projection, store, events, agent, auth, metrics, decode, bridge (approvals), engine, jsonrpc, listener,
 // then the transports http, ws, stdio and the web page as siblings that never import each other,
 // then server, which composes them.
 pub mod projection;
+pub mod store;
 pub mod events;
 pub mod agent;
 pub mod auth;

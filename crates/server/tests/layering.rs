@@ -9,6 +9,7 @@ use std::path::Path;
 /// The layers, in order. A module may import modules of earlier layers only (and itself).
 const LAYERS: &[&[&str]] = &[
     &["projection"],
+    &["store"],
     &["events"],
     &["agent"],
     &["auth"],

@@ -1,0 +1,286 @@
+//! Where the runtime keeps what happened: every published event (its sequence number, time and
+//! JSON), every turn (assignment, conversation, runner, task, outcome, result or error, timings,
+//! first and last sequence number) and every conversation (id, runner, title).
+//!
+//! Two stores implement [`Store`]: [`MemoryStore`] keeps turns and conversations in bounded
+//! maps and no events (the event hub's replay buffer is all there is, and a restart forgets
+//! everything), and [`SqliteStore`] writes all of it to an embedded SQLite database, so a
+//! restarted runtime continues the sequence and serves resumes from it. The event hub
+//! ([`crate::events::EventHub::with_store`]) is the only writer: it batches records into one
+//! [`Store::write`] call per group commit.
+
+mod memory;
+mod sqlite;
+
+pub use memory::MemoryStore;
+pub use sqlite::{SCHEMA_VERSION, SqliteStore};
+
+use std::path::{Path, PathBuf};
+
+/// The error code a turn the store shows as running at start is closed with: the process that
+/// ran it stopped (killed, crashed, the machine went down) before the turn ended.
+pub const RUNTIME_RESTARTED: &str = "runtime_restarted";
+
+/// How many turns and conversations a [`MemoryStore`] keeps (the oldest go first).
+pub const MEMORY_STORE_TURNS: usize = 1024;
+
+/// How many events the SQLite store keeps unless told otherwise (`--retain-events`).
+pub const DEFAULT_RETAIN_EVENTS: u64 = 1_000_000;
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// `turn_completed`.
+    Completed,
+    /// `turn_failed` with any code but `interrupted`.
+    Failed,
+    /// `turn_failed` with `interrupted`.
+    Interrupted,
+}
+
+impl Outcome {
+    /// The outcome as the store writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Completed => "completed",
+            Outcome::Failed => "failed",
+            Outcome::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// One thing to write, as the event hub hands it over (borrowed: the event's JSON is the same
+/// bytes every subscriber is sent).
+#[derive(Debug, Clone, Copy)]
+pub enum Record<'a> {
+    /// A published event.
+    Event {
+        /// Its sequence number.
+        seq: i64,
+        /// When it was published, in milliseconds since the epoch.
+        time_ms: i64,
+        /// The `ServerEvent` as JSON.
+        json: &'a [u8],
+    },
+    /// A turn started: its `turn_started` event is `first_seq`.
+    TurnStarted(&'a TurnStart),
+    /// A turn ended: its terminal event is `last_seq`.
+    TurnEnded(&'a TurnEnd),
+}
+
+/// A turn as it starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnStart {
+    /// The assignment id.
+    pub assignment: String,
+    /// The conversation it belongs to.
+    pub conversation: String,
+    /// The runner that runs it.
+    pub runner: String,
+    /// What the agent is asked to do.
+    pub task: String,
+    /// The working folder.
+    pub cwd: String,
+    /// When it started, in milliseconds since the epoch.
+    pub started_ms: i64,
+    /// The sequence number of its `turn_started` event.
+    pub first_seq: i64,
+}
+
+/// A turn as it ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnEnd {
+    /// The sequence number of the turn's `turn_started` event (which turn this is).
+    pub first_seq: i64,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// The result, when it completed.
+    pub result: Option<String>,
+    /// The error as JSON (a `RuntimeSubmitError`), when it failed.
+    pub error: Option<String>,
+    /// When it ended, in milliseconds since the epoch.
+    pub ended_ms: i64,
+    /// The sequence number of its terminal event.
+    pub last_seq: i64,
+}
+
+/// A turn as the store holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnRecord {
+    /// How it started.
+    pub start: TurnStart,
+    /// `running`, or how it ended (`completed`, `failed`, `interrupted`).
+    pub outcome: String,
+    /// The result, when it completed.
+    pub result: Option<String>,
+    /// The error as JSON, when it failed.
+    pub error: Option<String>,
+    /// When it ended.
+    pub ended_ms: Option<i64>,
+    /// The sequence number of its last event.
+    pub last_seq: Option<i64>,
+}
+
+/// A conversation as the store holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConversationRecord {
+    /// Its id (a turn's `conversation`).
+    pub id: String,
+    /// The runner of its first turn.
+    pub runner: String,
+    /// Its title: the first line of its first turn's task, at most [`TITLE_MAX_CHARS`]
+    /// characters.
+    pub title: String,
+    /// When its first turn started.
+    pub created_ms: i64,
+    /// When its latest turn started.
+    pub updated_ms: i64,
+}
+
+/// The longest conversation title, in characters.
+pub const TITLE_MAX_CHARS: usize = 80;
+
+/// The title of a conversation whose first task is `task`.
+pub fn title_of(task: &str) -> String {
+    task.trim().lines().next().unwrap_or("").trim().chars().take(TITLE_MAX_CHARS).collect()
+}
+
+/// An event as the store returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredEvent {
+    /// Its sequence number.
+    pub seq: i64,
+    /// When it was published.
+    pub time_ms: i64,
+    /// The `ServerEvent` as JSON.
+    pub json: Vec<u8>,
+}
+
+/// Why a store cannot be used. Every variant that concerns a file names it.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The file cannot be opened or written (a missing or unwritable folder, a read-only file,
+    /// a full disk).
+    #[error("cannot use the store {path}: {reason}")]
+    Unusable {
+        /// The database file.
+        path: PathBuf,
+        /// Why, as SQLite or the system said it.
+        reason: String,
+    },
+    /// The file is not one of our databases.
+    #[error("{path} is not an openagents store: {reason}")]
+    NotAStore {
+        /// The file.
+        path: PathBuf,
+        /// What it is instead.
+        reason: String,
+    },
+    /// The database was written by a newer version of openagents.
+    #[error("{path} is a store of version {found}, written by a newer openagents; this one reads versions up to {supported}. Run the newer openagents, or give this one another --store or --name")]
+    TooNew {
+        /// The database file.
+        path: PathBuf,
+        /// The version it has.
+        found: i64,
+        /// The newest version this build reads.
+        supported: i64,
+    },
+    /// Another runtime has the store open.
+    #[error("the store {path} is in use by another openagents runtime; give this one another --name or --store")]
+    InUse {
+        /// The database file.
+        path: PathBuf,
+    },
+    /// A read or a write failed while the runtime was running.
+    #[error("the store {path}: {reason}")]
+    Io {
+        /// The database file.
+        path: PathBuf,
+        /// What failed.
+        reason: String,
+    },
+}
+
+impl StoreError {
+    /// The file the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            StoreError::Unusable { path, .. } | StoreError::NotAStore { path, .. } | StoreError::TooNew { path, .. } | StoreError::InUse { path } | StoreError::Io { path, .. } => path,
+        }
+    }
+}
+
+/// A place the runtime keeps events, turns and conversations. Written only by the event hub,
+/// read by subscribers that resume from before the hub's replay buffer.
+pub trait Store: Send + Sync {
+    /// What the store is, for a person: `memory`, `sqlite:/path/to/file.db`.
+    fn describe(&self) -> String;
+
+    /// Whether events written here outlive the process (and so whether an event must be
+    /// written before it reaches a subscriber, and resumes may be served from here).
+    fn durable(&self) -> bool;
+
+    /// Writes `batch` at once: all of it or, on an error, none of it.
+    ///
+    /// # Errors
+    ///
+    /// When the write failed (a full disk, a file removed under the runtime).
+    fn write(&self, batch: &[Record<'_>]) -> Result<(), StoreError>;
+
+    /// The newest sequence number the store has seen (0 when none): where a restarted runtime's
+    /// sequence continues from.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be read.
+    fn last_seq(&self) -> Result<i64, StoreError>;
+
+    /// At most `limit` events with a sequence number above `after` and at most `through`,
+    /// oldest first. Events pruned by retention are simply not there.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be read.
+    fn events_after(&self, after: i64, through: i64, limit: usize) -> Result<Vec<StoredEvent>, StoreError>;
+
+    /// Deletes all but the newest `keep` events; returns how many went.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be written.
+    fn prune(&self, keep: u64) -> Result<u64, StoreError>;
+
+    /// Closes every turn still shown as running, as failed with [`RUNTIME_RESTARTED`] at
+    /// `now_ms`: at start, such a turn belonged to a process that stopped before it ended.
+    /// Returns the turns closed, as they are now.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be written.
+    fn close_running_turns(&self, now_ms: i64) -> Result<Vec<TurnRecord>, StoreError>;
+
+    /// The newest `limit` turns, newest first.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be read.
+    fn turns(&self, limit: usize) -> Result<Vec<TurnRecord>, StoreError>;
+
+    /// The conversations, the most recently updated first, at most `limit`.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be read.
+    fn conversations(&self, limit: usize) -> Result<Vec<ConversationRecord>, StoreError>;
+}
+
+/// The error JSON a turn closed at start is recorded with.
+pub(crate) fn restarted_error() -> String {
+    serde_json::json!({
+        "code": RUNTIME_RESTARTED,
+        "message": "the runtime stopped while the turn ran; it was closed when the runtime started again",
+        "retryable": true,
+    })
+    .to_string()
+}
