@@ -1,26 +1,136 @@
 //! The `openagents-codegen` command line: generate, bundle and check the schema.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
+use clap::{Parser, Subcommand};
 
 mod versions;
 
-const USAGE: &str = "usage:
-  openagents-codegen rust [--schema DIR] [--runtime PATH] [--out FILE]   generated Rust
-  openagents-codegen bundle [--schema DIR] [--out FILE]                  the bundled schema
-  openagents-codegen check [--schema DIR|FILE]                           load and lower only; every refusal at once
-  openagents-codegen digest [--schema DIR]                               the schema digest (SHA-256 of the canonical bundle)
-  openagents-codegen openrpc [--schema DIR] [--out FILE]                 the OpenRPC 1.3 document
-  openagents-codegen compat [OLD NEW]                                    what changed between two schemas, and whom it breaks
-  openagents-codegen gate [--schema DIR]                                 the schema against every version in schema/history/
-  openagents-codegen freeze VERSION [--schema DIR] [--force]             freeze the schema as schema/history/VERSION/bundle.json
-  openagents-codegen typescript [--schema DIR|BUNDLE] --out-dir DIR      generated TypeScript modules
-  openagents-codegen python [--schema DIR|BUNDLE] --out-dir DIR          generated Python modules";
+/// Generates openagents' Rust, Python and TypeScript code and its published bundle from the JSON
+/// Schema files in schema/, and checks the schema against its released versions.
+///
+/// Exit codes: 0 done; 1 the schema is refused, a file cannot be written, a change breaks
+/// (`compat`) or the gate fails (`gate`); 2 bad arguments, or input the version commands
+/// (`digest`, `openrpc`, `compat`, `gate`, `freeze`) cannot use.
+#[derive(Parser)]
+#[command(name = "openagents-codegen", version, disable_help_subcommand = true, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Where the schema is read from.
+#[derive(clap::Args)]
+struct Schema {
+    /// The schema: a folder of schema files, a bundle.json, a schema/history/<version> folder,
+    /// or one schema file.
+    #[arg(long = "schema", value_name = "PATH", default_value = "schema")]
+    path: PathBuf,
+}
+
+/// Where the schema is read from, for the commands that read only a folder.
+#[derive(clap::Args)]
+struct SchemaDir {
+    /// The schema folder.
+    #[arg(long = "schema", value_name = "DIR", default_value = "schema")]
+    path: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the generated Rust: types, decoders, validators, `Method`, constants and the bundle.
+    Rust {
+        #[command(flatten)]
+        schema: Schema,
+        /// The path of the runtime module the generated code uses.
+        #[arg(long, value_name = "PATH", default_value = "::openagents_protocol::rt")]
+        runtime: String,
+        /// Write to FILE instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Print the bundled schema: every schema file in one document.
+    Bundle {
+        #[command(flatten)]
+        schema: Schema,
+        /// Write to FILE instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Load and lower the schema without generating anything: print how many types, roots and
+    /// constants it has, or every refusal at once (on stderr, exit 1).
+    Check {
+        #[command(flatten)]
+        schema: Schema,
+    },
+    /// Print the schema digest: the lowercase hex SHA-256 of the bundle's canonical form.
+    Digest {
+        #[command(flatten)]
+        schema: Schema,
+    },
+    /// Print the OpenRPC 1.3 document.
+    Openrpc {
+        #[command(flatten)]
+        schema: Schema,
+        /// Write to FILE instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Print what changed between two schemas, each change with whom it breaks; exit 1 when a
+    /// change breaks.
+    ///
+    /// Without OLD and NEW: the newest version in <SCHEMA>/history/ against the schema.
+    Compat {
+        #[command(flatten)]
+        schema: SchemaDir,
+        /// The old schema: a schema folder, a bundle.json, or a schema/history/<version> folder.
+        #[arg(requires = "new")]
+        old: Option<PathBuf>,
+        /// The new schema, as OLD.
+        new: Option<PathBuf>,
+    },
+    /// Check the schema against every version in <SCHEMA>/history/ (and each frozen bundle against
+    /// its digest in CHANGELOG.md); exit 1 when the gate fails.
+    Gate {
+        #[command(flatten)]
+        schema: SchemaDir,
+    },
+    /// Freeze the schema as <SCHEMA>/history/VERSION/bundle.json and print the CHANGELOG.md entry
+    /// to add.
+    Freeze {
+        /// The protocol version, MAJOR.MINOR.PATCH: the schema's `PROTOCOL_VERSION`.
+        #[arg(value_name = "VERSION")]
+        protocol_version: String,
+        #[command(flatten)]
+        schema: SchemaDir,
+        /// Overwrite a version already frozen (only for a version never released).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Write the generated TypeScript modules into a folder, removing the generated modules the
+    /// schema no longer produces.
+    Typescript {
+        #[command(flatten)]
+        schema: Schema,
+        /// The folder to write the modules into (created if missing).
+        #[arg(long, value_name = "DIR")]
+        out_dir: PathBuf,
+    },
+    /// Write the generated Python modules into a folder, removing the generated modules the schema
+    /// no longer produces.
+    Python {
+        #[command(flatten)]
+        schema: Schema,
+        /// The folder to write the modules into (created if missing).
+        #[arg(long, value_name = "DIR")]
+        out_dir: PathBuf,
+    },
+}
 
 fn main() -> ExitCode {
-    match run() {
+    match run(Cli::parse().command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("openagents-codegen: {e:#}");
@@ -29,46 +139,32 @@ fn main() -> ExitCode {
     }
 }
 
-fn run() -> anyhow::Result<()> {
-    let mut args = std::env::args().skip(1);
-    let command = args.next().unwrap_or_default();
-    if matches!(command.as_str(), "compat" | "gate" | "freeze" | "openrpc" | "digest") {
-        return versions::run(&command, args.collect());
-    }
-    let mut schema = PathBuf::from("schema");
-    let mut out: Option<PathBuf> = None;
-    let mut out_dir: Option<PathBuf> = None;
-    let mut runtime = "::openagents_protocol::rt".to_owned();
-    while let Some(a) = args.next() {
-        let mut value = || args.next().with_context(|| format!("{a} needs a value\n{USAGE}"));
-        match a.as_str() {
-            "--schema" => schema = value()?.into(),
-            "--out" => out = Some(value()?.into()),
-            "--out-dir" => out_dir = Some(value()?.into()),
-            "--runtime" => runtime = value()?,
-            other => anyhow::bail!("unknown argument `{other}`\n{USAGE}"),
+fn config(schema: &Path) -> openagents_codegen::Config {
+    openagents_codegen::Config::new().schema_dir(schema)
+}
+
+fn run(command: Command) -> anyhow::Result<()> {
+    let (text, out) = match command {
+        Command::Digest { schema } => return versions::digest(&schema.path),
+        Command::Openrpc { schema, out } => return versions::openrpc(&schema.path, out.as_deref()),
+        Command::Compat { schema, old, new } => return versions::compat(&schema.path, old.zip(new)),
+        Command::Gate { schema } => return versions::gate(&schema.path),
+        Command::Freeze { protocol_version, schema, force } => return versions::freeze(&schema.path, &protocol_version, force),
+        Command::Python { schema, out_dir } => {
+            return write_modules(&out_dir, config(&schema.path).generate_python()?, openagents_codegen::python::HEADER);
         }
-    }
-    let config = openagents_codegen::Config::new().schema_dir(&schema).runtime(runtime);
-    if command == "python" {
-        let dir = out_dir.with_context(|| format!("python needs --out-dir DIR\n{USAGE}"))?;
-        return write_modules(&dir, config.generate_python()?, openagents_codegen::python::HEADER);
-    }
-    if command == "typescript" {
-        let dir = out_dir.with_context(|| format!("typescript needs --out-dir DIR\n{USAGE}"))?;
-        return write_modules(&dir, config.generate_typescript()?, openagents_codegen::typescript::HEADER);
-    }
-    let text = match command.as_str() {
-        "rust" => config.generate_rust()?,
-        "bundle" => {
-            let (docs, _) = config.load()?;
-            serde_json::to_string_pretty(&docs.bundle())? + "\n"
+        Command::Typescript { schema, out_dir } => {
+            return write_modules(&out_dir, config(&schema.path).generate_typescript()?, openagents_codegen::typescript::HEADER);
         }
-        "check" => {
-            let (_, space) = config.load()?;
-            format!("{} types, {} roots, {} constants: ok\n", space.types.len(), space.roots.len(), space.constants.len())
+        Command::Rust { schema, runtime, out } => (config(&schema.path).runtime(runtime).generate_rust()?, out),
+        Command::Bundle { schema, out } => {
+            let (docs, _) = config(&schema.path).load()?;
+            (serde_json::to_string_pretty(&docs.bundle())? + "\n", out)
         }
-        _ => anyhow::bail!("{USAGE}"),
+        Command::Check { schema } => {
+            let (_, space) = config(&schema.path).load()?;
+            (format!("{} types, {} roots, {} constants: ok\n", space.types.len(), space.roots.len(), space.constants.len()), None)
+        }
     };
     match out {
         Some(path) => std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?,
@@ -79,7 +175,7 @@ fn run() -> anyhow::Result<()> {
 
 /// Writes generated modules into `dir`, removing the generated modules (files whose first line is
 /// `header`) that the schema no longer produces.
-fn write_modules(dir: &std::path::Path, files: Vec<(String, String)>, header: &str) -> anyhow::Result<()> {
+fn write_modules(dir: &Path, files: Vec<(String, String)>, header: &str) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
         let path = entry?.path();

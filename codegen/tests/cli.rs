@@ -1,0 +1,119 @@
+//! The `openagents-codegen` command line: `--help` and `--version` everywhere, bad arguments
+//! refused with exit 2, and a real command still answering.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// Every subcommand, in the order the top-level help lists them.
+const SUBCOMMANDS: [&str; 10] = ["rust", "bundle", "check", "digest", "openrpc", "compat", "gate", "freeze", "typescript", "python"];
+
+fn codegen(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_openagents-codegen")).args(args).output().expect("openagents-codegen runs")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).expect("stdout is UTF-8")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn schema_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schema")
+}
+
+#[test]
+fn help_lists_every_subcommand() {
+    let out = codegen(&["--help"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let help = stdout(&out);
+    let listed: Vec<&str> = help
+        .lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(listed, SUBCOMMANDS, "{help}");
+}
+
+#[test]
+fn help_and_version_exit_0_on_the_binary_and_every_subcommand() {
+    let version = env!("CARGO_PKG_VERSION");
+    for command in [None].into_iter().chain(SUBCOMMANDS.map(Some)) {
+        let args = |flag| command.into_iter().chain([flag]).collect::<Vec<_>>();
+        let name = command.unwrap_or("(none)");
+        for flag in ["--help", "-h"] {
+            let out = codegen(&args(flag));
+            assert_eq!(out.status.code(), Some(0), "{name} {flag}: {}", stderr(&out));
+            let help = stdout(&out);
+            assert!(help.contains("Usage: openagents-codegen"), "{name} {flag}: {help}");
+            if let Some(command) = command {
+                assert!(help.contains(&format!("Usage: openagents-codegen {command}")), "{name} {flag}: {help}");
+            }
+        }
+        for flag in ["--version", "-V"] {
+            let out = codegen(&args(flag));
+            assert_eq!(out.status.code(), Some(0), "{name} {flag}: {}", stderr(&out));
+            let line = stdout(&out);
+            assert!(line.starts_with("openagents-codegen"), "{name} {flag}: {line}");
+            assert!(line.ends_with(&format!(" {version}\n")), "{name} {flag}: `{line}` is not version {version}");
+        }
+    }
+}
+
+#[test]
+fn subcommand_help_says_what_each_option_means() {
+    let out = codegen(&["rust", "--help"]);
+    let help = stdout(&out);
+    for option in ["--schema <PATH>", "--runtime <PATH>", "--out <FILE>"] {
+        let line = help.lines().find(|l| l.trim_start().starts_with(option)).unwrap_or_else(|| panic!("no {option}: {help}"));
+        assert!(line.trim_start().len() > option.len() + 10, "{option} is not described: {line}");
+    }
+    let help = stdout(&codegen(&["compat", "--help"]));
+    assert!(help.contains("[OLD] [NEW]") && help.contains("--schema <DIR>"), "{help}");
+    let help = stdout(&codegen(&["freeze", "--help"]));
+    assert!(help.contains("<VERSION>") && help.contains("--force"), "{help}");
+}
+
+#[test]
+fn an_unknown_argument_exits_2_naming_it() {
+    for args in [&["--bogus"][..], &["check", "--bogus"], &["digest", "--bogus"], &["compat", "--bogus"], &["typescript", "--out-dir", "x", "--bogus"]] {
+        let out = codegen(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("'--bogus'"), "{args:?}: {}", stderr(&out));
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    let out = codegen(&["bogus"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("'bogus'"), "{}", stderr(&out));
+}
+
+#[test]
+fn missing_or_malformed_arguments_exit_2() {
+    for args in [&[][..], &["python"], &["typescript"], &["freeze"], &["compat", "only-old"], &["check", "--schema"], &["digest", "extra"]] {
+        let out = codegen(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn digest_prints_the_schema_digest() {
+    let schema = schema_dir();
+    let out = codegen(&["digest", "--schema", schema.to_str().expect("a UTF-8 path")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let expected = openagents_codegen::Config::new().schema_dir(&schema).digest().expect("the schema loads");
+    assert_eq!(stdout(&out), format!("{expected}\n"));
+}
+
+#[test]
+fn check_loads_the_schema() {
+    let schema = schema_dir();
+    let out = codegen(&["check", "--schema", schema.to_str().expect("a UTF-8 path")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (_, space) = openagents_codegen::Config::new().schema_dir(&schema).load().expect("the schema loads");
+    let expected = format!("{} types, {} roots, {} constants: ok\n", space.types.len(), space.roots.len(), space.constants.len());
+    assert_eq!(stdout(&out), expected);
+}
