@@ -4,7 +4,11 @@
 //! - `suite.rs`: one module per suite group the generator accepts, and `GROUPS`, the table of
 //!   every group (accepted or refused, with the refusal's text) and its cases;
 //! - `fixtures.rs`: one public module per fixture schema;
-//! - `patterns.rs`: one module per simple pattern, and `PATTERNS`, their validators.
+//! - `patterns.rs`: one module per simple pattern, and `PATTERNS`, their validators;
+//! - `langs/`: the Python package (`py/conformance_groups/<module>/`) and the TypeScript modules
+//!   (`ts/src/<module>/`) generated for every group the generator accepts, and `manifest.json`,
+//!   which names each group's module, root type and cases; `src/bin/conformance-langs.rs` runs
+//!   them through Python and Node.js.
 //!
 //! A generated module that does not compile fails this crate's build: that is a generator bug.
 
@@ -72,10 +76,12 @@ fn main() {
     println!("cargo:rerun-if-changed={}", fixtures_dir.display());
     println!("cargo:rerun-if-changed={}", manifest.join("extra").display());
 
-    write(&out.join("suite.rs"), &suite(&suite_dir));
+    let mut langs = Langs::new(&out.join("langs"));
+    write(&out.join("suite.rs"), &suite(&suite_dir, &mut langs));
     let extra_dir = manifest.join("extra");
     let extra: Vec<String> = json_files(&extra_dir).iter().map(|p| file_name(p)).collect();
-    write(&out.join("extra.rs"), &groups(&extra_dir, &extra, "EXTRA_GROUPS", "x"));
+    write(&out.join("extra.rs"), &groups(&extra_dir, &extra, "EXTRA_GROUPS", "x", &mut langs));
+    langs.finish();
     write(&out.join("fixtures.rs"), &fixtures(&fixtures_dir));
     write(&out.join("patterns.rs"), &patterns());
 }
@@ -134,7 +140,7 @@ fn module(vis: &str, name: &str, code: &str) -> String {
     )
 }
 
-fn suite(dir: &Path) -> String {
+fn suite(dir: &Path, langs: &mut Langs) -> String {
     if !dir.is_dir() {
         fail(&format!(
             "the JSON Schema Test Suite is missing: expected its draft 2020-12 files at {} \
@@ -144,7 +150,7 @@ fn suite(dir: &Path) -> String {
     }
     let mut names: Vec<String> = json_files(dir).iter().map(|p| file_name(p)).collect();
     names.extend(OPTIONAL.iter().map(|s| (*s).to_owned()));
-    let mut out = groups(dir, &names, "GROUPS", "g");
+    let mut out = groups(dir, &names, "GROUPS", "g", langs);
     let keywords: Vec<String> = openagents_codegen::lower::SUPPORTED_KEYWORDS.iter().map(|k| format!("{k:?}")).collect();
     let _ = writeln!(
         out,
@@ -160,7 +166,7 @@ fn file_name(path: &Path) -> String {
 
 /// The modules generated for every group of the test-suite-format files `names` in `dir`, and
 /// the table `table` of all their groups.
-fn groups(dir: &Path, names: &[String], table_name: &str, prefix: &str) -> String {
+fn groups(dir: &Path, names: &[String], table_name: &str, prefix: &str, langs: &mut Langs) -> String {
     let mut modules = String::new();
     let mut table = format!("/// Every group of the files this crate runs, in file order.\npub static {table_name}: &[Group] = &[\n");
     for name in names {
@@ -175,6 +181,7 @@ fn groups(dir: &Path, names: &[String], table_name: &str, prefix: &str) -> Strin
                     let m = format!("{prefix}_{}_{index}", ident_part(name));
                     let code = format!("{code}\n{}", root_helpers(&[("g.json", schema_text.as_str())]));
                     modules.push_str(&module("", &m, &code));
+                    langs.group(table_name, name, index, &m, schema_text.as_str(), group);
                     ("None".to_owned(), format!("Some(Entry {{ typed: {m}::validate_root, dynamic: {m}::check_root }})"))
                 }
                 Err(e) => (format!("Some({:?})", e.to_string()), "None".to_owned()),
@@ -272,4 +279,77 @@ fn patterns() -> String {
     }
     table.push_str("];\n");
     format!("{modules}\n{table}")
+}
+
+/// The Python and TypeScript generated for every accepted group, and the manifest naming them.
+struct Langs {
+    dir: PathBuf,
+    groups: Vec<Value>,
+}
+
+impl Langs {
+    fn new(dir: &Path) -> Langs {
+        if dir.exists() {
+            std::fs::remove_dir_all(dir).unwrap_or_else(|e| fail(&format!("cannot clear {}: {e}", dir.display())));
+        }
+        Langs { dir: dir.to_path_buf(), groups: Vec::new() }
+    }
+
+    fn write_files(&self, dir: &Path, files: &[(String, String)]) {
+        std::fs::create_dir_all(dir).unwrap_or_else(|e| fail(&format!("cannot create {}: {e}", dir.display())));
+        for (name, text) in files {
+            write(&dir.join(name), text);
+        }
+    }
+
+    /// Generates the group's schema (already accepted for Rust) as Python and TypeScript, in
+    /// folders named `module`; a target that refuses it is recorded with its refusal.
+    fn group(&mut self, table: &str, file: &str, index: usize, module: &str, schema: &str, group: &Value) {
+        let docs = openagents_codegen::Documents::from_texts([("g.json", schema)]).expect("generated already");
+        let space = openagents_codegen::lower::lower(&docs).expect("generated already");
+        let root = space.roots.first().expect("one file, one root").clone();
+        let python = match openagents_codegen::python::emit(&space, None) {
+            Ok(files) => {
+                self.write_files(&self.dir.join("py/conformance_groups").join(module), &files);
+                Value::Null
+            }
+            Err(e) => Value::String(e.to_string()),
+        };
+        let ts = openagents_codegen::typescript::emit(&space, &openagents_codegen::typescript::TypeScriptOptions::default());
+        self.write_files(&self.dir.join("ts/src").join(module), &ts);
+        let cases: Vec<Value> = group
+            .get("tests")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|case| {
+                serde_json::json!({
+                    "description": case.get("description").and_then(Value::as_str).unwrap_or_default(),
+                    "data": serde_json::to_string(case.get("data").unwrap_or(&Value::Null)).expect("a JSON value serializes"),
+                    "valid": case.get("valid").and_then(Value::as_bool).unwrap_or_default(),
+                })
+            })
+            .collect();
+        self.groups.push(serde_json::json!({
+            "set": if table == "GROUPS" { "suite" } else { "extra" },
+            "file": file,
+            "index": index,
+            "description": group.get("description").and_then(Value::as_str).unwrap_or_default(),
+            "module": module,
+            "root": root,
+            "python_refusal": python,
+            "cases": cases,
+        }));
+    }
+
+    fn finish(self) {
+        let package = self.dir.join("py/conformance_groups");
+        std::fs::create_dir_all(&package).unwrap_or_else(|e| fail(&format!("cannot create {}: {e}", package.display())));
+        write(
+            &package.join("__init__.py"),
+            "\"\"\"One generated package per JSON Schema Test Suite group; each imports the runtime as `.._rt`.\"\"\"\n\nfrom openagents import _rt\n\n__all__ = [\"_rt\"]\n",
+        );
+        let manifest = serde_json::json!({ "groups": self.groups });
+        write(&self.dir.join("manifest.json"), &serde_json::to_string_pretty(&manifest).expect("a JSON value serializes"));
+    }
 }

@@ -7,7 +7,9 @@
 //! that the official suite does not cover (null is not missing, nullable `oneOf`, ...).
 //!
 //! The counts it prints are the ones `CONFORMANCE.md` shows; set `CONFORMANCE_WRITE=1` to
-//! rewrite that file from this run.
+//! rewrite that file from this run. The page also shows how the same groups fare through the
+//! generated Python and TypeScript: with `CONFORMANCE_WRITE=1` this test runs them first
+//! (`langs/run.sh`, the `conformance-langs` program) and reads the verdicts it writes.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -150,11 +152,15 @@ fn print(o: &Outcome) {
 fn json_schema_test_suite() {
     let o = run(GROUPS);
     print(&o);
+    let mut langs_failed = None;
     if std::env::var_os("CONFORMANCE_WRITE").is_some() {
+        let langs = langs(GROUPS);
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../CONFORMANCE.md");
-        std::fs::write(path, report(&o)).expect("CONFORMANCE.md is writable");
+        std::fs::write(path, report(&o, &langs.files)).expect("CONFORMANCE.md is writable");
+        langs_failed = langs.failed;
     }
     assert!(o.run > 0 && o.cases > 0, "no suite group was generated");
+    assert!(langs_failed.is_none(), "the Python and TypeScript run failed:\n{}", langs_failed.unwrap_or_default());
     assert!(o.disagreements.is_empty(), "{} disagreement(s) with the suite:\n{}", o.disagreements.len(), o.disagreements.join("\n"));
 }
 
@@ -174,15 +180,85 @@ fn extra_semantics_cases() {
     );
 }
 
-fn report(o: &Outcome) -> String {
+/// Per suite file, the cases passed through the generated Python and TypeScript.
+#[derive(Default, Clone, Copy)]
+struct LangCounts {
+    python: usize,
+    typescript: usize,
+}
+
+/// What the Python and TypeScript run found.
+struct Langs {
+    files: BTreeMap<String, LangCounts>,
+    /// What it printed, when it failed (a disagreement it does not list as known).
+    failed: Option<String>,
+}
+
+/// Runs the suite groups through the generated Python and TypeScript (`langs/run.sh`) and counts,
+/// per file, the cases each passes; the verdicts must be of exactly `groups`' generated groups and
+/// cases.
+fn langs(groups: &[Group]) -> Langs {
+    let here = env!("CARGO_MANIFEST_DIR");
+    let out =
+        std::process::Command::new("bash").arg(format!("{here}/langs/run.sh")).output().expect("bash runs tests/conformance/langs/run.sh");
+    let printed = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    println!("{printed}");
+    let path = format!("{here}/../../target/conformance-langs/results.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("langs/run.sh wrote no {path} ({e}):\n{printed}"));
+    let results: serde_json::Value = serde_json::from_str(&text).expect("results.json is JSON");
+    let by_key: BTreeMap<(&str, u64), &serde_json::Value> = results["groups"]
+        .as_array()
+        .expect("results.json has groups")
+        .iter()
+        .filter(|g| g["set"] == "suite")
+        .map(|g| ((g["file"].as_str().unwrap_or_default(), g["index"].as_u64().unwrap_or_default()), g))
+        .collect();
+    let generated: Vec<&Group> = groups.iter().filter(|g| g.validate.is_some()).collect();
+    assert_eq!(by_key.len(), generated.len(), "results.json has verdicts for other groups than the generated ones");
+    let mut files: BTreeMap<String, LangCounts> = BTreeMap::new();
+    for g in generated {
+        let r = by_key.get(&(g.file, g.index as u64)).unwrap_or_else(|| panic!("results.json has no verdicts for {}#{}", g.file, g.index));
+        assert_eq!(r["description"], g.description, "results.json: {}#{} is another group", g.file, g.index);
+        let cases = r["cases"].as_array().expect("a group's cases");
+        assert_eq!(cases.len(), g.cases.len(), "results.json: {}#{} has other cases", g.file, g.index);
+        let counts = files.entry(g.file.to_owned()).or_default();
+        for (c, r) in g.cases.iter().zip(cases) {
+            assert!(
+                r["description"] == c.description && r["data"] == c.data && r["valid"] == c.valid,
+                "results.json: {}#{} has another case than {:?}",
+                g.file,
+                g.index,
+                c.description
+            );
+            counts.python += usize::from(r["python"] == true);
+            counts.typescript += usize::from(r["typescript"] == true);
+        }
+    }
+    Langs { files, failed: (!out.status.success()).then_some(printed) }
+}
+
+fn report(o: &Outcome, langs: &BTreeMap<String, LangCounts>) -> String {
     let template = include_str!("conformance_template.md");
-    let mut table =
-        String::from("| Suite file | Groups | Generated | Refused | Cases run | Cases passed |\n|---|---:|---:|---:|---:|---:|\n");
+    let mut table = String::from(
+        "| Suite file | Groups | Generated | Refused | Cases run | Rust | Python | TypeScript |\n|---|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    let mut total = LangCounts::default();
     for (f, c) in &o.files {
-        let _ = writeln!(table, "| `{f}` | {} | {} | {} | {} | {} |", c.groups, c.generated, c.refused, c.cases, c.passed);
+        let l = langs.get(*f).copied().unwrap_or_default();
+        total.python += l.python;
+        total.typescript += l.typescript;
+        let _ = writeln!(
+            table,
+            "| `{f}` | {} | {} | {} | {} | {} | {} | {} |",
+            c.groups, c.generated, c.refused, c.cases, c.passed, l.python, l.typescript
+        );
     }
     let groups: usize = o.files.values().map(|c| c.groups).sum();
-    let _ = writeln!(table, "| **total** | **{groups}** | **{}** | **{}** | **{}** | **{}** |", o.run, o.refused, o.cases, o.passed);
+    let _ = writeln!(
+        table,
+        "| **total** | **{groups}** | **{}** | **{}** | **{}** | **{}** | **{}** | **{}** |",
+        o.run, o.refused, o.cases, o.passed, total.python, total.typescript
+    );
     let mut why = String::new();
     for (k, list) in &o.refusals {
         let _ = writeln!(why, "\n### `{k}` ({} group{})\n", list.len(), if list.len() == 1 { "" } else { "s" });
@@ -195,8 +271,9 @@ fn report(o: &Outcome) -> String {
         .replace(
             "{{SUMMARY}}",
             &format!(
-                "**{}** of {groups} groups generated; **{} of {}** of their cases pass on both paths; **{}** groups refused.",
-                o.run, o.passed, o.cases, o.refused
+                "**{}** of {groups} groups generated; of their **{}** cases, **{}** pass in Rust (on both paths), **{}** in Python, \
+                 **{}** in TypeScript; **{}** groups refused.",
+                o.run, o.cases, o.passed, total.python, total.typescript, o.refused
             ),
         )
         .replace("{{TABLE}}", table.trim_end())
