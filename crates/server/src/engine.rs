@@ -20,7 +20,8 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::{Agent, ApprovalHandler, TurnContext, error};
 use crate::bridge::{BridgeHandler, FrontendRequestBridge};
 use crate::auth::Caller;
-use crate::events::{EventHub, Subscription};
+use crate::events::{EventHub, Note, Subscription};
+use crate::store::Outcome;
 use crate::metrics::{Metrics, Snapshot};
 
 /// How long a controller keeps the lease without activity, unless configured otherwise.
@@ -195,9 +196,14 @@ impl RpcEngine {
     }
 
     /// An engine for `agent` with `config`.
-    pub fn with_config(agent: impl Agent, mut config: EngineConfig) -> Self {
+    pub fn with_config(agent: impl Agent, config: EngineConfig) -> Self {
+        RpcEngine::with_events(agent, config, EventHub::default())
+    }
+
+    /// An engine for `agent` with `config`, publishing on `hub` (a hub on a store:
+    /// [`EventHub::with_store`]).
+    pub fn with_events(agent: impl Agent, mut config: EngineConfig, hub: EventHub) -> Self {
         config.lease_ttl = config.lease_ttl.min(MAX_LEASE_TTL);
-        let hub = EventHub::default();
         let bridge = FrontendRequestBridge::new(hub.clone());
         let approvals: Arc<dyn ApprovalHandler> = Arc::new(BridgeHandler(Arc::clone(&bridge)));
         let engine = RpcEngine {
@@ -446,15 +452,18 @@ impl RpcEngine {
             st.counters.submitted += 1;
             (turn, cancel)
         };
-        self.inner.hub.publish(RuntimeEvent::TurnStarted { assignment: turn.assignment.clone(), conversation: turn.conversation.clone(), runner: turn.agent.runner.clone() });
+        let started = self.inner.hub.publish_noted(
+            RuntimeEvent::TurnStarted { assignment: turn.assignment.clone(), conversation: turn.conversation.clone(), runner: turn.agent.runner.clone() },
+            Some(Note::TurnStarted { task: turn.task.clone(), cwd: turn.cwd.clone() }),
+        );
         // The turn runs on its own task: a caller that goes away (a dropped HTTP request) does
         // not cut it short, and it always ends in exactly one terminal outcome.
         let engine = self.clone();
-        let task = tokio::spawn(async move { engine.run_to_end(turn, cancel).await });
+        let task = tokio::spawn(async move { engine.run_to_end(turn, cancel, started.seq).await });
         task.await.unwrap_or_else(|e| Err(error(ErrorCode::Internal, format!("the turn's task failed: {e}"))))
     }
 
-    async fn run_to_end(&self, turn: Turn, cancel: CancellationToken) -> Result<SubmitResult, RuntimeSubmitError> {
+    async fn run_to_end(&self, turn: Turn, cancel: CancellationToken, first_seq: i64) -> Result<SubmitResult, RuntimeSubmitError> {
         let ctx = TurnContext { hub: self.inner.hub.clone(), cancel: cancel.clone(), approvals: self.inner.approvals.clone() };
         let run = AssertUnwindSafe(self.inner.agent.run_turn(turn.clone(), ctx)).catch_unwind().await;
         let outcome = match run {
@@ -471,10 +480,17 @@ impl RpcEngine {
             }
             st.active = None;
         }
-        match &outcome {
-            Ok(result) => self.inner.hub.publish(RuntimeEvent::TurnCompleted { result: result.clone() }),
-            Err(e) => self.inner.hub.publish(RuntimeEvent::TurnFailed { error: e.clone() }),
+        let (event, note) = match &outcome {
+            Ok(result) => (RuntimeEvent::TurnCompleted { result: result.clone() }, Note::TurnEnded { first_seq, outcome: Outcome::Completed, result: Some(result.clone()), error: None }),
+            Err(e) => {
+                let ended = if e.code == ErrorCode::Interrupted { Outcome::Interrupted } else { Outcome::Failed };
+                (RuntimeEvent::TurnFailed { error: e.clone() }, Note::TurnEnded { first_seq, outcome: ended, result: None, error: serde_json::to_string(e).ok() })
+            }
         };
+        let ended = self.inner.hub.publish_noted(event, Some(note));
+        // The answer comes after the turn's last event has reached subscribers (with a
+        // durable store, once it is written).
+        self.inner.hub.delivered(ended.seq).await;
         outcome.map(|result| SubmitResult { assignment: turn.assignment, conversation: turn.conversation, result })
     }
 
@@ -574,7 +590,8 @@ impl RpcEngine {
             }
             // What the agent keeps between turns (ACP runners' processes) ends with the runtime.
             self.inner.agent.shutdown().await;
-            self.inner.hub.publish(RuntimeEvent::ShuttingDown {});
+            let last = self.inner.hub.publish(RuntimeEvent::ShuttingDown {});
+            self.inner.hub.delivered(last.seq).await;
             self.inner.shut_down.store(true, std::sync::atomic::Ordering::Release);
             self.inner.shutdown.cancel();
         }

@@ -2,20 +2,40 @@
 //! replay buffer, and out on a bounded broadcast. The agent never waits for a subscriber; a
 //! subscriber that falls behind is told how many events it missed (`lagged`), and one that
 //! resumes from a point no longer held is told so (`gap`).
+//!
+//! With a durable store ([`EventHub::with_store`]), the sequence continues from the store's, an
+//! event reaches the replay buffer and the broadcast only once it is written (a writer thread
+//! commits what is queued in one transaction, so a burst costs one commit), a resume from
+//! before the replay buffer is served from the store, and a subscriber that falls behind the
+//! broadcast catches up from the store instead of missing events. What retention has pruned
+//! gives `gap`.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use openagents_protocol::{RuntimeEvent, SERVER_EVENT_CHANNEL_CAPACITY, ServerEvent};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
+
+use crate::store::{MemoryStore, Outcome, Record, Store, StoreError, TurnEnd, TurnStart};
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
+/// The most events one group commit writes.
+pub const WRITE_BATCH: usize = 1024;
+
+/// How many events may wait for the writer; past that, publishing waits for it (the disk is
+/// the bound, not memory).
+pub const WRITE_QUEUE: usize = 65_536;
+
+/// How many events a resume reads from the store at a time.
+pub const REPLAY_PAGE: usize = 256;
+
 struct Log {
-    next_seq: i64,
+    /// The newest sequence number delivered (in the replay buffer and broadcast).
+    delivered: i64,
     replay: VecDeque<SharedEvent>,
 }
 
@@ -34,6 +54,10 @@ pub type SharedEvent = Arc<Published>;
 impl Published {
     fn shared(event: ServerEvent) -> SharedEvent {
         Arc::new(Published { event, json: OnceLock::new(), sse: OnceLock::new() })
+    }
+    /// An event read back from the store, with the JSON it was written as.
+    fn stored(event: ServerEvent, json: Vec<u8>) -> SharedEvent {
+        Arc::new(Published { event, json: OnceLock::from(json), sse: OnceLock::new() })
     }
     /// The event.
     pub fn event(&self) -> &ServerEvent {
@@ -63,16 +87,115 @@ pub struct HubCounters {
     pub approvals_approved: AtomicU64,
     /// Approvals denied (by a frontend, by the timeout, or for want of anyone to ask).
     pub approvals_denied: AtomicU64,
+    /// Group commits to the store that failed (their events were delivered all the same).
+    pub store_errors: AtomicU64,
+}
+
+/// What the store records beside an event: a turn's start or end.
+#[derive(Debug, Clone)]
+pub enum Note {
+    /// With a `turn_started` event: what the event does not say of the turn.
+    TurnStarted {
+        /// The task.
+        task: String,
+        /// The working folder.
+        cwd: String,
+    },
+    /// With a `turn_completed` or `turn_failed` event.
+    TurnEnded {
+        /// The sequence number of the turn's `turn_started`.
+        first_seq: i64,
+        /// How it ended.
+        outcome: Outcome,
+        /// The result, when it completed.
+        result: Option<String>,
+        /// The error as JSON, when it failed.
+        error: Option<String>,
+    },
+}
+
+/// A note made into what the store writes, with the event's sequence number and time.
+enum Noted {
+    Started(TurnStart),
+    Ended(TurnEnd),
+}
+
+impl Noted {
+    fn of(note: Note, ev: &ServerEvent) -> Option<Noted> {
+        let time = ev.time_ms.unwrap_or_else(now_ms);
+        match (note, &ev.event) {
+            (Note::TurnStarted { task, cwd }, RuntimeEvent::TurnStarted { assignment, conversation, runner }) => Some(Noted::Started(TurnStart {
+                assignment: assignment.clone(),
+                conversation: conversation.clone(),
+                runner: runner.clone(),
+                task,
+                cwd,
+                started_ms: time,
+                first_seq: ev.seq,
+            })),
+            (Note::TurnEnded { first_seq, outcome, result, error }, _) => Some(Noted::Ended(TurnEnd { first_seq, outcome, result, error, ended_ms: time, last_seq: ev.seq })),
+            _ => None,
+        }
+    }
+
+    fn record(&self) -> Record<'_> {
+        match self {
+            Noted::Started(t) => Record::TurnStarted(t),
+            Noted::Ended(t) => Record::TurnEnded(t),
+        }
+    }
+}
+
+/// An event on its way to the writer.
+struct Job {
+    event: SharedEvent,
+    noted: Option<Noted>,
+}
+
+/// Where delivered events go: the replay buffer and the broadcast. Shared by the hub and its
+/// writer thread.
+struct Delivery {
+    log: Mutex<Log>,
+    tx: broadcast::Sender<SharedEvent>,
+    capacity: usize,
+    delivered: watch::Sender<i64>,
+}
+
+impl Delivery {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Log> {
+        self.log.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Puts `events` (in sequence order) in the replay buffer and on the broadcast.
+    fn deliver<'a>(&self, events: impl IntoIterator<Item = &'a SharedEvent>) {
+        let mut log = self.lock();
+        for ev in events {
+            if log.replay.len() == self.capacity {
+                log.replay.pop_front();
+            }
+            log.replay.push_back(Arc::clone(ev));
+            log.delivered = ev.event.seq;
+            // No receiver is fine: nobody is listening.
+            let _ = self.tx.send(Arc::clone(ev));
+        }
+        let delivered = log.delivered;
+        drop(log);
+        self.delivered.send_replace(delivered);
+    }
 }
 
 /// Publishes events to every subscriber; cheap to clone.
 #[derive(Clone)]
 pub struct EventHub {
-    log: Arc<Mutex<Log>>,
-    tx: broadcast::Sender<SharedEvent>,
+    /// The next sequence number; held while an event is handed on, so events are delivered
+    /// (and written) in sequence order.
+    next_seq: Arc<Mutex<i64>>,
+    delivery: Arc<Delivery>,
     subscribers: Arc<AtomicUsize>,
-    capacity: usize,
     counters: Arc<HubCounters>,
+    store: Arc<dyn Store>,
+    /// The writer thread's queue, when the store is durable.
+    writer: Option<std::sync::mpsc::SyncSender<Job>>,
 }
 
 impl Default for EventHub {
@@ -82,35 +205,104 @@ impl Default for EventHub {
 }
 
 impl EventHub {
-    /// A hub whose broadcast and replay buffer hold `capacity` events.
+    /// A hub whose broadcast and replay buffer hold `capacity` events, on a [`MemoryStore`].
     pub fn with_capacity(capacity: usize) -> Self {
-        let (tx, _) = broadcast::channel(capacity.max(1));
-        EventHub { log: Arc::new(Mutex::new(Log { next_seq: 1, replay: VecDeque::new() })), tx, subscribers: Arc::new(AtomicUsize::new(0)), capacity: capacity.max(1), counters: Arc::default() }
+        EventHub::build(capacity, Arc::new(MemoryStore::new()), 0, 0)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Log> {
-        self.log.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Publishes `event` with the next sequence number and returns it. Never waits.
-    pub fn publish(&self, event: RuntimeEvent) -> ServerEvent {
-        audit(&event, &self.counters);
-        let mut log = self.lock();
-        let ev = ServerEvent { seq: log.next_seq, time_ms: Some(now_ms()), event };
-        log.next_seq += 1;
-        if log.replay.len() == self.capacity {
-            log.replay.pop_front();
+    /// A hub on `store`: its sequence continues from the store's, a turn the store shows as
+    /// running (its process stopped during it) is closed first, and with a durable store every
+    /// event is written, in a group commit, before it reaches a subscriber. The store keeps the
+    /// newest `retain_events` events (at least one).
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be read or written.
+    pub fn with_store(capacity: usize, store: Arc<dyn Store>, retain_events: u64) -> Result<Self, StoreError> {
+        for t in store.close_running_turns(now_ms())? {
+            tracing::warn!(target: "openagents::audit", event = "turn_closed_at_start", assignment = %t.start.assignment, conversation = %t.start.conversation, first_seq = t.start.first_seq, "a turn that was running when the runtime stopped was closed as failed ({})", crate::store::RUNTIME_RESTARTED);
         }
+        let retain = retain_events.max(1);
+        if store.durable() {
+            store.prune(retain)?;
+        }
+        let last = store.last_seq()?;
+        Ok(EventHub::build(capacity, store, last, retain))
+    }
+
+    fn build(capacity: usize, store: Arc<dyn Store>, last: i64, retain: u64) -> Self {
+        let capacity = capacity.max(1);
+        let (tx, _) = broadcast::channel(capacity);
+        let delivery = Arc::new(Delivery { log: Mutex::new(Log { delivered: last, replay: VecDeque::new() }), tx, capacity, delivered: watch::channel(last).0 });
+        let counters = Arc::<HubCounters>::default();
+        let writer = store.durable().then(|| {
+            let (queue, jobs) = std::sync::mpsc::sync_channel(WRITE_QUEUE);
+            let (store, delivery, counters) = (Arc::clone(&store), Arc::clone(&delivery), Arc::clone(&counters));
+            std::thread::Builder::new().name("openagents-store".into()).spawn(move || write_loop(&jobs, &*store, &delivery, &counters, retain)).map(|_| queue)
+        });
+        let writer = match writer {
+            Some(Ok(queue)) => Some(queue),
+            Some(Err(e)) => {
+                tracing::error!("cannot start the store's writer thread ({e}): events are delivered without being written");
+                None
+            }
+            None => None,
+        };
+        EventHub { next_seq: Arc::new(Mutex::new(last + 1)), delivery, subscribers: Arc::new(AtomicUsize::new(0)), counters, store, writer }
+    }
+
+    /// The store events, turns and conversations are kept in.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Publishes `event` with the next sequence number and returns it. Never waits for a
+    /// subscriber; with a durable store it is delivered once written (see
+    /// [`EventHub::delivered`]).
+    pub fn publish(&self, event: RuntimeEvent) -> ServerEvent {
+        self.publish_noted(event, None)
+    }
+
+    /// [`EventHub::publish`], with what the store records beside the event (a turn's start
+    /// or end), written in the same commit.
+    pub fn publish_noted(&self, event: RuntimeEvent, note: Option<Note>) -> ServerEvent {
+        audit(&event, &self.counters);
+        let mut next = self.next_seq.lock().unwrap_or_else(|p| p.into_inner());
+        let ev = ServerEvent { seq: *next, time_ms: Some(now_ms()), event };
+        *next += 1;
+        let noted = note.and_then(|n| Noted::of(n, &ev));
         let shared = Published::shared(ev.clone());
-        log.replay.push_back(Arc::clone(&shared));
-        // No receiver is fine: nobody is listening.
-        let _ = self.tx.send(shared);
+        match &self.writer {
+            Some(queue) => {
+                if let Err(std::sync::mpsc::SendError(job)) = queue.send(Job { event: shared, noted }) {
+                    // The writer is gone (it never is while the hub lives): deliver unwritten.
+                    self.delivery.deliver([&job.event]);
+                }
+            }
+            None => {
+                if let Some(noted) = &noted
+                    && let Err(e) = self.store.write(&[noted.record()])
+                {
+                    tracing::error!("{e}");
+                }
+                self.delivery.deliver([&shared]);
+            }
+        }
+        drop(next);
         ev
     }
 
-    /// The newest sequence number published (0 before the first event).
+    /// Resolves once every event up to `seq` has been delivered (written first, with a durable
+    /// store).
+    pub async fn delivered(&self, seq: i64) {
+        let mut delivered = self.delivery.delivered.subscribe();
+        let _ = delivered.wait_for(|&at| at >= seq).await;
+    }
+
+    /// The newest sequence number delivered (0 before the first event; with a durable store,
+    /// the store's newest at start).
     pub fn last_seq(&self) -> i64 {
-        self.lock().next_seq - 1
+        self.delivery.lock().delivered
     }
 
     /// What the hub has counted.
@@ -124,42 +316,106 @@ impl EventHub {
     }
 
     /// A subscription to every event after `since` (replayed from the buffer while it holds
-    /// them), or to new events only when `since` is `None`.
+    /// them, and before that from a durable store), or to new events only when `since` is
+    /// `None`.
     pub fn subscribe(&self, since: Option<i64>) -> Subscription {
-        let log = self.lock();
-        let rx = self.tx.subscribe();
-        let last = log.next_seq - 1;
+        let log = self.delivery.lock();
+        let rx = self.delivery.tx.subscribe();
+        let last = log.delivered;
         let mut backlog = VecDeque::new();
         let mut cursor = last;
+        let mut from_store = None;
         if let Some(since) = since {
             let oldest = log.replay.front().map_or(last + 1, |e| e.event.seq);
             if since > last {
                 // A resume point this runtime never reached (a client of an earlier run of a
-                // restarted server): say so, and replay from the oldest event held.
+                // restarted server that kept no store): say so, and replay from the oldest
+                // event held.
                 let resumed_at = oldest - 1;
                 backlog.push_back(Published::shared(ServerEvent { seq: resumed_at.max(0), time_ms: Some(now_ms()), event: RuntimeEvent::Gap { since, resumed_at: resumed_at.max(0) } }));
                 self.counters.gaps.fetch_add(1, Ordering::Relaxed);
                 backlog.extend(log.replay.iter().cloned());
                 drop(log);
-                self.subscribers.fetch_add(1, Ordering::Relaxed);
-                return Subscription { backlog, rx, seen: resumed_at.max(0), count: Arc::clone(&self.subscribers), counters: Arc::clone(&self.counters) };
+                return self.subscription(backlog, None, rx, resumed_at.max(0));
             }
             let since = since.max(0);
             if since + 1 < oldest {
-                backlog.push_back(Published::shared(ServerEvent { seq: oldest - 1, time_ms: Some(now_ms()), event: RuntimeEvent::Gap { since, resumed_at: oldest - 1 } }));
-                self.counters.gaps.fetch_add(1, Ordering::Relaxed);
+                if self.store.durable() {
+                    from_store = Some(StoreRange { after: since, through: oldest - 1 });
+                } else {
+                    backlog.push_back(Published::shared(ServerEvent { seq: oldest - 1, time_ms: Some(now_ms()), event: RuntimeEvent::Gap { since, resumed_at: oldest - 1 } }));
+                    self.counters.gaps.fetch_add(1, Ordering::Relaxed);
+                }
             }
             backlog.extend(log.replay.iter().filter(|e| e.event.seq > since).cloned());
             cursor = since;
         }
         drop(log);
-        self.subscribers.fetch_add(1, Ordering::Relaxed);
-        Subscription { backlog, rx, seen: cursor, count: Arc::clone(&self.subscribers), counters: Arc::clone(&self.counters) }
+        self.subscription(backlog, from_store, rx, cursor)
     }
+
+    fn subscription(&self, backlog: VecDeque<SharedEvent>, from_store: Option<StoreRange>, rx: broadcast::Receiver<SharedEvent>, seen: i64) -> Subscription {
+        self.subscribers.fetch_add(1, Ordering::Relaxed);
+        let store = self.store.durable().then(|| (Arc::clone(&self.store), self.delivery.delivered.subscribe()));
+        Subscription { page: VecDeque::new(), from_store, store, backlog, rx, seen, count: Arc::clone(&self.subscribers), counters: Arc::clone(&self.counters) }
+    }
+}
+
+/// The writer thread: takes what is queued (at most [`WRITE_BATCH`]), writes it in one
+/// transaction, then delivers it; prunes past `retain` now and then. Ends when the hub is gone.
+fn write_loop(jobs: &std::sync::mpsc::Receiver<Job>, store: &dyn Store, delivery: &Delivery, counters: &HubCounters, retain: u64) {
+    let prune_every = (retain / 16).clamp(1, 65_536);
+    let mut since_prune = 0u64;
+    let mut batch = Vec::with_capacity(WRITE_BATCH);
+    while let Ok(first) = jobs.recv() {
+        batch.push(first);
+        while batch.len() < WRITE_BATCH {
+            match jobs.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let mut records = Vec::with_capacity(batch.len() + 2);
+        for job in &batch {
+            let ev = &job.event.event;
+            records.push(Record::Event { seq: ev.seq, time_ms: ev.time_ms.unwrap_or(0), json: job.event.json() });
+            if let Some(noted) = &job.noted {
+                records.push(noted.record());
+            }
+        }
+        if let Err(e) = store.write(&records) {
+            counters.store_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::error!("{e}: {} events delivered without being written", batch.len());
+        }
+        drop(records);
+        delivery.deliver(batch.iter().map(|job| &job.event));
+        since_prune += batch.len() as u64;
+        batch.clear();
+        if since_prune >= prune_every {
+            since_prune = 0;
+            if let Err(e) = store.prune(retain) {
+                tracing::error!("{e}");
+            }
+        }
+    }
+}
+
+/// Events a subscription still reads from the store: after `after`, through `through`.
+#[derive(Debug, Clone, Copy)]
+struct StoreRange {
+    after: i64,
+    through: i64,
 }
 
 /// One subscriber's view of the stream.
 pub struct Subscription {
+    /// Events read from the store, not yet given out.
+    page: VecDeque<SharedEvent>,
+    /// What is still to be read from the store before `backlog`.
+    from_store: Option<StoreRange>,
+    /// The durable store and the newest delivered sequence number (to catch up from after
+    /// falling behind the broadcast); `None` without a durable store.
+    store: Option<(Arc<dyn Store>, watch::Receiver<i64>)>,
     backlog: VecDeque<SharedEvent>,
     rx: broadcast::Receiver<SharedEvent>,
     /// The newest sequence number given out (or skipped over by the starting point).
@@ -178,17 +434,21 @@ impl Subscription {
     /// [`Subscription::next`], as the event shared with every other subscriber, with its JSON
     /// encoded once for all of them.
     pub async fn next_shared(&mut self) -> Option<SharedEvent> {
-        if let Some(ev) = self.pop_backlog() {
-            return Some(ev);
-        }
         loop {
+            if let Some(ev) = self.pop_backlog() {
+                return Some(ev);
+            }
             match self.rx.recv().await {
                 Ok(ev) if ev.event.seq <= self.seen => continue,
                 Ok(ev) => {
                     self.seen = ev.event.seq;
                     return Some(ev);
                 }
-                Err(broadcast::error::RecvError::Lagged(missed)) => return Some(self.lagged(missed)),
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    if let Some(notice) = self.lagged(missed) {
+                        return Some(notice);
+                    }
+                }
                 Err(broadcast::error::RecvError::Closed) => return None,
             }
         }
@@ -196,23 +456,37 @@ impl Subscription {
 
     /// [`Subscription::next_shared`] without waiting: the next event when one is already there.
     pub fn try_next_shared(&mut self) -> Option<SharedEvent> {
-        if let Some(ev) = self.pop_backlog() {
-            return Some(ev);
-        }
         loop {
+            if let Some(ev) = self.pop_backlog() {
+                return Some(ev);
+            }
             match self.rx.try_recv() {
                 Ok(ev) if ev.event.seq <= self.seen => continue,
                 Ok(ev) => {
                     self.seen = ev.event.seq;
                     return Some(ev);
                 }
-                Err(broadcast::error::TryRecvError::Lagged(missed)) => return Some(self.lagged(missed)),
+                Err(broadcast::error::TryRecvError::Lagged(missed)) => {
+                    if let Some(notice) = self.lagged(missed) {
+                        return Some(notice);
+                    }
+                }
                 Err(broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed) => return None,
             }
         }
     }
 
     fn pop_backlog(&mut self) -> Option<SharedEvent> {
+        loop {
+            if let Some(ev) = self.page.pop_front() {
+                self.seen = self.seen.max(ev.event.seq);
+                return Some(ev);
+            }
+            if self.from_store.is_none() {
+                break;
+            }
+            self.read_page();
+        }
         let ev = self.backlog.pop_front()?;
         if !matches!(ev.event.event, RuntimeEvent::Gap { .. }) {
             self.seen = self.seen.max(ev.event.seq);
@@ -220,13 +494,62 @@ impl Subscription {
         Some(ev)
     }
 
-    fn lagged(&mut self, missed: u64) -> SharedEvent {
+    /// The next page of `from_store` into `page`, with a `gap` for what the store no longer
+    /// holds (pruned) or cannot give back.
+    fn read_page(&mut self) {
+        let Some(range) = self.from_store.take() else { return };
+        let Some((store, _)) = &self.store else { return };
+        let rows = match store.events_after(range.after, range.through, REPLAY_PAGE) {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::error!("{e}: a resume gets a gap instead");
+                self.gap(range.after, range.through);
+                return;
+            }
+        };
+        let full = rows.len() == REPLAY_PAGE;
+        let mut reached = range.after;
+        for row in rows {
+            if row.seq > reached + 1 {
+                self.gap(reached, row.seq - 1);
+            }
+            match openagents_protocol::rt::parse_validated::<ServerEvent>(&row.json) {
+                Ok(ev) if ev.seq == row.seq => self.page.push_back(Published::stored(ev, row.json)),
+                Ok(_) | Err(_) => {
+                    tracing::error!(seq = row.seq, "the store holds an event that does not decode: a resume gets a gap for it");
+                    self.gap(row.seq - 1, row.seq);
+                }
+            }
+            reached = row.seq;
+        }
+        if full && reached < range.through {
+            self.from_store = Some(StoreRange { after: reached, through: range.through });
+        } else if reached < range.through {
+            self.gap(reached, range.through);
+        }
+    }
+
+    fn gap(&mut self, since: i64, resumed_at: i64) {
+        self.counters.gaps.fetch_add(1, Ordering::Relaxed);
+        self.page.push_back(Published::shared(ServerEvent { seq: resumed_at, time_ms: Some(now_ms()), event: RuntimeEvent::Gap { since, resumed_at } }));
+    }
+
+    /// After missing `missed` events of the broadcast: with a durable store, read them from it
+    /// (`None`: nothing to announce); else the `lagged` notice.
+    fn lagged(&mut self, missed: u64) -> Option<SharedEvent> {
+        if let Some((_, delivered)) = &self.store {
+            let through = *delivered.borrow();
+            if through > self.seen {
+                self.from_store = Some(StoreRange { after: self.seen, through });
+            }
+            return None;
+        }
         self.counters.lagged.fetch_add(1, Ordering::Relaxed);
         let notice = ServerEvent { seq: self.seen, time_ms: Some(now_ms()), event: RuntimeEvent::Lagged { missed: missed as i64 } };
         // The missed events are behind this subscriber now: the next event is `seq + missed +
         // 1`, and a second notice before it counts from there.
         self.seen += missed as i64;
-        Published::shared(notice)
+        Some(Published::shared(notice))
     }
 
     /// The sequence number of the newest event this subscriber has been given.

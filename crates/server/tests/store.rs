@@ -1,0 +1,148 @@
+//! The event hub on a SQLite store: the sequence continues after a restart, a resume from before
+//! the replay buffer is served from the store exactly (no gap), what retention pruned gives
+//! `gap`, a subscriber that falls behind the broadcast catches up from the store, and a turn's
+//! start and end are recorded with their first and last sequence numbers.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use openagents_protocol::{RuntimeEvent, ServerEvent};
+use openagents_server::events::{EventHub, Note};
+use openagents_server::store::{Outcome, SqliteStore, Store};
+
+fn temp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("openagents-hub-store-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a temporary folder");
+    dir.join("store.db")
+}
+
+fn hub(path: &PathBuf, capacity: usize, retain: u64) -> EventHub {
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(path).expect("the store opens"));
+    EventHub::with_store(capacity, store, retain).expect("a hub on the store")
+}
+
+fn text(i: usize) -> RuntimeEvent {
+    RuntimeEvent::Text { text: format!("event {i}") }
+}
+
+async fn take(sub: &mut openagents_server::events::Subscription, n: usize) -> Vec<ServerEvent> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let ev = tokio::time::timeout(std::time::Duration::from_secs(10), sub.next()).await.expect("an event in time").expect("the hub is there");
+        out.push(ev);
+    }
+    out
+}
+
+fn texts(evs: &[ServerEvent]) -> Vec<(i64, String)> {
+    evs.iter()
+        .map(|e| match &e.event {
+            RuntimeEvent::Text { text } => (e.seq, text.clone()),
+            other => (e.seq, format!("{other:?}")),
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sequence_continues_after_a_restart_and_a_resume_gets_exactly_what_it_missed() {
+    let path = temp("restart");
+    {
+        let hub = hub(&path, 4, 1000);
+        let mut live = hub.subscribe(None);
+        let mut last = 0;
+        for i in 1..=10 {
+            last = hub.publish(text(i)).seq;
+        }
+        hub.delivered(last).await;
+        assert_eq!(hub.last_seq(), 10);
+        let got = take(&mut live, 10).await;
+        assert_eq!(got.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=10).collect::<Vec<_>>());
+    }
+    // The writer thread ends with the hub; the lock goes with the store.
+    let mut reopened = None;
+    for _ in 0..100 {
+        match SqliteStore::open(&path) {
+            Ok(s) => {
+                reopened = Some(s);
+                break;
+            }
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+        }
+    }
+    let store: Arc<dyn Store> = Arc::new(reopened.expect("the store is free once its hub is gone"));
+    let hub = EventHub::with_store(4, store, 1000).expect("a hub on the store");
+    assert_eq!(hub.last_seq(), 10, "the sequence goes on from the store's");
+    let first = hub.publish(text(11));
+    assert_eq!(first.seq, 11, "no sequence number is used twice");
+    hub.delivered(11).await;
+    // A client that saw up to 3 before the restart: 4..=11, from the store then the buffer, no gap.
+    let mut resumed = hub.subscribe(Some(3));
+    let got = take(&mut resumed, 8).await;
+    let want: Vec<(i64, String)> = (4..=11).map(|i| (i as i64, format!("event {i}"))).collect();
+    assert_eq!(texts(&got), want);
+    assert!(resumed.try_next_shared().is_none(), "nothing more");
+    assert_eq!(hub.counters().gaps.load(std::sync::atomic::Ordering::Relaxed), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_retention_pruned_is_a_gap_and_the_rest_follows() {
+    let path = temp("retention");
+    let hub = hub(&path, 2, 5);
+    let mut last = 0;
+    for i in 1..=40 {
+        last = hub.publish(text(i)).seq;
+    }
+    hub.delivered(last).await;
+    // The writer prunes as it goes; give the last prune a moment.
+    let store = Arc::clone(hub.store());
+    store.prune(5).expect("prune");
+    let mut sub = hub.subscribe(Some(0));
+    let first = take(&mut sub, 1).await;
+    match &first[0].event {
+        RuntimeEvent::Gap { since, resumed_at } => {
+            assert_eq!(*since, 0);
+            assert_eq!(*resumed_at, 35, "the store keeps the newest 5 of 40");
+        }
+        other => panic!("expected a gap, got {other:?}"),
+    }
+    let rest = take(&mut sub, 5).await;
+    assert_eq!(rest.iter().map(|e| e.seq).collect::<Vec<_>>(), [36, 37, 38, 39, 40]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_behind_the_broadcast_catches_up_from_the_store_without_lagged() {
+    let path = temp("lag");
+    let hub = hub(&path, 4, 100_000);
+    let mut slow = hub.subscribe(None);
+    let mut last = 0;
+    for i in 1..=1000 {
+        last = hub.publish(text(i)).seq;
+    }
+    hub.delivered(last).await;
+    let got = take(&mut slow, 1000).await;
+    assert_eq!(got.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=1000).collect::<Vec<_>>(), "every event, in order, none announced missing");
+    assert_eq!(hub.counters().lagged.load(std::sync::atomic::Ordering::Relaxed), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_is_recorded_with_its_first_and_last_sequence_numbers() {
+    let path = temp("turn");
+    let hub = hub(&path, 16, 1000);
+    hub.publish(text(0));
+    let started = hub.publish_noted(
+        RuntimeEvent::TurnStarted { assignment: "asg-1".into(), conversation: "conv-1".into(), runner: "echo".into() },
+        Some(Note::TurnStarted { task: "write a poem\nabout the sea".into(), cwd: "/tmp".into() }),
+    );
+    hub.publish(text(1));
+    let ended = hub.publish_noted(RuntimeEvent::TurnCompleted { result: "a poem".into() }, Some(Note::TurnEnded { first_seq: started.seq, outcome: Outcome::Completed, result: Some("a poem".into()), error: None }));
+    hub.delivered(ended.seq).await;
+    let turns = hub.store().turns(10).expect("turns");
+    assert_eq!(turns.len(), 1);
+    let t = &turns[0];
+    assert_eq!((t.start.assignment.as_str(), t.start.conversation.as_str(), t.start.runner.as_str(), t.start.task.as_str()), ("asg-1", "conv-1", "echo", "write a poem\nabout the sea"));
+    assert_eq!((t.start.first_seq, t.last_seq, t.outcome.as_str(), t.result.as_deref()), (2, Some(4), "completed", Some("a poem")));
+    assert!(t.ended_ms.is_some_and(|e| e >= t.start.started_ms));
+    let convs = hub.store().conversations(10).expect("conversations");
+    assert_eq!((convs[0].id.as_str(), convs[0].title.as_str()), ("conv-1", "write a poem"));
+}
