@@ -90,6 +90,8 @@ pub struct AcpArgs {
     /// longest, with the runner process it holds.
     #[arg(long, default_value_t = MAX_ACP_SESSIONS as u64, value_parser = clap::value_parser!(u64).range(1..=65_536))]
     max_sessions: u64,
+    #[command(flatten)]
+    store: crate::store::StoreArgs,
 }
 
 /// Closes a conversation's kept ACP runner process (if it holds one); resolves once it is reaped.
@@ -97,14 +99,14 @@ type CloseConversation = Arc<dyn Fn(String) -> Pin<Box<dyn Future<Output = usize
 
 /// The engine `serve` builds (its agent and settings), and a handle on its ACP runners'
 /// processes, so a closed session's process can be ended.
-fn build_engine(runners: &[String], cwd: String) -> Result<(RpcEngine, CloseConversation), String> {
+fn build_engine(runners: &[String], cwd: String, hub: openagents_sdk::server::events::EventHub) -> Result<(RpcEngine, CloseConversation), String> {
     let agent = crate::serve::runner_agent(runners)?;
     let host = agent.acp().clone();
     let close: CloseConversation = Arc::new(move |conversation: String| {
         let host = host.clone();
         Box::pin(async move { host.close_conversation(&conversation).await }) as Pin<Box<dyn Future<Output = usize> + Send>>
     });
-    Ok((RpcEngine::with_config(agent, crate::serve::engine_config(runners, cwd)), close))
+    Ok((RpcEngine::with_events(agent, crate::serve::engine_config(runners, cwd), hub), close))
 }
 
 fn fail(message: impl std::fmt::Display) -> ExitCode {
@@ -118,7 +120,11 @@ pub fn acp(args: AcpArgs) -> ExitCode {
     if let Err(e) = crate::serve::operator_gate(&cwd) {
         return fail(e);
     }
-    let (engine, close) = match build_engine(&args.runner, cwd) {
+    let hub = match crate::store::open(&args.store, "acp") {
+        Ok(h) => h,
+        Err(e) => return fail(e),
+    };
+    let (engine, close) = match build_engine(&args.runner, cwd, hub) {
         Ok(e) => e,
         Err(e) => return fail(e),
     };

@@ -7,6 +7,7 @@ mod client;
 mod config;
 mod run;
 mod serve;
+mod store;
 mod validate;
 
 use std::process::ExitCode;

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use clap::Args;
 use openagents_sdk::agents::host::{Registry, RunnerHost};
+use openagents_sdk::server::events::EventHub;
 use openagents_sdk::server::{EngineConfig, Grant, RpcEngine, RunnerAgent, RuntimeHttpCredential, MIN_TOKEN_BYTES, generate_token, load_credentials, read_token_file};
 
 use crate::client::Target;
@@ -52,6 +53,8 @@ pub struct ServeArgs {
     /// 1 to 86400).
     #[arg(long, requires = "http", value_parser = clap::value_parser!(u64).range(1..=MAX_DURATION_SECS))]
     approval_timeout: Option<u64>,
+    #[command(flatten)]
+    store: crate::store::StoreArgs,
 }
 
 /// The longest duration a flag takes, in seconds: one day (the engine's `MAX_LEASE_TTL`). A
@@ -93,18 +96,18 @@ pub(crate) fn operator_gate(cwd: &str) -> Result<config::ServerSettings, String>
 }
 
 /// The runtime every server builds: a `RunnerAgent` over exactly `runners` of the operator's
-/// registry (a turn naming any other is refused as an unknown runner) inside an `RpcEngine`,
-/// the first of `runners` its default.
+/// registry (a turn naming any other is refused as an unknown runner) inside an `RpcEngine`
+/// publishing on `hub`, the first of `runners` its default.
 ///
 /// # Errors
 ///
 /// No runner named, an unreadable registry, or a runner it does not have (said in full: the
 /// operator reads this).
-pub(crate) fn build_engine(runners: &[String], cwd: String) -> Result<RpcEngine, String> {
+pub(crate) fn build_engine(runners: &[String], cwd: String, hub: EventHub) -> Result<RpcEngine, String> {
     if runners.is_empty() {
         return Err("name the runners to serve: --runner ID (repeat for more), or `runners = [\"ID\"]` in [capabilities.server]".into());
     }
-    Ok(RpcEngine::with_config(runner_agent(runners)?, engine_config(runners, cwd)))
+    Ok(RpcEngine::with_events(runner_agent(runners)?, engine_config(runners, cwd), hub))
 }
 
 /// The agent that runs `runners` from the operator's registry (its files kept from sandboxed
@@ -144,7 +147,11 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         Err(e) => return fail(e),
     };
     let runners = if args.runner.is_empty() { settings.runners.clone() } else { args.runner.clone() };
-    let engine = match build_engine(&runners, cwd) {
+    let hub = match crate::store::open(&args.store, "serve") {
+        Ok(h) => h,
+        Err(e) => return fail(e),
+    };
+    let engine = match build_engine(&runners, cwd, hub) {
         Ok(e) => e,
         Err(e) => return fail(e),
     };

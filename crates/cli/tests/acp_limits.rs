@@ -88,6 +88,7 @@ impl Agent {
             .env("OPENAGENTS_CONFIG", op.dir.join("config.toml"))
             .env("OPENAGENTS_RUNNERS", op.dir.join("runners.toml"))
             .env("XDG_RUNTIME_DIR", &op.dir)
+            .env("XDG_STATE_HOME", &op.dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -35,6 +35,7 @@ impl Setup {
             .env("OPENAGENTS_CONFIG", self.dir.join("config.toml"))
             .env("OPENAGENTS_RUNNERS", self.dir.join("runners.toml"))
             .env("XDG_RUNTIME_DIR", &self.dir)
+            .env("XDG_STATE_HOME", &self.dir)
             .stdin(Stdio::null());
         c
     }

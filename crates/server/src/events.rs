@@ -44,6 +44,9 @@ struct Log {
 #[derive(Debug)]
 pub struct Published {
     event: ServerEvent,
+    /// Whether a stream ends with it: this run's `shutting_down` (an earlier run's, replayed
+    /// from the store, does not end anything).
+    ends_stream: bool,
     json: OnceLock<Vec<u8>>,
     sse: OnceLock<axum::body::Bytes>,
 }
@@ -53,11 +56,17 @@ pub type SharedEvent = Arc<Published>;
 
 impl Published {
     fn shared(event: ServerEvent) -> SharedEvent {
-        Arc::new(Published { event, json: OnceLock::new(), sse: OnceLock::new() })
+        Arc::new(Published { ends_stream: crate::projection::is_final(&event), event, json: OnceLock::new(), sse: OnceLock::new() })
     }
-    /// An event read back from the store, with the JSON it was written as.
-    fn stored(event: ServerEvent, json: Vec<u8>) -> SharedEvent {
-        Arc::new(Published { event, json: OnceLock::from(json), sse: OnceLock::new() })
+    /// An event read back from the store, with the JSON it was written as; this run's events
+    /// are those from `run_start` on.
+    fn stored(event: ServerEvent, json: Vec<u8>, run_start: i64) -> SharedEvent {
+        Arc::new(Published { ends_stream: event.seq >= run_start && crate::projection::is_final(&event), event, json: OnceLock::from(json), sse: OnceLock::new() })
+    }
+    /// Whether this is the runtime's last event, after which a stream ends: this run's
+    /// `shutting_down`, never an earlier run's replayed from the store.
+    pub fn ends_stream(&self) -> bool {
+        self.ends_stream
     }
     /// The event.
     pub fn event(&self) -> &ServerEvent {
@@ -196,6 +205,8 @@ pub struct EventHub {
     store: Arc<dyn Store>,
     /// The writer thread's queue, when the store is durable.
     writer: Option<std::sync::mpsc::SyncSender<Job>>,
+    /// The first sequence number of this run (earlier ones are the store's, from earlier runs).
+    run_start: i64,
 }
 
 impl Default for EventHub {
@@ -248,7 +259,7 @@ impl EventHub {
             }
             None => None,
         };
-        EventHub { next_seq: Arc::new(Mutex::new(last + 1)), delivery, subscribers: Arc::new(AtomicUsize::new(0)), counters, store, writer }
+        EventHub { next_seq: Arc::new(Mutex::new(last + 1)), delivery, subscribers: Arc::new(AtomicUsize::new(0)), counters, store, writer, run_start: last + 1 }
     }
 
     /// The store events, turns and conversations are kept in.
@@ -357,7 +368,7 @@ impl EventHub {
     fn subscription(&self, backlog: VecDeque<SharedEvent>, from_store: Option<StoreRange>, rx: broadcast::Receiver<SharedEvent>, seen: i64) -> Subscription {
         self.subscribers.fetch_add(1, Ordering::Relaxed);
         let store = self.store.durable().then(|| (Arc::clone(&self.store), self.delivery.delivered.subscribe()));
-        Subscription { page: VecDeque::new(), from_store, store, backlog, rx, seen, count: Arc::clone(&self.subscribers), counters: Arc::clone(&self.counters) }
+        Subscription { page: VecDeque::new(), from_store, store, run_start: self.run_start, backlog, rx, seen, count: Arc::clone(&self.subscribers), counters: Arc::clone(&self.counters) }
     }
 }
 
@@ -416,6 +427,8 @@ pub struct Subscription {
     /// The durable store and the newest delivered sequence number (to catch up from after
     /// falling behind the broadcast); `None` without a durable store.
     store: Option<(Arc<dyn Store>, watch::Receiver<i64>)>,
+    /// The hub's first sequence number of this run.
+    run_start: i64,
     backlog: VecDeque<SharedEvent>,
     rx: broadcast::Receiver<SharedEvent>,
     /// The newest sequence number given out (or skipped over by the starting point).
@@ -514,7 +527,7 @@ impl Subscription {
                 self.gap(reached, row.seq - 1);
             }
             match openagents_protocol::rt::parse_validated::<ServerEvent>(&row.json) {
-                Ok(ev) if ev.seq == row.seq => self.page.push_back(Published::stored(ev, row.json)),
+                Ok(ev) if ev.seq == row.seq => self.page.push_back(Published::stored(ev, row.json, self.run_start)),
                 Ok(_) | Err(_) => {
                     tracing::error!(seq = row.seq, "the store holds an event that does not decode: a resume gets a gap for it");
                     self.gap(row.seq - 1, row.seq);

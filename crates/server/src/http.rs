@@ -34,7 +34,6 @@ pub use crate::listener::{
     MAX_HEADERS, PROTOCOL_VERSION_HEADER, SCHEMA_DIGEST_HEADER, WRITE_STALL_TIMEOUT, header_block_len,
 };
 use crate::listener::{Access, Direct, Peer, json_response, reject};
-use crate::projection;
 
 /// The `retry:` an event stream asks an `EventSource` to wait before reconnecting.
 pub const SSE_RETRY: Duration = Duration::from_secs(2);
@@ -359,7 +358,7 @@ fn event_stream(sub: crate::events::Subscription, engine: RpcEngine) -> impl Str
                 }
             }
         };
-        let mut last = projection::is_final(ev.event());
+        let mut last = ev.ends_stream();
         let previous = sent;
         let now = tokio::time::Instant::now();
         if now >= previous + SSE_HOLD && buf.capacity() > 0 {
@@ -409,7 +408,7 @@ fn gather(sub: &mut crate::events::Subscription, buf: &mut bytes::BytesMut, firs
             buf.extend_from_slice(first.sse_frame());
         }
         buf.extend_from_slice(more.sse_frame());
-        let (last, full) = (projection::is_final(more.event()), buf.len() >= SSE_BATCH_BYTES);
+        let (last, full) = (more.ends_stream(), buf.len() >= SSE_BATCH_BYTES);
         if last || full {
             return (last, full);
         }

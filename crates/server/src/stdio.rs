@@ -374,7 +374,7 @@ impl EventSession for StdioEvents {
                     changed = drain.changed() => if changed.is_err() { break } else { continue },
                 };
                 let Some(ev) = ev else { break };
-                let last = projection::is_final(ev.event());
+                let last = ev.ends_stream();
                 let mut line = projection::notification_line_of(ev.json());
                 line.push(b'\n');
                 if tx.send(line).await.is_err() {

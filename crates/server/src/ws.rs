@@ -167,7 +167,7 @@ impl EventSession for WsEvents {
             // instead of losing events silently. A queue that stays full for longer than the
             // stuck timeout disconnects the frontend (close code 1013).
             while let Some(ev) = sub.next_shared().await {
-                let last = projection::is_final(ev.event());
+                let last = ev.ends_stream();
                 match tokio::time::timeout(patience, tx.send(projection::frontend_notification_of(ev.json()))).await {
                     Ok(Ok(())) => {
                         forwarded.send_replace(sub.position());

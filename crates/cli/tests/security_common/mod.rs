@@ -29,7 +29,8 @@ pub fn runner(name: &str) -> PathBuf {
     Path::new(bin()).with_file_name(format!("openagents-runner-{name}"))
 }
 
-/// `openagents ARGS` with the configuration, registry and runtime folder in `dir`, run in `cwd`,
+/// `openagents ARGS` with the configuration, registry, runtime folder and state folder (the
+/// default store) in `dir`, run in `cwd`,
 /// stdin closed.
 pub fn openagents_in(dir: &Path, cwd: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(bin());
@@ -38,6 +39,7 @@ pub fn openagents_in(dir: &Path, cwd: &Path, args: &[&str]) -> Command {
         .env("OPENAGENTS_CONFIG", dir.join("config.toml"))
         .env("OPENAGENTS_RUNNERS", dir.join("runners.toml"))
         .env("XDG_RUNTIME_DIR", dir)
+        .env("XDG_STATE_HOME", dir)
         .stdin(Stdio::null());
     c
 }

@@ -1,0 +1,301 @@
+//! The durable store against the real binary: a restart on the same SQLite store continues the
+//! sequence and a client resuming over SSE gets exactly the events it missed, no gap; a server
+//! killed (`kill -9`) mid-turn leaves a store whose turn the next start closes, and that passes
+//! `PRAGMA integrity_check`; bad stores are refused at start (exit 2, the path named); the
+//! default store's place, `--name`, and a store another runtime holds.
+
+mod security_common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use security_common::*;
+
+fn credentials(s: &Setup) -> String {
+    s.file("credentials.toml", &format!("[credentials.root]\ntoken = \"{ADMIN}\"\nrole = \"admin\"\n"), 0o600).display().to_string()
+}
+
+fn addr_of(server: &Server) -> SocketAddr {
+    server.url.trim_start_matches("http://").trim_end_matches('/').parse().expect("a socket address")
+}
+
+/// One JSON-RPC call over `POST /rpc` as the admin: the reply.
+fn rpc(addr: SocketAddr, method: &str, params: serde_json::Value) -> serde_json::Value {
+    let body = serde_json::json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params }).to_string();
+    let request = format!("POST /rpc HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {ADMIN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+    let (status, _, body) = http_exchange(addr, request.as_bytes());
+    assert_eq!(status, 200, "{method}: {}", String::from_utf8_lossy(&body));
+    serde_json::from_slice(&body).unwrap_or_else(|e| panic!("{method}: {e}: {}", String::from_utf8_lossy(&body)))
+}
+
+fn last_seq(addr: SocketAddr) -> i64 {
+    rpc(addr, "status", serde_json::Value::Null)["result"]["last_seq"].as_i64().expect("last_seq")
+}
+
+fn submit(addr: SocketAddr, task: &str) {
+    let reply = rpc(addr, "submit", serde_json::json!({ "task": task }));
+    assert_eq!(reply["result"]["result"], task, "{reply}");
+}
+
+/// `GET /events` with `resume` (`("last-event-id", "3")` as a header, or `("since", "3")` in
+/// the query) on a raw connection: the first `n` events, parsed, within [`BOUND`].
+fn sse(addr: SocketAddr, resume: (&str, &str), n: usize) -> Vec<serde_json::Value> {
+    let (path, header) = match resume {
+        ("since", v) => (format!("/events?since={v}"), String::new()),
+        (name, v) => ("/events".to_owned(), format!("{name}: {v}\r\n")),
+    };
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_millis(200))).expect("timeout");
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {ADMIN}\r\n{header}\r\n").expect("the request");
+    let deadline = Instant::now() + BOUND;
+    let mut raw = Vec::new();
+    let mut events = Vec::new();
+    while events.len() < n {
+        assert!(Instant::now() < deadline, "only {} of {n} events within {BOUND:?}: {}", events.len(), String::from_utf8_lossy(&raw));
+        let mut buf = [0u8; 16384];
+        match stream.read(&mut buf) {
+            Ok(0) => panic!("the stream ended after {} of {n} events", events.len()),
+            Ok(k) => raw.extend_from_slice(&buf[..k]),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) => panic!("reading the stream: {e}"),
+        }
+        events = frames(&raw);
+    }
+    events.truncate(n);
+    events
+}
+
+/// The events in what a chunked SSE response has sent so far.
+fn frames(raw: &[u8]) -> Vec<serde_json::Value> {
+    let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else { return Vec::new() };
+    let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    let mut data = &raw[end + 4..];
+    let mut payload = Vec::new();
+    // Complete chunks only.
+    while let Some(eol) = data.windows(2).position(|w| w == b"\r\n") {
+        let Ok(size) = usize::from_str_radix(String::from_utf8_lossy(&data[..eol]).trim(), 16) else { break };
+        if data.len() < eol + 2 + size + 2 {
+            break;
+        }
+        payload.extend_from_slice(&data[eol + 2..eol + 2 + size]);
+        data = &data[eol + 2 + size + 2..];
+    }
+    let text = String::from_utf8_lossy(&payload).into_owned();
+    text.split("\n\n")
+        .filter(|frame| frame.lines().any(|l| l.starts_with("data: ")))
+        .filter(|frame| text.contains(&format!("{frame}\n\n")))
+        .map(|frame| {
+            let data: String = frame.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+            serde_json::from_str(&data).unwrap_or_else(|e| panic!("{e}: {data}"))
+        })
+        .collect()
+}
+
+fn kinds(events: &[serde_json::Value]) -> Vec<(i64, String)> {
+    events.iter().map(|e| (e["seq"].as_i64().expect("seq"), e["event"]["type"].as_str().expect("type").to_owned())).collect()
+}
+
+fn signal(server: &mut Server, name: &str) -> Option<i32> {
+    let ok = Command::new("kill").args(["-s", name, &server.child.id().to_string()]).status().expect("kill runs");
+    assert!(ok.success());
+    wait_bounded(&mut server.child)
+}
+
+fn db_arg(path: &Path) -> String {
+    format!("sqlite:{}", path.display())
+}
+
+#[test]
+fn after_sigterm_and_a_restart_the_sequence_continues_and_a_resume_gets_exactly_what_it_missed() {
+    let s = Setup::new("store-restart", "");
+    let creds = credentials(&s);
+    let db = s.dir.join("runtime.db");
+    let args = ["--credentials", creds.as_str(), "--store", &db_arg(&db)];
+    let mut first = s.serve(&args).unwrap_or_else(|(code, err)| panic!("serve did not start ({code:?}): {err}"));
+    let addr = addr_of(&first);
+    assert_eq!(last_seq(addr), 0, "a new store starts at 0");
+    submit(addr, "one two");
+    let seen = last_seq(addr);
+    submit(addr, "three four five");
+    let before = last_seq(addr);
+    assert!(before > seen && seen > 0, "{seen} {before}");
+    assert_eq!(signal(&mut first, "TERM"), Some(0), "SIGTERM ends serve cleanly");
+    drop(first);
+
+    let second = s.serve(&args).unwrap_or_else(|(code, err)| panic!("serve did not start again ({code:?}): {err}"));
+    let addr = addr_of(&second);
+    // The first run's `shutting_down` was the last event it wrote.
+    assert_eq!(last_seq(addr), before + 1, "the sequence goes on from the store's");
+    submit(addr, "six");
+    let now = last_seq(addr);
+    // A client of the first run that had seen `seen`: everything after it, over both runs.
+    let want = (now - seen) as usize;
+    for resume in [("last-event-id", seen.to_string()), ("since", seen.to_string())] {
+        let got = sse(addr, (resume.0, &resume.1), want);
+        let got = kinds(&got);
+        assert_eq!(got.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(), (seen + 1..=now).collect::<Vec<_>>(), "{resume:?}: {got:?}");
+        assert!(got.iter().all(|(_, kind)| kind != "gap" && kind != "lagged"), "{resume:?}: {got:?}");
+        let shutdown = got.iter().position(|(_, kind)| kind == "shutting_down").expect("the first run's shutting_down");
+        assert_eq!(got[shutdown].0, before + 1);
+        assert_eq!(got[shutdown + 1], (before + 2, "turn_started".to_owned()), "the second run's first event follows, no seq used twice");
+        assert_eq!(got.last().map(|(_, k)| k.as_str()), Some("turn_completed"));
+    }
+}
+
+/// A runner that runs until it is killed.
+const SLOW: &str = "[runners.slow]\ncommand = \"/bin/sleep\"\nargs = [\"600\"]\n";
+
+#[test]
+fn a_turn_running_when_the_server_is_killed_is_closed_by_the_next_start_and_the_store_is_intact() {
+    let s = Setup::new("store-kill", SLOW);
+    let creds = credentials(&s);
+    let db = s.dir.join("runtime.db");
+    let args = ["--credentials", creds.as_str(), "--store", &db_arg(&db)];
+    let mut first = s.serve_runner("slow", &args).unwrap_or_else(|(code, err)| panic!("serve did not start ({code:?}): {err}"));
+    let addr = addr_of(&first);
+    // The submit waits for a turn that never ends: on its own thread, left to fail with the server.
+    std::thread::spawn(move || {
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"submit","params":{"task":"never ends","assignment":"asg-killed","conversation":"conv-killed"}}"#;
+        let request = format!("POST /rpc HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {ADMIN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+        if let Ok(mut stream) = TcpStream::connect(addr) {
+            let _ = stream.write_all(request.as_bytes());
+            let _ = stream.read_to_end(&mut Vec::new());
+        }
+    });
+    let deadline = Instant::now() + BOUND;
+    loop {
+        let status = rpc(addr, "status", serde_json::Value::Null);
+        if status["result"]["state"] == "running" && last_seq(addr) >= 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the turn never started: {status}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(signal(&mut first, "KILL"), None, "killed by the signal");
+    drop(first);
+    {
+        let conn = rusqlite::Connection::open(&db).expect("the store opens");
+        let outcome: String = conn.query_row("SELECT outcome FROM turns WHERE assignment = 'asg-killed'", [], |r| r.get(0)).expect("the turn was written when it started");
+        assert_eq!(outcome, "running", "nobody closed it yet");
+    }
+
+    let mut second = s.serve_runner("slow", &args).unwrap_or_else(|(code, err)| panic!("serve did not start again ({code:?}): {err}"));
+    let addr = addr_of(&second);
+    assert_eq!(last_seq(addr), 1, "the killed run's turn_started is kept, and nothing new was published");
+    assert_eq!(rpc(addr, "status", serde_json::Value::Null)["result"]["state"], "idle");
+    assert_eq!(signal(&mut second, "TERM"), Some(0));
+    drop(second);
+
+    let conn = rusqlite::Connection::open(&db).expect("the store opens");
+    let integrity: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).expect("integrity_check");
+    assert_eq!(integrity, "ok");
+    let (outcome, error, first_seq, last, ended, conversation, task): (String, String, i64, i64, Option<i64>, String, String) = conn
+        .query_row("SELECT outcome, error, first_seq, last_seq, ended_ms, conversation, task FROM turns WHERE assignment = 'asg-killed'", [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?)))
+        .expect("the turn");
+    assert_eq!(outcome, "failed");
+    let error: serde_json::Value = serde_json::from_str(&error).expect("the error is JSON");
+    assert_eq!(error["code"], "runtime_restarted");
+    assert_eq!((first_seq, last), (1, 1));
+    assert!(ended.is_some());
+    assert_eq!((conversation.as_str(), task.as_str()), ("conv-killed", "never ends"));
+    let kinds: Vec<String> = conn.prepare("SELECT json FROM events ORDER BY seq").unwrap().query_map([], |r| r.get::<_, String>(0)).unwrap().map(|j| serde_json::from_str::<serde_json::Value>(&j.unwrap()).unwrap()["event"]["type"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(kinds, ["turn_started", "shutting_down"], "the restart published nothing about the closed turn");
+}
+
+/// `serve --http --runner echo --store STORE` in `s`: its exit code and stderr (it must not start).
+fn refused(s: &Setup, store: &str) -> (Option<i32>, String) {
+    match s.serve(&["--store", store]) {
+        Ok(server) => panic!("serve started on {store}: {}", server.stop()),
+        Err(refusal) => refusal,
+    }
+}
+
+#[test]
+fn bad_stores_are_refused_at_start_naming_the_path() {
+    let s = Setup::new("store-bad", "");
+    // Unwritable: nobody may create files in /proc, root included.
+    let (code, err) = refused(&s, "sqlite:/proc/openagents-store-test.db");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("/proc/openagents-store-test.db") && err.contains("cannot use the store"), "{err}");
+    // A missing folder, and a path through a file.
+    for path in [s.dir.join("missing/x.db"), s.dir.join("config.toml/x.db")] {
+        let (code, err) = refused(&s, &db_arg(&path));
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains(&path.display().to_string()), "{err}");
+    }
+    // Not a database.
+    let text = s.file("notes.db", &"not a database, just text. ".repeat(20), 0o600);
+    let (code, err) = refused(&s, &db_arg(&text));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(&text.display().to_string()) && err.contains("is not an openagents store"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(std::fs::read_to_string(&text).unwrap(), "not a database, just text. ".repeat(20), "a refused file is left alone");
+    // Another application's database.
+    let other = s.dir.join("other.db");
+    rusqlite::Connection::open(&other).unwrap().execute_batch("CREATE TABLE t (x)").unwrap();
+    let (code, err) = refused(&s, &db_arg(&other));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(&other.display().to_string()) && err.contains("another application"), "{err}");
+    // A store of a newer version of ours.
+    let newer = s.dir.join("newer.db");
+    let mut server = s.serve(&["--store", &db_arg(&newer)]).unwrap_or_else(|(code, err)| panic!("serve did not start ({code:?}): {err}"));
+    assert_eq!(signal(&mut server, "TERM"), Some(0));
+    drop(server);
+    let version: i64 = {
+        let conn = rusqlite::Connection::open(&newer).unwrap();
+        let v: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+        conn.pragma_update(None, "user_version", v + 1).unwrap();
+        v
+    };
+    assert!(version >= 1);
+    let (code, err) = refused(&s, &db_arg(&newer));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(&newer.display().to_string()) && err.contains(&format!("version {}", version + 1)) && err.contains("newer openagents"), "{err}");
+    // PostgreSQL comes later; its URL (which may hold a password) is not repeated.
+    let (code, err) = refused(&s, "postgres://user:hunter2@db.internal/openagents");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("not supported yet") && !err.contains("hunter2"), "{err}");
+    // `acp` refuses the same way.
+    let out = run(s.command(&["acp", "--runner", "echo", "--store", &db_arg(&text)]), b"");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&text.display().to_string()) && err.contains("openagents acp:"), "{err}");
+}
+
+#[test]
+fn the_default_store_is_named_by_the_runtime_and_one_runtime_holds_a_store() {
+    let s = Setup::new("store-default", "");
+    // The helpers point XDG_STATE_HOME at the setup's folder.
+    let default = s.dir.join("openagents/default.db");
+    let mut a = s.serve(&[]).unwrap_or_else(|(code, err)| panic!("serve did not start ({code:?}): {err}"));
+    assert!(default.is_file(), "the default store is {}", default.display());
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&default).unwrap().permissions());
+    assert_eq!(mode & 0o077, 0, "the store is private to its owner: {mode:o}");
+    // A second runtime on the default store gives way to memory, and says so.
+    let mut b = s.serve(&[]).unwrap_or_else(|(code, err)| panic!("a second serve did not start ({code:?}): {err}"));
+    assert_eq!(signal(&mut b, "TERM"), Some(0));
+    let err = b.stop();
+    assert!(err.contains("is in use by another runtime") && err.contains(&default.display().to_string()), "{err}");
+    // A store named outright is refused when it is held.
+    let (code, err) = refused(&s, &db_arg(&default));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("in use by another openagents runtime") && err.contains(&default.display().to_string()), "{err}");
+    // --name picks another file beside it.
+    let mut c = s.serve(&["--name", "second"]).unwrap_or_else(|(code, err)| panic!("serve --name did not start ({code:?}): {err}"));
+    assert!(s.dir.join("openagents/second.db").is_file());
+    assert_eq!(signal(&mut c, "TERM"), Some(0));
+    assert_eq!(signal(&mut a, "TERM"), Some(0));
+    // --name is checked: no path in it.
+    match s.serve(&["--name", "../escape"]) {
+        Ok(server) => panic!("serve started with --name ../escape: {}", server.stop()),
+        Err((code, err)) => {
+            assert_eq!(code, Some(2), "{err}");
+            assert!(err.contains("--name"), "{err}");
+        }
+    }
+    assert!(!s.dir.join("escape.db").exists());
+}
