@@ -28,7 +28,12 @@ pub const SUPPORTED_KEYWORDS: &[&str] = &[
     "properties",
     "required",
     "additionalProperties",
+    "allOf",
+    "anyOf",
     "oneOf",
+    "not",
+    "discriminator",
+    "unevaluatedProperties",
     "pattern",
     "minLength",
     "maxLength",
@@ -72,7 +77,10 @@ fn is_annotation(key: &str) -> bool {
 /// Whether `key` in `map` changes nothing about what `map` accepts wherever it stands: an
 /// annotation, or a `format` other than one of [`INTEGER_FORMATS`] (which may bound an integer).
 fn is_annotation_in(key: &str, map: &Map<String, Value>) -> bool {
-    is_annotation(key) || (key == "format" && integer_format(map).is_none())
+    is_annotation(key)
+        || (key == "format" && integer_format(map).is_none())
+        || (key == "unevaluatedProperties" && map.get(key) == Some(&Value::Bool(true)))
+        || key == "discriminator"
 }
 
 /// The smallest `f64` above -2^63 (that is -2^63 + 1024). Bounds are compared as `f64` (see
@@ -200,6 +208,9 @@ fn keyword_refusals(file: &str, pointer: &str, map: &Map<String, Value>, is_root
             out.push(err(file, pointer, key, format!("`{key}` is only supported at the root of a schema file")));
         }
     }
+    if map.get("unevaluatedProperties").is_some_and(|u| u != &Value::Bool(true)) {
+        out.push(err(file, pointer, "unevaluatedProperties", "only `true` (which allows every property, as leaving it out does) is supported"));
+    }
     if map.get("format").is_some_and(|f| !f.is_string()) {
         out.push(err(file, pointer, "format", "must be a string"));
     }
@@ -218,7 +229,7 @@ fn keyword_refusals(file: &str, pointer: &str, map: &Map<String, Value>, is_root
 
 /// The lowering proper: every named type lowered on its own, each refusal kept in `refusals`.
 fn lower_each(docs: &Documents, refusals: &mut Vec<SchemaError>) -> TypeSpace {
-    let mut cx = Lowerer { docs, space: TypeSpace::default(), names: BTreeMap::new(), taken: BTreeSet::new(), queue: VecDeque::new(), error_codes: Vec::new() };
+    let mut cx = Lowerer { docs, space: TypeSpace::default(), names: BTreeMap::new(), taken: BTreeSet::new(), queue: VecDeque::new(), error_codes: Vec::new(), untyped: BTreeSet::new() };
     // Names first, so they do not depend on the order references are met in.
     for (file, doc) in &docs.files {
         let name = cx.root_name(file, doc);
@@ -340,6 +351,9 @@ struct Lowerer<'a> {
     queue: VecDeque<(String, String, String)>,
     /// Named string enums whose values carry `retryable` and `rpc_code`, with them per value.
     error_codes: Vec<(String, Vec<(bool, i64)>)>,
+    /// Locations that look like a tagged union but whose branches typed code cannot hold
+    /// exactly: lowered as checked values instead.
+    untyped: BTreeSet<(String, String)>,
 }
 
 fn err(file: &str, pointer: &str, keyword: &str, message: impl Into<String>) -> SchemaError {
@@ -379,8 +393,10 @@ impl<'a> Lowerer<'a> {
         self.unique(base)
     }
 
+    /// `base`, or the first free numbered form of it: no two types share a name, and none takes
+    /// one of [`naming::RESERVED_TYPE_NAMES`] (a schema's `Result` is `Result2` everywhere).
     fn unique(&self, base: String) -> String {
-        naming::unique(&base, |n| self.taken.contains(n))
+        naming::unique(&base, |n| self.taken.contains(n) || naming::RESERVED_TYPE_NAMES.contains(&n))
     }
 
     fn claim(&mut self, file: &str, pointer: &str, name: String) -> String {
@@ -455,9 +471,20 @@ impl<'a> Lowerer<'a> {
                     return Err(err(file, pointer, "$defs", "must be an object of schemas"));
                 }
             }
-            if map.contains_key("oneOf") && !self.is_nullable_one_of(map) {
-                let union = self.union(file, pointer, map, name)?;
-                self.insert(name, description, origin, TypeKind::Union(union));
+            if let Some(e) = const_enum(map) {
+                self.insert(name, description, origin, TypeKind::StringEnum(e));
+                return Ok(());
+            }
+            if let Some(key) = self.union_key(file, pointer, map) {
+                if let Some(union) = self.union(file, pointer, map, name, key)? {
+                    self.insert(name, description, origin, TypeKind::Union(union));
+                    return Ok(());
+                }
+                self.untyped.insert((file.to_owned(), pointer.to_owned()));
+            }
+            if has_applicators(map) {
+                let node = self.node(file, pointer, &schema, name)?;
+                self.insert(name, description, origin, TypeKind::Alias(node));
                 return Ok(());
             }
             if let Some((e, codes)) = self.string_enum(file, pointer, map)? {
@@ -524,11 +551,86 @@ impl<'a> Lowerer<'a> {
         Ok(types.without_null() == Types::OBJECT && !map.contains_key("enum") && !map.contains_key("const"))
     }
 
-    fn is_nullable_one_of(&self, map: &Map<String, Value>) -> bool {
-        match map.get("oneOf") {
-            Some(Value::Array(b)) if b.len() == 2 => b.iter().filter(|s| is_null_schema(s)).count() == 1,
-            _ => false,
+    /// Whether the schema at a location is a union typed code holds as an enum: a `oneOf` or an
+    /// `anyOf` (only one of them, nothing but annotations, `type: object` and `discriminator`
+    /// beside) whose every branch is an object requiring one `const` string property (the tag),
+    /// each branch's tag its own. Returns the keyword. Branches are resolved through `$ref`.
+    fn union_key(&self, file: &str, pointer: &str, map: &Map<String, Value>) -> Option<&'static str> {
+        if self.untyped.contains(&(file.to_owned(), pointer.to_owned())) || nullable_key(map).is_some() {
+            return None;
         }
+        let key = match (map.contains_key("oneOf"), map.contains_key("anyOf")) {
+            (true, false) => "oneOf",
+            (false, true) => "anyOf",
+            _ => return None,
+        };
+        // Our own conventions (`x-extensible`, `x-result`) on a `oneOf` always mean a tagged
+        // union: `union` then explains what is wrong rather than falling back.
+        let intent = key == "oneOf" && self.union_intended(file, map);
+        if intent {
+            return Some(key);
+        }
+        if map.keys().any(|k| !matches!(k.as_str(), "oneOf" | "anyOf" | "type" | "format" | "discriminator" | "x-extensible") && !is_annotation(k)) {
+            return None;
+        }
+        if map.get("type").is_some_and(|t| t != "object") {
+            return None;
+        }
+        let branches = self.branch_maps(file, map.get(key)?.as_array()?)?;
+        self.find_tag(map, &branches).map(|_| key)
+    }
+
+    /// Whether a `oneOf` uses our own tagged-union keywords (`x-extensible` beside it, or
+    /// `x-result` on a branch).
+    fn union_intended(&self, file: &str, map: &Map<String, Value>) -> bool {
+        if map.contains_key("x-extensible") {
+            return true;
+        }
+        let Some(Value::Array(b)) = map.get("oneOf") else { return false };
+        self.branch_maps(file, b).is_some_and(|bs| bs.iter().any(|(_, _, m)| m.contains_key("x-result")))
+    }
+
+    /// Each branch as (file, pointer, object), through one `$ref`; `None` when one is not an
+    /// object schema.
+    fn branch_maps(&self, file: &str, branches: &[Value]) -> Option<Vec<(String, String, Map<String, Value>)>> {
+        if branches.is_empty() {
+            return None;
+        }
+        branches
+            .iter()
+            .map(|b| {
+                let (f, p, s) = match b.get("$ref").and_then(Value::as_str) {
+                    Some(r) => {
+                        let (f, p) = self.docs.resolve_ref(file, r).ok()?;
+                        let s = self.docs.get(&f, &p)?.clone();
+                        (f, p, s)
+                    }
+                    None => (file.to_owned(), String::new(), b.clone()),
+                };
+                match s {
+                    Value::Object(m) => Some((f, p, m)),
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
+    /// The tag of a union's branches: a property every branch requires as a `const` string,
+    /// each branch's value its own; `discriminator.propertyName` is tried first.
+    fn find_tag(&self, map: &Map<String, Value>, branches: &[(String, String, Map<String, Value>)]) -> Option<String> {
+        let tag_of = |m: &Map<String, Value>, k: &str| -> Option<String> {
+            let required = m.get("required").and_then(Value::as_array).is_some_and(|r| r.iter().any(|v| v == k));
+            let c = m.get("properties").and_then(|p| p.get(k)).and_then(|s| s.get("const")).and_then(Value::as_str)?;
+            required.then(|| c.to_owned())
+        };
+        let hint = map.get("discriminator").and_then(|d| d.get("propertyName")).and_then(Value::as_str).map(str::to_owned);
+        let first: Vec<String> = branches[0].2.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
+        hint.into_iter().chain(first).find(|k| {
+            let mut seen = BTreeSet::new();
+            branches.iter().all(|(_, _, m)| {
+                m.get("type").is_some_and(|t| t == "object") && tag_of(m, k).is_some_and(|v| seen.insert(v))
+            })
+        })
     }
 
     /// A string enum, and when its `x-enum` makes it the error codes, each value's `retryable`
@@ -711,16 +813,24 @@ impl<'a> Lowerer<'a> {
         Ok(StructDef { fields, additional, nullable: types.contains(Types::NULL) })
     }
 
-    fn union(&mut self, file: &str, pointer: &str, map: &Map<String, Value>, name: &str) -> Result<UnionDef, SchemaError> {
-        let bad = |m: &str| err(file, pointer, "oneOf", m.to_owned());
-        let Some(Value::Array(branches)) = map.get("oneOf") else { return Err(bad("must be an array of schemas")) };
+    /// A tagged union (see [`Lowerer::union_key`]); `None` when a branch is one typed code
+    /// cannot hold exactly (it composes other schemas in a way no set of fields expresses), so
+    /// the location is a checked value instead.
+    fn union(&mut self, file: &str, pointer: &str, map: &Map<String, Value>, name: &str, key: &str) -> Result<Option<UnionDef>, SchemaError> {
+        let bad = |m: &str| err(file, pointer, key, m.to_owned());
+        let Some(Value::Array(branches)) = map.get(key) else { return Err(bad("must be an array of schemas")) };
         for k in map.keys() {
-            if !matches!(k.as_str(), "oneOf" | "x-extensible" | "type" | "format") && !is_annotation(k) {
-                return Err(err(file, pointer, k, format!("`{k}` beside a tagged `oneOf` is not supported; put it in each branch")));
+            if !matches!(k.as_str(), "oneOf" | "anyOf" | "x-extensible" | "type" | "format" | "discriminator") && !is_annotation(k) {
+                return Err(err(file, pointer, k, format!("`{k}` beside a tagged `{key}` is not supported; put it in each branch")));
             }
         }
         if map.get("type").is_some_and(|t| t != "object") {
-            return Err(err(file, pointer, "type", "a tagged `oneOf` is an object"));
+            return Err(err(file, pointer, "type", format!("a tagged `{key}` is an object")));
+        }
+        if let Some(d) = map.get("discriminator") {
+            if !d.get("propertyName").is_some_and(Value::is_string) {
+                return Err(err(file, pointer, "discriminator", "must be an object with a string `propertyName`"));
+            }
         }
         const SUPPORTED: &str = "the supported `oneOf` forms are a union of objects told apart by a required `const` string property (a tag), and `[X, {\"type\": \"null\"}]`";
         if branches.is_empty() {
@@ -729,7 +839,7 @@ impl<'a> Lowerer<'a> {
         // Resolve each branch to (file, pointer, schema).
         let mut resolved = Vec::new();
         for (i, b) in branches.iter().enumerate() {
-            let mut bp = push_pointer(&push_pointer(pointer, "oneOf"), &i.to_string());
+            let mut bp = push_pointer(&push_pointer(pointer, key), &i.to_string());
             let mut bf = file.to_owned();
             let mut schema = b.clone();
             let mut via_ref = None;
@@ -740,27 +850,49 @@ impl<'a> Lowerer<'a> {
                 bf = f;
                 bp = p;
             }
-            let Value::Object(m) = &schema else { return Err(err(&bf, &bp, "oneOf", SUPPORTED)) };
+            let Value::Object(m) = &schema else { return Err(err(&bf, &bp, key, SUPPORTED)) };
             self.check_keywords(&bf, &bp, m, false)?;
             resolved.push((bf, bp, m.clone(), via_ref));
         }
-        // Find the tag: a property that is a required string const in every branch.
-        let candidates: Vec<String> = resolved[0].2.get("properties").and_then(Value::as_object).map(|p| {
-            p.iter().filter(|(_, s)| s.get("const").is_some_and(Value::is_string)).map(|(k, _)| k.clone()).collect()
-        }).unwrap_or_default();
-        let tag = candidates.into_iter().find(|k| {
-            resolved.iter().all(|(_, _, m, _)| {
-                let required = m.get("required").and_then(Value::as_array).is_some_and(|r| r.iter().any(|v| v == k));
-                let c = m.get("properties").and_then(|p| p.get(k)).and_then(|s| s.get("const")).is_some_and(Value::is_string);
-                required && c
-            })
-        }).ok_or_else(|| bad(SUPPORTED))?;
+        let maps: Vec<(String, String, Map<String, Value>)> = resolved.iter().map(|(f, p, m, _)| (f.clone(), p.clone(), m.clone())).collect();
+        let Some(tag) = self.find_tag(map, &maps) else {
+            // Only our own conventions get here (see `union_key`): say which branch breaks them.
+            for (bf, bp, m, _) in &resolved {
+                if !m.get("type").is_some_and(|t| t == "object") {
+                    return Err(err(bf, bp, "type", format!("each branch of a tagged `{key}` is `\"type\": \"object\"`")));
+                }
+            }
+            let first: Vec<String> = maps[0].2.get("properties").and_then(Value::as_object).map(|p| {
+                p.iter().filter(|(_, s)| s.get("const").is_some_and(Value::is_string)).map(|(k, _)| k.clone()).collect()
+            }).unwrap_or_default();
+            for k in &first {
+                let mut seen = BTreeSet::new();
+                for (bf, bp, m, _) in &resolved {
+                    let required = m.get("required").and_then(Value::as_array).is_some_and(|r| r.iter().any(|v| v == k));
+                    let value = m.get("properties").and_then(|p| p.get(k)).and_then(|s| s.get("const")).and_then(Value::as_str);
+                    let c = value.is_some();
+                    if let Some(v) = value
+                        && required
+                        && !seen.insert(v.to_owned())
+                    {
+                        return Err(err(bf, bp, "const", format!("tag value `{v}` is used by two branches")));
+                    }
+                    if c && !required {
+                        return Err(err(bf, bp, "required", format!("this branch gives the tag `{k}` a `const` but does not list it in `required`, so a value without `{k}` could match it; add `\"required\": [\"{k}\"]`")));
+                    }
+                }
+            }
+            return Err(bad(SUPPORTED));
+        };
         let mut variants = Vec::new();
         let mut seen = BTreeSet::new();
         let mut methods = 0;
         for (bf, bp, m, via_ref) in &resolved {
             if m.get("type").is_some_and(|t| t != "object") || !m.contains_key("type") {
-                return Err(err(bf, bp, "type", "each branch of a tagged `oneOf` is `\"type\": \"object\"`"));
+                return Err(err(bf, bp, "type", format!("each branch of a tagged `{key}` is `\"type\": \"object\"`")));
+            }
+            if has_applicators_besides(m, &["allOf"]) {
+                return Ok(None);
             }
             let tag_schema = m.get("properties").and_then(|p| p.get(&tag)).cloned().unwrap_or(Value::Null);
             let tag_value = tag_schema.get("const").and_then(Value::as_str).unwrap_or_default().to_owned();
@@ -775,7 +907,9 @@ impl<'a> Lowerer<'a> {
                 (Some(n), None) => n.clone(),
                 (None, None) => pascal(&tag_value, "Variant"),
             };
-            let (fields, additional) = self.fields(bf, bp, m, &format!("{name}{vname}"), Some(&tag))?;
+            let Some((fields, additional)) = self.composed_fields(bf, bp, m, &format!("{name}{vname}"), Some(&tag))? else {
+                return Ok(None);
+            };
             let result = match m.get("x-result") {
                 Some(r) => {
                     methods += 1;
@@ -819,7 +953,51 @@ impl<'a> Lowerer<'a> {
             self.space.methods = Some(MethodSet { union: name.to_owned(), params_field: "params".into(), service });
         }
         let extensible = self.extensible(file, pointer, map)?;
-        Ok(UnionDef { tag, variants, extensible, unknown_type_name: None })
+        Ok(Some(UnionDef { tag, variants, extensible, unknown_type_name: None }))
+    }
+
+    /// The fields of an object schema together with those of the objects its `allOf` composes
+    /// (each through `$ref`), when together they are exactly one set of fields: every part
+    /// allows other properties (`additionalProperties` absent or `true`: in 2020-12 it only sees
+    /// its own schema's `properties`), no property is declared by two parts, and no part
+    /// composes further. `None` otherwise.
+    #[allow(clippy::type_complexity)]
+    fn composed_fields(&mut self, file: &str, pointer: &str, map: &Map<String, Value>, parent: &str, skip: Option<&str>) -> Result<Option<(Vec<Field>, Additional)>, SchemaError> {
+        let Some(parts) = map.get("allOf") else { return self.fields(file, pointer, map, parent, skip).map(Some) };
+        let Value::Array(parts) = parts else { return Err(err(file, pointer, "allOf", "must be an array of schemas")) };
+        let (mut fields, additional) = self.fields(file, pointer, map, parent, skip)?;
+        if !matches!(additional, Additional::Any) {
+            return Ok(None);
+        }
+        for (i, part) in parts.iter().enumerate() {
+            let (pf, pp, pm) = match part.get("$ref").and_then(Value::as_str) {
+                Some(r) if part.as_object().is_some_and(|o| o.keys().all(|k| k == "$ref" || is_annotation(k))) => {
+                    let (f, p) = self.docs.resolve_ref(file, r).map_err(|m| err(file, pointer, "$ref", m))?;
+                    let Some(Value::Object(m)) = self.docs.get(&f, &p).cloned() else { return Ok(None) };
+                    (f, p, m)
+                }
+                Some(_) => return Ok(None),
+                None => {
+                    let Value::Object(m) = part else { return Ok(None) };
+                    (file.to_owned(), push_pointer(&push_pointer(pointer, "allOf"), &i.to_string()), m.clone())
+                }
+            };
+            self.check_keywords(&pf, &pp, &pm, false)?;
+            if has_applicators(&pm) || pm.get("type").is_some_and(|t| t != "object") || ["enum", "const"].iter().any(|k| pm.contains_key(*k)) {
+                return Ok(None);
+            }
+            let (more, extra) = self.fields(&pf, &pp, &pm, parent, skip)?;
+            if !matches!(extra, Additional::Any) {
+                return Ok(None);
+            }
+            for f in more {
+                if fields.iter().any(|g| g.name == f.name) {
+                    return Ok(None);
+                }
+                fields.push(f);
+            }
+        }
+        Ok(Some((fields, additional)))
     }
 
     /// Lowers the schema used at one place.
@@ -833,21 +1011,26 @@ impl<'a> Lowerer<'a> {
         self.check_keywords(file, pointer, map, pointer.is_empty())?;
         let description = map.get("description").and_then(Value::as_str).map(str::to_owned);
         let default = map.get("default").cloned();
-        if let Some(r) = map.get("$ref") {
+        // `allOf` of one schema and nothing else that applies: that schema (what schemars writes
+        // for a documented reference).
+        if let Some(Value::Array(parts)) = map.get("allOf")
+            && parts.len() == 1
+            && map.keys().all(|k| k == "allOf" || is_annotation_in(k, map))
+        {
+            let mut inner = self.node(file, &push_pointer(&push_pointer(pointer, "allOf"), "0"), &parts[0], hint)?;
+            inner.description = description.or(inner.description);
+            inner.default = default.or(inner.default);
+            return Ok(inner);
+        }
+        if let Some(r) = map.get("$ref")
+            && map.keys().all(|k| k == "$ref" || is_annotation_in(k, map))
+        {
             let r = r.as_str().ok_or_else(|| err(file, pointer, "$ref", "must be a string"))?;
-            if let Some(k) = map.keys().find(|k| *k != "$ref" && !is_annotation_in(k, map)) {
-                return Err(err(file, pointer, k, format!("`{k}` beside `$ref` is not supported; put it in the referenced schema")));
-            }
             let (f, p) = self.docs.resolve_ref(file, r).map_err(|m| err(file, pointer, "$ref", m))?;
             let target_hint = if p.is_empty() { pascal(stem(&f), "Root") } else { pascal(p.rsplit('/').next().unwrap_or(""), "Ref") };
             let name = self.named(&f, &p, &target_hint);
             let target = self.docs.get(&f, &p).cloned().unwrap_or(Value::Null);
-            let types = match &target {
-                Value::Object(t) if t.contains_key("$ref") || t.contains_key("oneOf") => self.ref_types(&f, &p, &target, 0),
-                Value::Object(t) => self.types_of(&f, &p, t)?,
-                Value::Bool(true) => Types::ALL,
-                _ => Types::NONE,
-            };
+            let types = self.ref_types(&f, &p, &target, 0);
             let repr = if types.contains(Types::NULL) && types != Types::NULL && !types.contains(Types::ALL.without_null()) {
                 Repr::Nullable(Box::new(Repr::Named(name.clone())))
             } else {
@@ -855,36 +1038,86 @@ impl<'a> Lowerer<'a> {
             };
             return Ok(Node { types, reference: Some(name), description, default, repr, ..any_node() });
         }
-        if map.contains_key("oneOf") {
-            if self.is_nullable_one_of(map) {
-                let Some(Value::Array(b)) = map.get("oneOf") else { unreachable!("checked by is_nullable_one_of") };
-                let idx = if is_null_schema(&b[0]) { 1 } else { 0 };
-                for k in map.keys() {
-                    if k != "oneOf" && !is_annotation_in(k, map) {
-                        return Err(err(file, pointer, k, format!("`{k}` beside a nullable `oneOf` is not supported")));
-                    }
-                }
-                let inner = self.node(file, &push_pointer(&push_pointer(pointer, "oneOf"), &idx.to_string()), &b[idx], hint)?;
-                if inner.types.contains(Types::NULL) {
-                    // `null` would match both branches, and `oneOf` refuses a value two branches match.
-                    return Err(err(file, pointer, "oneOf", "in `[X, {\"type\": \"null\"}]`, X must not allow null itself (null would match both branches, which `oneOf` refuses)"));
-                }
-                let repr = match inner.repr.clone() {
-                    Repr::Nullable(r) => Repr::Nullable(r),
-                    Repr::Value => Repr::Value,
-                    r => Repr::Nullable(Box::new(r)),
-                };
-                return Ok(Node { types: inner.types.union(Types::NULL), description: description.or(inner.description.clone()), default, repr, ..inner });
+        if let Some(key) = nullable_key(map)
+            && map.keys().all(|k| k == key || is_annotation_in(k, map))
+        {
+            let Some(Value::Array(b)) = map.get(key) else { unreachable!("checked by nullable_key") };
+            let idx = if is_null_schema(&b[0]) { 1 } else { 0 };
+            let inner = self.node(file, &push_pointer(&push_pointer(pointer, key), &idx.to_string()), &b[idx], hint)?;
+            if key == "oneOf" && inner.types.contains(Types::NULL) {
+                // `null` would match both branches, and `oneOf` refuses a value two branches match.
+                return Err(err(file, pointer, "oneOf", "in `[X, {\"type\": \"null\"}]`, X must not allow null itself (null would match both branches, which `oneOf` refuses)"));
             }
+            let repr = match inner.repr.clone() {
+                Repr::Nullable(r) => Repr::Nullable(r),
+                Repr::Value => Repr::Value,
+                r => Repr::Nullable(Box::new(r)),
+            };
+            return Ok(Node { types: inner.types.union(Types::NULL), description: description.or(inner.description.clone()), default, repr, ..inner });
+        }
+        if const_enum(map).is_some() {
+            let name = self.named(file, pointer, hint);
+            return Ok(Node { types: Types::STRING, reference: Some(name.clone()), description, default, repr: Repr::Named(name), ..any_node() });
+        }
+        if self.union_key(file, pointer, map).is_some() {
             let name = self.named(file, pointer, hint);
             return Ok(Node { types: Types::OBJECT, reference: Some(name.clone()), description, default, repr: Repr::Named(name), ..any_node() });
         }
+        let applied = self.applicators(file, pointer, map, hint)?;
+        let mut node = self.plain_node(file, pointer, map, hint, description, default, !applied.is_empty())?;
+        if !applied.is_empty() {
+            node.applied = applied;
+            node.repr = Repr::Value;
+        }
+        Ok(node)
+    }
+
+    /// The applicators of a schema object as nodes: `allOf` (with a `$ref` that stands beside
+    /// other rules as its first member), `anyOf`, `oneOf` and `not`.
+    fn applicators(&mut self, file: &str, pointer: &str, map: &Map<String, Value>, hint: &str) -> Result<Applicators, SchemaError> {
+        let mut out = Applicators::default();
+        let list = |k: &str| -> Result<Option<&Vec<Value>>, SchemaError> {
+            match map.get(k) {
+                None => Ok(None),
+                Some(Value::Array(l)) if !l.is_empty() => Ok(Some(l)),
+                Some(_) => Err(err(file, pointer, k, "must be a non-empty array of schemas")),
+            }
+        };
+        if let Some(r) = map.get("$ref") {
+            if !r.is_string() {
+                return Err(err(file, pointer, "$ref", "must be a string"));
+            }
+            let only_ref = Value::Object([("$ref".to_owned(), r.clone())].into_iter().collect());
+            out.all_of.push(self.node(file, pointer, &only_ref, &format!("{hint}Ref"))?);
+        }
+        for (k, label) in [("allOf", "AllOf"), ("anyOf", "AnyOf"), ("oneOf", "OneOf")] {
+            let Some(l) = list(k)? else { continue };
+            let at = push_pointer(pointer, k);
+            let mut nodes = Vec::new();
+            for (i, sub) in l.iter().enumerate() {
+                nodes.push(self.node(file, &push_pointer(&at, &i.to_string()), sub, &format!("{hint}{label}{i}"))?);
+            }
+            match k {
+                "allOf" => out.all_of.extend(nodes),
+                "anyOf" => out.any_of = nodes,
+                _ => out.one_of = nodes,
+            }
+        }
+        if let Some(n) = map.get("not") {
+            out.not = Some(Box::new(self.node(file, &push_pointer(pointer, "not"), n, &format!("{hint}Not"))?));
+        }
+        Ok(out)
+    }
+
+    /// The node of a schema object's own rules (everything but its applicators).
+    #[allow(clippy::too_many_arguments)]
+    fn plain_node(&mut self, file: &str, pointer: &str, map: &Map<String, Value>, hint: &str, description: Option<String>, default: Option<Value>, composed: bool) -> Result<Node, SchemaError> {
         if map.contains_key("x-result") {
             return Err(err(file, pointer, "x-result", "only allowed on a branch of a tagged `oneOf`"));
         }
         let types = self.types_of(file, pointer, map)?;
         // A string enum, or an object with declared properties, becomes a named type of its own.
-        if self.string_enum(file, pointer, map)?.is_some() {
+        if !composed && self.string_enum(file, pointer, map)?.is_some() {
             let name = self.named(file, pointer, hint);
             let repr = if types.contains(Types::NULL) { Repr::Nullable(Box::new(Repr::Named(name.clone()))) } else { Repr::Named(name.clone()) };
             return Ok(Node { types, reference: Some(name), description, default, repr, ..any_node() });
@@ -935,7 +1168,7 @@ impl<'a> Lowerer<'a> {
         }
         let has_object_rules = ["properties", "required", "additionalProperties"].iter().any(|k| map.contains_key(*k));
         if has_object_rules && types.contains(Types::OBJECT) {
-            let own = types.without_null() == Types::OBJECT && node.literals.is_none();
+            let own = types.without_null() == Types::OBJECT && node.literals.is_none() && !composed;
             let name = if own { self.named(file, pointer, hint) } else { self.named(file, &format!("{pointer}{OBJECT_PART}"), &format!("{hint}Object")) };
             node.object = Some(name);
         } else if has_object_rules {
@@ -946,28 +1179,35 @@ impl<'a> Lowerer<'a> {
         Ok(node)
     }
 
+    /// The JSON types a schema allows, through `$ref` and the applicators.
     fn ref_types(&mut self, file: &str, pointer: &str, schema: &Value, depth: usize) -> Types {
         if depth > 32 {
             return Types::ALL;
         }
         let Some(map) = schema.as_object() else { return if schema == &Value::Bool(true) { Types::ALL } else { Types::NONE } };
+        let mut types = self.types_of(file, pointer, map).unwrap_or(Types::ALL);
         if let Some(r) = map.get("$ref").and_then(Value::as_str) {
-            return match self.docs.resolve_ref(file, r) {
+            let target = match self.docs.resolve_ref(file, r) {
                 Ok((f, p)) => {
                     let t = self.docs.get(&f, &p).cloned().unwrap_or(Value::Null);
                     self.ref_types(&f, &p, &t, depth + 1)
                 }
                 Err(_) => Types::ALL,
             };
+            types = types.intersect(target);
         }
-        if let Some(Value::Array(b)) = map.get("oneOf") {
-            if self.is_nullable_one_of(map) {
-                let other = b.iter().find(|s| !is_null_schema(s)).cloned().unwrap_or(Value::Null);
-                return self.ref_types(file, pointer, &other, depth + 1).union(Types::NULL);
+        for k in ["oneOf", "anyOf"] {
+            if let Some(Value::Array(b)) = map.get(k) {
+                let any = b.iter().fold(Types::NONE, |t, s| t.union(self.ref_types(file, pointer, s, depth + 1)));
+                types = types.intersect(any);
             }
-            return Types::OBJECT;
         }
-        self.types_of(file, pointer, map).unwrap_or(Types::ALL)
+        if let Some(Value::Array(b)) = map.get("allOf") {
+            for s in b {
+                types = types.intersect(self.ref_types(file, pointer, s, depth + 1));
+            }
+        }
+        types
     }
 
     fn string_rules(&mut self, file: &str, pointer: &str, map: &Map<String, Value>) -> Result<StringRules, SchemaError> {
@@ -994,6 +1234,76 @@ impl<'a> Lowerer<'a> {
     }
 }
 
+/// A string enum written as a `oneOf` or `anyOf` of string `const`s, each branch with its own
+/// `description` (what schemars writes for a documented Rust enum): the same as an `enum` of
+/// those strings. An `anyOf` may also hold one branch `{"type": "string"}`, which allows any
+/// other string: an extensible enum. `None` for any other shape (a duplicate value included).
+fn const_enum(map: &Map<String, Value>) -> Option<EnumDef> {
+    let key = match (map.contains_key("oneOf"), map.contains_key("anyOf")) {
+        (true, false) => "oneOf",
+        (false, true) => "anyOf",
+        _ => return None,
+    };
+    if map.keys().any(|k| k != key && !is_annotation(k) && !(k == "type" && map.get(k).is_some_and(|t| t == "string"))) {
+        return None;
+    }
+    let Value::Array(branches) = map.get(key)? else { return None };
+    let mut values: Vec<EnumValue> = Vec::new();
+    let mut extensible = false;
+    for b in branches {
+        let b = b.as_object()?;
+        if b.keys().any(|k| !matches!(k.as_str(), "const" | "type") && !is_annotation(k)) || b.get("type").is_some_and(|t| t != "string") {
+            return None;
+        }
+        let description = b.get("description").and_then(Value::as_str).map(str::to_owned);
+        match b.get("const") {
+            Some(Value::String(v)) if !values.iter().any(|e| &e.value == v) => {
+                values.push(EnumValue { value: v.clone(), name: pascal(v, "Value"), description });
+            }
+            None if key == "anyOf" && !extensible && b.contains_key("type") => extensible = true,
+            _ => return None,
+        }
+    }
+    if values.is_empty() {
+        return None;
+    }
+    let mut names = BTreeSet::new();
+    if values.iter().any(|v| !names.insert(v.name.clone()) || v.name == "Unknown") {
+        return None;
+    }
+    Some(EnumDef { values, extensible })
+}
+
+/// Whether a schema object uses an applicator typed code does not hold by itself: `allOf`,
+/// `anyOf`, `not`, a `oneOf` other than the nullable form, or `$ref` beside other rules.
+fn has_applicators(map: &Map<String, Value>) -> bool {
+    has_applicators_besides(map, &[])
+}
+
+/// [`has_applicators`], not counting the keywords in `except`.
+fn has_applicators_besides(map: &Map<String, Value>, except: &[&str]) -> bool {
+    let present = |k: &str| map.contains_key(k) && !except.contains(&k);
+    present("allOf")
+        || present("not")
+        || (present("anyOf") && nullable_key(map) != Some("anyOf"))
+        || (present("oneOf") && nullable_key(map) != Some("oneOf"))
+        || (present("$ref") && map.keys().any(|k| k != "$ref" && !is_annotation_in(k, map)))
+}
+
+/// `oneOf` or `anyOf` when `map` is the nullable form `[X, {"type": "null"}]` of that keyword
+/// (the other absent).
+fn nullable_key(map: &Map<String, Value>) -> Option<&'static str> {
+    let form = |k: &str| match map.get(k) {
+        Some(Value::Array(b)) if b.len() == 2 => b.iter().filter(|s| is_null_schema(s)).count() == 1,
+        _ => false,
+    };
+    match (map.contains_key("oneOf"), map.contains_key("anyOf")) {
+        (true, false) if form("oneOf") => Some("oneOf"),
+        (false, true) if form("anyOf") => Some("anyOf"),
+        _ => None,
+    }
+}
+
 fn is_null_schema(s: &Value) -> bool {
     s.as_object().is_some_and(|m| m.get("type").is_some_and(|t| t == "null") && m.keys().all(|k| k == "type" || k == "description" || is_foreign_extension(k)))
 }
@@ -1012,6 +1322,7 @@ pub fn any_node() -> Node {
         description: None,
         default: None,
         echoed: false,
+        applied: Applicators::default(),
         repr: Repr::Value,
     }
 }
@@ -1060,14 +1371,11 @@ mod tests {
         let text = r##"{"$defs": {
             "A": {"type": "string", "uniqueItems": true},
             "B": {"anyOf": [{"type": "string", "uniqueItems": true}]},
-            "C": {"oneOf": [{"type": "string"}, {"type": "integer"}]},
+            "C": {"oneOf": [{"type": "string"}, {"type": "integer"}], "x-extensible": true},
             "D": {"type": "string", "maxLength": 3}}}"##;
         let r = lower_all(&Documents::from_texts([("case.json", text)]).expect("JSON")).expect_err("refused");
         let got: Vec<(&str, &str, &str)> = r.iter().map(|e| (e.file.as_str(), e.pointer.as_str(), e.keyword.as_str())).collect();
-        assert_eq!(
-            got,
-            [("case.json", "/$defs/A", "uniqueItems"), ("case.json", "/$defs/B", "anyOf"), ("case.json", "/$defs/C", "oneOf"), ("case.json", "/$defs/B/anyOf/0", "uniqueItems")]
-        );
+        assert_eq!(got, [("case.json", "/$defs/A", "uniqueItems"), ("case.json", "/$defs/B/anyOf/0", "uniqueItems"), ("case.json", "/$defs/C/oneOf/0", "type")]);
         assert_eq!(lower(&Documents::from_texts([("case.json", text)]).expect("JSON")).expect_err("refused"), *r.first());
     }
 
@@ -1161,15 +1469,20 @@ mod tests {
     }
 
     #[test]
-    fn a_format_that_could_bound_or_is_no_string_is_refused() {
-        for (text, pointer) in [
-            // An integer format beside `$ref` or a nullable `oneOf` would bound what it points at.
-            (r##"{"type": "object", "properties": {"a": {"$ref": "#/$defs/I", "format": "uint8"}}, "$defs": {"I": {"type": "integer"}}}"##, "/properties/a"),
-            (r#"{"type": "object", "properties": {"a": {"oneOf": [{"type": "integer"}, {"type": "null"}], "format": "uint8"}}}"#, "/properties/a"),
-            (r#"{"type": "integer", "format": 16}"#, ""),
+    fn a_format_that_is_no_string_is_refused_and_an_integer_format_bounds_only_its_own_integer() {
+        let e = lower_text(r#"{"type": "integer", "format": 16}"#).expect_err("format 16");
+        assert_eq!((e.pointer.as_str(), e.keyword.as_str()), ("", "format"));
+        // Beside `$ref` or a nullable `oneOf`, in a schema with no `type` of its own, an integer
+        // format is an annotation: the referenced integer keeps its whole range.
+        for text in [
+            r##"{"type": "object", "properties": {"a": {"$ref": "#/$defs/I", "format": "uint8"}}, "$defs": {"I": {"type": "integer"}}}"##,
+            r#"{"type": "object", "properties": {"a": {"oneOf": [{"type": "integer"}, {"type": "null"}], "format": "uint8"}}}"#,
         ] {
-            let e = lower_text(text).expect_err(text);
-            assert_eq!((e.pointer.as_str(), e.keyword.as_str()), (pointer, "format"), "{text}");
+            let space = lower_text(text).expect(text);
+            let TypeKind::Struct(s) = &space.types["Case"].kind else { panic!("{text}: Case is a struct") };
+            let a = &s.fields[0].node;
+            assert!(a.number.is_empty() && a.applied.nodes().all(|n| n.number.is_empty()), "{text}: {a:?}");
+            assert!(!a.applied.is_empty(), "{text}: the composition is kept");
         }
     }
 

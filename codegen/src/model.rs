@@ -312,8 +312,41 @@ pub struct Node {
     /// `x-echoed: true`: a value the server only ever sends back as the client sent it (a
     /// request's `id`), so widening it is compatible in both directions.
     pub echoed: bool,
+    /// `allOf`, `anyOf`, `oneOf` (other than the forms typed code represents) and `not`: rules
+    /// that apply besides everything above, checked on the JSON value.
+    pub applied: Applicators,
     /// The chosen representation.
     pub repr: Repr,
+}
+
+/// The in-place applicators of a schema (JSON Schema 2020-12, section 10.2.1), each a list of
+/// nodes the value must also match, beside the node's own rules.
+///
+/// A node with any of them is a checked value in typed code ([`Repr::Value`]) unless lowering
+/// could express it exactly otherwise (a single `allOf`, a nullable `anyOf`, a tagged union, an
+/// object composed of others), in which case none is left here.
+#[derive(Debug, Clone, Default)]
+pub struct Applicators {
+    /// `allOf`: the value matches every one.
+    pub all_of: Vec<Node>,
+    /// `anyOf`: the value matches at least one.
+    pub any_of: Vec<Node>,
+    /// `oneOf`: the value matches exactly one.
+    pub one_of: Vec<Node>,
+    /// `not`: the value does not match it.
+    pub not: Option<Box<Node>>,
+}
+
+impl Applicators {
+    /// Whether there is no applicator at all.
+    pub fn is_empty(&self) -> bool {
+        self.all_of.is_empty() && self.any_of.is_empty() && self.one_of.is_empty() && self.not.is_none()
+    }
+
+    /// Every node an applicator holds, in keyword order (`allOf`, `anyOf`, `oneOf`, `not`).
+    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
+        self.all_of.iter().chain(&self.any_of).chain(&self.one_of).chain(self.not.as_deref())
+    }
 }
 
 /// The shape a node takes in typed code.

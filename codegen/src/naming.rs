@@ -24,10 +24,11 @@ pub const RESERVED_TYPE_NAMES: &[&str] = &[
     "AbortSignal", "Array", "Boolean", "Error", "Function", "Map", "Number", "Object", "Promise", "ReadonlyArray", "Record", "RegExp", "Set",
     "String", "Symbol", "TypeMap", "TypeName", "Methods", "MethodName", "MethodParams", "MethodResult", "UnknownValue", "CallOptions",
     "TypeInfo", "MethodCheck", "GeneratedMethods",
-    // Python keywords that are PascalCase.
-    "False", "None", "True",
-    // Rust.
-    "Self",
+    // Python keywords that are PascalCase, and the names the generated Python modules import.
+    "False", "None", "True", "Annotated", "Any", "ClassVar", "Field", "Final", "JsonValue", "Literal", "Strict", "StringConstraints",
+    "TypeAlias", "TypeVar", "Union",
+    // Rust: `Self`, and the prelude names the generated Rust uses unqualified.
+    "Self", "Option", "Some", "Result", "Ok", "Err", "Vec", "Box",
 ];
 
 /// The hand-written base classes the generated TypeScript error classes extend

@@ -712,6 +712,16 @@ impl<'a> Emitter<'a> {
             let list = group("", "[", "]", lits.iter().map(py_value).collect());
             args.push(atom(format!("{}={}", if node.is_const { "const" } else { "values" }, if node.is_const { py_value(&lits[0]).flat() } else { list.flat() })));
         }
+        let a = &node.applied;
+        for (k, nodes) in [("all_of", &a.all_of), ("any_of", &a.any_of), ("one_of", &a.one_of)] {
+            if !nodes.is_empty() {
+                let anns = nodes.iter().map(|n| self.ann(n, ctx)).collect::<Result<Vec<_>, _>>()?;
+                args.push(atom(format!("{k}=lambda: {}", group("", "[", "]", anns).flat())));
+            }
+        }
+        if let Some(n) = &a.not {
+            args.push(atom(format!("not_=lambda: {}", self.ann(n, ctx)?.flat())));
+        }
         Ok(call("_rt.Json", args))
     }
 
@@ -753,7 +763,7 @@ impl<'a> Emitter<'a> {
         }
         Ok(match repr {
             Repr::Value | Repr::Never => {
-                if node.types == Types::ALL && !has_string_rules && !has_number_rules && node.array.items.is_none() && node.array.min_items.is_none() && node.array.max_items.is_none() && node.object.is_none() {
+                if node.applied.is_empty() && node.types == Types::ALL && !has_string_rules && !has_number_rules && node.array.items.is_none() && node.array.min_items.is_none() && node.array.max_items.is_none() && node.object.is_none() {
                     atom("JsonValue")
                 } else {
                     sub("Annotated", vec![atom(self.json_py_type(node, ctx)), self.json_check(node, ctx)?])
@@ -1050,7 +1060,7 @@ impl<'a> Emitter<'a> {
             out.line(0, &format!("from pydantic import {}", pyd.join(", ")));
         }
         out.blank();
-        out.line(0, "from .. import _rt");
+        out.line(0, "from openagents import _rt");
         out.blank();
         out.stmt(0, "__all__ = ", &group("", "[", "]", {
             let mut a = all.clone();
@@ -1340,7 +1350,7 @@ impl<'a> Emitter<'a> {
         pyd.sort_by_key(|s| (s.chars().next().is_some_and(|c| c.is_ascii_lowercase()), s.to_string()));
         out.line(0, &format!("from pydantic import {}", pyd.join(", ")));
         out.blank();
-        out.line(0, "from .. import _rt");
+        out.line(0, "from openagents import _rt");
         out.line(0, "from . import models as m");
         out.blank();
         let mut all: Vec<String> = vec!["METHODS".into(), "AsyncMethods".into(), "Methods".into()];
@@ -1385,7 +1395,7 @@ impl<'a> Emitter<'a> {
         out.blank();
         out.line(0, "from typing import ClassVar, Final");
         out.blank();
-        out.line(0, "from .. import _rt");
+        out.line(0, "from openagents import _rt");
         out.line(0, "from . import models as m");
         out.blank();
         // Class names are decided in the model (`ErrorCode::class_name`), the same in every language.

@@ -178,7 +178,7 @@ impl Emitter<'_> {
 
     fn node_needs_check(&self, node: &Node, repr: &Repr, known: &BTreeSet<String>) -> bool {
         match repr {
-            Repr::Value => node.types != Types::ALL || node.reference.is_some() || node.literals.is_some() || !node.string.is_empty() || !node.number.is_empty() || node.array.items.is_some() || node.array.min_items.is_some() || node.array.max_items.is_some() || node.object.is_some(),
+            Repr::Value => !node.applied.is_empty() || node.types != Types::ALL || node.reference.is_some() || node.literals.is_some() || !node.string.is_empty() || !node.number.is_empty() || node.array.items.is_some() || node.array.min_items.is_some() || node.array.max_items.is_some() || node.object.is_some(),
             Repr::Never | Repr::Null | Repr::Object => false,
             Repr::Bool => node.literals.is_some(),
             Repr::Integer | Repr::Number => node.literals.is_some() || !node.number.is_empty(),
@@ -1173,11 +1173,51 @@ impl Emitter<'_> {
         if !arms.is_empty() {
             body.push(quote!(match #v { #(#arms)* _ => {} }));
         }
-        if body.is_empty() {
+        body.push(self.applicators_check(node, v, path));
+        if body.iter().all(TokenStream::is_empty) {
             return quote!();
         }
         let before = if node.literals.is_some() { quote!(let __before = out.len();) } else { quote!() };
         quote!(#label: { #before #(#body)* })
+    }
+
+    /// The checks of a node's applicators on `v` (a `&serde_json::Value`) at `path`: `allOf`
+    /// inline; `anyOf`, `oneOf` and `not` each branch into a list of its own, then the verdict.
+    fn applicators_check(&self, node: &Node, v: TokenStream, path: TokenStream) -> TokenStream {
+        let rt = &self.rt;
+        let a = &node.applied;
+        let mut out = Vec::new();
+        for sub in &a.all_of {
+            out.push(self.dyn_check(sub, v.clone(), path.clone()));
+        }
+        let branch = |sub: &Node| {
+            let c = self.dyn_check(sub, v.clone(), path.clone());
+            quote!({ let mut __o: Vec<#rt::Violation> = Vec::new(); { let out = &mut __o; #c } __o })
+        };
+        if !a.any_of.is_empty() {
+            let label = self.next_label();
+            let branches: Vec<TokenStream> = a.any_of.iter().map(branch).collect();
+            out.push(quote!(#label: {
+                let mut __branches: Vec<Vec<#rt::Violation>> = Vec::new();
+                #( let __b = #branches; if __b.is_empty() { break #label; } __branches.push(__b); )*
+                #rt::any_of_violation(out, #path, &__branches);
+            }));
+        }
+        if !a.one_of.is_empty() {
+            let branches: Vec<TokenStream> = a.one_of.iter().map(branch).collect();
+            let idx: Vec<usize> = (0..branches.len()).collect();
+            out.push(quote!({
+                let mut __branches: Vec<Vec<#rt::Violation>> = Vec::new();
+                let mut __matched: Vec<usize> = Vec::new();
+                #( let __b = #branches; if __b.is_empty() { __matched.push(#idx); } __branches.push(__b); )*
+                #rt::one_of_verdict(out, #path, &__matched, &__branches);
+            }));
+        }
+        if let Some(not) = &a.not {
+            let b = branch(not);
+            out.push(quote!(if #b.is_empty() { #rt::not_violation(out, #path); }));
+        }
+        quote!(#(#out)*)
     }
 
     fn methods(&self) -> TokenStream {

@@ -538,6 +538,9 @@ impl<'a> Emitter<'a> {
             "boundViolation", "constViolation", "enumViolation", "isArray", "isInteger", "isObject", "itemsViolation", "jsonEqual", "keyOf", "keysOf",
             "maxLength", "maxLengthViolation", "minLength", "minLengthViolation", "own", "patternViolation", "regex", "report", "typeViolation",
         ];
+        let applied = ["anyOfViolation", "notViolation", "oneOfVerdict"];
+        let uses_applicators = self.space.types.values().any(|t| kind_nodes(&t.kind).iter().any(|n| has_applied(n)));
+        let rt_names: Vec<&str> = if uses_applicators { rt_names.iter().chain(&applied).copied().collect() } else { rt_names.to_vec() };
         // Aliased with `$`, a prefix no generated name has, so no type's `isX` can shadow them.
         let aliased: Vec<String> = rt_names.iter().map(|n| format!("{n} as ${n}")).collect();
         w.line(&format!("import {{ {} }} from {};", aliased.join(", "), js_str(&self.opts.runtime)));
@@ -1059,6 +1062,50 @@ impl<'a> Emitter<'a> {
                 w.line(&format!("if ($isObject({x}) && !f{f}({x}, lenient)) return false;"));
             }
         }
+        // Applicators: `allOf` inline, the others each branch in a function of its own.
+        let a = &node.applied;
+        for sub in &a.all_of {
+            self.fast_node(w, sub, x);
+        }
+        if !a.any_of.is_empty() {
+            let calls: Vec<String> = a.any_of.iter().map(|sub| self.fast_branch(w, sub, x)).collect();
+            w.line(&format!("if (!({})) return false;", calls.join(" || ")));
+        }
+        if !a.one_of.is_empty() {
+            let calls: Vec<String> = a.one_of.iter().map(|sub| format!("Number({})", self.fast_branch(w, sub, x))).collect();
+            w.line(&format!("if ({} !== 1) return false;", calls.join(" + ")));
+        }
+        if let Some(sub) = &a.not {
+            let call = self.fast_branch(w, sub, x);
+            w.line(&format!("if ({call}) return false;"));
+        }
+    }
+
+    /// Declares a local function with the fast checks of `node` on `x` and returns the
+    /// expression that calls it (`true` when `x` matches).
+    fn fast_branch(&self, w: &mut Out, node: &Node, x: &str) -> String {
+        let f = self.fresh("b");
+        let mut body = Out { buf: String::new(), indent: w.indent + 1 };
+        self.fast_node(&mut body, node, x);
+        w.open(&format!("const {f} = (): boolean => {{"));
+        w.append(body);
+        w.line("return true;");
+        w.close("};");
+        format!("{f}()")
+    }
+
+    /// Declares a local function with the explaining checks of `node` on `x` at `p` and returns
+    /// the expression that calls it (the branch's violations).
+    fn check_branch(&self, w: &mut Out, node: &Node, x: &str, p: &str) -> String {
+        let f = self.fresh("e");
+        let mut body = Out { buf: String::new(), indent: w.indent + 1 };
+        self.check_node(&mut body, node, x, p);
+        w.open(&format!("const {f} = (): Violation[] => {{"));
+        w.line("const out: Violation[] = [];");
+        w.append(body);
+        w.line("return out;");
+        w.close("};");
+        format!("{f}()")
     }
 
     fn guarded(&self, w: &mut Out, rules: Vec<String>, guard: bool, cond: &str) {
@@ -1177,6 +1224,37 @@ impl<'a> Emitter<'a> {
             } else {
                 body.line(&format!("if ($isObject({x})) c{f}({x}, {p}, out, lenient);"));
             }
+        }
+        let a = &node.applied;
+        for sub in &a.all_of {
+            self.check_node(&mut body, sub, x, p);
+        }
+        if !a.any_of.is_empty() {
+            let calls: Vec<String> = a.any_of.iter().map(|sub| self.check_branch(&mut body, sub, x, p)).collect();
+            let b = self.fresh("v");
+            body.line(&format!("const {b}: Violation[][] = [];"));
+            body.open("for (const run of [");
+            for c in &calls {
+                body.line(&format!("(): Violation[] => {c},"));
+            }
+            body.close("]) {");
+            body.indent += 1;
+            body.line("const found = run();");
+            body.line(&format!("if (found.length === 0) {{ {b}.length = 0; break; }}"));
+            body.line(&format!("{b}.push(found);"));
+            body.indent -= 1;
+            body.line("}");
+            body.line(&format!("if ({b}.length === {}) $anyOfViolation(out, {p}, {b});", calls.len()));
+        }
+        if !a.one_of.is_empty() {
+            let calls: Vec<String> = a.one_of.iter().map(|sub| self.check_branch(&mut body, sub, x, p)).collect();
+            let b = self.fresh("v");
+            body.line(&format!("const {b}: Violation[][] = [{}];", calls.join(", ")));
+            body.line(&format!("$oneOfVerdict(out, {p}, {b}.flatMap((v, i) => (v.length === 0 ? [i] : [])), {b});"));
+        }
+        if let Some(sub) = &a.not {
+            let call = self.check_branch(&mut body, sub, x, p);
+            body.line(&format!("if ({call}.length === 0) $notViolation(out, {p});"));
         }
         if body.buf.is_empty() {
             return;
@@ -1370,6 +1448,28 @@ impl<'a> Emitter<'a> {
 }
 
 /// The body of a JSON string literal (without its quotes), for splicing into another literal.
+/// The nodes a named type holds directly (its fields, its alias node, its branches' fields).
+fn kind_nodes(kind: &TypeKind) -> Vec<&Node> {
+    match kind {
+        TypeKind::Struct(s) => s.fields.iter().map(|f| &f.node).chain(additional_node(&s.additional)).collect(),
+        TypeKind::Union(u) => u.variants.iter().flat_map(|v| v.fields.iter().map(|f| &f.node).chain(additional_node(&v.additional))).collect(),
+        TypeKind::StringEnum(_) => Vec::new(),
+        TypeKind::Alias(n) => vec![n],
+    }
+}
+
+fn additional_node(a: &Additional) -> Option<&Node> {
+    match a {
+        Additional::Schema(n) => Some(n),
+        _ => None,
+    }
+}
+
+/// Whether a node or any node inside it has applicators.
+fn has_applied(node: &Node) -> bool {
+    !node.applied.is_empty() || node.array.items.as_deref().is_some_and(has_applied)
+}
+
 fn json_inner(s: &str) -> String {
     let q = js_str(s);
     q[1..q.len() - 1].to_owned()

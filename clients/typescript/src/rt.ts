@@ -130,6 +130,39 @@ export function typeViolation(out: Violation[], p: string, expected: string, fou
   report(out, p, "type", `must be ${expected}, found ${typeName(found)}`);
 }
 
+/** Where the closest failed branch of an `anyOf` or `oneOf` fails (the fewest violations). */
+function explainClosest(branches: Violation[][]): string {
+  let best = -1;
+  branches.forEach((b, i) => {
+    if (b.length > 0 && (best < 0 || b.length < branches[best]!.length)) best = i;
+  });
+  if (best < 0) return "";
+  const v = branches[best]!;
+  const shown = v.slice(0, 3).map((x) => `${x.pointer === "" ? "(root)" : x.pointer}: ${x.message}`).join("; ");
+  const more = v.length > 3 ? ` (and ${v.length - 3} more)` : "";
+  return `; the closest, branch ${best}, fails at ${shown}${more}`;
+}
+
+/** An `anyOf` no branch matched; `branches` holds each branch's violations. */
+export function anyOfViolation(out: Violation[], p: string, branches: Violation[][]): void {
+  report(out, p, "anyOf", `must match at least one of ${branches.length} schemas, matches none${explainClosest(branches)}`);
+}
+
+/** The verdict of a `oneOf`: a violation unless exactly one branch (listed in `matched`) matched. */
+export function oneOfVerdict(out: Violation[], p: string, matched: number[], branches: Violation[][]): void {
+  if (matched.length === 1) return;
+  if (matched.length === 0) {
+    report(out, p, "oneOf", `must match exactly one of ${branches.length} schemas, matches none${explainClosest(branches)}`);
+  } else {
+    report(out, p, "oneOf", `must match exactly one of ${branches.length} schemas, matches ${matched.length} (branches ${matched[0]} and ${matched[1]})`);
+  }
+}
+
+/** A `not` whose schema matched. */
+export function notViolation(out: Violation[], p: string): void {
+  report(out, p, "not", "must not match the schema under `not`, and does");
+}
+
 /** A `const` violation. */
 export function constViolation(out: Violation[], p: string, found: unknown, expected: unknown): void {
   report(out, p, "const", `must be ${JSON.stringify(expected)}, found ${previewValue(found)}`);

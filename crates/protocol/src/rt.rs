@@ -376,6 +376,45 @@ pub fn type_violation(out: &mut Vec<Violation>, path: &Path<'_>, expected: &str,
     report(out, path, "type", format!("must be {expected}, found {}", type_name(found)));
 }
 
+/// The branch of a failed `anyOf` or `oneOf` that came closest: the one with the fewest
+/// violations (the first of those on a tie), as `(index, violations)`.
+fn closest(branches: &[Vec<Violation>]) -> Option<(usize, &Vec<Violation>)> {
+    branches.iter().enumerate().filter(|(_, v)| !v.is_empty()).min_by_key(|(_, v)| v.len())
+}
+
+fn explain_closest(branches: &[Vec<Violation>]) -> String {
+    match closest(branches) {
+        Some((i, v)) => {
+            let first: Vec<String> = v.iter().take(3).map(|x| x.to_string()).collect();
+            let more = if v.len() > 3 { format!(" (and {} more)", v.len() - 3) } else { String::new() };
+            format!("; the closest, branch {i}, fails at {}{more}", first.join("; "))
+        }
+        None => String::new(),
+    }
+}
+
+/// An `anyOf` no branch matched; `branches` holds each branch's violations.
+#[cold]
+pub fn any_of_violation(out: &mut Vec<Violation>, path: &Path<'_>, branches: &[Vec<Violation>]) {
+    report(out, path, "anyOf", format!("must match at least one of {} schemas, matches none{}", branches.len(), explain_closest(branches)));
+}
+
+/// The verdict of a `oneOf`: a violation unless exactly one branch matched. `matched` lists
+/// the branches that did; `branches` holds each branch's violations.
+pub fn one_of_verdict(out: &mut Vec<Violation>, path: &Path<'_>, matched: &[usize], branches: &[Vec<Violation>]) {
+    match matched {
+        [_] => {}
+        [] => report(out, path, "oneOf", format!("must match exactly one of {} schemas, matches none{}", branches.len(), explain_closest(branches))),
+        [a, b, ..] => report(out, path, "oneOf", format!("must match exactly one of {} schemas, matches {} (branches {a} and {b})", branches.len(), matched.len())),
+    }
+}
+
+/// A `not` whose schema matched.
+#[cold]
+pub fn not_violation(out: &mut Vec<Violation>, path: &Path<'_>) {
+    report(out, path, "not", "must not match the schema under `not`, and does".to_owned());
+}
+
 /// JSON Schema equality: numbers compare by value (`1 == 1.0`), objects ignore key order.
 pub fn json_equal(a: &Value, b: &Value) -> bool {
     match (a, b) {

@@ -351,6 +351,10 @@ class Json:
         model: Callable[[], type[Model]] | None = None,
         const: object = ...,
         values: Sequence[object] | None = None,
+        all_of: Callable[[], Sequence[Any]] | None = None,
+        any_of: Callable[[], Sequence[Any]] | None = None,
+        one_of: Callable[[], Sequence[Any]] | None = None,
+        not_: Callable[[], Any] | None = None,
     ) -> None:
         self.types = frozenset(types.split())
         self.min_length, self.max_length, self.pattern = min_length, max_length, pattern
@@ -362,6 +366,10 @@ class Json:
         self._model = model
         self.const = const
         self.values = values
+        self._applied = (all_of, any_of, one_of, not_)
+        self._adapters: (
+            tuple[list[TypeAdapter[Any]], list[TypeAdapter[Any]], list[TypeAdapter[Any]], list[TypeAdapter[Any]]] | None
+        ) = None
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
         return core_schema.with_info_plain_validator_function(self._check)
@@ -370,6 +378,71 @@ class Json:
         return t in self.types or (t == "integer" and "number" in self.types)
 
     def _check(self, value: object, info: core_schema.ValidationInfo) -> object:
+        out = self._own(value, info)
+        if any(f is not None for f in self._applied):
+            self._check_applied(value, info)
+            return value
+        return out
+
+    def _check_applied(self, value: object, info: core_schema.ValidationInfo) -> None:
+        """`allOf`, `anyOf`, `oneOf` and `not`: each branch validates the value as it is."""
+        if self._adapters is None:
+            all_of, any_of, one_of, not_ = self._applied
+            self._adapters = (
+                [TypeAdapter(a) for a in (all_of() if all_of else [])],
+                [TypeAdapter(a) for a in (any_of() if any_of else [])],
+                [TypeAdapter(a) for a in (one_of() if one_of else [])],
+                [TypeAdapter(not_())] if not_ else [],
+            )
+        all_of_a, any_of_a, one_of_a, not_a = self._adapters
+        for a in all_of_a:
+            a.validate_python(value, context=info.context)
+
+        def failures(adapters: list[TypeAdapter[Any]]) -> list[list[Any] | None]:
+            out: list[list[Any] | None] = []
+            for a in adapters:
+                try:
+                    a.validate_python(value, context=info.context)
+                    out.append(None)
+                except ValidationError as e:
+                    out.append(e.errors())
+            return out
+
+        def closest(results: list[list[Any] | None]) -> str:
+            failed = [(len(r), i, r) for i, r in enumerate(results) if r is not None]
+            if not failed:
+                return ""
+            _, i, errors = min(failed, key=lambda f: (f[0], f[1]))
+            shown = "; ".join("/" + "/".join(str(p) for p in e["loc"]) + ": " + str(e["msg"]) for e in errors[:3])
+            return f"; the closest, branch {i}, fails at {shown}"
+
+        if any_of_a:
+            results = failures(any_of_a)
+            if all(r is not None for r in results):
+                raise PydanticCustomError(
+                    "anyOf",
+                    "must match at least one of {n} schemas, matches none{why}",
+                    {"n": len(results), "why": closest(results)},
+                )
+        if one_of_a:
+            results = failures(one_of_a)
+            matched = [i for i, r in enumerate(results) if r is None]
+            if not matched:
+                raise PydanticCustomError(
+                    "oneOf",
+                    "must match exactly one of {n} schemas, matches none{why}",
+                    {"n": len(results), "why": closest(results)},
+                )
+            if len(matched) > 1:
+                raise PydanticCustomError(
+                    "oneOf",
+                    "must match exactly one of {n} schemas, matches {m} (branches {a} and {b})",
+                    {"n": len(results), "m": len(matched), "a": matched[0], "b": matched[1]},
+                )
+        if not_a and failures(not_a)[0] is None:
+            raise PydanticCustomError("not", "must not match the schema under `not`, and does", {})
+
+    def _own(self, value: object, info: core_schema.ValidationInfo) -> object:
         t = json_type(value)
         if isinstance(value, BaseModel) and "object" in self.types:
             return value

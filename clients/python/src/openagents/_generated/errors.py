@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Final
 
-from .. import _rt
+from openagents import _rt
 from . import models as m
 
 __all__ = [

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Final, TypeVar
 
 from pydantic import JsonValue, Strict, TypeAdapter
 
-from .. import _rt
+from openagents import _rt
 from . import models as m
 
 __all__ = [

@@ -15,7 +15,7 @@ from typing import Annotated, Final, Literal, TypeAlias, Union
 
 from pydantic import Field, JsonValue, Strict, StringConstraints, field_validator
 
-from .. import _rt
+from openagents import _rt
 
 __all__ = [
     "ActiveTurn",
