@@ -6,9 +6,8 @@
 //! With a durable store ([`EventHub::with_store`]), the sequence continues from the store's, an
 //! event reaches the replay buffer and the broadcast only once it is written (a writer thread
 //! commits what is queued in one transaction, so a burst costs one commit), a resume from
-//! before the replay buffer is served from the store, and a subscriber that falls behind the
-//! broadcast catches up from the store instead of missing events. What retention has pruned
-//! gives `gap`.
+//! before the replay buffer is served from the store (so a subscriber told `lagged` can get
+//! what it missed by resuming from its position). What retention has pruned gives `gap`.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -367,7 +366,7 @@ impl EventHub {
 
     fn subscription(&self, backlog: VecDeque<SharedEvent>, from_store: Option<StoreRange>, rx: broadcast::Receiver<SharedEvent>, seen: i64) -> Subscription {
         self.subscribers.fetch_add(1, Ordering::Relaxed);
-        let store = self.store.durable().then(|| (Arc::clone(&self.store), self.delivery.delivered.subscribe()));
+        let store = self.store.durable().then(|| Arc::clone(&self.store));
         Subscription { page: VecDeque::new(), from_store, store, run_start: self.run_start, backlog, rx, seen, count: Arc::clone(&self.subscribers), counters: Arc::clone(&self.counters) }
     }
 }
@@ -424,9 +423,8 @@ pub struct Subscription {
     page: VecDeque<SharedEvent>,
     /// What is still to be read from the store before `backlog`.
     from_store: Option<StoreRange>,
-    /// The durable store and the newest delivered sequence number (to catch up from after
-    /// falling behind the broadcast); `None` without a durable store.
-    store: Option<(Arc<dyn Store>, watch::Receiver<i64>)>,
+    /// The durable store resumes are read from; `None` without one.
+    store: Option<Arc<dyn Store>>,
     /// The hub's first sequence number of this run.
     run_start: i64,
     backlog: VecDeque<SharedEvent>,
@@ -457,11 +455,7 @@ impl Subscription {
                     self.seen = ev.event.seq;
                     return Some(ev);
                 }
-                Err(broadcast::error::RecvError::Lagged(missed)) => {
-                    if let Some(notice) = self.lagged(missed) {
-                        return Some(notice);
-                    }
-                }
+                Err(broadcast::error::RecvError::Lagged(missed)) => return Some(self.lagged(missed)),
                 Err(broadcast::error::RecvError::Closed) => return None,
             }
         }
@@ -479,11 +473,7 @@ impl Subscription {
                     self.seen = ev.event.seq;
                     return Some(ev);
                 }
-                Err(broadcast::error::TryRecvError::Lagged(missed)) => {
-                    if let Some(notice) = self.lagged(missed) {
-                        return Some(notice);
-                    }
-                }
+                Err(broadcast::error::TryRecvError::Lagged(missed)) => return Some(self.lagged(missed)),
                 Err(broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed) => return None,
             }
         }
@@ -511,7 +501,7 @@ impl Subscription {
     /// holds (pruned) or cannot give back.
     fn read_page(&mut self) {
         let Some(range) = self.from_store.take() else { return };
-        let Some((store, _)) = &self.store else { return };
+        let Some(store) = &self.store else { return };
         let rows = match store.events_after(range.after, range.through, REPLAY_PAGE) {
             Ok(rows) => rows,
             Err(e) => {
@@ -547,22 +537,15 @@ impl Subscription {
         self.page.push_back(Published::shared(ServerEvent { seq: resumed_at, time_ms: Some(now_ms()), event: RuntimeEvent::Gap { since, resumed_at } }));
     }
 
-    /// After missing `missed` events of the broadcast: with a durable store, read them from it
-    /// (`None`: nothing to announce); else the `lagged` notice.
-    fn lagged(&mut self, missed: u64) -> Option<SharedEvent> {
-        if let Some((_, delivered)) = &self.store {
-            let through = *delivered.borrow();
-            if through > self.seen {
-                self.from_store = Some(StoreRange { after: self.seen, through });
-            }
-            return None;
-        }
+    /// The `lagged` notice after missing `missed` events of the broadcast (with a durable
+    /// store too: a client that wants them resumes from its position, which the store serves).
+    fn lagged(&mut self, missed: u64) -> SharedEvent {
         self.counters.lagged.fetch_add(1, Ordering::Relaxed);
         let notice = ServerEvent { seq: self.seen, time_ms: Some(now_ms()), event: RuntimeEvent::Lagged { missed: missed as i64 } };
         // The missed events are behind this subscriber now: the next event is `seq + missed +
         // 1`, and a second notice before it counts from there.
         self.seen += missed as i64;
-        Some(Published::shared(notice))
+        Published::shared(notice)
     }
 
     /// The sequence number of the newest event this subscriber has been given.

@@ -1,9 +1,9 @@
 //! The event hub on a SQLite store: the sequence continues after a restart, a resume from before
 //! the replay buffer is served from the store exactly (no gap), what retention pruned gives
-//! `gap`, a subscriber that falls behind the broadcast catches up from the store, and a turn's
+//! `gap`, a subscriber told `lagged` gets what it missed by resuming from its position, and a turn's
 //! start and end are recorded with their first and last sequence numbers.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use openagents_protocol::{RuntimeEvent, ServerEvent};
@@ -17,7 +17,7 @@ fn temp(name: &str) -> PathBuf {
     dir.join("store.db")
 }
 
-fn hub(path: &PathBuf, capacity: usize, retain: u64) -> EventHub {
+fn hub(path: &Path, capacity: usize, retain: u64) -> EventHub {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(path).expect("the store opens"));
     EventHub::with_store(capacity, store, retain).expect("a hub on the store")
 }
@@ -48,7 +48,7 @@ fn texts(evs: &[ServerEvent]) -> Vec<(i64, String)> {
 async fn the_sequence_continues_after_a_restart_and_a_resume_gets_exactly_what_it_missed() {
     let path = temp("restart");
     {
-        let hub = hub(&path, 4, 1000);
+        let hub = hub(&path, 16, 1000);
         let mut live = hub.subscribe(None);
         let mut last = 0;
         for i in 1..=10 {
@@ -111,7 +111,7 @@ async fn what_retention_pruned_is_a_gap_and_the_rest_follows() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_subscriber_behind_the_broadcast_catches_up_from_the_store_without_lagged() {
+async fn a_subscriber_told_lagged_gets_what_it_missed_from_the_store_by_resuming() {
     let path = temp("lag");
     let hub = hub(&path, 4, 100_000);
     let mut slow = hub.subscribe(None);
@@ -120,9 +120,16 @@ async fn a_subscriber_behind_the_broadcast_catches_up_from_the_store_without_lag
         last = hub.publish(text(i)).seq;
     }
     hub.delivered(last).await;
-    let got = take(&mut slow, 1000).await;
-    assert_eq!(got.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=1000).collect::<Vec<_>>(), "every event, in order, none announced missing");
-    assert_eq!(hub.counters().lagged.load(std::sync::atomic::Ordering::Relaxed), 0);
+    // As without a store: the broadcast is bounded, and a subscriber behind it is told so.
+    let notice = take(&mut slow, 1).await;
+    let RuntimeEvent::Lagged { missed } = notice[0].event else { panic!("expected lagged, got {notice:?}") };
+    assert!(missed > 0);
+    let position = notice[0].seq;
+    // Resuming from where it was, it gets every event it missed (from the store), no gap.
+    let mut resumed = hub.subscribe(Some(position));
+    let got = take(&mut resumed, (1000 - position) as usize).await;
+    assert_eq!(got.iter().map(|e| e.seq).collect::<Vec<_>>(), (position + 1..=1000).collect::<Vec<_>>());
+    assert_eq!(hub.counters().gaps.load(std::sync::atomic::Ordering::Relaxed), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
