@@ -825,6 +825,12 @@ impl<'a> Emitter<'a> {
 
     /// Fast checks of an object's declared properties and what it says about the others.
     fn fast_props(&self, w: &mut Out, fields: &[Field], additional: &Additional, tag: Option<&str>, obj: &str) {
+        if fields.iter().any(|f| f.required && f.node.types == Types::NONE && f.node.literals.is_none()) {
+            // A required property no value may have: no object is valid, and nothing after this
+            // line could run (`tsc` refuses unreachable code that reads the narrowed object).
+            w.line("return false;");
+            return;
+        }
         for f in fields {
             let x = self.fresh("x");
             w.line(&format!("const {x} = {};", self.read_prop(obj, &f.name)));
