@@ -1,5 +1,6 @@
 //! The durable store against the real binary: a restart on the same SQLite store continues the
-//! sequence and a client resuming over SSE gets exactly the events it missed, no gap; a server
+//! sequence and a client resuming over SSE (and `subscribe` over stdio) gets exactly the events
+//! it missed, no gap, the earlier run's `shutting_down` ending nothing; a server
 //! killed (`kill -9`) mid-turn leaves a store whose turn the next start closes, and that passes
 //! `PRAGMA integrity_check`; bad stores are refused at start (exit 2, the path named); the
 //! default store's place, `--name`, and a store another runtime holds.
@@ -298,4 +299,58 @@ fn the_default_store_is_named_by_the_runtime_and_one_runtime_holds_a_store() {
         }
     }
     assert!(!s.dir.join("escape.db").exists());
+}
+
+/// `openagents serve --stdio --runner echo --store STORE` in `s`, its stdin piped and its
+/// stdout read line by line.
+fn stdio(s: &Setup, store: &str) -> (std::process::Child, std::process::ChildStdin, std::sync::mpsc::Receiver<String>) {
+    let mut child = s.command(&["serve", "--stdio", "--runner", "echo", "--store", store]).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).spawn().expect("serve --stdio starts");
+    let stdin = child.stdin.take().expect("stdin");
+    let lines = lines_of(child.stdout.take().expect("stdout"));
+    (child, stdin, lines)
+}
+
+/// The lines up to and with the answer to request `id`, within [`BOUND`].
+fn until_answer(lines: &std::sync::mpsc::Receiver<String>, id: i64) -> (Vec<serde_json::Value>, serde_json::Value) {
+    let mut events = Vec::new();
+    loop {
+        let line = lines.recv_timeout(BOUND).unwrap_or_else(|_| panic!("no answer to {id} within {BOUND:?}; events so far: {events:?}"));
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        if v["id"] == id {
+            return (events, v);
+        }
+        if let Some(ev) = v.get("event") {
+            events.push(ev.clone());
+        }
+    }
+}
+
+#[test]
+fn over_stdio_a_subscribe_after_a_restart_replays_the_earlier_run_from_the_store() {
+    let s = Setup::new("store-stdio", "");
+    let db = db_arg(&s.dir.join("stdio.db"));
+    let (mut first, mut stdin, lines) = stdio(&s, &db);
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"subscribe","params":{{"since":0}}}}"#).unwrap();
+    let (_, answer) = until_answer(&lines, 1);
+    assert_eq!(answer["result"]["last_seq"], 0, "{answer}");
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"submit","params":{{"task":"alpha beta"}}}}"#).unwrap();
+    let (live, answer) = until_answer(&lines, 2);
+    assert_eq!(answer["result"]["result"], "alpha beta", "{answer}");
+    assert_eq!(kinds(&live), [(1, "turn_started".to_owned()), (2, "text".to_owned()), (3, "text".to_owned()), (4, "turn_completed".to_owned())]);
+    // End of input ends the runtime, with its `shutting_down` (5).
+    drop(stdin);
+    assert_eq!(wait_bounded(&mut first), Some(0));
+
+    let (mut second, mut stdin, lines) = stdio(&s, &db);
+    // A client of the first run that had seen 1.
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"subscribe","params":{{"since":1}}}}"#).unwrap();
+    let (replayed, answer) = until_answer(&lines, 1);
+    assert_eq!(answer["result"]["last_seq"], 5, "{answer}");
+    assert_eq!(kinds(&replayed), [(2, "text".to_owned()), (3, "text".to_owned()), (4, "turn_completed".to_owned()), (5, "shutting_down".to_owned())], "exactly what it missed, no gap, and the stream goes on");
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"submit","params":{{"task":"gamma"}}}}"#).unwrap();
+    let (live, answer) = until_answer(&lines, 2);
+    assert_eq!(answer["result"]["result"], "gamma", "{answer}");
+    assert_eq!(kinds(&live), [(6, "turn_started".to_owned()), (7, "text".to_owned()), (8, "turn_completed".to_owned())]);
+    drop(stdin);
+    assert_eq!(wait_bounded(&mut second), Some(0));
 }

@@ -25,9 +25,10 @@ fn now_ms() -> i64 {
 /// The most events one group commit writes.
 pub const WRITE_BATCH: usize = 1024;
 
-/// How many events may wait for the writer; past that, publishing waits for it (the disk is
-/// the bound, not memory).
-pub const WRITE_QUEUE: usize = 65_536;
+/// How many events may wait for the writer: as many as the broadcast holds, so what waits is
+/// bounded as the replay buffer is (events are at most `MAX_FRAME` each). Past that,
+/// publishing waits for the writer: the disk sets the pace, not memory.
+pub const WRITE_QUEUE: usize = SERVER_EVENT_CHANNEL_CAPACITY;
 
 /// How many events a resume reads from the store at a time.
 pub const REPLAY_PAGE: usize = 256;
