@@ -394,7 +394,10 @@ fn write_loop(jobs: &std::sync::mpsc::Receiver<Job>, store: &dyn Store, delivery
                 records.push(noted.record());
             }
         }
-        if let Err(e) = store.write(&records) {
+        // A store that panics is a store that failed: the events are delivered all the same,
+        // so nobody waits forever for them.
+        let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.write(&records))).unwrap_or_else(|_| Err(StoreError::Io { path: store.describe().into(), reason: "the store panicked while writing".into() }));
+        if let Err(e) = written {
             counters.store_errors.fetch_add(1, Ordering::Relaxed);
             tracing::error!("{e}: {} events delivered without being written", batch.len());
         }
