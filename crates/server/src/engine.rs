@@ -278,6 +278,7 @@ impl RpcEngine {
             subscribers: self.inner.hub.subscribers() as i64,
             lagged: load(&hub.lagged),
             gaps: load(&hub.gaps),
+            store_errors: load(&hub.store_errors),
             running,
             approvals: [load(&hub.approvals_asked), load(&hub.approvals_approved), load(&hub.approvals_denied)],
         };

@@ -73,6 +73,8 @@ pub struct Snapshot {
     pub lagged: u64,
     /// `gap` notices given to resuming subscribers.
     pub gaps: u64,
+    /// Group commits to the store that failed.
+    pub store_errors: u64,
     /// Whether a turn is running.
     pub running: bool,
     /// Approval requests asked, approved, denied.
@@ -130,6 +132,7 @@ impl Metrics {
         simple("openagents_subscribers", "gauge", "Open event subscriptions.", snapshot.subscribers.to_string());
         simple("openagents_lagged_total", "counter", "Lagged notices sent to subscribers that fell behind.", snapshot.lagged.to_string());
         simple("openagents_gaps_total", "counter", "Gap notices sent to subscribers resuming from a point no longer held.", snapshot.gaps.to_string());
+        simple("openagents_store_errors_total", "counter", "Writes to the store that failed (their events were delivered without being written).", snapshot.store_errors.to_string());
         simple("openagents_connections", "gauge", "Open network connections (HTTP and WebSocket).", self.connections.load(Ordering::Relaxed).to_string());
         // Not `openagents_connections_total`: in OpenMetrics a counter `X_total` is the family `X`,
         // which the gauge above already is.
@@ -167,7 +170,7 @@ mod tests {
     use super::*;
 
     fn snapshot() -> Snapshot {
-        Snapshot { turns: [("submitted", 0), ("completed", 0), ("failed", 0), ("interrupted", 0)], events_published: 0, subscribers: 0, lagged: 0, gaps: 0, running: false, approvals: [0; 3] }
+        Snapshot { turns: [("submitted", 0), ("completed", 0), ("failed", 0), ("interrupted", 0)], events_published: 0, subscribers: 0, lagged: 0, gaps: 0, store_errors: 0, running: false, approvals: [0; 3] }
     }
 
     #[test]
