@@ -1029,6 +1029,11 @@ impl<'a> Emitter<'a> {
             .collect();
         body.stmt(0, "TYPES: Final[dict[str, object]] = ", &group("", "{", "}", entries), "");
         body.doc(0, "Every named type by its schema name: the annotation that validates a document of that type.");
+        body.blank();
+        body.blank();
+        body.line(0, "def validate(type_name: str, document: object) -> list[_rt.Violation]:");
+        body.doc(4, "Every violation of a decoded JSON document as the named type (a key of `TYPES`), checked\nstrictly; `[]` when it is valid. Raises `_rt.UnknownTypeName` for a name the schema does not have.");
+        body.line(4, "return _rt.validate(TYPES, type_name, document)");
         // Imports, now that the body says what it uses.
         let text = &body.text;
         let mut out = Out::default();
@@ -1065,6 +1070,7 @@ impl<'a> Emitter<'a> {
         out.stmt(0, "__all__ = ", &group("", "[", "]", {
             let mut a = all.clone();
             a.push("TYPES".into());
+            a.push("validate".into());
             a.sort();
             a.dedup();
             a.into_iter().map(|n| atom(py_str(&n))).collect()
@@ -1351,6 +1357,7 @@ impl<'a> Emitter<'a> {
         out.line(0, &format!("from pydantic import {}", pyd.join(", ")));
         out.blank();
         out.line(0, "from openagents import _rt");
+        out.blank();
         out.line(0, "from . import models as m");
         out.blank();
         let mut all: Vec<String> = vec!["METHODS".into(), "AsyncMethods".into(), "Methods".into()];
@@ -1396,6 +1403,7 @@ impl<'a> Emitter<'a> {
         out.line(0, "from typing import ClassVar, Final");
         out.blank();
         out.line(0, "from openagents import _rt");
+        out.blank();
         out.line(0, "from . import models as m");
         out.blank();
         // Class names are decided in the model (`ErrorCode::class_name`), the same in every language.

@@ -1389,6 +1389,22 @@ impl Emitter<'_> {
             pub fn validate_document(type_name: &str, input: &[u8]) -> Option<Result<(), #rt::DocumentError>> {
                 match type_name { #(#arms)* _ => None }
             }
+
+            /// Checks the JSON text `json` against the named type (any name in [`TYPES`]):
+            /// `Ok` when it is valid, else every violation with its JSON pointer, keyword and
+            /// message. Text that is not JSON is one violation at the root (keyword `json`); a
+            /// name no type has is an error too (keyword `typeName`), never "valid".
+            ///
+            /// # Errors
+            ///
+            /// Every violation found.
+            pub fn validate_json(type_name: &str, json: &[u8]) -> Result<(), Vec<#rt::Violation>> {
+                match validate_document(type_name, json) {
+                    Some(Ok(())) => Ok(()),
+                    Some(Err(e)) => Err(e.into_violations()),
+                    None => Err(vec![#rt::unknown_type_name(type_name, TYPES)]),
+                }
+            }
         }
     }
 }

@@ -589,14 +589,21 @@ impl<'a> Emitter<'a> {
         }
         w.close("};");
         w.blank();
-        w.doc("Whether `value` is a valid document of the named type.");
-        w.open("export function isValid<N extends T.TypeName>(name: N, value: unknown, lenient = false): value is T.TypeMap[N] {");
-        w.line("return CHECKS[name][0](value, lenient);");
+        w.doc("The checks of the named type; a `RangeError` naming the known types for a name the schema does\nnot have (a name is never \"valid\" by default).");
+        w.open("function checksOf(name: string): readonly [Fast, Explain] {");
+        w.line("const found = Object.prototype.hasOwnProperty.call(CHECKS, name) ? CHECKS[name as T.TypeName] : undefined;");
+        w.line("if (found === undefined) throw new RangeError(`no type is named ${JSON.stringify(name)}; the types are ${Object.keys(CHECKS).join(\", \")}`);");
+        w.line("return found;");
         w.close("}");
         w.blank();
-        w.doc("Every violation of `value` as a document of the named type; empty when it is valid.");
-        w.open("export function validate(name: T.TypeName, value: unknown, lenient = false): Violation[] {");
-        w.line("const [fast, explain] = CHECKS[name];");
+        w.doc("Whether `value` is a valid document of the named type.");
+        w.open("export function isValid<N extends T.TypeName>(name: N, value: unknown, lenient = false): value is T.TypeMap[N] {");
+        w.line("return checksOf(name)[0](value, lenient);");
+        w.close("}");
+        w.blank();
+        w.doc("Every violation of `value` as a document of the named type (any schema name, as a string);\nempty when it is valid. Throws a `RangeError` for a name the schema does not have.");
+        w.open("export function validate(name: string, value: unknown, lenient = false): Violation[] {");
+        w.line("const [fast, explain] = checksOf(name);");
         w.line("return fast(value, lenient) ? [] : explained(explain, value, lenient);");
         w.close("}");
         w.blank();

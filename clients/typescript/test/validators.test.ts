@@ -217,3 +217,11 @@ test("the fast and the explaining validator agree on mutated documents", () => {
   }
   assert.ok(checked > 1000);
 });
+
+test("validate takes any schema name as a string; an unknown name throws, it is never valid", () => {
+  const name: string = "Turn";
+  assert.ok(validate(name, {}).some((v) => v.keyword === "required"));
+  for (const t of TYPES) assert.doesNotThrow(() => validate(t.name, {}));
+  assert.throws(() => validate("NoSuchType", {}), (e: unknown) => e instanceof RangeError && /NoSuchType/.test(e.message) && /Turn/.test(e.message));
+  assert.throws(() => validate("toString", {}), RangeError);
+});

@@ -133,6 +133,25 @@ pub enum DocumentError {
     Invalid(Vec<Violation>),
 }
 
+impl DocumentError {
+    /// The error as violations: [`DocumentError::Invalid`]'s own, or for text that is not JSON
+    /// one at the root with keyword `json`.
+    pub fn into_violations(self) -> Vec<Violation> {
+        match self {
+            DocumentError::Invalid(v) => v,
+            DocumentError::NotJson(m) => vec![Violation { pointer: String::new(), keyword: "json".to_owned(), message: format!("not a JSON document: {m}") }],
+        }
+    }
+}
+
+/// The violation for a type name a schema does not have (keyword `typeName`), listing the names
+/// it has.
+pub fn unknown_type_name(type_name: &str, types: &[TypeInfo]) -> Violation {
+    let known: Vec<&str> = types.iter().map(|t| t.name).collect();
+    let shown = if known.len() > 20 { format!("{}, … ({} in all)", known[..20].join(", "), known.len()) } else { known.join(", ") };
+    Violation { pointer: String::new(), keyword: "typeName".to_owned(), message: format!("no type is named `{}`; the types are {shown}", preview(type_name)) }
+}
+
 /// Decodes and validates one JSON document as `T`.
 ///
 /// The fast path decodes straight into `T` and runs its checks. A document that does not decode

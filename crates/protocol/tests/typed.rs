@@ -154,3 +154,23 @@ fn error_codes_document_retry_and_json_rpc_numbers() {
     codes.dedup();
     assert_eq!(codes.len(), ErrorCode::ALL.len(), "every code has its own JSON-RPC number");
 }
+
+#[test]
+fn validate_json_checks_any_type_by_its_schema_name() {
+    use openagents_protocol::{TYPES, validate_json};
+    let turn = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/samples/turn.json")).expect("sample turn");
+    assert_eq!(validate_json("Turn", &turn), Ok(()));
+    // Every name in the registry is known (an empty object is valid or refused, never unknown).
+    for t in TYPES {
+        if let Err(v) = validate_json(t.name, b"{}") {
+            assert!(v.iter().all(|v| v.keyword != "typeName"), "{}: {v:?}", t.name);
+        }
+    }
+    let unknown = validate_json("NoSuchType", b"{}").expect_err("an unknown name is an error");
+    assert_eq!((unknown.len(), unknown[0].keyword.as_str(), unknown[0].pointer.as_str()), (1, "typeName", ""));
+    assert!(unknown[0].message.contains("NoSuchType") && unknown[0].message.contains("Turn"), "{}", unknown[0].message);
+    let not_json = validate_json("Turn", b"{\"a\":").expect_err("not JSON");
+    assert_eq!(not_json[0].keyword, "json");
+    let invalid = validate_json("Turn", b"{}").expect_err("a turn needs its members");
+    assert!(invalid.iter().any(|v| v.keyword == "required"), "{invalid:?}");
+}

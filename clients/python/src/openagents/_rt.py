@@ -18,7 +18,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Final, Generic, TypeAlias, TypeVar
+from typing import Annotated, Any, Final, Generic, TypeAlias, TypeVar, cast
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, GetCoreSchemaHandler, Strict, TypeAdapter, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError, core_schema
@@ -32,6 +32,7 @@ __all__ = [
     "EnumOf",
     "Float",
     "Int",
+    "KEYWORDS",
     "Json",
     "MethodSpec",
     "Model",
@@ -40,10 +41,16 @@ __all__ = [
     "Pattern",
     "Str",
     "Tagged",
+    "UnknownTypeName",
+    "Violation",
     "WireEnum",
+    "adapter",
     "is_strict",
     "json_equal",
+    "json_pointer",
     "not_null",
+    "validate",
+    "violations",
 ]
 
 STRICT_KEY: Final = "openagents.strict"
@@ -525,3 +532,98 @@ class MethodSpec(Generic[_T]):
     """Whether the request must carry params."""
     result: TypeAdapter[_T]
     """The validator of the result."""
+
+
+# --- validation by type name ------------------------------------------------------------------
+
+# pydantic's error types, as the JSON Schema keyword each one breaks.
+KEYWORDS: Final[dict[str, str]] = {
+    "missing": "required",
+    "extra_forbidden": "additionalProperties",
+    "string_type": "type",
+    "int_type": "type",
+    "int_from_float": "type",
+    "float_type": "type",
+    "finite_number": "type",
+    "bool_type": "type",
+    "dict_type": "type",
+    "list_type": "type",
+    "model_type": "type",
+    "model_attributes_type": "type",
+    "none_required": "type",
+    "null_type": "type",
+    "string_too_short": "minLength",
+    "string_too_long": "maxLength",
+    "string_pattern_mismatch": "pattern",
+    "greater_than_equal": "minimum",
+    "less_than_equal": "maximum",
+    "greater_than": "exclusiveMinimum",
+    "less_than": "exclusiveMaximum",
+    "too_short": "minItems",
+    "too_long": "maxItems",
+    "literal_error": "enum",
+}
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One way a document breaks its schema: where (a JSON pointer), which keyword, and what."""
+
+    pointer: str
+    keyword: str
+    message: str
+
+
+class UnknownTypeName(KeyError):
+    """`validate` was given a name no type of the schema has."""
+
+    def __init__(self, type_name: str, known: Sequence[str]) -> None:
+        super().__init__(f"unknown type `{type_name}`; the known types are {', '.join(sorted(known))}")
+        self.type_name = type_name
+
+
+def json_pointer(loc: Sequence[str | int]) -> str:
+    """A pydantic location as a JSON pointer (RFC 6901)."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in loc)
+
+
+def violations(error: ValidationError) -> list[Violation]:
+    """Every error pydantic found, as a violation: pointer, keyword and message."""
+    out = []
+    for d in error.errors(include_url=False):
+        kind = d["type"]
+        keyword = KEYWORDS.get(kind, kind)
+        loc = tuple(d["loc"])
+        message = d["msg"]
+        if keyword == "required" and loc:
+            message = f"the required property `{loc[-1]}` is missing"
+            loc = loc[:-1]
+        elif keyword == "additionalProperties" and loc:
+            message = f"property `{loc[-1]}` is not allowed here"
+        out.append(Violation(pointer=json_pointer(loc), keyword=keyword, message=message))
+    return out
+
+
+_ADAPTERS: dict[tuple[int, str], TypeAdapter[Any]] = {}
+
+
+def adapter(types: Mapping[str, object], type_name: str) -> TypeAdapter[Any]:
+    """The validator of the named type in `types` (a generated module's `TYPES`), made once."""
+    key = (id(types), type_name)
+    found = _ADAPTERS.get(key)
+    if found is None:
+        if type_name not in types:
+            raise UnknownTypeName(type_name, list(types))
+        found = _ADAPTERS[key] = TypeAdapter(cast(Any, types[type_name]))
+    return found
+
+
+def validate(types: Mapping[str, object], type_name: str, document: object) -> list[Violation]:
+    """Every violation of a decoded JSON document as the named type, checked strictly (an unknown
+    kind or enum value is refused); `[]` when it is valid. Raises `UnknownTypeName` for a name
+    `types` does not have."""
+    try:
+        adapter(types, type_name).validate_python(document, context=STRICT)
+    except ValidationError as e:
+        return violations(e)
+    return []

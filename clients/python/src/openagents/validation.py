@@ -18,34 +18,6 @@ from ._generated import models as m
 
 __all__ = ["DocumentInvalid", "check", "pointer", "type_names", "validate", "violations"]
 
-# pydantic's error types, as the JSON Schema keyword each one breaks.
-_KEYWORDS = {
-    "missing": "required",
-    "extra_forbidden": "additionalProperties",
-    "string_type": "type",
-    "int_type": "type",
-    "int_from_float": "type",
-    "float_type": "type",
-    "finite_number": "type",
-    "bool_type": "type",
-    "dict_type": "type",
-    "list_type": "type",
-    "model_type": "type",
-    "model_attributes_type": "type",
-    "none_required": "type",
-    "null_type": "type",
-    "string_too_short": "minLength",
-    "string_too_long": "maxLength",
-    "string_pattern_mismatch": "pattern",
-    "greater_than_equal": "minimum",
-    "less_than_equal": "maximum",
-    "greater_than": "exclusiveMinimum",
-    "less_than": "exclusiveMaximum",
-    "too_short": "minItems",
-    "too_long": "maxItems",
-    "literal_error": "enum",
-}
-
 
 class DocumentInvalid(_rt.OpenAgentsError, ValueError):
     """A document breaks its schema; `violations` lists every way it does."""
@@ -59,24 +31,12 @@ class DocumentInvalid(_rt.OpenAgentsError, ValueError):
 
 def pointer(loc: tuple[str | int, ...]) -> str:
     """A pydantic location as a JSON pointer (RFC 6901)."""
-    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in loc)
+    return _rt.json_pointer(loc)
 
 
 def violations(error: ValidationError) -> list[m.Violation]:
     """Every error pydantic found, as a violation: pointer, keyword and message."""
-    out = []
-    for d in error.errors(include_url=False):
-        kind = d["type"]
-        keyword = _KEYWORDS.get(kind, kind)
-        loc = tuple(d["loc"])
-        message = d["msg"]
-        if keyword == "required" and loc:
-            message = f"the required property `{loc[-1]}` is missing"
-            loc = loc[:-1]
-        elif keyword == "additionalProperties" and loc:
-            message = f"property `{loc[-1]}` is not allowed here"
-        out.append(m.Violation(pointer=pointer(loc), keyword=keyword, message=message))
-    return out
+    return [m.Violation(pointer=v.pointer, keyword=v.keyword, message=v.message) for v in _rt.violations(error)]
 
 
 def type_names() -> list[str]:

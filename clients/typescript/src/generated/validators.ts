@@ -3314,14 +3314,27 @@ const CHECKS: { readonly [N in T.TypeName]: readonly [Fast, Explain] } = {
   Violation: [fViolation, cViolation],
 };
 
-/** Whether `value` is a valid document of the named type. */
-export function isValid<N extends T.TypeName>(name: N, value: unknown, lenient = false): value is T.TypeMap[N] {
-  return CHECKS[name][0](value, lenient);
+/**
+ * The checks of the named type; a `RangeError` naming the known types for a name the schema does
+ * not have (a name is never "valid" by default).
+ */
+function checksOf(name: string): readonly [Fast, Explain] {
+  const found = Object.prototype.hasOwnProperty.call(CHECKS, name) ? CHECKS[name as T.TypeName] : undefined;
+  if (found === undefined) throw new RangeError(`no type is named ${JSON.stringify(name)}; the types are ${Object.keys(CHECKS).join(", ")}`);
+  return found;
 }
 
-/** Every violation of `value` as a document of the named type; empty when it is valid. */
-export function validate(name: T.TypeName, value: unknown, lenient = false): Violation[] {
-  const [fast, explain] = CHECKS[name];
+/** Whether `value` is a valid document of the named type. */
+export function isValid<N extends T.TypeName>(name: N, value: unknown, lenient = false): value is T.TypeMap[N] {
+  return checksOf(name)[0](value, lenient);
+}
+
+/**
+ * Every violation of `value` as a document of the named type (any schema name, as a string);
+ * empty when it is valid. Throws a `RangeError` for a name the schema does not have.
+ */
+export function validate(name: string, value: unknown, lenient = false): Violation[] {
+  const [fast, explain] = checksOf(name);
   return fast(value, lenient) ? [] : explained(explain, value, lenient);
 }
 

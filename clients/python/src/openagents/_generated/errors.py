@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import ClassVar, Final
 
 from openagents import _rt
+
 from . import models as m
 
 __all__ = [

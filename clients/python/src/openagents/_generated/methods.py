@@ -11,6 +11,7 @@ from typing import Annotated, Any, Final, TypeVar
 from pydantic import JsonValue, Strict, TypeAdapter
 
 from openagents import _rt
+
 from . import models as m
 
 __all__ = [

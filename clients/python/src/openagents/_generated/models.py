@@ -80,6 +80,7 @@ __all__ = [
     "TurnCounters",
     "UnknownRuntimeEvent",
     "Violation",
+    "validate",
 ]
 
 
@@ -1197,3 +1198,11 @@ TYPES: Final[dict[str, object]] = {
     "Violation": Violation,
 }
 """Every named type by its schema name: the annotation that validates a document of that type."""
+
+
+def validate(type_name: str, document: object) -> list[_rt.Violation]:
+    """Every violation of a decoded JSON document as the named type (a key of `TYPES`), checked
+    strictly; `[]` when it is valid. Raises `_rt.UnknownTypeName` for a name the schema does not
+    have.
+    """
+    return _rt.validate(TYPES, type_name, document)
