@@ -1,7 +1,10 @@
 //! The event hub on a SQLite store: the sequence continues after a restart, a resume from before
 //! the replay buffer is served from the store exactly (no gap), what retention pruned gives
-//! `gap`, a subscriber told `lagged` gets what it missed by resuming from its position, and a turn's
-//! start and end are recorded with their first and last sequence numbers.
+//! `gap`, a subscriber told `lagged` gets what it missed by resuming from its position, a turn's
+//! start and end are recorded with their first and last sequence numbers, and over the
+//! WebSocket a `subscribe` after a restart replays the earlier run from the store.
+
+mod ws_common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -60,17 +63,7 @@ async fn the_sequence_continues_after_a_restart_and_a_resume_gets_exactly_what_i
         assert_eq!(got.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=10).collect::<Vec<_>>());
     }
     // The writer thread ends with the hub; the lock goes with the store.
-    let mut reopened = None;
-    for _ in 0..100 {
-        match SqliteStore::open(&path) {
-            Ok(s) => {
-                reopened = Some(s);
-                break;
-            }
-            Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
-        }
-    }
-    let store: Arc<dyn Store> = Arc::new(reopened.expect("the store is free once its hub is gone"));
+    let store = reopen(&path);
     let hub = EventHub::with_store(4, store, 1000).expect("a hub on the store");
     assert_eq!(hub.last_seq(), 10, "the sequence goes on from the store's");
     let first = hub.publish(text(11));
@@ -152,4 +145,51 @@ async fn a_turn_is_recorded_with_its_first_and_last_sequence_numbers() {
     assert!(t.ended_ms.is_some_and(|e| e >= t.start.started_ms));
     let convs = hub.store().conversations(10).expect("conversations");
     assert_eq!((convs[0].id.as_str(), convs[0].title.as_str()), ("conv-1", "write a poem"));
+}
+
+/// The store at `path` once its previous holder (a hub whose writer thread is ending) let it go.
+fn reopen(path: &Path) -> Arc<dyn Store> {
+    for _ in 0..250 {
+        if let Ok(s) = SqliteStore::open(path) {
+            return Arc::new(s);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("{} stayed held", path.display());
+}
+
+fn scripted(hub: EventHub) -> openagents_server::RpcEngine {
+    let config = openagents_server::EngineConfig { default_runner: Some("script".into()), ..openagents_server::EngineConfig::default() };
+    openagents_server::RpcEngine::with_events(openagents_server::FnAgent(|turn: openagents_protocol::Turn, ctx: openagents_server::TurnContext| async move {
+        for word in turn.task.split_whitespace() {
+            ctx.text(word);
+        }
+        Ok(turn.task)
+    }), config, hub)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_the_websocket_a_subscribe_after_a_restart_replays_the_earlier_run() {
+    let path = temp("ws");
+    {
+        let engine = scripted(hub(&path, 16, 1000));
+        for task in ["one two", "three"] {
+            ws_common::finished(ws_common::submit(&engine, task)).await.expect("the turn completes");
+        }
+        engine.shutdown().await;
+        // 1-4 the first turn, 5-7 the second, 8 shutting_down.
+        assert_eq!(engine.status().last_seq, 8);
+    }
+    let engine = scripted(EventHub::with_store(4, reopen(&path), 1000).expect("a hub on the store"));
+    let addr = ws_common::http_runtime(&engine).await;
+    let (mut ws, last) = ws_common::subscribed(addr, ws_common::ALICE, Some(2)).await;
+    assert_eq!(last, 8, "the sequence goes on from the store's");
+    let replayed = ws.events_until(&["shutting_down"]).await;
+    let seqs: Vec<i64> = replayed.iter().map(|e| e["seq"].as_i64().expect("seq")).collect();
+    assert_eq!(seqs, (3..=8).collect::<Vec<_>>(), "{replayed:?}");
+    assert!(replayed.iter().all(|e| !matches!(ws_common::event_type(e), "gap" | "lagged")), "{replayed:?}");
+    // The earlier run's shutting_down ended nothing: this run's turn follows on the same socket.
+    ws_common::finished(ws_common::submit(&engine, "four")).await.expect("the turn completes");
+    let live = ws.events_until(&["turn_completed"]).await;
+    assert_eq!(live.iter().map(|e| (e["seq"].as_i64().unwrap(), ws_common::event_type(e).to_owned())).collect::<Vec<_>>(), [(9, "turn_started".to_owned()), (10, "text".to_owned()), (11, "turn_completed".to_owned())]);
 }
