@@ -590,34 +590,6 @@ fn audit(event: &RuntimeEvent, counters: &HubCounters) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use openagents_protocol::rt;
-
-    use super::*;
-
-    #[tokio::test]
-    async fn every_subscriber_writes_the_same_encoding_of_an_event() {
-        let hub = EventHub::with_capacity(8);
-        let (mut a, mut b) = (hub.subscribe(None), hub.subscribe(None));
-        let published = hub.publish(RuntimeEvent::Text { text: "héllo \"x\"\n".into() });
-        let (ea, eb) = (a.next_shared().await.expect("an event"), b.next_shared().await.expect("an event"));
-        // One encoding, shared: the same bytes at the same address for both subscribers.
-        assert!(std::ptr::eq(ea.json(), eb.json()), "each subscriber encoded the event again");
-        let decoded = rt::parse_validated::<ServerEvent>(ea.json()).expect("the shared bytes decode as a ServerEvent");
-        assert_eq!(decoded, published);
-        // A subscriber resuming from the replay buffer gets the same shared encoding too.
-        let mut c = hub.subscribe(Some(0));
-        let ec = c.next_shared().await.expect("the replayed event");
-        assert!(std::ptr::eq(ec.json(), ea.json()), "the replayed event was encoded again");
-        // The SSE frame around it, also made once: `id:` the sequence number, `data:` the JSON.
-        assert_eq!(ea.sse_frame().as_ptr(), ec.sse_frame().as_ptr(), "the SSE frame was made again");
-        let frame = std::str::from_utf8(ea.sse_frame()).expect("UTF-8");
-        let data = frame.strip_prefix(&format!("id: {}\ndata: ", published.seq)).and_then(|f| f.strip_suffix("\n\n")).expect("one id and one data line");
-        assert_eq!(rt::parse_validated::<ServerEvent>(data.as_bytes()).expect("the frame's data decodes"), published);
-    }
-}
-
 /// How long an answer on a streaming connection (stdio, the WebSocket) waits for the events
 /// published before it to be queued ahead of it, when the connection's stream is stuck.
 pub const REPLY_AFTER_EVENTS: std::time::Duration = std::time::Duration::from_secs(1);
@@ -646,5 +618,33 @@ impl Forwarded {
     pub(crate) async fn through(&self, seq: i64) {
         let mut forwarded = self.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let _ = tokio::time::timeout(REPLY_AFTER_EVENTS, forwarded.wait_for(|&at| at >= seq)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use openagents_protocol::rt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn every_subscriber_writes_the_same_encoding_of_an_event() {
+        let hub = EventHub::with_capacity(8);
+        let (mut a, mut b) = (hub.subscribe(None), hub.subscribe(None));
+        let published = hub.publish(RuntimeEvent::Text { text: "héllo \"x\"\n".into() });
+        let (ea, eb) = (a.next_shared().await.expect("an event"), b.next_shared().await.expect("an event"));
+        // One encoding, shared: the same bytes at the same address for both subscribers.
+        assert!(std::ptr::eq(ea.json(), eb.json()), "each subscriber encoded the event again");
+        let decoded = rt::parse_validated::<ServerEvent>(ea.json()).expect("the shared bytes decode as a ServerEvent");
+        assert_eq!(decoded, published);
+        // A subscriber resuming from the replay buffer gets the same shared encoding too.
+        let mut c = hub.subscribe(Some(0));
+        let ec = c.next_shared().await.expect("the replayed event");
+        assert!(std::ptr::eq(ec.json(), ea.json()), "the replayed event was encoded again");
+        // The SSE frame around it, also made once: `id:` the sequence number, `data:` the JSON.
+        assert_eq!(ea.sse_frame().as_ptr(), ec.sse_frame().as_ptr(), "the SSE frame was made again");
+        let frame = std::str::from_utf8(ea.sse_frame()).expect("UTF-8");
+        let data = frame.strip_prefix(&format!("id: {}\ndata: ", published.seq)).and_then(|f| f.strip_suffix("\n\n")).expect("one id and one data line");
+        assert_eq!(rt::parse_validated::<ServerEvent>(data.as_bytes()).expect("the frame's data decodes"), published);
     }
 }
