@@ -96,7 +96,7 @@ pub(crate) fn open(args: &StoreArgs, program: &str) -> Result<EventHub, String> 
         Choice::Memory => Arc::new(MemoryStore::new()),
         Choice::Sqlite { path, chosen } => {
             if !chosen {
-                create_private_folder(path.parent().unwrap_or(Path::new("/")))?;
+                create_private_folder(path.parent().unwrap_or(Path::new("/"))).map_err(|e| format!("cannot use the store {}: {e}", path.display()))?;
             }
             openagents_sdk::agents::sandbox::protect(&path);
             match SqliteStore::open(&path) {
@@ -116,12 +116,16 @@ pub(crate) fn open(args: &StoreArgs, program: &str) -> Result<EventHub, String> 
 }
 
 /// The default store's folder, created private (0700) when missing.
+///
+/// # Errors
+///
+/// Why it cannot be created.
 fn create_private_folder(folder: &Path) -> Result<(), String> {
     use std::os::unix::fs::DirBuilderExt;
     if folder.is_dir() {
         return Ok(());
     }
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(folder).map_err(|e| format!("cannot use the store folder {}: {e}", folder.display()))
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(folder).map_err(|e| format!("cannot create its folder {}: {e}", folder.display()))
 }
 
 #[cfg(test)]

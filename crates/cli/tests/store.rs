@@ -260,6 +260,13 @@ fn bad_stores_are_refused_at_start_naming_the_path() {
     let (code, err) = refused(&s, "postgres://user:hunter2@db.internal/openagents");
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("not supported yet") && !err.contains("hunter2"), "{err}");
+    // The default store where its folder cannot be made (the state folder is a file).
+    let mut command = s.command(&["serve", "--stdio", "--runner", "echo"]);
+    command.env("XDG_STATE_HOME", &text);
+    let out = run(command, b"");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&text.join("openagents/default.db").display().to_string()), "{err}");
     // `acp` refuses the same way.
     let out = run(s.command(&["acp", "--runner", "echo", "--store", &db_arg(&text)]), b"");
     let err = String::from_utf8_lossy(&out.stderr);
