@@ -264,11 +264,47 @@ fn lower_each(docs: &Documents, refusals: &mut Vec<SchemaError>) -> TypeSpace {
         }
     }
     name_branches(&mut cx.space);
+    cx.space.sides = sides(&cx.space, &cx.names, docs);
     match error_set(&cx.space, &cx.error_codes) {
         Ok(errors) => cx.space.errors = errors,
         Err(e) => refusals.push(e),
     }
     cx.space
+}
+
+/// The methods marked with `x-method` and `x-side` on named types, grouped by side (see
+/// [`Side`]). A type with only one of the two marks, or marks that are not strings, is not a
+/// method; a second params type for one method and side keeps the first (in type-name order).
+fn sides(space: &TypeSpace, names: &BTreeMap<(String, String), String>, docs: &Documents) -> Vec<Side> {
+    // (side, method) -> (params, result)
+    let mut marked: BTreeMap<(String, String), (Option<String>, Option<String>)> = BTreeMap::new();
+    for ((file, pointer), name) in names {
+        let Some(schema) = docs.get(file, pointer) else { continue };
+        let (Some(method), Some(side)) = (schema.get("x-method").and_then(Value::as_str), schema.get("x-side").and_then(Value::as_str)) else { continue };
+        if !space.types.contains_key(name) {
+            continue;
+        }
+        let entry = marked.entry((side.to_owned(), method.to_owned())).or_default();
+        let slot = if name.ends_with("Response") { &mut entry.1 } else { &mut entry.0 };
+        if slot.as_ref().is_none_or(|s| name < s) {
+            *slot = Some(name.clone());
+        }
+    }
+    let mut out: Vec<Side> = Vec::new();
+    for ((side, method), (params, result)) in marked {
+        let Some(params) = params else { continue };
+        if out.last().is_none_or(|s| s.name != side) {
+            out.push(Side { name: side.clone(), requests: Vec::new(), notifications: Vec::new() });
+        }
+        let s = out.last_mut().expect("pushed above");
+        let taken: BTreeSet<String> = s.requests.iter().chain(&s.notifications).map(|m| m.variant.clone()).collect();
+        // `Request` and `Notification` name the side's enums beside the methods' marker types.
+        let variant = naming::unique(&pascal(&method, "Method"), |n| taken.contains(n) || matches!(n, "Unknown" | "Request" | "Notification"));
+        let description = space.types.get(&params).and_then(|t| t.description.clone());
+        let m = MarkedMethod { method, variant, params, result: result.clone(), description };
+        if result.is_some() { s.requests.push(m) } else { s.notifications.push(m) }
+    }
+    out
 }
 
 /// Gives every union branch its type name, once for every language: `<Union><Variant>` (and,

@@ -22,6 +22,37 @@ pub struct TypeSpace {
     pub errors: Option<ErrorSet>,
     /// Every distinct `pattern`, in first-seen order; nodes refer to them by index.
     pub patterns: Vec<Pattern>,
+    /// The methods a schema marks on its params types with `x-method` and `x-side` (ACP's
+    /// convention), grouped by the side that handles them, in side-name order.
+    pub sides: Vec<Side>,
+}
+
+/// The methods one side of a protocol handles, from the `x-method`/`x-side` marks on the schema's
+/// types: a marked type whose name ends in `Response` is the result of the request with the same
+/// method and side; a marked method with no such result is a notification.
+#[derive(Debug, Clone)]
+pub struct Side {
+    /// The `x-side` value (`agent`, `client`, …).
+    pub name: String,
+    /// Requests, in method-name order.
+    pub requests: Vec<MarkedMethod>,
+    /// Notifications, in method-name order.
+    pub notifications: Vec<MarkedMethod>,
+}
+
+/// One marked method.
+#[derive(Debug, Clone)]
+pub struct MarkedMethod {
+    /// The method name on the wire (`session/prompt`).
+    pub method: String,
+    /// Its variant name (PascalCase, unique within the side).
+    pub variant: String,
+    /// The params type.
+    pub params: String,
+    /// The result type (requests only).
+    pub result: Option<String>,
+    /// The params type's `description`.
+    pub description: Option<String>,
 }
 
 /// Where a schema came from: file and JSON pointer.

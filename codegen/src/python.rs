@@ -1029,6 +1029,21 @@ impl<'a> Emitter<'a> {
             .collect();
         body.stmt(0, "TYPES: Final[dict[str, object]] = ", &group("", "{", "}", entries), "");
         body.doc(0, "Every named type by its schema name: the annotation that validates a document of that type.");
+        for side in &self.space.sides {
+            let upper = heck::ToShoutySnakeCase::to_shouty_snake_case(crate::naming::pascal(&side.name, "Other").as_str());
+            let requests: Vec<Ex> = side.requests.iter().map(|m| atom(format!("{}: ({}, {})", py_str(&m.method), py_str(&m.params), py_str(m.result.as_deref().unwrap_or_default())))).collect();
+            let name = format!("{upper}_REQUESTS");
+            body.blank();
+            body.stmt(0, &format!("{name}: Final[dict[str, tuple[str, str]]] = "), &group("", "{", "}", requests), "");
+            body.doc(0, &format!("The requests the `{}` side handles (`x-side`), by method name: the names in `TYPES` of their params and result types.", side.name));
+            all.push(name);
+            let notes: Vec<Ex> = side.notifications.iter().map(|m| atom(format!("{}: {}", py_str(&m.method), py_str(&m.params)))).collect();
+            let name = format!("{upper}_NOTIFICATIONS");
+            body.blank();
+            body.stmt(0, &format!("{name}: Final[dict[str, str]] = "), &group("", "{", "}", notes), "");
+            body.doc(0, &format!("The notifications the `{}` side handles (`x-side`), by method name: the name in `TYPES` of their params type.", side.name));
+            all.push(name);
+        }
         body.blank();
         body.blank();
         body.line(0, "def validate(type_name: str, document: object) -> list[_rt.Violation]:");

@@ -114,6 +114,7 @@ pub fn emit(space: &TypeSpace, docs: &Documents, opts: &RustOptions) -> Result<S
         items.push(e.named_type(t));
     }
     items.push(e.methods());
+    items.push(e.sides());
     items.push(e.patterns());
     items.push(e.registry(docs));
     items.push(e.sx.support());
@@ -1216,6 +1217,91 @@ impl Emitter<'_> {
         if let Some(not) = &a.not {
             let b = branch(not);
             out.push(quote!(if #b.is_empty() { #rt::not_violation(out, #path); }));
+        }
+        quote!(#(#out)*)
+    }
+
+    /// Decodes and validates `input` (a `&[u8]` expression) as the named type, from inside a
+    /// module of the generated file: a `Result<T, DocumentError>` expression.
+    fn decode_as(&self, name: &str, input: TokenStream) -> TokenStream {
+        let rt = &self.rt;
+        let id = type_ident(name);
+        if self.is_alias(name) {
+            let (vname, cname) = self.check_fn_names(name);
+            quote!(#rt::parse_validated_with::<super::#id>(#input, super::#vname, super::#cname))
+        } else {
+            quote!(#rt::parse_validated::<super::#id>(#input))
+        }
+    }
+
+    /// For each side the schema's `x-method`/`x-side` marks name, a module `<side>_side` with the
+    /// `Request` and `Notification` enums of the methods that side handles (one variant per
+    /// method, holding its params), decoding by method name, and a marker type per method that
+    /// implements `RpcMethod` (name, params, result) for each request.
+    fn sides(&self) -> TokenStream {
+        let rt = &self.rt;
+        let mut out = Vec::new();
+        for side in &self.space.sides {
+            let module = format_ident!("{}_side", heck::ToSnakeCase::to_snake_case(crate::naming::pascal(&side.name, "Other").as_str()));
+            let mut items = Vec::new();
+            for (kind, methods) in [("Request", &side.requests), ("Notification", &side.notifications)] {
+                if methods.is_empty() {
+                    continue;
+                }
+                let enum_id = format_ident!("{kind}");
+                let mut variants = Vec::new();
+                let mut name_arms = Vec::new();
+                let mut decode_arms = Vec::new();
+                let mut names = Vec::new();
+                for m in methods {
+                    let vid = type_ident(&m.variant);
+                    let pid = type_ident(&m.params);
+                    let wire = &m.method;
+                    let d = doc_or(m.description.as_deref(), &format!("`{wire}`."));
+                    variants.push(quote!(#d #vid(super::#pid)));
+                    name_arms.push(quote!(#enum_id::#vid(_) => #wire,));
+                    let decode = self.decode_as(&m.params, quote!(params));
+                    decode_arms.push(quote!(#wire => Some(#decode.map(#enum_id::#vid)),));
+                    names.push(wire.clone());
+                    let Some(result) = &m.result else { continue };
+                    let result = type_ident(result);
+                    let mdoc = format!(" The `{}` {}: its name, params and result types.", doc_safe(wire), kind.to_lowercase());
+                    items.push(quote!(
+                        #[doc = #mdoc]
+                        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+                        pub struct #vid;
+                        impl #rt::RpcMethod for #vid {
+                            const NAME: &'static str = #wire;
+                            type Params = super::#pid;
+                            type Result = super::#result;
+                        }
+                    ));
+                }
+                let edoc = format!(" The {}s the `{}` side handles (`x-side: \"{}\"`), one variant per method holding its params.", kind.to_lowercase(), doc_safe(&side.name), doc_safe(&side.name));
+                items.push(quote!(
+                    #[doc = #edoc]
+                    #[derive(Debug, Clone, PartialEq)]
+                    pub enum #enum_id { #(#variants,)* }
+                    impl #enum_id {
+                        /// Every method name, in name order.
+                        pub const METHODS: &'static [&'static str] = &[#(#names),*];
+                        /// The method's name on the wire.
+                        pub fn method(&self) -> &'static str { match self { #(#name_arms)* } }
+                        /// Decodes and validates `params` (JSON text) as the params of `method`;
+                        /// `None` when `method` is not one of these.
+                        pub fn decode(method: &str, params: &[u8]) -> Option<Result<Self, #rt::DocumentError>> {
+                            match method { #(#decode_arms)* _ => None }
+                        }
+                    }
+                ));
+            }
+            let mdoc = format!(" The methods the `{}` side handles, from the schema's `x-method`/`x-side` marks.", doc_safe(&side.name));
+            out.push(quote!(
+                #[doc = #mdoc]
+                pub mod #module {
+                    #(#items)*
+                }
+            ));
         }
         quote!(#(#out)*)
     }

@@ -64,6 +64,9 @@ pub fn emit(space: &TypeSpace, opts: &TypeScriptOptions) -> Vec<(String, String)
     if e.error_enum().is_some() {
         files.insert("errors.ts".to_owned(), e.errors_module());
     }
+    if !space.sides.is_empty() {
+        files.insert("sides.ts".to_owned(), e.sides_module());
+    }
     files.insert("index.ts".to_owned(), index_module(&files));
     files.into_iter().collect()
 }
@@ -74,7 +77,12 @@ fn index_module(files: &BTreeMap<String, String>) -> String {
     w.line("/** Everything generated from the schema, in one import. */");
     for name in files.keys() {
         let stem = name.trim_end_matches(".ts");
-        w.line(&format!("export * from \"./{stem}.js\";"));
+        if stem == "sides" {
+            // Its names are per side, not per type: a namespace keeps them apart from the types'.
+            w.line("export * as sides from \"./sides.js\";");
+        } else {
+            w.line(&format!("export * from \"./{stem}.js\";"));
+        }
     }
     w.finish()
 }
@@ -1378,6 +1386,39 @@ impl<'a> Emitter<'a> {
     // -----------------------------------------------------------------------------------------
     // Methods and errors
     // -----------------------------------------------------------------------------------------
+
+    /// The methods each side handles, from the schema's `x-method`/`x-side` marks: for each side
+    /// an interface from method name to params (and result) types, for typed dispatch, and the
+    /// same as data (type names, for `validate`).
+    fn sides_module(&self) -> String {
+        let mut w = Out::new();
+        w.line(HEADER);
+        w.doc("The methods each side of the protocol handles, from the schema's `x-method` and `x-side` marks:\nfor each side, its requests (params and result) and notifications (params) by method name.");
+        w.line("import type * as T from \"./types.js\";");
+        for side in &self.space.sides {
+            let base = crate::naming::pascal(&side.name, "Other");
+            let upper = base.to_shouty_snake_case();
+            for (kind, methods) in [("Requests", &side.requests), ("Notifications", &side.notifications)] {
+                w.blank();
+                w.doc(&format!("The {} the `{}` side handles, by method name.", kind.to_lowercase(), side.name));
+                w.open(&format!("export interface {base}{kind} {{"));
+                for m in methods {
+                    let result = m.result.as_ref().map(|r| format!("; readonly result: T.{}", self.id(r))).unwrap_or_default();
+                    w.line(&format!("readonly {}: {{ readonly params: T.{}{result} }};", js_str(&m.method), self.id(&m.params)));
+                }
+                w.close("}");
+                w.blank();
+                w.doc(&format!("The {} the `{}` side handles: each method's params (and result) type names.", kind.to_lowercase(), side.name));
+                w.open(&format!("export const {upper}_{}: {{ readonly [M in keyof {base}{kind}]: {{ readonly params: T.TypeName; readonly result?: T.TypeName }} }} = {{", kind.to_uppercase()));
+                for m in methods {
+                    let result = m.result.as_ref().map(|r| format!(", result: {}", js_str(r))).unwrap_or_default();
+                    w.line(&format!("{}: {{ params: {}{result} }},", js_str(&m.method), js_str(&m.params)));
+                }
+                w.close("};");
+            }
+        }
+        w.finish()
+    }
 
     fn methods_module(&self) -> String {
         let mut w = Out::new();

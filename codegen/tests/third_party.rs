@@ -169,3 +169,37 @@ fn the_check_command_prints_the_first_refusals_in_full_then_how_many_more() {
     assert_eq!(lines.last().copied(), Some(format!("and {} more", total - MAX_SHOWN_REFUSALS).as_str()), "{stderr}");
     assert_eq!(lines.len(), MAX_SHOWN_REFUSALS + 2, "{stderr}");
 }
+
+#[test]
+fn acp_methods_are_grouped_by_the_side_that_handles_them() {
+    let space = lowered("acp-v1.schema.json");
+    let side = |name: &str| space.sides.iter().find(|s| s.name == name).unwrap_or_else(|| panic!("no side `{name}`"));
+    let methods = |ms: &[openagents_codegen::model::MarkedMethod]| ms.iter().map(|m| m.method.clone()).collect::<Vec<_>>();
+    let agent = side("agent");
+    assert!(methods(&agent.requests).contains(&"session/prompt".to_owned()), "{:?}", methods(&agent.requests));
+    assert_eq!(methods(&agent.notifications), ["session/cancel"]);
+    let prompt = agent.requests.iter().find(|m| m.method == "session/prompt").expect("session/prompt");
+    assert_eq!((prompt.params.as_str(), prompt.result.as_deref(), prompt.variant.as_str()), ("PromptRequest", Some("PromptResponse"), "SessionPrompt"));
+    let client = side("client");
+    assert!(methods(&client.requests).contains(&"session/request_permission".to_owned()));
+    assert!(methods(&client.notifications).contains(&"session/update".to_owned()));
+    assert_eq!(methods(&side("protocol").notifications), ["$/cancel_request"]);
+    // Every request has its result; a method is in one list of its side only.
+    for s in &space.sides {
+        assert!(s.requests.iter().all(|m| m.result.is_some()) && s.notifications.iter().all(|m| m.result.is_none()));
+    }
+    // MCP marks no methods so; its request and notification unions are tagged on `method`.
+    // (2026-07-28 has no server-to-client requests, and one client notification, `cancelled`.)
+    for (file, unions) in [
+        ("mcp-2026-07-28.schema.json", &["ClientRequest", "ServerNotification"][..]),
+        ("mcp-2025-11-25.schema.json", &["ClientRequest", "ServerRequest", "ClientNotification", "ServerNotification"][..]),
+    ] {
+        let space = lowered(file);
+        assert!(space.sides.is_empty(), "{file}");
+        for name in unions {
+            let t = space.types.get(*name).unwrap_or_else(|| panic!("{file}: no `{name}`"));
+            let TypeKind::Union(u) = &t.kind else { panic!("{file}: `{name}` is a {}", shape(t)) };
+            assert_eq!(u.tag, "method", "{file}: `{name}`");
+        }
+    }
+}
