@@ -426,17 +426,17 @@ impl Emitter<'_> {
             let name = &f.name;
             let nullable = matches!(f.node.repr, Repr::Nullable(_));
             // `access` empty: the fields are pattern bindings, which are references already.
-            let value = if access.is_empty() { quote!(#id) } else { quote!((&#access #id)) };
+            let value = if access.is_empty() { quote!(#id) } else { quote!(&#access #id) };
             if f.required || nullable {
-                let c = self.typed_check(&f.node, &f.node.repr, value, quote!((&__p)), owner);
-                out.push(quote!({ let __p = path.key(#name); #c }));
+                let c = self.typed_check(&f.node, &f.node.repr, quote!(__x), quote!(&__p), owner);
+                out.push(quote!({ let __x = #value; let __p = path.key(#name); #c }));
             } else {
-                let c = self.typed_check(&f.node, &f.node.repr, quote!(__v), quote!((&__p)), owner);
+                let c = self.typed_check(&f.node, &f.node.repr, quote!(__v), quote!(&__p), owner);
                 out.push(quote!(if let Some(__v) = #value { let __p = path.key(#name); #c }));
             }
         }
         if let Additional::Schema(node) = additional {
-            let c = self.typed_check(node, &node.repr, quote!(__v), quote!((&__p)), owner);
+            let c = self.typed_check(node, &node.repr, quote!(__v), quote!(&__p), owner);
             let map = if access.is_empty() { quote!(__f_additional) } else { quote!(&#access additional) };
             out.push(quote!(for (__k, __v) in #map { let __p = path.key(__k); #c }));
         }
@@ -461,7 +461,7 @@ impl Emitter<'_> {
         let mut out = Vec::new();
         for f in fields {
             let name = &f.name;
-            let c = self.dyn_check(&f.node, quote!(__v), quote!((&__p)));
+            let c = self.dyn_check(&f.node, quote!(__v), quote!(&__p));
             let missing = if f.required {
                 let msg = format!("missing required property `{name}`");
                 quote!(None => #rt::report(out, path, "required", #msg.to_owned()),)
@@ -495,7 +495,7 @@ impl Emitter<'_> {
                 }));
             }
             Additional::Schema(node) => {
-                let c = self.dyn_check(node, quote!(__v), quote!((&__p)));
+                let c = self.dyn_check(node, quote!(__v), quote!(&__p));
                 out.push(quote!(for (__k, __v) in obj {
                     if ![#(#known),*].contains(&__k.as_str()) { let __p = path.key(__k); #c }
                 }));
@@ -1056,9 +1056,9 @@ impl Emitter<'_> {
                 } else {
                     quote!()
                 };
-                let f = if *repr == Repr::Integer { quote!((*#v as f64)) } else { quote!((*#v)) };
-                let rules = self.number_rules(node, f, path);
-                quote!(#lits #rules)
+                let f = if *repr == Repr::Integer { quote!(*#v as f64) } else { quote!(*#v) };
+                let rules = self.number_rules(node, quote!(__f), path);
+                if rules.is_empty() { quote!(#lits) } else { quote!(#lits { let __f: f64 = #f; #rules }) }
             }
             Repr::Array(inner) => {
                 let mut out = Vec::new();
@@ -1069,9 +1069,9 @@ impl Emitter<'_> {
                     out.push(quote!(if (#v.len() as u64) > #max { #rt::items_violation(out, #path, "maxItems", #v.len(), #max); }));
                 }
                 if let Some(items) = &node.array.items {
-                    let c = self.typed_check(items, inner, quote!(__item), quote!((&__ip)), owner);
+                    let c = self.typed_check(items, inner, quote!(__item), quote!(&__ip), owner);
                     if !c.is_empty() {
-                        out.push(quote!(for (__i, __item) in #v.iter().enumerate() { let __ip = (#path).index(__i); #c }));
+                        out.push(quote!(for (__i, __item) in #v.iter().enumerate() { let __ip = #rt::Path::index(#path, __i); #c }));
                     }
                 }
                 quote!(#(#out)*)
@@ -1162,8 +1162,8 @@ impl Emitter<'_> {
                 checks.push(quote!(if (__a.len() as u64) > #max { #rt::items_violation(out, #path, "maxItems", __a.len(), #max); }));
             }
             if let Some(items) = &a.items {
-                let c = self.dyn_check(items, quote!(__item), quote!((&__ip)));
-                checks.push(quote!(for (__i, __item) in __a.iter().enumerate() { let __ip = (#path).index(__i); #c }));
+                let c = self.dyn_check(items, quote!(__item), quote!(&__ip));
+                checks.push(quote!(for (__i, __item) in __a.iter().enumerate() { let __ip = #rt::Path::index(#path, __i); #c }));
             }
             arms.push(quote!(serde_json::Value::Array(__a) => { #(#checks)* }));
         }
@@ -1179,7 +1179,8 @@ impl Emitter<'_> {
             return quote!();
         }
         let before = if node.literals.is_some() { quote!(let __before = out.len();) } else { quote!() };
-        quote!(#label: { #before #(#body)* })
+        // Only the type and literal checks `break` out of the block early.
+        if t != Types::ALL || node.literals.is_some() { quote!(#label: { #before #(#body)* }) } else { quote!({ #before #(#body)* }) }
     }
 
     /// The checks of a node's applicators on `v` (a `&serde_json::Value`) at `path`: `allOf`
