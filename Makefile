@@ -11,7 +11,7 @@ CARGO ?= cargo
 BIN := target/debug/openagents
 SAMPLES := tests/samples
 
-.PHONY: all prereqs build demo demo-python demo-typescript test test-rust test-python test-typescript test-conformance-langs test-acp-agents test-acp-editor test-web test-standards codegen check-codegen compat bench fuzz soak clean
+.PHONY: all prereqs build demo demo-python demo-typescript test test-rust test-python test-typescript test-conformance-langs test-published test-acp-agents test-acp-editor test-web test-standards codegen check-codegen compat bench fuzz soak clean
 
 all: build
 
@@ -62,7 +62,7 @@ demo: prereqs build $(DEMO)/runners.toml demo-python demo-typescript
 	@echo "== echo '{\"a\":' | openagents validate Turn   (not JSON)"
 	@echo '{"a":' | $(BIN) validate Turn; code=$$?; echo "refused (exit $$code)"; test $$code -eq 2
 
-test: prereqs test-rust test-python test-typescript test-conformance-langs test-acp-editor test-acp-agents test-web test-standards
+test: prereqs test-rust test-python test-typescript test-conformance-langs test-published test-acp-editor test-acp-agents test-web test-standards
 
 # A TypeScript runner, and one turn driven from TypeScript over stdio.
 demo-typescript: build
@@ -98,6 +98,11 @@ test-typescript:
 
 # The JSON Schema Test Suite groups through the generated Python and TypeScript (CONFORMANCE.md).
 test-conformance-langs: ; bash tests/conformance/langs/run.sh
+
+# The published schemas (ACP v1, MCP 2026-07-28 and 2025-11-25): their generated Python (mypy --strict)
+# and TypeScript (tsc --strict) built and loaded, and every generated validator against the jsonschema
+# crate, python jsonschema and ajv on a corpus made from the schemas (CONFORMANCE.md).
+test-published: ; bash tests/published/langs.sh
 
 # ACP agents as runners: fake agents on the official ACP SDKs through run, serve --http and the WebSocket.
 test-acp-agents: ; bash tests/acp-agents/run-tests.sh

@@ -1,0 +1,76 @@
+"""Runs a corpus of one published schema through the generated Python and python `jsonschema`.
+
+Usage: python run_python.py CORPUS SCHEMA PACKAGE_ROOT PACKAGE OUT
+
+CORPUS is a file `published-corpus write` made (each document with its `$defs` type, the
+generated type's name and its JSON text); SCHEMA the vendored schema; PACKAGE_ROOT/PACKAGE the
+generated Python package. Each document is checked by:
+
+- `python`: the generated `models.validate(type_name, document)` on `json.loads` of the text (the
+  models validated strictly, as `openagents.validation` does); valid when it lists no violation;
+- `python-json`: the same models through pydantic's own JSON parser on the text
+  (`TypeAdapter(models.TYPES[name]).validate_json(text, context=_rt.STRICT)`);
+- `python-jsonschema`: the `jsonschema` package, Draft 2020-12, formats as annotations, against
+  the schema's `$defs` with a root of `{"$ref": "#/$defs/<type>"}`.
+
+Writes OUT: `{"verdicts": [{validator: verdict, ...}, ...]}` in corpus order, a verdict being
+`true`, `false` or the text of any other exception.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from typing import Any, Callable
+
+import jsonschema
+from openagents import _rt
+from pydantic import TypeAdapter, ValidationError
+
+
+def verdict(check: Callable[[], bool]) -> bool | str:
+    try:
+        return check()
+    except ValidationError:
+        return False
+    except Exception as e:  # noqa: BLE001 - any other failure is reported as itself
+        return f"{type(e).__name__}: {e}"
+
+
+def main() -> None:
+    corpus_path, schema_path, root, package, out_path = sys.argv[1:6]
+    sys.path.insert(0, root)
+    with open(corpus_path, encoding="utf-8") as f:
+        corpus = json.load(f)
+    with open(schema_path, encoding="utf-8") as f:
+        schema = json.load(f)
+    models: Any = importlib.import_module(f"{package}.models")
+    adapters: dict[str, TypeAdapter[Any]] = {}
+    references: dict[str, Any] = {}
+    out = []
+    for doc in corpus["docs"]:
+        name, definition, text = doc["type"], doc["def"], doc["text"]
+        if definition not in references:
+            pointer = definition.replace("~", "~0").replace("/", "~1")
+            references[definition] = jsonschema.Draft202012Validator(
+                {"$schema": "https://json-schema.org/draft/2020-12/schema", "$defs": schema["$defs"], "$ref": f"#/$defs/{pointer}"}
+            )
+        if name is not None and name not in adapters:
+            adapters[name] = TypeAdapter(models.TYPES[name])
+        value = json.loads(text)
+        verdicts: dict[str, bool | str] = {
+            "python-jsonschema": verdict(lambda: bool(references[definition].is_valid(value))),
+        }
+        if name is None:
+            verdicts["python"] = verdicts["python-json"] = f"no generated type for `{definition}`"
+        else:
+            verdicts["python"] = verdict(lambda: models.validate(name, value) == [])
+            verdicts["python-json"] = verdict(lambda: adapters[name].validate_json(text, context=_rt.STRICT) is not None or True)
+        out.append(verdicts)
+    with open(out_path, "w", encoding="utf-8") as f:
+        json.dump({"verdicts": out}, f)
+
+
+if __name__ == "__main__":
+    main()
