@@ -263,6 +263,7 @@ fn lower_each(docs: &Documents, refusals: &mut Vec<SchemaError>) -> TypeSpace {
             refusals.push(err(file, "", "x-openrpc", "`x-openrpc` belongs at the root of the file holding the method union (the `oneOf` whose branches have `x-result`)"));
         }
     }
+    refusals.extend(same_place_cycles(&cx.space));
     name_branches(&mut cx.space);
     cx.space.sides = sides(&cx.space, &cx.names, docs);
     match error_set(&cx.space, &cx.error_codes) {
@@ -270,6 +271,61 @@ fn lower_each(docs: &Documents, refusals: &mut Vec<SchemaError>) -> TypeSpace {
         Err(e) => refusals.push(e),
     }
     cx.space
+}
+
+/// Named types that reach themselves at the same place of a document: through `$ref`s and
+/// applicators only, never descending into a property or an item (`{"$ref": "#"}` at the root,
+/// `A: {"anyOf": [{"$ref": "#/$defs/A"}, …]}`). Checking such a schema never finishes, and a type
+/// cannot hold itself, so each cycle is refused once, at the type it is first met from.
+fn same_place_cycles(space: &TypeSpace) -> Vec<SchemaError> {
+    fn refs(node: &Node, out: &mut BTreeSet<String>) {
+        if let Some(r) = &node.reference {
+            out.insert(r.clone());
+        }
+        for n in node.applied.nodes() {
+            refs(n, out);
+        }
+    }
+    let edges: BTreeMap<&str, BTreeSet<String>> = space
+        .types
+        .values()
+        .map(|t| {
+            let mut out = BTreeSet::new();
+            if let TypeKind::Alias(n) = &t.kind {
+                refs(n, &mut out);
+            }
+            (t.name.as_str(), out)
+        })
+        .collect();
+    let mut reported: BTreeSet<String> = BTreeSet::new();
+    let mut out = Vec::new();
+    for start in edges.keys() {
+        if reported.contains(*start) {
+            continue;
+        }
+        // Depth-first from `start`, keeping the path, until `start` is met again.
+        let mut stack: Vec<(String, Vec<String>)> = vec![(start.to_string(), vec![start.to_string()])];
+        let mut seen = BTreeSet::new();
+        while let Some((at, path)) = stack.pop() {
+            for next in edges.get(at.as_str()).into_iter().flatten() {
+                if next == start {
+                    let t = &space.types[*start];
+                    let mut cycle = path.clone();
+                    cycle.push(next.clone());
+                    out.push(err(&t.origin.file, &t.origin.pointer, "$ref", format!("`{}` refers back to itself at the same place of a document ({}) without descending into a property or an item: checking it would never finish", start, cycle.join(" -> "))));
+                    reported.extend(path.iter().cloned());
+                    stack.clear();
+                    break;
+                }
+                if seen.insert(next.clone()) {
+                    let mut p = path.clone();
+                    p.push(next.clone());
+                    stack.push((next.clone(), p));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The methods marked with `x-method` and `x-side` on named types, grouped by side (see

@@ -42,6 +42,7 @@ const REFUSED: &[(&str, &str)] = &[
     ("extensible oneOf without a tag", r#"{"oneOf": [{"type": "string"}, {"type": "integer"}], "x-extensible": true}"#),
     ("extensible oneOf with a shared tag value", r#"{"x-extensible": true, "oneOf": [{"type": "object", "required": ["k"], "properties": {"k": {"const": "a"}}}, {"type": "object", "required": ["k"], "properties": {"k": {"const": "a"}}}]}"#),
     ("extensible oneOf whose tag one branch does not require", r#"{"x-extensible": true, "oneOf": [{"type": "object", "required": ["k"], "properties": {"k": {"const": "a"}}}, {"type": "object", "properties": {"k": {"const": "b"}}}]}"#),
+    ("a reference cycle at one place of a document", r##"{"$defs": {"A": {"anyOf": [{"$ref": "#/$defs/A"}, {"type": "string"}]}}, "$ref": "#/$defs/A"}"##),
     ("unevaluatedProperties other than true", r#"{"type": "object", "unevaluatedProperties": false}"#),
     ("discriminator without propertyName", r#"{"discriminator": {}, "oneOf": [{"type": "object", "required": ["k"], "properties": {"k": {"const": "a"}}}]}"#),
     ("invalid ECMA-262 pattern", r#"{"type": "string", "pattern": "^(a$"}"#),
