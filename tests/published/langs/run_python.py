@@ -22,20 +22,32 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jsonschema
 from openagents import _rt
 from pydantic import TypeAdapter, ValidationError
 
 
-def verdict(check: Callable[[], bool]) -> bool | str:
+def verdict(check: Callable[..., bool], *args: Any) -> bool | str:
     try:
-        return check()
+        return check(*args)
     except ValidationError:
         return False
     except Exception as e:  # noqa: BLE001 - any other failure is reported as itself
         return f"{type(e).__name__}: {e}"
+
+
+def valid_value(models: Any, name: str, value: object) -> bool:
+    """Whether the generated `models.validate` finds no violation in the decoded document."""
+    return bool(models.validate(name, value) == [])
+
+
+def accepts(adapter: TypeAdapter[Any], text: str) -> bool:
+    """Whether pydantic's own JSON parser and the models, strictly, accept the text (else raises)."""
+    adapter.validate_json(text, context=_rt.STRICT)
+    return True
 
 
 def main() -> None:
@@ -60,13 +72,13 @@ def main() -> None:
             adapters[name] = TypeAdapter(models.TYPES[name])
         value = json.loads(text)
         verdicts: dict[str, bool | str] = {
-            "python-jsonschema": verdict(lambda: bool(references[definition].is_valid(value))),
+            "python-jsonschema": verdict(references[definition].is_valid, value),
         }
         if name is None:
             verdicts["python"] = verdicts["python-json"] = f"no generated type for `{definition}`"
         else:
-            verdicts["python"] = verdict(lambda: models.validate(name, value) == [])
-            verdicts["python-json"] = verdict(lambda: adapters[name].validate_json(text, context=_rt.STRICT) is not None or True)
+            verdicts["python"] = verdict(valid_value, models, name, value)
+            verdicts["python-json"] = verdict(accepts, adapters[name], text)
         out.append(verdicts)
     with open(out_path, "w", encoding="utf-8") as f:
         json.dump({"verdicts": out}, f)

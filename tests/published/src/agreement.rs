@@ -306,3 +306,46 @@ pub fn recorded_table() -> BTreeMap<String, BTreeMap<String, String>> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(category: Category, valid: bool) -> Doc {
+        Doc {
+            def: "T".into(),
+            category,
+            origin: "o".into(),
+            text: "{}".into(),
+            valid,
+        }
+    }
+
+    #[test]
+    fn a_verdict_other_than_the_record_is_a_disagreement() {
+        let verdicts: BTreeMap<String, Value> = [
+            ("a".to_owned(), json!(true)),
+            ("b".to_owned(), json!(false)),
+            ("c".to_owned(), json!("TypeError: boom")),
+        ]
+        .into();
+        let found: Vec<String> = disagreements("p", &doc(Category::WrongType, true), &verdicts)
+            .into_iter()
+            .map(|d| d.validator)
+            .collect();
+        assert_eq!(
+            found,
+            ["b", "c"],
+            "a wrong verdict and an error both disagree"
+        );
+    }
+
+    #[test]
+    fn only_the_typed_rust_path_must_refuse_a_duplicate_member() {
+        let d = doc(Category::DuplicateKey, true);
+        assert!(!expected(RUST_TYPED, &d));
+        assert!(expected(RUST_UNTYPED, &d));
+        assert!(expected("ajv", &d));
+        assert!(expected(RUST_TYPED, &doc(Category::Instance, true)));
+    }
+}

@@ -520,7 +520,7 @@ impl Walker<'_> {
                 for key in keys {
                     let prop = &props[key];
                     let needed = required.contains(key);
-                    if !needed && !(mode.full && depth < FULL_DEPTH) {
+                    if !(needed || mode.full && depth < FULL_DEPTH) {
                         continue;
                     }
                     path.push(Seg::Key(key.clone()));
@@ -613,10 +613,10 @@ impl Walker<'_> {
 /// `u64`, else the float).
 fn number(v: f64, integer: bool) -> Value {
     if integer && v.fract() == 0.0 {
-        if v >= -9.2e18 && v <= 9.2e18 {
+        if (-9.2e18..=9.2e18).contains(&v) {
             return json!(v as i64);
         }
-        if v >= 0.0 && v < 1.8e19 {
+        if (0.0..1.8e19).contains(&v) {
             return json!(v as u64);
         }
     }
@@ -757,18 +757,17 @@ fn mutations(value: &Value, sites: &[Site]) -> Vec<(Category, String, String)> {
                     );
                     if old.as_object().is_some_and(|o| !o.is_empty())
                         && objects_seen.insert(path.clone())
+                        && let Some(text) = with_duplicate(value, path)
                     {
-                        if let Some(text) = with_duplicate(value, path) {
-                            let (key, _) = old
-                                .as_object()
-                                .and_then(|o| o.iter().next())
-                                .expect("not empty");
-                            duplicates.push((
-                                Category::DuplicateKey,
-                                format!("`{key}` twice at {}", pointer(path)),
-                                text,
-                            ));
-                        }
+                        let (key, _) = old
+                            .as_object()
+                            .and_then(|o| o.iter().next())
+                            .expect("not empty");
+                        duplicates.push((
+                            Category::DuplicateKey,
+                            format!("`{key}` twice at {}", pointer(path)),
+                            text,
+                        ));
                     }
                 }
             }

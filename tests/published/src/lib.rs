@@ -29,6 +29,11 @@ pub mod corpus;
 
 use openagents_protocol::rt::{DocumentError, TypeInfo, Violation};
 
+/// The generated `validate_document`: the typed path on JSON text.
+pub type ValidateDocument = fn(&str, &[u8]) -> Option<Result<(), DocumentError>>;
+/// The generated `check_document`: the untyped path on a parsed value.
+pub type CheckDocument = fn(&str, &serde_json::Value) -> Option<Vec<Violation>>;
+
 /// One protocol's generated Rust, as the comparison calls it.
 #[derive(Debug, Clone, Copy)]
 pub struct Generated {
@@ -37,9 +42,9 @@ pub struct Generated {
     /// The generated `TYPES`.
     pub types: &'static [TypeInfo],
     /// The typed path: exact decoding through `rt::Wire`, then the typed checks.
-    pub validate_document: fn(&str, &[u8]) -> Option<Result<(), DocumentError>>,
+    pub validate_document: ValidateDocument,
     /// The untyped path: the full-schema check of a parsed value.
-    pub check_document: fn(&str, &serde_json::Value) -> Option<Vec<Violation>>,
+    pub check_document: CheckDocument,
     /// The schema file's stem in the bundled pointers (`acp-v1.schema`).
     pub stem: &'static str,
 }
