@@ -90,11 +90,13 @@ test-rust:
 	$(CARGO) test --workspace --locked
 	$(MAKE) check-codegen
 
+# Suites about the protocol, not about what a runtime keeps, run on the memory store: their tests
+# each start servers that must not share one default store (the store has tests of its own).
 test-python:
-	bash clients/python/run-tests.sh
+	OPENAGENTS_STORE=memory bash clients/python/run-tests.sh
 
 test-typescript:
-	bash clients/typescript/run-tests.sh
+	OPENAGENTS_STORE=memory bash clients/typescript/run-tests.sh
 
 # The JSON Schema Test Suite groups through the generated Python and TypeScript (CONFORMANCE.md).
 test-conformance-langs: ; bash tests/conformance/langs/run.sh
@@ -105,18 +107,18 @@ test-conformance-langs: ; bash tests/conformance/langs/run.sh
 test-published: ; bash tests/published/langs.sh
 
 # ACP agents as runners: fake agents on the official ACP SDKs through run, serve --http and the WebSocket.
-test-acp-agents: ; bash tests/acp-agents/run-tests.sh
+test-acp-agents: ; OPENAGENTS_STORE=memory bash tests/acp-agents/run-tests.sh
 
 # Editors over ACP: the official TypeScript and Python ACP clients drive `openagents acp`.
 test-acp-editor:
-	bash tests/acp-editor/run-tests.sh
+	OPENAGENTS_STORE=memory bash tests/acp-editor/run-tests.sh
 
 # The web page (GET /) in headless Chromium against serve --http; checks the checked-in bundle.
-test-web: ; bash tests/web/run-tests.sh
+test-web: ; OPENAGENTS_STORE=memory bash tests/web/run-tests.sh
 
 # Standard clients against the real server: a strict JSON-RPC 2.0 client, an EventSource-style
 # reader of GET /events, the probes, and the Prometheus text-format parser on GET /metrics.
-test-standards: ; bash tests/standards/run-tests.sh
+test-standards: ; OPENAGENTS_STORE=memory bash tests/standards/run-tests.sh
 
 # The generator's checked-in output must match what it generates now.
 check-codegen:

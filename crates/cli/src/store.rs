@@ -13,9 +13,9 @@ use openagents_server::store::{DEFAULT_RETAIN_EVENTS, MemoryStore, SqliteStore, 
 #[derive(Args, Clone, Debug)]
 pub struct StoreArgs {
     /// Where events, turns and conversations are kept: `sqlite:PATH`, or `memory` (nothing
-    /// outlives the process). Default: SQLite at `$XDG_STATE_HOME/openagents/NAME.db`, else
-    /// `~/.local/state/openagents/NAME.db`.
-    #[arg(long, value_name = "sqlite:PATH|memory")]
+    /// outlives the process). Default: `$OPENAGENTS_STORE` when set, else SQLite at
+    /// `$XDG_STATE_HOME/openagents/NAME.db`, else `~/.local/state/openagents/NAME.db`.
+    #[arg(long, env = "OPENAGENTS_STORE", value_name = "sqlite:PATH|memory")]
     store: Option<String>,
     /// The runtime's name, which names its default store (`NAME.db`): letters, digits, `.`,
     /// `_` and `-`, at most 64 (default `default`).

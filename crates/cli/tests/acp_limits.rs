@@ -89,6 +89,7 @@ impl Agent {
             .env("OPENAGENTS_RUNNERS", op.dir.join("runners.toml"))
             .env("XDG_RUNTIME_DIR", &op.dir)
             .env("XDG_STATE_HOME", &op.dir)
+            .env_remove("OPENAGENTS_STORE")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -36,6 +36,7 @@ impl Setup {
             .env("OPENAGENTS_RUNNERS", self.dir.join("runners.toml"))
             .env("XDG_RUNTIME_DIR", &self.dir)
             .env("XDG_STATE_HOME", &self.dir)
+            .env_remove("OPENAGENTS_STORE")
             .stdin(Stdio::null());
         c
     }

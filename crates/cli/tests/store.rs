@@ -361,3 +361,28 @@ fn over_stdio_a_subscribe_after_a_restart_replays_the_earlier_run_from_the_store
     drop(stdin);
     assert_eq!(wait_bounded(&mut second), Some(0));
 }
+
+#[test]
+fn openagents_store_in_the_environment_chooses_the_store_and_the_flag_wins() {
+    let s = Setup::new("store-env", "");
+    let default = s.dir.join("openagents/default.db");
+    // `memory` from the environment: no default store is made.
+    let mut command = s.command(&["serve", "--stdio", "--runner", "echo"]);
+    command.env("OPENAGENTS_STORE", "memory");
+    let out = run(command, b"");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!default.exists(), "OPENAGENTS_STORE=memory made {}", default.display());
+    // A bad value from the environment is refused like the flag's.
+    let mut command = s.command(&["serve", "--stdio", "--runner", "echo"]);
+    command.env("OPENAGENTS_STORE", "postgres://db.internal/openagents");
+    let out = run(command, b"");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not supported yet"));
+    // `--store` wins over the environment.
+    let db = s.dir.join("chosen.db");
+    let mut command = s.command(&["serve", "--stdio", "--runner", "echo", "--store", &format!("sqlite:{}", db.display())]);
+    command.env("OPENAGENTS_STORE", "memory");
+    let out = run(command, b"");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(db.is_file(), "--store sqlite:{} was not used", db.display());
+}

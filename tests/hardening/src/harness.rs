@@ -181,6 +181,8 @@ impl Setup {
             .env("OPENAGENTS_CONFIG", self.dir.join("config.toml"))
             .env("OPENAGENTS_RUNNERS", self.dir.join("runners.toml"))
             .env("XDG_RUNTIME_DIR", &self.dir)
+            .env("XDG_STATE_HOME", &self.dir)
+            .env_remove("OPENAGENTS_STORE")
             .env_remove("XDG_CONFIG_HOME");
         c
     }
@@ -188,11 +190,18 @@ impl Setup {
     /// Starts `openagents serve --http` with the credentials file and waits for its readiness
     /// line.
     pub fn http(&self) -> HttpServer {
+        self.http_with(&[])
+    }
+
+    /// [`Setup::http`] with more arguments (`--store memory`, say).
+    pub fn http_with(&self, extra: &[&str]) -> HttpServer {
         let creds = self.dir.join("credentials.toml").display().to_string();
         let work = self.work().display().to_string();
         let stderr = std::fs::File::create(self.dir.join("http.stderr")).expect("stderr file");
+        let mut args = vec!["serve", "--http", "--credentials", &creds, "--cwd", &work];
+        args.extend_from_slice(extra);
         let mut child = self
-            .command(&["serve", "--http", "--credentials", &creds, "--cwd", &work])
+            .command(&args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(stderr)

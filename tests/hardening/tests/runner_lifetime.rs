@@ -117,6 +117,8 @@ impl Setup {
             .env("OPENAGENTS_CONFIG", self.dir.join("config.toml"))
             .env("OPENAGENTS_RUNNERS", self.dir.join("runners.toml"))
             .env("XDG_RUNTIME_DIR", &self.dir)
+            .env("XDG_STATE_HOME", &self.dir)
+            .env_remove("OPENAGENTS_STORE")
             .env_remove("XDG_CONFIG_HOME")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -40,6 +40,7 @@ pub fn openagents_in(dir: &Path, cwd: &Path, args: &[&str]) -> Command {
         .env("OPENAGENTS_RUNNERS", dir.join("runners.toml"))
         .env("XDG_RUNTIME_DIR", dir)
         .env("XDG_STATE_HOME", dir)
+        .env_remove("OPENAGENTS_STORE")
         .stdin(Stdio::null());
     c
 }
