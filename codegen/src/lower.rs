@@ -805,7 +805,7 @@ impl<'a> Lowerer<'a> {
             v.name = n;
         }
         let extensible = self.extensible(file, pointer, map)?;
-        Ok(Some((EnumDef { values: out, extensible }, error_codes)))
+        Ok(Some((EnumDef { values: out, extensible, open: false }, error_codes)))
     }
 
     /// The service's names, from `x-openrpc` at the root of `file` (the method union's file).
@@ -1363,7 +1363,7 @@ fn const_enum(map: &Map<String, Value>) -> Option<EnumDef> {
     if values.iter().any(|v| !names.insert(v.name.clone()) || v.name == "Unknown") {
         return None;
     }
-    Some(EnumDef { values, extensible })
+    Some(EnumDef { values, extensible, open: extensible })
 }
 
 /// Whether a schema object uses an applicator typed code does not hold by itself: `allOf`,

@@ -168,6 +168,9 @@ pub struct EnumDef {
     pub values: Vec<EnumValue>,
     /// `x-extensible: true`: typed readers keep unknown values as an explicit unknown value.
     pub extensible: bool,
+    /// The schema itself allows any other string (an `anyOf` of the values and
+    /// `{"type": "string"}`): an unknown value is valid, not only kept (implies `extensible`).
+    pub open: bool,
 }
 
 /// One value of a string enum, with its `x-enum` documentation.

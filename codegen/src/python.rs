@@ -630,7 +630,9 @@ impl<'a> Emitter<'a> {
 
     fn enum_ann(&self, name: &str, e: &EnumDef, ctx: In) -> Ex {
         let cls = self.qual(name, ctx);
-        if e.extensible {
+        if e.open {
+            sub("Annotated", vec![atom(format!("{cls} | str")), call("_rt.EnumOf", vec![atom(cls.clone()), atom("open=True")])])
+        } else if e.extensible {
             sub("Annotated", vec![atom(format!("{cls} | str")), call("_rt.EnumOf", vec![atom(cls.clone()), atom("extensible=True")])])
         } else {
             sub("Annotated", vec![atom(cls.clone()), call("_rt.EnumOf", vec![atom(cls)])])

@@ -867,6 +867,15 @@ impl Emitter<'_> {
             }
             doc(&text)
         }).collect();
+        // An open enum's schema allows any string; the others, only their values.
+        let string_arms = if e.open {
+            quote!(serde_json::Value::String(_) => {})
+        } else {
+            quote!(
+                serde_json::Value::String(s) if #id::VALUES.contains(&s.as_str()) => {}
+                serde_json::Value::String(_) => #rt::enum_violation(out, path, value, &[#(serde_json::Value::String(#values.to_owned())),*]),
+            )
+        };
         let derive_copy = if e.extensible { quote!() } else { quote!(Copy,) };
         let (skip, ea, vattrs) = (self.sx.skip(), self.sx.enum_attrs(), e.values.iter().map(|v| self.sx.enum_value(v)).collect::<Vec<_>>());
         let (unknown_variant, unknown_str, unknown_de, unknown_validate) = if e.extensible {
@@ -874,7 +883,8 @@ impl Emitter<'_> {
                 quote!(#skip #[doc = " A value this version does not know, kept as it arrived."] Unknown(String),),
                 quote!(#id::Unknown(s) => s,),
                 quote!(other => Ok(#id::Unknown(other.to_owned())),),
-                quote!(if let #id::Unknown(s) = self { #rt::enum_violation(out, path, &serde_json::Value::String(s.clone()), &[#(serde_json::Value::String(#values.to_owned())),*]); }),
+                // An open enum's schema allows any string: its unknown values are valid.
+                if e.open { quote!() } else { quote!(if let #id::Unknown(s) = self { #rt::enum_violation(out, path, &serde_json::Value::String(s.clone()), &[#(serde_json::Value::String(#values.to_owned())),*]); }) },
             )
         } else {
             (quote!(), quote!(), quote!(other => Err(serde::de::Error::unknown_variant(other, #id::VALUES)),), quote!())
@@ -950,8 +960,7 @@ impl Emitter<'_> {
             impl #rt::SchemaCheck for #id {
                 fn check_value(value: &serde_json::Value, path: &#rt::Path<'_>, out: &mut Vec<#rt::Violation>) {
                     match value {
-                        serde_json::Value::String(s) if #id::VALUES.contains(&s.as_str()) => {}
-                        serde_json::Value::String(_) => #rt::enum_violation(out, path, value, &[#(serde_json::Value::String(#values.to_owned())),*]),
+                        #string_arms
                         other => #rt::type_violation(out, path, "string", other),
                     }
                 }

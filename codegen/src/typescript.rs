@@ -788,7 +788,7 @@ impl<'a> Emitter<'a> {
                 w.indent -= 1;
                 w.line("default:");
                 w.indent += 1;
-                w.line(if e.extensible { "return lenient;" } else { "return false;" });
+                w.line(if e.open { "return true;" } else if e.extensible { "return lenient;" } else { "return false;" });
                 w.indent -= 1;
                 w.close("}");
                 w.close("}");
@@ -807,10 +807,15 @@ impl<'a> Emitter<'a> {
                 w.line("return;");
                 w.indent -= 1;
                 w.close("}");
-                if e.extensible {
-                    w.line("if (lenient) return;");
+                if e.open {
+                    // The schema allows any other string.
+                    w.line("return;");
+                } else {
+                    if e.extensible {
+                        w.line("if (lenient) return;");
+                    }
+                    w.line(&format!("$enumViolation(out, p, v, [{}]);", values.join(", ")));
                 }
-                w.line(&format!("$enumViolation(out, p, v, [{}]);", values.join(", ")));
                 w.close("}");
             }
             TypeKind::Alias(node) => {

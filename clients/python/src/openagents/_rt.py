@@ -245,12 +245,13 @@ class WireEnum(str, enum.Enum):
 
 
 class EnumOf:
-    """A string enum where it is used: a member, or (when `extensible` and read leniently) the
-    unknown value as a plain `str`."""
+    """A string enum where it is used: a member, or (when `extensible` and read leniently, or
+    always when `open`: the schema allows any other string) the unknown value as a plain `str`."""
 
-    def __init__(self, cls: type[WireEnum], *, extensible: bool = False) -> None:
+    def __init__(self, cls: type[WireEnum], *, extensible: bool = False, open: bool = False) -> None:
         self.cls = cls
-        self.extensible = extensible
+        self.extensible = extensible or open
+        self.open = open
         self.allowed = ", ".join(_show(m.value) for m in cls)
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
@@ -264,7 +265,7 @@ class EnumOf:
         try:
             return self.cls(value)
         except ValueError:
-            if self.extensible and not is_strict(info):
+            if self.open or (self.extensible and not is_strict(info)):
                 return value
             raise PydanticCustomError("enum", "must be one of {expected}", {"expected": self.allowed}) from None
 
