@@ -4,22 +4,26 @@
 //! with `openagents_codegen::Config` for the runtime `openagents_protocol::rt`; each module has
 //! the generated types, their exact `Wire` decoders and validators, `TYPES`,
 //! `validate_document(type_name, bytes)` (the typed path) and `check_document(type_name, value)`
-//! (the untyped path: the full-schema check of a parsed value).
+//! (the untyped path: the full-schema check of a parsed value). Any compiler warning in the
+//! generated code fails the build (`deny(warnings)` on each module).
 
 /// ACP v1 (`tests/third-party-schemas/acp-v1.schema.json`).
-#[allow(unused_labels, unused_parens, clippy::all)]
+#[deny(warnings)]
+#[allow(clippy::all)]
 pub mod acp_v1 {
     include!(concat!(env!("OUT_DIR"), "/acp_v1.rs"));
 }
 
 /// MCP revision 2026-07-28 (`tests/third-party-schemas/mcp-2026-07-28.schema.json`).
-#[allow(unused_labels, unused_parens, clippy::all)]
+#[deny(warnings)]
+#[allow(clippy::all)]
 pub mod mcp_2026_07_28 {
     include!(concat!(env!("OUT_DIR"), "/mcp_2026_07_28.rs"));
 }
 
 /// MCP revision 2025-11-25 (`tests/third-party-schemas/mcp-2025-11-25.schema.json`).
-#[allow(unused_labels, unused_parens, clippy::all)]
+#[deny(warnings)]
+#[allow(clippy::all)]
 pub mod mcp_2025_11_25 {
     include!(concat!(env!("OUT_DIR"), "/mcp_2025_11_25.rs"));
 }
