@@ -3,7 +3,7 @@
 #   make test      everything CI runs: Rust, the Python client, the TypeScript client
 #   make codegen   regenerate every checked-in generated file (clients, snapshots)
 #   make compat    the compatibility verdict of the current schema against the published history
-#   make bench     benchmarks (not part of make test)
+#   make bench     benchmarks (not part of make test); make bench-published: the published-schema ones alone
 #   make fuzz      coverage-guided fuzzing for a bounded time (not part of make test)
 #   make soak      a bounded soak over every transport (not part of make test)
 
@@ -11,7 +11,7 @@ CARGO ?= cargo
 BIN := target/debug/openagents
 SAMPLES := tests/samples
 
-.PHONY: all prereqs build demo demo-python demo-typescript test test-rust test-python test-typescript test-conformance-langs test-published test-acp-agents test-acp-editor test-web test-standards codegen check-codegen compat bench fuzz soak clean
+.PHONY: all prereqs build demo demo-python demo-typescript test test-rust test-python test-typescript test-conformance-langs test-published test-acp-agents test-acp-editor test-web test-standards codegen check-codegen compat bench bench-published fuzz soak clean
 
 all: build
 
@@ -145,6 +145,19 @@ bench:
 	$(CARGO) build --release -p openagents-runner
 	$(CARGO) bench -p openagents-runner --bench host
 	bash crates/server/benches/run.sh
+	$(MAKE) bench-published
+
+# The generated code of the vendored ACP and MCP schemas against the peers a user would choose, on
+# the same documents (tests/bench-published/corpus.json): Rust against serde_json::Value +
+# jsonschema and the typed decode alone, TypeScript against ajv, Python against
+# datamodel-code-generator's models. PUBLISHED_BENCH_SECONDS sets each timing loop's time per set.
+bench-published:
+	$(CARGO) build --locked -p openagents-codegen
+	@[ -x clients/typescript/node_modules/.bin/tsc ] || (cd clients/typescript && npm ci --no-audit --no-fund --silent)
+	@clients/python/ensure-venv.sh
+	$(CARGO) bench --locked -p openagents-bench-published
+	OPENAGENTS_CODEGEN=$(CURDIR)/target/debug/openagents-codegen node tests/bench-published/ts/bench.mjs
+	OPENAGENTS_CODEGEN=$(CURDIR)/target/debug/openagents-codegen .venv/bin/python tests/bench-published/py/bench.py
 
 clean:
 	$(CARGO) clean

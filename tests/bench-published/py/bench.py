@@ -1,0 +1,249 @@
+"""Benchmark (not a test): the pydantic models generated from the vendored ACP v1 and MCP 2026-07-28
+schemas by openagents-codegen against the pydantic v2 models datamodel-code-generator generates from
+the same files, on the documents of tests/bench-published/corpus.json, side by side in one run.
+
+    .venv/bin/python tests/bench-published/py/bench.py [--seconds S]      (from the workspace root)
+
+Setup, done by the script: `openagents-codegen python` (target/debug, else target/release;
+$OPENAGENTS_CODEGEN overrides) writes our models into target/bench-published/py/ours/<module>/;
+datamodel-code-generator (pinned below, pip-installed with `pip --target` into
+target/bench-published/dmcg, run from there) writes its models into
+target/bench-published/py/dmcg_<module>.py (`--output-model-type pydantic_v2.BaseModel`). Both run
+on the venv's pydantic. What is timed, per document, on the same parsed `dict`s (and the same JSON
+texts):
+
+    ours strict      TypeAdapter(models.TYPES[T]).validate_python(doc, context=_rt.STRICT)
+    ours lenient     TypeAdapter(models.TYPES[T]).validate_python(doc)
+    dmcg             T.model_validate(doc)
+    ours strict json TypeAdapter(...).validate_json(text, context=_rt.STRICT)
+    dmcg json        T.model_validate_json(text)
+
+round-robin in short batches with the order rotating each round; medians compared. Every model must
+accept every document before anything is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib
+import importlib.util
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+DMCG_VERSION = "0.97.0"
+
+ROOT = Path(__file__).resolve().parents[3]
+WORK = ROOT / "target/bench-published"
+MODULES = {"acp-v1": "acp_v1", "mcp-2026-07-28": "mcp_2026_07_28"}
+
+
+def codegen() -> Path:
+    env = os.environ.get("OPENAGENTS_CODEGEN")
+    if env:
+        return Path(env)
+    for p in (ROOT / "target/debug/openagents-codegen", ROOT / "target/release/openagents-codegen"):
+        if p.exists():
+            return p
+    sys.exit("no openagents-codegen binary: run `cargo build -p openagents-codegen` first")
+
+
+def setup(schemas: list[str]) -> None:
+    dmcg = WORK / "dmcg"
+    have = list(dmcg.glob(f"datamodel_code_generator-{DMCG_VERSION}.dist-info"))
+    if not have:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--upgrade",
+                "--target",
+                str(dmcg),
+                f"datamodel-code-generator=={DMCG_VERSION}",
+            ],
+            check=True,
+        )
+    out = WORK / "py"
+    (out / "ours").mkdir(parents=True, exist_ok=True)
+    for schema in schemas:
+        src = ROOT / "tests/third-party-schemas" / f"{schema}.schema.json"
+        module = MODULES[schema]
+        subprocess.run(
+            [str(codegen()), "python", "--schema", str(src), "--out-dir", str(out / "ours" / module)], check=True
+        )
+        target = out / f"dmcg_{module}.py"
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-W",
+                "ignore",
+                "-m",
+                "datamodel_code_generator",
+                "--input",
+                str(src),
+                "--input-file-type",
+                "jsonschema",
+                "--output-model-type",
+                "pydantic_v2.BaseModel",
+                "--target-python-version",
+                "3.11",
+                "--disable-timestamp",
+                "--output",
+                str(target),
+            ],
+            env={**os.environ, "PYTHONPATH": str(dmcg), "PYTHONWARNINGS": "ignore"},
+            capture_output=True,
+            text=True,
+        )
+        if r.returncode != 0:
+            sys.exit(f"datamodel-code-generator {DMCG_VERSION} cannot handle {schema}:\n{r.stderr}")
+
+
+def load(path: Path, name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def accepts(f: Callable[[Any], Any], doc: Any) -> bool:
+    try:
+        f(doc)
+    except Exception:
+        return False
+    return True
+
+
+def timings(cases: list[Callable[[], None]], seconds: float, docs: int) -> list[tuple[float, float]]:
+    """Median and 10th percentile, ns per document, of round-robin batches of about 5 ms."""
+    slowest = 0.0
+    for f in cases:
+        t, n = time.perf_counter(), 0
+        while time.perf_counter() - t < 0.2:
+            f()
+            n += 1
+        slowest = max(slowest, (time.perf_counter() - t) / n)
+    iters = max(1, round(0.005 / slowest))
+    rounds = max(21, int(seconds / (0.005 * len(cases))))
+    samples: list[list[float]] = [[] for _ in cases]
+    for r in range(rounds):
+        for k in range(len(cases)):
+            c = (r + k) % len(cases)
+            f = cases[c]
+            t = time.perf_counter_ns()
+            for _ in range(iters):
+                f()
+            samples[c].append((time.perf_counter_ns() - t) / (iters * docs))
+    out = []
+    for s in samples:
+        s.sort()
+        out.append((s[len(s) // 2], s[len(s) // 10]))
+    return out
+
+
+def fmt(ns: float) -> str:
+    return f"{ns / 1e6:.3f} ms" if ns >= 1e6 else f"{ns / 1e3:.2f} µs" if ns >= 1e3 else f"{ns:.0f} ns"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=float(os.environ.get("PUBLISHED_BENCH_SECONDS", "3")))
+    args = ap.parse_args()
+    corpus = json.loads((ROOT / "tests/bench-published/corpus.json").read_text(encoding="utf-8"))
+    schemas = sorted({s["schema"] for s in corpus["sets"]})
+    setup(schemas)
+
+    import pydantic
+    from openagents import _rt
+    from pydantic import TypeAdapter
+
+    sys.path.insert(0, str(WORK / "py/ours"))
+    ours = {s: importlib.import_module(f"{MODULES[s]}.models") for s in schemas}
+    theirs = {s: load(WORK / f"py/dmcg_{MODULES[s]}.py", f"dmcg_{MODULES[s]}") for s in schemas}
+
+    print(f"Python {platform.python_version()}, pydantic {pydantic.VERSION}, ", end="")
+    print(f"datamodel-code-generator {DMCG_VERSION}; {args.seconds} s per set")
+    print("ns per document, median (p10); ratios are dmcg / ours (target >= 1: ours no slower)")
+    print(
+        "| set | docs | ours strict | ours lenient | dmcg `model_validate` | dmcg / ours strict"
+        " | dmcg / ours lenient | ours strict JSON | dmcg JSON | dmcg / ours (JSON) |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for s in corpus["sets"]:
+        schema, type_name = s["schema"], s["type"]
+        adapter: TypeAdapter[Any] = TypeAdapter(ours[schema].TYPES[type_name])
+        model = getattr(theirs[schema], type_name)
+        texts: list[str] = s["docs"]
+        docs = [json.loads(t) for t in texts]
+
+        def strict(d: Any, a: TypeAdapter[Any] = adapter) -> Any:
+            return a.validate_python(d, context=_rt.STRICT)
+
+        def lenient(d: Any, a: TypeAdapter[Any] = adapter) -> Any:
+            return a.validate_python(d)
+
+        def strict_json(t: str, a: TypeAdapter[Any] = adapter) -> Any:
+            return a.validate_json(t, context=_rt.STRICT)
+
+        named: list[tuple[str, Callable[[Any], Any], list[Any]]] = [
+            ("ours strict", strict, docs),
+            ("ours lenient", lenient, docs),
+            ("dmcg", model.model_validate, docs),
+            ("ours strict json", strict_json, texts),
+            ("dmcg json", model.model_validate_json, texts),
+        ]
+        for label, f, inputs in named:
+            refused = [i for i, d in enumerate(inputs) if not accepts(f, d)]
+            if refused:
+                sys.exit(f"{label} refuses documents {refused} of {s['name']}")
+        bad = copy.deepcopy(docs[0])
+        if "sessionId" in bad:
+            bad["sessionId"] = 7
+        else:
+            bad["jsonrpc"] = "1.0"
+        if accepts(strict, bad) or accepts(lenient, bad):
+            sys.exit(f"ours accepts a broken copy of the first document of {s['name']}")
+        if accepts(model.model_validate, bad):
+            print(f"(note: dmcg accepts a broken copy of the first document of {s['name']})")
+
+        def batch(f: Callable[[Any], Any], inputs: list[Any]) -> Callable[[], None]:
+            def run() -> None:
+                for d in inputs:
+                    f(d)
+
+            return run
+
+        t = timings([batch(f, inputs) for _, f, inputs in named], args.seconds, len(docs))
+        cells = [f"{fmt(m)} ({fmt(p)})" for m, p in t]
+        row = [
+            s["name"],
+            str(len(docs)),
+            *cells[:3],
+            ratio(t[2], t[0]),
+            ratio(t[2], t[1]),
+            *cells[3:],
+            ratio(t[4], t[3]),
+        ]
+        print("| " + " | ".join(row) + " |")
+
+
+def ratio(theirs: tuple[float, float], ours: tuple[float, float]) -> str:
+    """Their time over ours, median (p10), and whether ours is no slower."""
+    verdict = "met" if theirs[0] >= ours[0] else "MISSED"
+    return f"{theirs[0] / ours[0]:.2f}x ({theirs[1] / ours[1]:.2f}x) {verdict}"
+
+
+if __name__ == "__main__":
+    main()
