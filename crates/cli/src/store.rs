@@ -1,4 +1,4 @@
-//! `--store`, `--name` and `--retain-events`, shared by `serve` and `acp`: where the runtime
+//! `--store`, `--name`, `--retain-events` and `--retain-days`, shared by `serve` and `acp`: where the runtime
 //! keeps its events, turns and conversations, opened (and refused) before anything is served.
 
 use std::path::{Path, PathBuf};
@@ -7,7 +7,7 @@ use std::sync::Arc;
 use clap::Args;
 use openagents_sdk::server::SERVER_EVENT_CHANNEL_CAPACITY;
 use openagents_server::events::EventHub;
-use openagents_server::store::{DEFAULT_RETAIN_EVENTS, MemoryStore, SqliteStore, Store, StoreError};
+use openagents_server::store::{DEFAULT_RETAIN_DAYS, DEFAULT_RETAIN_EVENTS, MAX_RETAIN_DAYS, MemoryStore, Retention, SqliteStore, Store, StoreError};
 
 /// The store flags.
 #[derive(Args, Clone, Debug)]
@@ -25,6 +25,10 @@ pub struct StoreArgs {
     /// gets `gap`.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_RETAIN_EVENTS, value_parser = clap::value_parser!(u64).range(1..=i64::MAX as u64))]
     retain_events: u64,
+    /// How many days the store keeps events (at least 1): older ones are pruned at start and
+    /// every minute; a resume from before what is kept gets `gap`.
+    #[arg(long, value_name = "D", default_value_t = DEFAULT_RETAIN_DAYS, value_parser = clap::value_parser!(u64).range(1..=MAX_RETAIN_DAYS))]
+    retain_days: u64,
 }
 
 /// The name a runtime has without `--name`.
@@ -112,7 +116,7 @@ pub(crate) fn open(args: &StoreArgs, program: &str) -> Result<EventHub, String> 
             }
         }
     };
-    EventHub::with_store(SERVER_EVENT_CHANNEL_CAPACITY, store, args.retain_events).map_err(|e| e.to_string())
+    EventHub::with_retention(SERVER_EVENT_CHANNEL_CAPACITY, store, Retention::new(args.retain_events, args.retain_days)).map_err(|e| e.to_string())
 }
 
 /// The default store's folder, created private (0700) when missing.
@@ -133,7 +137,7 @@ mod tests {
     use super::*;
 
     fn args(store: Option<&str>, name: Option<&str>) -> StoreArgs {
-        StoreArgs { store: store.map(str::to_owned), name: name.map(str::to_owned), retain_events: DEFAULT_RETAIN_EVENTS }
+        StoreArgs { store: store.map(str::to_owned), name: name.map(str::to_owned), retain_events: DEFAULT_RETAIN_EVENTS, retain_days: DEFAULT_RETAIN_DAYS }
     }
 
     #[test]

@@ -386,3 +386,59 @@ fn openagents_store_in_the_environment_chooses_the_store_and_the_flag_wins() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(db.is_file(), "--store sqlite:{} was not used", db.display());
 }
+
+#[test]
+fn retain_days_prunes_older_events_at_start_a_resume_from_before_them_gets_gap_and_the_flag_is_checked() {
+    let s = Setup::new("store-days", "");
+    let creds = credentials(&s);
+    let db = s.dir.join("days.db");
+    let args = ["--credentials", creds.as_str(), "--store", &db_arg(&db)];
+    let mut first = s.serve(&args).unwrap_or_else(|(code, err)| panic!("serve did not start ({code:?}): {err}"));
+    let addr = addr_of(&first);
+    submit(addr, "one two");
+    let old = last_seq(addr);
+    submit(addr, "three");
+    assert_eq!(signal(&mut first, "TERM"), Some(0));
+    drop(first);
+    // The first turn's events age ten days.
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let aged = rusqlite::Connection::open(&db).unwrap().execute("UPDATE events SET time_ms = ?1 WHERE seq <= ?2", [now_ms - 10 * 86_400_000, old]).unwrap();
+    assert_eq!(aged as i64, old);
+    let stored = |db: &Path| -> Vec<i64> { rusqlite::Connection::open(db).unwrap().prepare("SELECT seq FROM events ORDER BY seq").unwrap().query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect() };
+    let all = stored(&db);
+    assert_eq!(all.first(), Some(&1));
+
+    // The default (30 days) keeps them.
+    let mut second = s.serve(&args).unwrap_or_else(|(code, err)| panic!("serve did not start again ({code:?}): {err}"));
+    assert_eq!(signal(&mut second, "TERM"), Some(0));
+    drop(second);
+    let kept = stored(&db);
+    assert_eq!(kept[..all.len()], all[..], "ten days old is kept by default");
+
+    // --retain-days 7 prunes them at start; the newer ones stay.
+    let with_days: Vec<&str> = args.iter().copied().chain(["--retain-days", "7"]).collect();
+    let third = s.serve(&with_days).unwrap_or_else(|(code, err)| panic!("serve --retain-days 7 did not start ({code:?}): {err}"));
+    let addr = addr_of(&third);
+    let now = last_seq(addr);
+    assert_eq!(stored(&db), (old + 1..=now).collect::<Vec<_>>(), "only the aged events went");
+    let got = sse(addr, ("since", "0"), 2);
+    assert_eq!((got[0]["event"]["type"].as_str(), got[0]["event"]["since"].as_i64(), got[0]["event"]["resumed_at"].as_i64()), (Some("gap"), Some(0), Some(old)), "{got:?}");
+    assert_eq!(got[1]["seq"].as_i64(), Some(old + 1), "{got:?}");
+    let got = sse(addr, ("last-event-id", &old.to_string()), 1);
+    assert_eq!(kinds(&got), [(old + 1, "turn_started".to_owned())], "a resume from what is kept gets no gap");
+    drop(third);
+
+    // 0, negative and non-numbers are refused, by serve and acp alike.
+    for bad in [["--retain-days", "0"], ["--retain-days", "-1"], ["--retain-days=-3", ""], ["--retain-days", "a week"], ["--retain-days", "1.5"]] {
+        let bad: Vec<&str> = bad.into_iter().filter(|a| !a.is_empty()).collect();
+        let serve: Vec<&str> = ["serve", "--stdio", "--runner", "echo", "--store", "memory"].into_iter().chain(bad.iter().copied()).collect();
+        let acp: Vec<&str> = ["acp", "--runner", "echo", "--store", "memory"].into_iter().chain(bad.iter().copied()).collect();
+        for command in [serve, acp] {
+            let out = run(s.command(&command), b"");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{command:?}: {err}");
+            assert!(err.contains("--retain-days") || err.contains("'-1'"), "{command:?}: {err}");
+            assert!(!err.contains("panicked"), "{command:?}: {err}");
+        }
+    }
+}

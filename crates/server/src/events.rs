@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use openagents_protocol::{RuntimeEvent, SERVER_EVENT_CHANNEL_CAPACITY, ServerEvent};
 use tokio::sync::{broadcast, watch};
 
-use crate::store::{MemoryStore, Outcome, Record, Store, StoreError, TurnEnd, TurnStart};
+use crate::store::{AGE_PRUNE_BATCH, MemoryStore, Outcome, Record, Retention, Store, StoreError, TurnEnd, TurnStart};
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
@@ -218,30 +218,45 @@ impl Default for EventHub {
 impl EventHub {
     /// A hub whose broadcast and replay buffer hold `capacity` events, on a [`MemoryStore`].
     pub fn with_capacity(capacity: usize) -> Self {
-        EventHub::build(capacity, Arc::new(MemoryStore::new()), 0, 0)
+        EventHub::build(capacity, Arc::new(MemoryStore::new()), 0, Retention::default())
     }
 
     /// A hub on `store`: its sequence continues from the store's, a turn the store shows as
     /// running (its process stopped during it) is closed first, and with a durable store every
     /// event is written, in a group commit, before it reaches a subscriber. The store keeps the
-    /// newest `retain_events` events (at least one).
+    /// newest `retain_events` events (at least one), none older than
+    /// [`crate::store::DEFAULT_RETAIN_DAYS`] days ([`EventHub::with_retention`] chooses both).
     ///
     /// # Errors
     ///
     /// When the store cannot be read or written.
     pub fn with_store(capacity: usize, store: Arc<dyn Store>, retain_events: u64) -> Result<Self, StoreError> {
+        EventHub::with_retention(capacity, store, Retention { events: retain_events.max(1), ..Retention::default() })
+    }
+
+    /// [`EventHub::with_store`], keeping what `retention` says: the newest `events` events, none
+    /// older than `days` days. Both are pruned now, then by the writer thread as it goes: past
+    /// `events` every so many commits, past `days` every `check_every` (busy or idle), at most
+    /// [`AGE_PRUNE_BATCH`] events a transaction, so a commit never waits behind a long delete.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be read or written.
+    pub fn with_retention(capacity: usize, store: Arc<dyn Store>, retention: Retention) -> Result<Self, StoreError> {
         for t in store.close_running_turns(now_ms())? {
             tracing::warn!(target: "openagents::audit", event = "turn_closed_at_start", assignment = %t.start.assignment, conversation = %t.start.conversation, first_seq = t.start.first_seq, "a turn that was running when the runtime stopped was closed as failed ({})", crate::store::RUNTIME_RESTARTED);
         }
-        let retain = retain_events.max(1);
+        let retention = Retention { events: retention.events.max(1), days: retention.days.max(1), check_every: retention.check_every.max(std::time::Duration::from_millis(1)) };
         if store.durable() {
-            store.prune(retain)?;
+            store.prune(retention.events)?;
+            let cutoff = retention.cutoff_ms(now_ms());
+            while store.prune_older_than(cutoff, AGE_PRUNE_BATCH)? == AGE_PRUNE_BATCH as u64 {}
         }
         let last = store.last_seq()?;
-        Ok(EventHub::build(capacity, store, last, retain))
+        Ok(EventHub::build(capacity, store, last, retention))
     }
 
-    fn build(capacity: usize, store: Arc<dyn Store>, last: i64, retain: u64) -> Self {
+    fn build(capacity: usize, store: Arc<dyn Store>, last: i64, retention: Retention) -> Self {
         let capacity = capacity.max(1);
         let (tx, _) = broadcast::channel(capacity);
         let delivery = Arc::new(Delivery { log: Mutex::new(Log { delivered: last, replay: VecDeque::new() }), tx, capacity, delivered: watch::channel(last).0 });
@@ -249,7 +264,7 @@ impl EventHub {
         let writer = store.durable().then(|| {
             let (queue, jobs) = std::sync::mpsc::sync_channel(WRITE_QUEUE);
             let (store, delivery, counters) = (Arc::clone(&store), Arc::clone(&delivery), Arc::clone(&counters));
-            std::thread::Builder::new().name("openagents-store".into()).spawn(move || write_loop(&jobs, &*store, &delivery, &counters, retain)).map(|_| queue)
+            std::thread::Builder::new().name("openagents-store".into()).spawn(move || write_loop(&jobs, &*store, &delivery, &counters, retention)).map(|_| queue)
         });
         let writer = match writer {
             Some(Ok(queue)) => Some(queue),
@@ -373,45 +388,76 @@ impl EventHub {
 }
 
 /// The writer thread: takes what is queued (at most [`WRITE_BATCH`]), writes it in one
-/// transaction, then delivers it; prunes past `retain` now and then. Ends when the hub is gone.
-fn write_loop(jobs: &std::sync::mpsc::Receiver<Job>, store: &dyn Store, delivery: &Delivery, counters: &HubCounters, retain: u64) {
+/// transaction, then delivers it; prunes past `retention.events` now and then, and past
+/// `retention.days` every `retention.check_every` (also when nothing is published), one bounded
+/// batch between commits. Ends when the hub is gone.
+fn write_loop(jobs: &std::sync::mpsc::Receiver<Job>, store: &dyn Store, delivery: &Delivery, counters: &HubCounters, retention: Retention) {
+    use std::sync::mpsc::RecvTimeoutError;
+    use std::time::Instant;
+    let retain = retention.events;
     let prune_every = (retain / 16).clamp(1, 65_536);
     let mut since_prune = 0u64;
+    let mut next_age_prune = Instant::now() + retention.check_every;
+    // Whether the last prune by age was cut short by its batch bound: more is due at once.
+    let mut age_backlog = false;
     let mut batch = Vec::with_capacity(WRITE_BATCH);
-    while let Ok(first) = jobs.recv() {
-        batch.push(first);
-        while batch.len() < WRITE_BATCH {
-            match jobs.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
+    loop {
+        let wait = if age_backlog { std::time::Duration::ZERO } else { next_age_prune.saturating_duration_since(Instant::now()) };
+        match jobs.recv_timeout(wait) {
+            Ok(first) => batch.push(first),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        if !batch.is_empty() {
+            while batch.len() < WRITE_BATCH {
+                match jobs.try_recv() {
+                    Ok(job) => batch.push(job),
+                    Err(_) => break,
+                }
+            }
+            write_batch(&batch, store, delivery, counters);
+            since_prune += batch.len() as u64;
+            batch.clear();
+            if since_prune >= prune_every {
+                since_prune = 0;
+                if let Err(e) = store.prune(retain) {
+                    tracing::error!("{e}");
+                }
             }
         }
-        let mut records = Vec::with_capacity(batch.len() + 2);
-        for job in &batch {
-            let ev = &job.event.event;
-            records.push(Record::Event { seq: ev.seq, time_ms: ev.time_ms.unwrap_or(0), json: job.event.json() });
-            if let Some(noted) = &job.noted {
-                records.push(noted.record());
-            }
-        }
-        // A store that panics is a store that failed: the events are delivered all the same,
-        // so nobody waits forever for them.
-        let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.write(&records))).unwrap_or_else(|_| Err(StoreError::Io { path: store.describe().into(), reason: "the store panicked while writing".into() }));
-        if let Err(e) = written {
-            counters.store_errors.fetch_add(1, Ordering::Relaxed);
-            tracing::error!("{e}: {} events delivered without being written", batch.len());
-        }
-        drop(records);
-        delivery.deliver(batch.iter().map(|job| &job.event));
-        since_prune += batch.len() as u64;
-        batch.clear();
-        if since_prune >= prune_every {
-            since_prune = 0;
-            if let Err(e) = store.prune(retain) {
-                tracing::error!("{e}");
-            }
+        let now = Instant::now();
+        if age_backlog || now >= next_age_prune {
+            next_age_prune = now + retention.check_every;
+            age_backlog = match store.prune_older_than(retention.cutoff_ms(now_ms()), AGE_PRUNE_BATCH) {
+                Ok(n) => n == AGE_PRUNE_BATCH as u64,
+                Err(e) => {
+                    tracing::error!("{e}");
+                    false
+                }
+            };
         }
     }
+}
+
+/// One group commit: `batch` written in one transaction, then delivered (written or not).
+fn write_batch(batch: &[Job], store: &dyn Store, delivery: &Delivery, counters: &HubCounters) {
+    let mut records = Vec::with_capacity(batch.len() + 2);
+    for job in batch {
+        let ev = &job.event.event;
+        records.push(Record::Event { seq: ev.seq, time_ms: ev.time_ms.unwrap_or(0), json: job.event.json() });
+        if let Some(noted) = &job.noted {
+            records.push(noted.record());
+        }
+    }
+    // A store that panics is a store that failed: the events are delivered all the same,
+    // so nobody waits forever for them.
+    let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.write(&records))).unwrap_or_else(|_| Err(StoreError::Io { path: store.describe().into(), reason: "the store panicked while writing".into() }));
+    if let Err(e) = written {
+        counters.store_errors.fetch_add(1, Ordering::Relaxed);
+        tracing::error!("{e}: {} events delivered without being written", batch.len());
+    }
+    drop(records);
+    delivery.deliver(batch.iter().map(|job| &job.event));
 }
 
 /// Events a subscription still reads from the store: after `after`, through `through`.

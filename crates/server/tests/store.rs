@@ -1,8 +1,10 @@
 //! The event hub on a SQLite store: the sequence continues after a restart, a resume from before
 //! the replay buffer is served from the store exactly (no gap), what retention pruned gives
 //! `gap`, a subscriber told `lagged` gets what it missed by resuming from its position, a turn's
-//! start and end are recorded with their first and last sequence numbers, and over the
-//! WebSocket a `subscribe` after a restart replays the earlier run from the store.
+//! start and end are recorded with their first and last sequence numbers, over the
+//! WebSocket a `subscribe` after a restart replays the earlier run from the store, and events
+//! older than the retention's days are pruned (at start, and by the writer while it runs, in
+//! bounded batches), a resume from before them getting `gap`.
 
 mod ws_common;
 
@@ -11,7 +13,7 @@ use std::sync::Arc;
 
 use openagents_protocol::{RuntimeEvent, ServerEvent};
 use openagents_server::events::{EventHub, Note};
-use openagents_server::store::{Outcome, SqliteStore, Store};
+use openagents_server::store::{AGE_PRUNE_BATCH, DAY_MS, Outcome, Record, Retention, SqliteStore, Store};
 
 fn temp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("openagents-hub-store-{}-{name}", std::process::id()));
@@ -192,4 +194,117 @@ async fn over_the_websocket_a_subscribe_after_a_restart_replays_the_earlier_run(
     ws_common::finished(ws_common::submit(&engine, "four")).await.expect("the turn completes");
     let live = ws.events_until(&["turn_completed"]).await;
     assert_eq!(live.iter().map(|e| (e["seq"].as_i64().unwrap(), ws_common::event_type(e).to_owned())).collect::<Vec<_>>(), [(9, "turn_started".to_owned()), (10, "text".to_owned()), (11, "turn_completed".to_owned())]);
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after the epoch").as_millis() as i64
+}
+
+/// Text event `seq` stamped `time_ms`, as the hub writes it.
+fn stamped(seq: i64, time_ms: i64) -> Vec<u8> {
+    serde_json::to_vec(&ServerEvent { seq, time_ms: Some(time_ms), event: text(seq as usize) }).expect("an event encodes")
+}
+
+/// Writes events `seqs`, each stamped `age_days` days ago, straight into `store`.
+fn write_aged(store: &dyn Store, seqs: std::ops::RangeInclusive<i64>, age_days: i64) {
+    let time = now_ms() - age_days * DAY_MS;
+    let jsons: Vec<(i64, Vec<u8>)> = seqs.map(|seq| (seq, stamped(seq, time))).collect();
+    let records: Vec<Record<'_>> = jsons.iter().map(|(seq, json)| Record::Event { seq: *seq, time_ms: time, json }).collect();
+    store.write(&records).expect("written");
+}
+
+fn stored_seqs(store: &dyn Store) -> Vec<i64> {
+    store.events_after(0, i64::MAX, 100_000).expect("events").iter().map(|e| e.seq).collect()
+}
+
+fn gap_of(ev: &ServerEvent) -> (i64, i64) {
+    match &ev.event {
+        RuntimeEvent::Gap { since, resumed_at } => (*since, *resumed_at),
+        other => panic!("expected a gap, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_start_events_older_than_the_retained_days_are_pruned_and_a_resume_from_before_them_gets_gap() {
+    let path = temp("age-start");
+    {
+        let store = SqliteStore::open(&path).expect("a new store");
+        write_aged(&store, 1..=4, 45);
+        write_aged(&store, 5..=7, 29);
+        write_aged(&store, 8..=9, 0);
+    }
+    let retention = Retention::new(1000, 30);
+    let hub = EventHub::with_retention(4, reopen(&path), retention).expect("a hub on the store");
+    assert_eq!(stored_seqs(&**hub.store()), (5..=9).collect::<Vec<_>>(), "45 days old is gone, 29 days old and newer stay");
+    assert_eq!(hub.last_seq(), 9, "the sequence goes on from the store's");
+    let mut from_start = hub.subscribe(Some(0));
+    let got = take(&mut from_start, 6).await;
+    assert_eq!(gap_of(&got[0]), (0, 4));
+    assert_eq!(got[1..].iter().map(|e| e.seq).collect::<Vec<_>>(), (5..=9).collect::<Vec<_>>());
+    assert_eq!(texts(&got[1..2]), [(5, "event 5".to_owned())]);
+    // A resume from within what is kept gets no gap.
+    let mut kept = hub.subscribe(Some(6));
+    let got = take(&mut kept, 3).await;
+    assert_eq!(got.iter().map(|e| e.seq).collect::<Vec<_>>(), [7, 8, 9]);
+    assert_eq!(hub.counters().gaps.load(std::sync::atomic::Ordering::Relaxed), 1);
+    drop((from_start, kept, hub));
+    // With more days kept, nothing more goes.
+    let hub = EventHub::with_retention(4, reopen(&path), Retention::new(1000, 60)).expect("a hub on the store");
+    assert_eq!(stored_seqs(&**hub.store()), (5..=9).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_the_runtime_runs_the_writer_prunes_what_grew_too_old_even_when_idle() {
+    let path = temp("age-running");
+    let retention = Retention { check_every: std::time::Duration::from_millis(50), ..Retention::new(1000, 2) };
+    let hub = EventHub::with_retention(2, Arc::new(SqliteStore::open(&path).expect("a new store")), retention).expect("a hub on the store");
+    let mut last = 0;
+    for i in 1..=20 {
+        last = hub.publish(text(i)).seq;
+    }
+    hub.delivered(last).await;
+    assert_eq!(stored_seqs(&**hub.store()), (1..=20).collect::<Vec<_>>(), "nothing is old yet");
+    // Events 1..=8 age three days (another connection: the hub's stays open).
+    let aged = {
+        let conn = rusqlite::Connection::open(&path).expect("the store opens");
+        conn.busy_timeout(std::time::Duration::from_secs(5)).expect("busy timeout");
+        conn.execute("UPDATE events SET time_ms = ?1 WHERE seq <= 8", [now_ms() - 3 * DAY_MS]).expect("aged")
+    };
+    assert_eq!(aged, 8);
+    // Nothing is published: the writer prunes on its own clock.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while stored_seqs(&**hub.store()).first() != Some(&9) {
+        assert!(std::time::Instant::now() < deadline, "still stored: {:?}", stored_seqs(&**hub.store()));
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(stored_seqs(&**hub.store()), (9..=20).collect::<Vec<_>>(), "the newer events stay");
+    let mut sub = hub.subscribe(Some(0));
+    let got = take(&mut sub, 13).await;
+    assert_eq!(gap_of(&got[0]), (0, 8));
+    assert_eq!(got[1..].iter().map(|e| e.seq).collect::<Vec<_>>(), (9..=20).collect::<Vec<_>>());
+    // The hub goes on publishing and writing after the prune.
+    let next = hub.publish(text(21)).seq;
+    hub.delivered(next).await;
+    assert_eq!(stored_seqs(&**hub.store()).last(), Some(&21));
+}
+
+#[test]
+fn a_prune_by_age_is_bounded_and_takes_only_the_oldest() {
+    let path = temp("age-bounded");
+    let store = SqliteStore::open(&path).expect("a new store");
+    let batch = AGE_PRUNE_BATCH as i64;
+    write_aged(&store, 1..=batch + 100, 10);
+    // A clock set back: an old stamp after a new one is kept until what is before it goes.
+    write_aged(&store, batch + 101..=batch + 101, 0);
+    write_aged(&store, batch + 102..=batch + 102, 10);
+    let cutoff = now_ms() - 5 * DAY_MS;
+    assert_eq!(store.prune_older_than(cutoff, AGE_PRUNE_BATCH).expect("pruned"), AGE_PRUNE_BATCH as u64, "one batch at most");
+    assert_eq!(stored_seqs(&store).first(), Some(&(batch + 1)));
+    assert_eq!(store.prune_older_than(cutoff, AGE_PRUNE_BATCH).expect("pruned"), 100);
+    assert_eq!(store.prune_older_than(cutoff, AGE_PRUNE_BATCH).expect("pruned"), 0, "the newer event stops it");
+    assert_eq!(stored_seqs(&store), [batch + 101, batch + 102]);
+    assert_eq!(store.last_seq().expect("last"), batch + 102, "the sequence survives the prune");
+    assert_eq!(store.prune_older_than(now_ms() + DAY_MS, 0).expect("pruned"), 0, "a limit of 0 prunes nothing");
+    assert_eq!(store.prune_older_than(now_ms() + DAY_MS, 10).expect("pruned"), 2);
+    assert!(stored_seqs(&store).is_empty());
 }

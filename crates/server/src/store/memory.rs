@@ -94,6 +94,10 @@ impl Store for MemoryStore {
         Ok(0)
     }
 
+    fn prune_older_than(&self, _cutoff_ms: i64, _limit: usize) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+
     fn close_running_turns(&self, now_ms: i64) -> Result<Vec<TurnRecord>, StoreError> {
         let mut held = self.held();
         let last = held.last_seq;

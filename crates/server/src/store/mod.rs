@@ -27,6 +27,53 @@ pub const MEMORY_STORE_TURNS: usize = 1024;
 /// How many events the SQLite store keeps unless told otherwise (`--retain-events`).
 pub const DEFAULT_RETAIN_EVENTS: u64 = 1_000_000;
 
+/// How many days of events the SQLite store keeps unless told otherwise (`--retain-days`).
+pub const DEFAULT_RETAIN_DAYS: u64 = 30;
+
+/// The longest `--retain-days` (about 27 000 years: any more is the same as keeping all).
+pub const MAX_RETAIN_DAYS: u64 = 10_000_000;
+
+/// A day, in milliseconds.
+pub const DAY_MS: i64 = 86_400_000;
+
+/// The most events one prune by age deletes (one transaction); the rest wait for the next.
+pub const AGE_PRUNE_BATCH: usize = 4096;
+
+/// How often the event hub's writer prunes by age while the runtime runs.
+pub const AGE_PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// What a durable store keeps of the events: the newest `events` of them, none older than
+/// `days` days. Turns and conversations are kept whatever their age.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// How many events are kept, the newest (at least 1).
+    pub events: u64,
+    /// How many days events are kept (at least 1).
+    pub days: u64,
+    /// How often events past `days` are pruned while the runtime runs (they are at start too).
+    pub check_every: std::time::Duration,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention { events: DEFAULT_RETAIN_EVENTS, days: DEFAULT_RETAIN_DAYS, check_every: AGE_PRUNE_EVERY }
+    }
+}
+
+impl Retention {
+    /// The newest `events` events, none older than `days` days (each at least 1), pruned by age
+    /// every [`AGE_PRUNE_EVERY`].
+    pub fn new(events: u64, days: u64) -> Retention {
+        Retention { events: events.max(1), days: days.clamp(1, MAX_RETAIN_DAYS), ..Retention::default() }
+    }
+
+    /// The time (milliseconds since the epoch) before which an event is too old at `now_ms`.
+    pub fn cutoff_ms(&self, now_ms: i64) -> i64 {
+        let days = i64::try_from(self.days.clamp(1, MAX_RETAIN_DAYS)).unwrap_or(i64::MAX);
+        now_ms.saturating_sub(days.saturating_mul(DAY_MS))
+    }
+}
+
 /// How a turn ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -250,6 +297,17 @@ pub trait Store: Send + Sync {
     ///
     /// When the store cannot be written.
     fn prune(&self, keep: u64) -> Result<u64, StoreError>;
+
+    /// Deletes the oldest events whose time is before `cutoff_ms` (milliseconds since the
+    /// epoch), at most `limit` of them, in one transaction; returns how many went. Only the
+    /// oldest go: the first event at or after the cutoff (a clock set back can put one before
+    /// older ones) stops the prune, so what stays is always the newest part of the sequence and
+    /// a resume from before it gets `gap`. Reads at most `limit + 1` events.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be written.
+    fn prune_older_than(&self, cutoff_ms: i64, limit: usize) -> Result<u64, StoreError>;
 
     /// Closes every turn still shown as running, as failed with [`RUNTIME_RESTARTED`] at
     /// `now_ms`: at start, such a turn belonged to a process that stopped before it ended.

@@ -290,6 +290,39 @@ impl Store for SqliteStore {
         conn.execute("DELETE FROM events WHERE seq <= (SELECT max(seq) FROM events) - ?1", params![keep]).map(|n| n as u64).map_err(|e| self.io(&e))
     }
 
+    fn prune_older_than(&self, cutoff_ms: i64, limit: usize) -> Result<u64, StoreError> {
+        if limit == 0 {
+            return Ok(0);
+        }
+        let mut conn = self.writer();
+        let prune = |conn: &mut Connection| -> rusqlite::Result<u64> {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            // The oldest `limit + 1` events by sequence (the primary key: no scan beyond them),
+            // and the last of the leading run stamped before the cutoff.
+            let through: Option<i64> = {
+                let mut stmt = tx.prepare("SELECT seq, time_ms FROM events ORDER BY seq LIMIT ?1")?;
+                let mut rows = stmt.query(params![i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1)])?;
+                let (mut through, mut taken) = (None, 0usize);
+                while let Some(row) = rows.next()? {
+                    let (seq, time_ms): (i64, i64) = (row.get(0)?, row.get(1)?);
+                    if time_ms >= cutoff_ms || taken == limit {
+                        break;
+                    }
+                    through = Some(seq);
+                    taken += 1;
+                }
+                through
+            };
+            let deleted = match through {
+                Some(through) => tx.execute("DELETE FROM events WHERE seq <= ?1", params![through])? as u64,
+                None => 0,
+            };
+            tx.commit()?;
+            Ok(deleted)
+        };
+        prune(&mut conn).map_err(|e| self.io(&e))
+    }
+
     fn close_running_turns(&self, now_ms: i64) -> Result<Vec<TurnRecord>, StoreError> {
         let mut conn = self.writer();
         let close = |conn: &mut Connection| -> rusqlite::Result<Vec<TurnRecord>> {
