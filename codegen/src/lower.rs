@@ -208,8 +208,8 @@ fn keyword_refusals(file: &str, pointer: &str, map: &Map<String, Value>, is_root
             out.push(err(file, pointer, key, format!("`{key}` is only supported at the root of a schema file")));
         }
     }
-    if map.get("unevaluatedProperties").is_some_and(|u| u != &Value::Bool(true)) {
-        out.push(err(file, pointer, "unevaluatedProperties", "only `true` (which allows every property, as leaving it out does) is supported"));
+    if map.get("unevaluatedProperties").is_some_and(|u| !u.is_boolean() && !u.is_object()) {
+        out.push(err(file, pointer, "unevaluatedProperties", "must be a schema"));
     }
     if map.get("format").is_some_and(|f| !f.is_string()) {
         out.push(err(file, pointer, "format", "must be a string"));
@@ -1156,12 +1156,77 @@ impl<'a> Lowerer<'a> {
             return Ok(Node { types: Types::OBJECT, reference: Some(name.clone()), description, default, repr: Repr::Named(name), ..any_node() });
         }
         let applied = self.applicators(file, pointer, map, hint)?;
-        let mut node = self.plain_node(file, pointer, map, hint, description, default, !applied.is_empty())?;
-        if !applied.is_empty() {
+        let unevaluated = self.unevaluated(file, pointer, map, hint)?;
+        let composed = !applied.is_empty() || unevaluated.is_some();
+        let mut node = self.plain_node(file, pointer, map, hint, description, default, composed)?;
+        if composed {
             node.applied = applied;
+            node.unevaluated = unevaluated;
             node.repr = Repr::Value;
         }
         Ok(node)
+    }
+
+    /// A schema object's `unevaluatedProperties` (when not `true`), with what the schema's other
+    /// keywords evaluate.
+    fn unevaluated(&mut self, file: &str, pointer: &str, map: &Map<String, Value>, hint: &str) -> Result<Option<Box<Unevaluated>>, SchemaError> {
+        if !has_unevaluated(map) {
+            return Ok(None);
+        }
+        let at = push_pointer(pointer, "unevaluatedProperties");
+        let schema = self.node(file, &at, &map["unevaluatedProperties"], &format!("{hint}Unevaluated"))?;
+        let fail = |m: String| err(file, pointer, "unevaluatedProperties", m);
+        let mut always = PropSet::default();
+        let mut own = map.clone();
+        own.remove("anyOf");
+        own.remove("oneOf");
+        own.remove("unevaluatedProperties");
+        self.evaluated(file, &Value::Object(own), &mut always, 0).map_err(fail)?;
+        let branches = |k: &str| -> Result<Vec<PropSet>, SchemaError> {
+            let Some(Value::Array(list)) = map.get(k) else { return Ok(Vec::new()) };
+            list.iter()
+                .map(|b| {
+                    let mut set = PropSet::default();
+                    self.evaluated(file, b, &mut set, 0).map(|()| set).map_err(|m| err(file, pointer, "unevaluatedProperties", m))
+                })
+                .collect()
+        };
+        let any_of = branches("anyOf")?;
+        let one_of = branches("oneOf")?;
+        Ok(Some(Box::new(Unevaluated { schema: Box::new(schema), always, any_of, one_of })))
+    }
+
+    /// Adds to `set` the properties `schema` evaluates whenever it matches: its `properties`,
+    /// every property when it has `additionalProperties` or `unevaluatedProperties`, and those of
+    /// its `$ref` target and `allOf` members. A branch of an `anyOf` or `oneOf` inside evaluates
+    /// only when it matches, which this static set cannot say: refused.
+    fn evaluated(&self, file: &str, schema: &Value, set: &mut PropSet, depth: usize) -> Result<(), String> {
+        if depth > 32 {
+            return Err("the schemas `unevaluatedProperties` sees through nest deeper than 32 `$ref`s".into());
+        }
+        let Some(map) = schema.as_object() else { return Ok(()) };
+        if let Some(Value::Object(props)) = map.get("properties") {
+            set.names.extend(props.keys().cloned());
+        }
+        if map.contains_key("additionalProperties") || map.contains_key("unevaluatedProperties") {
+            set.all = true;
+        }
+        if map.contains_key("anyOf") || map.contains_key("oneOf") {
+            return Err("an `anyOf` or `oneOf` inside what `unevaluatedProperties` sees through (a `$ref` target, an `allOf` member or a branch) is not supported: which properties it evaluates depends on the branch that matches".into());
+        }
+        if let Some(r) = map.get("$ref").and_then(Value::as_str) {
+            let (f, p) = self.docs.resolve_ref(file, r)?;
+            let target = self.docs.get(&f, &p).cloned().unwrap_or(Value::Bool(false));
+            self.evaluated(&f, &target, set, depth + 1)?;
+        }
+        if let Some(Value::Array(parts)) = map.get("allOf") {
+            for part in parts {
+                self.evaluated(file, part, set, depth + 1)?;
+            }
+        }
+        set.names.sort();
+        set.names.dedup();
+        Ok(())
     }
 
     /// The applicators of a schema object as nodes: `allOf` (with a `$ref` that stands beside
@@ -1367,15 +1432,22 @@ fn const_enum(map: &Map<String, Value>) -> Option<EnumDef> {
 }
 
 /// Whether a schema object uses an applicator typed code does not hold by itself: `allOf`,
-/// `anyOf`, `not`, a `oneOf` other than the nullable form, or `$ref` beside other rules.
+/// `anyOf`, `not`, a `oneOf` other than the nullable form, `$ref` beside other rules, or an
+/// `unevaluatedProperties` other than `true`.
 fn has_applicators(map: &Map<String, Value>) -> bool {
     has_applicators_besides(map, &[])
+}
+
+/// Whether `map` has an `unevaluatedProperties` that can refuse something (not `true`).
+fn has_unevaluated(map: &Map<String, Value>) -> bool {
+    map.get("unevaluatedProperties").is_some_and(|u| u != &Value::Bool(true))
 }
 
 /// [`has_applicators`], not counting the keywords in `except`.
 fn has_applicators_besides(map: &Map<String, Value>, except: &[&str]) -> bool {
     let present = |k: &str| map.contains_key(k) && !except.contains(&k);
-    present("allOf")
+    has_unevaluated(map)
+        || present("allOf")
         || present("not")
         || (present("anyOf") && nullable_key(map) != Some("anyOf"))
         || (present("oneOf") && nullable_key(map) != Some("oneOf"))
@@ -1415,6 +1487,7 @@ pub fn any_node() -> Node {
         default: None,
         echoed: false,
         applied: Applicators::default(),
+        unevaluated: None,
         repr: Repr::Value,
     }
 }

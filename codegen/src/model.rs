@@ -349,8 +349,37 @@ pub struct Node {
     /// `allOf`, `anyOf`, `oneOf` (other than the forms typed code represents) and `not`: rules
     /// that apply besides everything above, checked on the JSON value.
     pub applied: Applicators,
+    /// `unevaluatedProperties` other than `true`.
+    pub unevaluated: Option<Box<Unevaluated>>,
     /// The chosen representation.
     pub repr: Repr,
+}
+
+/// `unevaluatedProperties` (other than `true`): what an object's properties that no other keyword
+/// of the schema evaluated must match. A property is evaluated by `properties` and
+/// `additionalProperties` of the schema itself, of its `$ref` target and `allOf` members (through
+/// their own, recursively), and of each `anyOf`/`oneOf` branch the value matches.
+#[derive(Debug, Clone)]
+pub struct Unevaluated {
+    /// The schema the other properties must match (`false`: no other property is allowed).
+    pub schema: Box<Node>,
+    /// The properties evaluated whatever the branches: the schema's own, its `$ref` target's and
+    /// its `allOf` members'.
+    pub always: PropSet,
+    /// For each `anyOf` branch, the properties it evaluates when the value matches it.
+    pub any_of: Vec<PropSet>,
+    /// For each `oneOf` branch, the same.
+    pub one_of: Vec<PropSet>,
+}
+
+/// A set of evaluated property names, or every property (`all`: an `additionalProperties` or a
+/// nested `unevaluatedProperties` evaluates all the rest).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PropSet {
+    /// The names, sorted.
+    pub names: Vec<String>,
+    /// Every property is evaluated.
+    pub all: bool,
 }
 
 /// The in-place applicators of a schema (JSON Schema 2020-12, section 10.2.1), each a list of

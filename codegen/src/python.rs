@@ -724,6 +724,20 @@ impl<'a> Emitter<'a> {
         if let Some(n) = &a.not {
             args.push(atom(format!("not_=lambda: {}", self.ann(n, ctx)?.flat())));
         }
+        if let Some(u) = &node.unevaluated {
+            if u.schema.types == Types::NONE && u.schema.literals.is_none() {
+                args.push(atom("unevaluated_false=True"));
+            } else {
+                args.push(atom(format!("unevaluated=lambda: {}", self.ann(&u.schema, ctx)?.flat())));
+            }
+            let set = |s: &crate::model::PropSet| format!("([{}], {})", s.names.iter().map(|n| py_str(n)).collect::<Vec<_>>().join(", "), py_bool(s.all));
+            args.push(atom(format!("evaluated={}", set(&u.always))));
+            for (k, sets) in [("any_of_evaluated", &u.any_of), ("one_of_evaluated", &u.one_of)] {
+                if !sets.is_empty() {
+                    args.push(atom(format!("{k}=[{}]", sets.iter().map(set).collect::<Vec<_>>().join(", "))));
+                }
+            }
+        }
         Ok(call("_rt.Json", args))
     }
 
@@ -765,7 +779,7 @@ impl<'a> Emitter<'a> {
         }
         Ok(match repr {
             Repr::Value | Repr::Never => {
-                if node.applied.is_empty() && node.types == Types::ALL && !has_string_rules && !has_number_rules && node.array.items.is_none() && node.array.min_items.is_none() && node.array.max_items.is_none() && node.object.is_none() {
+                if node.applied.is_empty() && node.unevaluated.is_none() && node.types == Types::ALL && !has_string_rules && !has_number_rules && node.array.items.is_none() && node.array.min_items.is_none() && node.array.max_items.is_none() && node.object.is_none() {
                     atom("JsonValue")
                 } else {
                     sub("Annotated", vec![atom(self.json_py_type(node, ctx)), self.json_check(node, ctx)?])

@@ -179,7 +179,7 @@ impl Emitter<'_> {
 
     fn node_needs_check(&self, node: &Node, repr: &Repr, known: &BTreeSet<String>) -> bool {
         match repr {
-            Repr::Value => !node.applied.is_empty() || node.types != Types::ALL || node.reference.is_some() || node.literals.is_some() || !node.string.is_empty() || !node.number.is_empty() || node.array.items.is_some() || node.array.min_items.is_some() || node.array.max_items.is_some() || node.object.is_some(),
+            Repr::Value => !node.applied.is_empty() || node.unevaluated.is_some() || node.types != Types::ALL || node.reference.is_some() || node.literals.is_some() || !node.string.is_empty() || !node.number.is_empty() || node.array.items.is_some() || node.array.min_items.is_some() || node.array.max_items.is_some() || node.object.is_some(),
             Repr::Never | Repr::Null | Repr::Object => false,
             Repr::Bool => node.literals.is_some(),
             Repr::Integer | Repr::Number => node.literals.is_some() || !node.number.is_empty(),
@@ -1183,7 +1183,8 @@ impl Emitter<'_> {
         if !arms.is_empty() {
             body.push(quote!(match #v { #(#arms)* _ => {} }));
         }
-        body.push(self.applicators_check(node, v, path));
+        body.push(self.applicators_check(node, v.clone(), path.clone()));
+        body.push(self.unevaluated_check(node, v, path));
         if body.iter().all(TokenStream::is_empty) {
             return quote!();
         }
@@ -1314,6 +1315,54 @@ impl Emitter<'_> {
             ));
         }
         quote!(#(#out)*)
+    }
+
+    /// The `unevaluatedProperties` check of an object `v` at `path`: the properties evaluated
+    /// whatever the branches, those of each `anyOf`/`oneOf` branch `v` matches, then every other
+    /// property against the schema.
+    fn unevaluated_check(&self, node: &Node, v: TokenStream, path: TokenStream) -> TokenStream {
+        let rt = &self.rt;
+        let Some(u) = &node.unevaluated else { return quote!() };
+        let set = |s: &crate::model::PropSet| {
+            let names = &s.names;
+            let all = if s.all { quote!(__all = true;) } else { quote!() };
+            let names = if names.is_empty() { quote!() } else { quote!(__names.extend_from_slice(&[#(#names),*]);) };
+            quote!(#all #names)
+        };
+        let always = set(&u.always);
+        let mut branches = Vec::new();
+        for (subs, sets) in [(&node.applied.any_of, &u.any_of), (&node.applied.one_of, &u.one_of)] {
+            for (sub, s) in subs.iter().zip(sets.iter()) {
+                if s.names.is_empty() && !s.all {
+                    continue;
+                }
+                let c = self.dyn_check(sub, v.clone(), path.clone());
+                let add = set(s);
+                branches.push(quote!({ let mut __o: Vec<#rt::Violation> = Vec::new(); { let out = &mut __o; #c } if __o.is_empty() { #add } }));
+            }
+        }
+        let other = if u.schema.types == Types::NONE && u.schema.literals.is_none() {
+            quote!(#rt::report(out, &__p, "unevaluatedProperties", format!("property `{}` is not allowed here: no keyword of the schema evaluates it", #rt::preview(__k)));)
+        } else {
+            self.dyn_check(&u.schema, quote!(__x), quote!(&__p))
+        };
+        let sets = || std::iter::once(&u.always).chain(&u.any_of).chain(&u.one_of);
+        let all_mut = if sets().any(|s| s.all) { quote!(mut) } else { quote!() };
+        let names_mut = if sets().any(|s| !s.names.is_empty()) { quote!(mut) } else { quote!() };
+        quote!(if let serde_json::Value::Object(__m) = #v {
+            let #all_mut __all = false;
+            let #names_mut __names: Vec<&str> = Vec::new();
+            #always
+            #(#branches)*
+            if !__all {
+                for (__k, __x) in __m {
+                    if !__names.contains(&__k.as_str()) {
+                        let __p = #rt::Path::key(#path, __k);
+                        #other
+                    }
+                }
+            }
+        })
     }
 
     fn methods(&self) -> TokenStream {

@@ -1105,6 +1105,59 @@ impl<'a> Emitter<'a> {
             let call = self.fast_branch(w, sub, x);
             w.line(&format!("if ({call}) return false;"));
         }
+        if let Some(u) = &node.unevaluated {
+            self.unevaluated(w, node, u, x, None);
+        }
+    }
+
+    /// `unevaluatedProperties` on `x`: the properties the schema's other keywords evaluate (always,
+    /// and for each `anyOf`/`oneOf` branch `x` matches), then every other property against its
+    /// schema. With `p` (a path expression) the checks explain; without, they `return false`.
+    fn unevaluated(&self, w: &mut Out, node: &Node, u: &crate::model::Unevaluated, x: &str, p: Option<&str>) {
+        let names_of = |s: &crate::model::PropSet| s.names.iter().map(|n| js_str(n)).collect::<Vec<_>>().join(", ");
+        let all = self.fresh("all");
+        let names = self.fresh("names");
+        w.open(&format!("if ($isObject({x})) {{"));
+        w.line(&format!("let {all} = {};", u.always.all));
+        w.line(&format!("const {names}: string[] = [{}];", names_of(&u.always)));
+        for (subs, sets) in [(&node.applied.any_of, &u.any_of), (&node.applied.one_of, &u.one_of)] {
+            for (sub, set) in subs.iter().zip(sets.iter()) {
+                if set.names.is_empty() && !set.all {
+                    continue;
+                }
+                let matched = match p {
+                    None => self.fast_branch(w, sub, x),
+                    Some(p) => format!("{}.length === 0", self.check_branch(w, sub, x, p)),
+                };
+                w.open(&format!("if ({matched}) {{"));
+                if set.all {
+                    w.line(&format!("{all} = true;"));
+                }
+                if !set.names.is_empty() {
+                    w.line(&format!("{names}.push({});", names_of(set)));
+                }
+                w.close("}");
+            }
+        }
+        let k = self.fresh("k");
+        let y = self.fresh("x");
+        w.open(&format!("if (!{all}) for (const {k} of $keysOf({x})) {{"));
+        w.line(&format!("if ({names}.includes({k})) continue;"));
+        let never = u.schema.types == Types::NONE && u.schema.literals.is_none();
+        match (p, never) {
+            (None, true) => w.line("return false;"),
+            (Some(p), true) => w.line(&format!("$report(out, $keyOf({p}, {k}), \"unevaluatedProperties\", \"property `\" + {k} + \"` is not allowed here: no keyword of the schema evaluates it\");")),
+            (None, false) => {
+                w.line(&format!("const {y}: unknown = $own({x}, {k});"));
+                self.fast_node(w, &u.schema, &y);
+            }
+            (Some(p), false) => {
+                w.line(&format!("const {y}: unknown = $own({x}, {k});"));
+                self.check_node(w, &u.schema, &y, &format!("$keyOf({p}, {k})"));
+            }
+        }
+        w.close("}");
+        w.close("}");
     }
 
     /// Declares a local function with the fast checks of `node` on `x` and returns the
@@ -1281,6 +1334,9 @@ impl<'a> Emitter<'a> {
         if let Some(sub) = &a.not {
             let call = self.check_branch(&mut body, sub, x, p);
             body.line(&format!("if ({call}.length === 0) $notViolation(out, {p});"));
+        }
+        if let Some(u) = &node.unevaluated {
+            self.unevaluated(&mut body, node, u, x, Some(p));
         }
         if body.buf.is_empty() {
             return;
@@ -1526,7 +1582,7 @@ fn additional_node(a: &Additional) -> Option<&Node> {
 
 /// Whether a node or any node inside it has applicators.
 fn has_applied(node: &Node) -> bool {
-    !node.applied.is_empty() || node.array.items.as_deref().is_some_and(has_applied)
+    !node.applied.is_empty() || node.unevaluated.is_some() || node.array.items.as_deref().is_some_and(has_applied)
 }
 
 fn json_inner(s: &str) -> String {

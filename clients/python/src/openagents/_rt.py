@@ -363,6 +363,11 @@ class Json:
         any_of: Callable[[], Sequence[Any]] | None = None,
         one_of: Callable[[], Sequence[Any]] | None = None,
         not_: Callable[[], Any] | None = None,
+        unevaluated: Callable[[], Any] | None = None,
+        unevaluated_false: bool = False,
+        evaluated: tuple[Sequence[str], bool] = ((), False),
+        any_of_evaluated: Sequence[tuple[Sequence[str], bool]] = (),
+        one_of_evaluated: Sequence[tuple[Sequence[str], bool]] = (),
     ) -> None:
         self.types = frozenset(types.split())
         self.min_length, self.max_length, self.pattern = min_length, max_length, pattern
@@ -375,6 +380,13 @@ class Json:
         self.const = const
         self.values = values
         self._applied = (all_of, any_of, one_of, not_)
+        # `unevaluatedProperties`: its schema (or `unevaluated_false`: nothing else allowed), and
+        # what the other keywords evaluate (always, and per `anyOf`/`oneOf` branch that matches).
+        self._unevaluated = unevaluated
+        self._unevaluated_false = unevaluated_false
+        self._unevaluated_adapter: TypeAdapter[Any] | None = None
+        self._evaluated = evaluated
+        self._branch_evaluated = (any_of_evaluated, one_of_evaluated)
         self._adapters: (
             tuple[list[TypeAdapter[Any]], list[TypeAdapter[Any]], list[TypeAdapter[Any]], list[TypeAdapter[Any]]] | None
         ) = None
@@ -387,7 +399,7 @@ class Json:
 
     def _check(self, value: object, info: core_schema.ValidationInfo) -> object:
         out = self._own(value, info)
-        if any(f is not None for f in self._applied):
+        if any(f is not None for f in self._applied) or self._unevaluated is not None or self._unevaluated_false:
             self._check_applied(value, info)
             return value
         return out
@@ -424,8 +436,10 @@ class Json:
             shown = "; ".join("/" + "/".join(str(p) for p in e["loc"]) + ": " + str(e["msg"]) for e in errors[:3])
             return f"; the closest, branch {i}, fails at {shown}"
 
+        any_results: list[list[Any] | None] = []
+        one_results: list[list[Any] | None] = []
         if any_of_a:
-            results = failures(any_of_a)
+            results = any_results = failures(any_of_a)
             if all(r is not None for r in results):
                 raise PydanticCustomError(
                     "anyOf",
@@ -433,7 +447,7 @@ class Json:
                     {"n": len(results), "why": closest(results)},
                 )
         if one_of_a:
-            results = failures(one_of_a)
+            results = one_results = failures(one_of_a)
             matched = [i for i, r in enumerate(results) if r is None]
             if not matched:
                 raise PydanticCustomError(
@@ -449,6 +463,47 @@ class Json:
                 )
         if not_a and failures(not_a)[0] is None:
             raise PydanticCustomError("not", "must not match the schema under `not`, and does", {})
+        if (self._unevaluated is not None or self._unevaluated_false) and isinstance(value, dict):
+            self._check_unevaluated(value, info, any_results, one_results)
+
+    def _check_unevaluated(
+        self,
+        value: dict[str, object],
+        info: core_schema.ValidationInfo,
+        any_results: list[list[Any] | None],
+        one_results: list[list[Any] | None],
+    ) -> None:
+        """`unevaluatedProperties`: every property no other keyword evaluated."""
+        names = set(self._evaluated[0])
+        every = self._evaluated[1]
+        for sets, results in zip(self._branch_evaluated, (any_results, one_results), strict=True):
+            for (branch_names, branch_all), result in zip(sets, results, strict=True):
+                if result is None:
+                    names.update(branch_names)
+                    every = every or branch_all
+        if every:
+            return
+        errors: list[InitErrorDetails] = []
+        for key, item in value.items():
+            if key in names:
+                continue
+            if self._unevaluated_false:
+                error = PydanticCustomError(
+                    "unevaluatedProperties",
+                    "property `{key}` is not allowed here: no keyword of the schema evaluates it",
+                    {"key": key},
+                )
+                errors.append(InitErrorDetails(type=error, loc=(key,), input=item))
+                continue
+            if self._unevaluated_adapter is None:
+                assert self._unevaluated is not None
+                self._unevaluated_adapter = TypeAdapter(self._unevaluated())
+            try:
+                self._unevaluated_adapter.validate_python(item, context=info.context)
+            except ValidationError as e:
+                errors.extend(_reraise(d, (key,)) for d in e.errors())
+        if errors:
+            raise ValidationError.from_exception_data("value", errors)
 
     def _own(self, value: object, info: core_schema.ValidationInfo) -> object:
         t = json_type(value)
