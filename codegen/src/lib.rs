@@ -42,11 +42,19 @@ pub struct Config {
     schema_dir: PathBuf,
     runtime: String,
     schemars: bool,
+    python_runtime: String,
+    typescript: typescript::TypeScriptOptions,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { schema_dir: PathBuf::from("schema"), runtime: "::openagents_protocol::rt".into(), schemars: false }
+        Config {
+            schema_dir: PathBuf::from("schema"),
+            runtime: "::openagents_protocol::rt".into(),
+            schemars: false,
+            python_runtime: python::DEFAULT_RUNTIME.into(),
+            typescript: typescript::TypeScriptOptions::default(),
+        }
     }
 }
 
@@ -65,6 +73,27 @@ impl Config {
     /// The Rust path of the runtime support module the generated code calls.
     pub fn runtime(mut self, path: impl Into<String>) -> Self {
         self.runtime = path.into();
+        self
+    }
+
+    /// The Python module the generated Python imports as its runtime (default
+    /// `openagents._rt`, the installed package's).
+    pub fn python_runtime(mut self, module: impl Into<String>) -> Self {
+        self.python_runtime = module.into();
+        self
+    }
+
+    /// The module the generated TypeScript validators import their runtime from (default
+    /// `../rt.js`, relative to the generated folder).
+    pub fn typescript_runtime(mut self, module: impl Into<String>) -> Self {
+        self.typescript.runtime = module.into();
+        self
+    }
+
+    /// The module the generated TypeScript error classes import their base classes
+    /// (`OpenAgentsError`, `UnknownCodeError`) from (default `../error.js`).
+    pub fn typescript_error_base(mut self, module: impl Into<String>) -> Self {
+        self.typescript.error_base = module.into();
         self
     }
 
@@ -123,7 +152,7 @@ impl Config {
     /// The first [`SchemaError`].
     pub fn generate_typescript(&self) -> Result<Vec<(String, String)>, SchemaError> {
         let (docs, space) = self.load_first()?;
-        let opts = typescript::TypeScriptOptions { schema_digest: Some(digest::digest(&docs.bundle())), ..typescript::TypeScriptOptions::default() };
+        let opts = typescript::TypeScriptOptions { schema_digest: Some(digest::digest(&docs.bundle())), ..self.typescript.clone() };
         Ok(typescript::emit(&space, &opts))
     }
 
@@ -156,7 +185,7 @@ impl Config {
     /// The first [`SchemaError`].
     pub fn generate_python(&self) -> Result<Vec<(String, String)>, SchemaError> {
         let (docs, space) = self.load_first()?;
-        python::emit(&space, Some(&digest::digest(&docs.bundle())))
+        python::emit_with(&space, Some(&digest::digest(&docs.bundle())), &self.python_runtime)
     }
 
     /// Generates Rust for the schema folder into `out_file`, the way a build script uses it.

@@ -117,6 +117,14 @@ enum Command {
         /// The folder to write the modules into (created if missing).
         #[arg(long, value_name = "DIR")]
         out_dir: PathBuf,
+        /// The module the validators import the runtime from, as an import specifier (a path
+        /// relative to the generated folder, or a package subpath).
+        #[arg(long, value_name = "MODULE", default_value = "../rt.js")]
+        runtime: String,
+        /// The module the generated error classes import their base classes (`OpenAgentsError`,
+        /// `UnknownCodeError`) from.
+        #[arg(long, value_name = "MODULE", default_value = "../error.js")]
+        error_base: String,
     },
     /// Write the generated Python modules into a folder, removing the generated modules the schema
     /// no longer produces.
@@ -126,6 +134,9 @@ enum Command {
         /// The folder to write the modules into (created if missing).
         #[arg(long, value_name = "DIR")]
         out_dir: PathBuf,
+        /// The Python module the generated code imports as its runtime (dotted).
+        #[arg(long, value_name = "MODULE", default_value = "openagents._rt")]
+        runtime: String,
     },
 }
 
@@ -150,11 +161,12 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Compat { schema, old, new } => return versions::compat(&schema.path, old.zip(new)),
         Command::Gate { schema } => return versions::gate(&schema.path),
         Command::Freeze { protocol_version, schema, force } => return versions::freeze(&schema.path, &protocol_version, force),
-        Command::Python { schema, out_dir } => {
-            return write_modules(&out_dir, config(&schema.path).generate_python()?, openagents_codegen::python::HEADER);
+        Command::Python { schema, out_dir, runtime } => {
+            return write_modules(&out_dir, config(&schema.path).python_runtime(runtime).generate_python()?, openagents_codegen::python::HEADER);
         }
-        Command::Typescript { schema, out_dir } => {
-            return write_modules(&out_dir, config(&schema.path).generate_typescript()?, openagents_codegen::typescript::HEADER);
+        Command::Typescript { schema, out_dir, runtime, error_base } => {
+            let files = config(&schema.path).typescript_runtime(runtime).typescript_error_base(error_base).generate_typescript()?;
+            return write_modules(&out_dir, files, openagents_codegen::typescript::HEADER);
         }
         Command::Rust { schema, runtime, out } => (config(&schema.path).runtime(runtime).generate_rust()?, out),
         Command::Bundle { schema, out } => {

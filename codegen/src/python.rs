@@ -54,8 +54,24 @@ pub const SCHEMA_DIGEST_DOC: &str = "The digest of the exact schema this package
 /// A [`SchemaError`] naming the place when the schema uses something the Python target cannot
 /// express exactly (a pattern `re` cannot run with ECMA-262 meaning, or a name clash).
 pub fn emit(space: &TypeSpace, schema_digest: Option<&str>) -> Result<Vec<(String, String)>, SchemaError> {
+    emit_with(space, schema_digest, DEFAULT_RUNTIME)
+}
+
+/// The module the generated Python imports its runtime from by default: the installed
+/// `openagents` package's.
+pub const DEFAULT_RUNTIME: &str = "openagents._rt";
+
+/// [`emit`] with the runtime imported from `runtime`, a dotted module path (`mypkg.rt`): the
+/// generated modules import it as `_rt`.
+///
+/// # Errors
+///
+/// A [`SchemaError`] for a `runtime` that is not a dotted Python module path, or a pattern the
+/// Python emitter cannot translate.
+pub fn emit_with(space: &TypeSpace, schema_digest: Option<&str>, runtime: &str) -> Result<Vec<(String, String)>, SchemaError> {
     let mut e = Emitter::new(space)?;
     e.schema_digest = schema_digest.map(str::to_owned);
+    e.runtime_import = runtime_import(runtime).ok_or_else(|| SchemaError::new("", "", "", format!("`{runtime}` is not a Python module path (dotted identifiers, such as `mypkg.rt`)")))?;
     let mut files = vec![
         ("__init__.py".to_owned(), e.init_module()),
         ("constants.py".to_owned(), e.constants_module()),
@@ -482,6 +498,21 @@ fn py_raw(s: &str) -> String {
     format!("r\"{s}\"")
 }
 
+/// The import line that binds the runtime module `path` (dotted) as `_rt`; `None` for a path that
+/// is not dotted identifiers.
+fn runtime_import(path: &str) -> Option<String> {
+    let parts: Vec<&str> = path.split('.').collect();
+    if parts.iter().any(|p| !is_identifier(p)) {
+        return None;
+    }
+    Some(match parts.split_last() {
+        Some((last, [])) => format!("import {last} as _rt"),
+        Some((&"_rt", parent)) => format!("from {} import _rt", parent.join(".")),
+        Some((last, parent)) => format!("from {} import {last} as _rt", parent.join(".")),
+        None => return None,
+    })
+}
+
 fn py_bool(b: bool) -> &'static str {
     if b { "True" } else { "False" }
 }
@@ -568,6 +599,8 @@ struct Emitter<'a> {
     patterns: Vec<Result<String, String>>,
     /// The digest of the bundle the schema came from, when known.
     schema_digest: Option<String>,
+    /// The line that imports the runtime as `_rt`.
+    runtime_import: String,
 }
 
 /// Which module a type expression is written for (names from models need `m.` elsewhere).
@@ -604,7 +637,7 @@ impl<'a> Emitter<'a> {
             }
         }
         let patterns = space.patterns.iter().map(translate_pattern).collect();
-        Ok(Emitter { space, variant_classes, unknown_classes, patterns, schema_digest: None })
+        Ok(Emitter { space, variant_classes, unknown_classes, patterns, schema_digest: None, runtime_import: "from openagents import _rt".into() })
     }
 
     fn kind(&self, name: &str) -> Option<&'a TypeKind> {
@@ -1096,7 +1129,7 @@ impl<'a> Emitter<'a> {
             out.line(0, &format!("from pydantic import {}", pyd.join(", ")));
         }
         out.blank();
-        out.line(0, "from openagents import _rt");
+        out.line(0, &self.runtime_import);
         out.blank();
         out.stmt(0, "__all__ = ", &group("", "[", "]", {
             let mut a = all.clone();
@@ -1387,7 +1420,7 @@ impl<'a> Emitter<'a> {
         pyd.sort_by_key(|s| (s.chars().next().is_some_and(|c| c.is_ascii_lowercase()), s.to_string()));
         out.line(0, &format!("from pydantic import {}", pyd.join(", ")));
         out.blank();
-        out.line(0, "from openagents import _rt");
+        out.line(0, &self.runtime_import);
         out.blank();
         out.line(0, "from . import models as m");
         out.blank();
@@ -1433,7 +1466,7 @@ impl<'a> Emitter<'a> {
         out.blank();
         out.line(0, "from typing import ClassVar, Final");
         out.blank();
-        out.line(0, "from openagents import _rt");
+        out.line(0, &self.runtime_import);
         out.blank();
         out.line(0, "from . import models as m");
         out.blank();

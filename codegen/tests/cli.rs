@@ -117,3 +117,28 @@ fn check_loads_the_schema() {
     let expected = format!("{} types, {} roots, {} constants: ok\n", space.types.len(), space.roots.len(), space.constants.len());
     assert_eq!(stdout(&out), expected);
 }
+
+#[test]
+fn the_runtime_modules_are_options_of_the_python_and_typescript_commands() {
+    let dir = std::env::temp_dir().join(format!("openagents-codegen-runtime-{}", std::process::id()));
+    let schema = schema_dir().display().to_string();
+    let py = dir.join("py");
+    let out = codegen(&["python", "--schema", &schema, "--out-dir", py.to_str().expect("utf-8"), "--runtime", "mypkg.support.rt"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let models = std::fs::read_to_string(py.join("models.py")).expect("models.py");
+    assert!(models.contains("\nfrom mypkg.support import rt as _rt\n") && !models.contains("from openagents import _rt"), "the runtime import is the option's");
+    // The default is the installed package's runtime.
+    let out = codegen(&["python", "--schema", &schema, "--out-dir", py.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(std::fs::read_to_string(py.join("models.py")).expect("models.py").contains("\nfrom openagents import _rt\n"));
+    let out = codegen(&["python", "--schema", &schema, "--out-dir", py.to_str().expect("utf-8"), "--runtime", "my-pkg.rt"]);
+    assert!(!out.status.success() && stderr(&out).contains("my-pkg.rt"), "a runtime that is no module path is refused: {}", stderr(&out));
+    let ts = dir.join("ts");
+    let out = codegen(&["typescript", "--schema", &schema, "--out-dir", ts.to_str().expect("utf-8"), "--runtime", "@acme/rpc/rt", "--error-base", "@acme/rpc/error"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let validators = std::fs::read_to_string(ts.join("validators.ts")).expect("validators.ts");
+    assert!(validators.contains("from \"@acme/rpc/rt\"") && !validators.contains("../rt.js"), "validators import the option's runtime");
+    let errors = std::fs::read_to_string(ts.join("errors.ts")).expect("errors.ts");
+    assert!(errors.contains("\"@acme/rpc/error\"") && !errors.contains("../error.js"), "errors import the option's base classes");
+    let _ = std::fs::remove_dir_all(&dir);
+}
