@@ -145,6 +145,7 @@ bench:
 	$(CARGO) build --release -p openagents-runner
 	$(CARGO) bench -p openagents-runner --bench host
 	bash crates/server/benches/run.sh
+	$(CARGO) run --release --locked -p openagents-server --example oa-store-bench
 	$(MAKE) bench-published
 
 # The generated code of the vendored ACP and MCP schemas against the peers a user would choose, on

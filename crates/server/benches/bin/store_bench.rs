@@ -1,0 +1,250 @@
+//! The store's cost, side by side in one run (`make bench`): (1) events per second through the
+//! event hub on the SQLite store against the memory store, one subscriber reading every event's
+//! JSON; (2) the latency of a whole turn through the echo runner (`submit` in process, answered
+//! once the turn's last event is delivered: with SQLite, written and committed) on each store.
+//! Rounds alternate memory and SQLite; ratios are medians of the per-round ratios.
+//!
+//! ```text
+//! oa-store-bench            runs both and prints the markdown report
+//! ```
+//!
+//! Knobs (environment): `STORE_BENCH_ROUNDS` (7), `STORE_BENCH_EVENTS` events per round
+//! (200000), `STORE_BENCH_TURNS` turns per round (100), `STORE_BENCH_DIR` where the SQLite files
+//! go (a new folder under the system's temporary one; the disk under it is what is measured),
+//! `OA_ECHO_RUNNER` the echo runner (default: `openagents-runner-echo` of the same build).
+
+#![allow(missing_docs)]
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use openagents_protocol::{RuntimeEvent, SERVER_EVENT_CHANNEL_CAPACITY};
+use openagents_runner::host::RunnerHost;
+use openagents_runner::registry::Registry;
+use openagents_server::events::EventHub;
+use openagents_server::store::{MemoryStore, SqliteStore, Store};
+use openagents_server::{Caller, EngineConfig, RpcEngine, RunnerAgent};
+
+/// The text of each event of the throughput part: a streamed chunk of a reply.
+const CHUNK: &str = "The quick brown fox jumps over the lazy dog; a chunk of a streamed reply, ";
+/// The task of each turn: the echo runner sends one text event a word.
+const TASK: &str = "hello from the store benchmark";
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Memory,
+    Sqlite,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Memory => "memory",
+            Kind::Sqlite => "sqlite",
+        }
+    }
+}
+
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|&v| v > 0).unwrap_or(default)
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("oa-store-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A fresh store of `kind`; a SQLite one in a new file under `dir`.
+fn store(kind: Kind, dir: &Path, n: &mut usize) -> Result<Arc<dyn Store>, String> {
+    Ok(match kind {
+        Kind::Memory => Arc::new(MemoryStore::new()),
+        Kind::Sqlite => {
+            *n += 1;
+            Arc::new(SqliteStore::open(&dir.join(format!("bench-{n}.db"))).map_err(|e| e.to_string())?)
+        }
+    })
+}
+
+fn hub(kind: Kind, dir: &Path, n: &mut usize) -> Result<EventHub, String> {
+    EventHub::with_store(SERVER_EVENT_CHANNEL_CAPACITY, store(kind, dir, n)?, openagents_server::store::DEFAULT_RETAIN_EVENTS).map_err(|e| e.to_string())
+}
+
+fn echo_runner() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("OA_ECHO_RUNNER") {
+        return Ok(PathBuf::from(p));
+    }
+    // target/<profile>/examples/oa-store-bench -> target/<profile>/openagents-runner-echo
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let p = exe.parent().and_then(Path::parent).map(|d| d.join("openagents-runner-echo")).ok_or("no build folder")?;
+    if p.is_file() { Ok(p) } else { Err(format!("{} is missing: cargo build --release -p openagents-runner", p.display())) }
+}
+
+/// `events` text events published on `hub` from one thread while a subscriber on another reads
+/// each one's JSON: the time from the first publish until the subscriber has passed the last.
+fn throughput_round(hub: &EventHub, events: usize) -> Result<(Duration, u64), String> {
+    let mut sub = hub.subscribe(None);
+    let target = hub.last_seq() + events as i64;
+    let reader = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
+        rt.block_on(async move {
+            let mut bytes = 0u64;
+            while sub.position() < target {
+                let Some(ev) = sub.next_shared().await else { break };
+                bytes += ev.json().len() as u64;
+            }
+            bytes
+        })
+    });
+    let start = Instant::now();
+    for _ in 0..events {
+        hub.publish(RuntimeEvent::Text { text: CHUNK.into() });
+    }
+    let bytes = reader.join().map_err(|_| "the reader panicked")?;
+    let took = start.elapsed();
+    if hub.last_seq() < target {
+        return Err(format!("only {} of {target} delivered", hub.last_seq()));
+    }
+    Ok((took, bytes))
+}
+
+/// `turns` whole turns through the echo runner, one after another: each one's latency.
+async fn turn_round(engine: &RpcEngine, turns: usize) -> Result<Vec<Duration>, String> {
+    let body = serde_json::json!({"id": 1, "method": "submit", "params": {"task": TASK}}).to_string();
+    let mut out = Vec::with_capacity(turns);
+    for _ in 0..turns {
+        let start = Instant::now();
+        let reply = engine.handle(&Caller::stdio(), body.as_bytes()).await;
+        let took = start.elapsed();
+        let bytes = reply.outcome.map_err(|e| format!("a turn failed: {e:?}"))?;
+        let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
+        if v["result"] != TASK {
+            return Err(format!("the echo runner answered {v}"));
+        }
+        out.push(took);
+    }
+    Ok(out)
+}
+
+fn engine(hub: EventHub, echo: &Path, cwd: &Path) -> Result<RpcEngine, String> {
+    let toml = format!("[runners.echo]\ncommand = {:?}\n", echo.display().to_string());
+    let registry = Registry::parse(&toml, None).map_err(|e| e.operator_detail())?;
+    let config = EngineConfig { default_runner: Some("echo".into()), cwd: cwd.display().to_string(), ..EngineConfig::default() };
+    Ok(RpcEngine::with_events(RunnerAgent::new(RunnerHost::new(registry)), config, hub))
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() { f64::NAN } else { v[v.len() / 2] }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2}", d.as_secs_f64() * 1e3)
+}
+
+fn run() -> Result<(), String> {
+    let rounds = env_or("STORE_BENCH_ROUNDS", 7);
+    let events = env_or("STORE_BENCH_EVENTS", 200_000);
+    let turns = env_or("STORE_BENCH_TURNS", 100);
+    let dir = match std::env::var_os("STORE_BENCH_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => std::env::temp_dir().join(format!("oa-store-bench-{}", std::process::id())),
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let echo = echo_runner()?;
+    let mut n = 0;
+    let order = |r: usize| if r.is_multiple_of(2) { [Kind::Memory, Kind::Sqlite] } else { [Kind::Sqlite, Kind::Memory] };
+
+    // (1) Events per second through the hub.
+    eprintln!("== hub throughput: {rounds} rounds x {events} events per store");
+    for kind in [Kind::Memory, Kind::Sqlite] {
+        throughput_round(&hub(kind, &dir, &mut n)?, events / 10)?; // warm-up
+    }
+    let mut rate = [Vec::new(), Vec::new()];
+    let mut ratios = Vec::new();
+    let mut event_bytes = 0;
+    for r in 0..rounds {
+        let mut this = [0.0; 2];
+        for kind in order(r) {
+            let h = hub(kind, &dir, &mut n)?;
+            let (took, bytes) = throughput_round(&h, events)?;
+            event_bytes = bytes / events as u64;
+            let per_s = events as f64 / took.as_secs_f64();
+            eprintln!("round {r} {}: {per_s:.0} events/s", kind.name());
+            this[kind as usize] = per_s;
+            rate[kind as usize].push(per_s);
+        }
+        ratios.push(this[Kind::Sqlite as usize] / this[Kind::Memory as usize]);
+    }
+
+    // (2) Turn latency through the echo runner.
+    eprintln!("== turn latency: {rounds} rounds x {turns} turns per store ({})", echo.display());
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(|e| e.to_string())?;
+    let mut lat: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
+    let mut p50_ratios = Vec::new();
+    rt.block_on(async {
+        let engines = [engine(hub(Kind::Memory, &dir, &mut n)?, &echo, &dir)?, engine(hub(Kind::Sqlite, &dir, &mut n)?, &echo, &dir)?];
+        for e in &engines {
+            turn_round(e, 5).await?; // warm-up
+        }
+        for r in 0..rounds {
+            let mut this = [Duration::ZERO; 2];
+            for kind in order(r) {
+                let mut got = turn_round(&engines[kind as usize], turns).await?;
+                got.sort();
+                this[kind as usize] = percentile(&got, 0.5);
+                lat[kind as usize].extend(got);
+            }
+            p50_ratios.push(this[Kind::Sqlite as usize].as_secs_f64() / this[Kind::Memory as usize].as_secs_f64());
+        }
+        for e in &engines {
+            e.shutdown().await;
+        }
+        Ok::<_, String>(())
+    })?;
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let ratio = median(&mut ratios);
+    println!("### Ratios");
+    println!();
+    println!("- events/s through the hub, SQLite / memory: **{ratio:.2}×** (median of {rounds} per-round ratios; target ≥ 0.8: {})", if ratio >= 0.8 { "met" } else { "not met" });
+    for l in &mut lat {
+        l.sort();
+    }
+    let (m, s) = (&lat[Kind::Memory as usize], &lat[Kind::Sqlite as usize]);
+    println!("- turn latency p50, SQLite / memory: **{:.2}×** (median of per-round ratios); the store adds {} ms at p50 and {} ms at p99", median(&mut p50_ratios), ms(percentile(s, 0.5).saturating_sub(percentile(m, 0.5))), ms(percentile(s, 0.99).saturating_sub(percentile(m, 0.99))));
+    println!();
+    println!("### Events per second through the hub ({events} text events a round, {event_bytes} bytes of JSON each, one subscriber)");
+    println!();
+    println!("| store | median events/s | min | max |");
+    println!("|---|---:|---:|---:|");
+    for kind in [Kind::Memory, Kind::Sqlite] {
+        let v = &mut rate[kind as usize];
+        let med = median(v);
+        println!("| {} | {med:.0} | {:.0} | {:.0} |", kind.name(), v.first().copied().unwrap_or(f64::NAN), v.last().copied().unwrap_or(f64::NAN));
+    }
+    println!();
+    println!("### Turn latency through the echo runner ({} turns per store, task of {} words)", rounds * turns, TASK.split_whitespace().count());
+    println!();
+    println!("| store | p50 ms | p90 ms | p99 ms | max ms |");
+    println!("|---|---:|---:|---:|---:|");
+    for kind in [Kind::Memory, Kind::Sqlite] {
+        let v = &lat[kind as usize];
+        println!("| {} | {} | {} | {} | {} |", kind.name(), ms(percentile(v, 0.5)), ms(percentile(v, 0.9)), ms(percentile(v, 0.99)), ms(percentile(v, 1.0)));
+    }
+    Ok(())
+}
