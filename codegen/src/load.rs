@@ -196,11 +196,10 @@ fn rewrite_refs(schema: &mut Value, file: &str, docs: &Documents) {
     let Value::Object(map) = schema else { return };
     for (key, value) in map.iter_mut() {
         if key == "$ref" {
-            if let Value::String(r) = value {
-                if let Ok((f, p)) = docs.resolve_ref(file, r) {
+            if let Value::String(r) = value
+                && let Ok((f, p)) = docs.resolve_ref(file, r) {
                     *r = Documents::bundle_pointer(&f, &p);
                 }
-            }
             continue;
         }
         match subschema_keyword(key) {

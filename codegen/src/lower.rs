@@ -53,6 +53,9 @@ pub const SUPPORTED_KEYWORDS: &[&str] = &[
     "x-echoed",
 ];
 
+/// A union branch resolved through one `$ref`: its file, its pointer and its schema object.
+type BranchMap = (String, String, Map<String, Value>);
+
 /// Marks the pseudo-location of the object rules of a schema that allows other types too.
 const OBJECT_PART: &str = "\u{0}object";
 
@@ -558,11 +561,10 @@ impl<'a> Lowerer<'a> {
         let description = schema.get("description").and_then(Value::as_str).map(str::to_owned);
         if let Value::Object(map) = &schema {
             self.check_keywords(file, pointer, map, pointer.is_empty())?;
-            if let Some(defs) = map.get("$defs") {
-                if !defs.is_object() {
+            if let Some(defs) = map.get("$defs")
+                && !defs.is_object() {
                     return Err(err(file, pointer, "$defs", "must be an object of schemas"));
                 }
-            }
             if let Some(e) = const_enum(map) {
                 self.insert(name, description, origin, TypeKind::StringEnum(e));
                 return Ok(());
@@ -684,7 +686,7 @@ impl<'a> Lowerer<'a> {
 
     /// Each branch as (file, pointer, object), through one `$ref`; `None` when one is not an
     /// object schema.
-    fn branch_maps(&self, file: &str, branches: &[Value]) -> Option<Vec<(String, String, Map<String, Value>)>> {
+    fn branch_maps(&self, file: &str, branches: &[Value]) -> Option<Vec<BranchMap>> {
         if branches.is_empty() {
             return None;
         }
@@ -709,7 +711,7 @@ impl<'a> Lowerer<'a> {
 
     /// The tag of a union's branches: a property every branch requires as a `const` string,
     /// each branch's value its own; `discriminator.propertyName` is tried first.
-    fn find_tag(&self, map: &Map<String, Value>, branches: &[(String, String, Map<String, Value>)]) -> Option<String> {
+    fn find_tag(&self, map: &Map<String, Value>, branches: &[BranchMap]) -> Option<String> {
         let tag_of = |m: &Map<String, Value>, k: &str| -> Option<String> {
             let required = m.get("required").and_then(Value::as_array).is_some_and(|r| r.iter().any(|v| v == k));
             let c = m.get("properties").and_then(|p| p.get(k)).and_then(|s| s.get("const")).and_then(Value::as_str)?;
@@ -763,11 +765,10 @@ impl<'a> Lowerer<'a> {
                 return Err(err(file, &push_pointer(&push_pointer(pointer, "x-enum"), &s), "x-enum", format!("`{s}` has no entry; document every value")));
             }
             let field = |k: &str| doc.and_then(|d| d.get(k));
-            if let Some(d) = doc.and_then(Value::as_object) {
-                if let Some(bad) = d.keys().find(|k| !["description", "retryable", "rpc_code"].contains(&k.as_str())) {
+            if let Some(d) = doc.and_then(Value::as_object)
+                && let Some(bad) = d.keys().find(|k| !["description", "retryable", "rpc_code"].contains(&k.as_str())) {
                     return Err(err(file, &push_pointer(&push_pointer(pointer, "x-enum"), &s), "x-enum", format!("unknown entry `{bad}`; allowed: description, retryable, rpc_code")));
                 }
-            }
             codes.push((doc.and_then(|d| d.get("retryable")), doc.and_then(|d| d.get("rpc_code"))));
             out.push(EnumValue { name: pascal(&s, "Empty"), description: field("description").and_then(Value::as_str).map(str::to_owned), value: s });
         }
@@ -919,10 +920,10 @@ impl<'a> Lowerer<'a> {
         if map.get("type").is_some_and(|t| t != "object") {
             return Err(err(file, pointer, "type", format!("a tagged `{key}` is an object")));
         }
-        if let Some(d) = map.get("discriminator") {
-            if !d.get("propertyName").is_some_and(Value::is_string) {
-                return Err(err(file, pointer, "discriminator", "must be an object with a string `propertyName`"));
-            }
+        if let Some(d) = map.get("discriminator")
+            && !d.get("propertyName").is_some_and(Value::is_string)
+        {
+            return Err(err(file, pointer, "discriminator", "must be an object with a string `propertyName`"));
         }
         const SUPPORTED: &str = "the supported `oneOf` forms are a union of objects told apart by a required `const` string property (a tag), and `[X, {\"type\": \"null\"}]`";
         if branches.is_empty() {
@@ -946,7 +947,7 @@ impl<'a> Lowerer<'a> {
             self.check_keywords(&bf, &bp, m, false)?;
             resolved.push((bf, bp, m.clone(), via_ref));
         }
-        let maps: Vec<(String, String, Map<String, Value>)> = resolved.iter().map(|(f, p, m, _)| (f.clone(), p.clone(), m.clone())).collect();
+        let maps: Vec<BranchMap> = resolved.iter().map(|(f, p, m, _)| (f.clone(), p.clone(), m.clone())).collect();
         let Some(tag) = self.find_tag(map, &maps) else {
             // Only our own conventions get here (see `union_key`): say which branch breaks them.
             for (bf, bp, m, _) in &resolved {

@@ -79,6 +79,7 @@ pub struct NamedType {
 
 /// The shapes a named type can take.
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // an alias's node is the largest; a schema has a few hundred
 pub enum TypeKind {
     /// A JSON object with declared properties.
     Struct(StructDef),

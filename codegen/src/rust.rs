@@ -364,7 +364,7 @@ impl Emitter<'_> {
         let expecting = format!("a `{}` object", t.name);
         let validate = self.struct_validate(&t.name, &s.fields, &idents, &s.additional, quote!(self.));
         let check = self.struct_check(&s.fields, &s.additional, s.nullable);
-        let key_binding = if matches!(s.additional, Additional::Forbidden) || names.is_empty() && !matches!(s.additional, Additional::Schema(_)) { quote!(key) } else { quote!(key) };
+        let key_binding = quote!(key);
         quote! {
             #d
             #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -1026,6 +1026,7 @@ impl Emitter<'_> {
     }
 
     /// Typed checks for `v` (a reference to the node's Rust type) at `path` (a `&Path`).
+    #[allow(clippy::only_used_in_recursion)] // `owner` names the type the checks are for
     fn typed_check(&self, node: &Node, repr: &Repr, v: TokenStream, path: TokenStream, owner: &str) -> TokenStream {
         let rt = &self.rt;
         match repr {
