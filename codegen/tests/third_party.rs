@@ -203,3 +203,29 @@ fn acp_methods_are_grouped_by_the_side_that_handles_them() {
         }
     }
 }
+
+#[test]
+fn code_generated_for_a_published_schema_speaks_of_nothing_of_ours() {
+    // Our project's words (commands, make targets, headers, folders, methods, error bases) have
+    // no place in code generated for someone else's schema; the runtime import (an option, whose
+    // default is our installed package's) is the one reference allowed.
+    const OURS: &[&str] = &["make codegen", "openagents schema", "openagents-schema-digest", "openagents.validate", "`schema/`", "OpenAgentsError", "`submit`", "`interrupt`"];
+    let config = Config::new().schema_dir(vendored_dir().join("acp-v1.schema.json"));
+    let mut files: Vec<(String, String)> = Vec::new();
+    files.extend(config.generate_python().expect("Python").into_iter().map(|(n, t)| (format!("python/{n}"), t)));
+    files.extend(config.generate_typescript().expect("TypeScript").into_iter().map(|(n, t)| (format!("typescript/{n}"), t)));
+    let rust = config.generate_rust().expect("Rust");
+    // The bundle string carries the bundle's own `$comment` (part of the digest): not prose of ours.
+    let rust: String = rust.lines().filter(|l| !l.contains("pub const SCHEMA_BUNDLE")).collect::<Vec<_>>().join("\n");
+    files.push(("rust".to_owned(), rust));
+    let mut found = Vec::new();
+    for (name, text) in &files {
+        for word in OURS {
+            if let Some(at) = text.find(word) {
+                let line = text[..at].lines().count();
+                found.push(format!("{name}:{line}: `{word}`"));
+            }
+        }
+    }
+    assert!(found.is_empty(), "our words in code generated from ACP's schema:\n{}", found.join("\n"));
+}
