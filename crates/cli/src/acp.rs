@@ -864,7 +864,17 @@ impl Adapter {
                     None => return,
                 },
                 m = bridge.recv(), if bridge_open => match m {
-                    Some(m) => self.on_bridge(&m).await,
+                    Some(m) => {
+                        // The events published before this request happened before it: they go
+                        // to the editor first (a turn's progress before its approval card), even
+                        // when a durable store delivers them only once written.
+                        let hub = self.engine.events();
+                        hub.delivered(hub.published_seq()).await;
+                        while let Some(ev) = sub.try_next_shared() {
+                            self.on_event(ev.event().clone()).await;
+                        }
+                        self.on_bridge(&m).await
+                    }
                     None => bridge_open = false,
                 },
                 b = barriers.recv(), if barriers_open => match b {

@@ -239,6 +239,11 @@ impl RpcEngine {
         &self.inner.bridge
     }
 
+    /// The event hub the engine publishes on.
+    pub fn events(&self) -> &EventHub {
+        &self.inner.hub
+    }
+
     /// The agent's description.
     pub fn describe_agent(&self) -> String {
         self.inner.agent.describe()

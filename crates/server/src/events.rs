@@ -325,6 +325,12 @@ impl EventHub {
         let _ = delivered.wait_for(|&at| at >= seq).await;
     }
 
+    /// The newest sequence number given out by `publish` (delivered or, with a durable store,
+    /// perhaps still being written).
+    pub fn published_seq(&self) -> i64 {
+        *self.next_seq.lock().unwrap_or_else(|p| p.into_inner()) - 1
+    }
+
     /// The newest sequence number delivered (0 before the first event; with a durable store,
     /// the store's newest at start).
     pub fn last_seq(&self) -> i64 {
