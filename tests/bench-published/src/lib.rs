@@ -3,25 +3,13 @@
 //! `corpus.py`).
 
 /// Agent Client Protocol v1 (`tests/third-party-schemas/acp-v1.schema.json`).
-#[allow(
-    clippy::all,
-    clippy::pedantic,
-    unused_labels,
-    unused_parens,
-    unreachable_patterns
-)]
+#[allow(clippy::all, clippy::pedantic)]
 pub mod acp_v1 {
     include!(concat!(env!("OUT_DIR"), "/acp_v1.rs"));
 }
 
 /// Model Context Protocol 2026-07-28 (`tests/third-party-schemas/mcp-2026-07-28.schema.json`).
-#[allow(
-    clippy::all,
-    clippy::pedantic,
-    unused_labels,
-    unused_parens,
-    unreachable_patterns
-)]
+#[allow(clippy::all, clippy::pedantic)]
 pub mod mcp_2026_07_28 {
     include!(concat!(env!("OUT_DIR"), "/mcp_2026_07_28.rs"));
 }

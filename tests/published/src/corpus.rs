@@ -81,6 +81,16 @@ pub enum Category {
 }
 
 impl Category {
+    /// Every category, instances first.
+    pub const ALL: [Category; 6] = [
+        Category::Instance,
+        Category::RemoveRequired,
+        Category::WrongType,
+        Category::UnknownTag,
+        Category::Bound,
+        Category::DuplicateKey,
+    ];
+
     /// The category's name in the corpus files and reports.
     pub fn name(self) -> &'static str {
         match self {

@@ -78,17 +78,10 @@ fn read_json(path: &PathBuf) -> Result<Value, String> {
 }
 
 fn category(name: &str) -> Result<Category, String> {
-    [
-        Category::Instance,
-        Category::RemoveRequired,
-        Category::WrongType,
-        Category::UnknownTag,
-        Category::Bound,
-        Category::DuplicateKey,
-    ]
-    .into_iter()
-    .find(|c| c.name() == name)
-    .ok_or_else(|| format!("unknown category `{name}`"))
+    Category::ALL
+        .into_iter()
+        .find(|c| c.name() == name)
+        .ok_or_else(|| format!("unknown category `{name}`"))
 }
 
 fn compare(dir: &Path) -> Result<(), String> {
