@@ -1324,7 +1324,12 @@ impl<'a> Lowerer<'a> {
             node.literals = Some(vec![c.clone()]);
             node.is_const = true;
         }
-        let has_object_rules = ["properties", "required", "additionalProperties"].iter().any(|k| map.contains_key(*k));
+        // `additionalProperties: true` (or `{}`) alone says what an object already is: a map of
+        // anything, kept whole (`_meta`-style extension bags), not a struct that drops its keys.
+        let open_only = |v: &Value| v == &Value::Bool(true) || v.as_object().is_some_and(Map::is_empty);
+        let has_object_rules = map.contains_key("properties")
+            || map.contains_key("required")
+            || map.get("additionalProperties").is_some_and(|v| !open_only(v));
         if has_object_rules && types.contains(Types::OBJECT) {
             let own = types.without_null() == Types::OBJECT && node.literals.is_none() && !composed;
             let name = if own { self.named(file, pointer, hint) } else { self.named(file, &format!("{pointer}{OBJECT_PART}"), &format!("{hint}Object")) };

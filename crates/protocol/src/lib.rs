@@ -24,6 +24,15 @@ mod generated {
 
 pub use generated::*;
 
+/// The Agent Client Protocol v1: its types, exact decoders, validators and per-side method enums
+/// (`agent_side`, `client_side`, `protocol_side`), generated at build time from ACP's published
+/// schema (vendored, unchanged, in `tests/third-party-schemas/`).
+#[cfg(feature = "acp")]
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod acp {
+    include!(concat!(env!("OUT_DIR"), "/acp_v1.rs"));
+}
+
 impl Limits {
     /// The limits this build enforces, as `status` reports them.
     pub fn of_this_build() -> Limits {
