@@ -1,8 +1,10 @@
 //! The durable store against the real binary: a restart on the same SQLite store continues the
 //! sequence and a client resuming over SSE (and `subscribe` over stdio) gets exactly the events
 //! it missed, no gap, the earlier run's `shutting_down` ending nothing; a server
-//! killed (`kill -9`) mid-turn leaves a store whose turn the next start closes, and that passes
-//! `PRAGMA integrity_check`; bad stores are refused at start (exit 2, the path named); the
+//! killed (`kill -9`) mid-turn leaves a store whose turn the next start closes with a
+//! `turn_failed` event (`runtime_restarted`), and that passes `PRAGMA integrity_check`; killed
+//! ten times at random points of a busy turn, the store stays intact, no sequence number is used
+//! twice, and every event a subscriber was sent is served again, byte for byte; bad stores are refused at start (exit 2, the path named); the
 //! default store's place, `--name`, and a store another runtime holds.
 
 mod security_common;
@@ -71,6 +73,12 @@ fn sse(addr: SocketAddr, resume: (&str, &str), n: usize) -> Vec<serde_json::Valu
 
 /// The events in what a chunked SSE response has sent so far.
 fn frames(raw: &[u8]) -> Vec<serde_json::Value> {
+    frame_data(raw).iter().map(|data| serde_json::from_str(data).unwrap_or_else(|e| panic!("{e}: {data}"))).collect()
+}
+
+/// The `data:` of every complete event frame in what a chunked SSE response has sent so far,
+/// as the server wrote it.
+fn frame_data(raw: &[u8]) -> Vec<String> {
     let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else { return Vec::new() };
     let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
     assert!(head.starts_with("http/1.1 200"), "{head}");
@@ -89,10 +97,7 @@ fn frames(raw: &[u8]) -> Vec<serde_json::Value> {
     text.split("\n\n")
         .filter(|frame| frame.lines().any(|l| l.starts_with("data: ")))
         .filter(|frame| text.contains(&format!("{frame}\n\n")))
-        .map(|frame| {
-            let data: String = frame.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
-            serde_json::from_str(&data).unwrap_or_else(|e| panic!("{e}: {data}"))
-        })
+        .map(|frame| frame.lines().filter_map(|l| l.strip_prefix("data: ")).collect())
         .collect()
 }
 
@@ -186,8 +191,16 @@ fn a_turn_running_when_the_server_is_killed_is_closed_by_the_next_start_and_the_
 
     let mut second = s.serve_runner("slow", &args).unwrap_or_else(|(code, err)| panic!("serve did not start again ({code:?}): {err}"));
     let addr = addr_of(&second);
-    assert_eq!(last_seq(addr), 1, "the killed run's turn_started is kept, and nothing new was published");
+    assert_eq!(last_seq(addr), 2, "the killed run's turn_started is kept, and the start published the turn's end after it");
     assert_eq!(rpc(addr, "status", serde_json::Value::Null)["result"]["state"], "idle");
+    // A client replaying the stream sees the killed turn end: turn_failed, runtime_restarted.
+    for resume in [("since", "0"), ("last-event-id", "1")] {
+        let got = sse(addr, resume, if resume.0 == "since" { 2 } else { 1 });
+        let failed = got.last().expect("an event");
+        assert_eq!((failed["seq"].as_i64(), failed["event"]["type"].as_str()), (Some(2), Some("turn_failed")), "{resume:?}: {got:?}");
+        assert_eq!(failed["event"]["error"]["code"], "runtime_restarted", "{failed}");
+        assert_eq!(failed["event"]["error"]["retryable"], true, "{failed}");
+    }
     assert_eq!(signal(&mut second, "TERM"), Some(0));
     drop(second);
 
@@ -200,11 +213,11 @@ fn a_turn_running_when_the_server_is_killed_is_closed_by_the_next_start_and_the_
     assert_eq!(outcome, "failed");
     let error: serde_json::Value = serde_json::from_str(&error).expect("the error is JSON");
     assert_eq!(error["code"], "runtime_restarted");
-    assert_eq!((first_seq, last), (1, 1));
+    assert_eq!((first_seq, last), (1, 2), "the turn's last event is the turn_failed the restart wrote");
     assert!(ended.is_some());
     assert_eq!((conversation.as_str(), task.as_str()), ("conv-killed", "never ends"));
     let kinds: Vec<String> = conn.prepare("SELECT json FROM events ORDER BY seq").unwrap().query_map([], |r| r.get::<_, String>(0)).unwrap().map(|j| serde_json::from_str::<serde_json::Value>(&j.unwrap()).unwrap()["event"]["type"].as_str().unwrap().to_owned()).collect();
-    assert_eq!(kinds, ["turn_started", "shutting_down"], "the restart published nothing about the closed turn");
+    assert_eq!(kinds, ["turn_started", "turn_failed", "shutting_down"], "the restart published the closed turn's end");
 }
 
 /// `serve --http --runner echo --store STORE` in `s`: its exit code and stderr (it must not start).
@@ -441,4 +454,152 @@ fn retain_days_prunes_older_events_at_start_a_resume_from_before_them_gets_gap_a
             assert!(!err.contains("panicked"), "{command:?}: {err}");
         }
     }
+}
+
+/// A live `GET /events?since=SINCE` read on its own thread: every event's JSON text, as sent,
+/// arrives on the channel until the connection ends.
+fn sse_live(addr: SocketAddr, since: i64) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    write!(stream, "GET /events?since={since} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {ADMIN}\r\n\r\n").expect("the request");
+    std::thread::spawn(move || {
+        // What has arrived: the head, then chunks; taken apart as it comes, never read twice.
+        let (mut raw, mut head_done, mut payload) = (Vec::new(), false, Vec::new());
+        let mut buf = vec![0u8; 65536];
+        while let Ok(k) = stream.read(&mut buf) {
+            if k == 0 {
+                break;
+            }
+            raw.extend_from_slice(&buf[..k]);
+            if !head_done {
+                let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else { continue };
+                assert!(raw.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&raw[..end]));
+                raw.drain(..end + 4);
+                head_done = true;
+            }
+            while let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") {
+                let Ok(size) = usize::from_str_radix(String::from_utf8_lossy(&raw[..eol]).trim(), 16) else { return };
+                if raw.len() < eol + 2 + size + 2 {
+                    break;
+                }
+                payload.extend_from_slice(&raw[eol + 2..eol + 2 + size]);
+                raw.drain(..eol + 2 + size + 2);
+            }
+            while let Some(end) = payload.windows(2).position(|w| w == b"\n\n") {
+                let frame: Vec<u8> = payload.drain(..end + 2).collect();
+                let data: String = String::from_utf8_lossy(&frame).lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+                if !data.is_empty() && tx.send(data).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// A small deterministic generator (xorshift64*), seeded from the clock and printed, so a
+/// failing run can be told apart and its kill points read from the message.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n.max(1)
+    }
+}
+
+/// How many times the server is killed.
+const KILLS: usize = 10;
+
+/// How many words the busy turn's task has: the echo runner sends one `text` event a word.
+const BUSY_WORDS: usize = 1500;
+
+/// Issue #26's proof: ten times, a server is killed (`kill -9`) at a random point of a busy turn
+/// (after its subscriber has been sent a random number of the turn's events) and started again
+/// on the same store. Each time the store passes `PRAGMA integrity_check`, the killed turn ends
+/// in the replayed stream with exactly one terminal event (its `turn_completed` when it was
+/// written before the kill, else the restart's `turn_failed` with `runtime_restarted`), no
+/// sequence number is given twice, and every event the subscriber was sent is served again by
+/// the restarted server byte for byte.
+#[test]
+fn killed_ten_times_at_random_points_of_a_busy_turn_the_store_loses_nothing_a_subscriber_saw() {
+    let s = Setup::new("store-kill-random", "");
+    let creds = credentials(&s);
+    let db = s.dir.join("runtime.db");
+    let args = ["--credentials", creds.as_str(), "--store", &db_arg(&db)];
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64) | 1;
+    let mut rng = Rng(seed);
+    let task: String = (0..BUSY_WORDS).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
+    // Every event any subscriber was sent, by sequence number, as sent.
+    let mut seen: std::collections::BTreeMap<i64, String> = std::collections::BTreeMap::new();
+    let started = Instant::now();
+    let mut kills = Vec::new();
+    for round in 0..=KILLS {
+        let mut server = s.serve(&args).unwrap_or_else(|(code, err)| panic!("seed {seed}, round {round}: serve did not start ({code:?}): {err}"));
+        let addr = addr_of(&server);
+        let start_seq = last_seq(addr);
+        let newest_seen = seen.keys().next_back().copied().unwrap_or(0);
+        assert!(start_seq >= newest_seen, "seed {seed}, round {round}: the sequence went back to {start_seq}, below {newest_seen} already sent");
+
+        // Everything from the start, replayed and then live: what earlier runs sent, identical.
+        let events = sse_live(addr, 0);
+        let replay: Vec<String> = (0..start_seq).map(|_| events.recv_timeout(BOUND).unwrap_or_else(|_| panic!("seed {seed}, round {round}: the replay ended early"))).collect();
+        let replayed: std::collections::BTreeMap<i64, String> = replay.iter().map(|d| (serde_json::from_str::<serde_json::Value>(d).expect("JSON")["seq"].as_i64().expect("seq"), d.clone())).collect();
+        assert_eq!(replayed.keys().copied().collect::<Vec<_>>(), (1..=start_seq).collect::<Vec<_>>(), "seed {seed}, round {round}: a replay with a hole or a notice");
+        for (seq, data) in &seen {
+            assert_eq!(replayed.get(seq), Some(data), "seed {seed}, round {round}: event {seq} was sent before a kill and is not served again as it was");
+        }
+        // The turn killed in the round before ends with exactly one terminal event.
+        if round > 0 {
+            let last_start = replayed.iter().rev().find(|(_, d)| d.contains(r#""type":"turn_started""#)).map(|(seq, _)| *seq).expect("a turn started");
+            let ends: Vec<&String> = replayed.range(last_start..).map(|(_, d)| d).filter(|d| d.contains(r#""type":"turn_completed""#) || d.contains(r#""type":"turn_failed""#)).collect();
+            assert_eq!(ends.len(), 1, "seed {seed}, round {round}: the killed turn's ends: {ends:?}");
+            assert!(ends[0].contains("turn_completed") || ends[0].contains(r#""code":"runtime_restarted""#), "seed {seed}, round {round}: {}", ends[0]);
+        }
+        seen.extend(replayed);
+        if round == KILLS {
+            assert_eq!(signal(&mut server, "TERM"), Some(0), "seed {seed}");
+            break;
+        }
+
+        // A busy turn, killed once the subscriber has been sent a random number of its events.
+        let kill_after = 1 + rng.below(BUSY_WORDS as u64 - 1) as usize;
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "submit", "params": {"task": task}}).to_string();
+        std::thread::spawn(move || {
+            let request = format!("POST /rpc HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {ADMIN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+            if let Ok(mut stream) = TcpStream::connect(addr) {
+                let _ = stream.write_all(request.as_bytes());
+                let _ = stream.read_to_end(&mut Vec::new());
+            }
+        });
+        for n in 0..kill_after {
+            let data = events.recv_timeout(BOUND).unwrap_or_else(|_| panic!("seed {seed}, round {round}: only {n} of the turn's events arrived"));
+            let v: serde_json::Value = serde_json::from_str(&data).expect("JSON");
+            let kind = v["event"]["type"].as_str().expect("a type");
+            // A subscriber-local notice is not part of the stream.
+            assert!(kind != "gap", "seed {seed}, round {round}: {data}");
+            if kind != "lagged" {
+                let seq = v["seq"].as_i64().expect("seq");
+                assert!(seq > start_seq && seen.insert(seq, data.clone()).is_none(), "seed {seed}, round {round}: sequence number {seq} was sent twice");
+            }
+        }
+        assert_eq!(signal(&mut server, "KILL"), None, "seed {seed}, round {round}: killed by the signal");
+        kills.push(kill_after);
+        drop(server);
+        let conn = rusqlite::Connection::open(&db).expect("the store opens");
+        let integrity: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).expect("integrity_check");
+        assert_eq!(integrity, "ok", "seed {seed}, round {round}");
+    }
+    // The store holds every event ever sent, as sent, under its one sequence number.
+    let conn = rusqlite::Connection::open(&db).expect("the store opens");
+    let stored: std::collections::BTreeMap<i64, String> =
+        conn.prepare("SELECT seq, json FROM events").unwrap().query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect();
+    for (seq, data) in &seen {
+        assert_eq!(stored.get(seq), Some(data), "seed {seed}: event {seq}");
+    }
+    let running: i64 = conn.query_row("SELECT count(*) FROM turns WHERE outcome = 'running'", [], |r| r.get(0)).expect("turns");
+    assert_eq!(running, 0, "seed {seed}: every killed turn was closed");
+    eprintln!("seed {seed}: killed after {kills:?} events, {} events checked, in {:?}", seen.len(), started.elapsed());
 }

@@ -13,10 +13,10 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use openagents_protocol::{RuntimeEvent, SERVER_EVENT_CHANNEL_CAPACITY, ServerEvent};
+use openagents_protocol::{ErrorCode, RuntimeEvent, RuntimeSubmitError, SERVER_EVENT_CHANNEL_CAPACITY, ServerEvent};
 use tokio::sync::{broadcast, watch};
 
-use crate::store::{AGE_PRUNE_BATCH, MemoryStore, Outcome, Record, Retention, Store, StoreError, TurnEnd, TurnStart};
+use crate::store::{AGE_PRUNE_BATCH, MemoryStore, Outcome, RUNTIME_RESTARTED_MESSAGE, Record, Retention, Store, StoreError, TurnEnd, TurnRecord, TurnStart};
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
@@ -243,9 +243,11 @@ impl EventHub {
     ///
     /// When the store cannot be read or written.
     pub fn with_retention(capacity: usize, store: Arc<dyn Store>, retention: Retention) -> Result<Self, StoreError> {
-        for t in store.close_running_turns(now_ms())? {
+        let closed = store.close_running_turns(now_ms())?;
+        for t in &closed {
             tracing::warn!(target: "openagents::audit", event = "turn_closed_at_start", assignment = %t.start.assignment, conversation = %t.start.conversation, first_seq = t.start.first_seq, "a turn that was running when the runtime stopped was closed as failed ({})", crate::store::RUNTIME_RESTARTED);
         }
+        write_closed_turns_failed(&*store, &closed)?;
         let retention = Retention { events: retention.events.max(1), days: retention.days.max(1), check_every: retention.check_every.max(std::time::Duration::from_millis(1)) };
         if store.durable() {
             store.prune(retention.events)?;
@@ -391,6 +393,35 @@ impl EventHub {
         let store = self.store.durable().then(|| Arc::clone(&self.store));
         Subscription { page: VecDeque::new(), from_store, store, run_start: self.run_start, backlog, rx, seen, count: Arc::clone(&self.subscribers), counters: Arc::clone(&self.counters) }
     }
+}
+
+/// The `turn_failed` event (code `runtime_restarted`) that ends each turn `closed` at start,
+/// written after the store's newest event with the next sequence numbers, in one transaction
+/// with the turn's `last_seq` moved onto it: a client replaying the stream sees the turn end,
+/// as it would have had the runtime not stopped. (Should this process stop between the close
+/// and this write, the turn stays closed without its event: a window of one commit at start.)
+fn write_closed_turns_failed(store: &dyn Store, closed: &[TurnRecord]) -> Result<(), StoreError> {
+    if closed.is_empty() {
+        return Ok(());
+    }
+    let code = ErrorCode::RuntimeRestarted;
+    let error = RuntimeSubmitError { retryable: code.retryable(), code, message: RUNTIME_RESTARTED_MESSAGE.into(), details: None };
+    let error_json = serde_json::to_string(&error).ok();
+    let mut seq = store.last_seq()?;
+    let now = now_ms();
+    let mut written = Vec::with_capacity(closed.len());
+    for t in closed {
+        seq += 1;
+        let event = ServerEvent { seq, time_ms: Some(now), event: RuntimeEvent::TurnFailed { error: error.clone() } };
+        let end = TurnEnd { first_seq: t.start.first_seq, outcome: Outcome::Failed, result: None, error: error_json.clone(), ended_ms: t.ended_ms.unwrap_or(now), last_seq: seq };
+        written.push((crate::projection::event_json(&event), end));
+    }
+    let mut records = Vec::with_capacity(2 * written.len());
+    for (json, end) in &written {
+        records.push(Record::Event { seq: end.last_seq, time_ms: now, json });
+        records.push(Record::TurnEnded(end));
+    }
+    store.write(&records)
 }
 
 /// The writer thread: takes what is queued (at most [`WRITE_BATCH`]), writes it in one

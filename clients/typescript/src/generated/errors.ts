@@ -163,6 +163,16 @@ export class InternalError extends OpenAgentsError {
   static override readonly code = "internal";
 }
 
+/**
+ * The runtime stopped (it was killed, crashed, or its machine went down) while the turn ran; the runtime closed the turn when it started again. Sent as the `turn_failed` event that ends such a turn, never as the answer to a request. Submitting it again may succeed.
+ *
+ * Retrying can help.
+ */
+export class RuntimeRestartedError extends OpenAgentsError {
+  /** The code this class stands for. */
+  static override readonly code = "runtime_restarted";
+}
+
 /** The class for each `ErrorCode` value. */
 export const ERROR_CLASSES = {
   parse_error: ParseErrorError,
@@ -181,6 +191,7 @@ export const ERROR_CLASSES = {
   timeout: TimeoutError,
   shutting_down: ShuttingDownError,
   internal: InternalError,
+  runtime_restarted: RuntimeRestartedError,
 } as const;
 
 /** The class for a code; `UnknownCodeError` for one this version does not know. */

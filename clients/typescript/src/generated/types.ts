@@ -18,7 +18,7 @@ export type UnknownValue = string & { readonly __unknownValue: true };
  * canonical bundle of its schema files (`openagents-codegen digest`). A server that reports the digest
  * of its own schema lets a client compare the two and see a mismatch before it matters.
  */
-export const SCHEMA_DIGEST = "ff4392cb4f2c955ed36a4f119bc8cd7fe09cee7fd8253966a94aa9ebbbcafe18";
+export const SCHEMA_DIGEST = "913ec4cd7580435d6b05019aa3860639716f6ed2a2081dbfad034de2b17e89a3";
 
 /** The largest request or result line, in bytes (96 KiB). Large enough for a long task, small enough that a runner can hold a whole line in memory without thinking about it. */
 export const MAX_FRAME = 98304;
@@ -27,7 +27,7 @@ export const MAX_FRAME = 98304;
 export const MAX_OUTPUT = 1048576;
 
 /** The protocol version this schema defines, MAJOR.MINOR.PATCH: MAJOR changes with any change that breaks old clients, hosts or runners (in either direction), MINOR with compatible additions, PATCH with documentation only. Every released version is frozen in schema/history/<version>/bundle.json with an entry in schema/CHANGELOG.md; `openagents-codegen gate` checks the schema against them. */
-export const PROTOCOL_VERSION = "1.1.0";
+export const PROTOCOL_VERSION = "1.2.0";
 
 /** How many events the runtime's bounded broadcast holds for its subscribers. A slow or absent subscriber never makes the agent wait or memory grow: it misses the oldest events and is told how many with a `lagged` event. */
 export const SERVER_EVENT_CHANNEL_CAPACITY = 1024;
@@ -107,10 +107,10 @@ export interface CallerGrant {
 export type ErrorCode = KnownErrorCode | UnknownValue;
 
 /** The values of `ErrorCode` this version knows. */
-export type KnownErrorCode = "parse_error" | "invalid_request" | "unknown_method" | "invalid_params" | "unauthorized" | "forbidden" | "busy" | "lease_held" | "runner_not_found" | "interrupted" | "runner_failed" | "frame_too_large" | "output_too_large" | "timeout" | "shutting_down" | "internal";
+export type KnownErrorCode = "parse_error" | "invalid_request" | "unknown_method" | "invalid_params" | "unauthorized" | "forbidden" | "busy" | "lease_held" | "runner_not_found" | "interrupted" | "runner_failed" | "frame_too_large" | "output_too_large" | "timeout" | "shutting_down" | "internal" | "runtime_restarted";
 
 /** Every value of `ErrorCode` this version knows, in schema order. */
-export const ERROR_CODE_VALUES = ["parse_error", "invalid_request", "unknown_method", "invalid_params", "unauthorized", "forbidden", "busy", "lease_held", "runner_not_found", "interrupted", "runner_failed", "frame_too_large", "output_too_large", "timeout", "shutting_down", "internal"] as const;
+export const ERROR_CODE_VALUES = ["parse_error", "invalid_request", "unknown_method", "invalid_params", "unauthorized", "forbidden", "busy", "lease_held", "runner_not_found", "interrupted", "runner_failed", "frame_too_large", "output_too_large", "timeout", "shutting_down", "internal", "runtime_restarted"] as const;
 
 /** Whether `value` is a value of `ErrorCode` this version knows. */
 export function isKnownErrorCode(value: string): value is KnownErrorCode {
@@ -135,6 +135,7 @@ export const ERROR_CODE_INFO = {
   timeout: { description: "The turn or request took longer than its time limit.", retryable: true, rpcCode: -32010 },
   shutting_down: { description: "The runtime is shutting down and takes no new work. Connect to another runtime.", retryable: false, rpcCode: -32011 },
   internal: { description: "A bug or an unexpected fault in the runtime. It may succeed another time; please report it.", retryable: true, rpcCode: -32603 },
+  runtime_restarted: { description: "The runtime stopped (it was killed, crashed, or its machine went down) while the turn ran; the runtime closed the turn when it started again. Sent as the `turn_failed` event that ends such a turn, never as the answer to a request. Submitting it again may succeed.", retryable: true, rpcCode: -32012 },
 } as const;
 
 /** Whether retrying can help, and the JSON-RPC code, for a value of `ErrorCode` this version does not know. */

@@ -547,6 +547,7 @@ function fErrorCode(v: unknown, lenient: boolean): boolean {
     case "timeout":
     case "shutting_down":
     case "internal":
+    case "runtime_restarted":
       return true;
     default:
       return lenient;
@@ -575,10 +576,11 @@ function cErrorCode(v: unknown, p: string, out: Violation[], lenient: boolean): 
     case "timeout":
     case "shutting_down":
     case "internal":
+    case "runtime_restarted":
       return;
   }
   if (lenient) return;
-  $enumViolation(out, p, v, ["parse_error", "invalid_request", "unknown_method", "invalid_params", "unauthorized", "forbidden", "busy", "lease_held", "runner_not_found", "interrupted", "runner_failed", "frame_too_large", "output_too_large", "timeout", "shutting_down", "internal"]);
+  $enumViolation(out, p, v, ["parse_error", "invalid_request", "unknown_method", "invalid_params", "unauthorized", "forbidden", "busy", "lease_held", "runner_not_found", "interrupted", "runner_failed", "frame_too_large", "output_too_large", "timeout", "shutting_down", "internal", "runtime_restarted"]);
 }
 
 /** Whether `value` is a valid `ErrorDetails` (see the module comment for `lenient`). */

@@ -21,6 +21,9 @@ use std::path::{Path, PathBuf};
 /// ran it stopped (killed, crashed, the machine went down) before the turn ended.
 pub const RUNTIME_RESTARTED: &str = "runtime_restarted";
 
+/// The message of a turn closed at start (the `runtime_restarted` error's).
+pub const RUNTIME_RESTARTED_MESSAGE: &str = "the runtime stopped while the turn ran; it was closed when the runtime started again";
+
 /// How many turns and conversations a [`MemoryStore`] keeps (the oldest go first).
 pub const MEMORY_STORE_TURNS: usize = 1024;
 
@@ -337,7 +340,7 @@ pub trait Store: Send + Sync {
 pub(crate) fn restarted_error() -> String {
     serde_json::json!({
         "code": RUNTIME_RESTARTED,
-        "message": "the runtime stopped while the turn ran; it was closed when the runtime started again",
+        "message": RUNTIME_RESTARTED_MESSAGE,
         "retryable": true,
     })
     .to_string()

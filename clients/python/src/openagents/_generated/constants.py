@@ -16,7 +16,7 @@ __all__ = [
     "VERSION",
 ]
 
-SCHEMA_DIGEST: Final = "ff4392cb4f2c955ed36a4f119bc8cd7fe09cee7fd8253966a94aa9ebbbcafe18"
+SCHEMA_DIGEST: Final = "913ec4cd7580435d6b05019aa3860639716f6ed2a2081dbfad034de2b17e89a3"
 """The digest of the exact schema this package was generated from: the lowercase hex SHA-256 of the
 canonical bundle of its schema files (`openagents-codegen digest`). A server that reports the digest
 of its own schema lets a client compare the two and see a mismatch before it matters.
@@ -32,7 +32,7 @@ MAX_OUTPUT: Final = 1048576
 buffers and forwards for a single turn.
 """
 
-PROTOCOL_VERSION: Final = "1.1.0"
+PROTOCOL_VERSION: Final = "1.2.0"
 """The protocol version this schema defines, MAJOR.MINOR.PATCH: MAJOR changes with any change that
 breaks old clients, hosts or runners (in either direction), MINOR with compatible additions, PATCH
 with documentation only. Every released version is frozen in schema/history/<version>/bundle.json

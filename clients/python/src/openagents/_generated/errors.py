@@ -27,6 +27,7 @@ __all__ = [
     "ParseErrorError",
     "RunnerFailedError",
     "RunnerNotFoundError",
+    "RuntimeRestartedError",
     "RuntimeSubmitException",
     "ShuttingDownError",
     "TimeoutError",
@@ -211,6 +212,17 @@ class InternalError(RuntimeSubmitException):
     RPC_CODE: ClassVar[int] = -32603
 
 
+class RuntimeRestartedError(RuntimeSubmitException):
+    """The runtime stopped (it was killed, crashed, or its machine went down) while the turn ran; the
+    runtime closed the turn when it started again. Sent as the `turn_failed` event that ends such a
+    turn, never as the answer to a request. Submitting it again may succeed.
+    """
+
+    CODE: ClassVar[str | None] = "runtime_restarted"
+    RETRYABLE: ClassVar[bool] = True
+    RPC_CODE: ClassVar[int] = -32012
+
+
 BY_CODE: Final[dict[str, type[RuntimeSubmitException]]] = {
     "parse_error": ParseErrorError,
     "invalid_request": InvalidRequestError,
@@ -228,6 +240,7 @@ BY_CODE: Final[dict[str, type[RuntimeSubmitException]]] = {
     "timeout": TimeoutError,
     "shutting_down": ShuttingDownError,
     "internal": InternalError,
+    "runtime_restarted": RuntimeRestartedError,
 }
 """The exception class of every known code."""
 

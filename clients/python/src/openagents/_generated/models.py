@@ -160,6 +160,12 @@ class ErrorCode(_rt.WireEnum):
     INTERNAL = "internal"
     """A bug or an unexpected fault in the runtime. It may succeed another time; please report it."""
 
+    RUNTIME_RESTARTED = "runtime_restarted"
+    """The runtime stopped (it was killed, crashed, or its machine went down) while the turn ran; the
+    runtime closed the turn when it started again. Sent as the `turn_failed` event that ends such a
+    turn, never as the answer to a request. Submitting it again may succeed.
+    """
+
 
 class RuntimeState(_rt.WireEnum):
     """What the runtime is doing. New states may be added.
