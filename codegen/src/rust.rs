@@ -365,9 +365,11 @@ impl Emitter<'_> {
         let validate = self.struct_validate(&t.name, &s.fields, &idents, &s.additional, quote!(self.));
         let check = self.struct_check(&s.fields, &s.additional, s.nullable);
         let key_binding = quote!(key);
+        // Every member optional: `Default` is the empty object, so a value names only what it sets.
+        let default = if s.fields.iter().all(|f| !f.required) { quote!(Default,) } else { quote!() };
         quote! {
             #d
-            #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+            #[derive(Debug, Clone, #default PartialEq, serde::Serialize)]
             #sattrs
             pub struct #id { #(#decls)* #extra_decl }
 

@@ -19,11 +19,18 @@
 //! the client's word. Closing a session cancels its turn and ends the runner process it holds
 //! (an ACP runner keeps one per conversation); a prompt to it is then an unknown session's.
 //!
+//! Every ACP message is one of the types generated from ACP's published schema
+//! (`openagents_protocol::acp`): what we read goes through their exact decoders and validators,
+//! what we write is built from them ([`messages`]); only the JSON-RPC envelope around them is
+//! ours ([`jsonrpc`]).
+//!
 //! A line costs a few times its size at most: it is checked without building anything
-//! (`rt::Skip`), its members are kept as raw text borrowed from it, and a prompt's blocks are
-//! flattened one by one as they are read, at most [`MAX_PROMPT_BLOCKS`] of them.
+//! (`rt::Skip`), its members are kept as raw text borrowed from it, its params are decoded only
+//! when they hold at most [`messages::MAX_ACP_VALUES`] JSON values, and a prompt's blocks are
+//! counted before it is decoded, at most [`MAX_PROMPT_BLOCKS`] of them.
 
-mod wire;
+mod jsonrpc;
+mod messages;
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -33,18 +40,20 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Args;
+use openagents_protocol::acp;
 use openagents_protocol::rt::{Skip, describe_json_error};
 use openagents_sdk::agents::host::{FrameError, LineReader};
 use openagents_sdk::protocol::{ApprovalReply, ErrorCode, ErrorDetails, InterruptParams, Method, RuntimeEvent, RuntimeSubmitError, SERVER_MAX_LINE_BYTES, ServerEvent, SubmitParams, Turn};
 use openagents_sdk::server::events::Subscription;
 use openagents_sdk::server::{Caller, RpcEngine};
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{Notify, mpsc, oneshot};
 
-use wire::{ACP_PROTOCOL_VERSION, JsonRpc, Outgoing, SessionUpdate, StopReason, TextBlock, ToolCallStatus, ToolKind};
+use acp::{SessionUpdate, StopReason};
+use jsonrpc::{ErrorObject, JsonRpc, Outgoing, value};
+use messages::ACP_PROTOCOL_VERSION;
 
 /// Prompts that may wait for the turn slot at once (each session has at most one).
 pub const MAX_WAITING_PROMPTS: usize = 64;
@@ -142,29 +151,49 @@ pub fn acp(args: AcpArgs) -> ExitCode {
 }
 
 /// The JSON-RPC error for `e`: its `rpc_code`, and `data` the typed error itself.
-fn error_object(e: &RuntimeSubmitError) -> wire::ErrorObject {
-    wire::ErrorObject { code: e.code.rpc_code(), message: e.message.clone(), data: wire::value(e) }
+fn error_object(e: &RuntimeSubmitError) -> ErrorObject {
+    ErrorObject { code: e.code.rpc_code(), message: e.message.clone(), data: value(e) }
 }
 
 fn err(code: ErrorCode, message: impl Into<String>) -> RuntimeSubmitError {
     RuntimeSubmitError { retryable: code.retryable(), code, message: message.into(), details: None }
 }
 
-/// `method`'s params decoded straight from their raw text (absent: `{}`).
-fn params<T: DeserializeOwned>(method: &str, p: Option<&RawValue>) -> Result<T, RuntimeSubmitError> {
-    serde_json::from_str(p.map_or("{}", RawValue::get)).map_err(|e| err(ErrorCode::InvalidParams, format!("invalid `{method}` params: {}", describe_json_error(&e))))
+/// The most violations an error's `details` lists.
+const MAX_VIOLATIONS: usize = 16;
+
+/// An `invalid_params` error saying `what`, with the schema's `violations` in its details.
+fn invalid_params(what: String, violations: Vec<openagents_protocol::rt::Violation>) -> RuntimeSubmitError {
+    let mut e = err(ErrorCode::InvalidParams, what);
+    if !violations.is_empty() {
+        let omitted = violations.len().saturating_sub(MAX_VIOLATIONS);
+        e.details = Some(ErrorDetails {
+            violations: Some(violations.into_iter().take(MAX_VIOLATIONS).map(|v| openagents_sdk::protocol::Violation { pointer: v.pointer, keyword: v.keyword, message: v.message }).collect()),
+            violations_omitted: (omitted > 0).then_some(omitted as i64),
+            known: None,
+            holder: None,
+            expires_at_ms: None,
+            limit: None,
+        });
+    }
+    e
+}
+
+/// `method`'s params (absent: `{}`) through ACP's generated decoder and validator.
+fn params<T: openagents_protocol::rt::Wire + openagents_protocol::rt::Validate + openagents_protocol::rt::SchemaCheck>(method: &str, p: Option<&RawValue>) -> Result<T, RuntimeSubmitError> {
+    messages::decode(p.map(RawValue::get)).map_err(|(why, v)| invalid_params(format!("invalid `{method}` params: {why}"), v))
 }
 
 /// The error for a prompt whose params were refused.
-fn prompt_error(e: wire::PromptError) -> RuntimeSubmitError {
+fn prompt_error(e: messages::PromptError) -> RuntimeSubmitError {
     match e {
-        wire::PromptError::Invalid(why) => err(ErrorCode::InvalidParams, format!("invalid `session/prompt` params: {why}")),
-        wire::PromptError::TooManyBlocks => {
+        messages::PromptError::Invalid(why, v) => invalid_params(format!("invalid `session/prompt` params: {why}"), v),
+        messages::PromptError::TooManyBlocks => {
             let mut e = err(ErrorCode::InvalidParams, format!("the prompt has more than {MAX_PROMPT_BLOCKS} content blocks (MAX_PROMPT_BLOCKS): they could never fit one task of {TASK_MAX_CHARS} characters; send fewer"));
             e.details = Some(ErrorDetails { violations: None, violations_omitted: None, known: None, holder: None, expires_at_ms: None, limit: Some(MAX_PROMPT_BLOCKS as i64) });
             e
         }
-        wire::PromptError::Block { index, kind, why } => err(ErrorCode::InvalidParams, format!("prompt block {index} (type `{kind}`): {why}")),
+        messages::PromptError::Unsupported { index, kind } => err(ErrorCode::InvalidParams, format!("prompt block {index} (type `{kind}`): not supported (promptCapabilities: text and resource_link only)")),
     }
 }
 
@@ -367,13 +396,13 @@ impl Adapter {
     }
 
     async fn send_update(&self, session: &str, update: SessionUpdate) {
-        let params = wire::value(&wire::SessionNotification { session_id: session.to_owned(), update });
+        let params = value(&acp::SessionNotification { session_id: session.to_owned(), update, meta: None });
         self.send(Outgoing::Notification { jsonrpc: JsonRpc::V2, method: "session/update", params }).await;
     }
 
     async fn answer_prompt(&self, id: Value, outcome: Result<StopReason, RuntimeSubmitError>) {
         match outcome {
-            Ok(stop_reason) => self.send_result(id, wire::value(&wire::PromptResponse { stop_reason })).await,
+            Ok(stop_reason) => self.send_result(id, value(&acp::PromptResponse { stop_reason, meta: None })).await,
             Err(e) => self.send_error(id, &e).await,
         }
     }
@@ -400,22 +429,22 @@ impl Adapter {
             return self.send_error(Value::Null, &err(ErrorCode::InvalidRequest, why)).await;
         }
         // Each member as raw text borrowed from the line: `params` is decoded by its method.
-        let msg: wire::Envelope<'_> = match serde_json::from_str(text) {
+        let msg: jsonrpc::Envelope<'_> = match serde_json::from_str(text) {
             Ok(m) => m,
             Err(e) => return self.send_error(Value::Null, &err(ErrorCode::InvalidRequest, format!("the message is not a JSON-RPC 2.0 object: {}", describe_json_error(&e)))).await,
         };
         // ACP's RequestId: null, a 64-bit integer or a string.
-        let id = match msg.id.map(wire::scalar) {
+        let id = match msg.id.map(jsonrpc::scalar) {
             None => None,
             Some(Some(v @ (Value::Null | Value::String(_)))) => Some(v),
             Some(Some(Value::Number(n))) if n.is_i64() => Some(Value::Number(n)),
             Some(_) => return self.send_error(Value::Null, &err(ErrorCode::InvalidRequest, "`id` must be null, a 64-bit integer or a string")).await,
         };
-        if msg.jsonrpc.and_then(wire::scalar).as_ref().and_then(Value::as_str) != Some("2.0") {
+        if msg.jsonrpc.and_then(jsonrpc::scalar).as_ref().and_then(Value::as_str) != Some("2.0") {
             return self.send_error(id.unwrap_or(Value::Null), &err(ErrorCode::InvalidRequest, "every message carries \"jsonrpc\": \"2.0\"")).await;
         }
         let answered = msg.result.is_some() || msg.error.is_some();
-        match (msg.method.map(wire::scalar), id) {
+        match (msg.method.map(jsonrpc::scalar), id) {
             (Some(Some(Value::String(m))), Some(id)) => self.on_request(&m, id, msg.params).await,
             (Some(Some(Value::String(m))), None) => self.on_notification(&m, msg.params).await,
             (Some(_), id) => self.send_error(id.unwrap_or(Value::Null), &err(ErrorCode::InvalidRequest, "`method` must be a string")).await,
@@ -464,7 +493,7 @@ impl Adapter {
                 Ok(()) => return,
                 Err(e) => return self.send(Outgoing::Error { jsonrpc: JsonRpc::V2, id, error: e }).await,
             },
-            "_openagents/status" => Ok(wire::value(&self.engine.status())),
+            "_openagents/status" => Ok(value(&self.engine.status())),
             _ => Err(err(ErrorCode::UnknownMethod, format!("`{method}` is not a method this agent offers (initialize, session/new, session/prompt, session/cancel, session/close, _openagents/status)"))),
         };
         match outcome {
@@ -480,7 +509,7 @@ impl Adapter {
         // Other notifications (and `$/cancel_request`: every request is answered promptly, or is
         // a prompt, which `session/cancel` ends) are ignored.
         if method == "session/cancel" {
-            match params::<wire::CancelNotification>(method, p) {
+            match params::<acp::CancelNotification>(method, p) {
                 Ok(c) => self.cancel(&c.session_id).await,
                 Err(e) => eprintln!("openagents acp: ignoring session/cancel: {}", e.message),
             }
@@ -488,10 +517,10 @@ impl Adapter {
     }
 
     fn initialize(&self, p: Option<&RawValue>) -> Result<Value, RuntimeSubmitError> {
-        let req: wire::InitializeRequest = params("initialize", p)?;
+        let req: acp::InitializeRequest = params("initialize", p)?;
         let notices = req.client_capabilities.as_ref().and_then(|c| c.session.as_ref()).is_some_and(|s| s.notices.is_some());
-        let client = req.client_info.as_ref().and_then(|i| i.name.clone()).unwrap_or_else(|| "an unnamed client".into());
-        let version = req.client_info.as_ref().and_then(|i| i.version.as_deref()).map(|v| format!(" {v}")).unwrap_or_default();
+        let client = req.client_info.as_ref().map_or_else(|| "an unnamed client".into(), |i| i.name.clone());
+        let version = req.client_info.as_ref().map(|i| format!(" {}", i.version)).unwrap_or_default();
         eprintln!("openagents acp: {client}{version} connected (asked for ACP {}, speaking {ACP_PROTOCOL_VERSION})", req.protocol_version);
         {
             let mut st = self.lock();
@@ -499,42 +528,28 @@ impl Adapter {
             st.notices = notices;
             st.client = client;
         }
-        Ok(wire::value(&wire::InitializeResponse {
-            protocol_version: ACP_PROTOCOL_VERSION,
-            agent_capabilities: wire::AgentCapabilities {
-                load_session: false,
-                prompt_capabilities: wire::PromptCapabilities { image: false, audio: false, embedded_context: false },
-                mcp_capabilities: wire::McpCapabilities { http: false, sse: false },
-                session_capabilities: wire::SessionCapabilities { close: wire::Empty {} },
-                meta: wire::CapabilitiesMeta { extensions: vec!["_openagents/status"] },
-            },
-            auth_methods: vec![],
-            agent_info: wire::Implementation { name: "openagents".into(), title: "openagents".into(), version: env!("CARGO_PKG_VERSION").into() },
-            meta: wire::InitializeMeta {
-                protocol_version: openagents_sdk::protocol::PROTOCOL_VERSION.into(),
-                schema_digest: openagents_sdk::protocol::SCHEMA_DIGEST.into(),
-                max_sessions: self.max_sessions,
-            },
-        }))
+        let ours = messages::InitializeMeta {
+            protocol_version: openagents_sdk::protocol::PROTOCOL_VERSION.into(),
+            schema_digest: openagents_sdk::protocol::SCHEMA_DIGEST.into(),
+            max_sessions: self.max_sessions,
+        };
+        Ok(value(&messages::initialize_response(env!("CARGO_PKG_VERSION"), &ours)))
     }
 
     /// The result, the session id, the notice to send after the result (if any), and the
     /// session closed to make room for it (if any), whose runner process is to be ended.
     #[allow(clippy::type_complexity)]
     fn new_session(&self, p: Option<&RawValue>) -> Result<(Value, String, Option<SessionUpdate>, Option<String>), RuntimeSubmitError> {
-        let req: wire::NewSessionRequest = params("session/new", p)?;
-        let runner = match req.meta.and_then(|m| m.runner) {
+        let req: acp::NewSessionRequest = params("session/new", p)?;
+        let runner = match req.meta.as_ref().and_then(|m| m.get("openagents/runner")) {
             None => self.runners[0].clone(),
-            Some(wire::Loose::Str(r)) if self.runners.contains(&r) => r,
-            Some(wire::Loose::Str(r)) => return Err(err(ErrorCode::InvalidParams, format!("`_meta.openagents/runner` \"{}\" is not one of this agent's runners ({})", r.escape_debug(), self.runners.join(", ")))),
-            Some(wire::Loose::Other) => return Err(err(ErrorCode::InvalidParams, format!("`_meta.openagents/runner` must be a string naming one of this agent's runners ({})", self.runners.join(", ")))),
+            Some(Value::String(r)) if self.runners.contains(r) => r.clone(),
+            Some(Value::String(r)) => return Err(err(ErrorCode::InvalidParams, format!("`_meta.openagents/runner` \"{}\" is not one of this agent's runners ({})", r.escape_debug(), self.runners.join(", ")))),
+            Some(_) => return Err(err(ErrorCode::InvalidParams, format!("`_meta.openagents/runner` must be a string naming one of this agent's runners ({})", self.runners.join(", ")))),
         };
         // The same check as `Turn.cwd`.
         turn_violations(&Turn::new("a", "a", runner.clone(), "a", req.cwd.clone()), "/cwd", "`cwd` is not an absolute path a turn can use")?;
-        let ignored: Vec<String> = req.mcp_servers.unwrap_or_default().into_iter().map(|s| match s.name {
-            Some(wire::Loose::Str(n)) => n,
-            _ => "(unnamed)".to_owned(),
-        }).collect();
+        let ignored: Vec<String> = req.mcp_servers.iter().map(|s| s.get("name").and_then(Value::as_str).unwrap_or("(unnamed)").to_owned()).collect();
         let mut st = self.lock();
         if st.closing {
             return Err(err(ErrorCode::ShuttingDown, "the agent is shutting down and takes no new sessions"));
@@ -562,17 +577,14 @@ impl Adapter {
         let notices = st.notices;
         drop(st);
         let mut notice = None;
-        let meta = if ignored.is_empty() {
-            None
-        } else {
+        if !ignored.is_empty() {
             let what = format!("ignored {} MCP server(s) from the editor ({}): openagents runs only the operator's runners and never launches a command a client names", ignored.len(), ignored.join(", "));
             eprintln!("openagents acp: session {session_id}: {what}");
             if notices {
-                notice = Some(SessionUpdate::Notice { severity: wire::NoticeSeverity::Warning, title: what });
+                notice = Some(messages::warning(what));
             }
-            Some(wire::NewSessionMeta { ignored_mcp_servers: ignored })
-        };
-        Ok((wire::value(&wire::NewSessionResponse { session_id: session_id.clone(), meta }), session_id, notice, evicted))
+        }
+        Ok((value(&messages::new_session_response(session_id.clone(), ignored)), session_id, notice, evicted))
     }
 
     /// Ends the runner process a closed session holds (an ACP runner keeps one per
@@ -586,17 +598,17 @@ impl Adapter {
 
     /// ACP's "Resource not found" (-32002), with our typed error and the session id in `data`:
     /// for a session never made, and for one closed.
-    fn unknown_session(session: &str) -> wire::ErrorObject {
+    fn unknown_session(session: &str) -> ErrorObject {
         let e = err(ErrorCode::InvalidParams, format!("unknown session `{session}`: create one with session/new"));
-        let mut data = wire::value(&e);
+        let mut data = value(&e);
         data["sessionId"] = Value::String(session.to_owned());
-        wire::ErrorObject { code: ACP_RESOURCE_NOT_FOUND, message: e.message, data }
+        ErrorObject { code: ACP_RESOURCE_NOT_FOUND, message: e.message, data }
     }
 
-    fn prompt(&self, id: Value, p: Option<&RawValue>) -> Result<(), wire::ErrorObject> {
-        // Straight from the line's text: each block flattened as it is read, at most
-        // MAX_PROMPT_BLOCKS of them, the task cut just past its limit.
-        let req = wire::decode_prompt(p.map_or("{}", RawValue::get), MAX_PROMPT_BLOCKS, TASK_MAX_CHARS).map_err(|e| error_object(&prompt_error(e)))?;
+    fn prompt(&self, id: Value, p: Option<&RawValue>) -> Result<(), ErrorObject> {
+        // At most MAX_PROMPT_BLOCKS blocks (counted before anything is decoded), through ACP's
+        // decoder, then flattened into the task, cut just past its limit.
+        let req = messages::decode_prompt(p.map(RawValue::get), MAX_PROMPT_BLOCKS, TASK_MAX_CHARS).map_err(|e| error_object(&prompt_error(e)))?;
         let task = req.task;
         let mut st = self.lock();
         if st.closing {
@@ -624,8 +636,8 @@ impl Adapter {
     /// `session/close`: as `session/cancel`, then the session is gone (a prompt to it is an
     /// unknown session's) and so is the runner process it holds. Answered `{}` once that process
     /// has ended: at once for an idle session, after its prompt's answer for one with a prompt.
-    async fn close_session(self: &Arc<Self>, id: Value, p: Option<&RawValue>) -> Result<(), wire::ErrorObject> {
-        let req: wire::CloseSessionRequest = params("session/close", p).map_err(|e| error_object(&e))?;
+    async fn close_session(self: &Arc<Self>, id: Value, p: Option<&RawValue>) -> Result<(), ErrorObject> {
+        let req: acp::CloseSessionRequest = params("session/close", p).map_err(|e| error_object(&e))?;
         let sid = req.session_id;
         enum Then {
             /// Its turn runs: the worker answers once it ends (after interrupting it, if started).
@@ -664,7 +676,7 @@ impl Adapter {
                 let this = Arc::clone(self);
                 tokio::spawn(async move {
                     this.end_conversation(&sid).await;
-                    this.send_result(id, wire::value(&wire::Empty {})).await;
+                    this.send_result(id, value(&acp::CloseSessionResponse::default())).await;
                 });
             }
         }
@@ -718,15 +730,15 @@ impl Adapter {
     async fn on_response(&self, request: i64, result: Option<&RawValue>, error: Option<&RawValue>) {
         let Some(approval) = self.lock().permissions.remove(&request) else { return };
         let approved = if let Some(result) = result {
-            match serde_json::from_str::<wire::RequestPermissionResponse>(result.get()) {
-                Ok(r) => matches!(r.outcome, wire::PermissionOutcome::Selected { ref option_id } if option_id == wire::APPROVE_OPTION),
-                Err(e) => {
+            match messages::decode::<acp::RequestPermissionResponse>(Some(result.get())) {
+                Ok(r) => messages::approves(&r),
+                Err((e, _)) => {
                     eprintln!("openagents acp: an unreadable answer to approval {approval} denies it: {e}");
                     false
                 }
             }
         } else {
-            let code = error.and_then(|e| serde_json::from_str::<wire::ErrorCodeOnly>(e.get()).ok()).and_then(|e| e.code).and_then(|c| c.as_i64());
+            let code = error.and_then(|e| serde_json::from_str::<jsonrpc::ErrorCodeOnly>(e.get()).ok()).and_then(|e| e.code).and_then(|c| c.as_i64());
             if code == Some(-32601) {
                 eprintln!("openagents acp: the client cannot answer session/request_permission (method not found): every later approval is denied at once");
                 self.lock().cannot_answer = true;
@@ -817,7 +829,7 @@ impl Adapter {
                 (prompt, running, open, closed)
             };
             for card in open {
-                self.send_update(&sid, SessionUpdate::ToolCallUpdate { tool_call_id: card, status: ToolCallStatus::Failed }).await;
+                self.send_update(&sid, messages::card_closed(card, false)).await;
             }
             if let Some(closes) = closed {
                 let this = Arc::clone(&self);
@@ -830,7 +842,7 @@ impl Adapter {
                 tokio::spawn(async move {
                     this.end_conversation(&sid).await;
                     for id in closes {
-                        this.send_result(id, wire::value(&wire::Empty {})).await;
+                        this.send_result(id, value(&acp::CloseSessionResponse::default())).await;
                     }
                 });
                 continue;
@@ -843,7 +855,7 @@ impl Adapter {
                         // The pump missed the terminal event (it lagged): the result still goes out.
                         let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
                         let text = v.get("result").and_then(Value::as_str).unwrap_or_default().to_owned();
-                        self.send_update(&sid, SessionUpdate::AgentMessageChunk { content: TextBlock::new(text), message_id: format!("{assignment}:result") }).await;
+                        self.send_update(&sid, messages::message(text, format!("{assignment}:result"))).await;
                     }
                     Ok(StopReason::EndTurn)
                 }
@@ -917,7 +929,7 @@ impl Adapter {
                     let Some(r) = st.running.as_mut().filter(|r| r.started) else { return };
                     let sep = if r.progress > 0 { " " } else { "" };
                     r.progress += 1;
-                    (r.session.clone(), SessionUpdate::AgentThoughtChunk { content: TextBlock::new(format!("{sep}{text}")), message_id: format!("{}:progress", r.assignment) })
+                    (r.session.clone(), messages::thought(format!("{sep}{text}"), format!("{}:progress", r.assignment)))
                 };
                 self.send_update(&update.0, update.1).await;
             }
@@ -926,7 +938,7 @@ impl Adapter {
                     let mut st = self.lock();
                     let Some(r) = st.running.as_mut().filter(|r| r.started && !r.result_sent) else { return };
                     r.result_sent = true;
-                    (r.session.clone(), SessionUpdate::AgentMessageChunk { content: TextBlock::new(result), message_id: format!("{}:result", r.assignment) })
+                    (r.session.clone(), messages::message(result, format!("{}:result", r.assignment)))
                 };
                 self.close_cards().await;
                 self.send_update(&update.0, update.1).await;
@@ -951,7 +963,7 @@ impl Adapter {
         };
         let Some(session) = session else { return };
         let what = format!("[openagents: {missed} progress events were dropped]");
-        let update = if notices { SessionUpdate::Notice { severity: wire::NoticeSeverity::Warning, title: what } } else { SessionUpdate::AgentThoughtChunk { content: TextBlock::new(what), message_id: "openagents:notice".into() } };
+        let update = if notices { messages::warning(what) } else { messages::thought(what, "openagents:notice".into()) };
         self.send_update(&session, update).await;
     }
 
@@ -967,11 +979,11 @@ impl Adapter {
             (card, st.running.as_ref().map(|r| r.session.clone()))
         };
         if let Some(request_id) = card.request {
-            let params = wire::value(&wire::CancelRequestNotification { request_id });
+            let params = value(&acp::CancelRequestNotification { request_id: Some(Value::from(request_id)), meta: None });
             self.send(Outgoing::Notification { jsonrpc: JsonRpc::V2, method: "$/cancel_request", params }).await;
         }
         if let Some(session) = session {
-            self.send_update(&session, SessionUpdate::ToolCallUpdate { tool_call_id: id.to_owned(), status: if approved { ToolCallStatus::Completed } else { ToolCallStatus::Failed } }).await;
+            self.send_update(&session, messages::card_closed(id.to_owned(), approved)).await;
         }
     }
 
@@ -1010,26 +1022,11 @@ impl Adapter {
                     (session, ask)
                 };
                 let title = title(&prompt);
-                self.send_update(
-                    &session,
-                    SessionUpdate::ToolCall {
-                        tool_call_id: request_id.clone(),
-                        title: title.clone(),
-                        kind: ToolKind::Other,
-                        status: ToolCallStatus::Pending,
-                        content: vec![wire::ToolCallContent { kind: wire::ContentTag::Content, content: TextBlock::new(prompt.clone()) }],
-                        raw_input: wire::RawInput { prompt },
-                    },
-                )
-                .await;
+                self.send_update(&session, messages::approval_card(request_id.clone(), title.clone(), prompt)).await;
                 match ask {
                     None => self.answer_approval(&request_id, false),
                     Some(id) => {
-                        let params = wire::value(&wire::RequestPermissionRequest {
-                            session_id: session,
-                            tool_call: wire::ToolCallRef { tool_call_id: request_id, title, kind: ToolKind::Other, status: ToolCallStatus::Pending },
-                            options: wire::permission_options(),
-                        });
+                        let params = value(&messages::permission_request(session, request_id, title));
                         self.send(Outgoing::Request { jsonrpc: JsonRpc::V2, id, method: "session/request_permission", params }).await;
                     }
                 }

@@ -1104,6 +1104,122 @@ pub fn skim_exact(input: &[u8]) -> Result<(), DocumentError> {
     }
 }
 
+/// Counts the JSON values of one document (every array element, object member value and the
+/// document itself) without building any, stopping as soon as there are more than `max`.
+/// `None` when there are more than `max`.
+///
+/// A typed decode of a document holds each value in a struct, an enum or a
+/// `serde_json::Value`, so the count bounds what decoding it can cost beyond its text: a
+/// receiver checks it before decoding what a peer sent (see [`parse_validated_bounded`]).
+///
+/// # Errors
+///
+/// The parser's error when `input` is not one JSON document.
+pub fn count_values(input: &str, max: usize) -> Result<Option<usize>, serde_json::Error> {
+    let mut count = 0usize;
+    let mut de = serde_json::Deserializer::from_str(input);
+    match (Count { count: &mut count, max }).deserialize(&mut de).and_then(|()| de.end()) {
+        Ok(()) => Ok(Some(count)),
+        Err(_) if count > max => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// [`count_values`]'s walk: one per value, an error (any) once past the cap.
+struct Count<'c> {
+    count: &'c mut usize,
+    max: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for Count<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        *self.count += 1;
+        if *self.count > self.max {
+            return Err(de::Error::custom("too many values"));
+        }
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Count<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(Count { count: &mut *self.count, max: self.max })?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while map.next_key::<Skip>()?.is_some() {
+            map.next_value_seed(Count { count: &mut *self.count, max: self.max })?;
+        }
+        Ok(())
+    }
+}
+
+/// Why [`parse_validated_bounded`] refused a document.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BoundedError {
+    /// More JSON values than the cap: refused before anything was built.
+    #[error("the document holds more than {0} JSON values")]
+    TooManyValues(usize),
+    /// Not JSON, or breaking the schema.
+    #[error(transparent)]
+    Document(#[from] DocumentError),
+}
+
+/// The largest document [`parse_validated_bounded`] explains violation by violation after a
+/// failed decode (that parses it again as an untyped value); a larger one gets the decoder's
+/// own message.
+pub const EXPLAIN_MAX_BYTES: usize = 64 * 1024;
+
+/// [`parse_validated_str`] for what a peer sent, with what it can cost bounded: at most
+/// `max_values` JSON values are decoded (counted first, building nothing), and a document that
+/// fails to decode is parsed again for the full list of violations only when it is at most
+/// [`EXPLAIN_MAX_BYTES`] long.
+///
+/// # Errors
+///
+/// [`BoundedError::TooManyValues`] past the cap; otherwise as [`parse_validated`].
+pub fn parse_validated_bounded<T>(input: &str, max_values: usize) -> Result<T, BoundedError>
+where
+    T: Wire + Validate + SchemaCheck,
+{
+    match count_values(input, max_values) {
+        Ok(Some(_)) => {}
+        Ok(None) => return Err(BoundedError::TooManyValues(max_values)),
+        Err(e) => return Err(DocumentError::NotJson(describe_json_error(&e)).into()),
+    }
+    if input.len() <= EXPLAIN_MAX_BYTES {
+        return Ok(parse_validated_str(input)?);
+    }
+    let mut de = serde_json::Deserializer::from_str(input);
+    match T::decode(&mut de).and_then(|v| de.end().map(|()| v)) {
+        Ok(value) => value.validate().map(|()| value).map_err(|v| DocumentError::Invalid(v).into()),
+        Err(e) => Err(DocumentError::Invalid(vec![Violation { pointer: String::new(), keyword: "type".into(), message: describe_json_error(&e) }]).into()),
+    }
+}
+
 /// Reads one JSON value exactly (as [`Skip`]) and writes it as compact JSON text.
 struct Transcode<'a>(&'a mut Vec<u8>);
 
