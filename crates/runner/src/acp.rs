@@ -13,10 +13,22 @@
 //! | `agent_message_chunk` (text) | appended to the result, and streamed as `text` |
 //! | `agent_thought_chunk`, `tool_call`, `tool_call_update` (status), `plan` | readable `text` lines |
 //! | `session/request_permission` | an approval request; approve selects `allow_once`, anything else `reject_once` (`cancelled` once the turn is being cancelled) |
-//! | `fs/*`, `terminal/*`, any other request | JSON-RPC error -32601 (method not found) |
+//! | `fs/*`, `terminal/*`, `elicitation/create` | JSON-RPC error -32601 (method not found: openagents advertises none of them) |
+//! | a request ACP v1 does not have | JSON-RPC error -32601 (method not found) |
+//! | a known request whose params break ACP's schema | JSON-RPC error -32602 (invalid params) |
+//! | a `session/update` of a kind ACP v1 does not have | skipped (an agent newer than the schema), with a debug log line |
 //! | stop reason `end_turn` | completed, with the accumulated message |
 //! | stop reason `cancelled` | interrupted |
-//! | `refusal`, `max_tokens`, `max_turn_requests`, a JSON-RPC error | failed, saying which |
+//! | `refusal`, `max_tokens`, `max_turn_requests`, a stop reason ACP v1 does not have, a JSON-RPC error | failed, saying which |
+//! | a known message that breaks ACP's schema (a result, an update, an error object) | failed with [`AcpError::Schema`], naming where and what |
+//!
+//! Every message is one of the types generated from ACP's published schema
+//! ([`openagents_protocol::acp`]): what the host writes is built from them (`InitializeRequest`,
+//! `NewSessionRequest`, `PromptRequest`, `CancelNotification`, `RequestPermissionResponse`,
+//! `Error`), and what it reads goes through their exact decoders and schema checks (results as
+//! the `Result` of the request's method, the agent's requests and notifications through
+//! `client_side`). Only the JSON-RPC envelope around them, which ACP's schema leaves out, is the
+//! host's own (the `wire` module).
 //!
 //! An interrupt sends `session/cancel` and waits [`CANCEL_GRACE`] for the prompt to answer;
 //! an agent that does not is killed with its process group. The process and its session live
@@ -33,8 +45,10 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+use openagents_protocol::acp::{self, agent_side, client_side};
+use openagents_protocol::rt::{self, DocumentError, RpcMethod, SchemaCheck, Validate};
 use openagents_protocol::{ErrorCode, ErrorDetails, Event, MAX_FRAME, MAX_OUTPUT, RuntimeSubmitError, Turn};
-use serde_json::{Value, json};
+use serde::Serialize;
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdout};
 use tokio::sync::mpsc;
@@ -45,8 +59,10 @@ use crate::frame::{FrameError, LineReader};
 use crate::host::{AFTER_TERMINAL_GRACE, ApprovalDecision, Approver, BoxFuture, StderrTail, end_process_group, spawn_in_group};
 use crate::registry::{AcpSettings, RunnerSpec};
 
+mod wire;
+
 /// The ACP major version the host speaks.
-pub const ACP_PROTOCOL_VERSION: u64 = 1;
+pub const ACP_PROTOCOL_VERSION: acp::ProtocolVersion = 1;
 
 /// How long an interrupted turn's agent gets, after `session/cancel`, to answer the prompt
 /// (with `cancelled`, as ACP requires) before its process group is killed: enough for an agent
@@ -62,6 +78,13 @@ pub const MAX_PROMPT_CHARS: usize = 16_384;
 
 /// JSON-RPC "method not found".
 const METHOD_NOT_FOUND: i64 = -32601;
+
+/// JSON-RPC "invalid params".
+const INVALID_PARAMS: i64 = -32602;
+
+/// How many of a message's schema violations an error lists (the rest are counted): enough to
+/// say what is wrong, few enough for one log line.
+const SHOWN_VIOLATIONS: usize = 3;
 
 /// Why an ACP turn did not complete.
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +119,17 @@ pub enum AcpError {
         line: usize,
         /// What is wrong with it.
         message: String,
+    },
+    /// The agent wrote a JSON-RPC message that ACP knows (the result of one of the host's
+    /// requests, a known notification, an error object) but whose content breaks ACP's schema.
+    #[error("the ACP agent's {what} (line {line}) does not match ACP's schema: {problem}")]
+    Schema {
+        /// The 1-based line number on the agent's stdout.
+        line: usize,
+        /// Which message it is, such as `initialize result` or `session/update`.
+        what: String,
+        /// The violations, each with its JSON pointer.
+        problem: String,
     },
     /// The agent wrote a line longer than `MAX_FRAME`.
     #[error("the ACP agent wrote a line longer than MAX_FRAME ({MAX_FRAME} bytes)")]
@@ -157,6 +191,7 @@ impl AcpError {
             AcpError::Spawn { .. }
             | AcpError::Handshake(_)
             | AcpError::NotAcp { .. }
+            | AcpError::Schema { .. }
             | AcpError::Exited(_)
             | AcpError::StopReason { .. }
             | AcpError::PromptError { .. } => ErrorCode::RunnerFailed,
@@ -522,12 +557,16 @@ struct Waiting {
     method: &'static str,
 }
 
+/// The agent's answer to a request of the host's: the raw JSON of its result (decoded by the
+/// caller, which knows the method), or its JSON-RPC error as `(code, message)`.
+type Answer = Result<String, (i64, String)>;
+
 /// A permission request waiting for its answer.
 struct Permission {
-    rpc_id: Value,
+    rpc_id: acp::RequestId,
     tool_call_id: String,
     prompt: String,
-    options: Vec<(String, String)>,
+    options: Vec<(String, acp::PermissionOptionKind)>,
 }
 
 /// The turn's state while the agent works on a prompt.
@@ -599,49 +638,72 @@ impl AcpProcess {
         self.exited.is_some() || matches!(self.child.try_wait(), Ok(Some(_)) | Err(_))
     }
 
-    fn send(&self, message: &Value) {
+    fn send(&self, line: Vec<u8>) {
         if let Some(w) = &self.writer {
-            let mut line = serde_json::to_vec(message).unwrap_or_default();
-            line.push(b'\n');
             // An agent that has stopped reading only loses the message.
             let _ = w.send(line);
         }
     }
 
-    fn request(&mut self, method: &'static str, params: Value) -> Waiting {
+    /// Sends request `M` with `params`, under the next id.
+    fn request<M: RpcMethod>(&mut self, params: &M::Params) -> Waiting
+    where
+        M::Params: Serialize,
+    {
         let id = self.next_id;
         self.next_id += 1;
-        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
-        Waiting { id, method }
+        self.send(wire::request::<M>(id, params));
+        Waiting { id, method: M::NAME }
+    }
+
+    /// The result of request `M` the agent answered (`raw`, its JSON), decoded and checked
+    /// against ACP's schema.
+    fn result<M: RpcMethod>(&self, raw: &str) -> Result<M::Result, AcpError>
+    where
+        M::Result: Validate + SchemaCheck,
+    {
+        rt::parse_validated::<M::Result>(raw.as_bytes()).map_err(|e| self.schema_error(format!("{} result", M::NAME), e))
+    }
+
+    /// The error for a message on the current line that breaks ACP's schema.
+    fn schema_error(&self, what: String, e: DocumentError) -> AcpError {
+        AcpError::Schema { line: self.line_no, what, problem: describe(e) }
     }
 
     /// `initialize`, then `session/new`.
     async fn handshake(&mut self, cwd: &str, cancel: &CancellationToken, deadline: Instant, limit: Duration, budget: &mut usize) -> Result<(), AcpError> {
-        let init = self.request(
-            "initialize",
-            json!({
-                "protocolVersion": ACP_PROTOCOL_VERSION,
-                "clientCapabilities": { "fs": { "readTextFile": false, "writeTextFile": false }, "terminal": false },
-                "clientInfo": { "name": "openagents", "title": "openagents", "version": env!("CARGO_PKG_VERSION") },
+        let params = acp::InitializeRequest {
+            protocol_version: ACP_PROTOCOL_VERSION,
+            client_capabilities: Some(acp::ClientCapabilities {
+                fs: Some(acp::FileSystemCapabilities { read_text_file: Some(false), write_text_file: Some(false), meta: None }),
+                terminal: Some(false),
+                session: None,
+                auth: None,
+                elicitation: None,
+                meta: None,
             }),
-        );
-        let result = self.wait(init, cancel, deadline, limit, budget, None).await?;
-        let result = result.map_err(|(code, message)| AcpError::Handshake(format!("initialize failed with error {code}: {message}")))?;
-        match result.get("protocolVersion").and_then(Value::as_u64) {
-            Some(ACP_PROTOCOL_VERSION) => {}
-            Some(v) => return Err(AcpError::Handshake(format!("the agent speaks ACP version {v}; openagents speaks version {ACP_PROTOCOL_VERSION}"))),
-            None => return Err(AcpError::Handshake("the initialize result has no integer protocolVersion".into())),
+            client_info: Some(acp::Implementation { name: "openagents".into(), title: Some("openagents".into()), version: env!("CARGO_PKG_VERSION").into(), meta: None }),
+            meta: None,
+        };
+        let init = self.request::<agent_side::Initialize>(&params);
+        let answer = self.wait(init, cancel, deadline, limit, budget, None).await?;
+        let raw = answer.map_err(|(code, message)| AcpError::Handshake(format!("initialize failed with error {code}: {message}")))?;
+        let result = self.result::<agent_side::Initialize>(&raw)?;
+        if result.protocol_version != ACP_PROTOCOL_VERSION {
+            return Err(AcpError::Handshake(format!("the agent speaks ACP version {}; openagents speaks version {ACP_PROTOCOL_VERSION}", result.protocol_version)));
         }
-        let new = self.request("session/new", json!({ "cwd": cwd, "mcpServers": [] }));
-        let result = self.wait(new, cancel, deadline, limit, budget, None).await?;
-        let result = result.map_err(|(code, message)| {
+        let params = acp::NewSessionRequest { cwd: cwd.to_owned(), additional_directories: None, mcp_servers: Vec::new(), meta: None };
+        let new = self.request::<agent_side::SessionNew>(&params);
+        let answer = self.wait(new, cancel, deadline, limit, budget, None).await?;
+        let raw = answer.map_err(|(code, message)| {
             let hint = if code == -32000 { " (the agent needs a login: run it once by hand to sign in, or give it credentials in the registry's env)" } else { "" };
             AcpError::Handshake(format!("session/new failed with error {code}: {message}{hint}"))
         })?;
-        match result.get("sessionId").and_then(Value::as_str) {
-            Some(id) if !id.is_empty() => self.session_id = id.to_owned(),
-            _ => return Err(AcpError::Handshake("the session/new result has no sessionId".into())),
+        let result = self.result::<agent_side::SessionNew>(&raw)?;
+        if result.session_id.is_empty() {
+            return Err(AcpError::Handshake("the session/new result has an empty sessionId".into()));
         }
+        self.session_id = result.session_id;
         Ok(())
     }
 
@@ -658,8 +720,12 @@ impl AcpProcess {
         approver: &dyn Approver,
     ) -> Result<String, AcpError> {
         self.answered = false;
-        let params = json!({ "sessionId": self.session_id, "prompt": [{ "type": "text", "text": task }] });
-        let waiting = self.request("session/prompt", params);
+        let params = acp::PromptRequest {
+            session_id: self.session_id.clone(),
+            prompt: vec![acp::ContentBlock::Text { annotations: None, text: task.to_owned(), meta: None }],
+            meta: None,
+        };
+        let waiting = self.request::<agent_side::SessionPrompt>(&params);
         let mut state = TurnState::default();
         let answer = self.wait(waiting, cancel, deadline, limit, budget, Some((&mut state, &mut *on_event, approver))).await;
         // A thought still open when the turn ends (or fails) is progress too.
@@ -671,26 +737,34 @@ impl AcpProcess {
         if cancelled {
             return Err(AcpError::Interrupted);
         }
-        let result = result.map_err(|(code, message)| AcpError::PromptError { code, message })?;
-        let reason = result.get("stopReason").and_then(Value::as_str).unwrap_or_default();
-        let message = match reason {
-            "end_turn" => {
+        let raw = result.map_err(|(code, message)| AcpError::PromptError { code, message })?;
+        let result = match self.result::<agent_side::SessionPrompt>(&raw) {
+            Ok(result) => result,
+            // A stop reason newer than the schema ends the turn as any other but `end_turn`.
+            Err(e) => {
+                let Some(reason) = wire::unknown_stop_reason(&raw) else { return Err(e) };
+                let reason = clip(&reason, 64);
+                let message = format!("the ACP agent ended the turn with an unknown stop reason `{reason}`");
+                return Err(AcpError::StopReason { reason, message });
+            }
+        };
+        let message = match result.stop_reason {
+            acp::StopReason::EndTurn => {
                 return if state.too_large { Err(AcpError::ResultTooLarge) } else { Ok(state.result) };
             }
-            "cancelled" => return Err(AcpError::Interrupted),
-            "refusal" => "the ACP agent refused to go on (stop reason `refusal`)".to_owned(),
-            "max_tokens" => "the ACP agent reached its token limit (stop reason `max_tokens`)".to_owned(),
-            "max_turn_requests" => "the ACP agent reached its limit of model requests for one turn (stop reason `max_turn_requests`)".to_owned(),
-            "" => return Err(AcpError::NotAcp { line: self.line_no, message: "the session/prompt result has no stopReason".into() }),
-            other => format!("the ACP agent ended the turn with an unknown stop reason `{}`", clip(other, 64)),
+            acp::StopReason::Cancelled => return Err(AcpError::Interrupted),
+            acp::StopReason::Refusal => "the ACP agent refused to go on (stop reason `refusal`)",
+            acp::StopReason::MaxTokens => "the ACP agent reached its token limit (stop reason `max_tokens`)",
+            acp::StopReason::MaxTurnRequests => "the ACP agent reached its limit of model requests for one turn (stop reason `max_turn_requests`)",
         };
-        Err(AcpError::StopReason { reason: reason.to_owned(), message })
+        Err(AcpError::StopReason { reason: result.stop_reason.as_str().to_owned(), message: message.to_owned() })
     }
 
     /// Reads the agent's messages until the response to `waiting` arrives: its result, or its
     /// JSON-RPC error as `(code, message)`. During a prompt (`turn` given), session updates
     /// become events and permission requests go to the approver; otherwise updates are
-    /// ignored and permission requests answered `cancelled`. Other requests get -32601.
+    /// ignored and permission requests answered `cancelled`. Other requests get -32601, known
+    /// ones whose params break the schema -32602.
     async fn wait(
         &mut self,
         waiting: Waiting,
@@ -699,7 +773,7 @@ impl AcpProcess {
         limit: Duration,
         budget: &mut usize,
         mut turn: Option<PromptTurn<'_>>,
-    ) -> Result<Result<Value, (i64, String)>, AcpError> {
+    ) -> Result<Answer, AcpError> {
         let approver: Option<&dyn Approver> = turn.as_ref().map(|t| t.2);
         let mut queue: VecDeque<Permission> = VecDeque::new();
         let mut asking: Option<(Permission, BoxFuture<'_, ApprovalDecision>)> = None;
@@ -725,7 +799,8 @@ impl AcpProcess {
                     if waiting.method != "session/prompt" {
                         return Err(AcpError::Interrupted);
                     }
-                    self.send(&json!({ "jsonrpc": "2.0", "method": "session/cancel", "params": { "sessionId": self.session_id } }));
+                    let params = acp::CancelNotification { session_id: self.session_id.clone(), meta: None };
+                    self.send(wire::notification(&agent_side::Notification::SessionCancel(params)));
                     // ACP: the client answers every pending permission request `cancelled`.
                     if let Some((p, _)) = asking.take() {
                         self.answer_permission(&p.rpc_id, None);
@@ -785,56 +860,78 @@ impl AcpProcess {
             if bytes.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let message = parse_message(&bytes).map_err(|message| AcpError::NotAcp { line: self.line_no, message })?;
+            let message = wire::parse(&bytes).map_err(|message| AcpError::NotAcp { line: self.line_no, message })?;
             match message {
-                Message::Response { id, outcome } => {
+                wire::Incoming::Response { id, outcome } => {
                     if id.as_u64() == Some(waiting.id) {
+                        let answer = match outcome {
+                            Ok(result) => Ok(result.to_owned()),
+                            Err(error) => {
+                                let error = rt::parse_validated::<acp::Error2>(error.as_bytes()).map_err(|e| self.schema_error(format!("{} error", waiting.method), e))?;
+                                // The schema's error codes are all 32-bit integers.
+                                Err((error.code.as_i64().unwrap_or_default(), clip(&error.message, 4096)))
+                            }
+                        };
                         if let Some((state, on_event, _)) = turn.as_mut() {
                             state.flush_thought();
                             deliver(state, on_event);
                         }
-                        return Ok(outcome);
+                        return Ok(answer);
                     }
                 }
-                Message::Notification { method, params } => {
-                    if method == "session/update"
-                        && let Some((state, on_event, _)) = turn.as_mut()
-                        && params.get("sessionId").and_then(Value::as_str) == Some(self.session_id.as_str())
-                    {
-                        state.update(params.get("update").unwrap_or(&Value::Null));
-                        deliver(state, on_event);
+                wire::Incoming::Notification { method, params } => match client_side::Notification::decode(&method, params.as_bytes()) {
+                    Some(Ok(client_side::Notification::SessionUpdate(n))) => {
+                        if let Some((state, on_event, _)) = turn.as_mut()
+                            && n.session_id == self.session_id
+                        {
+                            state.update(&n.update);
+                            deliver(state, on_event);
+                        }
                     }
+                    // Elicitation is not advertised: there is none to complete.
+                    Some(Ok(client_side::Notification::ElicitationComplete(_))) => {}
+                    Some(Err(e)) => match wire::unknown_update_kind(params).filter(|_| method == "session/update") {
+                        Some(kind) => tracing::debug!(kind = %clip(&kind, 64), line = self.line_no, "skipping a session/update of a kind ACP v1 does not have"),
+                        None => return Err(self.schema_error(clip(&method, 128), e)),
+                    },
                     // Unknown notifications are ignored, as ACP asks.
-                }
-                Message::Request { id, method, params } => {
-                    if method == "session/request_permission" {
+                    None => {}
+                },
+                wire::Incoming::Request { id, method, params } => match client_side::Request::decode(&method, params.as_bytes()) {
+                    Some(Ok(client_side::Request::SessionRequestPermission(request))) => {
                         let state = turn.as_ref().map(|t| &*t.0);
-                        let p = permission(id, &params, state);
+                        let p = permission(id, &request, state);
                         if turn.is_none() || grace.is_some() {
                             self.answer_permission(&p.rpc_id, None);
                         } else {
                             queue.push_back(p);
                         }
-                    } else {
-                        let why = if method.starts_with("fs/") || method.starts_with("terminal/") {
-                            "openagents did not advertise this client capability; the agent uses its own tools"
-                        } else {
-                            "openagents does not implement this client method"
-                        };
-                        self.send(&json!({ "jsonrpc": "2.0", "id": id, "error": { "code": METHOD_NOT_FOUND, "message": format!("Method not found: {}: {why}", clip(&method, 128)) } }));
                     }
-                }
+                    Some(Ok(_)) => {
+                        let message = format!("Method not found: {}: openagents did not advertise this client capability; the agent uses its own tools", clip(&method, 128));
+                        self.send(wire::error_response(&id, METHOD_NOT_FOUND, message));
+                    }
+                    Some(Err(e)) => {
+                        let message = format!("Invalid params for {}: {}", clip(&method, 128), describe(e));
+                        self.send(wire::error_response(&id, INVALID_PARAMS, message));
+                    }
+                    None => {
+                        let message = format!("Method not found: {}: openagents does not implement this client method", clip(&method, 128));
+                        self.send(wire::error_response(&id, METHOD_NOT_FOUND, message));
+                    }
+                },
             }
         }
     }
 
     /// Answers a permission request: the option chosen, or `cancelled` with `None`.
-    fn answer_permission(&self, rpc_id: &Value, option: Option<&str>) {
+    fn answer_permission(&self, rpc_id: &acp::RequestId, option: Option<&str>) {
         let outcome = match option {
-            Some(o) => json!({ "outcome": "selected", "optionId": o }),
-            None => json!({ "outcome": "cancelled" }),
+            Some(o) => acp::RequestPermissionOutcome::Selected { option_id: o.to_owned(), meta: None },
+            None => acp::RequestPermissionOutcome::Cancelled {},
         };
-        self.send(&json!({ "jsonrpc": "2.0", "id": rpc_id, "result": { "outcome": outcome } }));
+        let result = acp::RequestPermissionResponse { outcome, meta: None };
+        self.send(wire::response::<client_side::SessionRequestPermission>(rpc_id, &result));
     }
 
     /// Ends the process group and reaps the agent: after closing stdin (ACP has no shutdown
@@ -898,64 +995,45 @@ fn deliver(state: &mut TurnState, on_event: &mut (dyn FnMut(&Event) + Send)) {
 /// The option to select: for an approval the agent's `allow_once`, for anything else its
 /// `reject_once` (then `reject_always`). `None` (answered `cancelled`) when the agent offered
 /// no such option: an approval never becomes an "always", and a denial never an approval.
-fn choose_option(options: &[(String, String)], approved: bool) -> Option<String> {
-    let kinds: &[&str] = if approved { &["allow_once"] } else { &["reject_once", "reject_always"] };
+fn choose_option(options: &[(String, acp::PermissionOptionKind)], approved: bool) -> Option<String> {
+    use acp::PermissionOptionKind as Kind;
+    let kinds: &[Kind] = if approved { &[Kind::AllowOnce] } else { &[Kind::RejectOnce, Kind::RejectAlways] };
     kinds.iter().find_map(|k| options.iter().find(|(_, kind)| kind == k).map(|(id, _)| id.clone()))
 }
 
 /// A permission request's text for a person to judge: the tool call's title, kind and what it
 /// would do.
-fn permission(rpc_id: Value, params: &Value, state: Option<&TurnState>) -> Permission {
-    let call = params.get("toolCall").unwrap_or(&Value::Null);
-    let tool_call_id = call.get("toolCallId").and_then(Value::as_str).unwrap_or("").to_owned();
+fn permission(rpc_id: acp::RequestId, request: &acp::RequestPermissionRequest, state: Option<&TurnState>) -> Permission {
+    let call = &request.tool_call;
     let title = call
-        .get("title")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .or_else(|| state.and_then(|s| s.tools.get(&tool_call_id).cloned()))
-        .unwrap_or_else(|| format!("tool call `{}`", clip(&tool_call_id, 128)));
+        .title
+        .clone()
+        .or_else(|| state.and_then(|s| s.tools.get(&call.tool_call_id).cloned()))
+        .unwrap_or_else(|| format!("tool call `{}`", clip(&call.tool_call_id, 128)));
     let mut prompt = format!("The agent asks permission: {title}");
-    if let Some(kind) = call.get("kind").and_then(Value::as_str) {
+    if let Some(kind) = &call.kind {
         prompt.push_str(&format!(" ({kind})"));
     }
-    let texts = content_texts(call.get("content"));
+    let texts = content_texts(call.content.as_deref().unwrap_or_default());
     if !texts.is_empty() {
         prompt.push('\n');
         prompt.push_str(&texts);
-    } else if let Some(raw) = call.get("rawInput").filter(|v| !v.is_null()) {
+    } else if let Some(raw) = call.raw_input.as_ref().filter(|v| !v.is_null()) {
         prompt.push('\n');
         prompt.push_str(&raw.to_string());
     }
-    let options = params
-        .get("options")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|o| Some((o.get("optionId")?.as_str()?.to_owned(), o.get("kind")?.as_str()?.to_owned())))
-                .collect()
-        })
-        .unwrap_or_default();
-    let tool_call_id = if tool_call_id.is_empty() { format!("acp-permission-{rpc_id}") } else { tool_call_id };
+    let options = request.options.iter().map(|o| (o.option_id.clone(), o.kind)).collect();
+    let tool_call_id = if call.tool_call_id.is_empty() { format!("acp-permission-{rpc_id}") } else { call.tool_call_id.clone() };
     Permission { rpc_id, tool_call_id: clip(&tool_call_id, 128), prompt: clip(&prompt, MAX_PROMPT_CHARS), options }
 }
 
-/// The text of a tool call's `content` items (`{type:"content", content:{type:"text"}}`; a
-/// diff as its path).
-fn content_texts(content: Option<&Value>) -> String {
-    let Some(items) = content.and_then(Value::as_array) else { return String::new() };
+/// The text of a tool call's text content items (a diff as its path).
+fn content_texts(content: &[acp::ToolCallContent]) -> String {
     let mut out = Vec::new();
-    for item in items {
-        match item.get("type").and_then(Value::as_str) {
-            Some("content") => {
-                if let Some(t) = item.get("content").and_then(|c| c.get("text")).and_then(Value::as_str) {
-                    out.push(t.to_owned());
-                }
-            }
-            Some("diff") => {
-                if let Some(p) = item.get("path").and_then(Value::as_str) {
-                    out.push(format!("edit {p}"));
-                }
-            }
+    for item in content {
+        match item {
+            acp::ToolCallContent::Content { content: acp::ContentBlock::Text { text, .. }, .. } => out.push(text.clone()),
+            acp::ToolCallContent::Diff { path, .. } => out.push(format!("edit {path}")),
             _ => {}
         }
     }
@@ -964,75 +1042,63 @@ fn content_texts(content: Option<&Value>) -> String {
 
 impl TurnState {
     /// Maps one `session/update` onto the result and progress lines.
-    fn update(&mut self, update: &Value) {
-        let kind = update.get("sessionUpdate").and_then(Value::as_str).unwrap_or_default();
-        if kind != "agent_thought_chunk" {
+    fn update(&mut self, update: &acp::SessionUpdate) {
+        use acp::SessionUpdate as U;
+        if !matches!(update, U::AgentThoughtChunk { .. }) {
             self.flush_thought();
         }
-        match kind {
-            "agent_message_chunk" => match text_of(update.get("content")) {
-                Ok(text) => {
+        match update {
+            U::AgentMessageChunk { content, .. } => match content {
+                acp::ContentBlock::Text { text, .. } => {
                     self.result_chars += text.chars().count();
                     if self.result_chars > MAX_TEXT_CHARS {
                         self.too_large = true;
                     } else {
                         self.result.push_str(text);
                     }
-                    self.out.push(text.to_owned());
+                    self.out.push(text.clone());
                 }
-                Err(other) => self.out.push(format!("[the agent sent {other} content]")),
+                other => self.out.push(format!("[the agent sent {} content]", other.tag())),
             },
-            "agent_thought_chunk" => {
-                if let Ok(text) = text_of(update.get("content")) {
-                    self.thought.push_str(text);
-                    // Whole lines go out as they complete; the rest when the thought ends.
-                    while let Some(i) = self.thought.find('\n') {
-                        let line: String = self.thought.drain(..=i).collect();
-                        let line = line.trim();
-                        if !line.is_empty() {
-                            self.out.push(clip(&format!("thinking: {line}"), MAX_TEXT_CHARS));
-                        }
+            U::AgentThoughtChunk { content: acp::ContentBlock::Text { text, .. }, .. } => {
+                self.thought.push_str(text);
+                // Whole lines go out as they complete; the rest when the thought ends.
+                while let Some(i) = self.thought.find('\n') {
+                    let line: String = self.thought.drain(..=i).collect();
+                    let line = line.trim();
+                    if !line.is_empty() {
+                        self.out.push(clip(&format!("thinking: {line}"), MAX_TEXT_CHARS));
                     }
                 }
             }
-            "tool_call" => {
-                let id = update.get("toolCallId").and_then(Value::as_str).unwrap_or_default();
-                let title = update.get("title").and_then(Value::as_str).unwrap_or("a tool");
-                self.tools.insert(clip(id, 256), clip(title, 256));
+            U::ToolCall { tool_call_id, title, kind, status, .. } => {
+                self.tools.insert(clip(tool_call_id, 256), clip(title, 256));
                 let mut line = format!("tool: {title}");
-                if let Some(k) = update.get("kind").and_then(Value::as_str) {
+                if let Some(k) = kind {
                     line.push_str(&format!(" [{k}]"));
                 }
-                if let Some(s) = update.get("status").and_then(Value::as_str) {
+                if let Some(s) = status {
                     line.push_str(&format!(" ({s})"));
                 }
                 self.out.push(clip(&line, MAX_TEXT_CHARS));
             }
-            "tool_call_update" => {
-                let id = update.get("toolCallId").and_then(Value::as_str).unwrap_or_default();
-                if let Some(t) = update.get("title").and_then(Value::as_str) {
-                    self.tools.insert(clip(id, 256), clip(t, 256));
+            U::ToolCallUpdate { tool_call_id, title, status, .. } => {
+                if let Some(t) = title {
+                    self.tools.insert(clip(tool_call_id, 256), clip(t, 256));
                 }
-                if let Some(s) = update.get("status").and_then(Value::as_str) {
-                    let title = self.tools.get(id).cloned().unwrap_or_else(|| clip(id, 256));
+                if let Some(s) = status {
+                    let title = self.tools.get(tool_call_id).cloned().unwrap_or_else(|| clip(tool_call_id, 256));
                     self.out.push(clip(&format!("tool: {title}: {s}"), MAX_TEXT_CHARS));
                 }
             }
-            "plan" => {
-                let entries: Vec<String> = update
-                    .get("entries")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .map(|e| format!("[{}] {}", e.get("status").and_then(Value::as_str).unwrap_or("pending"), e.get("content").and_then(Value::as_str).unwrap_or_default()))
-                            .collect()
-                    })
-                    .unwrap_or_default();
+            U::Plan { entries, .. } => {
+                let entries: Vec<String> = entries.iter().map(|e| format!("[{}] {}", e.status, e.content)).collect();
                 if !entries.is_empty() {
                     self.out.push(clip(&format!("plan: {}", entries.join("; ")), MAX_TEXT_CHARS));
                 }
             }
-            // Modes, commands, usage and the like have no place in the runner contract.
+            // A thought that is not text, modes, commands, usage and the like have no place in
+            // the runner contract.
             _ => {}
         }
     }
@@ -1046,14 +1112,14 @@ impl TurnState {
     }
 }
 
-/// The text of a content block, or its type when it is not text.
-fn text_of(content: Option<&Value>) -> Result<&str, String> {
-    let content = content.unwrap_or(&Value::Null);
-    match content.get("type").and_then(Value::as_str) {
-        Some("text") => content.get("text").and_then(Value::as_str).ok_or_else(|| "malformed text".to_owned()),
-        Some(other) => Err(clip(other, 64)),
-        None => Err("untyped".to_owned()),
+/// A document error as its first [`SHOWN_VIOLATIONS`] violations, each with its JSON pointer.
+fn describe(e: DocumentError) -> String {
+    let violations = e.into_violations();
+    let mut out: Vec<String> = violations.iter().take(SHOWN_VIOLATIONS).map(|v| clip(&v.to_string(), 512)).collect();
+    if violations.len() > SHOWN_VIOLATIONS {
+        out.push(format!("and {} more", violations.len() - SHOWN_VIOLATIONS));
     }
+    out.join("; ")
 }
 
 /// At most `max` code points of `s`.
@@ -1064,61 +1130,14 @@ fn clip(s: &str, max: usize) -> String {
     }
 }
 
-/// One JSON-RPC 2.0 message from the agent.
-#[derive(Debug, PartialEq)]
-enum Message {
-    Request { id: Value, method: String, params: Value },
-    Notification { method: String, params: Value },
-    Response { id: Value, outcome: Result<Value, (i64, String)> },
-}
-
-/// Reads one line as a JSON-RPC 2.0 message, or says why it is not one.
-fn parse_message(bytes: &[u8]) -> Result<Message, String> {
-    // Exact, as every message from a runner: a key given twice is refused, not read as its last copy.
-    let value: Value = openagents_protocol::rt::parse_value_exact(bytes).map_err(|e| match e {
-        openagents_protocol::rt::DocumentError::NotJson(m) => format!("not JSON: {m}"),
-        openagents_protocol::rt::DocumentError::Invalid(v) => v.first().map_or_else(|| "a key is given twice".to_owned(), |v| v.message.clone()),
-    })?;
-    let Value::Object(mut obj) = value else { return Err("a message is a JSON object".into()) };
-    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err("`jsonrpc` must be \"2.0\"".into());
-    }
-    let id = obj.remove("id");
-    if let Some(id) = &id
-        && !(id.is_string() || id.is_i64() || id.is_u64() || id.is_null())
-    {
-        return Err("`id` must be a string, an integer or null".into());
-    }
-    match (obj.remove("method"), id) {
-        (Some(Value::String(method)), id) => {
-            let params = obj.remove("params").unwrap_or(Value::Null);
-            Ok(match id {
-                Some(id) if !id.is_null() => Message::Request { id, method, params },
-                _ => Message::Notification { method, params },
-            })
-        }
-        (Some(_), _) => Err("`method` must be a string".into()),
-        (None, Some(id)) => {
-            if let Some(result) = obj.remove("result") {
-                Ok(Message::Response { id, outcome: Ok(result) })
-            } else if let Some(error) = obj.remove("error") {
-                let code = error.get("code").and_then(Value::as_i64).ok_or("an error needs an integer `code`")?;
-                let message = error.get("message").and_then(Value::as_str).unwrap_or_default();
-                Ok(Message::Response { id, outcome: Err((code, clip(message, 4096))) })
-            } else {
-                Err("a response needs `result` or `error`".into())
-            }
-        }
-        (None, None) => Err("a message needs `method` or `id`".into()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use serde_json::{Value, json};
+
     use super::*;
 
     fn check_parse(line: &str, expected: Result<&str, &str>) {
-        match (parse_message(line.as_bytes()), expected) {
+        match (wire::parse(line.as_bytes()), expected) {
             (Ok(m), Ok(kind)) => assert!(format!("{m:?}").starts_with(kind), "{line}: {m:?}"),
             (Err(e), Err(needle)) => assert!(e.contains(needle), "{line}: {e}"),
             (got, want) => panic!("{line}: got {got:?}, want {want:?}"),
@@ -1129,24 +1148,109 @@ mod tests {
     fn messages() {
         check_parse(r#"{"jsonrpc":"2.0","id":1,"method":"fs/read_text_file","params":{}}"#, Ok("Request"));
         check_parse(r#"{"jsonrpc":"2.0","method":"session/update","params":{}}"#, Ok("Notification"));
+        check_parse(r#"{"jsonrpc":"2.0","id":null,"method":"session/update","params":{}}"#, Ok("Notification"));
         check_parse(r#"{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}"#, Ok("Response"));
+        check_parse(r#"{"jsonrpc":"2.0","id":1,"result":null}"#, Ok("Response"));
         check_parse(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"x"}}"#, Ok("Response"));
+        check_parse(r#"{"jsonrpc":"2.0","id":"a","x":{"y":1},"result":{}}"#, Ok("Response"));
         check_parse("garbage", Err("not JSON"));
-        check_parse(r#"{"jsonrpc":"2.0","id":1,"result":{"stopReason":"refusal","stopReason":"end_turn"}}"#, Err("duplicate property `stopReason`"));
+        let e = wire::parse(b"{\"jsonrpc\":\"2.0\",\"method\":\"\xff\"}").expect_err("not UTF-8");
+        assert!(e.contains("not JSON: invalid UTF-8 at byte offset 27"), "{e}");
+        check_parse(r#"{"jsonrpc":"2.0","id":1,"result":{}} {}"#, Err("not JSON"));
         check_parse(r#"{"jsonrpc":"2.0","id":1,"id":2,"result":{}}"#, Err("duplicate property `id`"));
-        check_parse("[1]", Err("a message is a JSON object"));
+        check_parse(r#"{"jsonrpc":"2.0","id":1,"result":{},"result":{}}"#, Err("duplicate property `result`"));
+        check_parse(r#"{"jsonrpc":"2.0","id":1,"x":{"y":1,"y":2},"result":{}}"#, Err("duplicate property `y`"));
+        check_parse("[1]", Err("a JSON object (a JSON-RPC 2.0 message)"));
         check_parse(r#"{"id":1,"result":{}}"#, Err("`jsonrpc` must be"));
+        check_parse(r#"{"jsonrpc":2,"id":1,"result":{}}"#, Err("`jsonrpc` must be"));
         check_parse(r#"{"jsonrpc":"2.0","id":1}"#, Err("needs `result` or `error`"));
         check_parse(r#"{"jsonrpc":"2.0","id":{},"result":1}"#, Err("`id` must be"));
-        check_parse(r#"{"jsonrpc":"2.0","id":1,"error":{"message":"x"}}"#, Err("integer `code`"));
+        check_parse(r#"{"jsonrpc":"2.0","id":1.5,"result":1}"#, Err("`id` must be"));
         check_parse(r#"{"jsonrpc":"2.0","method":3}"#, Err("`method` must be a string"));
         check_parse(r#"{"jsonrpc":"2.0"}"#, Err("needs `method` or `id`"));
+    }
+
+    #[test]
+    fn payloads_go_to_the_generated_decoders_raw() {
+        let line = br#"{"jsonrpc":"2.0","id":7,"method":"session/request_permission","params":{"sessionId":"s","toolCall":{"toolCallId":"c"},"options":[]}}"#;
+        let Ok(wire::Incoming::Request { id, method, params }) = wire::parse(line) else { panic!("a request") };
+        assert_eq!((id, method.as_str()), (json!(7), "session/request_permission"));
+        assert!(matches!(client_side::Request::decode(&method, params.as_bytes()), Some(Ok(client_side::Request::SessionRequestPermission(_)))));
+        // A key given twice inside the payload is the generated decoder's to refuse.
+        let e = rt::parse_validated::<acp::PromptResponse>(br#"{"stopReason":"refusal","stopReason":"end_turn"}"#).expect_err("a duplicate");
+        assert!(describe(e).contains("duplicate property `stopReason`"));
+        let e = rt::parse_validated::<acp::Error2>(br#"{"message":"x"}"#).expect_err("no code");
+        assert!(describe(e).contains("code"));
+    }
+
+    /// Every message the host writes is one the agent side of ACP's schema accepts.
+    #[test]
+    fn what_the_host_writes_is_acp() {
+        fn check(line: &[u8], is_request: bool) {
+            let v: Value = serde_json::from_slice(line).expect("JSON");
+            assert_eq!(v["jsonrpc"], "2.0");
+            let params = serde_json::to_vec(&v["params"]).expect("params");
+            let method = v["method"].as_str().expect("a method");
+            let decoded = if is_request {
+                agent_side::Request::decode(method, &params).map(|r| r.map(|_| ()))
+            } else {
+                agent_side::Notification::decode(method, &params).map(|r| r.map(|_| ()))
+            };
+            assert!(matches!(decoded, Some(Ok(()))), "{}: {decoded:?}", String::from_utf8_lossy(line));
+        }
+        let init = acp::InitializeRequest {
+            protocol_version: ACP_PROTOCOL_VERSION,
+            client_capabilities: Some(acp::ClientCapabilities {
+                fs: Some(acp::FileSystemCapabilities { read_text_file: Some(false), write_text_file: Some(false), meta: None }),
+                terminal: Some(false),
+                session: None,
+                auth: None,
+                elicitation: None,
+                meta: None,
+            }),
+            client_info: None,
+            meta: None,
+        };
+        check(&wire::request::<agent_side::Initialize>(0, &init), true);
+        let new = acp::NewSessionRequest { cwd: "/tmp".into(), additional_directories: None, mcp_servers: Vec::new(), meta: None };
+        check(&wire::request::<agent_side::SessionNew>(1, &new), true);
+        let prompt = acp::PromptRequest { session_id: "s".into(), prompt: vec![acp::ContentBlock::Text { annotations: None, text: "hi".into(), meta: None }], meta: None };
+        check(&wire::request::<agent_side::SessionPrompt>(2, &prompt), true);
+        check(&wire::notification(&agent_side::Notification::SessionCancel(acp::CancelNotification { session_id: "s".into(), meta: None })), false);
+        for outcome in [acp::RequestPermissionOutcome::Cancelled {}, acp::RequestPermissionOutcome::Selected { option_id: "ok".into(), meta: None }] {
+            let line = wire::response::<client_side::SessionRequestPermission>(&json!("p1"), &acp::RequestPermissionResponse { outcome, meta: None });
+            let v: Value = serde_json::from_slice(&line).expect("JSON");
+            assert_eq!(v["id"], "p1");
+            rt::parse_validated::<acp::RequestPermissionResponse>(&serde_json::to_vec(&v["result"]).expect("result")).expect("a valid result");
+        }
+        let line = wire::error_response(&json!(3), METHOD_NOT_FOUND, "Method not found: x".into());
+        let v: Value = serde_json::from_slice(&line).expect("JSON");
+        assert_eq!(v["id"], 3);
+        let error = rt::parse_validated::<acp::Error2>(&serde_json::to_vec(&v["error"]).expect("error")).expect("a valid error");
+        assert_eq!(error.code, json!(METHOD_NOT_FOUND));
+    }
+
+    #[test]
+    fn unknown_kinds_and_stop_reasons_are_told_from_malformed_ones() {
+        let params = |update: Value| json!({ "sessionId": "s", "update": update }).to_string();
+        assert_eq!(wire::unknown_update_kind(&params(json!({"sessionUpdate":"future_kind","x":1}))).as_deref(), Some("future_kind"));
+        assert_eq!(wire::unknown_update_kind(&params(json!({"sessionUpdate":"agent_message_chunk"}))), None);
+        assert_eq!(wire::unknown_update_kind(&params(json!({"sessionUpdate":7}))), None);
+        assert_eq!(wire::unknown_update_kind(&params(json!({}))), None);
+        assert_eq!(wire::unknown_update_kind("[]"), None);
+        assert_eq!(wire::unknown_stop_reason(r#"{"stopReason":"paused"}"#).as_deref(), Some("paused"));
+        assert_eq!(wire::unknown_stop_reason(r#"{"stopReason":"end_turn"}"#), None);
+        assert_eq!(wire::unknown_stop_reason(r#"{"stopReason":1}"#), None);
+    }
+
+    fn update(v: Value) -> acp::SessionUpdate {
+        rt::parse_validated(v.to_string().as_bytes()).unwrap_or_else(|e| panic!("{v}: {e}"))
     }
 
     fn check_updates(updates: &[Value], result: &str, progress: &[&str]) {
         let mut s = TurnState::default();
         for u in updates {
-            s.update(u);
+            s.update(&update(u.clone()));
         }
         s.flush_thought();
         assert_eq!(s.result, result);
@@ -1174,15 +1278,16 @@ mod tests {
             &["plan: [completed] a; [pending] b"],
         );
         check_updates(&[json!({"sessionUpdate":"agent_message_chunk","content":{"type":"image","data":"","mimeType":"image/png"}})], "", &["[the agent sent image content]"]);
-        check_updates(&[json!({"sessionUpdate":"usage_update","used":1,"size":2}), json!({"sessionUpdate":"future_kind"})], "", &[]);
+        check_updates(&[json!({"sessionUpdate":"usage_update","used":1,"size":2}), json!({"sessionUpdate":"agent_thought_chunk","content":{"type":"image","data":"","mimeType":"image/png"}})], "", &[]);
     }
 
     #[test]
     fn options_fail_closed() {
-        let all = vec![("a1".to_owned(), "allow_always".to_owned()), ("a".to_owned(), "allow_once".to_owned()), ("r".to_owned(), "reject_once".to_owned()), ("ra".to_owned(), "reject_always".to_owned())];
+        use acp::PermissionOptionKind as K;
+        let all = vec![("a1".to_owned(), K::AllowAlways), ("a".to_owned(), K::AllowOnce), ("r".to_owned(), K::RejectOnce), ("ra".to_owned(), K::RejectAlways)];
         assert_eq!(choose_option(&all, true).as_deref(), Some("a"));
         assert_eq!(choose_option(&all, false).as_deref(), Some("r"));
-        let always_only = vec![("a1".to_owned(), "allow_always".to_owned()), ("ra".to_owned(), "reject_always".to_owned())];
+        let always_only = vec![("a1".to_owned(), K::AllowAlways), ("ra".to_owned(), K::RejectAlways)];
         assert_eq!(choose_option(&always_only, true), None);
         assert_eq!(choose_option(&always_only, false).as_deref(), Some("ra"));
         assert_eq!(choose_option(&[], false), None);
@@ -1190,17 +1295,20 @@ mod tests {
 
     #[test]
     fn permission_prompts_say_what_the_tool_would_do() {
-        let params = json!({"sessionId":"s","toolCall":{"toolCallId":"c1","title":"Write notes.txt","kind":"edit","content":[{"type":"content","content":{"type":"text","text":"add a line"}}]},"options":[{"optionId":"ok","name":"Allow","kind":"allow_once"}]});
+        let request = |v: Value| -> acp::RequestPermissionRequest { rt::parse_validated(v.to_string().as_bytes()).unwrap_or_else(|e| panic!("{v}: {e}")) };
+        let params = request(json!({"sessionId":"s","toolCall":{"toolCallId":"c1","title":"Write notes.txt","kind":"edit","content":[{"type":"content","content":{"type":"text","text":"add a line"}}]},"options":[{"optionId":"ok","name":"Allow","kind":"allow_once"}]}));
         let p = permission(json!(7), &params, None);
         assert_eq!(p.prompt, "The agent asks permission: Write notes.txt (edit)\nadd a line");
         assert_eq!(p.tool_call_id, "c1");
-        assert_eq!(p.options, vec![("ok".to_owned(), "allow_once".to_owned())]);
+        assert_eq!(p.options, vec![("ok".to_owned(), acp::PermissionOptionKind::AllowOnce)]);
         let mut s = TurnState::default();
-        s.update(&json!({"sessionUpdate":"tool_call","toolCallId":"c2","title":"Run tests"}));
-        let p = permission(json!("x"), &json!({"toolCall":{"toolCallId":"c2"},"options":[]}), Some(&s));
+        s.update(&update(json!({"sessionUpdate":"tool_call","toolCallId":"c2","title":"Run tests"})));
+        let p = permission(json!("x"), &request(json!({"sessionId":"s","toolCall":{"toolCallId":"c2"},"options":[]})), Some(&s));
         assert_eq!(p.prompt, "The agent asks permission: Run tests");
+        let p = permission(json!("x"), &request(json!({"sessionId":"s","toolCall":{"toolCallId":"c4","rawInput":{"command":"ls"}},"options":[]})), None);
+        assert_eq!(p.prompt, "The agent asks permission: tool call `c4`\n{\"command\":\"ls\"}");
         let long = "x".repeat(MAX_PROMPT_CHARS + 10);
-        let p = permission(json!(1), &json!({"toolCall":{"toolCallId":"c3","title":long},"options":[]}), None);
+        let p = permission(json!(1), &request(json!({"sessionId":"s","toolCall":{"toolCallId":"c3","title":long},"options":[]})), None);
         assert_eq!(p.prompt.chars().count(), MAX_PROMPT_CHARS);
     }
 
