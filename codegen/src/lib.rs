@@ -21,6 +21,7 @@ pub mod error;
 pub mod history;
 pub mod load;
 pub mod lower;
+pub mod methods;
 pub mod model;
 pub mod naming;
 pub mod openrpc;
@@ -44,6 +45,7 @@ pub struct Config {
     schemars: bool,
     python_runtime: String,
     typescript: typescript::TypeScriptOptions,
+    methods: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -54,6 +56,7 @@ impl Default for Config {
             schemars: false,
             python_runtime: python::DEFAULT_RUNTIME.into(),
             typescript: typescript::TypeScriptOptions::default(),
+            methods: None,
         }
     }
 }
@@ -97,6 +100,13 @@ impl Config {
         self
     }
 
+    /// A method file declaring the methods of a schema that does not mark them itself (see
+    /// [`methods`]): its sides are generated like those of `x-method`/`x-side` marks.
+    pub fn methods_file(mut self, path: impl AsRef<Path>) -> Self {
+        self.methods = Some(path.as_ref().to_path_buf());
+        self
+    }
+
     /// Whether the generated types also derive `schemars::JsonSchema`, behind the generated
     /// crate's `schemars` feature, with attributes that make the derived schema accept exactly
     /// what the source schema accepts (see [`schemars_attrs`]). Off by default.
@@ -116,7 +126,16 @@ impl Config {
     /// files cannot be read.
     pub fn load(&self) -> Result<(Documents, TypeSpace), Refusals> {
         let docs = load::load_path(&self.schema_dir)?;
-        let space = lower::lower_all(&docs)?;
+        let mut space = lower::lower_all(&docs)?;
+        if let Some(path) = &self.methods {
+            let declared = methods::sides(path, &docs, &space).map_err(Refusals::from)?;
+            if let Some(twice) = declared.iter().find(|d| space.sides.iter().any(|s| s.name == d.name)) {
+                let e = SchemaError::new(&path.display().to_string(), &format!("/sides/{}", twice.name), "sides", format!("the schema marks the {} side itself (`x-side`)", twice.name));
+                return Err(Refusals::from(e));
+            }
+            space.sides.extend(declared);
+            space.sides.sort_by(|a, b| a.name.cmp(&b.name));
+        }
         Ok((docs, space))
     }
 

@@ -349,6 +349,12 @@ fn sides(space: &TypeSpace, names: &BTreeMap<(String, String), String>, docs: &D
             *slot = Some(name.clone());
         }
     }
+    build_sides(space, marked)
+}
+
+/// The sides of `marked` methods ((side, method) → (params type, result type)): a method with a
+/// result is a request, one without a notification; a method without params type is left out.
+pub(crate) fn build_sides(space: &TypeSpace, marked: BTreeMap<(String, String), (Option<String>, Option<String>)>) -> Vec<Side> {
     let mut out: Vec<Side> = Vec::new();
     for ((side, method), (params, result)) in marked {
         let Some(params) = params else { continue };

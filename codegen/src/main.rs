@@ -28,6 +28,10 @@ struct Schema {
     /// or one schema file.
     #[arg(long = "schema", value_name = "PATH", default_value = "schema")]
     path: PathBuf,
+    /// A method file declaring the methods of a schema that does not mark them with
+    /// `x-method`/`x-side` (sides → request and notification unions, results by method).
+    #[arg(long = "methods", value_name = "FILE")]
+    methods: Option<PathBuf>,
 }
 
 /// Where the schema is read from, for the commands that read only a folder.
@@ -150,8 +154,12 @@ fn main() -> ExitCode {
     }
 }
 
-fn config(schema: &Path) -> openagents_codegen::Config {
-    openagents_codegen::Config::new().schema_dir(schema)
+fn config(schema: &Schema) -> openagents_codegen::Config {
+    let config = openagents_codegen::Config::new().schema_dir(&schema.path);
+    match &schema.methods {
+        Some(m) => config.methods_file(m),
+        None => config,
+    }
 }
 
 fn run(command: Command) -> anyhow::Result<()> {
@@ -162,19 +170,19 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Gate { schema } => return versions::gate(&schema.path),
         Command::Freeze { protocol_version, schema, force } => return versions::freeze(&schema.path, &protocol_version, force),
         Command::Python { schema, out_dir, runtime } => {
-            return write_modules(&out_dir, config(&schema.path).python_runtime(runtime).generate_python()?, openagents_codegen::python::HEADER);
+            return write_modules(&out_dir, config(&schema).python_runtime(runtime).generate_python()?, openagents_codegen::python::HEADER);
         }
         Command::Typescript { schema, out_dir, runtime, error_base } => {
-            let files = config(&schema.path).typescript_runtime(runtime).typescript_error_base(error_base).generate_typescript()?;
+            let files = config(&schema).typescript_runtime(runtime).typescript_error_base(error_base).generate_typescript()?;
             return write_modules(&out_dir, files, openagents_codegen::typescript::HEADER);
         }
-        Command::Rust { schema, runtime, out } => (config(&schema.path).runtime(runtime).generate_rust()?, out),
+        Command::Rust { schema, runtime, out } => (config(&schema).runtime(runtime).generate_rust()?, out),
         Command::Bundle { schema, out } => {
-            let (docs, _) = config(&schema.path).load()?;
+            let (docs, _) = config(&schema).load()?;
             (serde_json::to_string_pretty(&docs.bundle())? + "\n", out)
         }
         Command::Check { schema } => {
-            let (_, space) = config(&schema.path).load()?;
+            let (_, space) = config(&schema).load()?;
             (format!("{} types, {} roots, {} constants: ok\n", space.types.len(), space.roots.len(), space.constants.len()), None)
         }
     };

@@ -44,7 +44,14 @@ fn fail(message: &str) -> ! {
 
 /// The generated Rust of one schema file, and its `check_document`.
 fn generate(path: &Path) -> String {
-    let config = openagents_codegen::Config::new().schema_dir(path);
+    let mut config = openagents_codegen::Config::new().schema_dir(path);
+    // A method file beside the schema (`<name>.methods.json`) declares the methods of a schema
+    // that does not mark them itself (MCP).
+    let methods = path.with_extension("").with_extension("methods.json");
+    if methods.exists() {
+        println!("cargo:rerun-if-changed={}", methods.display());
+        config = config.methods_file(&methods);
+    }
     let (docs, space) = config
         .load()
         .unwrap_or_else(|r| fail(&format!("{}: refused: {}", path.display(), r.first())));

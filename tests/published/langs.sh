@@ -53,8 +53,11 @@ mkdir -p "$out/py" "$out/ts/src" "$out/corpus"
 step "generating Python and TypeScript"
 for s in "${schemas[@]}"; do
     m="$(module "$s")"
-    "$codegen" python --schema "tests/third-party-schemas/$s.schema.json" --out-dir "$out/py/$m"
-    "$codegen" typescript --schema "tests/third-party-schemas/$s.schema.json" --out-dir "$out/ts/src/$m"
+    # A method file beside the schema declares the methods of a schema that marks none (MCP).
+    methods=()
+    [ -f "tests/third-party-schemas/$s.methods.json" ] && methods=(--methods "tests/third-party-schemas/$s.methods.json")
+    "$codegen" python --schema "tests/third-party-schemas/$s.schema.json" "${methods[@]}" --out-dir "$out/py/$m"
+    "$codegen" typescript --schema "tests/third-party-schemas/$s.schema.json" "${methods[@]}" --out-dir "$out/ts/src/$m"
 done
 cp "$client_ts/src/rt.ts" "$out/ts/src/rt.ts"
 printf '{ "type": "module" }\n' > "$out/ts/package.json"
