@@ -11,7 +11,7 @@ CARGO ?= cargo
 BIN := target/debug/openagents
 SAMPLES := tests/samples
 
-.PHONY: all prereqs build demo demo-python demo-typescript test test-rust test-python test-typescript test-conformance-langs test-published test-acp-agents test-acp-editor test-web test-standards codegen check-codegen compat bench bench-published fuzz soak clean
+.PHONY: all prereqs build demo demo-python demo-typescript test test-rust test-python test-typescript test-conformance-langs test-published test-acp-agents test-acp-editor test-web test-standards test-postgres codegen bench-store check-codegen compat bench bench-published fuzz soak clean
 
 all: build
 
@@ -62,7 +62,7 @@ demo: prereqs build $(DEMO)/runners.toml demo-python demo-typescript
 	@echo "== echo '{\"a\":' | openagents validate Turn   (not JSON)"
 	@echo '{"a":' | $(BIN) validate Turn; code=$$?; echo "refused (exit $$code)"; test $$code -eq 2
 
-test: prereqs test-rust test-python test-typescript test-conformance-langs test-published test-acp-editor test-acp-agents test-web test-standards
+test: prereqs test-rust test-python test-typescript test-conformance-langs test-published test-acp-editor test-acp-agents test-web test-standards test-postgres
 
 # A TypeScript runner, and one turn driven from TypeScript over stdio.
 demo-typescript: build
@@ -120,6 +120,11 @@ test-web: ; OPENAGENTS_STORE=memory bash tests/web/run-tests.sh
 # reader of GET /events, the probes, and the Prometheus text-format parser on GET /metrics.
 test-standards: ; OPENAGENTS_STORE=memory bash tests/standards/run-tests.sh
 
+# The PostgreSQL store against a real server: a temporary cluster (initdb) on 127.0.0.1, started
+# and stopped by the script (Debian's postgresql installed when missing), the Rust tests of
+# crates/cli/tests/postgres.rs run with OPENAGENTS_TEST_POSTGRES set to it.
+test-postgres: ; bash tests/postgres/run-tests.sh
+
 # The generator's checked-in output must match what it generates now.
 check-codegen:
 	$(CARGO) run --quiet --locked -p openagents-codegen -- check
@@ -145,8 +150,14 @@ bench:
 	$(CARGO) build --release -p openagents-runner
 	$(CARGO) bench -p openagents-runner --bench host
 	bash crates/server/benches/run.sh
-	$(CARGO) run --release --locked -p openagents-server --example oa-store-bench
+	$(MAKE) bench-store
 	$(MAKE) bench-published
+
+# The store benchmark (BENCHMARKS.md): memory, SQLite, and PostgreSQL on loopback (a temporary
+# server, as make test-postgres starts one, fsync on).
+bench-store:
+	$(CARGO) build --release --locked -p openagents-runner
+	bash tests/postgres/run-tests.sh --run bash -c 'STORE_BENCH_POSTGRES=$$OPENAGENTS_TEST_POSTGRES $(CARGO) run --release --locked -p openagents-server --example oa-store-bench'
 
 # The generated code of the vendored ACP and MCP schemas against the peers a user would choose, on
 # the same documents (tests/bench-published/corpus.json): Rust against serde_json::Value +

@@ -1,5 +1,7 @@
 //! `--store`, `--name`, `--retain-events` and `--retain-days`, shared by `serve` and `acp`: where the runtime
 //! keeps its events, turns and conversations, opened (and refused) before anything is served.
+//! A PostgreSQL store (`postgres://…`) is shared by a fleet: each runtime keeps its history there
+//! under its `--name`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -7,18 +9,19 @@ use std::sync::Arc;
 use clap::Args;
 use openagents_sdk::server::SERVER_EVENT_CHANNEL_CAPACITY;
 use openagents_server::events::EventHub;
-use openagents_server::store::{DEFAULT_RETAIN_DAYS, DEFAULT_RETAIN_EVENTS, MAX_RETAIN_DAYS, MemoryStore, Retention, SqliteStore, Store, StoreError};
+use openagents_server::store::{DEFAULT_RETAIN_DAYS, DEFAULT_RETAIN_EVENTS, MAX_RETAIN_DAYS, MemoryStore, PostgresStore, Retention, SqliteStore, Store, StoreError};
 
 /// The store flags.
 #[derive(Args, Clone, Debug)]
 pub struct StoreArgs {
-    /// Where events, turns and conversations are kept: `sqlite:PATH`, or `memory` (nothing
-    /// outlives the process). Default: `$OPENAGENTS_STORE` when set, else SQLite at
-    /// `$XDG_STATE_HOME/openagents/NAME.db`, else `~/.local/state/openagents/NAME.db`.
-    #[arg(long, env = "OPENAGENTS_STORE", value_name = "sqlite:PATH|memory")]
+    /// Where events, turns and conversations are kept: `sqlite:PATH`, `memory` (nothing
+    /// outlives the process), or `postgres://USER@HOST:PORT/DB` (also `postgresql://`; shared by
+    /// runtimes of different `--name`s; no TLS). Default: `$OPENAGENTS_STORE` when set, else
+    /// SQLite at `$XDG_STATE_HOME/openagents/NAME.db`, else `~/.local/state/openagents/NAME.db`.
+    #[arg(long, env = "OPENAGENTS_STORE", value_name = "sqlite:PATH|memory|postgres://URL")]
     store: Option<String>,
-    /// The runtime's name, which names its default store (`NAME.db`): letters, digits, `.`,
-    /// `_` and `-`, at most 64 (default `default`).
+    /// The runtime's name, which names its default store (`NAME.db`) and its history in a
+    /// PostgreSQL store: letters, digits, `.`, `_` and `-`, at most 64 (default `default`).
     #[arg(long, value_name = "NAME")]
     name: Option<String>,
     /// How many events the store keeps, the newest (at least 1); a resume from before them
@@ -38,11 +41,24 @@ const DEFAULT_NAME: &str = "default";
 const NAME_MAX: usize = 64;
 
 /// What `--store` (or its absence) asks for.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(PartialEq, Eq)]
 enum Choice {
     Memory,
     /// A SQLite file; `chosen` when the operator named it (with `--store` or `--name`).
     Sqlite { path: PathBuf, chosen: bool },
+    /// A PostgreSQL database, the runtime's history under `name`.
+    Postgres { url: String, name: String },
+}
+
+impl std::fmt::Debug for Choice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Choice::Memory => f.write_str("Memory"),
+            Choice::Sqlite { path, chosen } => f.debug_struct("Sqlite").field("path", path).field("chosen", chosen).finish(),
+            // The URL may hold a password.
+            Choice::Postgres { name, .. } => f.debug_struct("Postgres").field("name", name).finish_non_exhaustive(),
+        }
+    }
 }
 
 fn check_name(name: &str) -> Result<(), String> {
@@ -72,17 +88,14 @@ fn choose(args: &StoreArgs) -> Result<Choice, String> {
             Ok(Choice::Sqlite { path: state_folder()?.join(format!("{name}.db")), chosen: args.name.is_some() })
         }
         Some("memory") => Ok(Choice::Memory),
-        Some(s) if s.starts_with("postgres://") || s.starts_with("postgresql://") => {
-            // The URL may hold a password: it is not repeated.
-            Err("--store postgres://…: PostgreSQL stores are not supported yet; use --store sqlite:PATH or --store memory".into())
-        }
+        Some(s) if s.starts_with("postgres://") || s.starts_with("postgresql://") => Ok(Choice::Postgres { url: s.to_owned(), name: args.name.clone().unwrap_or_else(|| DEFAULT_NAME.to_owned()) }),
         Some(s) => match s.strip_prefix("sqlite:") {
             Some("") => Err("--store sqlite:PATH needs a path".into()),
             Some(path) => {
                 let path = std::path::absolute(path).map_err(|e| format!("--store {s}: {e}"))?;
                 Ok(Choice::Sqlite { path, chosen: true })
             }
-            None => Err(format!("--store {s:?}: give sqlite:PATH or memory")),
+            None => Err(format!("--store {s:?}: give sqlite:PATH, memory or postgres://USER@HOST:PORT/DB")),
         },
     }
 }
@@ -115,6 +128,8 @@ pub(crate) fn open(args: &StoreArgs, program: &str) -> Result<EventHub, String> 
                 Err(e) => return Err(e.to_string()),
             }
         }
+        // Refused outright when the name is in use: a fleet's runtimes are told apart by name.
+        Choice::Postgres { url, name } => Arc::new(PostgresStore::open(&url, &name).map_err(|e| e.to_string())?),
     };
     EventHub::with_retention(SERVER_EVENT_CHANNEL_CAPACITY, store, Retention::new(args.retain_events, args.retain_days)).map_err(|e| e.to_string())
 }
@@ -144,9 +159,10 @@ mod tests {
     fn the_flags_choose_a_store() {
         assert_eq!(choose(&args(Some("memory"), None)), Ok(Choice::Memory));
         assert_eq!(choose(&args(Some("sqlite:/x/y.db"), None)), Ok(Choice::Sqlite { path: "/x/y.db".into(), chosen: true }));
-        let e = choose(&args(Some("postgres://user:secret@db/x"), None)).unwrap_err();
-        assert!(e.contains("not supported yet") && !e.contains("secret"), "{e}");
-        assert!(choose(&args(Some("mysql://x"), None)).unwrap_err().contains("sqlite:PATH or memory"));
+        assert_eq!(choose(&args(Some("postgres://user:secret@db/x"), None)), Ok(Choice::Postgres { url: "postgres://user:secret@db/x".into(), name: "default".into() }));
+        assert_eq!(choose(&args(Some("postgresql://db/x"), Some("alpha"))), Ok(Choice::Postgres { url: "postgresql://db/x".into(), name: "alpha".into() }));
+        assert!(!format!("{:?}", choose(&args(Some("postgres://user:secret@db/x"), None))).contains("secret"), "a password is never printed");
+        assert!(choose(&args(Some("mysql://x"), None)).unwrap_err().contains("sqlite:PATH, memory or postgres://"));
         assert!(choose(&args(Some("sqlite:"), None)).is_err());
         for bad in ["", "../x", ".hidden", "a/b", &"n".repeat(65)] {
             assert!(choose(&args(None, Some(bad))).is_err(), "{bad:?}");

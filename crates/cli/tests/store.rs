@@ -269,10 +269,12 @@ fn bad_stores_are_refused_at_start_naming_the_path() {
     let (code, err) = refused(&s, &db_arg(&newer));
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains(&newer.display().to_string()) && err.contains(&format!("version {}", version + 1)) && err.contains("newer openagents"), "{err}");
-    // PostgreSQL comes later; its URL (which may hold a password) is not repeated.
-    let (code, err) = refused(&s, "postgres://user:hunter2@db.internal/openagents");
+    // A PostgreSQL server that is not there (port 1 on loopback refuses at once); its URL (which
+    // may hold a password) is named without the password. crates/cli/tests/postgres.rs tests a
+    // real server.
+    let (code, err) = refused(&s, "postgres://user:hunter2@127.0.0.1:1/openagents");
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("not supported yet") && !err.contains("hunter2"), "{err}");
+    assert!(err.contains("postgres://user@127.0.0.1:1/openagents") && err.contains("cannot connect") && !err.contains("hunter2"), "{err}");
     // The default store where its folder cannot be made (the state folder is a file).
     let mut command = s.command(&["serve", "--stdio", "--runner", "echo"]);
     command.env("XDG_STATE_HOME", &text);
@@ -387,10 +389,10 @@ fn openagents_store_in_the_environment_chooses_the_store_and_the_flag_wins() {
     assert!(!default.exists(), "OPENAGENTS_STORE=memory made {}", default.display());
     // A bad value from the environment is refused like the flag's.
     let mut command = s.command(&["serve", "--stdio", "--runner", "echo"]);
-    command.env("OPENAGENTS_STORE", "postgres://db.internal/openagents");
+    command.env("OPENAGENTS_STORE", "postgres://127.0.0.1:1/openagents");
     let out = run(command, b"");
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not supported yet"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("postgres://127.0.0.1:1/openagents"));
     // `--store` wins over the environment.
     let db = s.dir.join("chosen.db");
     let mut command = s.command(&["serve", "--stdio", "--runner", "echo", "--store", &format!("sqlite:{}", db.display())]);

@@ -458,6 +458,8 @@ impl RpcEngine {
             st.counters.submitted += 1;
             (turn, cancel)
         };
+        // A group commit that fails from here on fails the turn: its events cannot be kept.
+        let failures = self.inner.hub.write_failures();
         let started = self.inner.hub.publish_noted(
             RuntimeEvent::TurnStarted { assignment: turn.assignment.clone(), conversation: turn.conversation.clone(), runner: turn.agent.runner.clone() },
             Some(Note::TurnStarted { task: turn.task.clone(), cwd: turn.cwd.clone() }),
@@ -465,14 +467,26 @@ impl RpcEngine {
         // The turn runs on its own task: a caller that goes away (a dropped HTTP request) does
         // not cut it short, and it always ends in exactly one terminal outcome.
         let engine = self.clone();
-        let task = tokio::spawn(async move { engine.run_to_end(turn, cancel, started.seq).await });
+        let task = tokio::spawn(async move { engine.run_to_end(turn, cancel, started.seq, failures).await });
         task.await.unwrap_or_else(|e| Err(error(ErrorCode::Internal, format!("the turn's task failed: {e}"))))
     }
 
-    async fn run_to_end(&self, turn: Turn, cancel: CancellationToken, first_seq: i64) -> Result<SubmitResult, RuntimeSubmitError> {
+    async fn run_to_end(&self, turn: Turn, cancel: CancellationToken, first_seq: i64, mut failures: tokio::sync::watch::Receiver<crate::events::WriteFailure>) -> Result<SubmitResult, RuntimeSubmitError> {
         let ctx = TurnContext { hub: self.inner.hub.clone(), cancel: cancel.clone(), approvals: self.inner.approvals.clone() };
-        let run = AssertUnwindSafe(self.inner.agent.run_turn(turn.clone(), ctx)).catch_unwind().await;
+        let mut run = std::pin::pin!(AssertUnwindSafe(self.inner.agent.run_turn(turn.clone(), ctx)).catch_unwind());
+        // A write to the store that fails while the turn runs stops it: it fails with the
+        // store's error rather than go on with events that are not kept.
+        let mut store_failed = None;
+        let run = tokio::select! {
+            r = &mut run => r,
+            Ok(()) = failures.changed() => {
+                store_failed = Some(failures.borrow().message.clone());
+                cancel.cancel();
+                run.await
+            }
+        };
         let outcome = match run {
+            _ if let Some(reason) = store_failed => Err(error(ErrorCode::Internal, format!("the turn was stopped because its events could not be written to the store: {reason}. The runtime goes on serving, and writes again once the store is back"))),
             Ok(Err(e)) if cancel.is_cancelled() && e.code != ErrorCode::Interrupted => Err(error(ErrorCode::Interrupted, format!("the turn was interrupted ({})", e.message))),
             Ok(r) => r,
             Err(_) => Err(error(ErrorCode::Internal, "the agent panicked while running the turn")),

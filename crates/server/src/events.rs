@@ -168,6 +168,18 @@ struct Delivery {
     tx: broadcast::Sender<SharedEvent>,
     capacity: usize,
     delivered: watch::Sender<i64>,
+    /// The store's failed group commits.
+    failures: watch::Sender<WriteFailure>,
+}
+
+/// The store's failed group commits, as a running turn watches them (the engine fails a turn
+/// whose events could not be kept).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteFailure {
+    /// How many group commits have failed.
+    pub count: u64,
+    /// The last one's error, naming the store.
+    pub message: String,
 }
 
 impl Delivery {
@@ -261,7 +273,7 @@ impl EventHub {
     fn build(capacity: usize, store: Arc<dyn Store>, last: i64, retention: Retention) -> Self {
         let capacity = capacity.max(1);
         let (tx, _) = broadcast::channel(capacity);
-        let delivery = Arc::new(Delivery { log: Mutex::new(Log { delivered: last, replay: VecDeque::new() }), tx, capacity, delivered: watch::channel(last).0 });
+        let delivery = Arc::new(Delivery { log: Mutex::new(Log { delivered: last, replay: VecDeque::new() }), tx, capacity, delivered: watch::channel(last).0, failures: watch::channel(WriteFailure::default()).0 });
         let counters = Arc::<HubCounters>::default();
         let writer = store.durable().then(|| {
             let (queue, jobs) = std::sync::mpsc::sync_channel(WRITE_QUEUE);
@@ -337,6 +349,12 @@ impl EventHub {
     /// the store's newest at start).
     pub fn last_seq(&self) -> i64 {
         self.delivery.lock().delivered
+    }
+
+    /// A watch of the store's failed group commits: it changes each time one fails, with the
+    /// error. A running turn watches it, and fails when its events cannot be kept.
+    pub fn write_failures(&self) -> watch::Receiver<WriteFailure> {
+        self.delivery.failures.subscribe()
     }
 
     /// What the hub has counted.
@@ -492,6 +510,10 @@ fn write_batch(batch: &[Job], store: &dyn Store, delivery: &Delivery, counters: 
     if let Err(e) = written {
         counters.store_errors.fetch_add(1, Ordering::Relaxed);
         tracing::error!("{e}: {} events delivered without being written", batch.len());
+        delivery.failures.send_modify(|f| {
+            f.count += 1;
+            f.message = e.to_string();
+        });
     }
     drop(records);
     delivery.deliver(batch.iter().map(|job| &job.event));

@@ -1,8 +1,9 @@
 //! The store's cost, side by side in one run (`make bench`): (1) events per second through the
-//! event hub on the SQLite store against the memory store, one subscriber reading every event's
-//! JSON; (2) the latency of a whole turn through the echo runner (`submit` in process, answered
-//! once the turn's last event is delivered: with SQLite, written and committed) on each store.
-//! Rounds alternate memory and SQLite; ratios are medians of the per-round ratios.
+//! event hub on the SQLite store (and PostgreSQL, when `STORE_BENCH_POSTGRES` gives a URL)
+//! against the memory store, one subscriber reading every event's JSON; (2) the latency of a
+//! whole turn through the echo runner (`submit` in process, answered once the turn's last event
+//! is delivered: with a durable store, written and committed) on each store. Rounds rotate the
+//! stores; ratios are medians of the per-round ratios.
 //!
 //! ```text
 //! oa-store-bench            runs both and prints the markdown report
@@ -11,7 +12,9 @@
 //! Knobs (environment): `STORE_BENCH_ROUNDS` (7), `STORE_BENCH_EVENTS` events per round
 //! (200000), `STORE_BENCH_TURNS` turns per round (100), `STORE_BENCH_DIR` where the SQLite files
 //! go (a new folder under the system's temporary one; the disk under it is what is measured),
-//! `OA_ECHO_RUNNER` the echo runner (default: `openagents-runner-echo` of the same build).
+//! `OA_ECHO_RUNNER` the echo runner (default: `openagents-runner-echo` of the same build),
+//! `STORE_BENCH_POSTGRES` a PostgreSQL URL to measure too (each hub a runtime name of its own;
+//! `make bench-postgres` starts a temporary server on loopback and sets it).
 
 #![allow(missing_docs)]
 
@@ -24,7 +27,7 @@ use openagents_protocol::{RuntimeEvent, SERVER_EVENT_CHANNEL_CAPACITY};
 use openagents_runner::host::RunnerHost;
 use openagents_runner::registry::Registry;
 use openagents_server::events::EventHub;
-use openagents_server::store::{MemoryStore, SqliteStore, Store};
+use openagents_server::store::{MemoryStore, PostgresStore, SqliteStore, Store};
 use openagents_server::{Caller, EngineConfig, RpcEngine, RunnerAgent};
 
 /// The text of each event of the throughput part: a streamed chunk of a reply.
@@ -36,6 +39,7 @@ const TASK: &str = "hello from the store benchmark";
 enum Kind {
     Memory,
     Sqlite,
+    Postgres,
 }
 
 impl Kind {
@@ -43,6 +47,7 @@ impl Kind {
         match self {
             Kind::Memory => "memory",
             Kind::Sqlite => "sqlite",
+            Kind::Postgres => "postgres",
         }
     }
 }
@@ -61,19 +66,30 @@ fn main() -> ExitCode {
     }
 }
 
-/// A fresh store of `kind`; a SQLite one in a new file under `dir`.
-fn store(kind: Kind, dir: &Path, n: &mut usize) -> Result<Arc<dyn Store>, String> {
+/// Where the stores go: SQLite files under `dir`, PostgreSQL runtimes at `postgres`.
+struct Places {
+    dir: PathBuf,
+    postgres: Option<String>,
+    /// Stores made so far (each a new file or runtime name).
+    made: usize,
+}
+
+/// A fresh store of `kind`: a SQLite one in a new file, a PostgreSQL one under a new name.
+fn store(kind: Kind, at: &mut Places) -> Result<Arc<dyn Store>, String> {
+    at.made += 1;
+    let n = at.made;
     Ok(match kind {
         Kind::Memory => Arc::new(MemoryStore::new()),
-        Kind::Sqlite => {
-            *n += 1;
-            Arc::new(SqliteStore::open(&dir.join(format!("bench-{n}.db"))).map_err(|e| e.to_string())?)
+        Kind::Sqlite => Arc::new(SqliteStore::open(&at.dir.join(format!("bench-{n}.db"))).map_err(|e| e.to_string())?),
+        Kind::Postgres => {
+            let url = at.postgres.as_deref().ok_or("no STORE_BENCH_POSTGRES")?;
+            Arc::new(PostgresStore::open(url, &format!("bench-{}-{n}", std::process::id())).map_err(|e| e.to_string())?)
         }
     })
 }
 
-fn hub(kind: Kind, dir: &Path, n: &mut usize) -> Result<EventHub, String> {
-    EventHub::with_store(SERVER_EVENT_CHANNEL_CAPACITY, store(kind, dir, n)?, openagents_server::store::DEFAULT_RETAIN_EVENTS).map_err(|e| e.to_string())
+fn hub(kind: Kind, at: &mut Places) -> Result<EventHub, String> {
+    EventHub::with_store(SERVER_EVENT_CHANNEL_CAPACITY, store(kind, at)?, openagents_server::store::DEFAULT_RETAIN_EVENTS).map_err(|e| e.to_string())
 }
 
 fn echo_runner() -> Result<PathBuf, String> {
@@ -166,21 +182,25 @@ fn run() -> Result<(), String> {
     };
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let echo = echo_runner()?;
-    let mut n = 0;
-    let order = |r: usize| if r.is_multiple_of(2) { [Kind::Memory, Kind::Sqlite] } else { [Kind::Sqlite, Kind::Memory] };
+    let postgres = std::env::var("STORE_BENCH_POSTGRES").ok().filter(|u| !u.is_empty());
+    let kinds: Vec<Kind> = if postgres.is_some() { vec![Kind::Memory, Kind::Sqlite, Kind::Postgres] } else { vec![Kind::Memory, Kind::Sqlite] };
+    let mut at = Places { dir: dir.clone(), postgres, made: 0 };
+    // Round r starts with the store r places along: each goes first as often as the others.
+    let order = |r: usize| -> Vec<Kind> { (0..kinds.len()).map(|i| kinds[(r + i) % kinds.len()]).collect() };
+    let durable: Vec<Kind> = kinds[1..].to_vec();
 
     // (1) Events per second through the hub.
     eprintln!("== hub throughput: {rounds} rounds x {events} events per store");
-    for kind in [Kind::Memory, Kind::Sqlite] {
-        throughput_round(&hub(kind, &dir, &mut n)?, events / 10)?; // warm-up
+    for &kind in &kinds {
+        throughput_round(&hub(kind, &mut at)?, events / 10)?; // warm-up
     }
-    let mut rate = [Vec::new(), Vec::new()];
-    let mut ratios = Vec::new();
+    let mut rate = vec![Vec::new(); 3];
+    let mut ratios = vec![Vec::new(); 3];
     let mut event_bytes = 0;
     for r in 0..rounds {
-        let mut this = [0.0; 2];
+        let mut this = [0.0; 3];
         for kind in order(r) {
-            let h = hub(kind, &dir, &mut n)?;
+            let h = hub(kind, &mut at)?;
             let (took, bytes) = throughput_round(&h, events)?;
             event_bytes = bytes / events as u64;
             let per_s = events as f64 / took.as_secs_f64();
@@ -188,28 +208,35 @@ fn run() -> Result<(), String> {
             this[kind as usize] = per_s;
             rate[kind as usize].push(per_s);
         }
-        ratios.push(this[Kind::Sqlite as usize] / this[Kind::Memory as usize]);
+        for &kind in &durable {
+            ratios[kind as usize].push(this[kind as usize] / this[Kind::Memory as usize]);
+        }
     }
 
     // (2) Turn latency through the echo runner.
     eprintln!("== turn latency: {rounds} rounds x {turns} turns per store ({})", echo.display());
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(|e| e.to_string())?;
-    let mut lat: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
-    let mut p50_ratios = Vec::new();
+    let mut lat: Vec<Vec<Duration>> = vec![Vec::new(); 3];
+    let mut p50_ratios = vec![Vec::new(); 3];
     rt.block_on(async {
-        let engines = [engine(hub(Kind::Memory, &dir, &mut n)?, &echo, &dir)?, engine(hub(Kind::Sqlite, &dir, &mut n)?, &echo, &dir)?];
+        let mut engines = Vec::new();
+        for &kind in &kinds {
+            engines.push(engine(hub(kind, &mut at)?, &echo, &dir)?);
+        }
         for e in &engines {
             turn_round(e, 5).await?; // warm-up
         }
         for r in 0..rounds {
-            let mut this = [Duration::ZERO; 2];
+            let mut this = [Duration::ZERO; 3];
             for kind in order(r) {
                 let mut got = turn_round(&engines[kind as usize], turns).await?;
                 got.sort();
                 this[kind as usize] = percentile(&got, 0.5);
                 lat[kind as usize].extend(got);
             }
-            p50_ratios.push(this[Kind::Sqlite as usize].as_secs_f64() / this[Kind::Memory as usize].as_secs_f64());
+            for &kind in &durable {
+                p50_ratios[kind as usize].push(this[kind as usize].as_secs_f64() / this[Kind::Memory as usize].as_secs_f64());
+            }
         }
         for e in &engines {
             e.shutdown().await;
@@ -218,21 +245,25 @@ fn run() -> Result<(), String> {
     })?;
     let _ = std::fs::remove_dir_all(&dir);
 
-    let ratio = median(&mut ratios);
     println!("### Ratios");
     println!();
-    println!("- events/s through the hub, SQLite / memory: **{ratio:.2}×** (median of {rounds} per-round ratios; target ≥ 0.8: {})", if ratio >= 0.8 { "met" } else { "not met" });
     for l in &mut lat {
         l.sort();
     }
-    let (m, s) = (&lat[Kind::Memory as usize], &lat[Kind::Sqlite as usize]);
-    println!("- turn latency p50, SQLite / memory: **{:.2}×** (median of per-round ratios); the store adds {} ms at p50 and {} ms at p99", median(&mut p50_ratios), ms(percentile(s, 0.5).saturating_sub(percentile(m, 0.5))), ms(percentile(s, 0.99).saturating_sub(percentile(m, 0.99))));
+    let m = &lat[Kind::Memory as usize];
+    for &kind in &durable {
+        let ratio = median(&mut ratios[kind as usize]);
+        let name = if kind == Kind::Sqlite { "SQLite" } else { "PostgreSQL (loopback)" };
+        println!("- events/s through the hub, {name} / memory: **{ratio:.2}×** (median of {rounds} per-round ratios; target ≥ 0.8: {})", if ratio >= 0.8 { "met" } else { "not met" });
+        let s = &lat[kind as usize];
+        println!("- turn latency p50, {name} / memory: **{:.2}×** (median of per-round ratios); the store adds {} ms at p50 and {} ms at p99", median(&mut p50_ratios[kind as usize]), ms(percentile(s, 0.5).saturating_sub(percentile(m, 0.5))), ms(percentile(s, 0.99).saturating_sub(percentile(m, 0.99))));
+    }
     println!();
     println!("### Events per second through the hub ({events} text events a round, {event_bytes} bytes of JSON each, one subscriber)");
     println!();
     println!("| store | median events/s | min | max |");
     println!("|---|---:|---:|---:|");
-    for kind in [Kind::Memory, Kind::Sqlite] {
+    for &kind in &kinds {
         let v = &mut rate[kind as usize];
         let med = median(v);
         println!("| {} | {med:.0} | {:.0} | {:.0} |", kind.name(), v.first().copied().unwrap_or(f64::NAN), v.last().copied().unwrap_or(f64::NAN));
@@ -242,7 +273,7 @@ fn run() -> Result<(), String> {
     println!();
     println!("| store | p50 ms | p90 ms | p99 ms | max ms |");
     println!("|---|---:|---:|---:|---:|");
-    for kind in [Kind::Memory, Kind::Sqlite] {
+    for &kind in &kinds {
         let v = &lat[kind as usize];
         println!("| {} | {} | {} | {} | {} |", kind.name(), ms(percentile(v, 0.5)), ms(percentile(v, 0.9)), ms(percentile(v, 0.99)), ms(percentile(v, 1.0)));
     }

@@ -10,9 +10,11 @@
 //! [`Store::write`] call per group commit.
 
 mod memory;
+mod postgres;
 mod sqlite;
 
 pub use memory::MemoryStore;
+pub use self::postgres::{CONNECT_TIMEOUT, POSTGRES_SCHEMA_VERSION, PostgresStore, RECONNECT_FIRST, RECONNECT_MAX};
 pub use sqlite::{SCHEMA_VERSION, SqliteStore};
 
 use std::path::{Path, PathBuf};
