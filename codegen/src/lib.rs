@@ -130,7 +130,7 @@ impl Config {
         if let Some(path) = &self.methods {
             let declared = methods::sides(path, &docs, &space).map_err(Refusals::from)?;
             if let Some(twice) = declared.iter().find(|d| space.sides.iter().any(|s| s.name == d.name)) {
-                let e = SchemaError::new(&path.display().to_string(), &format!("/sides/{}", twice.name), "sides", format!("the schema marks the {} side itself (`x-side`)", twice.name));
+                let e = SchemaError::new(path.display().to_string(), format!("/sides/{}", twice.name), "sides", format!("the schema marks the {} side itself (`x-side`)", twice.name));
                 return Err(Refusals::from(e));
             }
             space.sides.extend(declared);

@@ -62,7 +62,7 @@ pub fn sides(path: &Path, docs: &Documents, space: &TypeSpace) -> Result<Vec<Sid
             };
             for branch in branches {
                 let (mfile, mpointer) = match branch.get("$ref").and_then(Value::as_str) {
-                    Some(r) => docs.resolve_ref(&schema_file, r).map_err(|e| SchemaError::new(&schema_file, &format!("/$defs/{union}"), "$ref", e))?,
+                    Some(r) => docs.resolve_ref(&schema_file, r).map_err(|e| SchemaError::new(&schema_file, format!("/$defs/{union}"), "$ref", e))?,
                     None => (schema_file.clone(), format!("/$defs/{union}")),
                 };
                 let message = docs.get(&mfile, &mpointer).cloned().unwrap_or(Value::Null);

@@ -615,7 +615,7 @@ impl Visitor<'_> for IntVisitor {
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<i64, E> {
         // JSON Schema counts 1.0 as an integer.
-        if v.fract() == 0.0 && v >= -9.223_372_036_854_776e18 && v < 9.223_372_036_854_776e18 {
+        if v.fract() == 0.0 && (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&v) {
             Ok(v as i64)
         } else if v.fract() == 0.0 {
             Err(E::custom(format!("integer {v} is beyond the supported range of -2^63..2^63")))
