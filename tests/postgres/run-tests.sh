@@ -5,12 +5,13 @@
 #   2. makes a cluster in a temporary folder (as the `postgres` system user when run as root:
 #      PostgreSQL refuses to run as root), trust authentication, listening on 127.0.0.1 only on
 #      a free port, its socket in the folder;
-#   3. runs crates/cli/tests/postgres.rs with OPENAGENTS_TEST_POSTGRES set to its URL and
+#   3. runs crates/server/tests/postgres_store.rs (the store contract), then
+#      crates/cli/tests/postgres.rs, with OPENAGENTS_TEST_POSTGRES set to its URL and
 #      OPENAGENTS_TEST_POSTGRES_CTL to a script that stops (`stop`, immediate) and starts
 #      (`start`) the server, so a test can take it away mid-turn;
 #   4. stops the server and removes the folder however it ends.
 # With `--run COMMAND…`, it runs COMMAND instead of the tests, with the same variables set and
-# the server's fsync on (the store benchmark: `make bench-postgres`). The tests run with fsync
+# the server's fsync on (the store benchmark: `make bench-store`). The tests run with fsync
 # off (faster; they stop the server, never the machine).
 set -euo pipefail
 
@@ -83,6 +84,8 @@ if [ "${1:-}" = "--run" ]; then
   exit
 fi
 
-echo "== cargo test --test postgres ($OPENAGENTS_TEST_POSTGRES)"
 cd "$root"
+echo "== cargo test -p openagents-server --test postgres_store ($OPENAGENTS_TEST_POSTGRES)"
+cargo test --locked -p openagents-server --test postgres_store "$@"
+echo "== cargo test -p openagents-cli --test postgres ($OPENAGENTS_TEST_POSTGRES)"
 cargo test --locked -p openagents-cli --test postgres "$@"
