@@ -5,8 +5,12 @@
 //! The agent is spawned like every runner (its own process group, the registry's environment,
 //! every line at most `MAX_FRAME`, at most `MAX_OUTPUT` bytes of stdout per turn), then
 //! `initialize`d (protocol version 1, no `fs` or `terminal` client capabilities, so it uses its
-//! own tools) and given a session (`session/new` with the turn's `cwd` and no MCP servers).
-//! Each turn is one `session/prompt` with the task as text:
+//! own tools) and given a session (`session/new` with the turn's `cwd` and no MCP servers), or,
+//! when the caller kept the conversation's earlier session ([`SessionKeeping`]: a restarted
+//! runtime, an agent closed while idle) and the agent advertises `loadSession`, that session
+//! again (`session/load`; what the agent replays while loading is not the turn's output). An
+//! agent that cannot load it gets a new session, and the turn a progress `text` saying so
+//! ([`RESUME_FAILED`]). Each turn is one `session/prompt` with the task as text:
 //!
 //! | ACP | runner events and outcome |
 //! | --- | --- |
@@ -75,6 +79,10 @@ pub const MAX_TEXT_CHARS: usize = 98_304;
 
 /// The longest approval prompt, in code points (`approval_request.prompt` in `schema/Event.json`).
 pub const MAX_PROMPT_CHARS: usize = 16_384;
+
+/// The start of the progress `text` a turn gets when the conversation's earlier agent session
+/// could not be loaded and a new one was started (the reason follows, then what it means).
+pub const RESUME_FAILED: &str = "The agent could not resume this conversation's earlier session";
 
 /// JSON-RPC "method not found".
 const METHOD_NOT_FOUND: i64 = -32601;
@@ -238,6 +246,31 @@ pub struct AcpReport {
     pub started: bool,
 }
 
+/// What the caller keeps of a conversation's ACP session across agent processes and runtime
+/// restarts (the server keeps it in its store): the session to resume, and where to report a new
+/// one.
+#[derive(Default)]
+pub struct SessionKeeping<'a> {
+    /// The session id the conversation had with this runner's agent, if any: when the turn has
+    /// to start the conversation's agent process, the host asks the agent to `session/load` it
+    /// (if the agent advertised `loadSession`); when it cannot, it opens a new session and the
+    /// turn gets a progress `text` starting with [`RESUME_FAILED`].
+    pub resume: Option<String>,
+    /// Called with the id of every session the host opens (`session/new`) for the conversation.
+    pub on_new_session: Option<&'a mut (dyn FnMut(&str) + Send)>,
+}
+
+/// How a new agent process got its session.
+#[derive(Debug, PartialEq, Eq)]
+enum Opened {
+    /// `session/new`, with no session to resume.
+    New,
+    /// `session/load` of the session asked for.
+    Loaded,
+    /// `session/new`, because the session asked for could not be loaded (why).
+    Replaced(String),
+}
+
 /// Drives ACP runners: one agent process (and ACP session) per conversation, kept between
 /// turns within the runner's idle timeout and process cap. Cheap to clone; clones share the
 /// processes.
@@ -301,6 +334,22 @@ impl AcpHost {
         on_event: &mut (dyn FnMut(&Event) + Send),
         approver: &dyn Approver,
     ) -> AcpReport {
+        self.run_keeping(spec, settings, turn, SessionKeeping::default(), cancel, on_event, approver).await
+    }
+
+    /// [`AcpHost::run`], resuming the conversation's kept session when the turn starts its agent
+    /// process, and reporting each new session (see [`SessionKeeping`]).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn run_keeping(
+        &self,
+        spec: &RunnerSpec,
+        settings: AcpSettings,
+        turn: &Turn,
+        mut keeping: SessionKeeping<'_>,
+        cancel: &CancellationToken,
+        on_event: &mut (dyn FnMut(&Event) + Send),
+        approver: &dyn Approver,
+    ) -> AcpReport {
         let fail = |e: AcpError| AcpReport { outcome: Err(e), stderr: String::new(), started: false };
         match std::fs::metadata(&turn.cwd) {
             Ok(m) if m.is_dir() => {}
@@ -344,8 +393,11 @@ impl AcpHost {
             Some(p) => p,
             None => {
                 started = true;
-                match AcpProcess::start(spec, &turn.cwd, cancel, deadline, &mut budget).await {
-                    Ok(p) => p,
+                match AcpProcess::start(spec, &turn.cwd, keeping.resume.as_deref(), cancel, deadline, &mut budget).await {
+                    Ok((p, opened)) => {
+                        keeping.report(&p, opened, on_event);
+                        p
+                    }
                     Err((e, stderr)) => {
                         reserved.checkin(None, settings);
                         return AcpReport { outcome: Err(e), stderr, started };
@@ -357,11 +409,16 @@ impl AcpHost {
         let mut outcome = process.prompt(&turn.task, cancel, deadline, spec.timeout, &mut budget, on_event, approver).await;
         if !started && matches!(outcome, Err(AcpError::Exited(_))) && process.line_no == lines_before {
             // The kept process was gone before it read the prompt (it died while idle, just
-            // before the turn): the turn has not begun, so it goes to a fresh process.
+            // before the turn): the turn has not begun, so it goes to a fresh process, which
+            // resumes its session.
+            let resume = std::mem::take(&mut process.session_id);
             process.close(false).await;
             started = true;
-            process = match AcpProcess::start(spec, &turn.cwd, cancel, deadline, &mut budget).await {
-                Ok(p) => p,
+            process = match AcpProcess::start(spec, &turn.cwd, Some(&resume), cancel, deadline, &mut budget).await {
+                Ok((p, opened)) => {
+                    keeping.report(&p, opened, on_event);
+                    p
+                }
                 Err((e, stderr)) => {
                     reserved.checkin(None, settings);
                     return AcpReport { outcome: Err(e), stderr, started };
@@ -474,6 +531,23 @@ impl AcpHost {
     }
 }
 
+impl SessionKeeping<'_> {
+    /// Tells the caller of the session a new process opened, and the turn when it is not the
+    /// one asked for.
+    fn report(&mut self, process: &AcpProcess, opened: Opened, on_event: &mut (dyn FnMut(&Event) + Send)) {
+        if opened == Opened::Loaded {
+            return;
+        }
+        if let Some(f) = self.on_new_session.as_mut() {
+            f(&process.session_id);
+        }
+        if let Opened::Replaced(why) = opened {
+            let text = format!("{RESUME_FAILED} ({why}), so a new session was started: the agent does not remember the earlier turns of this conversation.");
+            on_event(&Event::Text { text: clip(&text, MAX_TEXT_CHARS) });
+        }
+    }
+}
+
 /// A conversation's place in the pool, held by a turn until it checks the process back in.
 struct Reservation<'h> {
     host: &'h AcpHost,
@@ -543,6 +617,8 @@ struct AcpProcess {
     /// Set when the agent answered the last prompt (after `session/cancel` too: it honoured
     /// the cancel and may keep the conversation).
     answered: bool,
+    /// Set while the host waits for `session/load`'s answer.
+    loading: bool,
     exited: Option<Option<ExitStatus>>,
     closed: bool,
 }
@@ -617,21 +693,32 @@ impl AcpProcess {
             next_id: 0,
             line_no: 0,
             answered: false,
+            loading: false,
             exited: None,
             closed: false,
         })
     }
 
-    /// Starts the agent and sets it up (`initialize`, `session/new`); on failure, the error and
-    /// what the agent wrote to stderr, the process ended.
-    async fn start(spec: &RunnerSpec, cwd: &str, cancel: &CancellationToken, deadline: Instant, budget: &mut usize) -> Result<AcpProcess, (AcpError, String)> {
+    /// Starts the agent and sets it up (`initialize`, then `session/load` of `resume` or
+    /// `session/new`); on failure, the error and what the agent wrote to stderr, the process
+    /// ended. A load that breaks the agent (it exits, or writes what is not ACP) is given up:
+    /// a fresh process gets a new session.
+    async fn start(spec: &RunnerSpec, cwd: &str, resume: Option<&str>, cancel: &CancellationToken, deadline: Instant, budget: &mut usize) -> Result<(AcpProcess, Opened), (AcpError, String)> {
         let mut p = AcpProcess::spawn(spec, cwd).map_err(|e| (e, String::new()))?;
-        if let Err(e) = p.handshake(cwd, cancel, deadline, spec.timeout, budget).await {
-            let stderr = p.tail.text();
-            p.close(false).await;
-            return Err((e, stderr));
+        match p.handshake(cwd, resume, cancel, deadline, spec.timeout, budget).await {
+            Ok(opened) => Ok((p, opened)),
+            Err(e) if p.loading && !matches!(e, AcpError::Interrupted | AcpError::Timeout(_)) => {
+                tracing::info!(runner = %spec.id, "the ACP agent failed while loading a session; starting it afresh: {e}");
+                p.close(false).await;
+                let (p, _) = Box::pin(AcpProcess::start(spec, cwd, None, cancel, deadline, budget)).await?;
+                Ok((p, Opened::Replaced(format!("loading it failed: {}", clip(&e.to_string(), 512)))))
+            }
+            Err(e) => {
+                let stderr = p.tail.text();
+                p.close(false).await;
+                Err((e, stderr))
+            }
         }
-        Ok(p)
     }
 
     fn has_exited(&mut self) -> bool {
@@ -670,8 +757,11 @@ impl AcpProcess {
         AcpError::Schema { line: self.line_no, what, problem: describe(e) }
     }
 
-    /// `initialize`, then `session/new`.
-    async fn handshake(&mut self, cwd: &str, cancel: &CancellationToken, deadline: Instant, limit: Duration, budget: &mut usize) -> Result<(), AcpError> {
+    /// `initialize`, then `session/load` of `resume` when there is one and the agent can load
+    /// sessions, else (or when the agent answers the load with an error, or a result that breaks
+    /// the schema) `session/new`. What the agent replays while loading is read and dropped,
+    /// within an output budget of its own ([`MAX_OUTPUT`]).
+    async fn handshake(&mut self, cwd: &str, resume: Option<&str>, cancel: &CancellationToken, deadline: Instant, limit: Duration, budget: &mut usize) -> Result<Opened, AcpError> {
         let params = acp::InitializeRequest {
             protocol_version: ACP_PROTOCOL_VERSION,
             client_capabilities: Some(acp::ClientCapabilities {
@@ -692,6 +782,27 @@ impl AcpProcess {
         if result.protocol_version != ACP_PROTOCOL_VERSION {
             return Err(AcpError::Handshake(format!("the agent speaks ACP version {}; openagents speaks version {ACP_PROTOCOL_VERSION}", result.protocol_version)));
         }
+        let can_load = result.agent_capabilities.as_ref().and_then(|c| c.load_session).unwrap_or(false);
+        let mut opened = Opened::New;
+        if let Some(resume) = resume {
+            if !can_load {
+                opened = Opened::Replaced("the agent cannot load sessions".into());
+            } else {
+                let params = acp::LoadSessionRequest { session_id: resume.to_owned(), cwd: cwd.to_owned(), additional_directories: None, mcp_servers: Vec::new(), meta: None };
+                let load = self.request::<agent_side::SessionLoad>(&params);
+                self.session_id = resume.to_owned();
+                self.loading = true;
+                let mut replay_budget = MAX_OUTPUT;
+                let answer = self.wait(load, cancel, deadline, limit, &mut replay_budget, None).await?;
+                self.loading = false;
+                match answer.map(|raw| self.result::<agent_side::SessionLoad>(&raw)) {
+                    Ok(Ok(_)) => return Ok(Opened::Loaded),
+                    Ok(Err(e)) => opened = Opened::Replaced(format!("its answer to session/load broke ACP's schema: {}", clip(&e.to_string(), 512))),
+                    Err((code, message)) => opened = Opened::Replaced(format!("it answered session/load with error {code}: {}", clip(&message, 512))),
+                }
+                self.session_id.clear();
+            }
+        }
         let params = acp::NewSessionRequest { cwd: cwd.to_owned(), additional_directories: None, mcp_servers: Vec::new(), meta: None };
         let new = self.request::<agent_side::SessionNew>(&params);
         let answer = self.wait(new, cancel, deadline, limit, budget, None).await?;
@@ -704,7 +815,7 @@ impl AcpProcess {
             return Err(AcpError::Handshake("the session/new result has an empty sessionId".into()));
         }
         self.session_id = result.session_id;
-        Ok(())
+        Ok(opened)
     }
 
     /// One `session/prompt`, mapped onto the turn's events and outcome.

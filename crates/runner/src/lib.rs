@@ -21,7 +21,7 @@ pub mod registry;
 pub mod sandbox;
 pub mod serve;
 
-pub use acp::{AcpError, AcpHost, AcpReport};
+pub use acp::{AcpError, AcpHost, AcpReport, SessionKeeping};
 pub use host::{RunnerHost, TurnError, TurnReport};
 pub use registry::{Registry, RegistryError, RunnerSpec};
 pub use serve::{Answer, Progress, ProgressError, serve_once, serve_streaming};

@@ -2,7 +2,9 @@
 //! the decoders generated from ACP's schema, so an update of a kind the schema does not know is
 //! skipped while a known message that breaks the schema fails the turn naming the problem, a
 //! known request with bad params gets -32602 and an unknown one -32601; and every line the host
-//! writes is one ACP's agent side accepts.
+//! writes is one ACP's agent side accepts. A conversation's kept session is loaded when the
+//! agent can (its replay is not the turn's output), and replaced by a new one, the turn told,
+//! when it cannot or the load fails.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,7 +15,8 @@ use openagents_protocol::rt;
 use openagents_protocol::{Event, Turn};
 use openagents_runner::host::DenyAll;
 use openagents_runner::registry::AcpSettings;
-use openagents_runner::{AcpError, AcpHost, RunnerSpec};
+use openagents_runner::acp::RESUME_FAILED;
+use openagents_runner::{AcpError, AcpHost, RunnerSpec, SessionKeeping};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -203,4 +206,119 @@ say '{{"jsonrpc":"2.0","id":2,"result":{{}}}}'"#
 fn schema_errors_are_the_runners_failures() {
     let e = AcpError::Schema { line: 1, what: "initialize result".into(), problem: "/protocolVersion: not an integer".into() };
     assert_eq!(e.code(), openagents_protocol::ErrorCode::RunnerFailed);
+}
+
+/// What a turn with a kept session gave: its outcome, its events, the sessions it reported as
+/// new, and the lines the agent heard.
+struct Resumed {
+    outcome: Result<String, String>,
+    events: Vec<Event>,
+    new_sessions: Vec<String>,
+    heard: Vec<Value>,
+}
+
+/// Runs one turn of a conversation whose kept session is `resume` against an agent playing
+/// `script` (after [`PRELUDE`]; it then reads until the host closes its stdin).
+async fn resume(name: &str, script: &str, resume: Option<&str>) -> Resumed {
+    let dir = scratch(name);
+    let path = dir.join("agent.sh");
+    std::fs::write(&path, format!("{PRELUDE}{script}\nwhile hear; do :; done\n")).expect("script");
+    let spec = RunnerSpec { id: name.replace('_', "-"), command: PathBuf::from("/bin/bash"), args: vec![path.display().to_string()], env: BTreeMap::new(), timeout: Duration::from_secs(60), sandbox: None };
+    let turn = Turn::new("asg-1", "conv-1", &spec.id, "do the thing", dir.display().to_string());
+    let host = AcpHost::new();
+    let (mut events, mut new_sessions) = (Vec::new(), Vec::new());
+    let mut on_new = |id: &str| new_sessions.push(id.to_owned());
+    let keeping = SessionKeeping { resume: resume.map(str::to_owned), on_new_session: Some(&mut on_new) };
+    let report = host.run_keeping(&spec, AcpSettings::default(), &turn, keeping, &CancellationToken::new(), &mut |e: &Event| events.push(e.clone()), &DenyAll).await;
+    host.shutdown().await;
+    assert_heard_acp(&dir, name);
+    let heard = std::fs::read_to_string(dir.join("heard")).unwrap_or_default().lines().map(|l| serde_json::from_str(l).expect("JSON")).collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    Resumed { outcome: report.outcome.map_err(|e| e.to_runtime_error().message), events, new_sessions, heard }
+}
+
+fn methods(heard: &[Value]) -> Vec<&str> {
+    heard.iter().filter_map(|v| v["method"].as_str()).collect()
+}
+
+fn notices(events: &[Event]) -> Vec<&str> {
+    events.iter().filter_map(|e| if let Event::Text { text } = e { text.starts_with(RESUME_FAILED).then_some(text.as_str()) } else { None }).collect()
+}
+
+/// An `initialize` answer that advertises `loadSession`.
+const CAN_LOAD: &str = r#"hear; say '{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}'"#;
+
+#[tokio::test]
+async fn a_kept_session_is_loaded_when_the_agent_can_and_its_replay_is_not_the_turns_output() {
+    // The agent replays the conversation while loading, then answers; the prompt is id 2.
+    let script = format!(
+        r#"kept() {{ say "{{\"jsonrpc\":\"2.0\",\"method\":\"session/update\",\"params\":{{\"sessionId\":\"kept-7\",\"update\":$1}}}}"; }}
+{CAN_LOAD}
+hear; kept '{{"sessionUpdate":"user_message_chunk","content":{{"type":"text","text":"earlier task"}}}}'
+kept '{{"sessionUpdate":"agent_message_chunk","content":{{"type":"text","text":"replayed: earlier answer"}}}}'
+say '{{"jsonrpc":"2.0","id":1,"result":{{}}}}'
+hear; kept '{{"sessionUpdate":"agent_message_chunk","content":{{"type":"text","text":"I remember"}}}}'
+stop end_turn"#
+    );
+    let r = resume("load_ok", &script, Some("kept-7")).await;
+    assert_eq!(r.outcome.as_deref(), Ok("I remember"));
+    assert_eq!(methods(&r.heard), ["initialize", "session/load", "session/prompt"], "no session/new");
+    let load = &r.heard[1]["params"];
+    assert_eq!((load["sessionId"].as_str(), load["mcpServers"].as_array().map(Vec::len)), (Some("kept-7"), Some(0)));
+    assert!(load["cwd"].as_str().is_some_and(|c| c.ends_with("load_ok")), "{load}");
+    assert_eq!(r.heard[2]["params"]["sessionId"], "kept-7", "the prompt goes to the loaded session");
+    assert!(r.new_sessions.is_empty(), "{:?}", r.new_sessions);
+    assert!(!r.events.iter().any(|e| e.text().contains("replayed") || e.text().contains("earlier task")), "{:?}", r.events);
+    assert!(notices(&r.events).is_empty());
+}
+
+#[tokio::test]
+async fn an_agent_that_cannot_load_sessions_gets_a_new_one_and_the_turn_is_told() {
+    let script = format!("{HANDSHAKE}\nchunk fresh\nstop end_turn");
+    let r = resume("load_unsupported", &script, Some("kept-7")).await;
+    assert_eq!(r.outcome.as_deref(), Ok("fresh"));
+    assert_eq!(methods(&r.heard), ["initialize", "session/new", "session/prompt"]);
+    assert_eq!(r.new_sessions, ["s1"]);
+    assert_eq!(notices(&r.events), [format!("{RESUME_FAILED} (the agent cannot load sessions), so a new session was started: the agent does not remember the earlier turns of this conversation.")]);
+    // Without a kept session, a new one is all there is: nothing to tell.
+    let r = resume("no_kept_session", &script, None).await;
+    assert_eq!((r.outcome.as_deref(), r.new_sessions.as_slice()), (Ok("fresh"), &["s1".to_owned()][..]));
+    assert!(notices(&r.events).is_empty(), "{:?}", r.events);
+}
+
+#[tokio::test]
+async fn a_failed_load_falls_back_to_a_new_session() {
+    // An error answer: a new session on the same process (ids: 0 initialize, 1 session/load,
+    // 2 session/new, 3 session/prompt).
+    let script = format!(
+        r#"{CAN_LOAD}
+hear; say '{{"jsonrpc":"2.0","id":1,"error":{{"code":-32002,"message":"Session not found"}}}}'
+hear; say '{{"jsonrpc":"2.0","id":2,"result":{{"sessionId":"s1"}}}}'
+hear; chunk anew; say '{{"jsonrpc":"2.0","id":3,"result":{{"stopReason":"end_turn"}}}}'"#
+    );
+    let r = resume("load_error", &script, Some("gone")).await;
+    assert_eq!(r.outcome.as_deref(), Ok("anew"));
+    assert_eq!(methods(&r.heard), ["initialize", "session/load", "session/new", "session/prompt"]);
+    assert_eq!(r.heard[3]["params"]["sessionId"], "s1");
+    assert_eq!(r.new_sessions, ["s1"]);
+    let told = notices(&r.events);
+    assert!(told.len() == 1 && told[0].contains("it answered session/load with error -32002: Session not found"), "{told:?}");
+
+    // An agent that dies while loading: a fresh process, with a new session.
+    let script = format!(
+        r#"if [ -e "$PWD/died-once" ]; then
+{CAN_LOAD}
+hear; say '{{"jsonrpc":"2.0","id":1,"result":{{"sessionId":"s1"}}}}'
+hear; chunk again; stop end_turn
+else
+touch "$PWD/died-once"; {CAN_LOAD}
+hear; exit 3
+fi"#
+    );
+    let r = resume("load_exit", &script, Some("kept-7")).await;
+    assert_eq!(r.outcome.as_deref(), Ok("again"));
+    assert_eq!(methods(&r.heard), ["initialize", "session/load", "initialize", "session/new", "session/prompt"]);
+    assert_eq!(r.new_sessions, ["s1"]);
+    let told = notices(&r.events);
+    assert!(told.len() == 1 && told[0].contains("loading it failed: the ACP agent exited"), "{told:?}");
 }

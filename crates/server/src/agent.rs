@@ -9,10 +9,11 @@ use std::sync::Arc;
 use openagents_protocol::{ErrorCode, Event, RuntimeEvent, RuntimeSubmitError, Turn};
 use openagents_runner::host::{ApprovalDecision, Approver};
 use openagents_runner::registry::Protocol;
-use openagents_runner::{AcpHost, RunnerHost};
+use openagents_runner::{AcpHost, RunnerHost, SessionKeeping};
 use tokio_util::sync::CancellationToken;
 
 use crate::events::EventHub;
+use crate::store::{AgentSession, Store};
 
 /// A boxed future, as [`Agent::run_turn`] returns it.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -52,6 +53,13 @@ pub struct TurnContext {
 }
 
 impl TurnContext {
+    /// The store, once everything published so far is in it (the turns and sessions earlier
+    /// turns recorded).
+    async fn settled_store(&self) -> &Arc<dyn Store> {
+        self.hub.delivered(self.hub.published_seq()).await;
+        self.hub.store()
+    }
+
     /// Publishes progress text.
     pub fn text(&self, text: impl Into<String>) {
         self.hub.publish(RuntimeEvent::Text { text: text.into() });
@@ -79,7 +87,8 @@ impl TurnContext {
 /// The default agent: each turn runs the runner it names, from the operator's registry, with
 /// every bound of the runner contract enforced. `openagents run` and `openagents serve` build
 /// the same one. A runner whose entry says `protocol = "acp"` is driven over the Agent Client
-/// Protocol instead, its process kept across the turns of a conversation ([`AcpHost`]).
+/// Protocol instead, its process kept across the turns of a conversation ([`AcpHost`]), its
+/// session kept in the store so that a restarted runtime can have the agent load it.
 pub struct RunnerAgent {
     host: RunnerHost,
     acp: AcpHost,
@@ -112,7 +121,12 @@ impl Agent for RunnerAgent {
             };
             let approver = ContextApprover(&ctx);
             if let (Protocol::Acp(settings), Ok(spec)) = (self.host.registry().protocol(&turn.agent.runner), self.host.registry().get(&turn.agent.runner)) {
-                let report = self.acp.run(spec, settings, &turn, ctx.cancelled(), &mut on_event, &approver).await;
+                let resume = kept_session(&**ctx.settled_store().await, &turn);
+                let hub = ctx.hub.clone();
+                let (conversation, runner) = (turn.conversation.clone(), turn.agent.runner.clone());
+                let mut keep = move |id: &str| hub.keep_agent_session(AgentSession { conversation: conversation.clone(), runner: runner.clone(), session_id: id.to_owned() });
+                let keeping = SessionKeeping { resume, on_new_session: Some(&mut keep) };
+                let report = self.acp.run_keeping(spec, settings, &turn, keeping, ctx.cancelled(), &mut on_event, &approver).await;
                 return report.outcome.map_err(|e| {
                     if matches!(e, openagents_runner::AcpError::BadCwd { .. }) {
                         tracing::warn!(target: "openagents::runner", assignment = %turn.assignment, detail = %e.operator_detail(), "turn refused");
@@ -144,6 +158,18 @@ impl Agent for RunnerAgent {
 
     fn shutdown(&self) -> BoxFuture<'_, ()> {
         Box::pin(self.acp.shutdown())
+    }
+}
+
+/// The ACP session the store keeps for `turn`'s conversation, when this runner's agent opened
+/// it (another runner's session means nothing to this one).
+fn kept_session(store: &dyn Store, turn: &Turn) -> Option<String> {
+    match store.agent_session(&turn.conversation) {
+        Ok(kept) => kept.filter(|k| k.runner == turn.agent.runner).map(|k| k.session_id),
+        Err(e) => {
+            tracing::error!("{e}: the conversation's earlier ACP session cannot be resumed");
+            None
+        }
     }
 }
 

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use openagents_protocol::{ErrorCode, RuntimeEvent, RuntimeSubmitError, SERVER_EVENT_CHANNEL_CAPACITY, ServerEvent};
 use tokio::sync::{broadcast, watch};
 
-use crate::store::{AGE_PRUNE_BATCH, MemoryStore, Outcome, RUNTIME_RESTARTED_MESSAGE, Record, Retention, Store, StoreError, TurnEnd, TurnRecord, TurnStart};
+use crate::store::{AGE_PRUNE_BATCH, AgentSession, MemoryStore, Outcome, RUNTIME_RESTARTED_MESSAGE, Record, Retention, Store, StoreError, TurnEnd, TurnRecord, TurnStart};
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
@@ -123,10 +123,12 @@ pub enum Note {
     },
 }
 
-/// A note made into what the store writes, with the event's sequence number and time.
+/// A note made into what the store writes, with the event's sequence number and time (or,
+/// for an agent session, on its own).
 enum Noted {
     Started(TurnStart),
     Ended(TurnEnd),
+    AgentSession(AgentSession),
 }
 
 impl Noted {
@@ -151,13 +153,14 @@ impl Noted {
         match self {
             Noted::Started(t) => Record::TurnStarted(t),
             Noted::Ended(t) => Record::TurnEnded(t),
+            Noted::AgentSession(a) => Record::AgentSession(a),
         }
     }
 }
 
-/// An event on its way to the writer.
+/// An event on its way to the writer (or, with no event, a record of its own).
 struct Job {
-    event: SharedEvent,
+    event: Option<SharedEvent>,
     noted: Option<Noted>,
 }
 
@@ -314,9 +317,9 @@ impl EventHub {
         let shared = Published::shared(ev.clone());
         match &self.writer {
             Some(queue) => {
-                if let Err(std::sync::mpsc::SendError(job)) = queue.send(Job { event: shared, noted }) {
+                if let Err(std::sync::mpsc::SendError(job)) = queue.send(Job { event: Some(shared), noted }) {
                     // The writer is gone (it never is while the hub lives): deliver unwritten.
-                    self.delivery.deliver([&job.event]);
+                    self.delivery.deliver(job.event.as_ref());
                 }
             }
             None => {
@@ -330,6 +333,26 @@ impl EventHub {
         }
         drop(next);
         ev
+    }
+
+    /// Records that an ACP agent opened `session` for its conversation, with no event: the
+    /// store keeps it on the conversation ([`Store::agent_session`]), written in order with the
+    /// events published before it. A failed write is logged and counted like an event's.
+    pub fn keep_agent_session(&self, session: AgentSession) {
+        let next = self.next_seq.lock().unwrap_or_else(|p| p.into_inner());
+        let noted = Noted::AgentSession(session);
+        match &self.writer {
+            Some(queue) => {
+                // The writer is gone only with the hub.
+                let _ = queue.send(Job { event: None, noted: Some(noted) });
+            }
+            None => {
+                if let Err(e) = self.store.write(&[noted.record()]) {
+                    tracing::error!("{e}");
+                }
+            }
+        }
+        drop(next);
     }
 
     /// Resolves once every event up to `seq` has been delivered (written first, with a durable
@@ -498,8 +521,10 @@ fn write_loop(jobs: &std::sync::mpsc::Receiver<Job>, store: &dyn Store, delivery
 fn write_batch(batch: &[Job], store: &dyn Store, delivery: &Delivery, counters: &HubCounters) {
     let mut records = Vec::with_capacity(batch.len() + 2);
     for job in batch {
-        let ev = &job.event.event;
-        records.push(Record::Event { seq: ev.seq, time_ms: ev.time_ms.unwrap_or(0), json: job.event.json() });
+        if let Some(event) = &job.event {
+            let ev = &event.event;
+            records.push(Record::Event { seq: ev.seq, time_ms: ev.time_ms.unwrap_or(0), json: event.json() });
+        }
         if let Some(noted) = &job.noted {
             records.push(noted.record());
         }
@@ -516,7 +541,7 @@ fn write_batch(batch: &[Job], store: &dyn Store, delivery: &Delivery, counters: 
         });
     }
     drop(records);
-    delivery.deliver(batch.iter().map(|job| &job.event));
+    delivery.deliver(batch.iter().filter_map(|job| job.event.as_ref()));
 }
 
 /// Events a subscription still reads from the store: after `after`, through `through`.

@@ -4,13 +4,15 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
 
-use super::{ConversationRecord, MEMORY_STORE_TURNS, Outcome, Record, Store, StoreError, StoredEvent, TurnRecord, restarted_error, title_of};
+use super::{AgentSession, ConversationRecord, MEMORY_STORE_TURNS, Outcome, Record, Store, StoreError, StoredEvent, TurnRecord, restarted_error, title_of};
 
 #[derive(Default)]
 struct Held {
     /// By the sequence number of their `turn_started`, oldest first.
     turns: BTreeMap<i64, TurnRecord>,
     conversations: HashMap<String, ConversationRecord>,
+    /// The ACP session opened for a conversation, by conversation id (forgotten with it).
+    agent_sessions: HashMap<String, AgentSession>,
     /// Conversation ids, oldest created first (which one to forget first).
     conversation_order: VecDeque<String>,
     last_seq: i64,
@@ -63,6 +65,7 @@ impl Store for MemoryStore {
                         while held.conversation_order.len() > MEMORY_STORE_TURNS {
                             if let Some(old) = held.conversation_order.pop_front() {
                                 held.conversations.remove(&old);
+                                held.agent_sessions.remove(&old);
                             }
                         }
                     }
@@ -75,6 +78,11 @@ impl Store for MemoryStore {
                         t.error.clone_from(&end.error);
                         t.ended_ms = Some(end.ended_ms);
                         t.last_seq = Some(end.last_seq);
+                    }
+                }
+                Record::AgentSession(a) => {
+                    if held.conversations.contains_key(&a.conversation) {
+                        held.agent_sessions.insert(a.conversation.clone(), (*a).clone());
                     }
                 }
             }
@@ -122,5 +130,9 @@ impl Store for MemoryStore {
         all.sort_by(|a, b| b.updated_ms.cmp(&a.updated_ms).then_with(|| a.id.cmp(&b.id)));
         all.truncate(limit);
         Ok(all)
+    }
+
+    fn agent_session(&self, conversation: &str) -> Result<Option<AgentSession>, StoreError> {
+        Ok(self.held().agent_sessions.get(conversation).cloned())
     }
 }

@@ -1,6 +1,7 @@
 //! Where the runtime keeps what happened: every published event (its sequence number, time and
 //! JSON), every turn (assignment, conversation, runner, task, outcome, result or error, timings,
-//! first and last sequence number) and every conversation (id, runner, title).
+//! first and last sequence number) and every conversation (id, runner, title, and the ACP
+//! session an agent runner opened for it).
 //!
 //! Two stores implement [`Store`]: [`MemoryStore`] keeps turns and conversations in bounded
 //! maps and no events (the event hub's replay buffer is all there is, and a restart forgets
@@ -118,6 +119,21 @@ pub enum Record<'a> {
     TurnStarted(&'a TurnStart),
     /// A turn ended: its terminal event is `last_seq`.
     TurnEnded(&'a TurnEnd),
+    /// An ACP agent opened a session for a conversation (no event goes with it).
+    AgentSession(&'a AgentSession),
+}
+
+/// The ACP session an agent runner opened for a conversation (`session/new`), kept on the
+/// conversation so that a later runtime process can ask the agent to load it
+/// (`session/load`) instead of starting the conversation over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentSession {
+    /// The conversation.
+    pub conversation: String,
+    /// The ACP runner whose agent opened the session (another runner's agent cannot load it).
+    pub runner: String,
+    /// The agent's `sessionId`.
+    pub session_id: String,
 }
 
 /// A turn as it starts.
@@ -336,6 +352,14 @@ pub trait Store: Send + Sync {
     ///
     /// When the store cannot be read.
     fn conversations(&self, limit: usize) -> Result<Vec<ConversationRecord>, StoreError>;
+
+    /// The ACP session last opened for `conversation` ([`Record::AgentSession`]), if the store
+    /// holds the conversation and one was opened for it.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be read.
+    fn agent_session(&self, conversation: &str) -> Result<Option<AgentSession>, StoreError>;
 }
 
 /// The error JSON a turn closed at start is recorded with.

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use postgres::{Client, Config, NoTls, Row};
 
-use super::{ConversationRecord, Outcome, Record, Store, StoreError, StoredEvent, TurnRecord, TurnStart, restarted_error, title_of};
+use super::{AgentSession, ConversationRecord, Outcome, Record, Store, StoreError, StoredEvent, TurnRecord, TurnStart, restarted_error, title_of};
 
 /// The migrations, in order: migration `n` (from 1) takes a database from version `n - 1` to
 /// `n`. A released migration is never edited; a change of schema is a new one at the end.
@@ -71,6 +71,8 @@ const MIGRATIONS: &[&str] = &[
         runtime TEXT PRIMARY KEY,
         last_seq BIGINT NOT NULL
     );",
+    // 2: the ACP session an agent runner opened for a conversation, and which runner's agent.
+    "ALTER TABLE openagents_conversations ADD COLUMN agent_runner TEXT, ADD COLUMN agent_session TEXT;",
 ];
 
 /// The PostgreSQL store version this build writes and reads (the number of migrations).
@@ -382,6 +384,12 @@ impl Store for PostgresStore {
                             &[&name, &t.first_seq, &t.outcome.as_str(), &t.result, &t.error, &t.ended_ms, &t.last_seq],
                         )?;
                     }
+                    Record::AgentSession(a) => {
+                        tx.execute(
+                            "UPDATE openagents_conversations SET agent_runner = $3, agent_session = $4 WHERE runtime = $1 AND id = $2",
+                            &[&name, &a.conversation, &a.runner, &a.session_id],
+                        )?;
+                    }
                 }
             }
             if let Some(newest) = seqs.iter().max() {
@@ -476,6 +484,16 @@ impl Store for PostgresStore {
         self.with(&self.reader, |client, name| {
             let rows = client.query("SELECT id, runner, title, created_ms, updated_ms FROM openagents_conversations WHERE runtime = $1 ORDER BY updated_ms DESC, id LIMIT $2", &[&name, &limit_of(limit)])?;
             Ok(rows.iter().map(|r| ConversationRecord { id: r.get(0), runner: r.get(1), title: r.get(2), created_ms: r.get(3), updated_ms: r.get(4) }).collect())
+        })
+    }
+
+    fn agent_session(&self, conversation: &str) -> Result<Option<AgentSession>, StoreError> {
+        self.with(&self.reader, |client, name| {
+            let row = client.query_opt(
+                "SELECT agent_runner, agent_session FROM openagents_conversations WHERE runtime = $1 AND id = $2 AND agent_runner IS NOT NULL AND agent_session IS NOT NULL",
+                &[&name, &conversation],
+            )?;
+            Ok(row.map(|r| AgentSession { conversation: conversation.to_owned(), runner: r.get(0), session_id: r.get(1) }))
         })
     }
 }

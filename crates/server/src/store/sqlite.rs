@@ -15,7 +15,7 @@ use std::sync::Mutex;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
-use super::{ConversationRecord, Outcome, Record, Store, StoreError, StoredEvent, TurnRecord, TurnStart, restarted_error, title_of};
+use super::{AgentSession, ConversationRecord, Outcome, Record, Store, StoreError, StoredEvent, TurnRecord, TurnStart, restarted_error, title_of};
 
 /// `PRAGMA application_id` of our databases: "OAgt".
 const APPLICATION_ID: i32 = 0x4f41_6774;
@@ -58,6 +58,9 @@ const MIGRATIONS: &[&str] = &[
         key TEXT PRIMARY KEY,
         value INTEGER NOT NULL
     );",
+    // 2: the ACP session an agent runner opened for a conversation, and which runner's agent.
+    "ALTER TABLE conversations ADD COLUMN agent_runner TEXT;
+    ALTER TABLE conversations ADD COLUMN agent_session TEXT;",
 ];
 
 /// The store version this build writes and reads (the number of migrations).
@@ -253,6 +256,9 @@ impl Store for SqliteStore {
                                 params![t.first_seq, t.outcome.as_str(), t.result, t.error, t.ended_ms, t.last_seq],
                             )?;
                         }
+                        Record::AgentSession(a) => {
+                            tx.execute("UPDATE conversations SET agent_runner = ?2, agent_session = ?3 WHERE id = ?1", params![a.conversation, a.runner, a.session_id])?;
+                        }
                     }
                 }
                 if let Some(newest) = newest {
@@ -367,6 +373,15 @@ impl Store for SqliteStore {
         };
         read().map_err(|e| self.io(&e))
     }
+
+    fn agent_session(&self, conversation: &str) -> Result<Option<AgentSession>, StoreError> {
+        let conn = self.reader();
+        conn.query_row("SELECT agent_runner, agent_session FROM conversations WHERE id = ?1 AND agent_runner IS NOT NULL AND agent_session IS NOT NULL", params![conversation], |r| {
+            Ok(AgentSession { conversation: conversation.to_owned(), runner: r.get(0)?, session_id: r.get(1)? })
+        })
+        .optional()
+        .map_err(|e| self.io(&e))
+    }
 }
 
 #[cfg(test)]
@@ -416,6 +431,12 @@ mod tests {
         let convs = store.conversations(10).unwrap();
         assert_eq!(convs.len(), 1);
         assert_eq!((convs[0].id.as_str(), convs[0].runner.as_str(), convs[0].title.as_str()), ("conv-a", "echo", "say hello"));
+        // The ACP session of a conversation: none until one is opened, then the newest.
+        assert_eq!(store.agent_session("conv-a").unwrap(), None);
+        let (a1, a2) = (AgentSession { conversation: "conv-a".into(), runner: "gemini".into(), session_id: "s-1".into() }, AgentSession { conversation: "conv-a".into(), runner: "gemini".into(), session_id: "s-2".into() });
+        store.write(&[Record::AgentSession(&a1), Record::AgentSession(&a2)]).expect("written");
+        assert_eq!(store.agent_session("conv-a").unwrap(), Some(a2));
+        assert_eq!(store.agent_session("conv-z").unwrap(), None, "a conversation the store does not hold has none");
         // Retention keeps the newest; the sequence number survives it.
         assert_eq!(store.prune(1).unwrap(), 2);
         assert_eq!(store.events_after(0, 10, 10).unwrap().iter().map(|e| e.seq).collect::<Vec<_>>(), [3]);
@@ -475,8 +496,10 @@ mod tests {
             // The migrated store takes every kind of record.
             let s = start(50, "conv-m");
             let e = event(50);
-            store.write(&[Record::Event { seq: 50, time_ms: 1, json: e.as_bytes() }, Record::TurnStarted(&s)]).unwrap_or_else(|e| panic!("version {from}: {e}"));
+            let a = AgentSession { conversation: "conv-m".into(), runner: "gemini".into(), session_id: "sess-1".into() };
+            store.write(&[Record::Event { seq: 50, time_ms: 1, json: e.as_bytes() }, Record::TurnStarted(&s), Record::AgentSession(&a)]).unwrap_or_else(|e| panic!("version {from}: {e}"));
             assert_eq!(store.turns(1).unwrap().len(), 1);
+            assert_eq!(store.agent_session("conv-m").unwrap(), Some(a), "from version {from}");
         }
     }
 
