@@ -15,7 +15,7 @@ mod postgres;
 mod sqlite;
 
 pub use memory::MemoryStore;
-pub use self::postgres::{CONNECT_TIMEOUT, POSTGRES_SCHEMA_VERSION, PostgresStore, RECONNECT_FIRST, RECONNECT_MAX};
+pub use self::postgres::{CONNECT_TIMEOUT, POSTGRES_SCHEMA_VERSION, PostgresStore, RECONNECT_FIRST, RECONNECT_MAX, SEND_TIMEOUT};
 pub use sqlite::{SCHEMA_VERSION, SqliteStore};
 
 use std::path::{Path, PathBuf};

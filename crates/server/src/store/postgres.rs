@@ -82,6 +82,12 @@ pub const POSTGRES_SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 /// answered by then is taken as unreachable (start-up is refused; a write fails).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long data sent to the server may go unacknowledged before the connection is taken as lost
+/// (`TCP_USER_TIMEOUT`), unless the URL says (`tcp_user_timeout`): a server that vanished
+/// without closing the connection (its machine gone, the network cut) fails a write within this,
+/// not after the system's many minutes of retransmissions.
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(15);
+
 /// The wait before the first reconnection attempt after a failed one; each failure doubles it.
 pub const RECONNECT_FIRST: Duration = Duration::from_millis(100);
 
@@ -185,6 +191,9 @@ impl PostgresStore {
         let mut config: Config = url.parse().map_err(|e| StoreError::Unusable { path: "postgres://…".into(), reason: format!("the URL does not parse: {e}") })?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if config.get_tcp_user_timeout().is_none() {
+            config.tcp_user_timeout(SEND_TIMEOUT);
         }
         if config.get_application_name().is_none() {
             config.application_name("openagents");
