@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use openagents_protocol::RuntimeEvent;
 use openagents_server::events::EventHub;
-use openagents_server::store::{Outcome, POSTGRES_SCHEMA_VERSION, PostgresStore, Record, Store, StoreError, TurnEnd, TurnStart};
+use openagents_server::store::{AgentSession, Outcome, POSTGRES_SCHEMA_VERSION, PostgresStore, Record, Store, StoreError, TurnEnd, TurnStart};
 
 /// A new, empty database on the test server: its URL, or `None` after saying the test was not run.
 fn database(test: &str) -> Option<String> {
@@ -67,6 +67,14 @@ fn events_turns_and_conversations_are_written_and_read_back_by_name() {
     assert_eq!(turns[0].start, s1);
     let convs = store.conversations(10).expect("conversations");
     assert_eq!((convs.len(), convs[0].id.as_str(), convs[0].runner.as_str(), convs[0].title.as_str()), (1, "conv-a", "echo", "say hello"));
+    // A conversation's turns before a sequence number, newest first; its ACP session, by name.
+    assert_eq!(store.turns_before("conv-a", i64::MAX, 10).expect("turns").iter().map(|t| t.start.first_seq).collect::<Vec<_>>(), [1]);
+    assert!(store.turns_before("conv-a", 1, 10).expect("turns").is_empty());
+    assert_eq!(store.agent_session("conv-a").expect("read"), None);
+    let a = AgentSession { conversation: "conv-a".into(), runner: "gemini".into(), session_id: "s-1".into() };
+    store.write(&[Record::AgentSession(&a)]).expect("written");
+    assert_eq!(store.agent_session("conv-a").expect("read"), Some(a));
+    assert_eq!(other.agent_session("conv-a").expect("read"), None, "another name's conversation");
     // The other name sees none of it, and has a sequence of its own.
     assert_eq!((other.last_seq().expect("last_seq"), other.turns(10).expect("turns").len(), other.conversations(10).expect("c").len()), (0, 0, 0));
     assert!(seqs(&other).is_empty());

@@ -360,6 +360,19 @@ pub trait Store: Send + Sync {
     ///
     /// When the store cannot be read.
     fn agent_session(&self, conversation: &str) -> Result<Option<AgentSession>, StoreError>;
+
+    /// At most `limit` turns of `conversation` that started before `before_seq` (their
+    /// `first_seq` is lower), newest first: a page of the conversation's history, read backwards.
+    ///
+    /// The default reads every turn ([`Store::turns`]); a store that can ask its index
+    /// overrides it.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be read.
+    fn turns_before(&self, conversation: &str, before_seq: i64, limit: usize) -> Result<Vec<TurnRecord>, StoreError> {
+        Ok(self.turns(usize::MAX)?.into_iter().filter(|t| t.start.conversation == conversation && t.start.first_seq < before_seq).take(limit).collect())
+    }
 }
 
 /// The error JSON a turn closed at start is recorded with.

@@ -496,6 +496,16 @@ impl Store for PostgresStore {
         })
     }
 
+    fn turns_before(&self, conversation: &str, before_seq: i64, limit: usize) -> Result<Vec<TurnRecord>, StoreError> {
+        self.with(&self.reader, |client, name| {
+            let rows = client.query(
+                &format!("SELECT {TURN_COLUMNS} FROM openagents_turns WHERE runtime = $1 AND conversation = $2 AND first_seq < $3 ORDER BY first_seq DESC LIMIT $4"),
+                &[&name, &conversation, &before_seq, &limit_of(limit)],
+            )?;
+            Ok(rows.iter().map(turn_row).collect())
+        })
+    }
+
     fn agent_session(&self, conversation: &str) -> Result<Option<AgentSession>, StoreError> {
         self.with(&self.reader, |client, name| {
             let row = client.query_opt(

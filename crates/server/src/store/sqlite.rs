@@ -374,6 +374,15 @@ impl Store for SqliteStore {
         read().map_err(|e| self.io(&e))
     }
 
+    fn turns_before(&self, conversation: &str, before_seq: i64, limit: usize) -> Result<Vec<TurnRecord>, StoreError> {
+        let conn = self.reader();
+        let read = || -> rusqlite::Result<Vec<TurnRecord>> {
+            let mut stmt = conn.prepare(&format!("SELECT {TURN_COLUMNS} FROM turns WHERE conversation = ?1 AND first_seq < ?2 ORDER BY first_seq DESC LIMIT ?3"))?;
+            stmt.query_map(params![conversation, before_seq, i64::try_from(limit).unwrap_or(i64::MAX)], turn_row)?.collect()
+        };
+        read().map_err(|e| self.io(&e))
+    }
+
     fn agent_session(&self, conversation: &str) -> Result<Option<AgentSession>, StoreError> {
         let conn = self.reader();
         conn.query_row("SELECT agent_runner, agent_session FROM conversations WHERE id = ?1 AND agent_runner IS NOT NULL AND agent_session IS NOT NULL", params![conversation], |r| {
@@ -444,6 +453,11 @@ mod tests {
         drop(store);
         let again = SqliteStore::open(&path).expect("the store opens again");
         assert_eq!(again.last_seq().unwrap(), 3);
+        // A conversation's turns before a sequence number, newest first.
+        let s5 = start(5, "conv-a");
+        again.write(&[Record::TurnStarted(&s5), Record::TurnStarted(&start(6, "conv-b"))]).expect("written");
+        let before = |seq: i64, limit: usize| again.turns_before("conv-a", seq, limit).unwrap().iter().map(|t| t.start.first_seq).collect::<Vec<_>>();
+        assert_eq!((before(i64::MAX, 10), before(5, 10), before(i64::MAX, 1), before(1, 10)), (vec![5, 1], vec![1], vec![5], vec![]));
     }
 
     #[test]
