@@ -5,8 +5,11 @@
 //!
 //! The generated modules call `openagents._rt`, the hand-written runtime support (the Python
 //! counterpart of `openagents_protocol::rt`): strict scalar types, `1.0` as an integer, ECMA-262
-//! patterns, tagged unions with an explicit unknown branch, and the `Json` check for schemas that
-//! allow several JSON types.
+//! patterns, tagged unions with an explicit unknown branch, free-form values, `null` refused where
+//! a property may only be left out, and the `Json` check for schemas that allow several JSON
+//! types. Each is a pydantic-core schema wherever one says the same thing, so a valid document is
+//! checked without calling back into Python; the emitter writes what those need (integer bounds
+//! before `_rt.INT`, `_rt.NOT_NULL` rather than a Python field validator).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -38,6 +41,10 @@ const MODEL_RESERVED: &[&str] = &[
     "copy", "dict", "json", "parse_obj", "parse_raw", "parse_file", "from_orm", "construct", "schema", "schema_json", "validate",
     "update_forward_refs", "to_wire", "to_json", "from_wire", "from_json", "fields",
 ];
+
+/// The type of a free-form value (`{}` or `true`): the runtime's `JsonValue`, which mypy reads as
+/// pydantic's and which checks a decoded document's values in pydantic-core.
+const JSON_VALUE: &str = "_rt.JsonValue";
 
 /// The name of the generated constant holding the schema digest, in every target.
 pub const SCHEMA_DIGEST_NAME: &str = "SCHEMA_DIGEST";
@@ -691,20 +698,20 @@ impl<'a> Emitter<'a> {
             parts.push("bool".into());
         }
         if t.contains(Types::ARRAY) {
-            let item = node.array.items.as_ref().map(|i| self.plain(i, ctx)).unwrap_or_else(|| "JsonValue".into());
+            let item = node.array.items.as_ref().map(|i| self.plain(i, ctx)).unwrap_or_else(|| JSON_VALUE.into());
             parts.push(format!("list[{item}]"));
         }
         if t.contains(Types::OBJECT) {
             match &node.object {
                 Some(o) => parts.push(self.qual(o, ctx)),
-                None => parts.push("dict[str, JsonValue]".into()),
+                None => parts.push(format!("dict[str, {JSON_VALUE}]")),
             }
         }
         if t.contains(Types::NULL) {
             parts.push("None".into());
         }
         if t == Types::ALL && node.object.is_none() && node.array.items.is_none() {
-            return "JsonValue".into();
+            return JSON_VALUE.into();
         }
         if parts.is_empty() {
             return "None".into();
@@ -813,7 +820,7 @@ impl<'a> Emitter<'a> {
         Ok(match repr {
             Repr::Value | Repr::Never => {
                 if node.applied.is_empty() && node.unevaluated.is_none() && node.types == Types::ALL && !has_string_rules && !has_number_rules && node.array.items.is_none() && node.array.min_items.is_none() && node.array.max_items.is_none() && node.object.is_none() {
-                    atom("JsonValue")
+                    atom(JSON_VALUE)
                 } else {
                     sub("Annotated", vec![atom(self.json_py_type(node, ctx)), self.json_check(node, ctx)?])
                 }
@@ -830,7 +837,12 @@ impl<'a> Emitter<'a> {
                             args.push(atom(format!("{k}={}", py_bound(v))));
                         }
                     }
-                    sub("Annotated", vec![atom(base), call("Field", args)])
+                    if *repr == Repr::Integer {
+                        // The bounds before the runtime's integer check, which keeps them in pydantic-core.
+                        sub("Annotated", vec![atom("int"), call("Field", args), atom("_rt.INT")])
+                    } else {
+                        sub("Annotated", vec![atom(base), call("Field", args)])
+                    }
                 } else {
                     atom(base)
                 }
@@ -881,7 +893,7 @@ impl<'a> Emitter<'a> {
                 let v = self.repr_ann(&crate::lower::any_node(), inner, ctx)?;
                 sub("Annotated", vec![sub("dict", vec![atom("str"), v]), atom("Strict()")])
             }
-            Repr::Object => sub("Annotated", vec![atom("dict[str, JsonValue]"), atom("Strict()")]),
+            Repr::Object => sub("Annotated", vec![atom(format!("dict[str, {JSON_VALUE}]")), atom("Strict()")]),
             Repr::Named(n) => self.named_ann(n, ctx),
             Repr::Nullable(r) => {
                 self.repr_ann(node, r, ctx)?.or_none()
@@ -893,7 +905,7 @@ impl<'a> Emitter<'a> {
     fn plain(&self, node: &Node, ctx: In) -> String {
         if let Some(r) = &node.reference {
             let base = self.plain_named(r, ctx);
-            return if matches!(node.repr, Repr::Nullable(_)) && !base.ends_with("| None") && base != "JsonValue" { format!("{base} | None") } else { base };
+            return if matches!(node.repr, Repr::Nullable(_)) && !base.ends_with("| None") && base != JSON_VALUE { format!("{base} | None") } else { base };
         }
         self.plain_repr(node, &node.repr, ctx)
     }
@@ -922,11 +934,11 @@ impl<'a> Emitter<'a> {
                 format!("list[{item}]")
             }
             Repr::Map(inner) => format!("dict[str, {}]", self.plain_repr(&crate::lower::any_node(), inner, ctx)),
-            Repr::Object => "dict[str, JsonValue]".into(),
+            Repr::Object => format!("dict[str, {JSON_VALUE}]"),
             Repr::Named(n) => self.plain_named(n, ctx),
             Repr::Nullable(r) => {
                 let inner = self.plain_repr(node, r, ctx);
-                if inner.ends_with("| None") || inner == "JsonValue" { inner } else { format!("{inner} | None") }
+                if inner.ends_with("| None") || inner == JSON_VALUE { inner } else { format!("{inner} | None") }
             }
         }
     }
@@ -1119,7 +1131,7 @@ impl<'a> Emitter<'a> {
             out.line(0, &format!("from typing import {}", typing.join(", ")));
         }
         out.blank();
-        let mut pyd: Vec<&str> = ["Field(", "JsonValue", "Strict()", "StringConstraints(", "field_validator("]
+        let mut pyd: Vec<&str> = ["Field(", "Strict()", "StringConstraints("]
             .into_iter()
             .filter(|n| text.contains(n))
             .map(|n| n.trim_end_matches(['(', ')']))
@@ -1232,7 +1244,6 @@ impl<'a> Emitter<'a> {
             let default = if id == t { String::new() } else { format!(" = Field(alias={})", py_str(t)) };
             out.stmt(4, &format!("{id}: "), &lit, &default);
         }
-        let mut not_null = Vec::new();
         for (f, id) in fields.iter().zip(&idents[idx..]) {
             out.blank();
             let ann = self.ann(&f.node, In::Models).map_err(|m| SchemaError::new(&origin.file, crate::error::push_pointer(&crate::error::push_pointer(&origin.pointer, "properties"), &f.name), "pattern", m))?;
@@ -1247,8 +1258,8 @@ impl<'a> Emitter<'a> {
             if f.required || Self::allows_null(&f.node) {
                 out.stmt(4, &format!("{id}: "), &ann, &default);
             } else {
-                out.stmt(4, &format!("{id}: "), &ann.or_none(), &default);
-                not_null.push(id.clone());
+                // May be left out (`None` then), but JSON `null` is refused.
+                out.stmt(4, &format!("{id}: "), &sub("Annotated", vec![ann.or_none(), atom("_rt.NOT_NULL")]), &default);
             }
             if let Some(d) = &f.node.description {
                 out.doc(4, d);
@@ -1259,14 +1270,6 @@ impl<'a> Emitter<'a> {
             let ann = self.ann(node, In::Models).map_err(|m| SchemaError::new(&origin.file, &origin.pointer, "additionalProperties", m))?;
             out.stmt(4, "__pydantic_extra__: ", &sub("dict", vec![atom("str"), ann]), " = Field(init=False)");
             out.doc(4, "Properties not declared above, each checked against the `additionalProperties` schema.");
-        }
-        if !not_null.is_empty() {
-            out.blank();
-            let args: Vec<Ex> = not_null.iter().map(|n| atom(py_str(n))).chain(std::iter::once(atom("mode=\"before\""))).collect();
-            out.stmt(4, "@", &call("field_validator", args), "");
-            out.line(4, "@classmethod");
-            out.line(4, "def _not_null(cls, value: object) -> object:");
-            out.line(8, "return _rt.not_null(value)");
         }
         Ok(())
     }
@@ -1311,14 +1314,14 @@ impl<'a> Emitter<'a> {
                 _ => None,
             });
             let params_required = params.required && !params.node.types.contains(Types::NULL);
-            let result_plain = v.result.as_ref().map(|r| self.plain(r, In::Other)).unwrap_or_else(|| "JsonValue".into());
-            let result_ann = v.result.as_ref().and_then(|r| self.ann(r, In::Other).ok()).unwrap_or_else(|| atom("JsonValue"));
+            let result_plain = v.result.as_ref().map(|r| self.plain(r, In::Other)).unwrap_or_else(|| JSON_VALUE.into());
+            let result_ann = v.result.as_ref().and_then(|r| self.ann(r, In::Other).ok()).unwrap_or_else(|| atom(JSON_VALUE));
             let params_ex = match struct_params {
                 Some((r, _)) => atom(self.qual(r, In::Other)),
                 None => atom("None"),
             };
             let adapter = if struct_params.is_none() {
-                let a = self.ann(&params.node, In::Other).unwrap_or_else(|_| atom("JsonValue"));
+                let a = self.ann(&params.node, In::Other).unwrap_or_else(|_| atom(JSON_VALUE));
                 call("TypeAdapter", vec![a])
             } else {
                 atom("None")
@@ -1353,7 +1356,7 @@ impl<'a> Emitter<'a> {
                     }
                     for (f, id) in &opt {
                         let t = self.plain(&f.node, In::Other);
-                        let t = if t.ends_with("| None") || t == "JsonValue" { t } else { format!("{t} | None") };
+                        let t = if t.ends_with("| None") || t == JSON_VALUE { t } else { format!("{t} | None") };
                         sig.push(atom(format!("{id}: {t} = None")));
                     }
                     for (f, id) in s.fields.iter().zip(&idents) {
@@ -1367,7 +1370,7 @@ impl<'a> Emitter<'a> {
                     if params_required {
                         sig.push(atom(format!("params: {t}")));
                     } else {
-                        let t = if t.ends_with("| None") || t == "JsonValue" { t } else { format!("{t} | None") };
+                        let t = if t.ends_with("| None") || t == JSON_VALUE { t } else { format!("{t} | None") };
                         sig.push(atom(format!("params: {t} = None")));
                     }
                     arg_docs.push(("params".into(), params.node.description.clone().unwrap_or_default()));
@@ -1406,9 +1409,6 @@ impl<'a> Emitter<'a> {
         out.blank();
         let mut pyd = vec!["TypeAdapter"];
         let all_text = format!("{}{}", specs.text, asyncs.text);
-        if all_text.contains("JsonValue") {
-            pyd.insert(0, "JsonValue");
-        }
         if all_text.contains("Annotated[") {
             out.text = out.text.replace("from typing import Any, Final, TypeVar", "from typing import Annotated, Any, Final, TypeVar");
         }

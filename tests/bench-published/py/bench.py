@@ -175,6 +175,7 @@ def main() -> None:
 
     print(f"Python {platform.python_version()}, pydantic {pydantic.VERSION}, ", end="")
     print(f"datamodel-code-generator {DMCG_VERSION}; {args.seconds} s per set")
+    print(f"{machine_load()} at the start, {time.strftime('%H:%M:%S', time.gmtime())} UTC")
     print("ns per document, median (p10); ratios are dmcg / ours (target >= 1: ours no slower)")
     print(
         "| set | docs | ours strict | ours lenient | dmcg `model_validate` | dmcg / ours strict"
@@ -237,6 +238,13 @@ def main() -> None:
             ratio(t[4], t[3]),
         ]
         print("| " + " | ".join(row) + " |")
+    print(f"{machine_load()} at the end, {time.strftime('%H:%M:%S', time.gmtime())} UTC")
+
+
+def machine_load() -> str:
+    """The machine's load average over 1, 5 and 15 minutes, and how many cores it has."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
 
 
 def ratio(theirs: tuple[float, float], ours: tuple[float, float]) -> str:

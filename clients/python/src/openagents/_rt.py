@@ -3,11 +3,19 @@
 The generated models call these for what pydantic does not do the JSON Schema way on its own:
 scalars that accept exactly their JSON type (and `1.0` as an integer), ECMA-262 patterns, constants,
 enums and tagged unions that can keep a value this version does not know, `null` that is not the
-same as a missing property, and a dynamic check for schemas that allow several JSON types.
+same as a missing property, free-form values, and a dynamic check for schemas that allow several
+JSON types.
 
 Strictness: a document is read leniently by default, the way a client reads what a newer server
 sends (an unknown event kind becomes its `Unknown...` model, an unknown enum value a plain `str`).
 Validated with the context `STRICT`, it is held to the schema exactly, as the Rust validator does.
+
+Speed: each check is a pydantic-core schema wherever one says the same thing (integers, string
+constants and enums, tagged unions, free-form values, `null` refused, a union of JSON types), so a
+valid document is checked without calling back into Python. Python runs only where pydantic-core
+cannot decide the JSON Schema way: a value the fast check refuses (to keep an unknown kind or
+value when reading leniently, and to say exactly where a document is wrong), patterns, constants
+other than strings, and the dynamic `Json` check.
 """
 
 from __future__ import annotations
@@ -18,9 +26,10 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Final, Generic, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, Any, Final, Generic, TypeAlias, TypeVar, cast
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, GetCoreSchemaHandler, Strict, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler, Strict, TypeAdapter, ValidationError
+from pydantic import JsonValue as _JsonValue
 from pydantic_core import InitErrorDetails, PydanticCustomError, core_schema
 
 __all__ = [
@@ -32,10 +41,15 @@ __all__ = [
     "EnumOf",
     "Float",
     "Int",
+    "INT",
+    "IntCheck",
+    "JsonValue",
     "KEYWORDS",
     "Json",
     "MethodSpec",
+    "NOT_NULL",
     "Model",
+    "NotNull",
     "OneOf",
     "OpenAgentsError",
     "Pattern",
@@ -56,6 +70,8 @@ __all__ = [
 STRICT_KEY: Final = "openagents.strict"
 STRICT: Final[dict[str, Any]] = {STRICT_KEY: True}
 """The validation context that holds a document to the schema exactly (unknown kinds refused)."""
+
+_STR: Final = core_schema.str_schema(strict=True)
 
 _M = TypeVar("_M", bound="Model")
 _T = TypeVar("_T")
@@ -106,25 +122,53 @@ class Model(BaseModel):
 _I64_MIN: Final = -(2**63)
 _I64_MAX: Final = 2**63
 
+# An integer is checked in pydantic-core, in steps: a JSON number (an `int`, never a `bool`, or a
+# finite `float`), then whole (`1.0` becomes `1`), then within the 64 bits the Rust side holds,
+# then the schema's own bounds. Every step refuses with pydantic's own `int_type` error but the
+# range, which says what the range is.
+_INT_STEPS: Final[list[core_schema.CoreSchema]] = [
+    core_schema.union_schema(
+        [core_schema.int_schema(strict=True), core_schema.float_schema(strict=True, allow_inf_nan=False)],
+        mode="left_to_right",
+        custom_error_type="int_type",
+    ),
+    core_schema.custom_error_schema(core_schema.int_schema(), custom_error_type="int_type"),
+    core_schema.custom_error_schema(
+        core_schema.int_schema(strict=True, ge=_I64_MIN, lt=_I64_MAX),
+        custom_error_type="int_range",
+        custom_error_message="integer is beyond the supported range of -2^63..2^63",
+    ),
+]
 
-def _int_in(value: object) -> object:
-    # JSON Schema counts 1.0 as an integer; the Rust side holds integers in 64 bits.
-    if type(value) is float:
-        if value.is_integer() and _I64_MIN <= value < _I64_MAX:
-            return int(value)
-        if value.is_integer():
-            raise PydanticCustomError(
-                "int_type", "integer {value} is beyond the supported range of -2^63..2^63", {"value": value}
-            )
-        return value
-    if type(value) is int and not _I64_MIN <= value < _I64_MAX:
-        raise PydanticCustomError(
-            "int_type", "integer {value} is beyond the supported range of -2^63..2^63", {"value": value}
-        )
-    return value
+
+def _int_bound(schema: core_schema.CoreSchema, key: str, up: bool) -> int | None:
+    """A bound `Field(...)` put on an integer, as the integer with the same meaning for integers:
+    `v >= 0.5` is `v >= 1`, `v > 0.5` is `v > 0`, and so on."""
+    bound = schema.get(key)
+    if bound is None:
+        return None
+    return int(math.ceil(bound) if up else math.floor(bound))
 
 
-Int: TypeAlias = Annotated[int, BeforeValidator(_int_in), Strict()]
+class IntCheck:
+    """A JSON integer (`1.0` included; never a boolean or a string) within `-2^63..2^63`, and
+    within the bounds of a `Field(...)` before it, all checked in pydantic-core:
+    `Annotated[int, Field(ge=0), INT]`."""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        inner = handler(source)
+        ge, le = _int_bound(inner, "ge", True), _int_bound(inner, "le", False)
+        gt, lt = _int_bound(inner, "gt", False), _int_bound(inner, "lt", True)
+        if ge is None and le is None and gt is None and lt is None:
+            return core_schema.chain_schema(_INT_STEPS)
+        bounded = core_schema.int_schema(strict=True, ge=ge, le=le, gt=gt, lt=lt)
+        return core_schema.chain_schema([*_INT_STEPS, bounded])
+
+
+INT: Final = IntCheck()
+"""The `IntCheck`, as generated models use it."""
+
+Int: TypeAlias = Annotated[int, INT]
 """A JSON integer (`1.0` included; never a boolean or a string)."""
 
 Float: TypeAlias = Annotated[float, Strict()]
@@ -142,6 +186,95 @@ def not_null(value: object) -> object:
     if value is None:
         raise PydanticCustomError("null_type", "null is not allowed here; leave the property out instead")
     return value
+
+
+# What a property's value can be but `None`: a decoded JSON value, or a model or mapping given in
+# Python (`isinstance` with these is pydantic-core's check, so `NOT_NULL` costs no call to Python).
+_NOT_NONE: Final = (str, dict, list, int, float, BaseModel, Mapping)
+
+
+class NotNull:
+    """A property that may be left out (it is `None` then) but whose value is never JSON `null`:
+    `Annotated[X | None, NOT_NULL] = None`."""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        schema = handler(source)
+        refuse = core_schema.custom_error_schema(
+            core_schema.is_instance_schema(_NOT_NONE),
+            custom_error_type="null_type",
+            custom_error_message="null is not allowed here; leave the property out instead",
+        )
+        return core_schema.json_or_python_schema(
+            json_schema=core_schema.no_info_before_validator_function(not_null, schema),
+            python_schema=core_schema.chain_schema([refuse, schema]),
+        )
+
+
+NOT_NULL: Final = NotNull()
+"""The `NotNull` check, as generated models use it."""
+
+
+# --- free-form values ----------------------------------------------------------------------------
+
+_FREE_REF: Final = "openagents._rt.JsonValue"
+
+_FREE_FORM_EXACT: Final[TypeAdapter[Any]] = TypeAdapter(
+    _JsonValue, config=ConfigDict(allow_inf_nan=False, defer_build=True)
+)
+
+
+def _free_form_fast() -> core_schema.CoreSchema:
+    # Dispatched on the exact Python type (`type` is the discriminator, so a subclass matches no
+    # branch): every value of a decoded document is checked in pydantic-core, none in Python.
+    ref = core_schema.definition_reference_schema(_FREE_REF)
+    return core_schema.tagged_union_schema(
+        {
+            str: _STR,
+            int: core_schema.int_schema(strict=True),
+            float: core_schema.float_schema(strict=True, allow_inf_nan=False),
+            bool: core_schema.bool_schema(strict=True),
+            type(None): core_schema.none_schema(),
+            dict: core_schema.dict_schema(_STR, ref, strict=True),
+            list: core_schema.list_schema(ref, strict=True),
+        },
+        type,
+        ref=_FREE_REF,
+    )
+
+
+def _free_form_exact(value: object) -> object:
+    return _FREE_FORM_EXACT.validate_python(value)
+
+
+class _FreeForm:
+    """The check of a free-form value (`{}` or `true` in the schema): any JSON value. JSON text
+    is taken as pydantic parses it; a decoded document is checked in pydantic-core, each value by
+    its type (finite numbers only). A value that check refuses goes through pydantic's own
+    `JsonValue` check, which converts a subclass (an enum member becomes its `str`) and refuses
+    what is not JSON (a tuple, a set, a key that is not a string)."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        python = core_schema.union_schema(
+            [
+                core_schema.definition_reference_schema(_FREE_REF),
+                core_schema.no_info_plain_validator_function(_free_form_exact),
+            ],
+            mode="left_to_right",
+            custom_error_type="invalid-json-value",
+            custom_error_message="input was not a valid JSON value",
+        )
+        return core_schema.definitions_schema(
+            core_schema.json_or_python_schema(json_schema=core_schema.any_schema(), python_schema=python),
+            [_free_form_fast()],
+        )
+
+
+if TYPE_CHECKING:
+    JsonValue: TypeAlias = _JsonValue
+else:
+    JsonValue = _FreeForm
+"""Any JSON value: the type of a free-form property (`{}` or `true` in the schema)."""
 
 
 # --- JSON equality --------------------------------------------------------------------------------
@@ -164,6 +297,18 @@ def json_equal(a: object, b: object) -> bool:
     return False
 
 
+def _plain_str(value: object) -> bool:
+    """Whether a value is a `str` pydantic-core can hold (no lone surrogate), and so a literal it
+    can check."""
+    if not isinstance(value, str) or value.__class__ is not str:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _show(value: object) -> str:
     import json
 
@@ -180,13 +325,19 @@ class Const:
         self.value = value
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        if _plain_str(self.value):
+            # A string (a tag, mostly): pydantic-core's literal check, which takes only a string.
+            return core_schema.custom_error_schema(
+                core_schema.literal_schema([self.value]),
+                custom_error_type="const",
+                custom_error_message="must be {expected}",
+                custom_error_context={"expected": _show(self.value)},
+            )
+        # pydantic's literals hold `True == 1`; JSON Schema does not.
         return core_schema.no_info_plain_validator_function(self._check)
 
     def _check(self, value: object) -> object:
-        if value.__class__ is str and self.value.__class__ is str:  # the common case: a tag
-            if value == self.value:
-                return self.value
-        elif json_equal(value, self.value):
+        if json_equal(value, self.value):
             return self.value
         raise PydanticCustomError("const", "must be {expected}", {"expected": _show(self.value)})
 
@@ -198,6 +349,12 @@ class OneOf:
         self.values = list(values)
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        if self.values and all(_plain_str(v) for v in self.values):
+            return core_schema.custom_error_schema(
+                core_schema.literal_schema(self.values),
+                custom_error_type="enum",
+                custom_error_context={"expected": "one of " + _show(self.values)},
+            )
         return core_schema.no_info_plain_validator_function(self._check)
 
     def _check(self, value: object) -> object:
@@ -246,7 +403,10 @@ class WireEnum(str, enum.Enum):
 
 class EnumOf:
     """A string enum where it is used: a member, or (when `extensible` and read leniently, or
-    always when `open`: the schema allows any other string) the unknown value as a plain `str`."""
+    always when `open`: the schema allows any other string) the unknown value as a plain `str`.
+
+    A JSON string first, then a member, both in pydantic-core; only a string no member has goes
+    back to Python, to keep it (lenient or `open`) or refuse it (strict)."""
 
     def __init__(self, cls: type[WireEnum], *, extensible: bool = False, open: bool = False) -> None:
         self.cls = cls
@@ -255,7 +415,22 @@ class EnumOf:
         self.allowed = ", ".join(_show(m.value) for m in cls)
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
-        return core_schema.with_info_plain_validator_function(self._check)
+        members = list(self.cls)
+        if not members or not all(_plain_str(m.value) for m in members):
+            # A value pydantic-core cannot hold as a literal (a lone surrogate): checked in Python.
+            return core_schema.with_info_plain_validator_function(self._check)
+        member: core_schema.CoreSchema = core_schema.enum_schema(self.cls, members, sub_type="str")
+        if self.open:
+            check: core_schema.CoreSchema = core_schema.union_schema([member, _STR], mode="left_to_right")
+        else:
+            if self.extensible:
+                member = core_schema.union_schema(
+                    [member, core_schema.with_info_plain_validator_function(self._unknown)], mode="left_to_right"
+                )
+            check = core_schema.custom_error_schema(
+                member, custom_error_type="enum", custom_error_context={"expected": "one of " + self.allowed}
+            )
+        return core_schema.chain_schema([_STR, check])
 
     def _check(self, value: object, info: core_schema.ValidationInfo) -> object:
         if isinstance(value, self.cls):
@@ -265,9 +440,12 @@ class EnumOf:
         try:
             return self.cls(value)
         except ValueError:
-            if self.open or (self.extensible and not is_strict(info)):
-                return value
-            raise PydanticCustomError("enum", "must be one of {expected}", {"expected": self.allowed}) from None
+            return self._unknown(value, info)
+
+    def _unknown(self, value: object, info: core_schema.ValidationInfo) -> object:
+        if not self.open and (not self.extensible or is_strict(info)):
+            raise PydanticCustomError("enum", "must be one of {expected}", {"expected": self.allowed})
+        return value
 
 
 def _at(key: str | int, error: PydanticCustomError | str, value: object) -> ValidationError:
@@ -278,7 +456,12 @@ class Tagged:
     """A union of objects told apart by a constant string property (the tag).
 
     The tag is required. A tag naming no branch is refused at the tag, unless the union is
-    `x-extensible` and the document is read leniently: then it becomes the `unknown` model."""
+    `x-extensible` and the document is read leniently: then it becomes the `unknown` model.
+
+    A decoded object goes straight to its branch's model, by its tag, in pydantic-core (a tagged
+    union); anything else, or an object that fails there, is checked again in Python, which
+    keeps an unknown kind (lenient) or says where the document is wrong, at the tag or inside
+    the branch (pydantic-core would name the tag in the location)."""
 
     def __init__(self, tag: str, branches: Mapping[str, type[Model]], unknown: type[Model] | None = None) -> None:
         self.tag = tag
@@ -287,9 +470,23 @@ class Tagged:
         self.classes: tuple[type[Model], ...] = tuple(self.branches.values()) + ((unknown,) if unknown else ())
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
-        return core_schema.with_info_plain_validator_function(self._check)
+        choices = {kind: handler.generate_schema(cls) for kind, cls in self.branches.items()}
+        union = core_schema.tagged_union_schema(choices, self.tag, from_attributes=False)
+        return core_schema.with_info_wrap_validator_function(
+            self._check, union, serialization=core_schema.simple_ser_schema("any")
+        )
 
-    def _check(self, value: object, info: core_schema.ValidationInfo) -> object:
+    def _check(
+        self, value: object, handler: core_schema.ValidatorFunctionWrapHandler, info: core_schema.ValidationInfo
+    ) -> object:
+        if value.__class__ is dict:
+            try:
+                return handler(value)
+            except ValidationError:
+                pass
+        return self._slow(value, info)
+
+    def _slow(self, value: object, info: core_schema.ValidationInfo) -> object:
         if isinstance(value, self.classes):
             return value
         if not isinstance(value, dict):
@@ -336,6 +533,32 @@ def json_type(value: object) -> str | None:
     if isinstance(value, dict):
         return "object"
     return None
+
+
+# The JSON types as pydantic-core checks them, each exactly as `json_type` tells them apart: a
+# whole float is an integer (and becomes an `int`), a boolean is never a number.
+_JSON_TYPES: Final[dict[str, core_schema.CoreSchema]] = {
+    "null": core_schema.none_schema(),
+    "boolean": core_schema.bool_schema(strict=True),
+    "integer": core_schema.union_schema(
+        [
+            core_schema.int_schema(strict=True),
+            core_schema.chain_schema(
+                [core_schema.float_schema(strict=True, allow_inf_nan=False), core_schema.int_schema()]
+            ),
+        ],
+        mode="left_to_right",
+    ),
+    "number": core_schema.union_schema(
+        [core_schema.int_schema(strict=True), core_schema.float_schema(strict=True, allow_inf_nan=False)],
+        mode="left_to_right",
+    ),
+    "string": _STR,
+    "array": core_schema.list_schema(strict=True),
+    "object": core_schema.union_schema(
+        [core_schema.dict_schema(strict=True), core_schema.is_instance_schema(BaseModel)], mode="left_to_right"
+    ),
+}
 
 
 class Json:
@@ -387,11 +610,29 @@ class Json:
         self._unevaluated_adapter: TypeAdapter[Any] | None = None
         self._evaluated = evaluated
         self._branch_evaluated = (any_of_evaluated, one_of_evaluated)
+        self._types_only = (
+            all(v is None for v in (min_length, max_length, pattern, minimum, maximum, exclusive_minimum))
+            and all(v is None for v in (exclusive_maximum, min_items, max_items, items, model, values))
+            and all(v is None for v in (all_of, any_of, one_of, not_, unevaluated))
+            and const is ...
+            and not unevaluated_false
+            and bool(self.types)
+            and self.types <= _JSON_TYPES.keys()
+            and not ("integer" in self.types and "number" in self.types)
+        )
         self._adapters: (
             tuple[list[TypeAdapter[Any]], list[TypeAdapter[Any]], list[TypeAdapter[Any]], list[TypeAdapter[Any]]] | None
         ) = None
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        if self._types_only:
+            # Only the JSON type to check: one branch per type, in pydantic-core.
+            return core_schema.custom_error_schema(
+                core_schema.union_schema([_JSON_TYPES[t] for t in sorted(self.types)], mode="left_to_right"),
+                custom_error_type="type",
+                custom_error_message="must be {types}",
+                custom_error_context={"types": " or ".join(sorted(self.types)) or "nothing"},
+            )
         return core_schema.with_info_plain_validator_function(self._check)
 
     def _allows(self, t: str) -> bool:
@@ -617,6 +858,7 @@ KEYWORDS: Final[dict[str, str]] = {
     "less_than": "exclusiveMaximum",
     "too_short": "minItems",
     "too_long": "maxItems",
+    "int_range": "type",
     "literal_error": "enum",
 }
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Final, TypeVar
 
-from pydantic import JsonValue, Strict, TypeAdapter
+from pydantic import Strict, TypeAdapter
 
 from openagents import _rt
 
@@ -89,13 +89,13 @@ SUBSCRIBE: Final[_rt.MethodSpec[m.SubscribeResult]] = _rt.MethodSpec(
 )
 """The `subscribe` method."""
 
-RPC_DISCOVER: Final[_rt.MethodSpec[dict[str, JsonValue]]] = _rt.MethodSpec(
+RPC_DISCOVER: Final[_rt.MethodSpec[dict[str, _rt.JsonValue]]] = _rt.MethodSpec(
     "rpc.discover",
     attr="rpc_discover",
     params=m.NoParams,
     params_adapter=None,
     params_required=False,
-    result=TypeAdapter(Annotated[dict[str, JsonValue], Strict()]),
+    result=TypeAdapter(Annotated[dict[str, _rt.JsonValue], Strict()]),
 )
 """The `rpc.discover` method."""
 
@@ -175,7 +175,7 @@ class AsyncMethods:
         """
         return await self._call(SUBSCRIBE, {"since": since})
 
-    async def rpc_discover(self) -> dict[str, JsonValue]:
+    async def rpc_discover(self) -> dict[str, _rt.JsonValue]:
         """Describe this runtime as an OpenRPC 1.3 document (OpenRPC's service discovery method): every
         method with its params, result and errors (each with its JSON-RPC `rpc_code`), every schema,
         and the pushed events under `x-events`. `info.version` is `PROTOCOL_VERSION` and
@@ -248,7 +248,7 @@ class Methods:
         """
         return self._call(SUBSCRIBE, {"since": since})
 
-    def rpc_discover(self) -> dict[str, JsonValue]:
+    def rpc_discover(self) -> dict[str, _rt.JsonValue]:
         """Describe this runtime as an OpenRPC 1.3 document (OpenRPC's service discovery method): every
         method with its params, result and errors (each with its JSON-RPC `rpc_code`), every schema,
         and the pushed events under `x-events`. `info.version` is `PROTOCOL_VERSION` and

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Final, Literal, TypeAlias, Union
 
-from pydantic import Field, JsonValue, Strict, StringConstraints, field_validator
+from pydantic import Field, Strict, StringConstraints
 
 from openagents import _rt
 
@@ -194,7 +194,7 @@ class ActiveTurn(_rt.Model):
 
     runner: _rt.Str
 
-    started_at_ms: Annotated[_rt.Int, Field(ge=0)]
+    started_at_ms: Annotated[int, Field(ge=0), _rt.INT]
     """When the turn started, in milliseconds since the Unix epoch."""
 
 
@@ -222,13 +222,8 @@ class ApprovalAnswer(_rt.Model):
     approved: _rt.Bool
     """Whether the runner may go ahead."""
 
-    answer: Annotated[str, StringConstraints(strict=True, max_length=16384)] | None = None
+    answer: Annotated[Annotated[str, StringConstraints(strict=True, max_length=16384)] | None, _rt.NOT_NULL] = None
     """A free-form answer, when the person gave one."""
-
-    @field_validator("answer", mode="before")
-    @classmethod
-    def _not_null(cls, value: object) -> object:
-        return _rt.not_null(value)
 
 
 class ApprovalPrompt(_rt.Model):
@@ -240,13 +235,8 @@ class ApprovalPrompt(_rt.Model):
 
     prompt: _rt.Str
 
-    timeout_ms: Annotated[_rt.Int, Field(ge=0)] | None = None
+    timeout_ms: Annotated[Annotated[int, Field(ge=0), _rt.INT] | None, _rt.NOT_NULL] = None
     """How long the server waits for an answer before it denies the request."""
-
-    @field_validator("timeout_ms", mode="before")
-    @classmethod
-    def _not_null(cls, value: object) -> object:
-        return _rt.not_null(value)
 
 
 class ApprovalReply(_rt.Model):
@@ -256,12 +246,7 @@ class ApprovalReply(_rt.Model):
 
     approved: _rt.Bool
 
-    answer: Annotated[str, StringConstraints(strict=True, max_length=16384)] | None = None
-
-    @field_validator("answer", mode="before")
-    @classmethod
-    def _not_null(cls, value: object) -> object:
-        return _rt.not_null(value)
+    answer: Annotated[Annotated[str, StringConstraints(strict=True, max_length=16384)] | None, _rt.NOT_NULL] = None
 
 
 class CallerGrant(_rt.Model):
@@ -287,30 +272,25 @@ class ErrorDetails(_rt.Model):
 
     model_config = _rt.OPEN
 
-    violations: Annotated[list[Violation], Strict(), Field(max_length=1000)] | None = None
+    violations: Annotated[Annotated[list[Violation], Strict(), Field(max_length=1000)] | None, _rt.NOT_NULL] = None
     """Schema violations found in the request, by JSON pointer: at most the first 100, the rest counted
     in `violations_omitted`.
     """
 
-    violations_omitted: Annotated[_rt.Int, Field(ge=0)] | None = None
+    violations_omitted: Annotated[Annotated[int, Field(ge=0), _rt.INT] | None, _rt.NOT_NULL] = None
     """How many further violations were found and left out of `violations`."""
 
-    known: Annotated[list[_rt.Str], Strict()] | None = None
+    known: Annotated[Annotated[list[_rt.Str], Strict()] | None, _rt.NOT_NULL] = None
     """The ids that would have been accepted (for `runner_not_found`, the registry's runners)."""
 
-    holder: _rt.Str | None = None
+    holder: Annotated[_rt.Str | None, _rt.NOT_NULL] = None
     """Who holds the lease (for `lease_held`): the credential's name."""
 
-    expires_at_ms: Annotated[_rt.Int, Field(ge=0)] | None = None
+    expires_at_ms: Annotated[Annotated[int, Field(ge=0), _rt.INT] | None, _rt.NOT_NULL] = None
     """When the lease expires (for `lease_held`), in milliseconds since the Unix epoch."""
 
-    limit: Annotated[_rt.Int, Field(ge=0)] | None = None
+    limit: Annotated[Annotated[int, Field(ge=0), _rt.INT] | None, _rt.NOT_NULL] = None
     """The limit that was exceeded, in bytes (for `frame_too_large` and `output_too_large`)."""
-
-    @field_validator("violations", "violations_omitted", "known", "holder", "expires_at_ms", "limit", mode="before")
-    @classmethod
-    def _not_null(cls, value: object) -> object:
-        return _rt.not_null(value)
 
 
 class EventText(_rt.Model):
@@ -403,12 +383,7 @@ class FrontendApprovalResolvedParams(_rt.Model):
 
     approved: _rt.Bool
 
-    by: _rt.Str | None = None
-
-    @field_validator("by", mode="before")
-    @classmethod
-    def _not_null(cls, value: object) -> object:
-        return _rt.not_null(value)
+    by: Annotated[_rt.Str | None, _rt.NOT_NULL] = None
 
 
 class FrontendEventNotification(_rt.Model):
@@ -430,13 +405,8 @@ class InterruptParams(_rt.Model):
 
     model_config = _rt.CLOSED
 
-    assignment: Id | None = None
+    assignment: Annotated[Id | None, _rt.NOT_NULL] = None
     """Interrupt only if the active turn has this assignment id; otherwise nothing is interrupted."""
-
-    @field_validator("assignment", mode="before")
-    @classmethod
-    def _not_null(cls, value: object) -> object:
-        return _rt.not_null(value)
 
 
 class InterruptResult(_rt.Model):
@@ -455,7 +425,7 @@ class Lease(_rt.Model):
     holder: _rt.Str
     """The holding credential's name."""
 
-    expires_at_ms: Annotated[_rt.Int, Field(ge=0)]
+    expires_at_ms: Annotated[int, Field(ge=0), _rt.INT]
     """When the lease expires without activity, in milliseconds since the Unix epoch."""
 
 
@@ -464,13 +434,13 @@ class Limits(_rt.Model):
 
     model_config = _rt.OPEN
 
-    max_frame: Annotated[_rt.Int, Field(ge=0)]
+    max_frame: Annotated[int, Field(ge=0), _rt.INT]
 
-    max_output: Annotated[_rt.Int, Field(ge=0)]
+    max_output: Annotated[int, Field(ge=0), _rt.INT]
 
-    max_line_bytes: Annotated[_rt.Int, Field(ge=0)]
+    max_line_bytes: Annotated[int, Field(ge=0), _rt.INT]
 
-    event_channel_capacity: Annotated[_rt.Int, Field(ge=0)]
+    event_channel_capacity: Annotated[int, Field(ge=0), _rt.INT]
 
 
 class NoParams(_rt.Model):
@@ -519,16 +489,11 @@ class RpcRequestSubmit(_rt.Model):
 
     method: Annotated[Literal["submit"], _rt.Const("submit")]
 
-    jsonrpc: JsonRpcVersion | None = None
+    jsonrpc: Annotated[JsonRpcVersion | None, _rt.NOT_NULL] = None
 
     id: RequestId | None = None
 
     params: SubmitParams
-
-    @field_validator("jsonrpc", mode="before")
-    @classmethod
-    def _not_null(cls, value: object) -> object:
-        return _rt.not_null(value)
 
 
 class RpcRequestInterrupt(_rt.Model):
@@ -540,16 +505,11 @@ class RpcRequestInterrupt(_rt.Model):
 
     method: Annotated[Literal["interrupt"], _rt.Const("interrupt")]
 
-    jsonrpc: JsonRpcVersion | None = None
+    jsonrpc: Annotated[JsonRpcVersion | None, _rt.NOT_NULL] = None
 
     id: RequestId | None = None
 
     params: InterruptParams | None = None
-
-    @field_validator("jsonrpc", mode="before")
-    @classmethod
-    def _not_null(cls, value: object) -> object:
-        return _rt.not_null(value)
 
 
 class RpcRequestStatus(_rt.Model):
@@ -559,16 +519,11 @@ class RpcRequestStatus(_rt.Model):
 
     method: Annotated[Literal["status"], _rt.Const("status")]
 
-    jsonrpc: JsonRpcVersion | None = None
+    jsonrpc: Annotated[JsonRpcVersion | None, _rt.NOT_NULL] = None
 
     id: RequestId | None = None
 
     params: NoParams | None = None
-
-    @field_validator("jsonrpc", mode="before")
-    @classmethod
-    def _not_null(cls, value: object) -> object:
-        return _rt.not_null(value)
 
 
 class RpcRequestShutdown(_rt.Model):
@@ -578,16 +533,11 @@ class RpcRequestShutdown(_rt.Model):
 
     method: Annotated[Literal["shutdown"], _rt.Const("shutdown")]
 
-    jsonrpc: JsonRpcVersion | None = None
+    jsonrpc: Annotated[JsonRpcVersion | None, _rt.NOT_NULL] = None
 
     id: RequestId | None = None
 
     params: NoParams | None = None
-
-    @field_validator("jsonrpc", mode="before")
-    @classmethod
-    def _not_null(cls, value: object) -> object:
-        return _rt.not_null(value)
 
 
 class RpcRequestRelease(_rt.Model):
@@ -599,16 +549,11 @@ class RpcRequestRelease(_rt.Model):
 
     method: Annotated[Literal["release"], _rt.Const("release")]
 
-    jsonrpc: JsonRpcVersion | None = None
+    jsonrpc: Annotated[JsonRpcVersion | None, _rt.NOT_NULL] = None
 
     id: RequestId | None = None
 
     params: NoParams | None = None
-
-    @field_validator("jsonrpc", mode="before")
-    @classmethod
-    def _not_null(cls, value: object) -> object:
-        return _rt.not_null(value)
 
 
 class RpcRequestSubscribe(_rt.Model):
@@ -621,16 +566,11 @@ class RpcRequestSubscribe(_rt.Model):
 
     method: Annotated[Literal["subscribe"], _rt.Const("subscribe")]
 
-    jsonrpc: JsonRpcVersion | None = None
+    jsonrpc: Annotated[JsonRpcVersion | None, _rt.NOT_NULL] = None
 
     id: RequestId | None = None
 
     params: SubscribeParams | None = None
-
-    @field_validator("jsonrpc", mode="before")
-    @classmethod
-    def _not_null(cls, value: object) -> object:
-        return _rt.not_null(value)
 
 
 class RpcRequestDiscover(_rt.Model):
@@ -644,16 +584,11 @@ class RpcRequestDiscover(_rt.Model):
 
     method: Annotated[Literal["rpc.discover"], _rt.Const("rpc.discover")]
 
-    jsonrpc: JsonRpcVersion | None = None
+    jsonrpc: Annotated[JsonRpcVersion | None, _rt.NOT_NULL] = None
 
     id: RequestId | None = None
 
     params: NoParams | None = None
-
-    @field_validator("jsonrpc", mode="before")
-    @classmethod
-    def _not_null(cls, value: object) -> object:
-        return _rt.not_null(value)
 
 
 class RpcResponse(_rt.Model):
@@ -663,19 +598,14 @@ class RpcResponse(_rt.Model):
 
     model_config = _rt.OPEN
 
-    jsonrpc: JsonRpcVersion | None = None
+    jsonrpc: Annotated[JsonRpcVersion | None, _rt.NOT_NULL] = None
 
     id: RequestId | None
 
-    result: JsonValue = None
+    result: _rt.JsonValue = None
     """The method's result, of the type its branch names with `x-result`."""
 
-    error: RpcError | None = None
-
-    @field_validator("jsonrpc", "error", mode="before")
-    @classmethod
-    def _not_null(cls, value: object) -> object:
-        return _rt.not_null(value)
+    error: Annotated[RpcError | None, _rt.NOT_NULL] = None
 
 
 class RuntimeEventTurnStarted(_rt.Model):
@@ -766,13 +696,8 @@ class RuntimeEventApprovalDenied(_rt.Model):
     reason: _rt.Str
     """Why it was denied."""
 
-    request_id: _rt.Str | None = None
+    request_id: Annotated[_rt.Str | None, _rt.NOT_NULL] = None
     """The request's id, when it was published as `approval_requested` first."""
-
-    @field_validator("request_id", mode="before")
-    @classmethod
-    def _not_null(cls, value: object) -> object:
-        return _rt.not_null(value)
 
 
 class RuntimeEventLagged(_rt.Model):
@@ -784,7 +709,7 @@ class RuntimeEventLagged(_rt.Model):
 
     type: Annotated[Literal["lagged"], _rt.Const("lagged")]
 
-    missed: Annotated[_rt.Int, Field(ge=1)]
+    missed: Annotated[int, Field(ge=1), _rt.INT]
 
 
 class RuntimeEventGap(_rt.Model):
@@ -796,9 +721,9 @@ class RuntimeEventGap(_rt.Model):
 
     type: Annotated[Literal["gap"], _rt.Const("gap")]
 
-    since: Annotated[_rt.Int, Field(ge=0)]
+    since: Annotated[int, Field(ge=0), _rt.INT]
 
-    resumed_at: Annotated[_rt.Int, Field(ge=0)]
+    resumed_at: Annotated[int, Field(ge=0), _rt.INT]
 
 
 class RuntimeEventShuttingDown(_rt.Model):
@@ -833,10 +758,10 @@ class RuntimeStatus(_rt.Model):
 
     counters: TurnCounters
 
-    last_seq: Annotated[_rt.Int, Field(ge=0)]
+    last_seq: Annotated[int, Field(ge=0), _rt.INT]
     """The sequence number of the newest event; 0 before the first."""
 
-    subscribers: Annotated[_rt.Int, Field(ge=0)]
+    subscribers: Annotated[int, Field(ge=0), _rt.INT]
     """How many event subscribers are attached right now."""
 
     lease: Lease | None
@@ -847,25 +772,23 @@ class RuntimeStatus(_rt.Model):
 
     limits: Limits
 
-    protocol_version: _rt.Str | None = None
+    protocol_version: Annotated[_rt.Str | None, _rt.NOT_NULL] = None
     """The protocol version this runtime speaks (`PROTOCOL_VERSION`, MAJOR.MINOR.PATCH; see
     schema/CHANGELOG.md).
     """
 
-    schema_digest: Annotated[_rt.Str, _rt.Pattern(r"\A[0-9a-f]{64}\Z", "^[0-9a-f]{64}$")] | None = None
+    schema_digest: Annotated[
+        Annotated[_rt.Str, _rt.Pattern(r"\A[0-9a-f]{64}\Z", "^[0-9a-f]{64}$")] | None,
+        _rt.NOT_NULL,
+    ] = None
     """The digest of the exact schema this runtime was built from (`SCHEMA_DIGEST`: the lowercase hex
     SHA-256 of the canonical bundle). Equal digests mean identical schemas.
     """
 
-    caller: CallerGrant | None = None
+    caller: Annotated[CallerGrant | None, _rt.NOT_NULL] = None
     """Who asked, in the answer to `status`: the credential's name and what its grant allows, so a
     client offers only what it may do (a page shows no Submit to an observer).
     """
-
-    @field_validator("protocol_version", "schema_digest", "caller", mode="before")
-    @classmethod
-    def _not_null(cls, value: object) -> object:
-        return _rt.not_null(value)
 
 
 class RuntimeSubmitError(_rt.Model):
@@ -886,12 +809,7 @@ class RuntimeSubmitError(_rt.Model):
     `code`.
     """
 
-    details: ErrorDetails | None = None
-
-    @field_validator("details", mode="before")
-    @classmethod
-    def _not_null(cls, value: object) -> object:
-        return _rt.not_null(value)
+    details: Annotated[ErrorDetails | None, _rt.NOT_NULL] = None
 
 
 class ServerEvent(_rt.Model):
@@ -901,21 +819,16 @@ class ServerEvent(_rt.Model):
 
     model_config = _rt.OPEN
 
-    seq: Annotated[_rt.Int, Field(ge=0, le=9007199254740991)]
+    seq: Annotated[int, Field(ge=0, le=9007199254740991), _rt.INT]
     """The event's sequence number: 1 for the first event of a runtime, then one more for each event
     published. A subscriber-local notice (`lagged`, `gap`) carries the sequence number of the newest
     event it knows of and does not advance the sequence.
     """
 
-    time_ms: Annotated[_rt.Int, Field(ge=0)] | None = None
+    time_ms: Annotated[Annotated[int, Field(ge=0), _rt.INT] | None, _rt.NOT_NULL] = None
     """When the event was published, in milliseconds since the Unix epoch."""
 
     event: RuntimeEvent
-
-    @field_validator("time_ms", mode="before")
-    @classmethod
-    def _not_null(cls, value: object) -> object:
-        return _rt.not_null(value)
 
 
 class ShutdownResult(_rt.Model):
@@ -936,29 +849,27 @@ class SubmitParams(_rt.Model):
     task: Annotated[str, StringConstraints(strict=True, min_length=1, max_length=98304)]
     """What the agent is asked to do."""
 
-    runner: Id | None = None
+    runner: Annotated[Id | None, _rt.NOT_NULL] = None
     """The runner's id; the runtime's default runner when absent."""
 
-    cwd: Union[
-        Annotated[
-            str,
-            StringConstraints(strict=True, min_length=1, max_length=4096),
-            _rt.Pattern(r"\A/[\x01-\U0010ffff]*\Z", "^/[^\\u0000]*$"),
+    cwd: Annotated[
+        Union[
+            Annotated[
+                str,
+                StringConstraints(strict=True, min_length=1, max_length=4096),
+                _rt.Pattern(r"\A/[\x01-\U0010ffff]*\Z", "^/[^\\u0000]*$"),
+            ],
+            None,
         ],
-        None,
+        _rt.NOT_NULL,
     ] = None
     """The absolute working folder; the runtime's own when absent."""
 
-    assignment: Id | None = None
+    assignment: Annotated[Id | None, _rt.NOT_NULL] = None
     """The assignment id; generated when absent."""
 
-    conversation: Id | None = None
+    conversation: Annotated[Id | None, _rt.NOT_NULL] = None
     """The conversation id; generated when absent."""
-
-    @field_validator("runner", "cwd", "assignment", "conversation", mode="before")
-    @classmethod
-    def _not_null(cls, value: object) -> object:
-        return _rt.not_null(value)
 
 
 class SubmitResult(_rt.Model):
@@ -979,12 +890,7 @@ class SubscribeParams(_rt.Model):
 
     model_config = _rt.CLOSED
 
-    since: Annotated[_rt.Int, Field(ge=0)] | None = None
-
-    @field_validator("since", mode="before")
-    @classmethod
-    def _not_null(cls, value: object) -> object:
-        return _rt.not_null(value)
+    since: Annotated[Annotated[int, Field(ge=0), _rt.INT] | None, _rt.NOT_NULL] = None
 
 
 class SubscribeResult(_rt.Model):
@@ -992,7 +898,7 @@ class SubscribeResult(_rt.Model):
 
     model_config = _rt.OPEN
 
-    last_seq: Annotated[_rt.Int, Field(ge=0)]
+    last_seq: Annotated[int, Field(ge=0), _rt.INT]
 
 
 class Turn(_rt.Model):
@@ -1035,13 +941,13 @@ class TurnCounters(_rt.Model):
 
     model_config = _rt.OPEN
 
-    submitted: Annotated[_rt.Int, Field(ge=0)]
+    submitted: Annotated[int, Field(ge=0), _rt.INT]
 
-    completed: Annotated[_rt.Int, Field(ge=0)]
+    completed: Annotated[int, Field(ge=0), _rt.INT]
 
-    failed: Annotated[_rt.Int, Field(ge=0)]
+    failed: Annotated[int, Field(ge=0), _rt.INT]
 
-    interrupted: Annotated[_rt.Int, Field(ge=0)]
+    interrupted: Annotated[int, Field(ge=0), _rt.INT]
 
 
 class Violation(_rt.Model):
