@@ -69,7 +69,7 @@ pub(crate) fn printable(s: &str, quote: bool) -> String {
 /// A JSON line for a terminal: serde_json escapes C0 controls itself; DEL, C1 controls and the
 /// characters that reorder or hide text become `\uXXXX` escapes, so the line is still the same
 /// JSON (they can only occur inside strings).
-fn json_line(v: &Value) -> String {
+pub(crate) fn json_line(v: &Value) -> String {
     let text = v.to_string();
     if !text.chars().any(is_unsafe) {
         return text;

@@ -5,6 +5,7 @@ mod acp;
 mod attach;
 mod client;
 mod config;
+mod history;
 mod run;
 mod serve;
 mod store;
@@ -90,6 +91,10 @@ enum Command {
     Status(serve::ClientArgs),
     /// Attach to a runtime over its WebSocket: print events live and answer approval prompts.
     Attach(attach::AttachArgs),
+    /// List the conversations a runtime keeps, newest first, or (with ID) one conversation's
+    /// turns in order: asked of the running runtime over HTTP, with a credential that may read
+    /// events. Exit 0; 1 with the reason on stderr (an unknown ID, a refused credential).
+    History(history::HistoryArgs),
     /// Internal: how a runner with a `sandbox` in its registry entry is started. Restricts this
     /// process with Landlock to reading the system folders and `--read`, writing `--write`,
     /// then executes COMMAND in its place. Exit 126 when the sandbox cannot be entered.
@@ -157,6 +162,7 @@ fn main() -> ExitCode {
         Command::Submit(args) => serve::submit(args),
         Command::Status(args) => serve::status(args),
         Command::Attach(args) => attach::attach(args),
+        Command::History(args) => history::history(args),
         Command::SandboxExec { read, write, command } => {
             let e = openagents_sdk::agents::sandbox::exec(&read, &write, &command);
             eprintln!("openagents sandbox-exec: {e}");

@@ -94,6 +94,12 @@ fn dispatch(method: Method) -> serde_json::Value {
         Method::Release(_) => answer::<methods::Release>(ReleaseResult { released: false }),
         Method::Subscribe(_) => answer::<methods::Subscribe>(SubscribeResult { last_seq: 0 }),
         Method::Discover(_) => answer::<methods::Discover>(serde_json::from_str(OPENRPC_DOCUMENT).unwrap()),
+        Method::Conversations(_) => answer::<methods::Conversations>(openagents_protocol::ConversationsResult { conversations: Vec::new(), next: None }),
+        Method::Conversation(p) => answer::<methods::Conversation>(openagents_protocol::ConversationResult {
+            conversation: openagents_protocol::ConversationSummary { id: p.id, runner: "echo".into(), title: String::new(), turns: 0, created_at_ms: 0, updated_at_ms: 0 },
+            turns: Vec::new(),
+            next: None,
+        }),
     }
 }
 
@@ -117,7 +123,7 @@ fn requests_dispatch_on_the_generated_method_enum() {
             assert_eq!(id, Some(serde_json::json!(7)));
         }
     }
-    assert_eq!(Method::NAMES, &["submit", "interrupt", "status", "shutdown", "release", "subscribe", "rpc.discover"]);
+    assert_eq!(Method::NAMES, &["submit", "interrupt", "status", "shutdown", "release", "subscribe", "rpc.discover", "conversations", "conversation"]);
 }
 
 #[test]
@@ -143,10 +149,11 @@ fn invalid_requests_report_the_pointer_of_the_problem() {
 
 #[test]
 fn error_codes_document_retry_and_json_rpc_numbers() {
-    assert_eq!(ErrorCode::ALL.len(), 17);
+    assert_eq!(ErrorCode::ALL.len(), 18);
     assert_eq!(ErrorCode::ParseError.rpc_code(), -32700);
     assert_eq!((ErrorCode::RuntimeRestarted.as_str(), ErrorCode::RuntimeRestarted.rpc_code()), ("runtime_restarted", -32012));
     assert!(ErrorCode::RuntimeRestarted.retryable());
+    assert_eq!((ErrorCode::ConversationNotFound.rpc_code(), ErrorCode::ConversationNotFound.retryable()), (-32013, false));
     assert!(ErrorCode::Busy.retryable());
     assert!(!ErrorCode::Forbidden.retryable());
     assert_eq!(ErrorCode::UnknownMethod.rpc_code(), -32601);

@@ -191,6 +191,15 @@ fn untyped_check(ty: &str, value: &Value) -> Vec<rt::Violation> {
         "ReleaseResult" => run::<p::ReleaseResult>(value),
         "SubscribeParams" => run::<p::SubscribeParams>(value),
         "SubscribeResult" => run::<p::SubscribeResult>(value),
+        "ConversationsParams" => run::<p::ConversationsParams>(value),
+        "ConversationsResult" => run::<p::ConversationsResult>(value),
+        "ConversationParams" => run::<p::ConversationParams>(value),
+        "ConversationResult" => run::<p::ConversationResult>(value),
+        "ConversationSummary" => run::<p::ConversationSummary>(value),
+        "TurnSummary" => run::<p::TurnSummary>(value),
+        "TurnOutcome" => run::<p::TurnOutcome>(value),
+        "HistoryCursor" => run_fn(p::check_history_cursor, value),
+        "HistoryLimit" => run_fn(p::check_history_limit, value),
         other => panic!("no untyped checker listed for `{other}`: add it to untyped_check in {}", file!()),
     }
 }

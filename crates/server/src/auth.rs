@@ -7,6 +7,10 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+/// The methods that read what happened, allowed by a grant's `events` flag (on every transport,
+/// as `GET /events` is): the stream itself, and the history the store keeps of it.
+pub const EVENT_READING_METHODS: &[&str] = &["subscribe", "conversations", "conversation"];
+
 /// Exactly what a credential may do: the methods it may call, and whether it may read events.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
@@ -36,9 +40,14 @@ impl Grant {
     pub fn admin() -> Grant {
         Grant { metrics: true, ..Grant::of(&["status", "subscribe", "rpc.discover", "submit", "interrupt", "release", "shutdown"], true, true) }
     }
-    /// Whether the grant includes `method`.
+    /// Whether the grant includes `method`, by its methods alone (see [`Grant::permits`]).
     pub fn allows(&self, method: &str) -> bool {
         self.methods.contains(method)
+    }
+    /// Whether the grant lets its holder call `method`: a method that reads events
+    /// ([`EVENT_READING_METHODS`]) by the `events` flag alone, every other by its methods.
+    pub fn permits(&self, method: &str) -> bool {
+        if EVENT_READING_METHODS.contains(&method) { self.events } else { self.allows(method) }
     }
     /// The one rule for reading events, on every transport (`GET /events`, `subscribe` on the
     /// WebSocket and stdio): the grant's `events` flag.
@@ -50,7 +59,7 @@ impl Grant {
         if self.events {
             Ok(())
         } else {
-            Err(crate::agent::error(openagents_protocol::ErrorCode::Forbidden, format!("credential `{name}` may not read events (`subscribe`, `GET /events`)")))
+            Err(crate::agent::error(openagents_protocol::ErrorCode::Forbidden, format!("credential `{name}` may not read events (`subscribe`, `GET /events`, `conversations`, `conversation`)")))
         }
     }
     /// Whether the grant makes its holder a controller (subject to the lease).

@@ -172,7 +172,7 @@ impl StatusNow {
 fn with_caller(mut bytes: Vec<u8>, caller: &Caller) -> Vec<u8> {
     let grant = openagents_protocol::CallerGrant {
         name: caller.name.clone(),
-        methods: caller.grant.methods.iter().cloned().collect(),
+        methods: caller.grant.methods.iter().cloned().chain(crate::auth::EVENT_READING_METHODS.iter().filter(|m| caller.grant.events && !caller.grant.allows(m)).map(|m| (*m).to_owned())).collect(),
         events: caller.grant.events,
         approvals: caller.grant.approvals,
     };
@@ -351,8 +351,8 @@ impl RpcEngine {
     /// Whether `caller`'s grant includes `method` (the audit and metrics record a refusal).
     fn permitted(&self, caller: &Caller, method: &Method) -> Result<(), RuntimeSubmitError> {
         // Reading events has one rule on every transport (the `events` grant), so `subscribe`
-        // is decided by it alone, as `GET /events` is.
-        if matches!(method, Method::Subscribe(_)) {
+        // and the history are decided by it alone, as `GET /events` is.
+        if crate::auth::EVENT_READING_METHODS.contains(&method.name()) {
             caller.grant.may_read_events(&caller.name)?;
         } else if !caller.grant.allows(method.name()) {
             self.inner.metrics.forbidden();
@@ -373,6 +373,8 @@ impl RpcEngine {
             Method::Subscribe(params) => encode::<methods::Subscribe>(self.subscribe_session(caller, params.and_then(|p| p.since), session)),
             // The OpenRPC document is generated with the types and embedded as compact JSON.
             Method::Discover(_) => Ok(openagents_protocol::OPENRPC_DOCUMENT.as_bytes().to_vec()),
+            Method::Conversations(params) => encode::<methods::Conversations>(crate::history::conversations(&**self.inner.hub.store(), params)),
+            Method::Conversation(params) => encode::<methods::Conversation>(crate::history::conversation(&**self.inner.hub.store(), params)),
         })
     }
 

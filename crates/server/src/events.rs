@@ -448,11 +448,9 @@ fn write_closed_turns_failed(store: &dyn Store, closed: &[TurnRecord]) -> Result
     let code = ErrorCode::RuntimeRestarted;
     let error = RuntimeSubmitError { retryable: code.retryable(), code, message: RUNTIME_RESTARTED_MESSAGE.into(), details: None };
     let error_json = serde_json::to_string(&error).ok();
-    let mut seq = store.last_seq()?;
     let now = now_ms();
     let mut written = Vec::with_capacity(closed.len());
-    for t in closed {
-        seq += 1;
+    for (seq, t) in (store.last_seq()? + 1..).zip(closed) {
         let event = ServerEvent { seq, time_ms: Some(now), event: RuntimeEvent::TurnFailed { error: error.clone() } };
         let end = TurnEnd { first_seq: t.start.first_seq, outcome: Outcome::Failed, result: None, error: error_json.clone(), ended_ms: t.ended_ms.unwrap_or(now), last_seq: seq };
         written.push((crate::projection::event_json(&event), end));

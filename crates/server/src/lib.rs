@@ -26,6 +26,7 @@ pub mod projection;
 pub mod store;
 pub mod events;
 pub mod agent;
+pub mod history;
 pub mod auth;
 pub mod metrics;
 pub mod decode;

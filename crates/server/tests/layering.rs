@@ -12,6 +12,7 @@ const LAYERS: &[&[&str]] = &[
     &["store"],
     &["events"],
     &["agent"],
+    &["history"],
     &["auth"],
     &["metrics"],
     &["decode"],

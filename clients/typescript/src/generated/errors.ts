@@ -173,6 +173,16 @@ export class RuntimeRestartedError extends OpenAgentsError {
   static override readonly code = "runtime_restarted";
 }
 
+/**
+ * The runtime's store holds no conversation with that id (it never had one, or it was started on another store). List what it holds with `conversations`.
+ *
+ * Retrying the same request cannot help.
+ */
+export class ConversationNotFoundError extends OpenAgentsError {
+  /** The code this class stands for. */
+  static override readonly code = "conversation_not_found";
+}
+
 /** The class for each `ErrorCode` value. */
 export const ERROR_CLASSES = {
   parse_error: ParseErrorError,
@@ -192,6 +202,7 @@ export const ERROR_CLASSES = {
   shutting_down: ShuttingDownError,
   internal: InternalError,
   runtime_restarted: RuntimeRestartedError,
+  conversation_not_found: ConversationNotFoundError,
 } as const;
 
 /** The class for a code; `UnknownCodeError` for one this version does not know. */

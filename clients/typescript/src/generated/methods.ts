@@ -78,4 +78,22 @@ export abstract class GeneratedMethods {
   rpcDiscover(params?: T.NoParams, options?: CallOptions): Promise<{ [key: string]: unknown }> {
     return this.call("rpc.discover", params, options);
   }
+
+  /**
+   * List the conversations the runtime's store keeps, the most recently updated first, one page at a time: each with its runner, title, number of turns and when its latest turn started. Pass a page's `next` as `cursor` for the page after it. Allowed to every credential that may read events (`GET /events`, `subscribe`).
+   *
+   * Sends `conversations`.
+   */
+  conversations(params?: T.ConversationsParams, options?: CallOptions): Promise<T.ConversationsResult> {
+    return this.call("conversations", params, options);
+  }
+
+  /**
+   * One conversation and its turns in the order they ran, one page at a time: each turn's assignment, runner, task, outcome, result or error, start and end times, and the sequence numbers of its first and last events (to replay them with `subscribe` or `GET /events`). An id the store does not hold is `conversation_not_found`. Allowed to every credential that may read events.
+   *
+   * Sends `conversation`.
+   */
+  conversation(params: T.ConversationParams, options?: CallOptions): Promise<T.ConversationResult> {
+    return this.call("conversation", params, options);
+  }
 }

@@ -18,7 +18,16 @@ export type UnknownValue = string & { readonly __unknownValue: true };
  * canonical bundle of its schema files (`openagents-codegen digest`). A server that reports the digest
  * of its own schema lets a client compare the two and see a mismatch before it matters.
  */
-export const SCHEMA_DIGEST = "913ec4cd7580435d6b05019aa3860639716f6ed2a2081dbfad034de2b17e89a3";
+export const SCHEMA_DIGEST = "32c109df5133e9a8b32164c5f69f7a4e66f6e4ddcecef4d421069223fa04a41a";
+
+/** How many items a page of `conversations` or `conversation` holds when `limit` is not given. */
+export const HISTORY_DEFAULT_PAGE = 20;
+
+/** The most items one page of `conversations` or `conversation` may ask for (`limit`). Enough for a screen of history in one call, few enough that a page is read and encoded without holding up the runtime. */
+export const HISTORY_MAX_PAGE = 100;
+
+/** About how large one page of history may grow, in bytes of JSON (8 MiB, half of `SERVER_MAX_LINE_BYTES`): a page of turns stops before it would pass this (but always holds one item), so an answer fits in a line every client reads, however long the turns' tasks and results are. A page may hold fewer than `limit` items; `next` says whether more remain. */
+export const HISTORY_PAGE_MAX_BYTES = 8388608;
 
 /** The largest request or result line, in bytes (96 KiB). Large enough for a long task, small enough that a runner can hold a whole line in memory without thinking about it. */
 export const MAX_FRAME = 98304;
@@ -27,7 +36,7 @@ export const MAX_FRAME = 98304;
 export const MAX_OUTPUT = 1048576;
 
 /** The protocol version this schema defines, MAJOR.MINOR.PATCH: MAJOR changes with any change that breaks old clients, hosts or runners (in either direction), MINOR with compatible additions, PATCH with documentation only. Every released version is frozen in schema/history/<version>/bundle.json with an entry in schema/CHANGELOG.md; `openagents-codegen gate` checks the schema against them. */
-export const PROTOCOL_VERSION = "1.2.0";
+export const PROTOCOL_VERSION = "1.3.0";
 
 /** How many events the runtime's bounded broadcast holds for its subscribers. A slow or absent subscriber never makes the agent wait or memory grow: it misses the oldest events and is told how many with a `lagged` event. */
 export const SERVER_EVENT_CHANNEL_CAPACITY = 1024;
@@ -99,6 +108,51 @@ export interface CallerGrant {
   approvals: boolean;
 }
 
+/** Which conversation, and which page of its turns: the first, or the one after `cursor`. */
+export interface ConversationParams {
+  /** The conversation id. */
+  id: Id;
+  limit?: HistoryLimit;
+  cursor?: HistoryCursor;
+}
+
+/** A conversation and a page of its turns, oldest first. */
+export interface ConversationResult {
+  conversation: ConversationSummary;
+  turns: TurnSummary[];
+  /** The cursor of the next page of turns; absent on the last page. */
+  next?: HistoryCursor;
+}
+
+/** A conversation as the store keeps it. */
+export interface ConversationSummary {
+  /** The conversation id (a turn's `conversation`). */
+  id: string;
+  /** The runner of its first turn. */
+  runner: string;
+  /** The first line of its first turn's task, at most 80 characters. */
+  title: string;
+  /** How many of its turns the store keeps. */
+  turns: number;
+  /** When its first turn started, in milliseconds since the Unix epoch. */
+  created_at_ms: number;
+  /** When its latest turn started, in milliseconds since the Unix epoch. */
+  updated_at_ms: number;
+}
+
+/** Which page of conversations: the first (no `params`, `null` or `{}`), or the one after `cursor`. */
+export type ConversationsParams = {
+  limit?: HistoryLimit;
+  cursor?: HistoryCursor;
+} | null;
+
+/** A page of conversations, the most recently updated first. A conversation that gets a new turn while a client pages moves to the front: it may be met twice, or not at all, in one listing. */
+export interface ConversationsResult {
+  conversations: ConversationSummary[];
+  /** The cursor of the next page; absent on the last page. */
+  next?: HistoryCursor;
+}
+
 /**
  * The stable, snake_case error code. New codes may be added; a client meeting one it does not know treats it as not retryable.
  *
@@ -107,10 +161,10 @@ export interface CallerGrant {
 export type ErrorCode = KnownErrorCode | UnknownValue;
 
 /** The values of `ErrorCode` this version knows. */
-export type KnownErrorCode = "parse_error" | "invalid_request" | "unknown_method" | "invalid_params" | "unauthorized" | "forbidden" | "busy" | "lease_held" | "runner_not_found" | "interrupted" | "runner_failed" | "frame_too_large" | "output_too_large" | "timeout" | "shutting_down" | "internal" | "runtime_restarted";
+export type KnownErrorCode = "parse_error" | "invalid_request" | "unknown_method" | "invalid_params" | "unauthorized" | "forbidden" | "busy" | "lease_held" | "runner_not_found" | "interrupted" | "runner_failed" | "frame_too_large" | "output_too_large" | "timeout" | "shutting_down" | "internal" | "runtime_restarted" | "conversation_not_found";
 
 /** Every value of `ErrorCode` this version knows, in schema order. */
-export const ERROR_CODE_VALUES = ["parse_error", "invalid_request", "unknown_method", "invalid_params", "unauthorized", "forbidden", "busy", "lease_held", "runner_not_found", "interrupted", "runner_failed", "frame_too_large", "output_too_large", "timeout", "shutting_down", "internal", "runtime_restarted"] as const;
+export const ERROR_CODE_VALUES = ["parse_error", "invalid_request", "unknown_method", "invalid_params", "unauthorized", "forbidden", "busy", "lease_held", "runner_not_found", "interrupted", "runner_failed", "frame_too_large", "output_too_large", "timeout", "shutting_down", "internal", "runtime_restarted", "conversation_not_found"] as const;
 
 /** Whether `value` is a value of `ErrorCode` this version knows. */
 export function isKnownErrorCode(value: string): value is KnownErrorCode {
@@ -136,6 +190,7 @@ export const ERROR_CODE_INFO = {
   shutting_down: { description: "The runtime is shutting down and takes no new work. Connect to another runtime.", retryable: false, rpcCode: -32011 },
   internal: { description: "A bug or an unexpected fault in the runtime. It may succeed another time; please report it.", retryable: true, rpcCode: -32603 },
   runtime_restarted: { description: "The runtime stopped (it was killed, crashed, or its machine went down) while the turn ran; the runtime closed the turn when it started again. Sent as the `turn_failed` event that ends such a turn, never as the answer to a request. Submitting it again may succeed.", retryable: true, rpcCode: -32012 },
+  conversation_not_found: { description: "The runtime's store holds no conversation with that id (it never had one, or it was started on another store). List what it holds with `conversations`.", retryable: false, rpcCode: -32013 },
 } as const;
 
 /** Whether retrying can help, and the JSON-RPC code, for a value of `ErrorCode` this version does not know. */
@@ -226,6 +281,12 @@ export interface FrontendEventNotification {
   params: ServerEvent;
 }
 
+/** Where the next page of history starts: the `next` of the page before, passed back unchanged. Opaque: its form may change between versions. */
+export type HistoryCursor = string;
+
+/** The most items the page may hold (`HISTORY_DEFAULT_PAGE` when absent, at most `HISTORY_MAX_PAGE`). */
+export type HistoryLimit = number;
+
 /** An identifier: 1 to 128 characters from `A-Z a-z 0-9 . _ : -`, starting with a letter or digit. */
 export type Id = string;
 
@@ -288,10 +349,10 @@ export interface RpcNotification {
  *
  * Narrow on `method`; `assertNever` checks a `switch` handles every kind.
  */
-export type RpcRequest = RpcRequestSubmit | RpcRequestInterrupt | RpcRequestStatus | RpcRequestShutdown | RpcRequestRelease | RpcRequestSubscribe | RpcRequestDiscover;
+export type RpcRequest = RpcRequestSubmit | RpcRequestInterrupt | RpcRequestStatus | RpcRequestShutdown | RpcRequestRelease | RpcRequestSubscribe | RpcRequestDiscover | RpcRequestConversations | RpcRequestConversation;
 
 /** The `method` values of `RpcRequest` this version knows, in schema order. */
-export const RPC_REQUEST_TAGS = ["submit", "interrupt", "status", "shutdown", "release", "subscribe", "rpc.discover"] as const;
+export const RPC_REQUEST_TAGS = ["submit", "interrupt", "status", "shutdown", "release", "subscribe", "rpc.discover", "conversations", "conversation"] as const;
 
 /** Run one turn and answer with its result once it ends. Only one turn runs at a time: while another runs, the answer is `busy`. */
 export interface RpcRequestSubmit {
@@ -347,6 +408,22 @@ export interface RpcRequestDiscover {
   jsonrpc?: JsonRpcVersion;
   id?: RequestId;
   params?: NoParams;
+}
+
+/** List the conversations the runtime's store keeps, the most recently updated first, one page at a time: each with its runner, title, number of turns and when its latest turn started. Pass a page's `next` as `cursor` for the page after it. Allowed to every credential that may read events (`GET /events`, `subscribe`). */
+export interface RpcRequestConversations {
+  method: "conversations";
+  jsonrpc?: JsonRpcVersion;
+  id?: RequestId;
+  params?: ConversationsParams;
+}
+
+/** One conversation and its turns in the order they ran, one page at a time: each turn's assignment, runner, task, outcome, result or error, start and end times, and the sequence numbers of its first and last events (to replay them with `subscribe` or `GET /events`). An id the store does not hold is `conversation_not_found`. Allowed to every credential that may read events. */
+export interface RpcRequestConversation {
+  method: "conversation";
+  jsonrpc?: JsonRpcVersion;
+  id?: RequestId;
+  params: ConversationParams;
 }
 
 /** The answer to one request: `result` on success or `error` on failure, never both, with the request's `id` (null when it could not be read). Clients read it, so it is open to new fields. */
@@ -582,6 +659,53 @@ export interface TurnCounters {
   interrupted: number;
 }
 
+/**
+ * How a turn ended, or that it is still running. New outcomes may be added.
+ *
+ * Values this version does not know arrive as `UnknownValue` (see `isKnownTurnOutcome`).
+ */
+export type TurnOutcome = KnownTurnOutcome | UnknownValue;
+
+/** The values of `TurnOutcome` this version knows. */
+export type KnownTurnOutcome = "running" | "completed" | "failed" | "interrupted";
+
+/** Every value of `TurnOutcome` this version knows, in schema order. */
+export const TURN_OUTCOME_VALUES = ["running", "completed", "failed", "interrupted"] as const;
+
+/** Whether `value` is a value of `TurnOutcome` this version knows. */
+export function isKnownTurnOutcome(value: string): value is KnownTurnOutcome {
+  return (TURN_OUTCOME_VALUES as readonly string[]).includes(value);
+}
+
+/** What each value of `TurnOutcome` means. */
+export const TURN_OUTCOME_INFO = {
+  running: { description: "It has not ended yet." },
+  completed: { description: "It ended with a result (`turn_completed`)." },
+  failed: { description: "It ended with an error (`turn_failed`), `runtime_restarted` included." },
+  interrupted: { description: "It was stopped by an interrupt or a shutdown (`turn_failed` with `interrupted`)." },
+} as const;
+
+/** One turn as the store keeps it. */
+export interface TurnSummary {
+  assignment: string;
+  runner: string;
+  /** What the agent was asked to do. */
+  task: string;
+  outcome: TurnOutcome;
+  /** The result, when it completed. */
+  result?: string;
+  /** The error, when it failed or was interrupted. */
+  error?: RuntimeSubmitError;
+  /** When it started, in milliseconds since the Unix epoch. */
+  started_at_ms: number;
+  /** When it ended, in milliseconds since the Unix epoch; absent while it runs. */
+  finished_at_ms?: number;
+  /** The sequence number of its `turn_started` event. */
+  first_seq: number;
+  /** The sequence number of its last event (`turn_completed` or `turn_failed`); absent while it runs. */
+  last_seq?: number;
+}
+
 /** One way a document breaks its schema. */
 export interface Violation {
   /** The JSON pointer (RFC 6901) of the offending value; empty for the whole document. */
@@ -600,6 +724,11 @@ export interface TypeMap {
   ApprovalPrompt: ApprovalPrompt;
   ApprovalReply: ApprovalReply;
   CallerGrant: CallerGrant;
+  ConversationParams: ConversationParams;
+  ConversationResult: ConversationResult;
+  ConversationSummary: ConversationSummary;
+  ConversationsParams: ConversationsParams;
+  ConversationsResult: ConversationsResult;
   ErrorCode: ErrorCode;
   ErrorDetails: ErrorDetails;
   Event: Event;
@@ -607,6 +736,8 @@ export interface TypeMap {
   FrontendApprovalResolved: FrontendApprovalResolved;
   FrontendApprovalResolvedParams: FrontendApprovalResolvedParams;
   FrontendEventNotification: FrontendEventNotification;
+  HistoryCursor: HistoryCursor;
+  HistoryLimit: HistoryLimit;
   Id: Id;
   InterruptParams: InterruptParams;
   InterruptResult: InterruptResult;
@@ -632,6 +763,8 @@ export interface TypeMap {
   SubscribeResult: SubscribeResult;
   Turn: Turn;
   TurnCounters: TurnCounters;
+  TurnOutcome: TurnOutcome;
+  TurnSummary: TurnSummary;
   Violation: Violation;
 }
 
@@ -654,6 +787,10 @@ export interface Methods {
   subscribe: { params: SubscribeParams | undefined; result: SubscribeResult };
   /** Describe this runtime as an OpenRPC 1.3 document (OpenRPC's service discovery method): every method with its params, result and errors (each with its JSON-RPC `rpc_code`), every schema, and the pushed events under `x-events`. `info.version` is `PROTOCOL_VERSION` and `info.x-schema-digest` the schema digest. */
   "rpc.discover": { params: NoParams | undefined; result: { [key: string]: unknown } };
+  /** List the conversations the runtime's store keeps, the most recently updated first, one page at a time: each with its runner, title, number of turns and when its latest turn started. Pass a page's `next` as `cursor` for the page after it. Allowed to every credential that may read events (`GET /events`, `subscribe`). */
+  conversations: { params: ConversationsParams | undefined; result: ConversationsResult };
+  /** One conversation and its turns in the order they ran, one page at a time: each turn's assignment, runner, task, outcome, result or error, start and end times, and the sequence numbers of its first and last events (to replay them with `subscribe` or `GET /events`). An id the store does not hold is `conversation_not_found`. Allowed to every credential that may read events. */
+  conversation: { params: ConversationParams; result: ConversationResult };
 }
 
 /** A method's name on the wire. */
@@ -664,4 +801,4 @@ export type MethodParams<M extends MethodName> = Methods[M]["params"];
 export type MethodResult<M extends MethodName> = Methods[M]["result"];
 
 /** Every method name, in schema order. */
-export const METHOD_NAMES = ["submit", "interrupt", "status", "shutdown", "release", "subscribe", "rpc.discover"] as const;
+export const METHOD_NAMES = ["submit", "interrupt", "status", "shutdown", "release", "subscribe", "rpc.discover", "conversations", "conversation"] as const;

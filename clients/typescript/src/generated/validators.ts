@@ -518,6 +518,345 @@ function cCallerGrant(v: unknown, p: string, out: Violation[], lenient: boolean)
   }
 }
 
+/** Whether `value` is a valid `ConversationParams` (see the module comment for `lenient`). */
+export function isConversationParams(value: unknown, lenient = false): value is T.ConversationParams {
+  return fConversationParams(value, lenient);
+}
+
+/** Every violation of `value` as a `ConversationParams`, each with its JSON pointer and keyword; empty when it is valid. */
+export function validateConversationParams(value: unknown, lenient = false): Violation[] {
+  return fConversationParams(value, lenient) ? [] : explained(cConversationParams, value, lenient);
+}
+
+function fConversationParams(v: unknown, lenient: boolean): boolean {
+  if (!$isObject(v)) return false;
+  const x0 = v.id;
+  if (x0 === undefined) return false;
+  if (!fId(x0, lenient)) return false;
+  const x1 = v.limit;
+  if (x1 !== undefined) {
+    if (!fHistoryLimit(x1, lenient)) return false;
+  }
+  const x2 = v.cursor;
+  if (x2 !== undefined) {
+    if (!fHistoryCursor(x2, lenient)) return false;
+  }
+  for (const k3 in v) {
+    switch (k3) {
+      case "id":
+      case "limit":
+      case "cursor":
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+function cConversationParams(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
+    return;
+  }
+  const x0 = v.id;
+  if (x0 === undefined) {
+    $report(out, p, "required", "missing required property `id`");
+  } else {
+    cId(x0, p + "/id", out, lenient);
+  }
+  const x1 = v.limit;
+  if (x1 !== undefined) {
+    cHistoryLimit(x1, p + "/limit", out, lenient);
+  }
+  const x2 = v.cursor;
+  if (x2 !== undefined) {
+    cHistoryCursor(x2, p + "/cursor", out, lenient);
+  }
+  for (const k3 of $keysOf(v)) {
+    if (k3 === "id" || k3 === "limit" || k3 === "cursor") continue;
+    $report(out, $keyOf(p, k3), "additionalProperties", "property `" + k3 + "` is not allowed here (allowed: `id`, `limit`, `cursor`)");
+  }
+}
+
+/** Whether `value` is a valid `ConversationResult` (see the module comment for `lenient`). */
+export function isConversationResult(value: unknown, lenient = false): value is T.ConversationResult {
+  return fConversationResult(value, lenient);
+}
+
+/** Every violation of `value` as a `ConversationResult`, each with its JSON pointer and keyword; empty when it is valid. */
+export function validateConversationResult(value: unknown, lenient = false): Violation[] {
+  return fConversationResult(value, lenient) ? [] : explained(cConversationResult, value, lenient);
+}
+
+function fConversationResult(v: unknown, lenient: boolean): boolean {
+  if (!$isObject(v)) return false;
+  const x0 = v.conversation;
+  if (x0 === undefined) return false;
+  if (!fConversationSummary(x0, lenient)) return false;
+  const x1 = v.turns;
+  if (x1 === undefined) return false;
+  if (!($isArray(x1))) return false;
+  for (let i2 = 0; i2 < x1.length; i2++) {
+    const x3: unknown = x1[i2];
+    if (!fTurnSummary(x3, lenient)) return false;
+  }
+  const x4 = v.next;
+  if (x4 !== undefined) {
+    if (!fHistoryCursor(x4, lenient)) return false;
+  }
+  return true;
+}
+
+function cConversationResult(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
+    return;
+  }
+  const x0 = v.conversation;
+  if (x0 === undefined) {
+    $report(out, p, "required", "missing required property `conversation`");
+  } else {
+    cConversationSummary(x0, p + "/conversation", out, lenient);
+  }
+  const x1 = v.turns;
+  if (x1 === undefined) {
+    $report(out, p, "required", "missing required property `turns`");
+  } else {
+    n2: {
+      if (!($isArray(x1))) {
+        $typeViolation(out, p + "/turns", "array", x1);
+        break n2;
+      }
+      for (let i3 = 0; i3 < x1.length; i3++) {
+        const x4: unknown = x1[i3];
+        cTurnSummary(x4, p + "/turns" + "/" + i3, out, lenient);
+      }
+    }
+  }
+  const x5 = v.next;
+  if (x5 !== undefined) {
+    cHistoryCursor(x5, p + "/next", out, lenient);
+  }
+}
+
+/** Whether `value` is a valid `ConversationSummary` (see the module comment for `lenient`). */
+export function isConversationSummary(value: unknown, lenient = false): value is T.ConversationSummary {
+  return fConversationSummary(value, lenient);
+}
+
+/** Every violation of `value` as a `ConversationSummary`, each with its JSON pointer and keyword; empty when it is valid. */
+export function validateConversationSummary(value: unknown, lenient = false): Violation[] {
+  return fConversationSummary(value, lenient) ? [] : explained(cConversationSummary, value, lenient);
+}
+
+function fConversationSummary(v: unknown, lenient: boolean): boolean {
+  if (!$isObject(v)) return false;
+  const x0 = v.id;
+  if (x0 === undefined) return false;
+  if (!(typeof x0 === "string")) return false;
+  const x1 = v.runner;
+  if (x1 === undefined) return false;
+  if (!(typeof x1 === "string")) return false;
+  const x2 = v.title;
+  if (x2 === undefined) return false;
+  if (!(typeof x2 === "string")) return false;
+  const x3 = v.turns;
+  if (x3 === undefined) return false;
+  if (!($isInteger(x3))) return false;
+  if (x3 < 0) return false;
+  const x4 = v.created_at_ms;
+  if (x4 === undefined) return false;
+  if (!($isInteger(x4))) return false;
+  if (x4 < 0) return false;
+  const x5 = v.updated_at_ms;
+  if (x5 === undefined) return false;
+  if (!($isInteger(x5))) return false;
+  if (x5 < 0) return false;
+  return true;
+}
+
+function cConversationSummary(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
+    return;
+  }
+  const x0 = v.id;
+  if (x0 === undefined) {
+    $report(out, p, "required", "missing required property `id`");
+  } else {
+    n1: {
+      if (!(typeof x0 === "string")) {
+        $typeViolation(out, p + "/id", "string", x0);
+        break n1;
+      }
+    }
+  }
+  const x2 = v.runner;
+  if (x2 === undefined) {
+    $report(out, p, "required", "missing required property `runner`");
+  } else {
+    n3: {
+      if (!(typeof x2 === "string")) {
+        $typeViolation(out, p + "/runner", "string", x2);
+        break n3;
+      }
+    }
+  }
+  const x4 = v.title;
+  if (x4 === undefined) {
+    $report(out, p, "required", "missing required property `title`");
+  } else {
+    n5: {
+      if (!(typeof x4 === "string")) {
+        $typeViolation(out, p + "/title", "string", x4);
+        break n5;
+      }
+    }
+  }
+  const x6 = v.turns;
+  if (x6 === undefined) {
+    $report(out, p, "required", "missing required property `turns`");
+  } else {
+    n7: {
+      if (!($isInteger(x6))) {
+        $typeViolation(out, p + "/turns", "integer", x6);
+        break n7;
+      }
+      if (x6 < 0) $boundViolation(out, p + "/turns", "minimum", x6, 0);
+    }
+  }
+  const x8 = v.created_at_ms;
+  if (x8 === undefined) {
+    $report(out, p, "required", "missing required property `created_at_ms`");
+  } else {
+    n9: {
+      if (!($isInteger(x8))) {
+        $typeViolation(out, p + "/created_at_ms", "integer", x8);
+        break n9;
+      }
+      if (x8 < 0) $boundViolation(out, p + "/created_at_ms", "minimum", x8, 0);
+    }
+  }
+  const x10 = v.updated_at_ms;
+  if (x10 === undefined) {
+    $report(out, p, "required", "missing required property `updated_at_ms`");
+  } else {
+    n11: {
+      if (!($isInteger(x10))) {
+        $typeViolation(out, p + "/updated_at_ms", "integer", x10);
+        break n11;
+      }
+      if (x10 < 0) $boundViolation(out, p + "/updated_at_ms", "minimum", x10, 0);
+    }
+  }
+}
+
+/** Whether `value` is a valid `ConversationsParams` (see the module comment for `lenient`). */
+export function isConversationsParams(value: unknown, lenient = false): value is T.ConversationsParams {
+  return fConversationsParams(value, lenient);
+}
+
+/** Every violation of `value` as a `ConversationsParams`, each with its JSON pointer and keyword; empty when it is valid. */
+export function validateConversationsParams(value: unknown, lenient = false): Violation[] {
+  return fConversationsParams(value, lenient) ? [] : explained(cConversationsParams, value, lenient);
+}
+
+function fConversationsParams(v: unknown, lenient: boolean): boolean {
+  if (v === null) return true;
+  if (!$isObject(v)) return false;
+  const x0 = v.limit;
+  if (x0 !== undefined) {
+    if (!fHistoryLimit(x0, lenient)) return false;
+  }
+  const x1 = v.cursor;
+  if (x1 !== undefined) {
+    if (!fHistoryCursor(x1, lenient)) return false;
+  }
+  for (const k2 in v) {
+    switch (k2) {
+      case "limit":
+      case "cursor":
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+function cConversationsParams(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+  if (v === null) return;
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object or null", v);
+    return;
+  }
+  const x0 = v.limit;
+  if (x0 !== undefined) {
+    cHistoryLimit(x0, p + "/limit", out, lenient);
+  }
+  const x1 = v.cursor;
+  if (x1 !== undefined) {
+    cHistoryCursor(x1, p + "/cursor", out, lenient);
+  }
+  for (const k2 of $keysOf(v)) {
+    if (k2 === "limit" || k2 === "cursor") continue;
+    $report(out, $keyOf(p, k2), "additionalProperties", "property `" + k2 + "` is not allowed here (allowed: `limit`, `cursor`)");
+  }
+}
+
+/** Whether `value` is a valid `ConversationsResult` (see the module comment for `lenient`). */
+export function isConversationsResult(value: unknown, lenient = false): value is T.ConversationsResult {
+  return fConversationsResult(value, lenient);
+}
+
+/** Every violation of `value` as a `ConversationsResult`, each with its JSON pointer and keyword; empty when it is valid. */
+export function validateConversationsResult(value: unknown, lenient = false): Violation[] {
+  return fConversationsResult(value, lenient) ? [] : explained(cConversationsResult, value, lenient);
+}
+
+function fConversationsResult(v: unknown, lenient: boolean): boolean {
+  if (!$isObject(v)) return false;
+  const x0 = v.conversations;
+  if (x0 === undefined) return false;
+  if (!($isArray(x0))) return false;
+  for (let i1 = 0; i1 < x0.length; i1++) {
+    const x2: unknown = x0[i1];
+    if (!fConversationSummary(x2, lenient)) return false;
+  }
+  const x3 = v.next;
+  if (x3 !== undefined) {
+    if (!fHistoryCursor(x3, lenient)) return false;
+  }
+  return true;
+}
+
+function cConversationsResult(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
+    return;
+  }
+  const x0 = v.conversations;
+  if (x0 === undefined) {
+    $report(out, p, "required", "missing required property `conversations`");
+  } else {
+    n1: {
+      if (!($isArray(x0))) {
+        $typeViolation(out, p + "/conversations", "array", x0);
+        break n1;
+      }
+      for (let i2 = 0; i2 < x0.length; i2++) {
+        const x3: unknown = x0[i2];
+        cConversationSummary(x3, p + "/conversations" + "/" + i2, out, lenient);
+      }
+    }
+  }
+  const x4 = v.next;
+  if (x4 !== undefined) {
+    cHistoryCursor(x4, p + "/next", out, lenient);
+  }
+}
+
 /** Whether `value` is a valid `ErrorCode` (see the module comment for `lenient`). */
 export function isErrorCode(value: unknown, lenient = false): value is T.ErrorCode {
   return fErrorCode(value, lenient);
@@ -548,6 +887,7 @@ function fErrorCode(v: unknown, lenient: boolean): boolean {
     case "shutting_down":
     case "internal":
     case "runtime_restarted":
+    case "conversation_not_found":
       return true;
     default:
       return lenient;
@@ -577,10 +917,11 @@ function cErrorCode(v: unknown, p: string, out: Violation[], lenient: boolean): 
     case "shutting_down":
     case "internal":
     case "runtime_restarted":
+    case "conversation_not_found":
       return;
   }
   if (lenient) return;
-  $enumViolation(out, p, v, ["parse_error", "invalid_request", "unknown_method", "invalid_params", "unauthorized", "forbidden", "busy", "lease_held", "runner_not_found", "interrupted", "runner_failed", "frame_too_large", "output_too_large", "timeout", "shutting_down", "internal", "runtime_restarted"]);
+  $enumViolation(out, p, v, ["parse_error", "invalid_request", "unknown_method", "invalid_params", "unauthorized", "forbidden", "busy", "lease_held", "runner_not_found", "interrupted", "runner_failed", "frame_too_large", "output_too_large", "timeout", "shutting_down", "internal", "runtime_restarted", "conversation_not_found"]);
 }
 
 /** Whether `value` is a valid `ErrorDetails` (see the module comment for `lenient`). */
@@ -1145,6 +1486,62 @@ function cFrontendEventNotification(v: unknown, p: string, out: Violation[], len
     $report(out, p, "required", "missing required property `params`");
   } else {
     cServerEvent(x3, p + "/params", out, lenient);
+  }
+}
+
+/** Whether `value` is a valid `HistoryCursor` (see the module comment for `lenient`). */
+export function isHistoryCursor(value: unknown, lenient = false): value is T.HistoryCursor {
+  return fHistoryCursor(value, lenient);
+}
+
+/** Every violation of `value` as a `HistoryCursor`, each with its JSON pointer and keyword; empty when it is valid. */
+export function validateHistoryCursor(value: unknown, lenient = false): Violation[] {
+  return fHistoryCursor(value, lenient) ? [] : explained(cHistoryCursor, value, lenient);
+}
+
+function fHistoryCursor(v: unknown, lenient: boolean): boolean {
+  if (!(typeof v === "string")) return false;
+  if (!$minLength(v, 1)) return false;
+  if (!$maxLength(v, 512)) return false;
+  return true;
+}
+
+function cHistoryCursor(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+  n0: {
+    if (!(typeof v === "string")) {
+      $typeViolation(out, p, "string", v);
+      break n0;
+    }
+    if (!$minLength(v, 1)) $minLengthViolation(out, p, v, 1);
+    if (!$maxLength(v, 512)) $maxLengthViolation(out, p, v, 512);
+  }
+}
+
+/** Whether `value` is a valid `HistoryLimit` (see the module comment for `lenient`). */
+export function isHistoryLimit(value: unknown, lenient = false): value is T.HistoryLimit {
+  return fHistoryLimit(value, lenient);
+}
+
+/** Every violation of `value` as a `HistoryLimit`, each with its JSON pointer and keyword; empty when it is valid. */
+export function validateHistoryLimit(value: unknown, lenient = false): Violation[] {
+  return fHistoryLimit(value, lenient) ? [] : explained(cHistoryLimit, value, lenient);
+}
+
+function fHistoryLimit(v: unknown, lenient: boolean): boolean {
+  if (!($isInteger(v))) return false;
+  if (v < 1) return false;
+  if (v > 100) return false;
+  return true;
+}
+
+function cHistoryLimit(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+  n0: {
+    if (!($isInteger(v))) {
+      $typeViolation(out, p, "integer", v);
+      break n0;
+    }
+    if (v < 1) $boundViolation(out, p, "minimum", v, 1);
+    if (v > 100) $boundViolation(out, p, "maximum", v, 100);
   }
 }
 
@@ -1799,6 +2196,57 @@ function fRpcRequest(v: unknown, lenient: boolean): boolean {
       }
       return true;
     }
+    case "conversations": {
+      const x28 = v.jsonrpc;
+      if (x28 !== undefined) {
+        if (!fJsonRpcVersion(x28, lenient)) return false;
+      }
+      const x29 = v.id;
+      if (x29 !== undefined) {
+        if (x29 !== null && !fRequestId(x29, lenient)) return false;
+      }
+      const x30 = v.params;
+      if (x30 !== undefined) {
+        if (x30 !== null && !fConversationsParams(x30, lenient)) return false;
+      }
+      for (const k31 in v) {
+        switch (k31) {
+          case "jsonrpc":
+          case "id":
+          case "params":
+          case "method":
+            break;
+          default:
+            return false;
+        }
+      }
+      return true;
+    }
+    case "conversation": {
+      const x32 = v.jsonrpc;
+      if (x32 !== undefined) {
+        if (!fJsonRpcVersion(x32, lenient)) return false;
+      }
+      const x33 = v.id;
+      if (x33 !== undefined) {
+        if (x33 !== null && !fRequestId(x33, lenient)) return false;
+      }
+      const x34 = v.params;
+      if (x34 === undefined) return false;
+      if (!fConversationParams(x34, lenient)) return false;
+      for (const k35 in v) {
+        switch (k35) {
+          case "jsonrpc":
+          case "id":
+          case "params":
+          case "method":
+            break;
+          default:
+            return false;
+        }
+      }
+      return true;
+    }
     default:
       return false;
   }
@@ -1948,11 +2396,51 @@ function cRpcRequest(v: unknown, p: string, out: Violation[], lenient: boolean):
         }
         return;
       }
+      case "conversations": {
+        const x28 = v.jsonrpc;
+        if (x28 !== undefined) {
+          cJsonRpcVersion(x28, p + "/jsonrpc", out, lenient);
+        }
+        const x29 = v.id;
+        if (x29 !== undefined) {
+          if (x29 !== null) cRequestId(x29, p + "/id", out, lenient);
+        }
+        const x30 = v.params;
+        if (x30 !== undefined) {
+          if (x30 !== null) cConversationsParams(x30, p + "/params", out, lenient);
+        }
+        for (const k31 of $keysOf(v)) {
+          if (k31 === "jsonrpc" || k31 === "id" || k31 === "params" || k31 === "method") continue;
+          $report(out, $keyOf(p, k31), "additionalProperties", "property `" + k31 + "` is not allowed here (allowed: `jsonrpc`, `id`, `params`, `method`)");
+        }
+        return;
+      }
+      case "conversation": {
+        const x32 = v.jsonrpc;
+        if (x32 !== undefined) {
+          cJsonRpcVersion(x32, p + "/jsonrpc", out, lenient);
+        }
+        const x33 = v.id;
+        if (x33 !== undefined) {
+          if (x33 !== null) cRequestId(x33, p + "/id", out, lenient);
+        }
+        const x34 = v.params;
+        if (x34 === undefined) {
+          $report(out, p, "required", "missing required property `params`");
+        } else {
+          cConversationParams(x34, p + "/params", out, lenient);
+        }
+        for (const k35 of $keysOf(v)) {
+          if (k35 === "jsonrpc" || k35 === "id" || k35 === "params" || k35 === "method") continue;
+          $report(out, $keyOf(p, k35), "additionalProperties", "property `" + k35 + "` is not allowed here (allowed: `jsonrpc`, `id`, `params`, `method`)");
+        }
+        return;
+      }
       default:
-        $report(out, tagPath, "oneOf", "unknown kind `" + tag + "`: must be one of `submit`, `interrupt`, `status`, `shutdown`, `release`, `subscribe`, `rpc.discover`");
+        $report(out, tagPath, "oneOf", "unknown kind `" + tag + "`: must be one of `submit`, `interrupt`, `status`, `shutdown`, `release`, `subscribe`, `rpc.discover`, `conversations`, `conversation`");
     }
   } else if (tag === undefined) {
-    $report(out, p, "required", "missing required property `method` (one of `submit`, `interrupt`, `status`, `shutdown`, `release`, `subscribe`, `rpc.discover`)");
+    $report(out, p, "required", "missing required property `method` (one of `submit`, `interrupt`, `status`, `shutdown`, `release`, `subscribe`, `rpc.discover`, `conversations`, `conversation`)");
   } else {
     $typeViolation(out, tagPath, "string", tag);
   }
@@ -3153,6 +3641,201 @@ function cTurnCounters(v: unknown, p: string, out: Violation[], lenient: boolean
   }
 }
 
+/** Whether `value` is a valid `TurnOutcome` (see the module comment for `lenient`). */
+export function isTurnOutcome(value: unknown, lenient = false): value is T.TurnOutcome {
+  return fTurnOutcome(value, lenient);
+}
+
+/** Every violation of `value` as a `TurnOutcome`, each with its JSON pointer and keyword; empty when it is valid. */
+export function validateTurnOutcome(value: unknown, lenient = false): Violation[] {
+  return fTurnOutcome(value, lenient) ? [] : explained(cTurnOutcome, value, lenient);
+}
+
+function fTurnOutcome(v: unknown, lenient: boolean): boolean {
+  if (typeof v !== "string") return false;
+  switch (v) {
+    case "running":
+    case "completed":
+    case "failed":
+    case "interrupted":
+      return true;
+    default:
+      return lenient;
+  }
+}
+
+function cTurnOutcome(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+  if (typeof v !== "string") {
+    $typeViolation(out, p, "string", v);
+    return;
+  }
+  switch (v) {
+    case "running":
+    case "completed":
+    case "failed":
+    case "interrupted":
+      return;
+  }
+  if (lenient) return;
+  $enumViolation(out, p, v, ["running", "completed", "failed", "interrupted"]);
+}
+
+/** Whether `value` is a valid `TurnSummary` (see the module comment for `lenient`). */
+export function isTurnSummary(value: unknown, lenient = false): value is T.TurnSummary {
+  return fTurnSummary(value, lenient);
+}
+
+/** Every violation of `value` as a `TurnSummary`, each with its JSON pointer and keyword; empty when it is valid. */
+export function validateTurnSummary(value: unknown, lenient = false): Violation[] {
+  return fTurnSummary(value, lenient) ? [] : explained(cTurnSummary, value, lenient);
+}
+
+function fTurnSummary(v: unknown, lenient: boolean): boolean {
+  if (!$isObject(v)) return false;
+  const x0 = v.assignment;
+  if (x0 === undefined) return false;
+  if (!(typeof x0 === "string")) return false;
+  const x1 = v.runner;
+  if (x1 === undefined) return false;
+  if (!(typeof x1 === "string")) return false;
+  const x2 = v.task;
+  if (x2 === undefined) return false;
+  if (!(typeof x2 === "string")) return false;
+  const x3 = v.outcome;
+  if (x3 === undefined) return false;
+  if (!fTurnOutcome(x3, lenient)) return false;
+  const x4 = v.result;
+  if (x4 !== undefined) {
+    if (!(typeof x4 === "string")) return false;
+  }
+  const x5 = v.error;
+  if (x5 !== undefined) {
+    if (!fRuntimeSubmitError(x5, lenient)) return false;
+  }
+  const x6 = v.started_at_ms;
+  if (x6 === undefined) return false;
+  if (!($isInteger(x6))) return false;
+  if (x6 < 0) return false;
+  const x7 = v.finished_at_ms;
+  if (x7 !== undefined) {
+    if (!($isInteger(x7))) return false;
+    if (x7 < 0) return false;
+  }
+  const x8 = v.first_seq;
+  if (x8 === undefined) return false;
+  if (!($isInteger(x8))) return false;
+  if (x8 < 0) return false;
+  const x9 = v.last_seq;
+  if (x9 !== undefined) {
+    if (!($isInteger(x9))) return false;
+    if (x9 < 0) return false;
+  }
+  return true;
+}
+
+function cTurnSummary(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
+    return;
+  }
+  const x0 = v.assignment;
+  if (x0 === undefined) {
+    $report(out, p, "required", "missing required property `assignment`");
+  } else {
+    n1: {
+      if (!(typeof x0 === "string")) {
+        $typeViolation(out, p + "/assignment", "string", x0);
+        break n1;
+      }
+    }
+  }
+  const x2 = v.runner;
+  if (x2 === undefined) {
+    $report(out, p, "required", "missing required property `runner`");
+  } else {
+    n3: {
+      if (!(typeof x2 === "string")) {
+        $typeViolation(out, p + "/runner", "string", x2);
+        break n3;
+      }
+    }
+  }
+  const x4 = v.task;
+  if (x4 === undefined) {
+    $report(out, p, "required", "missing required property `task`");
+  } else {
+    n5: {
+      if (!(typeof x4 === "string")) {
+        $typeViolation(out, p + "/task", "string", x4);
+        break n5;
+      }
+    }
+  }
+  const x6 = v.outcome;
+  if (x6 === undefined) {
+    $report(out, p, "required", "missing required property `outcome`");
+  } else {
+    cTurnOutcome(x6, p + "/outcome", out, lenient);
+  }
+  const x7 = v.result;
+  if (x7 !== undefined) {
+    n8: {
+      if (!(typeof x7 === "string")) {
+        $typeViolation(out, p + "/result", "string", x7);
+        break n8;
+      }
+    }
+  }
+  const x9 = v.error;
+  if (x9 !== undefined) {
+    cRuntimeSubmitError(x9, p + "/error", out, lenient);
+  }
+  const x10 = v.started_at_ms;
+  if (x10 === undefined) {
+    $report(out, p, "required", "missing required property `started_at_ms`");
+  } else {
+    n11: {
+      if (!($isInteger(x10))) {
+        $typeViolation(out, p + "/started_at_ms", "integer", x10);
+        break n11;
+      }
+      if (x10 < 0) $boundViolation(out, p + "/started_at_ms", "minimum", x10, 0);
+    }
+  }
+  const x12 = v.finished_at_ms;
+  if (x12 !== undefined) {
+    n13: {
+      if (!($isInteger(x12))) {
+        $typeViolation(out, p + "/finished_at_ms", "integer", x12);
+        break n13;
+      }
+      if (x12 < 0) $boundViolation(out, p + "/finished_at_ms", "minimum", x12, 0);
+    }
+  }
+  const x14 = v.first_seq;
+  if (x14 === undefined) {
+    $report(out, p, "required", "missing required property `first_seq`");
+  } else {
+    n15: {
+      if (!($isInteger(x14))) {
+        $typeViolation(out, p + "/first_seq", "integer", x14);
+        break n15;
+      }
+      if (x14 < 0) $boundViolation(out, p + "/first_seq", "minimum", x14, 0);
+    }
+  }
+  const x16 = v.last_seq;
+  if (x16 !== undefined) {
+    n17: {
+      if (!($isInteger(x16))) {
+        $typeViolation(out, p + "/last_seq", "integer", x16);
+        break n17;
+      }
+      if (x16 < 0) $boundViolation(out, p + "/last_seq", "minimum", x16, 0);
+    }
+  }
+}
+
 /** Whether `value` is a valid `Violation` (see the module comment for `lenient`). */
 export function isViolation(value: unknown, lenient = false): value is T.Violation {
   return fViolation(value, lenient);
@@ -3236,6 +3919,11 @@ export const TYPES: readonly TypeInfo[] = [
   { name: "ApprovalPrompt", pointer: "#/$defs/RpcRequest/$defs/ApprovalPrompt", root: false, description: "What the agent asks." },
   { name: "ApprovalReply", pointer: "#/$defs/RpcRequest/$defs/ApprovalReply", root: false, description: "A frontend's answer to `frontend.v2.approval`, as the `result` of its JSON-RPC response." },
   { name: "CallerGrant", pointer: "#/$defs/RuntimeStatus/$defs/CallerGrant", root: false, description: "A credential's name and its grant." },
+  { name: "ConversationParams", pointer: "#/$defs/RpcRequest/$defs/ConversationParams", root: false, description: "Which conversation, and which page of its turns: the first, or the one after `cursor`." },
+  { name: "ConversationResult", pointer: "#/$defs/RpcRequest/$defs/ConversationResult", root: false, description: "A conversation and a page of its turns, oldest first." },
+  { name: "ConversationSummary", pointer: "#/$defs/RpcRequest/$defs/ConversationSummary", root: false, description: "A conversation as the store keeps it." },
+  { name: "ConversationsParams", pointer: "#/$defs/RpcRequest/$defs/ConversationsParams", root: false, description: "Which page of conversations: the first (no `params`, `null` or `{}`), or the one after `cursor`." },
+  { name: "ConversationsResult", pointer: "#/$defs/RpcRequest/$defs/ConversationsResult", root: false, description: "A page of conversations, the most recently updated first. A conversation that gets a new turn while a client pages moves to the front: it may be met twice, or not at all, in one listing." },
   { name: "ErrorCode", pointer: "#/$defs/RuntimeSubmitError/$defs/ErrorCode", root: false, description: "The stable, snake_case error code. New codes may be added; a client meeting one it does not know treats it as not retryable." },
   { name: "ErrorDetails", pointer: "#/$defs/RuntimeSubmitError/$defs/ErrorDetails", root: false, description: "Structured details about an error. Open to new fields." },
   { name: "Event", pointer: "#/$defs/Event", root: true, description: "A message a runner writes back on stdout, one per line: progress text, approval requests, then exactly one terminal `completed` or `failed`." },
@@ -3243,6 +3931,8 @@ export const TYPES: readonly TypeInfo[] = [
   { name: "FrontendApprovalResolved", pointer: "#/$defs/RpcRequest/$defs/FrontendApprovalResolved", root: false, description: "Tells a frontend that an approval request it was sent is settled (answered by another frontend, timed out, or the turn ended); its own answer, if any, is ignored." },
   { name: "FrontendApprovalResolvedParams", pointer: "#/$defs/RpcRequest/$defs/FrontendApprovalResolved/properties/params", root: false, description: "" },
   { name: "FrontendEventNotification", pointer: "#/$defs/RpcRequest/$defs/FrontendEventNotification", root: false, description: "An event pushed to a WebSocket frontend: a JSON-RPC 2.0 notification." },
+  { name: "HistoryCursor", pointer: "#/$defs/RpcRequest/$defs/HistoryCursor", root: false, description: "Where the next page of history starts: the `next` of the page before, passed back unchanged. Opaque: its form may change between versions." },
+  { name: "HistoryLimit", pointer: "#/$defs/RpcRequest/$defs/HistoryLimit", root: false, description: "The most items the page may hold (`HISTORY_DEFAULT_PAGE` when absent, at most `HISTORY_MAX_PAGE`)." },
   { name: "Id", pointer: "#/$defs/Turn/$defs/Id", root: false, description: "An identifier: 1 to 128 characters from `A-Z a-z 0-9 . _ : -`, starting with a letter or digit." },
   { name: "InterruptParams", pointer: "#/$defs/RpcRequest/$defs/InterruptParams", root: false, description: "What to interrupt: no `params`, `null` or `{}` for whatever turn is active; with `assignment`, only that turn." },
   { name: "InterruptResult", pointer: "#/$defs/RpcRequest/$defs/InterruptResult", root: false, description: "Whether a turn was running and has been told to stop." },
@@ -3268,6 +3958,8 @@ export const TYPES: readonly TypeInfo[] = [
   { name: "SubscribeResult", pointer: "#/$defs/RpcRequest/$defs/SubscribeResult", root: false, description: "The stream is on; `last_seq` is the newest event published so far." },
   { name: "Turn", pointer: "#/$defs/Turn", root: true, description: "One request to a runner: the assignment, the agent, the task, and the working folder. The host writes exactly one `Turn` line to the runner's stdin." },
   { name: "TurnCounters", pointer: "#/$defs/RuntimeStatus/$defs/TurnCounters", root: false, description: "How many turns ended each way since the runtime started." },
+  { name: "TurnOutcome", pointer: "#/$defs/RpcRequest/$defs/TurnOutcome", root: false, description: "How a turn ended, or that it is still running. New outcomes may be added." },
+  { name: "TurnSummary", pointer: "#/$defs/RpcRequest/$defs/TurnSummary", root: false, description: "One turn as the store keeps it." },
   { name: "Violation", pointer: "#/$defs/RuntimeSubmitError/$defs/Violation", root: false, description: "One way a document breaks its schema." },
 ];
 
@@ -3281,6 +3973,11 @@ const CHECKS: { readonly [N in T.TypeName]: readonly [Fast, Explain] } = {
   ApprovalPrompt: [fApprovalPrompt, cApprovalPrompt],
   ApprovalReply: [fApprovalReply, cApprovalReply],
   CallerGrant: [fCallerGrant, cCallerGrant],
+  ConversationParams: [fConversationParams, cConversationParams],
+  ConversationResult: [fConversationResult, cConversationResult],
+  ConversationSummary: [fConversationSummary, cConversationSummary],
+  ConversationsParams: [fConversationsParams, cConversationsParams],
+  ConversationsResult: [fConversationsResult, cConversationsResult],
   ErrorCode: [fErrorCode, cErrorCode],
   ErrorDetails: [fErrorDetails, cErrorDetails],
   Event: [fEvent, cEvent],
@@ -3288,6 +3985,8 @@ const CHECKS: { readonly [N in T.TypeName]: readonly [Fast, Explain] } = {
   FrontendApprovalResolved: [fFrontendApprovalResolved, cFrontendApprovalResolved],
   FrontendApprovalResolvedParams: [fFrontendApprovalResolvedParams, cFrontendApprovalResolvedParams],
   FrontendEventNotification: [fFrontendEventNotification, cFrontendEventNotification],
+  HistoryCursor: [fHistoryCursor, cHistoryCursor],
+  HistoryLimit: [fHistoryLimit, cHistoryLimit],
   Id: [fId, cId],
   InterruptParams: [fInterruptParams, cInterruptParams],
   InterruptResult: [fInterruptResult, cInterruptResult],
@@ -3313,6 +4012,8 @@ const CHECKS: { readonly [N in T.TypeName]: readonly [Fast, Explain] } = {
   SubscribeResult: [fSubscribeResult, cSubscribeResult],
   Turn: [fTurn, cTurn],
   TurnCounters: [fTurnCounters, cTurnCounters],
+  TurnOutcome: [fTurnOutcome, cTurnOutcome],
+  TurnSummary: [fTurnSummary, cTurnSummary],
   Violation: [fViolation, cViolation],
 };
 
@@ -3500,6 +4201,44 @@ function cr$RpcDiscover(v: unknown, p: string, out: Violation[], lenient: boolea
   }
 }
 
+function fp$Conversations(v: unknown, lenient: boolean): boolean {
+  if (v === undefined) return true;
+  if (v !== null && !fConversationsParams(v, lenient)) return false;
+  return true;
+}
+
+function cp$Conversations(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+  if (v === undefined) return;
+  if (v !== null) cConversationsParams(v, p, out, lenient);
+}
+
+function fr$Conversations(v: unknown, lenient: boolean): boolean {
+  if (!fConversationsResult(v, lenient)) return false;
+  return true;
+}
+
+function cr$Conversations(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+  cConversationsResult(v, p, out, lenient);
+}
+
+function fp$Conversation(v: unknown, lenient: boolean): boolean {
+  if (!fConversationParams(v, lenient)) return false;
+  return true;
+}
+
+function cp$Conversation(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+  cConversationParams(v, p, out, lenient);
+}
+
+function fr$Conversation(v: unknown, lenient: boolean): boolean {
+  if (!fConversationResult(v, lenient)) return false;
+  return true;
+}
+
+function cr$Conversation(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+  cConversationResult(v, p, out, lenient);
+}
+
 /** The checks of every method, by name. */
 export const METHOD_CHECKS: { readonly [M in T.MethodName]: MethodCheck } = {
   submit: {
@@ -3536,5 +4275,15 @@ export const METHOD_CHECKS: { readonly [M in T.MethodName]: MethodCheck } = {
     paramsRequired: false,
     checkParams: (v, lenient = false) => (fp$RpcDiscover(v, lenient) ? [] : explained(cp$RpcDiscover, v, lenient)),
     checkResult: (v, lenient = false) => (fr$RpcDiscover(v, lenient) ? [] : explained(cr$RpcDiscover, v, lenient)),
+  },
+  conversations: {
+    paramsRequired: false,
+    checkParams: (v, lenient = false) => (fp$Conversations(v, lenient) ? [] : explained(cp$Conversations, v, lenient)),
+    checkResult: (v, lenient = false) => (fr$Conversations(v, lenient) ? [] : explained(cr$Conversations, v, lenient)),
+  },
+  conversation: {
+    paramsRequired: true,
+    checkParams: (v, lenient = false) => (fp$Conversation(v, lenient) ? [] : explained(cp$Conversation, v, lenient)),
+    checkResult: (v, lenient = false) => (fr$Conversation(v, lenient) ? [] : explained(cr$Conversation, v, lenient)),
   },
 };

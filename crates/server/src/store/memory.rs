@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
 
-use super::{AgentSession, ConversationRecord, MEMORY_STORE_TURNS, Outcome, Record, Store, StoreError, StoredEvent, TurnRecord, restarted_error, title_of};
+use super::{AgentSession, ConversationCursor, ConversationRecord, ConversationSummary, MEMORY_STORE_TURNS, Outcome, Record, Store, StoreError, StoredEvent, TurnRecord, restarted_error, title_of};
 
 #[derive(Default)]
 struct Held {
@@ -134,5 +134,21 @@ impl Store for MemoryStore {
 
     fn agent_session(&self, conversation: &str) -> Result<Option<AgentSession>, StoreError> {
         Ok(self.held().agent_sessions.get(conversation).cloned())
+    }
+
+    fn conversations_page(&self, after: Option<&ConversationCursor>, limit: usize) -> Result<Vec<ConversationSummary>, StoreError> {
+        let held = self.held();
+        let mut page: Vec<&ConversationRecord> = held.conversations.values().filter(|c| after.is_none_or(|a| a.precedes(c))).collect();
+        page.sort_by(|a, b| b.updated_ms.cmp(&a.updated_ms).then_with(|| a.id.cmp(&b.id)));
+        page.truncate(limit);
+        Ok(page.into_iter().map(|c| ConversationSummary { conversation: c.clone(), turns: held.turns.values().filter(|t| t.start.conversation == c.id).count() as u64 }).collect())
+    }
+
+    fn conversation_turns(&self, id: &str, after_seq: i64, limit: usize) -> Result<Option<(ConversationSummary, Vec<TurnRecord>)>, StoreError> {
+        let held = self.held();
+        let Some(conversation) = held.conversations.get(id) else { return Ok(None) };
+        let mine = || held.turns.values().filter(|t| t.start.conversation == id);
+        let summary = ConversationSummary { conversation: conversation.clone(), turns: mine().count() as u64 };
+        Ok(Some((summary, mine().filter(|t| t.start.first_seq > after_seq).take(limit).cloned().collect())))
     }
 }

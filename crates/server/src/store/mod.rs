@@ -205,6 +205,34 @@ pub struct ConversationRecord {
     pub updated_ms: i64,
 }
 
+/// A conversation with how many of its turns the store keeps: an item of a page of
+/// [`Store::conversations_page`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConversationSummary {
+    /// The conversation.
+    pub conversation: ConversationRecord,
+    /// How many of its turns the store keeps.
+    pub turns: u64,
+}
+
+/// Where a page of [`Store::conversations_page`] starts: after the conversation last updated at
+/// `updated_ms` whose id is `id` (the last item of the page before).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConversationCursor {
+    /// The `updated_ms` of the page before's last conversation.
+    pub updated_ms: i64,
+    /// Its id.
+    pub id: String,
+}
+
+impl ConversationCursor {
+    /// Whether `c` comes after the cursor in the order of [`Store::conversations_page`]: the most
+    /// recently updated first, ties by id.
+    pub fn precedes(&self, c: &ConversationRecord) -> bool {
+        c.updated_ms < self.updated_ms || (c.updated_ms == self.updated_ms && c.id > self.id)
+    }
+}
+
 /// The longest conversation title, in characters.
 pub const TITLE_MAX_CHARS: usize = 80;
 
@@ -372,6 +400,46 @@ pub trait Store: Send + Sync {
     /// When the store cannot be read.
     fn turns_before(&self, conversation: &str, before_seq: i64, limit: usize) -> Result<Vec<TurnRecord>, StoreError> {
         Ok(self.turns(usize::MAX)?.into_iter().filter(|t| t.start.conversation == conversation && t.start.first_seq < before_seq).take(limit).collect())
+    }
+
+    /// A page of conversations for the `conversations` method: at most `limit`, the most recently
+    /// updated first (ties by id, as [`Store::conversations`]), only those after `after` in that
+    /// order when it is given, each with how many of its turns the store keeps.
+    ///
+    /// The default reads every conversation and turn ([`Store::conversations`],
+    /// [`Store::turns`]); a store that can ask its index overrides it.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be read.
+    fn conversations_page(&self, after: Option<&ConversationCursor>, limit: usize) -> Result<Vec<ConversationSummary>, StoreError> {
+        let turns = self.turns(usize::MAX)?;
+        let count = |id: &str| turns.iter().filter(|t| t.start.conversation == id).count() as u64;
+        Ok(self
+            .conversations(usize::MAX)?
+            .into_iter()
+            .filter(|c| after.is_none_or(|a| a.precedes(c)))
+            .take(limit)
+            .map(|c| ConversationSummary { turns: count(&c.id), conversation: c })
+            .collect())
+    }
+
+    /// The conversation `id` for the `conversation` method, with at most `limit` of its turns in
+    /// the order they ran: those whose `first_seq` is above `after_seq` (0 for the first page).
+    /// `None` when the store holds no conversation `id`.
+    ///
+    /// The default reads every conversation and turn; a store that can ask its index overrides
+    /// it.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be read.
+    fn conversation_turns(&self, id: &str, after_seq: i64, limit: usize) -> Result<Option<(ConversationSummary, Vec<TurnRecord>)>, StoreError> {
+        let Some(conversation) = self.conversations(usize::MAX)?.into_iter().find(|c| c.id == id) else { return Ok(None) };
+        let mut turns: Vec<TurnRecord> = self.turns(usize::MAX)?.into_iter().filter(|t| t.start.conversation == id).collect();
+        turns.reverse();
+        let summary = ConversationSummary { conversation, turns: turns.len() as u64 };
+        Ok(Some((summary, turns.into_iter().filter(|t| t.start.first_seq > after_seq).take(limit).collect())))
     }
 }
 

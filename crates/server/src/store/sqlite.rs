@@ -15,7 +15,7 @@ use std::sync::Mutex;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
-use super::{AgentSession, ConversationRecord, Outcome, Record, Store, StoreError, StoredEvent, TurnRecord, TurnStart, restarted_error, title_of};
+use super::{AgentSession, ConversationCursor, ConversationRecord, ConversationSummary, Outcome, Record, Store, StoreError, StoredEvent, TurnRecord, TurnStart, restarted_error, title_of};
 
 /// `PRAGMA application_id` of our databases: "OAgt".
 const APPLICATION_ID: i32 = 0x4f41_6774;
@@ -204,6 +204,21 @@ fn text(json: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(json)
 }
 
+/// A conversation's columns and how many turns it has (the index `turns_by_conversation` counts
+/// them).
+const CONVERSATION_SUMMARY: &str = "SELECT c.id, c.runner, c.title, c.created_ms, c.updated_ms, (SELECT count(*) FROM turns t WHERE t.conversation = c.id) FROM conversations c";
+
+fn conversation_summary_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ConversationSummary> {
+    Ok(ConversationSummary {
+        conversation: ConversationRecord { id: r.get(0)?, runner: r.get(1)?, title: r.get(2)?, created_ms: r.get(3)?, updated_ms: r.get(4)? },
+        turns: r.get::<_, i64>(5)?.max(0) as u64,
+    })
+}
+
+fn sql_limit(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
 const TURN_COLUMNS: &str = "first_seq, assignment, conversation, runner, task, cwd, outcome, result, error, started_ms, ended_ms, last_seq";
 
 fn turn_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TurnRecord> {
@@ -390,6 +405,31 @@ impl Store for SqliteStore {
         })
         .optional()
         .map_err(|e| self.io(&e))
+    }
+
+    fn conversations_page(&self, after: Option<&ConversationCursor>, limit: usize) -> Result<Vec<ConversationSummary>, StoreError> {
+        let conn = self.reader();
+        let read = || -> rusqlite::Result<Vec<ConversationSummary>> {
+            let mut stmt = conn.prepare(&format!("{CONVERSATION_SUMMARY} WHERE ?1 IS NULL OR c.updated_ms < ?1 OR (c.updated_ms = ?1 AND c.id > ?2) ORDER BY c.updated_ms DESC, c.id LIMIT ?3"))?;
+            stmt.query_map(params![after.map(|a| a.updated_ms), after.map(|a| a.id.as_str()), sql_limit(limit)], conversation_summary_row)?.collect()
+        };
+        read().map_err(|e| self.io(&e))
+    }
+
+    fn conversation_turns(&self, id: &str, after_seq: i64, limit: usize) -> Result<Option<(ConversationSummary, Vec<TurnRecord>)>, StoreError> {
+        let conn = self.reader();
+        let read = || -> rusqlite::Result<Option<(ConversationSummary, Vec<TurnRecord>)>> {
+            // One read transaction: the count and the turns from the same snapshot.
+            let tx = conn.unchecked_transaction()?;
+            let Some(summary) = tx.query_row(&format!("{CONVERSATION_SUMMARY} WHERE c.id = ?1"), params![id], conversation_summary_row).optional()? else { return Ok(None) };
+            let turns = {
+                let mut stmt = tx.prepare(&format!("SELECT {TURN_COLUMNS} FROM turns WHERE conversation = ?1 AND first_seq > ?2 ORDER BY first_seq LIMIT ?3"))?;
+                stmt.query_map(params![id, after_seq, sql_limit(limit)], turn_row)?.collect::<rusqlite::Result<Vec<_>>>()?
+            };
+            tx.finish()?;
+            Ok(Some((summary, turns)))
+        };
+        read().map_err(|e| self.io(&e))
     }
 }
 

@@ -4,6 +4,9 @@
 from typing import Final
 
 __all__ = [
+    "HISTORY_DEFAULT_PAGE",
+    "HISTORY_MAX_PAGE",
+    "HISTORY_PAGE_MAX_BYTES",
     "MAX_FRAME",
     "MAX_OUTPUT",
     "PROTOCOL_VERSION",
@@ -16,10 +19,26 @@ __all__ = [
     "VERSION",
 ]
 
-SCHEMA_DIGEST: Final = "913ec4cd7580435d6b05019aa3860639716f6ed2a2081dbfad034de2b17e89a3"
+SCHEMA_DIGEST: Final = "32c109df5133e9a8b32164c5f69f7a4e66f6e4ddcecef4d421069223fa04a41a"
 """The digest of the exact schema this package was generated from: the lowercase hex SHA-256 of the
 canonical bundle of its schema files (`openagents-codegen digest`). A server that reports the digest
 of its own schema lets a client compare the two and see a mismatch before it matters.
+"""
+
+HISTORY_DEFAULT_PAGE: Final = 20
+"""How many items a page of `conversations` or `conversation` holds when `limit` is not given."""
+
+HISTORY_MAX_PAGE: Final = 100
+"""The most items one page of `conversations` or `conversation` may ask for (`limit`). Enough for a
+screen of history in one call, few enough that a page is read and encoded without holding up the
+runtime.
+"""
+
+HISTORY_PAGE_MAX_BYTES: Final = 8388608
+"""About how large one page of history may grow, in bytes of JSON (8 MiB, half of
+`SERVER_MAX_LINE_BYTES`): a page of turns stops before it would pass this (but always holds one
+item), so an answer fits in a line every client reads, however long the turns' tasks and results
+are. A page may hold fewer than `limit` items; `next` says whether more remain.
 """
 
 MAX_FRAME: Final = 98304
@@ -32,7 +51,7 @@ MAX_OUTPUT: Final = 1048576
 buffers and forwards for a single turn.
 """
 
-PROTOCOL_VERSION: Final = "1.2.0"
+PROTOCOL_VERSION: Final = "1.3.0"
 """The protocol version this schema defines, MAJOR.MINOR.PATCH: MAJOR changes with any change that
 breaks old clients, hosts or runners (in either direction), MINOR with compatible additions, PATCH
 with documentation only. Every released version is frozen in schema/history/<version>/bundle.json

@@ -16,6 +16,7 @@ from . import models as m
 __all__ = [
     "BY_CODE",
     "BusyError",
+    "ConversationNotFoundError",
     "ForbiddenError",
     "FrameTooLargeError",
     "InternalError",
@@ -223,6 +224,16 @@ class RuntimeRestartedError(RuntimeSubmitException):
     RPC_CODE: ClassVar[int] = -32012
 
 
+class ConversationNotFoundError(RuntimeSubmitException):
+    """The runtime's store holds no conversation with that id (it never had one, or it was started on
+    another store). List what it holds with `conversations`.
+    """
+
+    CODE: ClassVar[str | None] = "conversation_not_found"
+    RETRYABLE: ClassVar[bool] = False
+    RPC_CODE: ClassVar[int] = -32013
+
+
 BY_CODE: Final[dict[str, type[RuntimeSubmitException]]] = {
     "parse_error": ParseErrorError,
     "invalid_request": InvalidRequestError,
@@ -241,6 +252,7 @@ BY_CODE: Final[dict[str, type[RuntimeSubmitException]]] = {
     "shutting_down": ShuttingDownError,
     "internal": InternalError,
     "runtime_restarted": RuntimeRestartedError,
+    "conversation_not_found": ConversationNotFoundError,
 }
 """The exception class of every known code."""
 

@@ -16,6 +16,8 @@ from . import models as m
 
 __all__ = [
     "AsyncMethods",
+    "CONVERSATION",
+    "CONVERSATIONS",
     "INTERRUPT",
     "METHODS",
     "Methods",
@@ -99,6 +101,26 @@ RPC_DISCOVER: Final[_rt.MethodSpec[dict[str, _rt.JsonValue]]] = _rt.MethodSpec(
 )
 """The `rpc.discover` method."""
 
+CONVERSATIONS: Final[_rt.MethodSpec[m.ConversationsResult]] = _rt.MethodSpec(
+    "conversations",
+    attr="conversations",
+    params=m.ConversationsParams,
+    params_adapter=None,
+    params_required=False,
+    result=TypeAdapter(m.ConversationsResult),
+)
+"""The `conversations` method."""
+
+CONVERSATION: Final[_rt.MethodSpec[m.ConversationResult]] = _rt.MethodSpec(
+    "conversation",
+    attr="conversation",
+    params=m.ConversationParams,
+    params_adapter=None,
+    params_required=True,
+    result=TypeAdapter(m.ConversationResult),
+)
+"""The `conversation` method."""
+
 METHODS: Final[dict[str, _rt.MethodSpec[Any]]] = {
     "submit": SUBMIT,
     "interrupt": INTERRUPT,
@@ -107,6 +129,8 @@ METHODS: Final[dict[str, _rt.MethodSpec[Any]]] = {
     "release": RELEASE,
     "subscribe": SUBSCRIBE,
     "rpc.discover": RPC_DISCOVER,
+    "conversations": CONVERSATIONS,
+    "conversation": CONVERSATION,
 }
 """Every method by its name on the wire, in schema order."""
 
@@ -183,6 +207,32 @@ class AsyncMethods:
         """
         return await self._call(RPC_DISCOVER, None)
 
+    async def conversations(self, *, limit: int | None = None, cursor: str | None = None) -> m.ConversationsResult:
+        """List the conversations the runtime's store keeps, the most recently updated first, one page
+        at a time: each with its runner, title, number of turns and when its latest turn started.
+        Pass a page's `next` as `cursor` for the page after it. Allowed to every credential that may
+        read events (`GET /events`, `subscribe`).
+        """
+        return await self._call(CONVERSATIONS, {"limit": limit, "cursor": cursor})
+
+    async def conversation(
+        self,
+        id: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> m.ConversationResult:
+        """One conversation and its turns in the order they ran, one page at a time: each turn's
+        assignment, runner, task, outcome, result or error, start and end times, and the sequence
+        numbers of its first and last events (to replay them with `subscribe` or `GET /events`). An
+        id the store does not hold is `conversation_not_found`. Allowed to every credential that may
+        read events.
+
+        Args:
+            id: The conversation id.
+        """
+        return await self._call(CONVERSATION, {"id": id, "limit": limit, "cursor": cursor})
+
 
 class Methods:
     """The methods as blocking calls; `Client` supplies `_call`."""
@@ -255,3 +305,23 @@ class Methods:
         `info.x-schema-digest` the schema digest.
         """
         return self._call(RPC_DISCOVER, None)
+
+    def conversations(self, *, limit: int | None = None, cursor: str | None = None) -> m.ConversationsResult:
+        """List the conversations the runtime's store keeps, the most recently updated first, one page
+        at a time: each with its runner, title, number of turns and when its latest turn started.
+        Pass a page's `next` as `cursor` for the page after it. Allowed to every credential that may
+        read events (`GET /events`, `subscribe`).
+        """
+        return self._call(CONVERSATIONS, {"limit": limit, "cursor": cursor})
+
+    def conversation(self, id: str, *, limit: int | None = None, cursor: str | None = None) -> m.ConversationResult:
+        """One conversation and its turns in the order they ran, one page at a time: each turn's
+        assignment, runner, task, outcome, result or error, start and end times, and the sequence
+        numbers of its first and last events (to replay them with `subscribe` or `GET /events`). An
+        id the store does not hold is `conversation_not_found`. Allowed to every credential that may
+        read events.
+
+        Args:
+            id: The conversation id.
+        """
+        return self._call(CONVERSATION, {"id": id, "limit": limit, "cursor": cursor})

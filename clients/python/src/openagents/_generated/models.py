@@ -24,6 +24,11 @@ __all__ = [
     "ApprovalPrompt",
     "ApprovalReply",
     "CallerGrant",
+    "ConversationParams",
+    "ConversationResult",
+    "ConversationSummary",
+    "ConversationsParams",
+    "ConversationsResult",
     "ErrorCode",
     "ErrorDetails",
     "Event",
@@ -35,6 +40,8 @@ __all__ = [
     "FrontendApprovalResolved",
     "FrontendApprovalResolvedParams",
     "FrontendEventNotification",
+    "HistoryCursor",
+    "HistoryLimit",
     "Id",
     "InterruptParams",
     "InterruptResult",
@@ -47,6 +54,8 @@ __all__ = [
     "RpcError",
     "RpcNotification",
     "RpcRequest",
+    "RpcRequestConversation",
+    "RpcRequestConversations",
     "RpcRequestDiscover",
     "RpcRequestInterrupt",
     "RpcRequestRelease",
@@ -78,6 +87,8 @@ __all__ = [
     "TYPES",
     "Turn",
     "TurnCounters",
+    "TurnOutcome",
+    "TurnSummary",
     "UnknownRuntimeEvent",
     "Violation",
     "validate",
@@ -166,6 +177,11 @@ class ErrorCode(_rt.WireEnum):
     turn, never as the answer to a request. Submitting it again may succeed.
     """
 
+    CONVERSATION_NOT_FOUND = "conversation_not_found"
+    """The runtime's store holds no conversation with that id (it never had one, or it was started on
+    another store). List what it holds with `conversations`.
+    """
+
 
 class RuntimeState(_rt.WireEnum):
     """What the runtime is doing. New states may be added.
@@ -181,6 +197,25 @@ class RuntimeState(_rt.WireEnum):
 
     SHUTTING_DOWN = "shutting_down"
     """The runtime is stopping and takes no new work."""
+
+
+class TurnOutcome(_rt.WireEnum):
+    """How a turn ended, or that it is still running. New outcomes may be added.
+
+    Where it is read, a value this version does not know arrives as a plain `str`.
+    """
+
+    RUNNING = "running"
+    """It has not ended yet."""
+
+    COMPLETED = "completed"
+    """It ended with a result (`turn_completed`)."""
+
+    FAILED = "failed"
+    """It ended with an error (`turn_failed`), `runtime_restarted` included."""
+
+    INTERRUPTED = "interrupted"
+    """It was stopped by an interrupt or a shutdown (`turn_failed` with `interrupted`)."""
 
 
 class ActiveTurn(_rt.Model):
@@ -265,6 +300,79 @@ class CallerGrant(_rt.Model):
 
     approvals: _rt.Bool
     """Whether it may answer the agent's approval requests."""
+
+
+class ConversationParams(_rt.Model):
+    """Which conversation, and which page of its turns: the first, or the one after `cursor`."""
+
+    model_config = _rt.CLOSED
+
+    id: Id
+    """The conversation id."""
+
+    limit: Annotated[HistoryLimit | None, _rt.NOT_NULL] = None
+
+    cursor: Annotated[HistoryCursor | None, _rt.NOT_NULL] = None
+
+
+class ConversationResult(_rt.Model):
+    """A conversation and a page of its turns, oldest first."""
+
+    model_config = _rt.OPEN
+
+    conversation: ConversationSummary
+
+    turns: Annotated[list[TurnSummary], Strict()]
+
+    next: Annotated[HistoryCursor | None, _rt.NOT_NULL] = None
+    """The cursor of the next page of turns; absent on the last page."""
+
+
+class ConversationSummary(_rt.Model):
+    """A conversation as the store keeps it."""
+
+    model_config = _rt.OPEN
+
+    id: _rt.Str
+    """The conversation id (a turn's `conversation`)."""
+
+    runner: _rt.Str
+    """The runner of its first turn."""
+
+    title: _rt.Str
+    """The first line of its first turn's task, at most 80 characters."""
+
+    turns: Annotated[int, Field(ge=0), _rt.INT]
+    """How many of its turns the store keeps."""
+
+    created_at_ms: Annotated[int, Field(ge=0), _rt.INT]
+    """When its first turn started, in milliseconds since the Unix epoch."""
+
+    updated_at_ms: Annotated[int, Field(ge=0), _rt.INT]
+    """When its latest turn started, in milliseconds since the Unix epoch."""
+
+
+class ConversationsParams(_rt.Model):
+    """Which page of conversations: the first (no `params`, `null` or `{}`), or the one after `cursor`."""
+
+    model_config = _rt.CLOSED
+
+    limit: Annotated[HistoryLimit | None, _rt.NOT_NULL] = None
+
+    cursor: Annotated[HistoryCursor | None, _rt.NOT_NULL] = None
+
+
+class ConversationsResult(_rt.Model):
+    """A page of conversations, the most recently updated first. A conversation that gets a new turn
+    while a client pages moves to the front: it may be met twice, or not at all, in one listing.
+    """
+
+    model_config = _rt.OPEN
+
+    conversations: Annotated[list[ConversationSummary], Strict()]
+
+    next: Annotated[HistoryCursor | None, _rt.NOT_NULL] = None
+    """The cursor of the next page; absent on the last page."""
 
 
 class ErrorDetails(_rt.Model):
@@ -589,6 +697,43 @@ class RpcRequestDiscover(_rt.Model):
     id: RequestId | None = None
 
     params: NoParams | None = None
+
+
+class RpcRequestConversations(_rt.Model):
+    """List the conversations the runtime's store keeps, the most recently updated first, one page at a
+    time: each with its runner, title, number of turns and when its latest turn started. Pass a
+    page's `next` as `cursor` for the page after it. Allowed to every credential that may read
+    events (`GET /events`, `subscribe`).
+    """
+
+    model_config = _rt.CLOSED
+
+    method: Annotated[Literal["conversations"], _rt.Const("conversations")]
+
+    jsonrpc: Annotated[JsonRpcVersion | None, _rt.NOT_NULL] = None
+
+    id: RequestId | None = None
+
+    params: ConversationsParams | None = None
+
+
+class RpcRequestConversation(_rt.Model):
+    """One conversation and its turns in the order they ran, one page at a time: each turn's
+    assignment, runner, task, outcome, result or error, start and end times, and the sequence
+    numbers of its first and last events (to replay them with `subscribe` or `GET /events`). An id
+    the store does not hold is `conversation_not_found`. Allowed to every credential that may read
+    events.
+    """
+
+    model_config = _rt.CLOSED
+
+    method: Annotated[Literal["conversation"], _rt.Const("conversation")]
+
+    jsonrpc: Annotated[JsonRpcVersion | None, _rt.NOT_NULL] = None
+
+    id: RequestId | None = None
+
+    params: ConversationParams
 
 
 class RpcResponse(_rt.Model):
@@ -950,6 +1095,39 @@ class TurnCounters(_rt.Model):
     interrupted: Annotated[int, Field(ge=0), _rt.INT]
 
 
+class TurnSummary(_rt.Model):
+    """One turn as the store keeps it."""
+
+    model_config = _rt.OPEN
+
+    assignment: _rt.Str
+
+    runner: _rt.Str
+
+    task: _rt.Str
+    """What the agent was asked to do."""
+
+    outcome: Annotated[TurnOutcome | str, _rt.EnumOf(TurnOutcome, extensible=True)]
+
+    result: Annotated[_rt.Str | None, _rt.NOT_NULL] = None
+    """The result, when it completed."""
+
+    error: Annotated[RuntimeSubmitError | None, _rt.NOT_NULL] = None
+    """The error, when it failed or was interrupted."""
+
+    started_at_ms: Annotated[int, Field(ge=0), _rt.INT]
+    """When it started, in milliseconds since the Unix epoch."""
+
+    finished_at_ms: Annotated[Annotated[int, Field(ge=0), _rt.INT] | None, _rt.NOT_NULL] = None
+    """When it ended, in milliseconds since the Unix epoch; absent while it runs."""
+
+    first_seq: Annotated[int, Field(ge=0), _rt.INT]
+    """The sequence number of its `turn_started` event."""
+
+    last_seq: Annotated[Annotated[int, Field(ge=0), _rt.INT] | None, _rt.NOT_NULL] = None
+    """The sequence number of its last event (`turn_completed` or `turn_failed`); absent while it runs."""
+
+
 class Violation(_rt.Model):
     """One way a document breaks its schema."""
 
@@ -982,6 +1160,16 @@ exactly one terminal `completed` or `failed`.
 """
 
 
+HistoryCursor: TypeAlias = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=512)]
+"""Where the next page of history starts: the `next` of the page before, passed back unchanged. Opaque:
+its form may change between versions.
+"""
+
+
+HistoryLimit: TypeAlias = Annotated[int, Field(ge=1, le=100), _rt.INT]
+"""The most items the page may hold (`HISTORY_DEFAULT_PAGE` when absent, at most `HISTORY_MAX_PAGE`)."""
+
+
 Id: TypeAlias = Annotated[
     str,
     StringConstraints(strict=True, min_length=1, max_length=128),
@@ -1012,6 +1200,8 @@ RpcRequest: TypeAlias = Annotated[
         RpcRequestRelease,
         RpcRequestSubscribe,
         RpcRequestDiscover,
+        RpcRequestConversations,
+        RpcRequestConversation,
     ],
     _rt.Tagged(
         "method",
@@ -1023,6 +1213,8 @@ RpcRequest: TypeAlias = Annotated[
             "release": RpcRequestRelease,
             "subscribe": RpcRequestSubscribe,
             "rpc.discover": RpcRequestDiscover,
+            "conversations": RpcRequestConversations,
+            "conversation": RpcRequestConversation,
         },
     ),
 ]
@@ -1075,6 +1267,11 @@ TYPES: Final[dict[str, object]] = {
     "ApprovalPrompt": ApprovalPrompt,
     "ApprovalReply": ApprovalReply,
     "CallerGrant": CallerGrant,
+    "ConversationParams": ConversationParams,
+    "ConversationResult": ConversationResult,
+    "ConversationSummary": ConversationSummary,
+    "ConversationsParams": ConversationsParams | None,
+    "ConversationsResult": ConversationsResult,
     "ErrorCode": Annotated[ErrorCode | str, _rt.EnumOf(ErrorCode, extensible=True)],
     "ErrorDetails": ErrorDetails,
     "Event": Event,
@@ -1082,6 +1279,8 @@ TYPES: Final[dict[str, object]] = {
     "FrontendApprovalResolved": FrontendApprovalResolved,
     "FrontendApprovalResolvedParams": FrontendApprovalResolvedParams,
     "FrontendEventNotification": FrontendEventNotification,
+    "HistoryCursor": HistoryCursor,
+    "HistoryLimit": HistoryLimit,
     "Id": Id,
     "InterruptParams": InterruptParams | None,
     "InterruptResult": InterruptResult,
@@ -1107,6 +1306,8 @@ TYPES: Final[dict[str, object]] = {
     "SubscribeResult": SubscribeResult,
     "Turn": Turn,
     "TurnCounters": TurnCounters,
+    "TurnOutcome": Annotated[TurnOutcome | str, _rt.EnumOf(TurnOutcome, extensible=True)],
+    "TurnSummary": TurnSummary,
     "Violation": Violation,
 }
 """Every named type by its schema name: the annotation that validates a document of that type."""
