@@ -44,7 +44,14 @@ export function check(name, value) {
 }
 
 // What each method's result is, by the method of the client's request.
-const RESULT_DEFS = { initialize: "InitializeResponse", "session/new": "NewSessionResponse", "session/prompt": "PromptResponse", "session/close": "CloseSessionResponse" };
+const RESULT_DEFS = {
+  initialize: "InitializeResponse",
+  "session/new": "NewSessionResponse",
+  "session/load": "LoadSessionResponse",
+  "session/list": "ListSessionsResponse",
+  "session/prompt": "PromptResponse",
+  "session/close": "CloseSessionResponse",
+};
 // What the agent may send, by method.
 const AGENT_METHODS = { "session/update": "SessionNotification", "session/request_permission": "RequestPermissionRequest", "$/cancel_request": "CancelRequestNotification" };
 

@@ -31,6 +31,7 @@
 
 mod jsonrpc;
 mod messages;
+mod sessions;
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -489,12 +490,17 @@ impl Adapter {
                 Ok(()) => return,
                 Err(e) => return self.send(Outgoing::Error { jsonrpc: JsonRpc::V2, id, error: e }).await,
             },
+            "session/list" => self.list_sessions(p).await,
+            "session/load" => match self.load_session(id.clone(), p).await {
+                Ok(()) => return,
+                Err(e) => return self.send(Outgoing::Error { jsonrpc: JsonRpc::V2, id, error: e }).await,
+            },
             "session/close" => match self.close_session(id.clone(), p).await {
                 Ok(()) => return,
                 Err(e) => return self.send(Outgoing::Error { jsonrpc: JsonRpc::V2, id, error: e }).await,
             },
             "_openagents/status" => Ok(value(&self.engine.status())),
-            _ => Err(err(ErrorCode::UnknownMethod, format!("`{method}` is not a method this agent offers (initialize, session/new, session/prompt, session/cancel, session/close, _openagents/status)"))),
+            _ => Err(err(ErrorCode::UnknownMethod, format!("`{method}` is not a method this agent offers (initialize, session/new, session/load, session/list, session/prompt, session/cancel, session/close, _openagents/status)"))),
         };
         match outcome {
             Ok(result) => self.send_result(id, result).await,
@@ -551,29 +557,9 @@ impl Adapter {
         turn_violations(&Turn::new("a", "a", runner.clone(), "a", req.cwd.clone()), "/cwd", "`cwd` is not an absolute path a turn can use")?;
         let ignored: Vec<String> = req.mcp_servers.iter().map(|s| s.get("name").and_then(Value::as_str).unwrap_or("(unnamed)").to_owned()).collect();
         let mut st = self.lock();
-        if st.closing {
-            return Err(err(ErrorCode::ShuttingDown, "the agent is shutting down and takes no new sessions"));
-        }
-        // At the cap: the session idle the longest goes (one with a prompt queued or running, or
-        // closing, never does).
-        let mut evicted = None;
-        if st.sessions.len() >= self.max_sessions {
-            let oldest = st.sessions.iter().filter(|(_, s)| s.prompt.is_none() && s.closing.is_none()).min_by_key(|(_, s)| s.used).map(|(id, _)| id.clone());
-            let Some(oldest) = oldest else {
-                return Err(err(
-                    ErrorCode::Busy,
-                    format!("all {} sessions this agent keeps (--max-sessions) have a prompt queued or running; close one (session/close), or retry when a prompt has been answered", self.max_sessions),
-                ));
-            };
-            st.sessions.remove(&oldest);
-            eprintln!("openagents acp: {} sessions: closed session {oldest}, idle the longest, to make room", self.max_sessions);
-            evicted = Some(oldest);
-        }
         st.next_session += 1;
-        st.next_use += 1;
-        let used = st.next_use;
         let session_id = format!("acp-{}-{}-{}", self.stamp, std::process::id(), st.next_session);
-        st.sessions.insert(session_id.clone(), Session { cwd: req.cwd, runner, prompt: None, used, closing: None });
+        let evicted = self.open_session(&mut st, session_id.clone(), req.cwd, runner)?;
         let notices = st.notices;
         drop(st);
         let mut notice = None;
@@ -585,6 +571,89 @@ impl Adapter {
             }
         }
         Ok((value(&messages::new_session_response(session_id.clone(), ignored)), session_id, notice, evicted))
+    }
+
+    /// Keeps session `id` (new, or loaded from the store): at the cap, the session idle the
+    /// longest goes first, and its id is returned so that its runner process can be ended.
+    fn open_session(&self, st: &mut State, id: String, cwd: String, runner: String) -> Result<Option<String>, RuntimeSubmitError> {
+        if st.closing {
+            return Err(err(ErrorCode::ShuttingDown, "the agent is shutting down and takes no new sessions"));
+        }
+        // At the cap: the session idle the longest goes (one with a prompt queued or running, or
+        // closing, never does).
+        let mut evicted = None;
+        if st.sessions.len() >= self.max_sessions && !st.sessions.contains_key(&id) {
+            let oldest = st.sessions.iter().filter(|(_, s)| s.prompt.is_none() && s.closing.is_none()).min_by_key(|(_, s)| s.used).map(|(id, _)| id.clone());
+            let Some(oldest) = oldest else {
+                return Err(err(
+                    ErrorCode::Busy,
+                    format!("all {} sessions this agent keeps (--max-sessions) have a prompt queued or running; close one (session/close), or retry when a prompt has been answered", self.max_sessions),
+                ));
+            };
+            st.sessions.remove(&oldest);
+            eprintln!("openagents acp: {} sessions: closed session {oldest}, idle the longest, to make room", self.max_sessions);
+            evicted = Some(oldest);
+        }
+        st.next_use += 1;
+        let used = st.next_use;
+        st.sessions.insert(id, Session { cwd, runner, prompt: None, used, closing: None });
+        Ok(evicted)
+    }
+
+    /// `session/list`: the conversations the store keeps on this agent's runners, the most
+    /// recently updated first, [`SESSION_PAGE`] at a time (only those whose first turn ran in
+    /// `cwd`, when it is given).
+    async fn list_sessions(&self, p: Option<&RawValue>) -> Result<Value, RuntimeSubmitError> {
+        let req: acp::ListSessionsRequest = params("session/list", p)?;
+        let after = match req.cursor.as_deref() {
+            None => None,
+            Some(c) => Some(sessions::decode_cursor(c).ok_or_else(|| err(ErrorCode::InvalidParams, "`cursor` is not one this agent gave: pass a `nextCursor` of session/list"))?),
+        };
+        let store = self.engine.events().store().clone();
+        let runners = self.runners.clone();
+        let page = tokio::task::spawn_blocking(move || sessions::list(store.as_ref(), after, req.cwd.as_deref(), &runners)).await;
+        match page {
+            Ok(Ok(page)) => Ok(value(&page)),
+            Ok(Err(e)) => Err(err(ErrorCode::Internal, format!("cannot read the store: {e}"))),
+            Err(e) => Err(err(ErrorCode::Internal, format!("the store's read failed: {e}"))),
+        }
+    }
+
+    /// `session/load`: the stored conversation `sessionId` becomes a session again (its runner,
+    /// the `cwd` given), its turns are replayed as `session/update`s (each prompt, the progress
+    /// and approval cards the store still has, each result), then the request is answered. A
+    /// prompt to it continues the conversation.
+    async fn load_session(self: &Arc<Self>, id: Value, p: Option<&RawValue>) -> Result<(), ErrorObject> {
+        let req: acp::LoadSessionRequest = params("session/load", p).map_err(|e| error_object(&e))?;
+        let sid = req.session_id;
+        if self.lock().sessions.get(&sid).is_some_and(|s| s.prompt.is_some() || s.closing.is_some()) {
+            return Err(error_object(&err(ErrorCode::Busy, format!("session `{sid}` has a prompt in progress here; wait for its answer"))));
+        }
+        let store = self.engine.events().store().clone();
+        let key = sid.clone();
+        let history = tokio::task::spawn_blocking(move || sessions::history(store.as_ref(), &key)).await;
+        let history = match history {
+            Ok(Ok(Some(h))) => h,
+            Ok(Ok(None)) => return Err(Self::unknown_session(&sid)),
+            Ok(Err(e)) => return Err(error_object(&err(ErrorCode::Internal, format!("cannot read the store: {e}")))),
+            Err(e) => return Err(error_object(&err(ErrorCode::Internal, format!("the store's read failed: {e}")))),
+        };
+        if !self.runners.contains(&history.runner) {
+            return Err(error_object(&err(ErrorCode::InvalidParams, format!("session `{sid}` ran on runner `{}`, which is not one of this agent's runners ({})", history.runner, self.runners.join(", ")))));
+        }
+        turn_violations(&Turn::new("a", "a", history.runner.clone(), "a", req.cwd.clone()), "/cwd", "`cwd` is not an absolute path a turn can use").map_err(|e| error_object(&e))?;
+        let evicted = {
+            let mut st = self.lock();
+            self.open_session(&mut st, sid.clone(), req.cwd, history.runner.clone()).map_err(|e| error_object(&e))?
+        };
+        if let Some(old) = evicted {
+            self.end_conversation(&old).await;
+        }
+        for update in history.updates {
+            self.send_update(&sid, update).await;
+        }
+        self.send_result(id, value(&acp::LoadSessionResponse::default())).await;
+        Ok(())
     }
 
     /// Ends the runner process a closed session holds (an ACP runner keeps one per
@@ -793,7 +862,9 @@ impl Adapter {
                         let n = st.next_turn;
                         let Some(s) = st.sessions.get(&sid) else { continue };
                         let Some(p) = s.prompt.as_ref() else { continue };
-                        let job = (sid.clone(), format!("{sid}.t{n}"), s.runner.clone(), s.cwd.clone(), p.task.clone());
+                        // Unique across processes (a loaded session's turns follow those of the
+                        // process that made it), and short whatever the session id.
+                        let job = (sid.clone(), format!("acp-{}-{}-t{n}", self.stamp, std::process::id()), s.runner.clone(), s.cwd.clone(), p.task.clone());
                         st.running = Some(Running { session: sid, assignment: job.1.clone(), started: false, progress: 0, result_sent: false });
                         break Some(job);
                     }

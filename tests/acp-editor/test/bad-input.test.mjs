@@ -72,13 +72,13 @@ test("messages that are not JSON-RPC 2.0: no jsonrpc, a bad id, a non-string met
   });
 });
 
-test("unknown methods are -32601 (authenticate, session/load included: not advertised); unknown notifications are ignored", async () => {
+test("unknown methods are -32601 (authenticate, session/resume included: not advertised); unknown notifications are ignored; session/load with bad params is -32602", async () => {
   await withAgent(async (agent) => {
     sendRaw(agent, init);
     await nextMessage(agent, (m) => m.id === "init");
     sendRaw(agent, { jsonrpc: "2.0", method: "_editor/something", params: {} });
     for (const [id, method] of [
-      [11, "session/load"],
+      [11, "session/resume"],
       [12, "authenticate"],
       [13, "no/such/method"],
       [14, "fs/read_text_file"],
@@ -89,6 +89,10 @@ test("unknown methods are -32601 (authenticate, session/load included: not adver
       assert.equal(a.error.data.code, "unknown_method");
     }
     assert.equal(agent.lines.length, 5, "the unknown notification got no answer");
+    sendRaw(agent, { jsonrpc: "2.0", id: 15, method: "session/load", params: {} });
+    const bad = await nextMessage(agent, (m) => m.id === 15);
+    assert.equal(bad.error.code, -32602, JSON.stringify(bad));
+    assert.ok(bad.error.data.details.violations.length > 0, "the schema's violations are in the error's details");
   });
 });
 

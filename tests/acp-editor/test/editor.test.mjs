@@ -84,10 +84,10 @@ test("version negotiation: any asked version is answered with 1, with only what 
   });
   for (const r of result) {
     assert.equal(r.protocolVersion, 1);
-    assert.equal(r.agentCapabilities.loadSession, false);
+    assert.equal(r.agentCapabilities.loadSession, true);
     assert.deepEqual(r.agentCapabilities.promptCapabilities, { image: false, audio: false, embeddedContext: false });
     assert.deepEqual(r.agentCapabilities.mcpCapabilities, { http: false, sse: false });
-    assert.deepEqual(r.agentCapabilities.sessionCapabilities, { close: {} });
+    assert.deepEqual(r.agentCapabilities.sessionCapabilities, { close: {}, list: {} });
     assert.equal(r._meta["openagents/maxSessions"], 256);
     assert.deepEqual(r.authMethods, []);
     assert.match(r._meta["openagents/protocolVersion"], /^\d+\.\d+\.\d+$/);

@@ -51,8 +51,8 @@ pub struct InitializeMeta {
     pub max_sessions: usize,
 }
 
-/// `initialize`'s result: text and resource links in prompts, no MCP, `session/close`, our
-/// extension methods named in `_meta`.
+/// `initialize`'s result: `session/load`, text and resource links in prompts, no MCP,
+/// `session/list` and `session/close`, our extension methods named in `_meta`.
 pub fn initialize_response(version: &str, ours: &InitializeMeta) -> acp::InitializeResponse {
     #[derive(Serialize)]
     struct CapabilitiesMeta {
@@ -62,10 +62,14 @@ pub fn initialize_response(version: &str, ours: &InitializeMeta) -> acp::Initial
     acp::InitializeResponse {
         protocol_version: ACP_PROTOCOL_VERSION,
         agent_capabilities: Some(acp::AgentCapabilities {
-            load_session: Some(false),
+            load_session: Some(true),
             prompt_capabilities: Some(acp::PromptCapabilities { image: Some(false), audio: Some(false), embedded_context: Some(false), meta: None }),
             mcp_capabilities: Some(acp::McpCapabilities { http: Some(false), sse: Some(false), meta: None }),
-            session_capabilities: Some(acp::SessionCapabilities { close: Some(acp::SessionCloseCapabilities::default()), ..Default::default() }),
+            session_capabilities: Some(acp::SessionCapabilities {
+                close: Some(acp::SessionCloseCapabilities::default()),
+                list: Some(acp::SessionListCapabilities::default()),
+                ..Default::default()
+            }),
             auth: None,
             meta: meta(&CapabilitiesMeta { extensions: ["_openagents/status"] }),
         }),
@@ -89,6 +93,11 @@ pub fn new_session_response(session_id: String, ignored: Vec<String>) -> acp::Ne
 /// A `text` content block.
 pub fn text(text: impl Into<String>) -> acp::ContentBlock {
     acp::ContentBlock::Text { annotations: None, text: text.into(), meta: None }
+}
+
+/// The user's message (a turn's task, replayed by `session/load`), as message `message_id`.
+pub fn user_message(content: impl Into<String>, message_id: String) -> acp::SessionUpdate {
+    acp::SessionUpdate::UserMessageChunk { content: text(content), message_id: Some(message_id), meta: None }
 }
 
 /// The agent's message (a turn's result), as message `message_id`.
