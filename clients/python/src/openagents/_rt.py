@@ -16,6 +16,11 @@ valid document is checked without calling back into Python. Python runs only whe
 cannot decide the JSON Schema way: a value the fast check refuses (to keep an unknown kind or
 value when reading leniently, and to say exactly where a document is wrong), patterns, constants
 other than strings, and the dynamic `Json` check.
+
+Errors from JSON text: a tagged union checks JSON text fast first and, only when that fails,
+exactly, and pydantic reports the errors of both under the labels `FAST` and `EXACT`. `violations`,
+`Model.from_json` and `Model.model_validate_json` give the exact ones alone, located as for a
+decoded document; a `TypeAdapter`'s `validate_json` shows both.
 """
 
 from __future__ import annotations
@@ -26,14 +31,16 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Final, Generic, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, Any, Final, Generic, TypeAlias, TypeVar, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler, Strict, TypeAdapter, ValidationError
 from pydantic import JsonValue as _JsonValue
-from pydantic_core import InitErrorDetails, PydanticCustomError, core_schema
+from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError, core_schema
 
 __all__ = [
     "CLOSED",
+    "EXACT",
+    "FAST",
     "OPEN",
     "STRICT",
     "Bool",
@@ -115,6 +122,15 @@ class Model(BaseModel):
     def from_json(cls: type[_M], text: str | bytes, *, strict: bool = False) -> _M:
         """Parses and validates JSON text; `strict` refuses what this version does not know."""
         return cls.model_validate_json(text, context=STRICT if strict else None)
+
+    @classmethod
+    def model_validate_json(cls: type[_M], json_data: str | bytes | bytearray, **kwargs: Any) -> _M:
+        """pydantic's `model_validate_json`, its errors located as for a decoded document (without
+        the labels of the fast check of JSON text: see the module's documentation)."""
+        try:
+            return super().model_validate_json(json_data, **kwargs)
+        except ValidationError as e:
+            raise _without_labels(e) from None
 
 
 # --- scalars --------------------------------------------------------------------------------------
@@ -448,6 +464,15 @@ class EnumOf:
         return value
 
 
+_KNOWN_ERRORS: Final = frozenset(get_args(core_schema.ErrorType))
+
+FAST: Final = "\x00openagents.fast"
+"""The label of an error from the fast check of JSON text: `violations` leaves it out."""
+
+EXACT: Final = "\x00openagents.exact"
+"""The label of an error from the exact check of JSON text: `violations` leaves the label out."""
+
+
 def _at(key: str | int, error: PydanticCustomError | str, value: object) -> ValidationError:
     return ValidationError.from_exception_data("value", [InitErrorDetails(type=error, loc=(key,), input=value)])
 
@@ -472,8 +497,16 @@ class Tagged:
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
         choices = {kind: handler.generate_schema(cls) for kind, cls in self.branches.items()}
         union = core_schema.tagged_union_schema(choices, self.tag, from_attributes=False)
-        return core_schema.with_info_wrap_validator_function(
-            self._check, union, serialization=core_schema.simple_ser_schema("any")
+        python = core_schema.with_info_wrap_validator_function(self._check, union)
+        # JSON text: the tagged union on the parsed text itself (turning it into Python objects
+        # first, for a Python check, would cost more than the check); only when that fails, the
+        # exact check in Python. pydantic then reports both, under the labels `violations` reads.
+        json = core_schema.union_schema(
+            [(union, FAST), (core_schema.with_info_plain_validator_function(self._slow), EXACT)],
+            mode="left_to_right",
+        )
+        return core_schema.json_or_python_schema(
+            json_schema=json, python_schema=python, serialization=core_schema.simple_ser_schema("any")
         )
 
     def _check(
@@ -885,10 +918,40 @@ def json_pointer(loc: Sequence[str | int]) -> str:
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in loc)
 
 
+def _exact_errors(error: ValidationError) -> list[ErrorDetails]:
+    """The errors of a document, as the exact checks found them: from JSON text, a union checked
+    fast and then exactly (see `Tagged`) reports both, under the labels `FAST` and `EXACT`; the
+    fast check's are left out, and the labels too."""
+    errors = error.errors(include_url=False)
+    if not any(FAST in d["loc"] or EXACT in d["loc"] for d in errors):
+        return errors
+    exact = [d for d in errors if FAST not in d["loc"]] or errors
+    for d in exact:
+        d["loc"] = tuple(p for p in d["loc"] if p != EXACT and p != FAST)
+    return exact
+
+
+def _without_labels(error: ValidationError) -> ValidationError:
+    """The error with only its exact errors (`_exact_errors`), as pydantic would raise them."""
+    errors = error.errors(include_url=False)
+    if not any(FAST in d["loc"] or EXACT in d["loc"] for d in errors):
+        return error
+    details: list[InitErrorDetails] = []
+    for d in _exact_errors(error):
+        kind: PydanticCustomError | str = d["type"]
+        if kind not in _KNOWN_ERRORS:
+            kind = PydanticCustomError(d["type"], d["msg"])
+        detail = InitErrorDetails(type=kind, loc=d["loc"], input=d["input"])
+        if "ctx" in d and isinstance(kind, str):
+            detail["ctx"] = d["ctx"]
+        details.append(detail)
+    return ValidationError.from_exception_data(error.title, details)
+
+
 def violations(error: ValidationError) -> list[Violation]:
     """Every error pydantic found, as a violation: pointer, keyword and message."""
     out = []
-    for d in error.errors(include_url=False):
+    for d in _exact_errors(error):
         kind = d["type"]
         keyword = KEYWORDS.get(kind, kind)
         loc = tuple(d["loc"])
