@@ -17,10 +17,11 @@ cannot decide the JSON Schema way: a value the fast check refuses (to keep an un
 value when reading leniently, and to say exactly where a document is wrong), patterns, constants
 other than strings, and the dynamic `Json` check.
 
-Errors from JSON text: a tagged union checks JSON text fast first and, only when that fails,
-exactly, and pydantic reports the errors of both under the labels `FAST` and `EXACT`. `violations`,
-`Model.from_json` and `Model.model_validate_json` give the exact ones alone, located as for a
-decoded document; a `TypeAdapter`'s `validate_json` shows both.
+Errors from JSON text: a tagged union and a property that may be left out but not null check
+JSON text fast first and, only when that fails, exactly; pydantic then reports the errors of both
+under the labels `FAST` and `EXACT`. `violations`, `Model.from_json` and
+`Model.model_validate_json` give the exact ones alone, located as for a decoded document; a
+`TypeAdapter`'s `validate_json` shows both.
 """
 
 from __future__ import annotations
@@ -220,9 +221,17 @@ class NotNull:
             custom_error_type="null_type",
             custom_error_message="null is not allowed here; leave the property out instead",
         )
+        exact = core_schema.no_info_before_validator_function(not_null, schema)
+        if schema["type"] == "nullable":
+            # JSON text: the value's own check first, on the parsed text (it refuses null too),
+            # then, only when that fails, the exact one, under the labels `violations` reads.
+            json: core_schema.CoreSchema = core_schema.union_schema(
+                [(schema["schema"], FAST), (exact, EXACT)], mode="left_to_right"
+            )
+        else:
+            json = exact
         return core_schema.json_or_python_schema(
-            json_schema=core_schema.no_info_before_validator_function(not_null, schema),
-            python_schema=core_schema.chain_schema([refuse, schema]),
+            json_schema=json, python_schema=core_schema.chain_schema([refuse, schema])
         )
 
 
