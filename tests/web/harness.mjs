@@ -40,23 +40,26 @@ export class Setup {
   }
 
   /**
-   * A credentials file with an admin, an observer (`watcher`), a controller (`operator`) and an
-   * exact grant with `submit` but not `interrupt` (`submitter`); returns the tokens and the file.
+   * A credentials file with an admin, an observer (`watcher`), a controller (`operator`), an
+   * exact grant with `submit` but not `interrupt` (`submitter`) and one that may submit but not
+   * read events (`blind`); returns the tokens and the file.
    */
   credentials() {
     const admin = `tok-${randomBytes(18).toString("hex")}`;
     const watcher = `tok-${randomBytes(18).toString("hex")}`;
     const operator = `tok-${randomBytes(18).toString("hex")}`;
     const submitter = `tok-${randomBytes(18).toString("hex")}`;
+    const blind = `tok-${randomBytes(18).toString("hex")}`;
     const file = join(this.dir, "credentials.toml");
     writeFileSync(
       file,
       `[credentials.admin]\ntoken = "${admin}"\nrole = "admin"\n\n[credentials.watcher]\ntoken = "${watcher}"\nrole = "observer"\n\n` +
         `[credentials.operator]\ntoken = "${operator}"\nrole = "controller"\n\n` +
-        `[credentials.submitter]\ntoken = "${submitter}"\nmethods = ["status", "subscribe", "submit"]\nevents = true\n`,
+        `[credentials.submitter]\ntoken = "${submitter}"\nmethods = ["status", "subscribe", "submit"]\nevents = true\n\n` +
+        `[credentials.blind]\ntoken = "${blind}"\nmethods = ["status", "submit"]\nevents = false\n`,
     );
     chmodSync(file, 0o600);
-    return { admin, watcher, operator, submitter, file };
+    return { admin, watcher, operator, submitter, blind, file };
   }
 
   cleanup() {

@@ -1,6 +1,7 @@
 // The web page `openagents serve --http` serves on GET /, in headless Chromium, against the real
 // binary and the example runners (echo, ask, slow). Run by tests/web/run-tests.sh.
 import assert from "node:assert/strict";
+import { join } from "node:path";
 import { after, before, test } from "node:test";
 
 import { connect, events, launch, open, result, rpc, serve, Setup, screenshot, submit, waitConnected } from "./harness.mjs";
@@ -589,6 +590,221 @@ test("a page that comes back after more events than the runtime holds shows the 
     );
     assert.equal(evs.at(-1).kind, "turn_completed");
     await page.close();
+  } finally {
+    await server.stop();
+    setup.cleanup();
+  }
+});
+
+/** The history list as [[id, turns], …], top to bottom. */
+function listed(page) {
+  return page.$$eval('[data-testid="conversations"] li', (lis) => lis.map((li) => [li.getAttribute("data-id"), Number(li.getAttribute("data-turns"))]));
+}
+
+/** Waits until the history list is `expected` ([[id, turns], …], newest first). */
+async function waitListed(page, expected) {
+  try {
+    await page.waitForFunction(
+      (want) => JSON.stringify([...document.querySelectorAll('[data-testid="conversations"] li')].map((li) => [li.getAttribute("data-id"), Number(li.getAttribute("data-turns"))])) === want,
+      JSON.stringify(expected),
+    );
+  } catch (e) {
+    throw new Error(`the history list is ${JSON.stringify(await listed(page))}, not ${JSON.stringify(expected)}: ${e}`);
+  }
+}
+
+/** The transcript as [[task, answer, outcome], …], oldest first. */
+function transcript(page) {
+  return page.$$eval('[data-testid="transcript"] li', (lis) =>
+    lis.map((li) => [li.querySelector(".message.task .text")?.textContent, li.querySelector(".message.answer .text")?.textContent, li.getAttribute("data-outcome")]),
+  );
+}
+
+/** Waits until the transcript is `expected` ([[task, answer, outcome], …]). */
+async function waitTranscript(page, expected) {
+  try {
+    await page.waitForFunction(
+      (want) =>
+        JSON.stringify(
+          [...document.querySelectorAll('[data-testid="transcript"] li')].map((li) => [
+            li.querySelector(".message.task .text")?.textContent,
+            li.querySelector(".message.answer .text")?.textContent,
+            li.getAttribute("data-outcome"),
+          ]),
+        ) === want,
+      JSON.stringify(expected),
+    );
+  } catch (e) {
+    throw new Error(`the transcript is ${JSON.stringify(await transcript(page))}, not ${JSON.stringify(expected)}: ${e}`);
+  }
+}
+
+/** The conversation the list marks as chosen. */
+function current(page) {
+  return page.$$eval('[data-testid="conversations"] button[aria-current="true"]', (bs) => bs.map((b) => b.getAttribute("data-id")));
+}
+
+test("history: the page lists the stored conversations, shows the chosen one's transcript, continues it, and shows it again after a reload and a restart", async () => {
+  const setup = new Setup("history");
+  const { token, file } = setup.token();
+  // History needs a store that outlives the process, whatever OPENAGENTS_STORE says (the flag wins).
+  const args = ["--runner", "echo", "--token-file", file, "--store", `sqlite:${join(setup.dir, "history.db")}`];
+  const first = await serve(setup, args);
+  let second;
+  try {
+    // An older conversation whose title is HTML and a bidi override, then two turns of one conversation, from another client.
+    const odd = (await rpc(first.url, token, "submit", { task: "<b>bold</b> \u202eabc" })).result.conversation;
+    const one = await rpc(first.url, token, "submit", { task: "first task" });
+    const id = one.result.conversation;
+    const two = await rpc(first.url, token, "submit", { task: "second task", conversation: id });
+    assert.equal(two.result.conversation, id);
+
+    const { page, seen } = await open(browser.context, first.url);
+    await connect(page, token);
+    await waitListed(page, [[id, 2], [odd, 1]]);
+    const items = page.getByTestId("conversations").getByRole("button");
+    assert.match(await items.nth(0).textContent(), /^first task\s*echo · 2 turns · /);
+    assert.match(await items.nth(1).textContent(), /^<b>bold<\/b> \\u\{202e\}abc\s*echo · 1 turn · /);
+    assert.equal(await page.locator('[data-testid="conversations"] b').count(), 0, "a title is text, never HTML");
+    assert.ok(await page.getByTestId("conversations-more").isHidden(), "one page: no More");
+    assert.deepEqual(await transcript(page), [], "nothing chosen yet");
+    assert.match(await page.getByTestId("task-conversation").textContent(), /starts a new conversation/);
+
+    // Chosen: both tasks and results, oldest first; the URL names it.
+    await items.nth(0).click();
+    await waitTranscript(page, [["first task", "first task", "completed"], ["second task", "second task", "completed"]]);
+    assert.equal(new URL(page.url()).hash, `#conversation=${id}`);
+    assert.deepEqual(await current(page), [id]);
+    assert.match(await page.getByTestId("transcript-info").textContent(), /^“first task” on echo · 2 turns · id /);
+    assert.match(await page.getByTestId("task-conversation").textContent(), /continues the conversation “first task” on echo\./);
+
+    // A reload shows the list and, as the URL names it, the transcript again.
+    await page.reload();
+    await waitConnected(page);
+    await waitListed(page, [[id, 2], [odd, 1]]);
+    await waitTranscript(page, [["first task", "first task", "completed"], ["second task", "second task", "completed"]]);
+    assert.deepEqual(await current(page), [id]);
+
+    // A third turn from the page continues the same conversation.
+    await submit(page, "third task");
+    assert.equal(await result(page, "completed"), "third task");
+    await waitListed(page, [[id, 3], [odd, 1]]);
+    await waitTranscript(page, [["first task", "first task", "completed"], ["second task", "second task", "completed"], ["third task", "third task", "completed"]]);
+    const stored = await rpc(first.url, token, "conversation", { id });
+    assert.deepEqual(stored.result.turns.map((t) => t.task), ["first task", "second task", "third task"]);
+    assert.match(stored.result.turns[2].assignment, /^web-/, "the third turn is the page's");
+    await screenshot(page, "history");
+
+    // New conversation: the next task starts one, which is then chosen and named in the URL.
+    await page.getByTestId("new-conversation").click();
+    assert.equal(new URL(page.url()).hash, "");
+    assert.deepEqual(await current(page), []);
+    await submit(page, "a fresh start");
+    assert.equal(await result(page, "completed"), "a fresh start");
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="conversations"] li').length === 3);
+    const [[fresh, freshTurns], ...rest] = await listed(page);
+    assert.deepEqual([freshTurns, rest], [1, [[id, 3], [odd, 1]]]);
+    await waitTranscript(page, [["a fresh start", "a fresh start", "completed"]]);
+    assert.deepEqual(await current(page), [fresh]);
+    assert.equal(new URL(page.url()).hash, `#conversation=${fresh}`);
+
+    // The runtime restarts on the same store: a reload shows what was there.
+    await first.stop();
+    second = await serve(setup, [...args, "--bind", `127.0.0.1:${first.port}`]);
+    await page.reload();
+    await waitConnected(page);
+    await waitListed(page, [[fresh, 1], [id, 3], [odd, 1]]);
+    await waitTranscript(page, [["a fresh start", "a fresh start", "completed"]]);
+    await page.getByTestId("conversations").getByRole("button").nth(1).click();
+    await waitTranscript(page, [["first task", "first task", "completed"], ["second task", "second task", "completed"], ["third task", "third task", "completed"]]);
+    assert.deepEqual(seen.errors, []);
+    assert.deepEqual(seen.dialogs, []);
+    await page.close();
+  } finally {
+    await first.stop();
+    await second?.stop();
+    setup.cleanup();
+  }
+});
+
+test("history pages with More: the list past its first 20 conversations, the transcript past its first 20 turns", async () => {
+  const setup = new Setup("history-pages");
+  const { token, file } = setup.token();
+  const server = await serve(setup, ["--runner", "echo", "--token-file", file, "--store", `sqlite:${join(setup.dir, "history.db")}`]);
+  try {
+    // One long conversation (22 turns), then 21 short ones: 22 conversations, the long one last.
+    const long = (await rpc(server.url, token, "submit", { task: "turn 1" })).result.conversation;
+    for (let i = 2; i <= 22; i++) assert.equal((await rpc(server.url, token, "submit", { task: `turn ${i}`, conversation: long })).result.conversation, long);
+    for (let i = 1; i <= 21; i++) await rpc(server.url, token, "submit", { task: `short ${i}` });
+    const { page, seen } = await open(browser.context, server.url);
+    await connect(page, token);
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="conversations"] li').length === 20);
+    assert.ok(await page.getByTestId("conversations-more").isVisible());
+    await page.getByTestId("conversations-more").click();
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="conversations"] li').length === 22);
+    assert.ok(await page.getByTestId("conversations-more").isHidden(), "the last page: no More");
+    const all = await listed(page);
+    assert.equal(new Set(all.map(([i]) => i)).size, 22, "each conversation once");
+    assert.deepEqual(all.at(-1), [long, 22], "the least recently updated last");
+    assert.match(await page.getByTestId("conversations").getByRole("button").nth(0).textContent(), /^short 21/);
+
+    await page.getByTestId("conversations").getByRole("button").last().click();
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="transcript"] li').length === 20);
+    assert.deepEqual((await transcript(page)).map(([t]) => t), Array.from({ length: 20 }, (_, i) => `turn ${i + 1}`));
+    await page.getByTestId("transcript-more").click();
+    await waitTranscript(page, Array.from({ length: 22 }, (_, i) => [`turn ${i + 1}`, `turn ${i + 1}`, "completed"]));
+    assert.ok(await page.getByTestId("transcript-more").isHidden());
+    // A turn on it from the page: the refreshed transcript keeps every turn shown, and the new one.
+    await submit(page, "turn 23");
+    assert.equal(await result(page, "completed"), "turn 23");
+    await waitTranscript(page, Array.from({ length: 23 }, (_, i) => [`turn ${i + 1}`, `turn ${i + 1}`, "completed"]));
+    assert.deepEqual((await listed(page))[0], [long, 23], "it moved to the front");
+    assert.deepEqual(seen.errors, []);
+    await page.close();
+  } finally {
+    await server.stop();
+    setup.cleanup();
+  }
+});
+
+test("history and grants: a credential that may not read events is told so instead of the panel; an observer reads it but is not offered to continue", async () => {
+  const setup = new Setup("history-grant");
+  const creds = setup.credentials();
+  const server = await serve(setup, ["--runner", "echo", "--credentials", creds.file, "--store", `sqlite:${join(setup.dir, "history.db")}`]);
+  try {
+    const id = (await rpc(server.url, creds.admin, "submit", { task: "the secret plan" })).result.conversation;
+    // The runtime refuses it the history, whatever the page shows.
+    const refused = await rpc(server.url, creds.blind, "conversations");
+    assert.equal(refused.error?.data?.code ?? refused.error?.code, "forbidden", JSON.stringify(refused));
+
+    const blind = await open(browser.context, `${server.url}#conversation=${id}`);
+    await connect(blind.page, creds.blind);
+    await blind.page.waitForFunction(() => document.querySelector('[data-testid="history-info"]')?.getAttribute("data-access") === "forbidden");
+    assert.equal(
+      await blind.page.getByTestId("history-info").textContent(),
+      "This credential may not read the history (the conversations and their turns): its grant does not allow reading events.",
+    );
+    assert.ok(await blind.page.getByTestId("history-info").isVisible());
+    assert.ok(await blind.page.getByTestId("history").isHidden(), "no panel");
+    assert.ok(await blind.page.getByTestId("task-conversation").isHidden(), "no word of continuing a conversation it cannot read");
+    assert.ok(!(await blind.page.content()).includes("the secret plan"), "nothing of the history on the page");
+    await screenshot(blind.page, "history-forbidden");
+
+    // An observer reads the history, and has nothing to continue it with. The URL names a
+    // conversation the store does not hold: the page says so, and lists what it holds.
+    const watcher = await open(browser.context, `${server.url}#conversation=no-such-conversation`);
+    await connect(watcher.page, creds.watcher);
+    await waitListed(watcher.page, [[id, 1]]);
+    await watcher.page.waitForFunction(() => /^The runtime keeps no conversation no-such-conversation: /.test(document.querySelector('[data-testid="transcript-info"]')?.textContent ?? ""));
+    assert.deepEqual(await transcript(watcher.page), []);
+    await watcher.page.getByTestId("conversations").getByRole("button").first().click();
+    await waitTranscript(watcher.page, [["the secret plan", "the secret plan", "completed"]]);
+    await watcher.page.waitForFunction(() => document.querySelector('[data-testid="task-form"]')?.getAttribute("data-submit") === "forbidden");
+    assert.ok(await watcher.page.getByTestId("task-conversation").isHidden());
+    assert.deepEqual(blind.seen.errors, []);
+    assert.deepEqual(watcher.seen.errors, []);
+    await blind.page.close();
+    await watcher.page.close();
   } finally {
     await server.stop();
     setup.cleanup();

@@ -19,12 +19,27 @@
  *   left; when it runs out the page sends nothing and the runtime denies (approvals fail closed).
  * - Submit and Interrupt are offered only as the credential's grant allows, as `status` tells
  *   it (`caller`); until the first answer on a connection, both are disabled.
+ * - History: the conversations the runtime's store keeps (`conversations`, newest first, paged
+ *   with `next`) and the chosen one's transcript (`conversation`: each turn's task, then its
+ *   result or error, oldest first, paged). A task submitted while a conversation is chosen
+ *   continues it (`submit`'s `conversation`, on its runner unless another is typed); a task
+ *   submitted with none chosen starts one, which is then chosen. The chosen conversation is named
+ *   in the URL fragment (`#conversation=<id>`), so a reload shows it again. A credential that may
+ *   not read events may not read the history either: the page says so instead of the panel.
  */
 
 import { OpenAgentsClient } from "../../typescript/src/client.js";
 import { OpenAgentsError } from "../../typescript/src/error.js";
-import type { ApprovalPrompt, RuntimeStatus, ServerEvent } from "../../typescript/src/generated/types.js";
-import { isKnownRuntimeEvent } from "../../typescript/src/generated/types.js";
+import type {
+  ApprovalPrompt,
+  ConversationsParams,
+  ConversationSummary,
+  RuntimeStatus,
+  ServerEvent,
+  SubmitParams,
+  TurnSummary,
+} from "../../typescript/src/generated/types.js";
+import { HISTORY_DEFAULT_PAGE, HISTORY_MAX_PAGE, isKnownRuntimeEvent } from "../../typescript/src/generated/types.js";
 import type { ApprovalContext } from "../../typescript/src/websocket.js";
 import { WebSocketClosedError, WebSocketTransport } from "../../typescript/src/websocket.js";
 
@@ -66,6 +81,16 @@ const ui = {
   submit: byId<HTMLButtonElement>("submit"),
   interrupt: byId<HTMLButtonElement>("interrupt"),
   grantInfo: byId<HTMLParagraphElement>("grant-info"),
+  taskConversation: byId<HTMLParagraphElement>("task-conversation"),
+  historyInfo: byId<HTMLParagraphElement>("history-info"),
+  history: byId<HTMLDivElement>("history"),
+  newConversation: byId<HTMLButtonElement>("new-conversation"),
+  conversations: byId<HTMLOListElement>("conversations"),
+  conversationsEmpty: byId<HTMLParagraphElement>("conversations-empty"),
+  conversationsMore: byId<HTMLButtonElement>("conversations-more"),
+  transcriptInfo: byId<HTMLParagraphElement>("transcript-info"),
+  transcript: byId<HTMLOListElement>("transcript"),
+  transcriptMore: byId<HTMLButtonElement>("transcript-more"),
   result: byId<HTMLPreElement>("result"),
   progress: byId<HTMLParagraphElement>("progress"),
   notices: byId<HTMLUListElement>("notice"),
@@ -263,6 +288,7 @@ const may: { submit: Permission; interrupt: Permission } = { submit: "unknown", 
 function forgetGrant(): void {
   may.submit = "unknown";
   may.interrupt = "unknown";
+  forgetHistory();
 }
 
 function setConnection(state: "idle" | "connecting" | "connected" | "reconnecting" | "failed", ...parts: Part[]): void {
@@ -284,6 +310,7 @@ function updateControls(): void {
   ui.taskForm.dataset.submit = may.submit;
   ui.taskForm.dataset.interrupt = may.interrupt;
   const denied = [may.submit === "forbidden" ? "submit" : null, may.interrupt === "forbidden" ? "interrupt" : null].filter((m) => m !== null);
+  ui.taskConversation.hidden = may.submit === "forbidden" || historyAccess !== "allowed";
   ui.grantInfo.hidden = denied.length === 0;
   ui.grantInfo.textContent =
     denied.length === 0 ? "" : `This credential may not ${denied.join(" or ")} turns: its grant does not allow it.`;
@@ -297,18 +324,25 @@ function updateControls(): void {
  * asks again.
  */
 async function learnGrant(t: WebSocketTransport, gen: number): Promise<void> {
-  let methods: unknown;
+  let caller: { methods?: unknown; events?: unknown } | undefined;
   try {
-    const reply = (await t.request("status", undefined)) as { result?: { caller?: { methods?: unknown } } } | null;
-    methods = reply?.result?.caller?.methods;
+    const reply = (await t.request("status", undefined)) as { result?: { caller?: { methods?: unknown; events?: unknown } } } | null;
+    caller = reply?.result?.caller;
   } catch {
     return;
   }
   if (gen !== generation) return;
+  const methods = caller?.methods;
   const allowed = (method: string): Permission => (!Array.isArray(methods) || methods.includes(method) ? "allowed" : "forbidden");
   may.submit = allowed("submit");
   may.interrupt = allowed("interrupt");
+  // The history is read by the grant's `events` flag; a runtime that names its caller but lists
+  // no `conversations` for one that may read events has no history (older than protocol 1.3.0).
+  // One that does not name its caller is asked, and its answer tells.
+  historyAccess = caller?.events === false ? "forbidden" : !Array.isArray(methods) || methods.includes("conversations") ? "allowed" : "unsupported";
+  renderHistoryAccess();
   updateControls();
+  if (historyAccess === "allowed") void refreshHistory();
 }
 
 function storedSeq(): number | null {
@@ -348,13 +382,26 @@ function storeToken(token: string | null): void {
   }
 }
 
-/** The token in the URL fragment `#token=…`, removed from the address bar and history. */
+/** The URL fragment's parameters (`#token=…&conversation=…`). */
+function fragmentParams(): URLSearchParams {
+  return new URLSearchParams(location.hash.startsWith("#") ? location.hash.slice(1) : "");
+}
+
+/** Replaces the URL fragment with `params` (none when empty), adding no history entry. */
+function setFragment(params: URLSearchParams): void {
+  const rest = params.toString();
+  const hash = rest === "" ? "" : `#${rest}`;
+  if (location.hash === hash) return;
+  history.replaceState(null, "", location.pathname + location.search + hash);
+}
+
+/** The token in the URL fragment `#token=…`, removed from the address bar and history (the rest of the fragment stays). */
 function tokenFromFragment(): string | null {
-  if (!location.hash.startsWith("#")) return null;
-  const params = new URLSearchParams(location.hash.slice(1));
+  const params = fragmentParams();
   const token = params.get("token");
   if (token === null) return null;
-  history.replaceState(null, "", location.pathname + location.search);
+  params.delete("token");
+  setFragment(params);
   return token.trim() === "" ? null : token.trim();
 }
 
@@ -478,6 +525,9 @@ function onEvent(ev: ServerEvent, gen: number): void {
       ui.progress.replaceChildren();
       showResult("running");
       void refreshStatus(gen);
+      // The turn this page submitted without a conversation started one: it is now the chosen one.
+      if (e.assignment === submittedAssignment && chosen === null && historyAccess === "allowed") choose(String(e.conversation));
+      void refreshHistory();
       break;
     case "text":
       addProgress(String(e.text));
@@ -486,12 +536,14 @@ function onEvent(ev: ServerEvent, gen: number): void {
       runningAssignment = null;
       showResult("completed", foreign(e.result));
       void refreshStatus(gen);
+      void refreshHistory();
       break;
     case "turn_failed": {
       runningAssignment = null;
       const err = e.error as { code?: unknown; message?: unknown };
       showResult("failed", "failed (", foreign(err.code), "): ", foreign(err.message));
       void refreshStatus(gen);
+      void refreshHistory();
       break;
     }
     case "approval_requested":
@@ -519,6 +571,313 @@ function onEvent(ev: ServerEvent, gen: number): void {
   }
   updateControls();
 }
+
+// ---- history: the conversations the store keeps, and the chosen one's transcript ---------
+
+/** Whether this page may read the history: as `status` says; `unsupported` for a runtime without it (older than protocol 1.3.0). */
+type HistoryAccess = Permission | "unsupported";
+let historyAccess: HistoryAccess = "unknown";
+
+/** The chosen conversation: its id (from the list, the URL's `#conversation=`, or a turn this page started) and, once read, its summary. */
+let chosen: { readonly id: string; summary: ConversationSummary | null } | null = null;
+/** The cursor of the list's next page, when it has one. */
+let listNext: string | undefined;
+/** The cursor of the transcript's next page (later turns), when it has one. */
+let transcriptNext: string | undefined;
+/** Bumped by every reload of the list or the transcript: an answer to an older request is dropped. */
+let listEpoch = 0;
+let transcriptEpoch = 0;
+/** The assignment this page submitted last: its `turn_started` names the conversation it started. */
+let submittedAssignment: string | null = null;
+/** A refresh is under way; another was asked for meanwhile. */
+let historyBusy = false;
+let historyAgain = false;
+
+/** `ms` since the epoch as this browser's local date and time, in a `<time>` element. */
+function timeElement(ms: number): HTMLElement {
+  const el = document.createElement("time");
+  const d = new Date(ms);
+  if (Number.isFinite(d.getTime())) {
+    el.dateTime = d.toISOString();
+    el.textContent = d.toLocaleString();
+  } else {
+    el.textContent = "an unknown time";
+  }
+  return el;
+}
+
+/** Shows the panel, or why there is none. */
+function renderHistoryAccess(): void {
+  ui.history.hidden = historyAccess !== "allowed";
+  ui.historyInfo.hidden = historyAccess === "allowed";
+  ui.historyInfo.dataset.access = historyAccess;
+  switch (historyAccess) {
+    case "forbidden":
+      ui.historyInfo.textContent = "This credential may not read the history (the conversations and their turns): its grant does not allow reading events.";
+      break;
+    case "unsupported":
+      ui.historyInfo.textContent = "This runtime keeps no history the page can read: it is older than protocol 1.3.0, which added the conversations.";
+      break;
+    case "unknown":
+      ui.historyInfo.textContent = "Connect to see the conversations the runtime keeps.";
+      break;
+    case "allowed":
+      ui.historyInfo.textContent = "";
+      break;
+  }
+  updateControls();
+}
+
+/** A new token (or none): nothing shown of what the old one could read. */
+function forgetHistory(): void {
+  historyAccess = "unknown";
+  listEpoch++;
+  transcriptEpoch++;
+  listNext = undefined;
+  transcriptNext = undefined;
+  ui.conversations.replaceChildren();
+  ui.conversationsMore.hidden = true;
+  ui.conversationsEmpty.hidden = true;
+  ui.transcript.replaceChildren();
+  ui.transcriptMore.hidden = true;
+  if (chosen !== null) chosen.summary = null;
+  renderChoice();
+  renderHistoryAccess();
+}
+
+/** A history call failed: a refused or unknown method changes what the panel shows; anything else is a notice. */
+function historyFailed(e: unknown, what: string): void {
+  if (e instanceof WebSocketClosedError) return; // The connection's close handler reports it.
+  if (e instanceof OpenAgentsError && e.code === "forbidden") historyAccess = "forbidden";
+  else if (e instanceof OpenAgentsError && e.code === "unknown_method") historyAccess = "unsupported";
+  else {
+    notice("error", `${what}: `, foreign(message(e)));
+    return;
+  }
+  renderHistoryAccess();
+}
+
+/** Marks the chosen conversation in the list and says on the task form what a submitted task does. */
+function renderChoice(): void {
+  for (const b of ui.conversations.querySelectorAll<HTMLButtonElement>("button[data-id]")) {
+    if (b.dataset.id === chosen?.id) b.setAttribute("aria-current", "true");
+    else b.removeAttribute("aria-current");
+  }
+  const s = chosen?.summary ?? null;
+  if (chosen === null) show(ui.taskConversation, "A task submitted now starts a new conversation.");
+  else if (s === null) show(ui.taskConversation, "A task submitted now continues the conversation ", foreign(chosen.id), ".");
+  else show(ui.taskConversation, "A task submitted now continues the conversation “", foreign(s.title === "" ? s.id : s.title), "” on ", foreign(s.runner), ".");
+  // A runner id is a plain identifier (the schema's Id); anything else is not put in an attribute.
+  ui.runner.placeholder = s !== null && /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/.test(s.runner) ? `the conversation's (${s.runner})` : "the runtime's default";
+  ui.transcriptMore.hidden = chosen === null || transcriptNext === undefined;
+}
+
+/** Chooses conversation `id` (none: the next task starts a new one), names it in the URL and shows its transcript. */
+function choose(id: string | null, summary: ConversationSummary | null = null): void {
+  if (id !== null && id === chosen?.id) {
+    if (summary !== null) chosen.summary = summary;
+    renderChoice();
+    return;
+  }
+  chosen = id === null ? null : { id, summary };
+  const params = fragmentParams();
+  if (id === null) params.delete("conversation");
+  else params.set("conversation", id);
+  setFragment(params);
+  transcriptEpoch++;
+  transcriptNext = undefined;
+  ui.transcript.replaceChildren();
+  renderChoice();
+  if (chosen === null) show(ui.transcriptInfo, "Choose a conversation to see its turns.");
+  else {
+    show(ui.transcriptInfo, "Loading the conversation ", foreign(chosen.id), "…");
+    void loadTranscript(false);
+  }
+}
+
+function conversationItem(s: ConversationSummary): HTMLLIElement {
+  const li = document.createElement("li");
+  li.dataset.id = s.id;
+  li.dataset.turns = String(s.turns);
+  const b = document.createElement("button");
+  b.type = "button";
+  b.dataset.id = s.id;
+  const title = document.createElement("span");
+  title.className = "title";
+  show(title, foreign(s.title === "" ? s.id : s.title));
+  const meta = document.createElement("span");
+  meta.className = "meta";
+  show(meta, foreign(s.runner), ` · ${s.turns} ${s.turns === 1 ? "turn" : "turns"} · `);
+  meta.append(timeElement(s.updated_at_ms));
+  b.append(title, meta);
+  b.addEventListener("click", () => choose(s.id, s));
+  li.append(b);
+  return li;
+}
+
+/** Reads the list again from its first page (as many as it shows, within a page's limit), or its next page (`more`). */
+async function loadConversations(more: boolean): Promise<void> {
+  const c = client;
+  if (c === null || historyAccess !== "allowed" || (more && listNext === undefined)) return;
+  const epoch = more ? listEpoch : ++listEpoch;
+  const shown = ui.conversations.childElementCount;
+  const params: ConversationsParams =
+    more && listNext !== undefined ? { cursor: listNext, limit: HISTORY_DEFAULT_PAGE } : { limit: Math.min(HISTORY_MAX_PAGE, Math.max(HISTORY_DEFAULT_PAGE, shown)) };
+  ui.conversationsMore.disabled = true;
+  try {
+    const page = await c.conversations(params);
+    if (epoch !== listEpoch) return;
+    if (!more) ui.conversations.replaceChildren();
+    // A conversation that moved to the front while paging may come twice: shown once.
+    const have = new Set([...ui.conversations.children].map((li) => (li as HTMLElement).dataset.id));
+    for (const s of page.conversations) {
+      if (have.has(s.id)) continue;
+      have.add(s.id);
+      ui.conversations.append(conversationItem(s));
+      if (s.id === chosen?.id) chosen.summary = s;
+    }
+    listNext = page.next;
+    ui.conversationsMore.hidden = listNext === undefined;
+    ui.conversationsEmpty.hidden = ui.conversations.childElementCount > 0;
+    renderChoice();
+  } catch (e) {
+    if (epoch === listEpoch) historyFailed(e, "conversations");
+  } finally {
+    if (epoch === listEpoch) ui.conversationsMore.disabled = false;
+  }
+}
+
+/** One message of the transcript: who (the page's words and foreign text) and what (foreign text, or the page's words). */
+function bubble(kind: "task" | "answer", who: Part[], what: Part[]): HTMLDivElement {
+  const div = document.createElement("div");
+  div.className = `message ${kind}`;
+  const whoEl = document.createElement("span");
+  whoEl.className = "who";
+  show(whoEl, ...who);
+  const text = document.createElement("div");
+  text.className = "text foreign";
+  text.dir = "ltr";
+  show(text, ...what);
+  div.append(whoEl, text);
+  return div;
+}
+
+function turnItem(t: TurnSummary): HTMLLIElement {
+  const li = document.createElement("li");
+  li.className = "turn";
+  li.dataset.assignment = t.assignment;
+  li.dataset.outcome = String(t.outcome);
+  const task = bubble("task", ["Task"], [foreign(t.task)]);
+  let what: Part[];
+  if (t.outcome === "completed") what = [foreign(t.result ?? "")];
+  else if (t.outcome === "running") what = ["running…"];
+  else if (t.error !== undefined) what = [`${t.outcome === "interrupted" ? "interrupted" : "failed"} (`, foreign(t.error.code), "): ", foreign(t.error.message)];
+  else what = [foreign(t.outcome)];
+  const answer = bubble("answer", [foreign(t.runner), " · ", foreign(t.outcome)], what);
+  answer.dataset.outcome = String(t.outcome);
+  const when = document.createElement("span");
+  when.className = "meta";
+  when.append("started ", timeElement(t.started_at_ms));
+  if (t.finished_at_ms !== undefined) when.append(", ended ", timeElement(t.finished_at_ms));
+  li.append(task, answer, when);
+  return li;
+}
+
+/**
+ * Reads the chosen conversation again from its first turn (at least as many turns as shown, so a
+ * refresh keeps what was paged in), or its next page of later turns (`more`).
+ */
+async function loadTranscript(more: boolean): Promise<void> {
+  const c = client;
+  const target = chosen;
+  if (c === null || target === null || historyAccess !== "allowed" || (more && transcriptNext === undefined)) return;
+  const epoch = more ? transcriptEpoch : ++transcriptEpoch;
+  const want = more ? 0 : ui.transcript.childElementCount;
+  const turns: TurnSummary[] = [];
+  let cursor = more ? transcriptNext : undefined;
+  let summary: ConversationSummary;
+  ui.transcriptMore.disabled = true;
+  try {
+    do {
+      const page = await c.conversation(cursor === undefined ? { id: target.id } : { id: target.id, cursor });
+      if (epoch !== transcriptEpoch) return;
+      summary = page.conversation;
+      turns.push(...page.turns);
+      cursor = page.next;
+    } while (cursor !== undefined && turns.length < want);
+  } catch (e) {
+    if (epoch !== transcriptEpoch) return;
+    if (e instanceof OpenAgentsError && e.code === "conversation_not_found") {
+      ui.transcript.replaceChildren();
+      transcriptNext = undefined;
+      show(ui.transcriptInfo, "The runtime keeps no conversation ", foreign(target.id), ": a task submitted now starts it.");
+      renderChoice();
+    } else if (e instanceof OpenAgentsError && e.code === "invalid_params") {
+      show(ui.transcriptInfo, foreign(target.id), " is not a conversation id.");
+      if (chosen === target) choose(null);
+    } else {
+      historyFailed(e, "conversation");
+    }
+    return;
+  } finally {
+    if (epoch === transcriptEpoch) ui.transcriptMore.disabled = false;
+  }
+  const atBottom = ui.transcript.scrollTop + ui.transcript.clientHeight >= ui.transcript.scrollHeight - 4;
+  if (!more) ui.transcript.replaceChildren();
+  for (const t of turns) ui.transcript.append(turnItem(t));
+  transcriptNext = cursor;
+  target.summary = summary;
+  show(
+    ui.transcriptInfo,
+    "“",
+    foreign(summary.title === "" ? summary.id : summary.title),
+    "” on ",
+    foreign(summary.runner),
+    ` · ${summary.turns} ${summary.turns === 1 ? "turn" : "turns"} · id `,
+    foreign(summary.id),
+  );
+  if (!more && atBottom) ui.transcript.scrollTop = ui.transcript.scrollHeight;
+  renderChoice();
+}
+
+/** Reads the list and the chosen transcript again; calls while one runs are folded into one more. */
+async function refreshHistory(): Promise<void> {
+  if (historyAccess !== "allowed" || client === null) return;
+  if (historyBusy) {
+    historyAgain = true;
+    return;
+  }
+  historyBusy = true;
+  try {
+    do {
+      historyAgain = false;
+      await loadConversations(false);
+      await loadTranscript(false);
+    } while (historyAgain && historyAccess === "allowed" && client !== null);
+  } finally {
+    historyBusy = false;
+  }
+}
+
+ui.conversationsMore.addEventListener("click", () => void loadConversations(true));
+ui.transcriptMore.addEventListener("click", () => void loadTranscript(true));
+ui.newConversation.addEventListener("click", () => {
+  choose(null);
+  ui.task.focus();
+});
+window.addEventListener("hashchange", () => {
+  const token = tokenFromFragment();
+  if (token !== null) {
+    storeToken(token);
+    everOpened = false;
+    forgetGrant();
+    ui.token.placeholder = "saved for this tab";
+    void connect(token);
+  }
+  const id = fragmentParams().get("conversation");
+  const named = id === null || id.trim() === "" ? null : id.trim();
+  if (named !== (chosen?.id ?? null)) choose(named);
+});
 
 // ---- approvals ----------------------------------------------------------------------------
 
@@ -686,16 +1045,24 @@ async function submitTask(): Promise<void> {
     ui.task.focus();
     return;
   }
-  const runner = ui.runner.value.trim();
+  const typedRunner = ui.runner.value.trim();
   const assignment = `web-${randomId()}`;
+  // The chosen conversation is continued, on its own runner unless another is typed.
+  const continued = historyAccess === "allowed" ? chosen : null;
+  const runner = typedRunner !== "" ? typedRunner : (continued?.summary?.runner ?? "");
+  const params: SubmitParams = { task, assignment };
+  if (runner !== "") params.runner = runner;
+  if (continued !== null) params.conversation = continued.id;
   submitting = true;
+  submittedAssignment = assignment;
   runningAssignment = assignment;
   ui.progress.replaceChildren();
   showResult("running");
   updateControls();
   try {
-    const r = await c.submit(runner === "" ? { task, assignment } : { task, assignment, runner });
+    const r = await c.submit(params);
     showResult("completed", foreign(r.result));
+    if (continued === null && chosen === null && historyAccess === "allowed") choose(r.conversation);
   } catch (e) {
     // The turn's own failure is shown from its `turn_failed` event; a refusal (busy, forbidden, a
     // lease held by another) never started a turn.
@@ -707,6 +1074,7 @@ async function submitTask(): Promise<void> {
     submitting = false;
     if (runningAssignment === assignment) runningAssignment = null;
     updateControls();
+    void refreshHistory();
   }
 }
 
@@ -724,6 +1092,13 @@ ui.interrupt.addEventListener("click", () => {
 
 const fromFragment = tokenFromFragment();
 if (fromFragment !== null) storeToken(fromFragment);
+const namedConversation = fragmentParams().get("conversation")?.trim() ?? "";
+if (namedConversation !== "") {
+  // Shown once the connection's grant allows reading the history.
+  chosen = { id: namedConversation, summary: null };
+  show(ui.transcriptInfo, "Loading the conversation ", foreign(namedConversation), "…");
+}
+renderChoice();
 const initial = fromFragment ?? storedToken();
 if (initial !== null) {
   ui.token.placeholder = "saved for this tab";
