@@ -108,12 +108,13 @@ fn submit_in_background(addr: SocketAddr, task: &str, assignment: &str) -> std::
     rx
 }
 
-/// Waits (bounded) until the runtime at `addr` runs a turn.
-fn wait_running(addr: SocketAddr) {
+/// Waits (bounded) until the runtime at `addr` runs a turn whose `turn_started` is written: its
+/// `last_seq` (the newest event delivered, so written) is past `before`.
+fn wait_running(addr: SocketAddr, before: i64) {
     let deadline = Instant::now() + BOUND;
     loop {
         let st = status(addr);
-        if st["state"] == "running" {
+        if st["state"] == "running" && st["last_seq"].as_i64().is_some_and(|seq| seq > before) {
             return;
         }
         assert!(Instant::now() < deadline, "the turn never started: {st}");
@@ -165,8 +166,9 @@ fn alpha_killed_mid_turn_is_continued_by_a_new_alpha_with_a_fresh_state_folder()
     let addr = addr_of(&first);
     assert_eq!(last_seq(addr), 0, "a new name starts at 0");
     assert_eq!(submit_echo(addr, "one two")["result"]["result"], "one two");
+    let echoed = last_seq(addr);
     let _pending = submit_in_background(addr, "never ends", "asg-killed");
-    wait_running(addr);
+    wait_running(addr, echoed);
     let before = last_seq(addr);
     kill9(&mut first);
     drop(first);
@@ -247,7 +249,7 @@ fn the_server_stopped_mid_turn_fails_the_turn_and_the_runtime_writes_again_once_
     let server = serve(&s, "tick", &db_url, "outage");
     let addr = addr_of(&server);
     let reply = submit_in_background(addr, "tick until the store goes", "asg-outage");
-    wait_running(addr);
+    wait_running(addr, 0);
     control("stop");
     let restart = Restart;
     let reply = reply.recv_timeout(BOUND).expect("the submit is answered within the bound").expect("a reply");

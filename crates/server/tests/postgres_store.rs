@@ -1,7 +1,8 @@
 //! `PostgresStore` against a real server (`make test-postgres` sets `OPENAGENTS_TEST_POSTGRES`):
 //! the store contract as the SQLite store keeps it (events, turns and conversations written and
 //! read back, retention by count and by age, running turns closed once as `runtime_restarted`),
-//! every row keyed by the runtime name (two names never see each other's), one live store per
+//! every row keyed by the runtime name (two names never see each other's), the history pages
+//! (a cursor with ties ordered by bytewise id, turns counted per name), one live store per
 //! name, a newer schema refused, and the event hub on it continuing a sequence across a reopen
 //! and serving a resume from the database from inside a Tokio runtime.
 //!
@@ -11,7 +12,7 @@ use std::sync::Arc;
 
 use openagents_protocol::RuntimeEvent;
 use openagents_server::events::EventHub;
-use openagents_server::store::{AgentSession, Outcome, POSTGRES_SCHEMA_VERSION, PostgresStore, Record, Store, StoreError, TurnEnd, TurnStart};
+use openagents_server::store::{AgentSession, ConversationCursor, Outcome, POSTGRES_SCHEMA_VERSION, PostgresStore, Record, Store, StoreError, TurnEnd, TurnStart};
 
 /// A new, empty database on the test server: its URL, or `None` after saying the test was not run.
 fn database(test: &str) -> Option<String> {
@@ -88,6 +89,38 @@ fn events_turns_and_conversations_are_written_and_read_back_by_name() {
     drop(store);
     let again = PostgresStore::open(&url, "alpha").expect("the name opens again once closed");
     assert_eq!(again.last_seq().expect("last_seq"), 3);
+}
+
+#[test]
+fn history_pages_follow_the_cursor_with_ties_by_bytewise_id_and_count_turns_by_name() {
+    let Some(url) = database("history") else { return };
+    let store = PostgresStore::open(&url, "alpha").expect("a new store");
+    let other = PostgresStore::open(&url, "beta").expect("another name");
+    // Conversations "B", "a", "b" updated at the same time (bytewise: "B" < "a" < "b", which a
+    // locale's collation would order otherwise), then "c" later with two turns.
+    let mut starts = Vec::new();
+    for (seq, conv, at) in [(1, "B", 10), (2, "a", 10), (3, "b", 10), (4, "c", 20), (5, "c", 30)] {
+        starts.push(TurnStart { started_ms: at, ..start(seq, conv) });
+    }
+    let records: Vec<Record<'_>> = starts.iter().map(Record::TurnStarted).collect();
+    store.write(&records).expect("written");
+    other.write(&[Record::TurnStarted(&start(1, "c"))]).expect("beta's own c");
+    let ids = |page: &[openagents_server::store::ConversationSummary]| page.iter().map(|c| (c.conversation.id.clone(), c.turns)).collect::<Vec<_>>();
+    let first = store.conversations_page(None, 2).expect("a page");
+    assert_eq!(ids(&first), [("c".to_owned(), 2), ("B".to_owned(), 1)]);
+    let last = &first[1].conversation;
+    let next = store.conversations_page(Some(&ConversationCursor { updated_ms: last.updated_ms, id: last.id.clone() }), 2).expect("the next page");
+    assert_eq!(ids(&next), [("a".to_owned(), 1), ("b".to_owned(), 1)]);
+    let last = &next[1].conversation;
+    assert!(store.conversations_page(Some(&ConversationCursor { updated_ms: last.updated_ms, id: last.id.clone() }), 2).expect("past the end").is_empty());
+    assert_eq!(store.conversations(10).expect("all").iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["c", "B", "a", "b"], "the same order unpaged");
+    let (summary, turns) = store.conversation_turns("c", 0, 1).expect("read").expect("conversation c");
+    assert_eq!((summary.turns, turns.iter().map(|t| t.start.first_seq).collect::<Vec<_>>()), (2, vec![4]));
+    let (_, turns) = store.conversation_turns("c", 4, 10).expect("read").expect("conversation c");
+    assert_eq!(turns.iter().map(|t| t.start.first_seq).collect::<Vec<_>>(), [5]);
+    assert!(store.conversation_turns("nope", 0, 10).expect("read").is_none());
+    let (summary, _) = other.conversation_turns("c", 0, 10).expect("read").expect("beta's c");
+    assert_eq!(summary.turns, 1, "beta counts only its own turns");
 }
 
 #[test]

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use postgres::{Client, Config, NoTls, Row};
 
-use super::{AgentSession, ConversationRecord, Outcome, Record, Store, StoreError, StoredEvent, TurnRecord, TurnStart, restarted_error, title_of};
+use super::{AgentSession, ConversationCursor, ConversationRecord, ConversationSummary, Outcome, Record, Store, StoreError, StoredEvent, TurnRecord, TurnStart, restarted_error, title_of};
 
 /// The migrations, in order: migration `n` (from 1) takes a database from version `n - 1` to
 /// `n`. A released migration is never edited; a change of schema is a new one at the end.
@@ -188,7 +188,7 @@ impl PostgresStore {
     }
 
     fn open_here(url: &str, name: &str) -> Result<PostgresStore, StoreError> {
-        let mut config: Config = url.parse().map_err(|e| StoreError::Unusable { path: "postgres://…".into(), reason: format!("the URL does not parse: {e}") })?;
+        let mut config: Config = url.parse().map_err(|e| StoreError::Unusable { path: "postgres://…".into(), reason: format!("the URL does not parse: {}", reason(&e)) })?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
@@ -207,9 +207,9 @@ impl PostgresStore {
             reader: Mutex::new(Session { client: None, holds_name: false, retry_at: None, backoff: RECONNECT_FIRST, last_failure: String::new() }),
         };
         let unusable = |reason: String| StoreError::Unusable { path: store.described.clone().into(), reason };
-        let mut client = store.config.connect(NoTls).map_err(|e| unusable(format!("cannot connect to PostgreSQL: {e}")))?;
+        let mut client = store.config.connect(NoTls).map_err(|e| unusable(format!("cannot connect to PostgreSQL: {}", reason(&e))))?;
         store.migrate(&mut client)?;
-        if !try_lock_name(&mut client, name).map_err(|e| unusable(e.to_string()))? {
+        if !try_lock_name(&mut client, name).map_err(|e| unusable(reason(&e)))? {
             return Err(StoreError::InUse { path: store.described.clone().into() });
         }
         {
@@ -235,7 +235,7 @@ impl PostgresStore {
 
     /// Creates our tables, or brings them to this version, refusing a newer one.
     fn migrate(&self, client: &mut Client) -> Result<(), StoreError> {
-        let unusable = |e: postgres::Error| StoreError::Unusable { path: self.described.clone().into(), reason: e.to_string() };
+        let unusable = |e: postgres::Error| StoreError::Unusable { path: self.described.clone().into(), reason: reason(&e) };
         let mut tx = client.transaction().map_err(unusable)?;
         tx.execute("SELECT pg_advisory_xact_lock($1, $2)", &[&MIGRATION_LOCK.0, &MIGRATION_LOCK.1]).map_err(unusable)?;
         tx.batch_execute(
@@ -272,13 +272,14 @@ impl PostgresStore {
                     Ok(r) => return Ok(r),
                     Err(e) if client.is_closed() => {
                         s.client = None;
-                        tracing::warn!(store = %self.described, "the connection to PostgreSQL was lost: {e}");
+                        let why = reason(&e);
+                        tracing::warn!(store = %self.described, "the connection to PostgreSQL was lost: {why}");
                         if tried_again {
-                            return Err(self.io(format!("the connection to PostgreSQL was lost: {e}")));
+                            return Err(self.io(format!("the connection to PostgreSQL was lost: {why}")));
                         }
                         tried_again = true;
                     }
-                    Err(e) => return Err(self.io(e)),
+                    Err(e) => return Err(self.io(reason(&e))),
                 }
             }
         };
@@ -297,14 +298,14 @@ impl PostgresStore {
             {
                 return Err(self.io(format!("PostgreSQL is unreachable ({}); the next attempt to connect is in {} ms", s.last_failure, at.duration_since(now).as_millis())));
             }
-            let attempt = self.config.connect(NoTls).map_err(|e| format!("cannot connect: {e}")).and_then(|mut c| {
+            let attempt = self.config.connect(NoTls).map_err(|e| format!("cannot connect: {}", reason(&e))).and_then(|mut c| {
                 if !s.holds_name {
                     return Ok(c);
                 }
                 match try_lock_name(&mut c, &self.name) {
                     Ok(true) => Ok(c),
                     Ok(false) => Err(format!("the runtime name {} was taken by another runtime while this one was cut off; this one writes nothing more", self.name)),
-                    Err(e) => Err(format!("cannot lock the runtime name: {e}")),
+                    Err(e) => Err(format!("cannot lock the runtime name: {}", reason(&e))),
                 }
             });
             match attempt {
@@ -326,9 +327,36 @@ impl PostgresStore {
     }
 }
 
+/// `e` with its causes (the client's own message names only the kind: `db error`, `error
+/// connecting to server`).
+fn reason(e: &postgres::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    out
+}
+
 /// Takes runtime `name`'s session lock on `client`'s connection: whether it was free.
 fn try_lock_name(client: &mut Client, name: &str) -> Result<bool, postgres::Error> {
     Ok(client.query_one("SELECT pg_try_advisory_lock($1)", &[&name_lock_key(name)])?.get(0))
+}
+
+/// A conversation's columns and how many turns it has (by `openagents_turns_by_conversation`).
+/// Ids compare bytewise (`COLLATE "C"`), as in SQLite and in [`ConversationCursor::precedes`],
+/// whatever the database's collation.
+const CONVERSATION_SUMMARY: &str = "SELECT c.id, c.runner, c.title, c.created_ms, c.updated_ms,
+    (SELECT count(*) FROM openagents_turns t WHERE t.runtime = c.runtime AND t.conversation = c.id)
+    FROM openagents_conversations c";
+
+fn conversation_summary_row(r: &Row) -> ConversationSummary {
+    ConversationSummary {
+        conversation: ConversationRecord { id: r.get(0), runner: r.get(1), title: r.get(2), created_ms: r.get(3), updated_ms: r.get(4) },
+        turns: r.get::<_, i64>(5).max(0) as u64,
+    }
 }
 
 const TURN_COLUMNS: &str = "first_seq, assignment, conversation, runner, task, cwd, outcome, result, error, started_ms, ended_ms, last_seq";
@@ -491,7 +519,7 @@ impl Store for PostgresStore {
 
     fn conversations(&self, limit: usize) -> Result<Vec<ConversationRecord>, StoreError> {
         self.with(&self.reader, |client, name| {
-            let rows = client.query("SELECT id, runner, title, created_ms, updated_ms FROM openagents_conversations WHERE runtime = $1 ORDER BY updated_ms DESC, id LIMIT $2", &[&name, &limit_of(limit)])?;
+            let rows = client.query("SELECT id, runner, title, created_ms, updated_ms FROM openagents_conversations WHERE runtime = $1 ORDER BY updated_ms DESC, id COLLATE \"C\" LIMIT $2", &[&name, &limit_of(limit)])?;
             Ok(rows.iter().map(|r| ConversationRecord { id: r.get(0), runner: r.get(1), title: r.get(2), created_ms: r.get(3), updated_ms: r.get(4) }).collect())
         })
     }
@@ -513,6 +541,31 @@ impl Store for PostgresStore {
                 &[&name, &conversation],
             )?;
             Ok(row.map(|r| AgentSession { conversation: conversation.to_owned(), runner: r.get(0), session_id: r.get(1) }))
+        })
+    }
+
+    fn conversations_page(&self, after: Option<&ConversationCursor>, limit: usize) -> Result<Vec<ConversationSummary>, StoreError> {
+        let (updated, id) = (after.map(|a| a.updated_ms), after.map(|a| a.id.as_str()));
+        self.with(&self.reader, |client, name| {
+            let rows = client.query(
+                &format!(
+                    "{CONVERSATION_SUMMARY} WHERE c.runtime = $1 AND ($2::BIGINT IS NULL OR c.updated_ms < $2 OR (c.updated_ms = $2 AND c.id COLLATE \"C\" > $3))
+                     ORDER BY c.updated_ms DESC, c.id COLLATE \"C\" LIMIT $4"
+                ),
+                &[&name, &updated, &id, &limit_of(limit)],
+            )?;
+            Ok(rows.iter().map(conversation_summary_row).collect())
+        })
+    }
+
+    fn conversation_turns(&self, id: &str, after_seq: i64, limit: usize) -> Result<Option<(ConversationSummary, Vec<TurnRecord>)>, StoreError> {
+        self.with(&self.reader, |client, name| {
+            // One snapshot: the count and the turns agree.
+            let mut tx = client.build_transaction().isolation_level(postgres::IsolationLevel::RepeatableRead).read_only(true).start()?;
+            let Some(summary) = tx.query_opt(&format!("{CONVERSATION_SUMMARY} WHERE c.runtime = $1 AND c.id = $2"), &[&name, &id])? else { return Ok(None) };
+            let turns = tx.query(&format!("SELECT {TURN_COLUMNS} FROM openagents_turns WHERE runtime = $1 AND conversation = $2 AND first_seq > $3 ORDER BY first_seq LIMIT $4"), &[&name, &id, &after_seq, &limit_of(limit)])?;
+            tx.commit()?;
+            Ok(Some((conversation_summary_row(&summary), turns.iter().map(turn_row).collect())))
         })
     }
 }
