@@ -32,6 +32,7 @@ impl Turn {
             agent: crate::AgentSpec { runner: runner.into() },
             task: task.into(),
             cwd: cwd.into(),
+            history: None,
         }
     }
 

@@ -179,6 +179,7 @@ fn untyped_check(ty: &str, value: &Value) -> Vec<rt::Violation> {
         "SubmitParams" => run::<p::SubmitParams>(value),
         "SubmitResult" => run::<p::SubmitResult>(value),
         "Turn" => run::<p::Turn>(value),
+        "EarlierTurn" => run::<p::EarlierTurn>(value),
         "TurnCounters" => run::<p::TurnCounters>(value),
         "Violation" => run::<p::Violation>(value),
         "ApprovalAnswer" => run::<p::ApprovalAnswer>(value),

@@ -2,7 +2,7 @@
 //! environment and time limit of each. Only the operator configures it; a request only names a
 //! runner by id.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -82,6 +82,9 @@ pub struct Registry {
     pub runners: BTreeMap<String, RunnerSpec>,
     /// The protocol of each runner that does not speak the runner contract (`protocol = "acp"`).
     pub protocols: BTreeMap<String, Protocol>,
+    /// The runners whose turns carry the conversation's earlier turns (`history = true`; see
+    /// `Turn.history`).
+    pub history: BTreeSet<String>,
 }
 
 /// Why the registry could not be loaded or a runner not found.
@@ -156,6 +159,7 @@ struct Entry {
     protocol: Option<toml::Spanned<String>>,
     idle_timeout_s: Option<toml::Spanned<u64>>,
     max_processes: Option<toml::Spanned<u64>>,
+    history: Option<toml::Spanned<bool>>,
     sandbox: Option<toml::Spanned<SandboxEntry>>,
 }
 
@@ -218,8 +222,9 @@ impl Registry {
     /// # Errors
     ///
     /// [`RegistryError`] naming the file and line: unreadable, malformed TOML, an unknown key, a
-    /// missing or relative `command`, a zero timeout, an unknown `protocol`, or ACP settings
-    /// (`idle_timeout_s`, `max_processes`) on a runner that does not speak ACP.
+    /// missing or relative `command`, a zero timeout, an unknown `protocol`, ACP settings
+    /// (`idle_timeout_s`, `max_processes`) on a runner that does not speak ACP, or `history` on
+    /// one that does.
     pub fn load(path: &Path) -> Result<Registry, RegistryError> {
         let text = std::fs::read_to_string(path).map_err(|source| RegistryError::Read { path: path.to_owned(), source })?;
         Registry::parse(&text, Some(path))
@@ -239,6 +244,7 @@ impl Registry {
         })?;
         let mut runners = BTreeMap::new();
         let mut protocols = BTreeMap::new();
+        let mut history = BTreeSet::new();
         for (id, entry) in file.runners {
             let span = entry.span();
             let entry = entry.into_inner();
@@ -286,6 +292,14 @@ impl Registry {
                 }
                 settings.max_processes = *m.get_ref() as usize;
             }
+            if let Some(h) = entry.history {
+                if acp {
+                    return Err(invalid(h.span().start, format!("runner `{id}`: history applies only to runners with protocol = \"openagents.v1\" (an ACP agent keeps its own session)")));
+                }
+                if *h.get_ref() {
+                    history.insert(id.clone());
+                }
+            }
             if acp {
                 protocols.insert(id.clone(), Protocol::Acp(settings));
             }
@@ -307,13 +321,19 @@ impl Registry {
             };
             runners.insert(id.clone(), RunnerSpec { id, command, args: entry.args, env: entry.env, timeout, sandbox });
         }
-        Ok(Registry { source: path.map(Path::to_owned), runners, protocols })
+        Ok(Registry { source: path.map(Path::to_owned), runners, protocols, history })
     }
 
     /// The protocol the runner with this id speaks (the runner contract unless its entry says
     /// `protocol = "acp"`).
     pub fn protocol(&self, id: &str) -> Protocol {
         self.protocols.get(id).copied().unwrap_or_default()
+    }
+
+    /// Whether the runner with this id asked for the conversation's earlier turns
+    /// (`history = true` in its entry).
+    pub fn wants_history(&self, id: &str) -> bool {
+        self.history.contains(id)
     }
 
     /// The same registry holding only the runners `ids` names (the ones a runtime serves); the
@@ -385,6 +405,16 @@ mod tests {
         check("[runners.g]\ncommand = \"/bin/g\"\nidle_timeout_s = 5\n", Err("runners.toml:3: runner `g`: idle_timeout_s applies only to runners with protocol = \"acp\""));
         check("[runners.g]\ncommand = \"/bin/g\"\nprotocol = \"acp\"\nmax_processes = 0\n", Err("runners.toml:4: runner `g`: max_processes must be 1 to 1024"));
         check("[runners.g]\ncommand = \"/bin/g\"\nmax_processes = 2\n", Err("runners.toml:3: runner `g`: max_processes applies only"));
+        check("[runners.h]\ncommand = \"/bin/h\"\nhistory = true\n", Ok(1));
+        check("[runners.h]\ncommand = \"/bin/h\"\nhistory = \"yes\"\n", Err("runners.toml:3:"));
+        check("[runners.g]\ncommand = \"/bin/g\"\nprotocol = \"acp\"\nhistory = true\n", Err("runners.toml:4: runner `g`: history applies only to runners with protocol = \"openagents.v1\""));
+    }
+
+    #[test]
+    fn only_a_runner_that_asks_for_history_gets_it() {
+        let r = Registry::parse("[runners.a]\ncommand = \"/x\"\n[runners.b]\ncommand = \"/y\"\nhistory = true\n[runners.c]\ncommand = \"/z\"\nhistory = false\n", None).unwrap();
+        assert_eq!((r.wants_history("a"), r.wants_history("b"), r.wants_history("c"), r.wants_history("d")), (false, true, false, false));
+        assert!(r.restricted_to(&["b".to_owned()]).unwrap().wants_history("b"));
     }
 
     #[test]

@@ -6,14 +6,14 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use openagents_protocol::{ErrorCode, Event, RuntimeEvent, RuntimeSubmitError, Turn};
+use openagents_protocol::{EarlierTurn, ErrorCode, Event, MAX_FRAME, RuntimeEvent, RuntimeSubmitError, TURN_HISTORY_MAX_BYTES, Turn};
 use openagents_runner::host::{ApprovalDecision, Approver};
 use openagents_runner::registry::Protocol;
 use openagents_runner::{AcpHost, RunnerHost, SessionKeeping};
 use tokio_util::sync::CancellationToken;
 
 use crate::events::EventHub;
-use crate::store::{AgentSession, Store};
+use crate::store::{AgentSession, Outcome, Store};
 
 /// A boxed future, as [`Agent::run_turn`] returns it.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -88,7 +88,9 @@ impl TurnContext {
 /// every bound of the runner contract enforced. `openagents run` and `openagents serve` build
 /// the same one. A runner whose entry says `protocol = "acp"` is driven over the Agent Client
 /// Protocol instead, its process kept across the turns of a conversation ([`AcpHost`]), its
-/// session kept in the store so that a restarted runtime can have the agent load it.
+/// session kept in the store so that a restarted runtime can have the agent load it; a runner
+/// whose entry says `history = true` gets the conversation's earlier turns from the store in
+/// `Turn.history`.
 pub struct RunnerAgent {
     host: RunnerHost,
     acp: AcpHost,
@@ -112,7 +114,7 @@ impl RunnerAgent {
 }
 
 impl Agent for RunnerAgent {
-    fn run_turn(&self, turn: Turn, ctx: TurnContext) -> BoxFuture<'_, Result<String, RuntimeSubmitError>> {
+    fn run_turn(&self, mut turn: Turn, ctx: TurnContext) -> BoxFuture<'_, Result<String, RuntimeSubmitError>> {
         Box::pin(async move {
             let mut on_event = |e: &Event| {
                 if let Event::Text { text } = e {
@@ -133,6 +135,10 @@ impl Agent for RunnerAgent {
                     }
                     e.to_runtime_error()
                 });
+            }
+            if self.host.registry().wants_history(&turn.agent.runner) {
+                let history = earlier_turns(&**ctx.settled_store().await, &turn.conversation);
+                turn.history = Some(fit_history(history_budget(&turn), history));
             }
             let report = self.host.run_with(&turn, ctx.cancelled(), &mut on_event, &approver).await;
             // The operator's log gets what the runner wrote to stderr (its newest bytes, each
@@ -173,6 +179,62 @@ fn kept_session(store: &dyn Store, turn: &Turn) -> Option<String> {
     }
 }
 
+/// How many earlier turns are read from the store at a time while a turn's history is made.
+const HISTORY_PAGE: usize = 64;
+
+/// The completed turns of `conversation` the store keeps, newest first, read a page at a time
+/// as they are taken.
+fn earlier_turns<'a>(store: &'a dyn Store, conversation: &'a str) -> impl Iterator<Item = EarlierTurn> + 'a {
+    let mut before = Some(i64::MAX);
+    let mut page = std::collections::VecDeque::new();
+    std::iter::from_fn(move || {
+        loop {
+            if let Some(t) = page.pop_front() {
+                return Some(t);
+            }
+            let at = before.take()?;
+            let turns = match store.turns_before(conversation, at, HISTORY_PAGE) {
+                Ok(turns) => turns,
+                Err(e) => {
+                    tracing::error!("{e}: the turn's history stops here");
+                    return None;
+                }
+            };
+            if turns.len() == HISTORY_PAGE {
+                before = turns.last().map(|t| t.start.first_seq);
+            }
+            page.extend(turns.into_iter().filter(|t| t.outcome == Outcome::Completed.as_str()).filter_map(|t| Some(EarlierTurn { result: t.result?, task: t.start.task })));
+        }
+    })
+}
+
+/// The bytes of JSON `turn`'s `history` may take: [`TURN_HISTORY_MAX_BYTES`], or less when the
+/// rest of the turn leaves less room in its `MAX_FRAME` line.
+fn history_budget(turn: &Turn) -> usize {
+    let mut bare = turn.clone();
+    bare.history = Some(Vec::new());
+    let base = serde_json::to_vec(&bare).map_or(MAX_FRAME, |line| line.len());
+    // `base` holds the empty history's `[]`, which the budget counts.
+    TURN_HISTORY_MAX_BYTES.min((MAX_FRAME + 2).saturating_sub(base))
+}
+
+/// The newest of `newest_first` whose JSON array fits in `budget` bytes, oldest first; the
+/// first that does not fit ends the history (it never skips to older ones).
+fn fit_history(budget: usize, newest_first: impl IntoIterator<Item = EarlierTurn>) -> Vec<EarlierTurn> {
+    let mut kept = Vec::new();
+    let mut used = 2;
+    for item in newest_first {
+        let size = serde_json::to_vec(&item).map_or(usize::MAX, |json| json.len()).saturating_add(usize::from(!kept.is_empty()));
+        if used + size > budget {
+            break;
+        }
+        used += size;
+        kept.push(item);
+    }
+    kept.reverse();
+    kept
+}
+
 /// Forwards a runner's approval requests to the turn's approval handler.
 struct ContextApprover<'c>(&'c TurnContext);
 
@@ -202,4 +264,48 @@ where
 /// A typed error with the code's documented retry hint.
 pub fn error(code: ErrorCode, message: impl Into<String>) -> RuntimeSubmitError {
     RuntimeSubmitError { retryable: code.retryable(), code, message: message.into(), details: None }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(task: &str, result: &str) -> EarlierTurn {
+        EarlierTurn { task: task.into(), result: result.into() }
+    }
+
+    fn json_len(items: &[EarlierTurn]) -> usize {
+        serde_json::to_vec(items).expect("JSON").len()
+    }
+
+    #[test]
+    fn history_keeps_the_newest_turns_that_fit_oldest_first() {
+        let newest_first = vec![item("three", "3"), item("two", "2"), item("one", "1")];
+        let all = fit_history(usize::MAX, newest_first.clone());
+        assert_eq!(all, vec![item("one", "1"), item("two", "2"), item("three", "3")]);
+        // At the budget, everything; one byte under it, the oldest goes.
+        let exact = json_len(&all);
+        assert_eq!(fit_history(exact, newest_first.clone()), all);
+        assert_eq!(fit_history(exact - 1, newest_first.clone()), all[1..].to_vec());
+        // A turn too large ends the history: nothing older is taken past it.
+        let big = item("big", &"x".repeat(100));
+        let gapped = vec![item("three", "3"), big, item("one", "1")];
+        assert_eq!(fit_history(60, gapped), vec![item("three", "3")]);
+        assert_eq!(fit_history(2, newest_first), Vec::<EarlierTurn>::new());
+    }
+
+    #[test]
+    fn history_leaves_the_turn_within_max_frame() {
+        let short = Turn::new("a", "c", "r", "hello", "/tmp");
+        assert_eq!(history_budget(&short), TURN_HISTORY_MAX_BYTES);
+        // A task that leaves less than the budget: the whole line is MAX_FRAME at most.
+        let long = Turn::new("a", "c", "r", "x".repeat(80_000), "/tmp");
+        let budget = history_budget(&long);
+        assert!(budget < TURN_HISTORY_MAX_BYTES);
+        let newest_first: Vec<EarlierTurn> = (0..1000).map(|i| item(&format!("task {i}"), "an answer of some length")).collect();
+        let mut full = long.clone();
+        full.history = Some(fit_history(budget, newest_first));
+        let line = serde_json::to_vec(&full).expect("JSON").len();
+        assert!(line <= MAX_FRAME && line > MAX_FRAME - 64, "{line}");
+    }
 }

@@ -1,4 +1,6 @@
-//! Conversations continue after a restart (a new engine on the same SQLite store): an ACP
+//! Conversations continue after a restart (a new engine on the same SQLite store): a runner whose
+//! entry says `history = true` gets the conversation's earlier completed turns in
+//! `Turn.history`, before and after the restart, and one without it never sees the field; an ACP
 //! runner's session is kept on the conversation, and after the restart the agent is asked to
 //! `session/load` it (when it advertises `loadSession`), or, when it cannot, a new session is
 //! started and the turn says so.
@@ -20,6 +22,19 @@ fn scratch(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).expect("a scratch folder");
     dir
 }
+
+/// A runner-contract runner: notes the turn line it was given in `seen-RUNNER` beside its cwd,
+/// and answers `answer to TASK` (or fails when the task starts with `fail`).
+const RECORDING_RUNNER: &str = r#"import json, os, sys
+line = sys.stdin.readline()
+turn = json.loads(line)
+with open(os.path.join(turn["cwd"], "seen-" + turn["agent"]["runner"]), "a") as f:
+    f.write(line)
+if turn["task"].startswith("fail"):
+    print(json.dumps({"type": "failed", "message": "asked to fail"}))
+else:
+    print(json.dumps({"type": "completed", "result": "answer to " + turn["task"]}))
+"#;
 
 /// An ACP agent: notes every line it hears in `heard` in its cwd; advertises `loadSession` when
 /// its argument is `load`; a new session is `sess-PID`; a loaded one replays a line first; a
@@ -50,10 +65,20 @@ for line in sys.stdin:
 "#;
 
 fn registry(dir: &Path) -> Registry {
+    std::fs::write(dir.join("runner.py"), RECORDING_RUNNER).expect("runner");
     std::fs::write(dir.join("agent.py"), ACP_AGENT).expect("agent");
-    let agent = dir.join("agent.py").display().to_string();
+    let (runner, agent) = (dir.join("runner.py").display().to_string(), dir.join("agent.py").display().to_string());
     let text = format!(
-        r#"[runners.loader]
+        r#"[runners.recall]
+command = "/usr/bin/python3"
+args = ["{runner}"]
+history = true
+
+[runners.plain]
+command = "/usr/bin/python3"
+args = ["{runner}"]
+
+[runners.loader]
 command = "/usr/bin/python3"
 args = ["{agent}", "load"]
 protocol = "acp"
@@ -82,7 +107,7 @@ fn open_store(db: &Path) -> SqliteStore {
 fn engine(dir: &Path, db: &Path) -> RpcEngine {
     let store: Arc<dyn Store> = Arc::new(open_store(db));
     let hub = EventHub::with_store(1024, store, 100_000).expect("a hub on the store");
-    let config = EngineConfig { default_runner: Some("loader".into()), ..EngineConfig::default() };
+    let config = EngineConfig { default_runner: Some("recall".into()), ..EngineConfig::default() };
     RpcEngine::with_events(RunnerAgent::new(RunnerHost::new(registry(dir))), config, hub)
 }
 
@@ -95,6 +120,47 @@ async fn submit(engine: &RpcEngine, dir: &Path, runner: &str, conversation: &str
         Some(result) => Ok(result.to_owned()),
         None => Err(reply),
     }
+}
+
+/// The `history` of each turn line `runner` was given (`None` where the field was absent).
+fn histories(dir: &Path, runner: &str) -> Vec<Option<Value>> {
+    let seen = std::fs::read_to_string(dir.join(format!("seen-{runner}"))).unwrap_or_default();
+    seen.lines().map(|l| serde_json::from_str::<Value>(l).expect("a turn line").get("history").cloned()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_that_asks_for_history_gets_the_earlier_turns_also_after_a_restart_and_others_never_see_the_field() {
+    let dir = scratch("history");
+    let db = dir.join("store.db");
+    {
+        let engine = engine(&dir, &db);
+        assert_eq!(submit(&engine, &dir, "recall", "c1", "first").await, Ok("answer to first".into()));
+        assert!(submit(&engine, &dir, "recall", "c1", "fail this one").await.is_err());
+        assert_eq!(submit(&engine, &dir, "recall", "c1", "second").await, Ok("answer to second".into()));
+        // Another conversation's turns are not this one's history.
+        assert_eq!(submit(&engine, &dir, "recall", "c2", "elsewhere").await, Ok("answer to elsewhere".into()));
+        for task in ["one", "two"] {
+            submit(&engine, &dir, "plain", "c3", task).await.expect("completes");
+        }
+        engine.shutdown().await;
+    }
+    let engine = engine(&dir, &db);
+    assert_eq!(submit(&engine, &dir, "recall", "c1", "third").await, Ok("answer to third".into()));
+    engine.shutdown().await;
+    let earlier = |pairs: &[(&str, &str)]| Some(Value::Array(pairs.iter().map(|(task, result)| json!({"task": task, "result": result})).collect()));
+    assert_eq!(
+        histories(&dir, "recall"),
+        [
+            earlier(&[]),
+            earlier(&[("first", "answer to first")]),
+            earlier(&[("first", "answer to first")]),
+            earlier(&[]),
+            earlier(&[("first", "answer to first"), ("second", "answer to second")]),
+        ],
+        "completed turns only, oldest first, from the store after the restart"
+    );
+    assert_eq!(histories(&dir, "plain"), [None, None], "a runner that did not ask never gets the field");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The requests the ACP agents heard, as `(method, sessionId)`.

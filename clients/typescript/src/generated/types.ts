@@ -18,7 +18,7 @@ export type UnknownValue = string & { readonly __unknownValue: true };
  * canonical bundle of its schema files (`openagents-codegen digest`). A server that reports the digest
  * of its own schema lets a client compare the two and see a mismatch before it matters.
  */
-export const SCHEMA_DIGEST = "32c109df5133e9a8b32164c5f69f7a4e66f6e4ddcecef4d421069223fa04a41a";
+export const SCHEMA_DIGEST = "283635a32c34d800adebaf7a34ddaca0b1b65fe228265416e72ba6c350c0e69e";
 
 /** How many items a page of `conversations` or `conversation` holds when `limit` is not given. */
 export const HISTORY_DEFAULT_PAGE = 20;
@@ -36,7 +36,7 @@ export const MAX_FRAME = 98304;
 export const MAX_OUTPUT = 1048576;
 
 /** The protocol version this schema defines, MAJOR.MINOR.PATCH: MAJOR changes with any change that breaks old clients, hosts or runners (in either direction), MINOR with compatible additions, PATCH with documentation only. Every released version is frozen in schema/history/<version>/bundle.json with an entry in schema/CHANGELOG.md; `openagents-codegen gate` checks the schema against them. */
-export const PROTOCOL_VERSION = "1.3.0";
+export const PROTOCOL_VERSION = "1.4.0";
 
 /** How many events the runtime's bounded broadcast holds for its subscribers. A slow or absent subscriber never makes the agent wait or memory grow: it misses the oldest events and is told how many with a `lagged` event. */
 export const SERVER_EVENT_CHANNEL_CAPACITY = 1024;
@@ -52,6 +52,9 @@ export const SERVER_MAX_IN_FLIGHT = 32;
 
 /** The largest request line, HTTP body or header block a server accepts, in bytes (16 MiB). Large enough for any valid request (a `submit` carries at most a 96 KiB task), small enough that an adversarial or broken client can never make a transport buffer an unbounded amount of data. */
 export const SERVER_MAX_LINE_BYTES = 16777216;
+
+/** The most bytes of JSON a turn's `history` takes (32 KiB, a third of `MAX_FRAME`): enough for the last several exchanges of a conversation, while the rest of the line keeps room for a long task. The host keeps the newest earlier turns that fit, and fewer when the task leaves less room in the `MAX_FRAME` line. */
+export const TURN_HISTORY_MAX_BYTES = 32768;
 
 /** The schema version a runner request must carry. */
 export const VERSION = "openagents.agent.runner.v1";
@@ -151,6 +154,14 @@ export interface ConversationsResult {
   conversations: ConversationSummary[];
   /** The cursor of the next page; absent on the last page. */
   next?: HistoryCursor;
+}
+
+/** One earlier turn of the conversation, as the runtime's store keeps it: what was asked and the answer. */
+export interface EarlierTurn {
+  /** What the agent was asked to do. */
+  task: string;
+  /** The agent's answer (its `completed` event's result). */
+  result: string;
 }
 
 /**
@@ -649,6 +660,8 @@ export interface Turn {
   task: string;
   /** The absolute path of the working folder the runner starts in. */
   cwd: string;
+  /** The conversation's earlier turns that completed, oldest first: the newest of them that fit in `TURN_HISTORY_MAX_BYTES` of JSON and, with the rest of the turn, in one `MAX_FRAME` line (a turn that does not fit ends the history there). Sent only to a runner whose registry entry says `history = true`, and then always (empty on a conversation's first turn); a runner that did not ask for it never gets it, so one that refuses unknown fields keeps working. */
+  history?: EarlierTurn[];
 }
 
 /** How many turns ended each way since the runtime started. */
@@ -729,6 +742,7 @@ export interface TypeMap {
   ConversationSummary: ConversationSummary;
   ConversationsParams: ConversationsParams;
   ConversationsResult: ConversationsResult;
+  EarlierTurn: EarlierTurn;
   ErrorCode: ErrorCode;
   ErrorDetails: ErrorDetails;
   Event: Event;

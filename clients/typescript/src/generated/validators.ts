@@ -857,6 +857,75 @@ function cConversationsResult(v: unknown, p: string, out: Violation[], lenient: 
   }
 }
 
+/** Whether `value` is a valid `EarlierTurn` (see the module comment for `lenient`). */
+export function isEarlierTurn(value: unknown, lenient = false): value is T.EarlierTurn {
+  return fEarlierTurn(value, lenient);
+}
+
+/** Every violation of `value` as a `EarlierTurn`, each with its JSON pointer and keyword; empty when it is valid. */
+export function validateEarlierTurn(value: unknown, lenient = false): Violation[] {
+  return fEarlierTurn(value, lenient) ? [] : explained(cEarlierTurn, value, lenient);
+}
+
+function fEarlierTurn(v: unknown, lenient: boolean): boolean {
+  if (!$isObject(v)) return false;
+  const x0 = v.task;
+  if (x0 === undefined) return false;
+  if (!(typeof x0 === "string")) return false;
+  if (!$minLength(x0, 1)) return false;
+  if (!$maxLength(x0, 98304)) return false;
+  const x1 = v.result;
+  if (x1 === undefined) return false;
+  if (!(typeof x1 === "string")) return false;
+  if (!$maxLength(x1, 98304)) return false;
+  for (const k2 in v) {
+    switch (k2) {
+      case "task":
+      case "result":
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+function cEarlierTurn(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+  if (!$isObject(v)) {
+    $typeViolation(out, p, "object", v);
+    return;
+  }
+  const x0 = v.task;
+  if (x0 === undefined) {
+    $report(out, p, "required", "missing required property `task`");
+  } else {
+    n1: {
+      if (!(typeof x0 === "string")) {
+        $typeViolation(out, p + "/task", "string", x0);
+        break n1;
+      }
+      if (!$minLength(x0, 1)) $minLengthViolation(out, p + "/task", x0, 1);
+      if (!$maxLength(x0, 98304)) $maxLengthViolation(out, p + "/task", x0, 98304);
+    }
+  }
+  const x2 = v.result;
+  if (x2 === undefined) {
+    $report(out, p, "required", "missing required property `result`");
+  } else {
+    n3: {
+      if (!(typeof x2 === "string")) {
+        $typeViolation(out, p + "/result", "string", x2);
+        break n3;
+      }
+      if (!$maxLength(x2, 98304)) $maxLengthViolation(out, p + "/result", x2, 98304);
+    }
+  }
+  for (const k4 of $keysOf(v)) {
+    if (k4 === "task" || k4 === "result") continue;
+    $report(out, $keyOf(p, k4), "additionalProperties", "property `" + k4 + "` is not allowed here (allowed: `task`, `result`)");
+  }
+}
+
 /** Whether `value` is a valid `ErrorCode` (see the module comment for `lenient`). */
 export function isErrorCode(value: unknown, lenient = false): value is T.ErrorCode {
   return fErrorCode(value, lenient);
@@ -3472,14 +3541,23 @@ function fTurn(v: unknown, lenient: boolean): boolean {
   if (!$minLength(x5, 1)) return false;
   if (!$maxLength(x5, 4096)) return false;
   if (!pattern1(x5)) return false;
-  for (const k6 in v) {
-    switch (k6) {
+  const x6 = v.history;
+  if (x6 !== undefined) {
+    if (!($isArray(x6))) return false;
+    for (let i7 = 0; i7 < x6.length; i7++) {
+      const x8: unknown = x6[i7];
+      if (!fEarlierTurn(x8, lenient)) return false;
+    }
+  }
+  for (const k9 in v) {
+    switch (k9) {
       case "schema":
       case "assignment":
       case "conversation":
       case "agent":
       case "task":
       case "cwd":
+      case "history":
         break;
       default:
         return false;
@@ -3549,9 +3627,22 @@ function cTurn(v: unknown, p: string, out: Violation[], lenient: boolean): void 
       if (!pattern1(x7)) $patternViolation(out, p + "/cwd", x7, "^/[^\\u0000]*$");
     }
   }
-  for (const k9 of $keysOf(v)) {
-    if (k9 === "schema" || k9 === "assignment" || k9 === "conversation" || k9 === "agent" || k9 === "task" || k9 === "cwd") continue;
-    $report(out, $keyOf(p, k9), "additionalProperties", "property `" + k9 + "` is not allowed here (allowed: `schema`, `assignment`, `conversation`, `agent`, `task`, `cwd`)");
+  const x9 = v.history;
+  if (x9 !== undefined) {
+    n10: {
+      if (!($isArray(x9))) {
+        $typeViolation(out, p + "/history", "array", x9);
+        break n10;
+      }
+      for (let i11 = 0; i11 < x9.length; i11++) {
+        const x12: unknown = x9[i11];
+        cEarlierTurn(x12, p + "/history" + "/" + i11, out, lenient);
+      }
+    }
+  }
+  for (const k13 of $keysOf(v)) {
+    if (k13 === "schema" || k13 === "assignment" || k13 === "conversation" || k13 === "agent" || k13 === "task" || k13 === "cwd" || k13 === "history") continue;
+    $report(out, $keyOf(p, k13), "additionalProperties", "property `" + k13 + "` is not allowed here (allowed: `schema`, `assignment`, `conversation`, `agent`, `task`, `cwd`, `history`)");
   }
 }
 
@@ -3924,6 +4015,7 @@ export const TYPES: readonly TypeInfo[] = [
   { name: "ConversationSummary", pointer: "#/$defs/RpcRequest/$defs/ConversationSummary", root: false, description: "A conversation as the store keeps it." },
   { name: "ConversationsParams", pointer: "#/$defs/RpcRequest/$defs/ConversationsParams", root: false, description: "Which page of conversations: the first (no `params`, `null` or `{}`), or the one after `cursor`." },
   { name: "ConversationsResult", pointer: "#/$defs/RpcRequest/$defs/ConversationsResult", root: false, description: "A page of conversations, the most recently updated first. A conversation that gets a new turn while a client pages moves to the front: it may be met twice, or not at all, in one listing." },
+  { name: "EarlierTurn", pointer: "#/$defs/Turn/$defs/EarlierTurn", root: false, description: "One earlier turn of the conversation, as the runtime's store keeps it: what was asked and the answer." },
   { name: "ErrorCode", pointer: "#/$defs/RuntimeSubmitError/$defs/ErrorCode", root: false, description: "The stable, snake_case error code. New codes may be added; a client meeting one it does not know treats it as not retryable." },
   { name: "ErrorDetails", pointer: "#/$defs/RuntimeSubmitError/$defs/ErrorDetails", root: false, description: "Structured details about an error. Open to new fields." },
   { name: "Event", pointer: "#/$defs/Event", root: true, description: "A message a runner writes back on stdout, one per line: progress text, approval requests, then exactly one terminal `completed` or `failed`." },
@@ -3978,6 +4070,7 @@ const CHECKS: { readonly [N in T.TypeName]: readonly [Fast, Explain] } = {
   ConversationSummary: [fConversationSummary, cConversationSummary],
   ConversationsParams: [fConversationsParams, cConversationsParams],
   ConversationsResult: [fConversationsResult, cConversationsResult],
+  EarlierTurn: [fEarlierTurn, cEarlierTurn],
   ErrorCode: [fErrorCode, cErrorCode],
   ErrorDetails: [fErrorDetails, cErrorDetails],
   Event: [fEvent, cEvent],

@@ -16,10 +16,11 @@ __all__ = [
     "SERVER_MAX_HEADER_BYTES",
     "SERVER_MAX_IN_FLIGHT",
     "SERVER_MAX_LINE_BYTES",
+    "TURN_HISTORY_MAX_BYTES",
     "VERSION",
 ]
 
-SCHEMA_DIGEST: Final = "32c109df5133e9a8b32164c5f69f7a4e66f6e4ddcecef4d421069223fa04a41a"
+SCHEMA_DIGEST: Final = "283635a32c34d800adebaf7a34ddaca0b1b65fe228265416e72ba6c350c0e69e"
 """The digest of the exact schema this package was generated from: the lowercase hex SHA-256 of the
 canonical bundle of its schema files (`openagents-codegen digest`). A server that reports the digest
 of its own schema lets a client compare the two and see a mismatch before it matters.
@@ -51,7 +52,7 @@ MAX_OUTPUT: Final = 1048576
 buffers and forwards for a single turn.
 """
 
-PROTOCOL_VERSION: Final = "1.3.0"
+PROTOCOL_VERSION: Final = "1.4.0"
 """The protocol version this schema defines, MAJOR.MINOR.PATCH: MAJOR changes with any change that
 breaks old clients, hosts or runners (in either direction), MINOR with compatible additions, PATCH
 with documentation only. Every released version is frozen in schema/history/<version>/bundle.json
@@ -85,6 +86,13 @@ SERVER_MAX_LINE_BYTES: Final = 16777216
 """The largest request line, HTTP body or header block a server accepts, in bytes (16 MiB). Large
 enough for any valid request (a `submit` carries at most a 96 KiB task), small enough that an
 adversarial or broken client can never make a transport buffer an unbounded amount of data.
+"""
+
+TURN_HISTORY_MAX_BYTES: Final = 32768
+"""The most bytes of JSON a turn's `history` takes (32 KiB, a third of `MAX_FRAME`): enough for the
+last several exchanges of a conversation, while the rest of the line keeps room for a long task. The
+host keeps the newest earlier turns that fit, and fewer when the task leaves less room in the
+`MAX_FRAME` line.
 """
 
 VERSION: Final = "openagents.agent.runner.v1"

@@ -29,6 +29,7 @@ __all__ = [
     "ConversationSummary",
     "ConversationsParams",
     "ConversationsResult",
+    "EarlierTurn",
     "ErrorCode",
     "ErrorDetails",
     "Event",
@@ -373,6 +374,20 @@ class ConversationsResult(_rt.Model):
 
     next: Annotated[HistoryCursor | None, _rt.NOT_NULL] = None
     """The cursor of the next page; absent on the last page."""
+
+
+class EarlierTurn(_rt.Model):
+    """One earlier turn of the conversation, as the runtime's store keeps it: what was asked and the
+    answer.
+    """
+
+    model_config = _rt.CLOSED
+
+    task: Annotated[str, StringConstraints(strict=True, min_length=1, max_length=98304)]
+    """What the agent was asked to do."""
+
+    result: Annotated[str, StringConstraints(strict=True, max_length=98304)]
+    """The agent's answer (its `completed` event's result)."""
 
 
 class ErrorDetails(_rt.Model):
@@ -1080,6 +1095,14 @@ class Turn(_rt.Model):
     ]
     """The absolute path of the working folder the runner starts in."""
 
+    history: Annotated[Annotated[list[EarlierTurn], Strict()] | None, _rt.NOT_NULL] = None
+    """The conversation's earlier turns that completed, oldest first: the newest of them that fit in
+    `TURN_HISTORY_MAX_BYTES` of JSON and, with the rest of the turn, in one `MAX_FRAME` line (a turn
+    that does not fit ends the history there). Sent only to a runner whose registry entry says
+    `history = true`, and then always (empty on a conversation's first turn); a runner that did not
+    ask for it never gets it, so one that refuses unknown fields keeps working.
+    """
+
 
 class TurnCounters(_rt.Model):
     """How many turns ended each way since the runtime started."""
@@ -1272,6 +1295,7 @@ TYPES: Final[dict[str, object]] = {
     "ConversationSummary": ConversationSummary,
     "ConversationsParams": ConversationsParams | None,
     "ConversationsResult": ConversationsResult,
+    "EarlierTurn": EarlierTurn,
     "ErrorCode": Annotated[ErrorCode | str, _rt.EnumOf(ErrorCode, extensible=True)],
     "ErrorDetails": ErrorDetails,
     "Event": Event,
