@@ -1,5 +1,5 @@
 //! The durable store against the real binary: a restart on the same SQLite store continues the
-//! sequence and a client resuming over SSE (and `subscribe` over stdio) gets exactly the events
+//! sequence and a client resuming over SSE (and `subscribe` over stdio and the WebSocket) gets exactly the events
 //! it missed, no gap, the earlier run's `shutting_down` ending nothing; a server
 //! killed (`kill -9`) mid-turn leaves a store whose turn the next start closes with a
 //! `turn_failed` event (`runtime_restarted`), and that passes `PRAGMA integrity_check`; killed
@@ -604,4 +604,56 @@ fn killed_ten_times_at_random_points_of_a_busy_turn_the_store_loses_nothing_a_su
     let running: i64 = conn.query_row("SELECT count(*) FROM turns WHERE outcome = 'running'", [], |r| r.get(0)).expect("turns");
     assert_eq!(running, 0, "seed {seed}: every killed turn was closed");
     eprintln!("seed {seed}: killed after {kills:?} events, {} events checked, in {:?}", seen.len(), started.elapsed());
+}
+
+/// Over the WebSocket (`/frontend/v2`, as the admin): the `frontend.v2.event` params of every
+/// message before the answer to `subscribe` with `since`, and the answer.
+fn ws_subscribe(addr: SocketAddr, since: i64) -> (Vec<serde_json::Value>, serde_json::Value) {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    rt.block_on(async {
+        let mut request = format!("ws://{addr}/frontend/v2").into_client_request().expect("a request");
+        request.headers_mut().insert("authorization", format!("Bearer {ADMIN}").parse().expect("header"));
+        request.headers_mut().insert("sec-websocket-protocol", "openagents.v2".parse().expect("header"));
+        let (mut ws, _) = tokio::time::timeout(BOUND, tokio_tungstenite::connect_async(request)).await.expect("the handshake in time").expect("the WebSocket opens");
+        let ask = serde_json::json!({ "jsonrpc": "2.0", "id": 1, "method": "subscribe", "params": { "since": since } });
+        ws.send(Message::Text(ask.to_string().into())).await.expect("subscribe sent");
+        let mut events = Vec::new();
+        loop {
+            let next = tokio::time::timeout(BOUND, ws.next()).await.unwrap_or_else(|_| panic!("no answer within {BOUND:?}; events so far: {events:?}"));
+            let Some(Ok(Message::Text(text))) = next else { continue };
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+            if v["id"] == 1 {
+                return (events, v);
+            }
+            if v["method"] == "frontend.v2.event" {
+                events.push(v["params"].clone());
+            }
+        }
+    })
+}
+
+#[test]
+fn over_the_websocket_a_subscribe_after_a_restart_gets_exactly_what_it_missed() {
+    let s = Setup::new("store-ws", "");
+    let creds = credentials(&s);
+    let db = s.dir.join("ws.db");
+    let args = ["--credentials", creds.as_str(), "--store", &db_arg(&db)];
+    let mut first = s.serve(&args).unwrap_or_else(|(code, err)| panic!("serve did not start ({code:?}): {err}"));
+    submit(addr_of(&first), "alpha beta");
+    let before = last_seq(addr_of(&first));
+    assert_eq!(signal(&mut first, "TERM"), Some(0), "SIGTERM ends serve cleanly");
+    drop(first);
+
+    let second = s.serve(&args).unwrap_or_else(|(code, err)| panic!("serve did not start again ({code:?}): {err}"));
+    let addr = addr_of(&second);
+    // A frontend of the first run that had seen its turn_started (1).
+    let (replayed, answer) = ws_subscribe(addr, 1);
+    assert!(answer.get("result").is_some(), "{answer}");
+    let got = kinds(&replayed);
+    assert_eq!(got.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(), (2..=before + 1).collect::<Vec<_>>(), "exactly what it missed, from the store: {got:?}");
+    assert!(got.iter().all(|(_, kind)| kind != "gap" && kind != "lagged"), "{got:?}");
+    assert_eq!(got.last(), Some(&(before + 1, "shutting_down".to_owned())), "the first run's last event");
 }
