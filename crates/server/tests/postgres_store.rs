@@ -3,7 +3,7 @@
 //! read back, retention by count and by age, running turns closed once as `runtime_restarted`),
 //! every row keyed by the runtime name (two names never see each other's), the history pages
 //! (a cursor with ties ordered by bytewise id, turns counted per name), one live store per
-//! name, a newer schema refused, and the event hub on it continuing a sequence across a reopen
+//! name, a newer schema refused, a version-1 database migrated keeping its rows, and the event hub on it continuing a sequence across a reopen
 //! and serving a resume from the database from inside a Tokio runtime.
 //!
 //! Without `OPENAGENTS_TEST_POSTGRES` each test says it was not run and returns.
@@ -200,4 +200,30 @@ async fn the_hub_continues_the_sequence_and_serves_a_resume_from_the_database_in
     }
     assert_eq!(got.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=21).collect::<Vec<_>>(), "{got:?}");
     assert!(got.iter().all(|e| matches!(e.event, RuntimeEvent::Text { .. })), "no gap: {got:?}");
+}
+
+#[test]
+fn a_version_1_database_migrates_to_the_current_version_keeping_its_rows() {
+    let Some(url) = database("migrate") else { return };
+    // A store written by a version-1 build: this build's tables with migration 2 (the agent
+    // session columns) taken back off, and the version set to 1.
+    {
+        let store = PostgresStore::open(&url, "alpha").expect("a new store");
+        let s1 = start(1, "conv-old");
+        let e1 = event(1);
+        store.write(&[Record::Event { seq: 1, time_ms: 1, json: e1.as_bytes() }, Record::TurnStarted(&s1)]).expect("written");
+    }
+    let mut db = postgres::Client::connect(&url, postgres::NoTls).expect("the database");
+    db.batch_execute("ALTER TABLE openagents_conversations DROP COLUMN agent_runner, DROP COLUMN agent_session; UPDATE openagents_meta SET value = 1 WHERE key = 'schema_version';").expect("taken back to version 1");
+    assert!(POSTGRES_SCHEMA_VERSION >= 2, "this test starts below the current version");
+
+    let store = PostgresStore::open(&url, "alpha").expect("a version-1 database opens, migrated");
+    let version: i64 = db.query_one("SELECT value FROM openagents_meta WHERE key = 'schema_version'", &[]).expect("the version").get(0);
+    assert_eq!(version, POSTGRES_SCHEMA_VERSION, "migrated to the current version");
+    assert_eq!(seqs(&store), vec![1], "its events are kept");
+    assert_eq!(store.conversations(10).expect("conversations").iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), vec!["conv-old"], "its conversations are kept");
+    // What migration 2 added works on the migrated rows.
+    let session = AgentSession { conversation: "conv-old".into(), runner: "agent".into(), session_id: "sess-1".into() };
+    store.write(&[Record::AgentSession(&session)]).expect("an agent session kept on a migrated conversation");
+    assert_eq!(store.agent_session("conv-old").expect("read back"), Some(session));
 }
