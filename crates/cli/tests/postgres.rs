@@ -58,25 +58,9 @@ fn control(action: &str) {
     assert!(out.status.success(), "{ctl} {action}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
-fn credentials(s: &Setup) -> String {
-    s.file("credentials.toml", &format!("[credentials.root]\ntoken = \"{ADMIN}\"\nrole = \"admin\"\n"), 0o600).display().to_string()
-}
-
-fn addr_of(server: &Server) -> SocketAddr {
-    server.url.trim_start_matches("http://").trim_end_matches('/').parse().expect("a socket address")
-}
-
-/// One JSON-RPC call over `POST /rpc` as the admin: the reply.
-fn rpc(addr: SocketAddr, method: &str, params: serde_json::Value) -> serde_json::Value {
-    let body = serde_json::json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params }).to_string();
-    let request = format!("POST /rpc HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {ADMIN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
-    let (status, _, body) = http_exchange(addr, request.as_bytes());
-    assert_eq!(status, 200, "{method}: {}", String::from_utf8_lossy(&body));
-    serde_json::from_slice(&body).unwrap_or_else(|e| panic!("{method}: {e}: {}", String::from_utf8_lossy(&body)))
-}
 
 fn status(addr: SocketAddr) -> serde_json::Value {
-    rpc(addr, "status", serde_json::Value::Null)["result"].clone()
+    admin_rpc(addr, "status", serde_json::Value::Null)["result"].clone()
 }
 
 fn last_seq(addr: SocketAddr) -> i64 {
@@ -85,7 +69,7 @@ fn last_seq(addr: SocketAddr) -> i64 {
 
 /// A turn on the echo runner: its reply.
 fn submit_echo(addr: SocketAddr, task: &str) -> serde_json::Value {
-    rpc(addr, "submit", serde_json::json!({ "task": task, "runner": "echo" }))
+    admin_rpc(addr, "submit", serde_json::json!({ "task": task, "runner": "echo" }))
 }
 
 /// Submits `task` on the runtime's default runner on a thread of its own: the reply, when it
@@ -129,7 +113,7 @@ fn kill9(server: &mut Server) {
 }
 
 fn serve(s: &Setup, runner: &str, db: &str, name: &str) -> Server {
-    let creds = credentials(s);
+    let creds = admin_credentials(s);
     // The first runner is the default; echo is there too, for short turns.
     s.serve_runner(runner, &["--runner", "echo", "--credentials", &creds, "--store", db, "--name", name]).unwrap_or_else(|(code, err)| panic!("serve --name {name} did not start ({code:?}): {err}"))
 }
@@ -223,7 +207,7 @@ fn two_names_on_one_database_keep_separate_histories_and_a_live_name_is_refused(
 
     // A second `alpha` while the first lives is refused, naming the name.
     let fc = Setup::new("pg-names-c", "");
-    let creds = credentials(&fc);
+    let creds = admin_credentials(&fc);
     match fc.serve(&["--credentials", &creds, "--store", &db_url, "--name", "alpha"]) {
         Ok(server) => panic!("a second alpha started: {}", server.stop()),
         Err((code, err)) => {
@@ -335,7 +319,7 @@ fn sse_events(addr: SocketAddr, since: i64, n: usize) -> Vec<serde_json::Value> 
     let deadline = Instant::now() + BOUND;
     let mut raw = Vec::new();
     loop {
-        let events = frames(&raw);
+        let events = sse_frames(&raw);
         if events.len() >= n {
             return events.into_iter().take(n).collect();
         }
@@ -348,30 +332,4 @@ fn sse_events(addr: SocketAddr, since: i64, n: usize) -> Vec<serde_json::Value> 
             Err(e) => panic!("reading the stream: {e}"),
         }
     }
-}
-
-/// The events in what a chunked SSE response has sent so far (complete chunks and frames only).
-fn frames(raw: &[u8]) -> Vec<serde_json::Value> {
-    let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else { return Vec::new() };
-    let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
-    assert!(head.starts_with("http/1.1 200"), "{head}");
-    let mut data = &raw[end + 4..];
-    let mut payload = Vec::new();
-    while let Some(eol) = data.windows(2).position(|w| w == b"\r\n") {
-        let Ok(size) = usize::from_str_radix(String::from_utf8_lossy(&data[..eol]).trim(), 16) else { break };
-        if data.len() < eol + 2 + size + 2 {
-            break;
-        }
-        payload.extend_from_slice(&data[eol + 2..eol + 2 + size]);
-        data = &data[eol + 2 + size + 2..];
-    }
-    let text = String::from_utf8_lossy(&payload).into_owned();
-    text.split("\n\n")
-        .filter(|frame| frame.lines().any(|l| l.starts_with("data: ")))
-        .filter(|frame| text.contains(&format!("{frame}\n\n")))
-        .map(|frame| {
-            let data: String = frame.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
-            serde_json::from_str(&data).unwrap_or_else(|e| panic!("{e}: {data}"))
-        })
-        .collect()
 }

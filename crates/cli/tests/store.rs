@@ -17,29 +17,13 @@ use std::time::{Duration, Instant};
 
 use security_common::*;
 
-fn credentials(s: &Setup) -> String {
-    s.file("credentials.toml", &format!("[credentials.root]\ntoken = \"{ADMIN}\"\nrole = \"admin\"\n"), 0o600).display().to_string()
-}
-
-fn addr_of(server: &Server) -> SocketAddr {
-    server.url.trim_start_matches("http://").trim_end_matches('/').parse().expect("a socket address")
-}
-
-/// One JSON-RPC call over `POST /rpc` as the admin: the reply.
-fn rpc(addr: SocketAddr, method: &str, params: serde_json::Value) -> serde_json::Value {
-    let body = serde_json::json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params }).to_string();
-    let request = format!("POST /rpc HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {ADMIN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
-    let (status, _, body) = http_exchange(addr, request.as_bytes());
-    assert_eq!(status, 200, "{method}: {}", String::from_utf8_lossy(&body));
-    serde_json::from_slice(&body).unwrap_or_else(|e| panic!("{method}: {e}: {}", String::from_utf8_lossy(&body)))
-}
 
 fn last_seq(addr: SocketAddr) -> i64 {
-    rpc(addr, "status", serde_json::Value::Null)["result"]["last_seq"].as_i64().expect("last_seq")
+    admin_rpc(addr, "status", serde_json::Value::Null)["result"]["last_seq"].as_i64().expect("last_seq")
 }
 
 fn submit(addr: SocketAddr, task: &str) {
-    let reply = rpc(addr, "submit", serde_json::json!({ "task": task }));
+    let reply = admin_rpc(addr, "submit", serde_json::json!({ "task": task }));
     assert_eq!(reply["result"]["result"], task, "{reply}");
 }
 
@@ -65,40 +49,10 @@ fn sse(addr: SocketAddr, resume: (&str, &str), n: usize) -> Vec<serde_json::Valu
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
             Err(e) => panic!("reading the stream: {e}"),
         }
-        events = frames(&raw);
+        events = sse_frames(&raw);
     }
     events.truncate(n);
     events
-}
-
-/// The events in what a chunked SSE response has sent so far.
-fn frames(raw: &[u8]) -> Vec<serde_json::Value> {
-    frame_data(raw).iter().map(|data| serde_json::from_str(data).unwrap_or_else(|e| panic!("{e}: {data}"))).collect()
-}
-
-/// The `data:` of every complete event frame in what a chunked SSE response has sent so far,
-/// as the server wrote it.
-fn frame_data(raw: &[u8]) -> Vec<String> {
-    let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else { return Vec::new() };
-    let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
-    assert!(head.starts_with("http/1.1 200"), "{head}");
-    let mut data = &raw[end + 4..];
-    let mut payload = Vec::new();
-    // Complete chunks only.
-    while let Some(eol) = data.windows(2).position(|w| w == b"\r\n") {
-        let Ok(size) = usize::from_str_radix(String::from_utf8_lossy(&data[..eol]).trim(), 16) else { break };
-        if data.len() < eol + 2 + size + 2 {
-            break;
-        }
-        payload.extend_from_slice(&data[eol + 2..eol + 2 + size]);
-        data = &data[eol + 2 + size + 2..];
-    }
-    let text = String::from_utf8_lossy(&payload).into_owned();
-    text.split("\n\n")
-        .filter(|frame| frame.lines().any(|l| l.starts_with("data: ")))
-        .filter(|frame| text.contains(&format!("{frame}\n\n")))
-        .map(|frame| frame.lines().filter_map(|l| l.strip_prefix("data: ")).collect())
-        .collect()
 }
 
 fn kinds(events: &[serde_json::Value]) -> Vec<(i64, String)> {
@@ -118,7 +72,7 @@ fn db_arg(path: &Path) -> String {
 #[test]
 fn after_sigterm_and_a_restart_the_sequence_continues_and_a_resume_gets_exactly_what_it_missed() {
     let s = Setup::new("store-restart", "");
-    let creds = credentials(&s);
+    let creds = admin_credentials(&s);
     let db = s.dir.join("runtime.db");
     let args = ["--credentials", creds.as_str(), "--store", &db_arg(&db)];
     let mut first = s.serve(&args).unwrap_or_else(|(code, err)| panic!("serve did not start ({code:?}): {err}"));
@@ -158,7 +112,7 @@ const SLOW: &str = "[runners.slow]\ncommand = \"/bin/sleep\"\nargs = [\"600\"]\n
 #[test]
 fn a_turn_running_when_the_server_is_killed_is_closed_by_the_next_start_and_the_store_is_intact() {
     let s = Setup::new("store-kill", SLOW);
-    let creds = credentials(&s);
+    let creds = admin_credentials(&s);
     let db = s.dir.join("runtime.db");
     let args = ["--credentials", creds.as_str(), "--store", &db_arg(&db)];
     let mut first = s.serve_runner("slow", &args).unwrap_or_else(|(code, err)| panic!("serve did not start ({code:?}): {err}"));
@@ -174,7 +128,7 @@ fn a_turn_running_when_the_server_is_killed_is_closed_by_the_next_start_and_the_
     });
     let deadline = Instant::now() + BOUND;
     loop {
-        let status = rpc(addr, "status", serde_json::Value::Null);
+        let status = admin_rpc(addr, "status", serde_json::Value::Null);
         if status["result"]["state"] == "running" && last_seq(addr) >= 1 {
             break;
         }
@@ -192,7 +146,7 @@ fn a_turn_running_when_the_server_is_killed_is_closed_by_the_next_start_and_the_
     let mut second = s.serve_runner("slow", &args).unwrap_or_else(|(code, err)| panic!("serve did not start again ({code:?}): {err}"));
     let addr = addr_of(&second);
     assert_eq!(last_seq(addr), 2, "the killed run's turn_started is kept, and the start published the turn's end after it");
-    assert_eq!(rpc(addr, "status", serde_json::Value::Null)["result"]["state"], "idle");
+    assert_eq!(admin_rpc(addr, "status", serde_json::Value::Null)["result"]["state"], "idle");
     // A client replaying the stream sees the killed turn end: turn_failed, runtime_restarted.
     for resume in [("since", "0"), ("last-event-id", "1")] {
         let got = sse(addr, resume, if resume.0 == "since" { 2 } else { 1 });
@@ -405,7 +359,7 @@ fn openagents_store_in_the_environment_chooses_the_store_and_the_flag_wins() {
 #[test]
 fn retain_days_prunes_older_events_at_start_a_resume_from_before_them_gets_gap_and_the_flag_is_checked() {
     let s = Setup::new("store-days", "");
-    let creds = credentials(&s);
+    let creds = admin_credentials(&s);
     let db = s.dir.join("days.db");
     let args = ["--credentials", creds.as_str(), "--store", &db_arg(&db)];
     let mut first = s.serve(&args).unwrap_or_else(|(code, err)| panic!("serve did not start ({code:?}): {err}"));
@@ -528,7 +482,7 @@ const BUSY_WORDS: usize = 1500;
 #[test]
 fn killed_ten_times_at_random_points_of_a_busy_turn_the_store_loses_nothing_a_subscriber_saw() {
     let s = Setup::new("store-kill-random", "");
-    let creds = credentials(&s);
+    let creds = admin_credentials(&s);
     let db = s.dir.join("runtime.db");
     let args = ["--credentials", creds.as_str(), "--store", &db_arg(&db)];
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64) | 1;
@@ -638,7 +592,7 @@ fn ws_subscribe(addr: SocketAddr, since: i64) -> (Vec<serde_json::Value>, serde_
 #[test]
 fn over_the_websocket_a_subscribe_after_a_restart_gets_exactly_what_it_missed() {
     let s = Setup::new("store-ws", "");
-    let creds = credentials(&s);
+    let creds = admin_credentials(&s);
     let db = s.dir.join("ws.db");
     let args = ["--credentials", creds.as_str(), "--store", &db_arg(&db)];
     let mut first = s.serve(&args).unwrap_or_else(|(code, err)| panic!("serve did not start ({code:?}): {err}"));

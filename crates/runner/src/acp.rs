@@ -68,6 +68,21 @@ mod wire;
 /// The ACP major version the host speaks.
 pub const ACP_PROTOCOL_VERSION: acp::ProtocolVersion = 1;
 
+/// `initialize` as the host sends it: protocol version 1, no `fs` or `terminal` client
+/// capabilities (the agent uses its own tools), and who we are.
+fn initialize_request() -> acp::InitializeRequest {
+    acp::InitializeRequest {
+        protocol_version: ACP_PROTOCOL_VERSION,
+        client_capabilities: Some(acp::ClientCapabilities {
+            fs: Some(acp::FileSystemCapabilities { read_text_file: Some(false), write_text_file: Some(false), meta: None }),
+            terminal: Some(false),
+            ..Default::default()
+        }),
+        client_info: Some(acp::Implementation { name: "openagents".into(), title: Some("openagents".into()), version: env!("CARGO_PKG_VERSION").into(), meta: None }),
+        meta: None,
+    }
+}
+
 /// How long an interrupted turn's agent gets, after `session/cancel`, to answer the prompt
 /// (with `cancelled`, as ACP requires) before its process group is killed: enough for an agent
 /// to stop a model call and flush its last updates, short enough that a stop feels immediate.
@@ -762,19 +777,7 @@ impl AcpProcess {
     /// the schema) `session/new`. What the agent replays while loading is read and dropped,
     /// within an output budget of its own ([`MAX_OUTPUT`]).
     async fn handshake(&mut self, cwd: &str, resume: Option<&str>, cancel: &CancellationToken, deadline: Instant, limit: Duration, budget: &mut usize) -> Result<Opened, AcpError> {
-        let params = acp::InitializeRequest {
-            protocol_version: ACP_PROTOCOL_VERSION,
-            client_capabilities: Some(acp::ClientCapabilities {
-                fs: Some(acp::FileSystemCapabilities { read_text_file: Some(false), write_text_file: Some(false), meta: None }),
-                terminal: Some(false),
-                session: None,
-                auth: None,
-                elicitation: None,
-                meta: None,
-            }),
-            client_info: Some(acp::Implementation { name: "openagents".into(), title: Some("openagents".into()), version: env!("CARGO_PKG_VERSION").into(), meta: None }),
-            meta: None,
-        };
+        let params = initialize_request();
         let init = self.request::<agent_side::Initialize>(&params);
         let answer = self.wait(init, cancel, deadline, limit, budget, None).await?;
         let raw = answer.map_err(|(code, message)| AcpError::Handshake(format!("initialize failed with error {code}: {message}")))?;
@@ -1309,20 +1312,7 @@ mod tests {
             };
             assert!(matches!(decoded, Some(Ok(()))), "{}: {decoded:?}", String::from_utf8_lossy(line));
         }
-        let init = acp::InitializeRequest {
-            protocol_version: ACP_PROTOCOL_VERSION,
-            client_capabilities: Some(acp::ClientCapabilities {
-                fs: Some(acp::FileSystemCapabilities { read_text_file: Some(false), write_text_file: Some(false), meta: None }),
-                terminal: Some(false),
-                session: None,
-                auth: None,
-                elicitation: None,
-                meta: None,
-            }),
-            client_info: None,
-            meta: None,
-        };
-        check(&wire::request::<agent_side::Initialize>(0, &init), true);
+        check(&wire::request::<agent_side::Initialize>(0, &initialize_request()), true);
         let new = acp::NewSessionRequest { cwd: "/tmp".into(), additional_directories: None, mcp_servers: Vec::new(), meta: None };
         check(&wire::request::<agent_side::SessionNew>(1, &new), true);
         let prompt = acp::PromptRequest { session_id: "s".into(), prompt: vec![acp::ContentBlock::Text { annotations: None, text: "hi".into(), meta: None }], meta: None };

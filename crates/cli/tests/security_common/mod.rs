@@ -336,3 +336,52 @@ pub fn run(mut command: Command, input: &[u8]) -> Output {
     let status = child.wait().expect("the exit status");
     Output { status, stdout: out_t.join().unwrap_or_default(), stderr: err_t.join().unwrap_or_default() }
 }
+
+/// A credentials file in `s` holding the [`ADMIN`] token as role `admin`: its path.
+pub fn admin_credentials(s: &Setup) -> String {
+    s.file("credentials.toml", &format!("[credentials.root]\ntoken = \"{ADMIN}\"\nrole = \"admin\"\n"), 0o600).display().to_string()
+}
+
+/// The socket address a served runtime listens on.
+pub fn addr_of(server: &Server) -> SocketAddr {
+    server.url.trim_start_matches("http://").trim_end_matches('/').parse().expect("a socket address")
+}
+
+/// One JSON-RPC call over `POST /rpc` as the admin: the reply.
+pub fn admin_rpc(addr: SocketAddr, method: &str, params: serde_json::Value) -> serde_json::Value {
+    let body = serde_json::json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params }).to_string();
+    let request = format!("POST /rpc HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {ADMIN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+    let (status, _, body) = http_exchange(addr, request.as_bytes());
+    assert_eq!(status, 200, "{method}: {}", String::from_utf8_lossy(&body));
+    serde_json::from_slice(&body).unwrap_or_else(|e| panic!("{method}: {e}: {}", String::from_utf8_lossy(&body)))
+}
+
+/// The events in what a chunked SSE response has sent so far.
+pub fn sse_frames(raw: &[u8]) -> Vec<serde_json::Value> {
+    sse_frame_data(raw).iter().map(|data| serde_json::from_str(data).unwrap_or_else(|e| panic!("{e}: {data}"))).collect()
+}
+
+/// The `data:` of every complete event frame in what a chunked SSE response has sent so far,
+/// as the server wrote it.
+pub fn sse_frame_data(raw: &[u8]) -> Vec<String> {
+    let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else { return Vec::new() };
+    let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    let mut data = &raw[end + 4..];
+    let mut payload = Vec::new();
+    // Complete chunks only.
+    while let Some(eol) = data.windows(2).position(|w| w == b"\r\n") {
+        let Ok(size) = usize::from_str_radix(String::from_utf8_lossy(&data[..eol]).trim(), 16) else { break };
+        if data.len() < eol + 2 + size + 2 {
+            break;
+        }
+        payload.extend_from_slice(&data[eol + 2..eol + 2 + size]);
+        data = &data[eol + 2 + size + 2..];
+    }
+    let text = String::from_utf8_lossy(&payload).into_owned();
+    text.split("\n\n")
+        .filter(|frame| frame.lines().any(|l| l.starts_with("data: ")))
+        .filter(|frame| text.contains(&format!("{frame}\n\n")))
+        .map(|frame| frame.lines().filter_map(|l| l.strip_prefix("data: ")).collect())
+        .collect()
+}
