@@ -1,0 +1,176 @@
+//! The line transport (stdio): one JSON text per line in, one reply or notification per line
+//! out; and the connection loop that stdio and the WebSocket share: calls run concurrently, at
+//! most [`crate::Limits::max_in_flight`] at once, their replies and the handler's notifications
+//! written by one writer in the order they are ready.
+
+use std::sync::Arc;
+
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
+
+use crate::message::{error_reply, refusal};
+use crate::{Context, Identity, OUTBOUND_QUEUE, Peer, RpcError, RpcServer, codes};
+
+/// One line read under a bound.
+pub(crate) enum Line {
+    /// The input ended.
+    Eof,
+    /// The line was longer than the bound; it was skipped unread (through its newline).
+    TooLong,
+    /// A line, without its newline.
+    Text(Vec<u8>),
+}
+
+/// Reads one line of at most `max` bytes (its newline not counted); a longer line is skipped
+/// without being held, in pieces of the reader's buffer.
+pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(r: &mut R, max: usize) -> std::io::Result<Line> {
+    let mut buf = Vec::new();
+    let mut too_long = false;
+    loop {
+        let avail = r.fill_buf().await?;
+        if avail.is_empty() {
+            return Ok(if too_long {
+                Line::TooLong
+            } else if buf.is_empty() {
+                Line::Eof
+            } else {
+                Line::Text(buf)
+            });
+        }
+        if let Some(i) = avail.iter().position(|&b| b == b'\n') {
+            too_long |= buf.len() + i > max;
+            if !too_long {
+                buf.extend_from_slice(&avail[..i]);
+            }
+            r.consume(i + 1);
+            return Ok(if too_long { Line::TooLong } else { Line::Text(buf) });
+        }
+        let n = avail.len();
+        too_long |= buf.len() + n > max;
+        if too_long {
+            buf = Vec::new();
+        } else {
+            buf.extend_from_slice(avail);
+        }
+        r.consume(n);
+    }
+}
+
+/// A connection's calls in flight and its outbound queue.
+pub(crate) struct Connection {
+    server: RpcServer,
+    cx: Context,
+    tx: mpsc::Sender<Vec<u8>>,
+    permits: Arc<Semaphore>,
+    tasks: JoinSet<()>,
+}
+
+impl Connection {
+    /// A connection of `identity` whose outbound messages go to the returned receiver.
+    pub(crate) fn new(server: &RpcServer, identity: Identity) -> (Connection, mpsc::Receiver<Vec<u8>>) {
+        let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
+        let cx = Context::new(identity, Peer::connected(tx.clone()));
+        let permits = Arc::new(Semaphore::new(server.limits.max_in_flight));
+        (Connection { server: server.clone(), cx, tx, permits, tasks: JoinSet::new() }, rx)
+    }
+
+    /// Takes one message: runs it on a task of its own, or answers busy at once when the
+    /// connection has its most calls in flight.
+    pub(crate) async fn take(&mut self, message: Vec<u8>) {
+        while self.tasks.try_join_next().is_some() {}
+        if message.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() else {
+            let max = self.server.limits.max_in_flight;
+            let e = RpcError::new(codes::BUSY, format!("Busy: this connection already has {max} calls in flight; send more once one has answered"));
+            if let Some(reply) = refusal(&message, &e) {
+                let _ = self.tx.send(reply).await;
+            }
+            return;
+        };
+        let (server, cx, tx) = (self.server.clone(), self.cx.clone(), self.tx.clone());
+        self.tasks.spawn(async move {
+            if let Some(reply) = server.handle_message(&cx, &message).await {
+                let _ = tx.send(reply).await;
+            }
+            drop(permit);
+        });
+    }
+
+    /// Answers a message longer than the frame bound.
+    pub(crate) async fn too_large(&mut self) {
+        let max = self.server.limits.max_frame_bytes;
+        let e = RpcError::new(codes::FRAME_TOO_LARGE, format!("Frame too large: the message is longer than {max} bytes; it was discarded unread"));
+        let _ = self.tx.send(error_reply(&e)).await;
+    }
+
+    /// Waits for every call in flight to answer, then lets the outbound queue close once what
+    /// is queued is written (a peer a handler kept beyond its call sends no more).
+    pub(crate) async fn finish(mut self) {
+        while self.tasks.join_next().await.is_some() {}
+    }
+}
+
+/// Serves one line connection: requests read from `input`, replies and notifications written to
+/// `output`, as `stdio`, until `input` ends or the server's shutdown signal; then the calls in
+/// flight finish and their replies are written before it returns.
+///
+/// # Errors
+///
+/// An I/O error reading `input` or writing `output`.
+pub async fn serve_lines<R, W>(server: &RpcServer, mut input: R, output: W) -> std::io::Result<()>
+where
+    R: AsyncBufRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut conn, rx) = Connection::new(server, Identity::new("stdio"));
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    let writer = tokio::spawn(write_lines(rx, done_rx, output));
+    let shutdown = server.shutdown.triggered();
+    tokio::pin!(shutdown);
+    let max = server.limits.max_frame_bytes;
+    let result = loop {
+        let line = tokio::select! {
+            () = &mut shutdown => break Ok(()),
+            l = read_line(&mut input, max) => l,
+        };
+        match line {
+            Ok(Line::Eof) => break Ok(()),
+            Ok(Line::TooLong) => conn.too_large().await,
+            Ok(Line::Text(bytes)) => conn.take(bytes).await,
+            Err(e) => break Err(e),
+        }
+    };
+    conn.finish().await;
+    let _ = done_tx.send(());
+    let written = writer.await.unwrap_or_else(|e| Err(std::io::Error::other(e)));
+    result.and(written)
+}
+
+/// Writes each queued message as a line, flushing when the queue is empty; after `done`, writes
+/// what is queued and stops.
+async fn write_lines<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Vec<u8>>, mut done: tokio::sync::oneshot::Receiver<()>, output: W) -> std::io::Result<()> {
+    let mut out = tokio::io::BufWriter::new(output);
+    loop {
+        let msg = tokio::select! {
+            biased;
+            m = rx.recv() => m,
+            _ = &mut done => {
+                while let Ok(m) = rx.try_recv() {
+                    out.write_all(&m).await?;
+                    out.write_all(b"\n").await?;
+                }
+                break;
+            }
+        };
+        let Some(msg) = msg else { break };
+        out.write_all(&msg).await?;
+        out.write_all(b"\n").await?;
+        if rx.is_empty() {
+            out.flush().await?;
+        }
+    }
+    out.flush().await
+}

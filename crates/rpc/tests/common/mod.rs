@@ -1,0 +1,119 @@
+//! The handler the core's tests serve, and helpers to reach it.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use openagents_rpc::{BoxFuture, Context, Handler, RpcError};
+use serde_json::value::RawValue;
+use tokio::sync::{Semaphore, watch};
+
+/// Methods: `echo` (its params, or null), `add` ({a, b} integers), `fail` (error -32050 with
+/// data), `whoami` (the identity's name), `notify_me` (a `hello` notification to the caller,
+/// then true; `"unsupported"` where the transport cannot), `wait` (holds until the test
+/// releases it, counting the calls that started).
+#[derive(Clone)]
+pub struct TestHandler {
+    pub gate: Arc<Semaphore>,
+    pub started: Arc<watch::Sender<usize>>,
+}
+
+impl TestHandler {
+    pub fn new() -> TestHandler {
+        TestHandler { gate: Arc::new(Semaphore::new(0)), started: Arc::new(watch::channel(0).0) }
+    }
+
+    /// Waits until `n` `wait` calls have started.
+    pub async fn started(&self, n: usize) {
+        let mut rx = self.started.subscribe();
+        let _ = rx.wait_for(|s| *s >= n).await;
+    }
+
+    /// Lets `n` `wait` calls answer.
+    pub fn release(&self, n: usize) {
+        self.gate.add_permits(n);
+    }
+}
+
+fn raw(v: serde_json::Value) -> Box<RawValue> {
+    RawValue::from_string(v.to_string()).expect("JSON")
+}
+
+impl Handler for TestHandler {
+    fn call<'a>(&'a self, cx: &'a Context, method: &'a str, params: Option<&'a RawValue>) -> BoxFuture<'a, Result<Box<RawValue>, RpcError>> {
+        Box::pin(async move {
+            match method {
+                "echo" => Ok(params.map(ToOwned::to_owned).unwrap_or_else(openagents_rpc::null)),
+                "add" => {
+                    #[derive(serde::Deserialize)]
+                    struct Add {
+                        a: i64,
+                        b: i64,
+                    }
+                    let p: Add = serde_json::from_str(params.map_or("null", RawValue::get)).map_err(RpcError::invalid_params)?;
+                    Ok(raw(serde_json::json!(p.a + p.b)))
+                }
+                "fail" => Err(RpcError::new(-32050, "it failed").with_data(serde_json::json!({"why": "asked to"}))),
+                "whoami" => Ok(raw(serde_json::json!(cx.identity().name()))),
+                "notify_me" => match cx.peer().notify("hello", &serde_json::json!({"to": cx.identity().name()})).await {
+                    Ok(()) => Ok(raw(serde_json::json!(true))),
+                    Err(openagents_rpc::PeerError::Unsupported) => Ok(raw(serde_json::json!("unsupported"))),
+                    Err(e) => Err(RpcError::internal(e)),
+                },
+                "wait" => {
+                    self.started.send_modify(|n| *n += 1);
+                    let permit = self.gate.acquire().await.map_err(RpcError::internal)?;
+                    permit.forget();
+                    Ok(raw(serde_json::json!("waited")))
+                }
+                other => Err(RpcError::method_not_found_among(other, &["echo", "add", "fail", "whoami", "notify_me", "wait"])),
+            }
+        })
+    }
+}
+
+/// One HTTP/1.1 exchange over a fresh connection (`Connection: close`): the status, the headers
+/// (lowercase names) and the body.
+pub async fn http(addr: std::net::SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let mut head = format!("{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-length: {}\r\n", body.len());
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    s.write_all(head.as_bytes()).await.expect("write");
+    // The server may answer (413) before reading the whole body and close: a failed write is
+    // then what the test expects, not an error.
+    let _ = s.write_all(body).await;
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out).await;
+    let split = out.windows(4).position(|w| w == b"\r\n\r\n").expect("a head");
+    let head = String::from_utf8_lossy(&out[..split]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|c| c.parse().ok()).expect("status");
+    let headers: Vec<(String, String)> = lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned())).collect();
+    let mut body = out[split + 4..].to_vec();
+    if headers.iter().any(|(k, v)| k == "transfer-encoding" && v == "chunked") {
+        body = dechunk(&body);
+    }
+    (status, headers, body)
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(eol) = b.windows(2).position(|w| w == b"\r\n") else { return out };
+        let n = usize::from_str_radix(std::str::from_utf8(&b[..eol]).unwrap_or("0").trim(), 16).unwrap_or(0);
+        if n == 0 {
+            return out;
+        }
+        out.extend_from_slice(&b[eol + 2..eol + 2 + n]);
+        b = &b[eol + 2 + n + 2..];
+    }
+}
+
+/// The `error.code` of a reply.
+pub fn code(reply: &serde_json::Value) -> i64 {
+    reply["error"]["code"].as_i64().unwrap_or_else(|| panic!("an error reply: {reply}"))
+}
