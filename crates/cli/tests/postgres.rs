@@ -238,7 +238,7 @@ fn the_server_stopped_mid_turn_fails_the_turn_and_the_runtime_writes_again_once_
     let restart = Restart;
     let reply = reply.recv_timeout(BOUND).expect("the submit is answered within the bound").expect("a reply");
     let error = &reply["error"];
-    assert_eq!(error["data"]["code"].as_str().or(error["code"].as_str()), Some("internal"), "a typed error: {reply}");
+    assert_eq!(error["data"]["code"].as_str().or(error["code"].as_str()), Some("store_unavailable"), "a typed error: {reply}");
     let message = error["message"].as_str().unwrap_or_default().to_owned() + error["data"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("could not be written to the store") && message.contains("postgres://"), "{reply}");
     // The runtime goes on answering, without the server.
@@ -255,7 +255,7 @@ fn the_server_stopped_mid_turn_fails_the_turn_and_the_runtime_writes_again_once_
         if reply["result"]["result"] == "after the outage" {
             break "after the outage";
         }
-        assert_eq!(reply["error"]["data"]["code"].as_str().or(reply["error"]["code"].as_str()), Some("internal"), "{reply}");
+        assert_eq!(reply["error"]["data"]["code"].as_str().or(reply["error"]["code"].as_str()), Some("store_unavailable"), "{reply}");
         assert!(Instant::now() < deadline, "no turn was stored within {BOUND:?} of the server's return: {reply}");
         std::thread::sleep(Duration::from_millis(100));
     };

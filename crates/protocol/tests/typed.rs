@@ -149,11 +149,12 @@ fn invalid_requests_report_the_pointer_of_the_problem() {
 
 #[test]
 fn error_codes_document_retry_and_json_rpc_numbers() {
-    assert_eq!(ErrorCode::ALL.len(), 18);
+    assert_eq!(ErrorCode::ALL.len(), 19);
     assert_eq!(ErrorCode::ParseError.rpc_code(), -32700);
     assert_eq!((ErrorCode::RuntimeRestarted.as_str(), ErrorCode::RuntimeRestarted.rpc_code()), ("runtime_restarted", -32012));
     assert!(ErrorCode::RuntimeRestarted.retryable());
     assert_eq!((ErrorCode::ConversationNotFound.rpc_code(), ErrorCode::ConversationNotFound.retryable()), (-32013, false));
+    assert_eq!((ErrorCode::StoreUnavailable.as_str(), ErrorCode::StoreUnavailable.rpc_code(), ErrorCode::StoreUnavailable.retryable()), ("store_unavailable", -32014, true));
     assert!(ErrorCode::Busy.retryable());
     assert!(!ErrorCode::Forbidden.retryable());
     assert_eq!(ErrorCode::UnknownMethod.rpc_code(), -32601);

@@ -477,7 +477,7 @@ impl RpcEngine {
         let ctx = TurnContext { hub: self.inner.hub.clone(), cancel: cancel.clone(), approvals: self.inner.approvals.clone() };
         let mut run = std::pin::pin!(AssertUnwindSafe(self.inner.agent.run_turn(turn.clone(), ctx)).catch_unwind());
         // A write to the store that fails while the turn runs stops it: it fails with the
-        // store's error rather than go on with events that are not kept.
+        // store's error (`store_unavailable`) rather than go on with events that are not kept.
         let mut store_failed = None;
         let run = tokio::select! {
             r = &mut run => r,
@@ -488,7 +488,7 @@ impl RpcEngine {
             }
         };
         let outcome = match run {
-            _ if let Some(reason) = store_failed => Err(error(ErrorCode::Internal, format!("the turn was stopped because its events could not be written to the store: {reason}. The runtime goes on serving, and writes again once the store is back"))),
+            _ if let Some(reason) = store_failed => Err(error(ErrorCode::StoreUnavailable, format!("the turn was stopped because its events could not be written to the store: {reason}. The runtime goes on serving, and writes again once the store is back"))),
             Ok(Err(e)) if cancel.is_cancelled() && e.code != ErrorCode::Interrupted => Err(error(ErrorCode::Interrupted, format!("the turn was interrupted ({})", e.message))),
             Ok(r) => r,
             Err(_) => Err(error(ErrorCode::Internal, "the agent panicked while running the turn")),

@@ -183,6 +183,16 @@ export class ConversationNotFoundError extends OpenAgentsError {
   static override readonly code = "conversation_not_found";
 }
 
+/**
+ * The runtime could not write the turn's events to its store (a full disk, a database server gone), so it stopped the turn rather than go on with events that are not kept; the message names the store and its error. The runtime goes on serving and writes again once the store is back: submitting the turn again may succeed.
+ *
+ * Retrying can help.
+ */
+export class StoreUnavailableError extends OpenAgentsError {
+  /** The code this class stands for. */
+  static override readonly code = "store_unavailable";
+}
+
 /** The class for each `ErrorCode` value. */
 export const ERROR_CLASSES = {
   parse_error: ParseErrorError,
@@ -203,6 +213,7 @@ export const ERROR_CLASSES = {
   internal: InternalError,
   runtime_restarted: RuntimeRestartedError,
   conversation_not_found: ConversationNotFoundError,
+  store_unavailable: StoreUnavailableError,
 } as const;
 
 /** The class for a code; `UnknownCodeError` for one this version does not know. */

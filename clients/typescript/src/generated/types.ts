@@ -18,7 +18,7 @@ export type UnknownValue = string & { readonly __unknownValue: true };
  * canonical bundle of its schema files (`openagents-codegen digest`). A server that reports the digest
  * of its own schema lets a client compare the two and see a mismatch before it matters.
  */
-export const SCHEMA_DIGEST = "283635a32c34d800adebaf7a34ddaca0b1b65fe228265416e72ba6c350c0e69e";
+export const SCHEMA_DIGEST = "723dd958b44fe09d81329c402897d4e52ac3847951d45f4efa8a69bb77348fa6";
 
 /** How many items a page of `conversations` or `conversation` holds when `limit` is not given. */
 export const HISTORY_DEFAULT_PAGE = 20;
@@ -36,7 +36,7 @@ export const MAX_FRAME = 98304;
 export const MAX_OUTPUT = 1048576;
 
 /** The protocol version this schema defines, MAJOR.MINOR.PATCH: MAJOR changes with any change that breaks old clients, hosts or runners (in either direction), MINOR with compatible additions, PATCH with documentation only. Every released version is frozen in schema/history/<version>/bundle.json with an entry in schema/CHANGELOG.md; `openagents-codegen gate` checks the schema against them. */
-export const PROTOCOL_VERSION = "1.4.0";
+export const PROTOCOL_VERSION = "1.5.0";
 
 /** How many events the runtime's bounded broadcast holds for its subscribers. A slow or absent subscriber never makes the agent wait or memory grow: it misses the oldest events and is told how many with a `lagged` event. */
 export const SERVER_EVENT_CHANNEL_CAPACITY = 1024;
@@ -172,10 +172,10 @@ export interface EarlierTurn {
 export type ErrorCode = KnownErrorCode | UnknownValue;
 
 /** The values of `ErrorCode` this version knows. */
-export type KnownErrorCode = "parse_error" | "invalid_request" | "unknown_method" | "invalid_params" | "unauthorized" | "forbidden" | "busy" | "lease_held" | "runner_not_found" | "interrupted" | "runner_failed" | "frame_too_large" | "output_too_large" | "timeout" | "shutting_down" | "internal" | "runtime_restarted" | "conversation_not_found";
+export type KnownErrorCode = "parse_error" | "invalid_request" | "unknown_method" | "invalid_params" | "unauthorized" | "forbidden" | "busy" | "lease_held" | "runner_not_found" | "interrupted" | "runner_failed" | "frame_too_large" | "output_too_large" | "timeout" | "shutting_down" | "internal" | "runtime_restarted" | "conversation_not_found" | "store_unavailable";
 
 /** Every value of `ErrorCode` this version knows, in schema order. */
-export const ERROR_CODE_VALUES = ["parse_error", "invalid_request", "unknown_method", "invalid_params", "unauthorized", "forbidden", "busy", "lease_held", "runner_not_found", "interrupted", "runner_failed", "frame_too_large", "output_too_large", "timeout", "shutting_down", "internal", "runtime_restarted", "conversation_not_found"] as const;
+export const ERROR_CODE_VALUES = ["parse_error", "invalid_request", "unknown_method", "invalid_params", "unauthorized", "forbidden", "busy", "lease_held", "runner_not_found", "interrupted", "runner_failed", "frame_too_large", "output_too_large", "timeout", "shutting_down", "internal", "runtime_restarted", "conversation_not_found", "store_unavailable"] as const;
 
 /** Whether `value` is a value of `ErrorCode` this version knows. */
 export function isKnownErrorCode(value: string): value is KnownErrorCode {
@@ -202,6 +202,7 @@ export const ERROR_CODE_INFO = {
   internal: { description: "A bug or an unexpected fault in the runtime. It may succeed another time; please report it.", retryable: true, rpcCode: -32603 },
   runtime_restarted: { description: "The runtime stopped (it was killed, crashed, or its machine went down) while the turn ran; the runtime closed the turn when it started again. Sent as the `turn_failed` event that ends such a turn, never as the answer to a request. Submitting it again may succeed.", retryable: true, rpcCode: -32012 },
   conversation_not_found: { description: "The runtime's store holds no conversation with that id (it never had one, or it was started on another store). List what it holds with `conversations`.", retryable: false, rpcCode: -32013 },
+  store_unavailable: { description: "The runtime could not write the turn's events to its store (a full disk, a database server gone), so it stopped the turn rather than go on with events that are not kept; the message names the store and its error. The runtime goes on serving and writes again once the store is back: submitting the turn again may succeed.", retryable: true, rpcCode: -32014 },
 } as const;
 
 /** Whether retrying can help, and the JSON-RPC code, for a value of `ErrorCode` this version does not know. */

@@ -957,6 +957,7 @@ function fErrorCode(v: unknown, lenient: boolean): boolean {
     case "internal":
     case "runtime_restarted":
     case "conversation_not_found":
+    case "store_unavailable":
       return true;
     default:
       return lenient;
@@ -987,10 +988,11 @@ function cErrorCode(v: unknown, p: string, out: Violation[], lenient: boolean): 
     case "internal":
     case "runtime_restarted":
     case "conversation_not_found":
+    case "store_unavailable":
       return;
   }
   if (lenient) return;
-  $enumViolation(out, p, v, ["parse_error", "invalid_request", "unknown_method", "invalid_params", "unauthorized", "forbidden", "busy", "lease_held", "runner_not_found", "interrupted", "runner_failed", "frame_too_large", "output_too_large", "timeout", "shutting_down", "internal", "runtime_restarted", "conversation_not_found"]);
+  $enumViolation(out, p, v, ["parse_error", "invalid_request", "unknown_method", "invalid_params", "unauthorized", "forbidden", "busy", "lease_held", "runner_not_found", "interrupted", "runner_failed", "frame_too_large", "output_too_large", "timeout", "shutting_down", "internal", "runtime_restarted", "conversation_not_found", "store_unavailable"]);
 }
 
 /** Whether `value` is a valid `ErrorDetails` (see the module comment for `lenient`). */

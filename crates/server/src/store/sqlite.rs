@@ -142,6 +142,26 @@ impl SqliteStore {
     fn reader(&self) -> std::sync::MutexGuard<'_, Connection> {
         self.reader.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// For tests: a full disk on demand. `Some(n)` lets the database grow by at most `n` pages
+    /// from its size now (`PRAGMA page_count`), after which a write that needs another page fails
+    /// with SQLite's `SQLITE_FULL` ("database or disk is full"), the error a full disk gives;
+    /// `None` lifts the limit again (SQLite's default `max_page_count`). Returns the limit now
+    /// in effect, in pages.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Io`] when SQLite refuses the pragmas.
+    #[doc(hidden)]
+    pub fn limit_pages_for_test(&self, pages: Option<u64>) -> Result<u64, StoreError> {
+        let writer = self.writer();
+        let limit = match pages {
+            Some(more) => writer.pragma_query_value(None, "page_count", |r| r.get::<_, i64>(0)).map_err(|e| self.io(&e))?.max(0) as u64 + more,
+            // The default is compiled in: a database opened fresh has it.
+            None => Connection::open_in_memory().and_then(|c| c.pragma_query_value(None, "max_page_count", |r| r.get::<_, i64>(0))).map_err(|e| self.io(&e))?.max(0) as u64,
+        };
+        writer.pragma_update_and_check(None, "max_page_count", i64::try_from(limit).unwrap_or(i64::MAX), |r| r.get::<_, i64>(0)).map(|n| n.max(0) as u64).map_err(|e| self.io(&e))
+    }
 }
 
 /// A read-write connection to `path` that is refused, rather than silently opened read-only,

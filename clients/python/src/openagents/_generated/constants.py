@@ -20,7 +20,7 @@ __all__ = [
     "VERSION",
 ]
 
-SCHEMA_DIGEST: Final = "283635a32c34d800adebaf7a34ddaca0b1b65fe228265416e72ba6c350c0e69e"
+SCHEMA_DIGEST: Final = "723dd958b44fe09d81329c402897d4e52ac3847951d45f4efa8a69bb77348fa6"
 """The digest of the exact schema this package was generated from: the lowercase hex SHA-256 of the
 canonical bundle of its schema files (`openagents-codegen digest`). A server that reports the digest
 of its own schema lets a client compare the two and see a mismatch before it matters.
@@ -52,7 +52,7 @@ MAX_OUTPUT: Final = 1048576
 buffers and forwards for a single turn.
 """
 
-PROTOCOL_VERSION: Final = "1.4.0"
+PROTOCOL_VERSION: Final = "1.5.0"
 """The protocol version this schema defines, MAJOR.MINOR.PATCH: MAJOR changes with any change that
 breaks old clients, hosts or runners (in either direction), MINOR with compatible additions, PATCH
 with documentation only. Every released version is frozen in schema/history/<version>/bundle.json

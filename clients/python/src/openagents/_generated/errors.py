@@ -31,6 +31,7 @@ __all__ = [
     "RuntimeRestartedError",
     "RuntimeSubmitException",
     "ShuttingDownError",
+    "StoreUnavailableError",
     "TimeoutError",
     "UnauthorizedError",
     "UnknownMethodError",
@@ -234,6 +235,18 @@ class ConversationNotFoundError(RuntimeSubmitException):
     RPC_CODE: ClassVar[int] = -32013
 
 
+class StoreUnavailableError(RuntimeSubmitException):
+    """The runtime could not write the turn's events to its store (a full disk, a database server
+    gone), so it stopped the turn rather than go on with events that are not kept; the message names
+    the store and its error. The runtime goes on serving and writes again once the store is back:
+    submitting the turn again may succeed.
+    """
+
+    CODE: ClassVar[str | None] = "store_unavailable"
+    RETRYABLE: ClassVar[bool] = True
+    RPC_CODE: ClassVar[int] = -32014
+
+
 BY_CODE: Final[dict[str, type[RuntimeSubmitException]]] = {
     "parse_error": ParseErrorError,
     "invalid_request": InvalidRequestError,
@@ -253,6 +266,7 @@ BY_CODE: Final[dict[str, type[RuntimeSubmitException]]] = {
     "internal": InternalError,
     "runtime_restarted": RuntimeRestartedError,
     "conversation_not_found": ConversationNotFoundError,
+    "store_unavailable": StoreUnavailableError,
 }
 """The exception class of every known code."""
 

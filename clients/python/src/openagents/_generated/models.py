@@ -183,6 +183,13 @@ class ErrorCode(_rt.WireEnum):
     another store). List what it holds with `conversations`.
     """
 
+    STORE_UNAVAILABLE = "store_unavailable"
+    """The runtime could not write the turn's events to its store (a full disk, a database server
+    gone), so it stopped the turn rather than go on with events that are not kept; the message names
+    the store and its error. The runtime goes on serving and writes again once the store is back:
+    submitting the turn again may succeed.
+    """
+
 
 class RuntimeState(_rt.WireEnum):
     """What the runtime is doing. New states may be added.
