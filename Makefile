@@ -11,7 +11,7 @@ CARGO ?= cargo
 BIN := target/debug/openagents
 SAMPLES := tests/samples
 
-.PHONY: all prereqs build demo demo-python demo-typescript test test-rust test-python test-typescript test-conformance-langs test-published test-acp-agents test-acp-editor test-web test-standards test-postgres codegen bench-store check-codegen compat bench bench-published fuzz soak clean
+.PHONY: all prereqs build demo demo-python demo-typescript test test-rust test-python test-typescript test-conformance-langs test-published test-acp-agents test-acp-editor test-web test-standards test-postgres test-publish codegen bench-store check-codegen compat bench bench-published fuzz soak clean
 
 all: build
 
@@ -62,7 +62,7 @@ demo: prereqs build $(DEMO)/runners.toml demo-python demo-typescript
 	@echo "== echo '{\"a\":' | openagents validate Turn   (not JSON)"
 	@echo '{"a":' | $(BIN) validate Turn; code=$$?; echo "refused (exit $$code)"; test $$code -eq 2
 
-test: prereqs test-rust test-python test-typescript test-conformance-langs test-published test-acp-editor test-acp-agents test-web test-standards test-postgres
+test: prereqs test-rust test-python test-typescript test-conformance-langs test-published test-acp-editor test-acp-agents test-web test-standards test-postgres test-publish
 
 # A TypeScript runner, and one turn driven from TypeScript over stdio.
 demo-typescript: build
@@ -124,6 +124,13 @@ test-standards: ; OPENAGENTS_STORE=memory bash tests/standards/run-tests.sh
 # and stopped by the script (Debian's postgresql installed when missing), the Rust tests of
 # crates/cli/tests/postgres.rs run with OPENAGENTS_TEST_POSTGRES set to it.
 test-postgres: ; bash tests/postgres/run-tests.sh
+
+# The publishable crates (the generator and the runtime generated Rust depends on) packaged and
+# built from their packages alone, as crates.io would: every file they need inside, every
+# dependency a version range crates.io can resolve.
+PUBLISHED_CRATES := openagents-rt
+test-publish:
+	$(CARGO) publish --dry-run --locked --allow-dirty $(addprefix -p ,$(PUBLISHED_CRATES))
 
 # The generator's checked-in output must match what it generates now.
 check-codegen:

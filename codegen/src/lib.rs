@@ -52,7 +52,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             schema_dir: PathBuf::from("schema"),
-            runtime: "::openagents_protocol::rt".into(),
+            runtime: "::openagents_rt".into(),
             schemars: false,
             python_runtime: python::DEFAULT_RUNTIME.into(),
             typescript: typescript::TypeScriptOptions::default(),
@@ -62,7 +62,7 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Defaults: schemas from `schema/`, runtime at `::openagents_protocol::rt`.
+    /// Defaults: schemas from `schema/`, runtime at `::openagents_rt` (the `openagents-rt` crate).
     pub fn new() -> Self {
         Config::default()
     }

@@ -49,7 +49,7 @@ enum Command {
         #[command(flatten)]
         schema: Schema,
         /// The path of the runtime module the generated code uses.
-        #[arg(long, value_name = "PATH", default_value = "::openagents_protocol::rt")]
+        #[arg(long, value_name = "PATH", default_value = "::openagents_rt")]
         runtime: String,
         /// Write to FILE instead of stdout.
         #[arg(long, value_name = "FILE")]

@@ -4,7 +4,7 @@
 //! so the output is deterministic and already what `ruff format` (line length [`WIDTH`]) writes.
 //!
 //! The generated modules call `openagents._rt`, the hand-written runtime support (the Python
-//! counterpart of `openagents_protocol::rt`): strict scalar types, `1.0` as an integer, ECMA-262
+//! counterpart of the `openagents-rt` crate): strict scalar types, `1.0` as an integer, ECMA-262
 //! patterns, tagged unions with an explicit unknown branch, free-form values, `null` refused where
 //! a property may only be left out, and the `Json` check for schemas that allow several JSON
 //! types. Each is a pydantic-core schema wherever one says the same thing, so a valid document is

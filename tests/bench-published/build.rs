@@ -1,5 +1,5 @@
 //! Generates the Rust of the two vendored schemas the benchmarks use (`tests/third-party-schemas/`)
-//! into `OUT_DIR/<module>.rs`, for the runtime `::openagents_protocol::rt`.
+//! into `OUT_DIR/<module>.rs`, for the runtime `::openagents_rt` (the `openagents-rt` crate).
 
 use std::path::PathBuf;
 

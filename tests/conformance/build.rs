@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use heck::ToSnakeCase;
 use serde_json::Value;
 
-const RUNTIME: &str = "::openagents_protocol::rt";
+const RUNTIME: &str = "::openagents_rt";
 
 /// The suite's optional files this crate runs besides every file of `draft2020-12/`.
 const OPTIONAL: &[&str] = &["optional/ecmascript-regex.json", "optional/non-bmp-regex.json", "optional/format/unknown.json"];

@@ -1,6 +1,6 @@
 //! Generates the Rust of each vendored published schema (`tests/third-party-schemas/`) into
 //! `OUT_DIR/<module>.rs`: the generator's output as `openagents_codegen::Config` writes it for
-//! the runtime `::openagents_protocol::rt`, followed by `check_document`, the untyped path (the
+//! the runtime `::openagents_rt` (the `openagents-rt` crate), followed by `check_document`, the untyped path (the
 //! full-schema check of a parsed value) for every named type. `src/lib.rs` includes each file as a
 //! public module. A schema the generator refuses, or generated code that does not compile, fails
 //! this crate's build.
@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use heck::ToSnakeCase;
 use openagents_codegen::model::TypeKind;
 
-const RUNTIME: &str = "::openagents_protocol::rt";
+const RUNTIME: &str = "::openagents_rt";
 
 /// Each vendored schema and the module its Rust becomes.
 const SCHEMAS: &[(&str, &str)] = &[

@@ -1,6 +1,6 @@
 //! openagents' wire protocol: the types, validators, `Method` enum and constants generated at
 //! build time from the JSON Schema files in `schema/` (never edited by hand), plus the runtime
-//! support they call ([`rt`]).
+//! support they call ([`rt`], the `openagents-rt` crate).
 //!
 //! Decoding a document and checking it against its schema is one call:
 //!
@@ -14,7 +14,8 @@
 //! # Ok::<(), rt::DocumentError>(())
 //! ```
 
-pub mod rt;
+/// The runtime the generated code calls (the `openagents-rt` crate).
+pub use openagents_rt as rt;
 mod runner;
 
 #[allow(clippy::all, clippy::pedantic, unused_labels, unused_parens, unreachable_patterns)]

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
 use openagents_bench_published::{DocumentSet, acp_v1, corpus, mcp_2026_07_28, schema_text};
-use openagents_protocol::rt;
+use openagents_rt as rt;
 use serde_json::Value;
 
 const CASES: [&str; 4] = [

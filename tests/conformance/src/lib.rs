@@ -17,7 +17,7 @@
 //!
 //! Run everything with `cargo test -p openagents-conformance`.
 
-use openagents_protocol::rt::{DocumentError, Violation};
+use openagents_rt::{DocumentError, Violation};
 
 /// The two ways generated code judges a document against its root type.
 #[derive(Debug, Clone, Copy)]

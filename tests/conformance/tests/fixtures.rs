@@ -3,7 +3,7 @@
 //! through the typed path, plus the typed values they decode to.
 
 use openagents_conformance::fixtures::*;
-use openagents_protocol::rt::{self, DocumentError, Validate};
+use openagents_rt::{self as rt, DocumentError, Validate};
 
 /// The keywords of the violations, or `NotJson`.
 fn keywords(r: Result<(), DocumentError>) -> Vec<String> {

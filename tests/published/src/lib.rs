@@ -1,7 +1,7 @@
 //! The Rust generated from the schemas two published protocols ship, vendored in
 //! `tests/third-party-schemas/`: ACP v1 ([`acp_v1`]) and MCP revisions 2026-07-28
 //! ([`mcp_2026_07_28`]) and 2025-11-25 ([`mcp_2025_11_25`]). The build script generates each
-//! with `openagents_codegen::Config` for the runtime `openagents_protocol::rt`; each module has
+//! with `openagents_codegen::Config` for the runtime `openagents_rt`; each module has
 //! the generated types, their exact `Wire` decoders and validators, `TYPES`,
 //! `validate_document(type_name, bytes)` (the typed path) and `check_document(type_name, value)`
 //! (the untyped path: the full-schema check of a parsed value). Any compiler warning in the
@@ -31,7 +31,7 @@ pub mod mcp_2025_11_25 {
 pub mod agreement;
 pub mod corpus;
 
-use openagents_protocol::rt::{DocumentError, TypeInfo, Violation};
+use openagents_rt::{DocumentError, TypeInfo, Violation};
 
 /// The generated `validate_document`: the typed path on JSON text.
 pub type ValidateDocument = fn(&str, &[u8]) -> Option<Result<(), DocumentError>>;

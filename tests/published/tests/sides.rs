@@ -3,7 +3,7 @@
 //! `Request`/`Notification` decodes params by method through the exact decoders, knows no other
 //! method, and each request's marker type names its params and result types.
 
-use openagents_protocol::rt::{DocumentError, RpcMethod};
+use openagents_rt::{DocumentError, RpcMethod};
 use openagents_published::{acp_v1, mcp_2025_11_25, mcp_2026_07_28};
 
 /// Compiles only when `M`'s params and result are `P` and `R`.

@@ -1,4 +1,4 @@
-"""Runtime support for the generated modules: the Python counterpart of `openagents_protocol::rt`.
+"""Runtime support for the generated modules: the Python counterpart of the `openagents-rt` crate.
 
 The generated models call these for what pydantic does not do the JSON Schema way on its own:
 scalars that accept exactly their JSON type (and `1.0` as an integer), ECMA-262 patterns, constants,
