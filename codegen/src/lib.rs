@@ -87,14 +87,14 @@ impl Config {
     }
 
     /// The module the generated TypeScript validators import their runtime from (default
-    /// `../rt.js`, relative to the generated folder).
+    /// `@openagents/client/rt`, the installed client package's runtime).
     pub fn typescript_runtime(mut self, module: impl Into<String>) -> Self {
         self.typescript.runtime = module.into();
         self
     }
 
     /// The module the generated TypeScript error classes import their base classes
-    /// (`OpenAgentsError`, `UnknownCodeError`) from (default `../error.js`).
+    /// (`OpenAgentsError`, `UnknownCodeError`) from (default `@openagents/client/error`).
     pub fn typescript_error_base(mut self, module: impl Into<String>) -> Self {
         self.typescript.error_base = module.into();
         self

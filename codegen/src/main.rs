@@ -123,11 +123,11 @@ enum Command {
         out_dir: PathBuf,
         /// The module the validators import the runtime from, as an import specifier (a path
         /// relative to the generated folder, or a package subpath).
-        #[arg(long, value_name = "MODULE", default_value = "../rt.js")]
+        #[arg(long, value_name = "MODULE", default_value = openagents_codegen::typescript::DEFAULT_RUNTIME)]
         runtime: String,
         /// The module the generated error classes import their base classes (`OpenAgentsError`,
         /// `UnknownCodeError`) from.
-        #[arg(long, value_name = "MODULE", default_value = "../error.js")]
+        #[arg(long, value_name = "MODULE", default_value = openagents_codegen::typescript::DEFAULT_ERROR_BASE)]
         error_base: String,
     },
     /// Write the generated Python modules into a folder, removing the generated modules the schema

@@ -57,7 +57,7 @@ for s in "${schemas[@]}"; do
     methods=()
     [ -f "tests/third-party-schemas/$s.methods.json" ] && methods=(--methods "tests/third-party-schemas/$s.methods.json")
     "$codegen" python --schema "tests/third-party-schemas/$s.schema.json" "${methods[@]}" --out-dir "$out/py/$m"
-    "$codegen" typescript --schema "tests/third-party-schemas/$s.schema.json" "${methods[@]}" --out-dir "$out/ts/src/$m"
+    "$codegen" typescript --schema "tests/third-party-schemas/$s.schema.json" "${methods[@]}" --out-dir "$out/ts/src/$m" --runtime ../rt.js
 done
 cp "$client_ts/src/rt.ts" "$out/ts/src/rt.ts"
 printf '{ "type": "module" }\n' > "$out/ts/package.json"

@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { test } from "node:test";
 
-import { PKG, Setup, startHttp } from "./helpers.js";
+import { PKG, ROOT, Setup, startHttp } from "./helpers.js";
 
 const npm = process.platform === "win32" ? "npm.cmd" : "npm";
 
@@ -140,6 +140,58 @@ export const r = (): Promise<void> => serveOnce((t) => t.task);
       await server.stop();
       setup.cleanup();
     }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("TypeScript generated for another protocol's schema imports the installed package's runtime and runs with nothing copied beside it", () => {
+  const dir = mkdtempSync(join(tmpdir(), "openagents-ts-foreign-"));
+  try {
+    const pack = spawnSync(npm, ["pack", "--ignore-scripts", "--json", "--pack-destination", dir], { cwd: PKG, encoding: "utf8" });
+    assert.equal(pack.status, 0, pack.stderr);
+    const [info] = JSON.parse(pack.stdout) as [{ filename: string; files: { path: string }[] }];
+    const app = join(dir, "app");
+    spawnSync("mkdir", [app]);
+    writeFileSync(join(app, "package.json"), JSON.stringify({ name: "app", version: "1.0.0", private: true, type: "module" }));
+    const install = spawnSync(npm, ["install", join(dir, info.filename), "--prefer-offline", "--no-audit", "--no-fund", "--ignore-scripts"], { cwd: app, encoding: "utf8" });
+    assert.equal(install.status, 0, `npm install --prefer-offline: ${install.stdout}${install.stderr}`);
+
+    // The generator with its defaults, on ACP's published schema (vendored in the repository).
+    const codegen = join(ROOT, "target/debug/openagents-codegen");
+    const schema = join(ROOT, "tests/third-party-schemas/acp-v1.schema.json");
+    const gen = spawnSync(codegen, ["typescript", "--schema", schema, "--out-dir", join(app, "acp")], { encoding: "utf8" });
+    assert.equal(gen.status, 0, gen.stderr);
+    const validators = readFileSync(join(app, "acp/validators.ts"), "utf8");
+    assert.match(validators, /from "@openagents\/client\/rt"/, "the validators import the package's runtime");
+    assert.doesNotMatch(validators, /\.\.\/rt\.js/, "and no file beside them");
+
+    writeFileSync(
+      join(app, "use.ts"),
+      `
+import { validate } from "./acp/validators.js";
+import type { SessionNotification } from "./acp/types.js";
+const ok: SessionNotification = { sessionId: "s1", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "hi" } } };
+const bad = { sessionId: 7, update: { sessionUpdate: "agent_message_chunk", content: { type: "text" } } };
+const unknown = (() => { try { validate("NoSuchType", {}); return "accepted"; } catch (e) { return (e as Error).message.slice(0, 30); } })();
+console.log(JSON.stringify({ ok: validate("SessionNotification", ok), bad: validate("SessionNotification", bad).map((v) => [v.pointer, v.keyword]).sort(), unknown }));
+`,
+    );
+    const tsc = join(PKG, "node_modules/typescript/bin/tsc");
+    const types = dirname(join(PKG, "node_modules/@types/node/package.json"));
+    const build = spawnSync(
+      process.execPath,
+      [tsc, "--strict", "--module", "nodenext", "--moduleResolution", "nodenext", "--target", "es2022", "--lib", "es2022,dom", "--typeRoots", dirname(types), "--types", "node", "--outDir", "out", "use.ts"],
+      { cwd: app, encoding: "utf8" },
+    );
+    assert.equal(build.status, 0, `tsc --strict on the generated code:\n${build.stdout}${build.stderr}`);
+    const run = spawnSync(process.execPath, ["out/use.js"], { cwd: app, encoding: "utf8" });
+    assert.equal(run.status, 0, run.stderr);
+    const out = JSON.parse(run.stdout) as { ok: unknown[]; bad: [string, string][]; unknown: string };
+    assert.deepEqual(out.ok, [], "a valid notification has no violations");
+    assert.ok(out.bad.some(([p]) => p === "/sessionId"), `the number sessionId is named: ${JSON.stringify(out.bad)}`);
+    assert.ok(out.bad.some(([p]) => p.startsWith("/update/content")), `the text block without text is named: ${JSON.stringify(out.bad)}`);
+    assert.notEqual(out.unknown, "accepted", "an unknown type name is not valid");
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

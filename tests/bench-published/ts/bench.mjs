@@ -49,7 +49,7 @@ function run(cmd, args) {
 async function generated(schema) {
   const dir = join(root, "target/bench-published/ts", schema);
   mkdirSync(dir, { recursive: true });
-  run(codegen, ["typescript", "--schema", join(root, "tests/third-party-schemas", `${schema}.schema.json`), "--out-dir", join(dir, "generated")]);
+  run(codegen, ["typescript", "--schema", join(root, "tests/third-party-schemas", `${schema}.schema.json`), "--out-dir", join(dir, "generated"), "--runtime", "../rt.js"]);
   copyFileSync(join(root, "clients/typescript/src/rt.ts"), join(dir, "rt.ts"));
   writeFileSync(
     join(dir, "tsconfig.json"),
