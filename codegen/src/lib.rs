@@ -37,6 +37,10 @@ pub use error::{Refusals, SchemaError};
 pub use load::Documents;
 pub use model::TypeSpace;
 
+/// The path generated service code names the `openagents-rpc` crate by, unless
+/// [`Config::rpc_crate`] says otherwise.
+pub const DEFAULT_RPC_CRATE: &str = "::openagents_rpc";
+
 /// Generator options, as a builder.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -46,6 +50,7 @@ pub struct Config {
     python_runtime: String,
     typescript: typescript::TypeScriptOptions,
     methods: Option<PathBuf>,
+    service: Option<String>,
 }
 
 impl Default for Config {
@@ -57,6 +62,7 @@ impl Default for Config {
             python_runtime: python::DEFAULT_RUNTIME.into(),
             typescript: typescript::TypeScriptOptions::default(),
             methods: None,
+            service: None,
         }
     }
 }
@@ -115,6 +121,25 @@ impl Config {
         self
     }
 
+    /// Whether the generated Rust also holds a `service` module: for the method union and for
+    /// each side's methods, a service trait (one async method per method: typed params in, typed
+    /// result or `RpcError` out, the call's `Context` given), its exhaustive dispatch as an
+    /// `openagents_rpc::Handler`, and a typed client over an `openagents_rpc::Transport`
+    /// (`openagents-codegen rust --service`). The generated crate then depends on
+    /// `openagents-rpc` (and `serde`, `serde_json`). Off by default: without it the generated
+    /// code names nothing of `openagents-rpc`.
+    pub fn service(mut self, on: bool) -> Self {
+        self.service = on.then(|| self.service.take().unwrap_or_else(|| DEFAULT_RPC_CRATE.into()));
+        self
+    }
+
+    /// The path the generated `service` module names the `openagents-rpc` crate by (default
+    /// `::openagents_rpc`); turns the module on.
+    pub fn rpc_crate(mut self, path: impl Into<String>) -> Self {
+        self.service = Some(path.into());
+        self
+    }
+
     /// Loads and lowers the schema: a folder of schema files, a bundle file (what
     /// `openagents schema --bundle` prints), a `schema/history/<version>` folder holding one, or
     /// one schema file (a protocol's published `schema.json`, named by its own file name). What
@@ -160,7 +185,7 @@ impl Config {
     ///
     /// The first [`SchemaError`].
     pub fn rust_for(&self, docs: &Documents, space: &TypeSpace) -> Result<String, SchemaError> {
-        rust::emit(space, docs, &rust::RustOptions { runtime: self.runtime.clone(), schemars: self.schemars })
+        rust::emit(space, docs, &rust::RustOptions { runtime: self.runtime.clone(), schemars: self.schemars, service: self.service.clone() })
     }
 
     /// The generated TypeScript modules for the schema folder, as `(file name, contents)` pairs;
@@ -228,5 +253,5 @@ impl Config {
 pub fn rust_from_texts<'a>(texts: impl IntoIterator<Item = (&'a str, &'a str)>, runtime: &str) -> Result<String, SchemaError> {
     let docs = Documents::from_texts(texts)?;
     let space = lower::lower(&docs)?;
-    rust::emit(&space, &docs, &rust::RustOptions { runtime: runtime.into(), schemars: false })
+    rust::emit(&space, &docs, &rust::RustOptions { runtime: runtime.into(), schemars: false, service: None })
 }

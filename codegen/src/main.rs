@@ -51,6 +51,13 @@ enum Command {
         /// The path of the runtime module the generated code uses.
         #[arg(long, value_name = "PATH", default_value = "::openagents_rt")]
         runtime: String,
+        /// Also generate the `service` module: a service trait, its dispatch as an
+        /// `openagents_rpc::Handler` and a typed client, for the method union and each side.
+        #[arg(long)]
+        service: bool,
+        /// The path of the `openagents-rpc` crate the service module names (implies --service).
+        #[arg(long, value_name = "PATH")]
+        rpc_crate: Option<String>,
         /// Write to FILE instead of stdout.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
@@ -176,7 +183,14 @@ fn run(command: Command) -> anyhow::Result<()> {
             let files = config(&schema).typescript_runtime(runtime).typescript_error_base(error_base).generate_typescript()?;
             return write_modules(&out_dir, files, openagents_codegen::typescript::HEADER);
         }
-        Command::Rust { schema, runtime, out } => (config(&schema).runtime(runtime).generate_rust()?, out),
+        Command::Rust { schema, runtime, service, rpc_crate, out } => {
+            let config = config(&schema).runtime(runtime).service(service);
+            let config = match rpc_crate {
+                Some(path) => config.rpc_crate(path),
+                None => config,
+            };
+            (config.generate_rust()?, out)
+        }
         Command::Bundle { schema, out } => {
             let (docs, _) = config(&schema).load()?;
             (serde_json::to_string_pretty(&docs.bundle())? + "\n", out)

@@ -282,6 +282,11 @@ impl Peer {
         self.tx.as_ref().is_some_and(|t| !t.is_closed())
     }
 
+    /// Whether `other` reaches the same connection.
+    pub fn same_connection(&self, other: &Peer) -> bool {
+        matches!((&self.tx, &other.tx), (Some(a), Some(b)) if a.same_channel(b))
+    }
+
     /// Sends the caller the notification `method` with `params` (`{"jsonrpc": "2.0", "method",
     /// "params"}`, no id).
     ///
