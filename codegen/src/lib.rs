@@ -1,34 +1,64 @@
-//! openagents-codegen: reads the JSON Schema files in `schema/`, lowers them into one
-//! deterministic model ([`model::TypeSpace`]), and emits Rust (and, through other emitters, the
-//! published bundle) from that model.
+//! Exact types, validators and typed method dispatch in Rust, Python and TypeScript from JSON
+//! Schema (2020-12): a folder of schema files, or one file with `$defs` (a protocol's published
+//! `schema.json`). The schema is lowered into one deterministic model ([`TypeSpace`]) that every
+//! emitter reads, so the three languages accept and refuse the same documents.
+//!
+//! The API for build scripts and tools is [`Config`]: a builder of options, then `generate_*`
+//! (the text) or `write_*` (into files) for each output.
 //!
 //! ```no_run
-//! let rust = openagents_codegen::Config::new()
-//!     .schema_dir("schema")
-//!     .runtime("crate::rt")
-//!     .generate_rust()?;
+//! // build.rs of a crate that depends on `openagents-rt`
+//! let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").unwrap()).join("kv.rs");
+//! println!("cargo:rerun-if-changed=schema/kv.schema.json");
+//! openagents_codegen::Config::new().schema_dir("schema/kv.schema.json").write_rust(&out)?;
 //! # Ok::<(), openagents_codegen::SchemaError>(())
 //! ```
 //!
-//! The supported subset of JSON Schema 2020-12 is [`lower::SUPPORTED_KEYWORDS`]; anything else is
-//! refused with a [`SchemaError`] naming the file, the JSON pointer and the keyword;
-//! [`Config::load`] (what `openagents-codegen check` runs) finds every refusal at once
+//! | output | text | into files | option |
+//! |---|---|---|---|
+//! | Rust (types, `Wire` decoders, validators, `validate_document`, method enums) | [`Config::generate_rust`] | [`Config::write_rust`] | [`Config::runtime`] (default `::openagents_rt`) |
+//! | Python (pydantic models, validators, method tables) | [`Config::generate_python`] | [`Config::write_python`] | [`Config::python_runtime`] |
+//! | TypeScript (types, validators, method tables, error classes) | [`Config::generate_typescript`] | [`Config::write_typescript`] | [`Config::typescript_runtime`], [`Config::typescript_error_base`] |
+//! | OpenRPC 1.3 | [`Config::generate_openrpc`] | [`Config::write_openrpc`] | — |
+//! | the schema's digest | [`Config::digest`] | — | — |
+//!
+//! Methods come from the schema's own marks (a request union, `x-result`; ACP's
+//! `x-method`/`x-side`) or from a method file ([`Config::methods_file`]). Whether a new version
+//! of a schema breaks old clients is [`compat`]'s verdict; [`history`] keeps released versions.
+//!
+//! The supported subset of JSON Schema 2020-12 is `SUPPORTED_KEYWORDS` (CONFORMANCE.md);
+//! anything else is refused with a [`SchemaError`] naming the file, the JSON pointer and the
+//! keyword; [`Config::load`] (what `openagents-codegen check` runs) finds every refusal at once
 //! ([`Refusals`]), the generators stop at the first.
+//!
+//! Modules hidden from this documentation (the loader, the lowering, the emitters, naming,
+//! patterns) are the generator's internals: public for its own tests and tools, not part of its
+//! API, and they change without notice.
 
 pub mod compat;
+#[doc(hidden)]
 pub mod digest;
 pub mod error;
 pub mod history;
+#[doc(hidden)]
 pub mod load;
+#[doc(hidden)]
 pub mod lower;
 pub mod methods;
 pub mod model;
+#[doc(hidden)]
 pub mod naming;
+#[doc(hidden)]
 pub mod openrpc;
+#[doc(hidden)]
 pub mod pattern;
+#[doc(hidden)]
 pub mod python;
+#[doc(hidden)]
 pub mod rust;
+#[doc(hidden)]
 pub mod schemars_attrs;
+#[doc(hidden)]
 pub mod typescript;
 
 use std::path::{Path, PathBuf};
@@ -115,7 +145,7 @@ impl Config {
 
     /// Whether the generated types also derive `schemars::JsonSchema`, behind the generated
     /// crate's `schemars` feature, with attributes that make the derived schema accept exactly
-    /// what the source schema accepts (see [`schemars_attrs`]). Off by default.
+    /// what the source schema accepts (see the `schemars_attrs` module). Off by default.
     pub fn schemars(mut self, on: bool) -> Self {
         self.schemars = on;
         self
@@ -147,7 +177,7 @@ impl Config {
     ///
     /// # Errors
     ///
-    /// Every refusal at once ([`Refusals`], from [`lower::lower_all`]), or the one reason the
+    /// Every refusal at once ([`Refusals`], from `lower::lower_all`), or the one reason the
     /// files cannot be read.
     pub fn load(&self) -> Result<(Documents, TypeSpace), Refusals> {
         let docs = load::load_path(&self.schema_dir)?;
@@ -201,7 +231,7 @@ impl Config {
     }
 
     /// The schema digest: the lowercase hex SHA-256 of the bundle's canonical form (see
-    /// [`digest`]).
+    /// the `digest` module).
     ///
     /// # Errors
     ///
@@ -211,7 +241,7 @@ impl Config {
         Ok(digest::digest(&docs.bundle()))
     }
 
-    /// The OpenRPC 1.3 document for the schema folder (see [`openrpc`]).
+    /// The OpenRPC 1.3 document for the schema folder (see the `openrpc` module).
     ///
     /// # Errors
     ///
@@ -239,9 +269,84 @@ impl Config {
     /// The first [`SchemaError`], or a file that cannot be written.
     pub fn write_rust(&self, out_file: impl AsRef<Path>) -> Result<(), SchemaError> {
         let code = self.generate_rust()?;
-        let out = out_file.as_ref();
-        std::fs::write(out, code).map_err(|e| SchemaError::new(out.display().to_string(), "", "", format!("cannot write: {e}")))
+        write_file(out_file.as_ref(), &code)
     }
+
+    /// Generates the Python modules into the folder `out_dir` (created if missing), removing
+    /// the generated modules the schema no longer produces; files without the generated header
+    /// (`python::HEADER`) are never touched.
+    ///
+    /// ```no_run
+    /// openagents_codegen::Config::new()
+    ///     .schema_dir("schema/kv.schema.json")
+    ///     .python_runtime("openagents._rt")
+    ///     .write_python("kv_client/_generated")?;
+    /// # Ok::<(), openagents_codegen::SchemaError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The first [`SchemaError`], or a file or folder that cannot be written or read.
+    pub fn write_python(&self, out_dir: impl AsRef<Path>) -> Result<(), SchemaError> {
+        write_modules(out_dir.as_ref(), &self.generate_python()?, python::HEADER)
+    }
+
+    /// Generates the TypeScript modules into the folder `out_dir` (created if missing), removing
+    /// the generated modules the schema no longer produces; files without the generated header
+    /// (`typescript::HEADER`) are never touched.
+    ///
+    /// ```no_run
+    /// openagents_codegen::Config::new()
+    ///     .schema_dir("schema/kv.schema.json")
+    ///     .write_typescript("src/generated")?; // imports @openagents/client/rt
+    /// # Ok::<(), openagents_codegen::SchemaError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The first [`SchemaError`], or a file or folder that cannot be written or read.
+    pub fn write_typescript(&self, out_dir: impl AsRef<Path>) -> Result<(), SchemaError> {
+        write_modules(out_dir.as_ref(), &self.generate_typescript()?, typescript::HEADER)
+    }
+
+    /// Writes the OpenRPC 1.3 document ([`Config::generate_openrpc`]) to `out_file`, pretty-printed.
+    ///
+    /// # Errors
+    ///
+    /// The first [`SchemaError`], or a file that cannot be written.
+    pub fn write_openrpc(&self, out_file: impl AsRef<Path>) -> Result<(), SchemaError> {
+        let doc = self.generate_openrpc()?;
+        let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+        text.push('\n');
+        write_file(out_file.as_ref(), &text)
+    }
+}
+
+/// A failure to write or read `path`, as a [`SchemaError`] naming it.
+fn io_error(path: &Path, what: &str, e: &std::io::Error) -> SchemaError {
+    SchemaError::new(path.display().to_string(), "", "", format!("{what}: {e}"))
+}
+
+fn write_file(path: &Path, text: &str) -> Result<(), SchemaError> {
+    std::fs::write(path, text).map_err(|e| io_error(path, "cannot write", &e))
+}
+
+/// Writes `files` into `dir` (created if missing) and removes the files there that start with
+/// `header` (generated earlier) but are not among them.
+fn write_modules(dir: &Path, files: &[(String, String)], header: &str) -> Result<(), SchemaError> {
+    std::fs::create_dir_all(dir).map_err(|e| io_error(dir, "cannot create the folder", &e))?;
+    for entry in std::fs::read_dir(dir).map_err(|e| io_error(dir, "cannot read the folder", &e))? {
+        let path = entry.map_err(|e| io_error(dir, "cannot read the folder", &e))?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+        let generated = std::fs::read_to_string(&path).is_ok_and(|t| t.lines().next() == Some(header));
+        if generated && !files.iter().any(|(n, _)| *n == name) {
+            std::fs::remove_file(&path).map_err(|e| io_error(&path, "cannot remove", &e))?;
+        }
+    }
+    for (name, text) in files {
+        write_file(&dir.join(name), text)?;
+    }
+    Ok(())
 }
 
 /// Generates Rust from the documents given as `(file name, JSON text)` pairs; used for fixture

@@ -1,6 +1,6 @@
 //! The `openagents-codegen` command line: generate, bundle and check the schema.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -176,12 +176,9 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Compat { schema, old, new } => return versions::compat(&schema.path, old.zip(new)),
         Command::Gate { schema } => return versions::gate(&schema.path),
         Command::Freeze { protocol_version, schema, force } => return versions::freeze(&schema.path, &protocol_version, force),
-        Command::Python { schema, out_dir, runtime } => {
-            return write_modules(&out_dir, config(&schema).python_runtime(runtime).generate_python()?, openagents_codegen::python::HEADER);
-        }
+        Command::Python { schema, out_dir, runtime } => return Ok(config(&schema).python_runtime(runtime).write_python(&out_dir)?),
         Command::Typescript { schema, out_dir, runtime, error_base } => {
-            let files = config(&schema).typescript_runtime(runtime).typescript_error_base(error_base).generate_typescript()?;
-            return write_modules(&out_dir, files, openagents_codegen::typescript::HEADER);
+            return Ok(config(&schema).typescript_runtime(runtime).typescript_error_base(error_base).write_typescript(&out_dir)?);
         }
         Command::Rust { schema, runtime, service, rpc_crate, out } => {
             let config = config(&schema).runtime(runtime).service(service);
@@ -203,25 +200,6 @@ fn run(command: Command) -> anyhow::Result<()> {
     match out {
         Some(path) => std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?,
         None => print!("{text}"),
-    }
-    Ok(())
-}
-
-/// Writes generated modules into `dir`, removing the generated modules (files whose first line is
-/// `header`) that the schema no longer produces.
-fn write_modules(dir: &Path, files: Vec<(String, String)>, header: &str) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
-        let path = entry?.path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
-        let generated = std::fs::read_to_string(&path).is_ok_and(|t| t.lines().next() == Some(header));
-        if generated && !files.iter().any(|(n, _)| *n == name) {
-            std::fs::remove_file(&path).with_context(|| format!("cannot remove {}", path.display()))?;
-        }
-    }
-    for (name, text) in files {
-        let path = dir.join(&name);
-        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
 }
