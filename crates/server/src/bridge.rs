@@ -209,26 +209,19 @@ impl FrontendRequestBridge {
             st.pending.insert(request_id.clone(), Pending { asked, answer: tx });
             request_id
         };
-        // If the turn ends while waiting (interrupted, timed out), the request is settled too.
+        // However the wait ends (answered, timed out, or the turn dropped it: interrupted,
+        // shut down), the guard settles the request: an answer has already taken it out of
+        // `pending`; otherwise the guard takes it out and tells the frontends asked. Dropped,
+        // never forgotten: it holds the bridge, and the bridge the hub and its store.
         let guard = PendingGuard { bridge: Arc::clone(&self), request_id: request_id.clone() };
         let waited = tokio::time::timeout(timeout, rx).await;
-        std::mem::forget(guard);
+        drop(guard);
         match waited {
             Ok(Ok((decision, by))) => {
                 self.hub.publish(RuntimeEvent::ApprovalResolved { request_id, approved: decision.approved, by });
                 decision
             }
             _ => {
-                let pending = self.lock().pending.remove(&request_id);
-                if let Some(p) = pending {
-                    let note = approval_resolved(&request_id, false, None);
-                    let st = self.lock();
-                    for id in &p.asked {
-                        if let Some(f) = st.frontends.get(id) {
-                            let _ = f.tx.try_send(note.clone());
-                        }
-                    }
-                }
                 self.hub.publish(RuntimeEvent::ApprovalDenied { request_id: Some(request_id), prompt, reason: format!("no answer within {timeout:?}") });
                 ApprovalDecision::denied()
             }
