@@ -15,8 +15,9 @@
 //!   appear, in order and together, in the generated text (`...` skips any lines), generated
 //!   with the library (`Config::new().schema_dir(SCHEMA)`, default `schema`);
 //! - `exit N`: every command of the next console block exits with N (default 0);
-//! - `commands`: the next table lists exactly the commands `--help` lists, and each row exactly
-//!   the options that command's `--help` lists.
+//! - `commands`: the next table lists exactly the commands `--help` lists, each row exactly the
+//!   options that command's `--help` lists, and every default a row gives (`(default `X`)`) is
+//!   the one `--help` gives.
 //!
 //! In a ```` ```console ```` block, every `$ openagents-codegen …` line is run with the built
 //! binary (`CARGO_BIN_EXE_openagents-codegen`) in the folder; the lines after it are its output
@@ -319,7 +320,11 @@ impl Project {
         for row in rows.iter().skip(2) {
             let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
             let name = cells[0].trim_matches('`').split_whitespace().next().unwrap().to_owned();
-            assert_eq!(flags(cells[2]), flags(&help(&[&name, "--help"])), "{at}: the options of `{name}` in the table against its --help");
+            let own = help(&[&name, "--help"]);
+            assert_eq!(flags(cells[2]), flags(&own), "{at}: the options of `{name}` in the table against its --help");
+            for default in cells[2].split("(default `").skip(1).filter_map(|d| d.split_once('`')).map(|(d, _)| d) {
+                assert!(own.contains(&format!("[default: {default}]")), "{at}: `{name} --help` gives no default `{default}`:\n{own}");
+            }
             in_table.push(name);
         }
         let (mut a, mut b) = (listed.clone(), in_table.clone());
