@@ -138,7 +138,7 @@ check-codegen:
 	$(CARGO) run --quiet --locked -p openagents-codegen -- gate
 
 codegen:
-	$(CARGO) run --quiet -p openagents-codegen -- python --schema schema --out-dir clients/python/src/openagents/_generated
+	$(CARGO) run --quiet -p openagents-codegen -- python --schema schema --out-dir clients/python/src/openagents/_generated --error-root OpenAgentsError
 	$(CARGO) run --quiet -p openagents-codegen -- typescript --schema schema --out-dir clients/typescript/src/generated --runtime ../rt.js --error-base ../error.js
 	INSTA_UPDATE=always $(CARGO) test --quiet -p openagents-codegen --test snapshots --test openrpc --test compat_history
 	$(CARGO) run --quiet -p openagents-codegen -- check

@@ -78,6 +78,7 @@ pub struct Config {
     runtime: String,
     schemars: bool,
     python_runtime: String,
+    python_error_root: String,
     typescript: typescript::TypeScriptOptions,
     methods: Option<PathBuf>,
     service: Option<String>,
@@ -90,6 +91,7 @@ impl Default for Config {
             runtime: "::openagents_rt".into(),
             schemars: false,
             python_runtime: python::DEFAULT_RUNTIME.into(),
+            python_error_root: python::DEFAULT_ERROR_ROOT.into(),
             typescript: typescript::TypeScriptOptions::default(),
             methods: None,
             service: None,
@@ -122,6 +124,15 @@ impl Config {
         self
     }
 
+    /// The runtime's exception class the generated Python error base class derives from
+    /// (default `TypedError`, the root of every typed error generated code raises). The base
+    /// class itself is named from the schema: the error carrier's name with `Error` replaced by
+    /// `Exception`.
+    pub fn python_error_root(mut self, class: impl Into<String>) -> Self {
+        self.python_error_root = class.into();
+        self
+    }
+
     /// The module the generated TypeScript validators import their runtime from (default
     /// `@openagents/client/rt`, the installed client package's runtime).
     pub fn typescript_runtime(mut self, module: impl Into<String>) -> Self {
@@ -130,9 +141,11 @@ impl Config {
     }
 
     /// The module the generated TypeScript error classes import their base classes
-    /// (`OpenAgentsError`, `UnknownCodeError`) from (default `@openagents/client/error`).
+    /// (`OpenAgentsError`, `UnknownCodeError`) from. Without it (the default), `errors.ts`
+    /// declares its own base classes, named from the schema (the error carrier's name with
+    /// `Error` replaced by `Exception`, and `Unknown…` for a code this version does not know).
     pub fn typescript_error_base(mut self, module: impl Into<String>) -> Self {
-        self.typescript.error_base = module.into();
+        self.typescript.error_base = Some(module.into());
         self
     }
 
@@ -259,7 +272,7 @@ impl Config {
     /// The first [`SchemaError`].
     pub fn generate_python(&self) -> Result<Vec<(String, String)>, SchemaError> {
         let (docs, space) = self.load_first()?;
-        python::emit_with(&space, Some(&digest::digest(&docs.bundle())), &self.python_runtime)
+        python::emit_with_error_root(&space, Some(&digest::digest(&docs.bundle())), &self.python_runtime, &self.python_error_root)
     }
 
     /// Generates Rust for the schema folder into `out_file`, the way a build script uses it.

@@ -133,9 +133,10 @@ enum Command {
         #[arg(long, value_name = "MODULE", default_value = openagents_codegen::typescript::DEFAULT_RUNTIME)]
         runtime: String,
         /// The module the generated error classes import their base classes (`OpenAgentsError`,
-        /// `UnknownCodeError`) from.
-        #[arg(long, value_name = "MODULE", default_value = openagents_codegen::typescript::DEFAULT_ERROR_BASE)]
-        error_base: String,
+        /// `UnknownCodeError`) from. Without it, errors.ts declares its own, named from the
+        /// schema (the error carrier's name with `Error` replaced by `Exception`).
+        #[arg(long, value_name = "MODULE")]
+        error_base: Option<String>,
     },
     /// Write the generated Python modules into a folder, removing the generated modules the schema
     /// no longer produces.
@@ -148,6 +149,9 @@ enum Command {
         /// The Python module the generated code imports as its runtime (dotted).
         #[arg(long, value_name = "MODULE", default_value = "openagents._rt")]
         runtime: String,
+        /// The runtime's exception class the generated error base class derives from.
+        #[arg(long, value_name = "CLASS", default_value = openagents_codegen::python::DEFAULT_ERROR_ROOT)]
+        error_root: String,
     },
 }
 
@@ -176,9 +180,14 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Compat { schema, old, new } => return versions::compat(&schema.path, old.zip(new)),
         Command::Gate { schema } => return versions::gate(&schema.path),
         Command::Freeze { protocol_version, schema, force } => return versions::freeze(&schema.path, &protocol_version, force),
-        Command::Python { schema, out_dir, runtime } => return Ok(config(&schema).python_runtime(runtime).write_python(&out_dir)?),
+        Command::Python { schema, out_dir, runtime, error_root } => return Ok(config(&schema).python_runtime(runtime).python_error_root(error_root).write_python(&out_dir)?),
         Command::Typescript { schema, out_dir, runtime, error_base } => {
-            return Ok(config(&schema).typescript_runtime(runtime).typescript_error_base(error_base).write_typescript(&out_dir)?);
+            let config = config(&schema).typescript_runtime(runtime);
+            let config = match error_base {
+                Some(module) => config.typescript_error_base(module),
+                None => config,
+            };
+            return Ok(config.write_typescript(&out_dir)?);
         }
         Command::Rust { schema, runtime, service, rpc_crate, out } => {
             let config = config(&schema).runtime(runtime).service(service);

@@ -76,9 +76,28 @@ pub const DEFAULT_RUNTIME: &str = "openagents._rt";
 /// A [`SchemaError`] for a `runtime` that is not a dotted Python module path, or a pattern the
 /// Python emitter cannot translate.
 pub fn emit_with(space: &TypeSpace, schema_digest: Option<&str>, runtime: &str) -> Result<Vec<(String, String)>, SchemaError> {
+    emit_with_error_root(space, schema_digest, runtime, DEFAULT_ERROR_ROOT)
+}
+
+/// The runtime's exception the generated error base class derives from by default: `TypedError`,
+/// the root of every typed error generated code raises.
+pub const DEFAULT_ERROR_ROOT: &str = "TypedError";
+
+/// [`emit_with`], the generated error base class deriving from the runtime's `error_root`
+/// (a class of the runtime module, such as `TypedError`).
+///
+/// # Errors
+///
+/// As [`emit_with`], and for an `error_root` that is not a Python identifier.
+pub fn emit_with_error_root(space: &TypeSpace, schema_digest: Option<&str>, runtime: &str, error_root: &str) -> Result<Vec<(String, String)>, SchemaError> {
     let mut e = Emitter::new(space)?;
     e.schema_digest = schema_digest.map(str::to_owned);
     e.runtime_import = runtime_import(runtime).ok_or_else(|| SchemaError::new("", "", "", format!("`{runtime}` is not a Python module path (dotted identifiers, such as `mypkg.rt`)")))?;
+    let identifier = !error_root.is_empty() && !error_root.starts_with(|c: char| c.is_ascii_digit()) && error_root.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !identifier {
+        return Err(SchemaError::new("", "", "", format!("`{error_root}` is not a Python class name (an identifier, such as `TypedError`)")));
+    }
+    e.error_root = error_root.to_owned();
     let mut files = vec![
         ("__init__.py".to_owned(), e.init_module()),
         ("constants.py".to_owned(), e.constants_module()),
@@ -608,6 +627,8 @@ struct Emitter<'a> {
     schema_digest: Option<String>,
     /// The line that imports the runtime as `_rt`.
     runtime_import: String,
+    /// The runtime's class the error base class derives from.
+    error_root: String,
 }
 
 /// Which module a type expression is written for (names from models need `m.` elsewhere).
@@ -644,7 +665,7 @@ impl<'a> Emitter<'a> {
             }
         }
         let patterns = space.patterns.iter().map(translate_pattern).collect();
-        Ok(Emitter { space, variant_classes, unknown_classes, patterns, schema_digest: None, runtime_import: "from openagents import _rt".into() })
+        Ok(Emitter { space, variant_classes, unknown_classes, patterns, schema_digest: None, runtime_import: "from openagents import _rt".into(), error_root: DEFAULT_ERROR_ROOT.into() })
     }
 
     fn kind(&self, name: &str) -> Option<&'a TypeKind> {
@@ -1478,7 +1499,7 @@ impl<'a> Emitter<'a> {
         out.stmt(0, "__all__ = ", &group("", "[", "]", all.iter().map(|n| atom(py_str(n))).collect()), "");
         out.blank();
         out.blank();
-        out.line(0, &format!("class {base}(_rt.OpenAgentsError):"));
+        out.line(0, &format!("class {base}(_rt.{}):", self.error_root));
         let mut doc = em.description.unwrap_or("A typed failure.").to_owned();
         doc.push_str(&format!(
             "\n\n`code`, `message`, `details` and `retryable` are the error's own; `rpc_code` is the JSON-RPC number it travelled with. `error` is the whole `{}`.",

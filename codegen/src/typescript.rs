@@ -28,9 +28,12 @@ pub struct TypeScriptOptions {
     /// ...), as an import specifier: by default [`DEFAULT_RUNTIME`], the installed client
     /// package's exported runtime, so generated code needs nothing copied beside it.
     pub runtime: String,
-    /// The module holding `OpenAgentsError` and `UnknownCodeError`, the base classes of the
-    /// generated error classes (default [`DEFAULT_ERROR_BASE`]).
-    pub error_base: String,
+    /// The module holding `OpenAgentsError` and `UnknownCodeError`, to be the base classes of
+    /// the generated error classes; `None` (the default): `errors.ts` declares its own base
+    /// classes, named from the schema (the error carrier's name with `Error` replaced by
+    /// `Exception`, as in every language, and `Unknown` before it for a code this version does
+    /// not know).
+    pub error_base: Option<String>,
     /// The digest of the bundle the schema came from: when set, `types.ts` exports it as
     /// `SCHEMA_DIGEST`, which the client compares with the runtime's.
     pub schema_digest: Option<String>,
@@ -40,13 +43,9 @@ pub struct TypeScriptOptions {
 /// export.
 pub const DEFAULT_RUNTIME: &str = "@openagents/client/rt";
 
-/// The module generated error classes import their base classes from unless told otherwise: the
-/// client package's `./error` export.
-pub const DEFAULT_ERROR_BASE: &str = "@openagents/client/error";
-
 impl Default for TypeScriptOptions {
     fn default() -> Self {
-        TypeScriptOptions { runtime: DEFAULT_RUNTIME.into(), error_base: DEFAULT_ERROR_BASE.into(), schema_digest: None }
+        TypeScriptOptions { runtime: DEFAULT_RUNTIME.into(), error_base: None, schema_digest: None }
     }
 }
 
@@ -1499,7 +1498,7 @@ impl<'a> Emitter<'a> {
         w.blank();
         w.doc("Options for one call.");
         w.open("export interface CallOptions {");
-        w.doc("Stops waiting for the answer when it aborts. On `submit` the client also sends `interrupt`,\nso the turn itself stops.");
+        w.doc("Stops waiting for the answer when it aborts; what else an abort does (telling the server to\nstop the work, say) is the client's to decide.");
         w.line("readonly signal?: AbortSignal;");
         w.close("}");
         w.blank();
@@ -1536,11 +1535,55 @@ impl<'a> Emitter<'a> {
         let mut w = Out::new();
         w.line(HEADER);
         let Some((t, e)) = self.error_enum() else { return w.finish() };
-        let e = &e.codes;
         let id = self.id(&t.name);
         w.doc(&format!("One error class per `{}` value, so callers can `catch` by class.", t.name));
-        w.line(&format!("import {{ OpenAgentsError, UnknownCodeError }} from {};", js_str(&self.opts.error_base)));
-        w.line(&format!("import type {{ {id} }} from \"./types.js\";"));
+        let (base, unknown) = match (&self.opts.error_base, &e.carrier, &e.base_class_name) {
+            (Some(module), _, _) => {
+                w.line(&format!("import {{ OpenAgentsError, UnknownCodeError }} from {};", js_str(module)));
+                w.line(&format!("import type {{ {id} }} from \"./types.js\";"));
+                ("OpenAgentsError".to_owned(), "UnknownCodeError".to_owned())
+            }
+            (None, Some(carrier), Some(base)) => {
+                let carrier = self.id(carrier);
+                let shouty = t.name.to_shouty_snake_case();
+                w.line(&format!("import type {{ {carrier}, {id} }} from \"./types.js\";"));
+                w.line(&format!("import {{ {shouty}_INFO, {shouty}_UNKNOWN }} from \"./types.js\";"));
+                let unknown = format!("Unknown{base}");
+                w.blank();
+                w.doc(&format!("A typed failure (a `{carrier}`): the base of one class per `{id}` value."));
+                w.open(&format!("export class {base} extends Error {{"));
+                w.doc("The code a subclass stands for (`\"\"` on the base class).");
+                w.line("static readonly code: string = \"\";");
+                w.doc("The error's code.");
+                w.line(&format!("readonly code: {carrier}[\"code\"];"));
+                w.doc("Whether the same request may succeed if sent again later, as the schema documents it for the code.");
+                w.line("readonly retryable: boolean;");
+                w.doc("The JSON-RPC numeric code the error travelled with.");
+                w.line("readonly rpcCode: number;");
+                w.doc(&format!("The whole `{carrier}`."));
+                w.line(&format!("readonly data: {carrier};"));
+                w.blank();
+                w.open(&format!("constructor(data: {carrier}, rpcCode?: number, options?: {{ cause?: unknown }}) {{"));
+                w.line("super(String(data.message ?? \"\"), options);");
+                w.line("this.name = new.target.name;");
+                w.line("this.code = data.code;");
+                w.line(&format!(
+                    "const info = ({shouty}_INFO as {{ readonly [code: string]: {{ readonly retryable: boolean; readonly rpcCode: number }} | undefined }})[String(data.code)] ?? {shouty}_UNKNOWN;"
+                ));
+                w.line(&format!("this.retryable = new.target === {unknown} ? {shouty}_UNKNOWN.retryable : info.retryable;"));
+                w.line("this.rpcCode = rpcCode ?? info.rpcCode;");
+                w.line("this.data = data;");
+                w.close("}");
+                w.close("}");
+                w.blank();
+                w.doc("A code this version does not know; never retryable, whatever the peer says.");
+                w.line(&format!("export class {unknown} extends {base} {{}}"));
+                (base.clone(), unknown)
+            }
+            // No object carries the code beside a message: nothing to build an error from.
+            (None, _, _) => return w.finish(),
+        };
+        let e = &e.codes;
         let mut classes = Vec::new();
         for v in e {
             // Decided in the model (`ErrorCode::class_name`), the same in every language.
@@ -1549,7 +1592,7 @@ impl<'a> Emitter<'a> {
             let mut d = v.description.clone().unwrap_or_else(|| format!("`{}`.", v.value));
             d.push_str(if v.retryable { "\n\nRetrying can help." } else { "\n\nRetrying the same request cannot help." });
             w.doc(&d);
-            w.open(&format!("export class {class} extends OpenAgentsError {{"));
+            w.open(&format!("export class {class} extends {base} {{"));
             w.doc("The code this class stands for.");
             w.line(&format!("static override readonly code = {};", js_str(&v.value)));
             w.close("}");
@@ -1563,9 +1606,9 @@ impl<'a> Emitter<'a> {
         }
         w.close("} as const;");
         w.blank();
-        w.doc("The class for a code; `UnknownCodeError` for one this version does not know.");
-        w.open(&format!("export function errorClass(code: {id} | string): typeof OpenAgentsError {{"));
-        w.line("return (ERROR_CLASSES as { readonly [code: string]: typeof OpenAgentsError | undefined })[code] ?? UnknownCodeError;");
+        w.doc(&format!("The class for a code; `{unknown}` for one this version does not know."));
+        w.open(&format!("export function errorClass(code: {id} | string): typeof {base} {{"));
+        w.line(&format!("return (ERROR_CLASSES as {{ readonly [code: string]: typeof {base} | undefined }})[code] ?? {unknown};"));
         w.close("}");
         w.finish()
     }

@@ -316,7 +316,7 @@ impl Langs {
             Err(e) => Value::String(e.to_string()),
         };
         // Beside copies of the client's rt.ts and error.ts (`conformance-langs`), not the package.
-        let ts_options = openagents_codegen::typescript::TypeScriptOptions { runtime: "../rt.js".into(), error_base: "../error.js".into(), schema_digest: None };
+        let ts_options = openagents_codegen::typescript::TypeScriptOptions { runtime: "../rt.js".into(), error_base: Some("../error.js".into()), schema_digest: None };
         let ts = openagents_codegen::typescript::emit(&space, &ts_options);
         self.write_files(&self.dir.join("ts/src").join(module), &ts);
         let cases: Vec<Value> = group

@@ -107,7 +107,10 @@ def old_package(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path
     bundle.write_text(json.dumps(doc, indent=2))
     shutil.copytree(PYTHON_DIR / "src" / "openagents", d / "openagents", ignore=shutil.ignore_patterns("__pycache__"))
     out = d / "openagents" / "_generated"
-    subprocess.run([str(codegen), "python", "--schema", str(bundle), "--out-dir", str(out)], check=True)
+    subprocess.run(
+        [str(codegen), "python", "--schema", str(bundle), "--out-dir", str(out), "--error-root", "OpenAgentsError"],
+        check=True,
+    )
     text = (out / "constants.py").read_text()
     digest = text.split('SCHEMA_DIGEST: Final = "', 1)[1].split('"', 1)[0]
     assert len(digest) == 64 and digest != SCHEMA_DIGEST

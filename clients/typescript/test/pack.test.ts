@@ -145,7 +145,7 @@ export const r = (): Promise<void> => serveOnce((t) => t.task);
   }
 });
 
-test("TypeScript generated for another protocol's schema imports the installed package's runtime and runs with nothing copied beside it", () => {
+test("TypeScript generated for other schemas (ACP's, a service's with error codes) imports the installed package's runtime and runs with nothing copied beside it", () => {
   const dir = mkdtempSync(join(tmpdir(), "openagents-ts-foreign-"));
   try {
     const pack = spawnSync(npm, ["pack", "--ignore-scripts", "--json", "--pack-destination", dir], { cwd: PKG, encoding: "utf8" });
@@ -166,15 +166,23 @@ test("TypeScript generated for another protocol's schema imports the installed p
     assert.match(validators, /from "@openagents\/client\/rt"/, "the validators import the package's runtime");
     assert.doesNotMatch(validators, /\.\.\/rt\.js/, "and no file beside them");
 
+    // A service schema with an error-code enum: its error classes need nothing of ours either.
+    const notes = spawnSync(codegen, ["typescript", "--schema", join(ROOT, "codegen/tests/foreign/notes.schema.json"), "--out-dir", join(app, "notes")], { encoding: "utf8" });
+    assert.equal(notes.status, 0, notes.stderr);
+
     writeFileSync(
       join(app, "use.ts"),
       `
+import { errorClass, FullError, NotesException, UnknownNotesException } from "./notes/errors.js";
+const full = new (errorClass("full"))({ code: "full", message: "no room" });
+const later = new (errorClass("from_a_newer_server"))({ code: "full", message: "?" });
+const errors = [full instanceof FullError, full instanceof NotesException, full.rpcCode, full.retryable, full.message, later instanceof UnknownNotesException, later.retryable];
 import { validate } from "./acp/validators.js";
 import type { SessionNotification } from "./acp/types.js";
 const ok: SessionNotification = { sessionId: "s1", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "hi" } } };
 const bad = { sessionId: 7, update: { sessionUpdate: "agent_message_chunk", content: { type: "text" } } };
 const unknown = (() => { try { validate("NoSuchType", {}); return "accepted"; } catch (e) { return (e as Error).message.slice(0, 30); } })();
-console.log(JSON.stringify({ ok: validate("SessionNotification", ok), bad: validate("SessionNotification", bad).map((v) => [v.pointer, v.keyword]).sort(), unknown }));
+console.log(JSON.stringify({ ok: validate("SessionNotification", ok), bad: validate("SessionNotification", bad).map((v) => [v.pointer, v.keyword]).sort(), unknown, errors }));
 `,
     );
     const tsc = join(PKG, "node_modules/typescript/bin/tsc");
@@ -187,7 +195,8 @@ console.log(JSON.stringify({ ok: validate("SessionNotification", ok), bad: valid
     assert.equal(build.status, 0, `tsc --strict on the generated code:\n${build.stdout}${build.stderr}`);
     const run = spawnSync(process.execPath, ["out/use.js"], { cwd: app, encoding: "utf8" });
     assert.equal(run.status, 0, run.stderr);
-    const out = JSON.parse(run.stdout) as { ok: unknown[]; bad: [string, string][]; unknown: string };
+    const out = JSON.parse(run.stdout) as { ok: unknown[]; bad: [string, string][]; unknown: string; errors: unknown[] };
+    assert.deepEqual(out.errors, [true, true, -32051, true, "no room", true, false], "the notes schema's error classes, their codes and an unknown code");
     assert.deepEqual(out.ok, [], "a valid notification has no violations");
     assert.ok(out.bad.some(([p]) => p === "/sessionId"), `the number sessionId is named: ${JSON.stringify(out.bad)}`);
     assert.ok(out.bad.some(([p]) => p.startsWith("/update/content")), `the text block without text is named: ${JSON.stringify(out.bad)}`);

@@ -131,7 +131,7 @@ test("a client generated from an older bundle reports the mismatch: a warning on
     // The package's sources, with generated modules from that bundle, compiled with its tsc.
     cpSync(join(PKG, "src"), join(dir, "src"), { recursive: true });
     rmSync(join(dir, "src/generated"), { recursive: true });
-    const gen = spawnSync(CODEGEN, ["typescript", "--schema", bundle, "--out-dir", join(dir, "src/generated")], { encoding: "utf8" });
+    const gen = spawnSync(CODEGEN, ["typescript", "--schema", bundle, "--out-dir", join(dir, "src/generated"), "--runtime", "../rt.js", "--error-base", "../error.js"], { encoding: "utf8" });
     assert.equal(gen.status, 0, gen.stderr);
     copyFileSync(join(PKG, "tsconfig.json"), join(dir, "tsconfig.json"));
     writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "older-client", private: true, type: "module" }));

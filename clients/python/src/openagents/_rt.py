@@ -63,6 +63,7 @@ __all__ = [
     "Pattern",
     "Str",
     "Tagged",
+    "TypedError",
     "UnknownTypeName",
     "Violation",
     "WireEnum",
@@ -85,7 +86,12 @@ _M = TypeVar("_M", bound="Model")
 _T = TypeVar("_T")
 
 
-class OpenAgentsError(Exception):
+class TypedError(Exception):
+    """The root of every typed error that generated code raises: the error base class generated for
+    a schema derives from it (`openagents-codegen python --error-root` chooses another class)."""
+
+
+class OpenAgentsError(TypedError):
     """The root of every error this package raises."""
 
 

@@ -5,8 +5,8 @@ import type * as T from "./types.js";
 /** Options for one call. */
 export interface CallOptions {
   /**
-   * Stops waiting for the answer when it aborts. On `submit` the client also sends `interrupt`,
-   * so the turn itself stops.
+   * Stops waiting for the answer when it aborts; what else an abort does (telling the server to
+   * stop the work, say) is the client's to decide.
    */
   readonly signal?: AbortSignal;
 }
