@@ -1,0 +1,45 @@
+//! The Python generated from the kv schema (what `openagents-codegen python --schema
+//! examples/kv/schema` writes, here through the library's `Config::generate_python`) drives the
+//! real `kv-server` over HTTP: tests/python/drive.py, run by the repository's virtualenv
+//! (`.venv`, made by `clients/python/ensure-venv.sh`; `OPENAGENTS_VENV` names another).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::Server;
+
+fn manifest() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn python() -> PathBuf {
+    let venv = std::env::var_os("OPENAGENTS_VENV").map_or_else(|| manifest().join("../../.venv"), PathBuf::from);
+    let py = venv.join("bin/python");
+    assert!(py.exists(), "no Python at {}: run clients/python/ensure-venv.sh (or set OPENAGENTS_VENV)", py.display());
+    py
+}
+
+#[tokio::test]
+async fn the_generated_python_drives_the_server() {
+    let py = python();
+    let dir = std::env::temp_dir().join(format!("kv-python-{}", std::process::id()));
+    let package = dir.join("kv_client");
+    std::fs::create_dir_all(&package).expect("temp folder");
+    let files = openagents_codegen::Config::new().schema_dir(manifest().join("schema")).generate_python().expect("the kv schema generates Python");
+    for (name, text) in files {
+        std::fs::write(package.join(name), text).expect("write");
+    }
+    let server = Server::start(None).await;
+    let out = tokio::process::Command::new(&py)
+        .arg(manifest().join("tests/python/drive.py"))
+        .args(["kv_client", &server.rpc_url()])
+        .env("PYTHONPATH", &dir)
+        .output()
+        .await
+        .expect("python runs");
+    let _ = std::fs::remove_dir_all(&dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "drive.py failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdout.lines().filter(|l| l.starts_with("ok ")).count(), 8, "{stdout}");
+}
