@@ -8,8 +8,9 @@ use clap::{Parser, Subcommand};
 
 mod versions;
 
-/// Generates openagents' Rust, Python and TypeScript code and its published bundle from the JSON
-/// Schema files in schema/, and checks the schema against its released versions.
+/// Generates exact types, validators and typed methods in Rust, Python and TypeScript, an OpenRPC
+/// document and a bundle from a JSON Schema (a folder of schema files, or one file with $defs),
+/// and checks a schema against its released versions.
 ///
 /// Exit codes: 0 done; 1 the schema is refused, a file cannot be written, a change breaks
 /// (`compat`) or the gate fails (`gate`); 2 bad arguments, or input the version commands
@@ -203,7 +204,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::Check { schema } => {
             let (_, space) = config(&schema).load()?;
-            (format!("{} types, {} roots, {} constants: ok\n", space.types.len(), space.roots.len(), space.constants.len()), None)
+            (format!("{}, {}, {}: ok\n", count(space.types.len(), "type", "types"), count(space.roots.len(), "root", "roots"), count(space.constants.len(), "constant", "constants")), None)
         }
     };
     match out {
@@ -211,4 +212,9 @@ fn run(command: Command) -> anyhow::Result<()> {
         None => print!("{text}"),
     }
     Ok(())
+}
+
+/// `n` and the noun, singular for one.
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }

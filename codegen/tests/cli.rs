@@ -114,7 +114,8 @@ fn check_loads_the_schema() {
     let out = codegen(&["check", "--schema", schema.to_str().expect("a UTF-8 path")]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let (_, space) = openagents_codegen::Config::new().schema_dir(&schema).load().expect("the schema loads");
-    let expected = format!("{} types, {} roots, {} constants: ok\n", space.types.len(), space.roots.len(), space.constants.len());
+    let count = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let expected = format!("{}, {}, {}: ok\n", count(space.types.len(), "type", "types"), count(space.roots.len(), "root", "roots"), count(space.constants.len(), "constant", "constants"));
     assert_eq!(stdout(&out), expected);
 }
 
