@@ -272,9 +272,49 @@ impl Default for Roles {
     }
 }
 
-/// Compares two lowered schemas with the default [`Roles`].
+impl Roles {
+    /// The roles of two versions of a schema: the default ones (our runtime's types, where the
+    /// schema has them), then what the schema itself says is written by its server and read by
+    /// old clients, and the other way round:
+    ///
+    /// - the object that carries an error code (the error set's carrier): written by the server;
+    /// - with a method union (the server's requests), every method of a side (`x-method`/`x-side`
+    ///   or a method file: what the server sends its peers, such as notifications): the params
+    ///   written by the server and read by old peers, a request's result written by old peers and
+    ///   read by the server.
+    ///
+    /// A schema of sides alone (no method union) has no server to check against: its sides are
+    /// not walked.
+    pub fn of(old: &TypeSpace, new: &TypeSpace) -> Roles {
+        let mut roles = Roles::default();
+        let mut add = |list: &mut Vec<(String, String)>, name: &str, who: String| {
+            if !list.iter().any(|(n, _)| n == name) {
+                list.push((name.to_owned(), who));
+            }
+        };
+        for space in [old, new] {
+            if let Some(carrier) = space.errors.as_ref().and_then(|e| e.carrier.as_deref()) {
+                add(&mut roles.output, carrier, "old clients reading errors".to_owned());
+            }
+            if space.methods.is_none() {
+                continue;
+            }
+            for side in &space.sides {
+                for m in side.requests.iter().chain(&side.notifications) {
+                    add(&mut roles.output, &m.params, format!("old {} peers reading `{}`", side.name, m.method));
+                    if let Some(result) = &m.result {
+                        add(&mut roles.input, result, format!("old {} peers answering `{}`", side.name, m.method));
+                    }
+                }
+            }
+        }
+        roles
+    }
+}
+
+/// Compares two lowered schemas with the roles they give ([`Roles::of`]).
 pub fn compare(old: &TypeSpace, new: &TypeSpace) -> Report {
-    compare_with(old, new, &Roles::default())
+    compare_with(old, new, &Roles::of(old, new))
 }
 
 /// Compares two lowered schemas.
