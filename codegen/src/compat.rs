@@ -287,7 +287,7 @@ impl Roles {
     /// not walked.
     pub fn of(old: &TypeSpace, new: &TypeSpace) -> Roles {
         let mut roles = Roles::default();
-        let mut add = |list: &mut Vec<(String, String)>, name: &str, who: String| {
+        let add = |list: &mut Vec<(String, String)>, name: &str, who: String| {
             if !list.iter().any(|(n, _)| n == name) {
                 list.push((name.to_owned(), who));
             }

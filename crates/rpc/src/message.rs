@@ -13,6 +13,10 @@
 //!   is -32600), each handled as above; its reply is the array of its entries' replies, and no
 //!   reply when every entry was a notification.
 //! - The reply echoes the `id` exactly as the request wrote it.
+//! - A response object (no `method`; a `result` or an `error`; an `id`) is the caller's answer to
+//!   a request of the server's ([`crate::Peer::request`]): it goes to the request waiting under
+//!   that id (none waiting: it is dropped), and nothing is replied. A request with a `result` or
+//!   `error` member is still -32600.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -33,6 +37,9 @@ pub(crate) struct Envelope<'a> {
     pub(crate) id: Option<&'a RawValue>,
     pub(crate) method: Option<&'a RawValue>,
     pub(crate) params: Option<&'a RawValue>,
+    /// A response's members (the caller answering a request of the server's, [`crate::Peer::request`]).
+    result: Option<&'a RawValue>,
+    error: Option<&'a RawValue>,
     duplicate: Option<String>,
     unknown: Option<String>,
 }
@@ -54,6 +61,8 @@ impl<'de> serde::Deserialize<'de> for Envelope<'de> {
                         "id" => &mut env.id,
                         "method" => &mut env.method,
                         "params" => &mut env.params,
+                        "result" => &mut env.result,
+                        "error" => &mut env.error,
                         other => {
                             if env.unknown.is_none() {
                                 env.unknown = Some(bounded(other, 128).into_owned());
@@ -69,6 +78,41 @@ impl<'de> serde::Deserialize<'de> for Envelope<'de> {
             }
         }
         d.deserialize_map(V)
+    }
+}
+
+impl Envelope<'_> {
+    /// Whether this is a response (no `method`, a `result` or an `error`, an `id`).
+    fn is_response(&self) -> bool {
+        self.method.is_none() && self.id.is_some() && (self.result.is_some() || self.error.is_some())
+    }
+}
+
+/// Gives a response the caller sent (its answer to a request of the server's) to the request
+/// that waits for it; a response no request waits for is dropped. Nothing is replied.
+fn take_answer(cx: &Context, env: &Envelope<'_>) {
+    let Some(id) = env.id else { return };
+    let answer = match (env.result, env.error) {
+        (Some(result), None) => Ok(result.to_owned()),
+        (None, Some(error)) => Err(serde_json::from_str::<RpcError>(error.get()).unwrap_or_else(|e| RpcError::new(crate::codes::INTERNAL_ERROR, format!("the caller answered with an error object that is not one: {e}")))),
+        _ => Err(RpcError::new(crate::codes::INTERNAL_ERROR, "the caller answered with both a result and an error")),
+    };
+    cx.peer().resolve(id, answer);
+}
+
+/// When `bytes` is one response (not a request, not a batch), gives it to the request that waits
+/// for it and says so: the connection takes answers before any bound on calls in flight.
+pub(crate) fn take_if_answer(cx: &Context, bytes: &[u8]) -> bool {
+    let text = bytes.trim_ascii_start();
+    if text.first() != Some(&b'{') {
+        return false;
+    }
+    match serde_json::from_slice::<Envelope<'_>>(text) {
+        Ok(env) if env.is_response() && env.duplicate.is_none() => {
+            take_answer(cx, &env);
+            true
+        }
+        _ => false,
     }
 }
 
@@ -185,6 +229,10 @@ async fn handle_one(server: &RpcServer, cx: &Context, text: &str, out: &mut Vec<
             return true;
         }
     };
+    if env.is_response() && env.duplicate.is_none() && env.unknown.is_none() {
+        take_answer(cx, &env);
+        return false;
+    }
     let id = env.id.and_then(readable_id);
     let invalid = |message: String, id: Option<&RawValue>, out: &mut Vec<u8>| {
         Reply { id, outcome: Err(RpcError::invalid_request(message)) }.encode(out);
@@ -212,7 +260,8 @@ async fn handle_one(server: &RpcServer, cx: &Context, text: &str, out: &mut Vec<
         }
         Err(_) => return invalid("`method` must be a string".into(), id, out),
     };
-    if let Some(unknown) = &env.unknown {
+    let unknown = env.unknown.as_deref().or(env.result.map(|_| "result")).or(env.error.map(|_| "error"));
+    if let Some(unknown) = unknown {
         return invalid(format!("unknown member `{unknown}`: a request has only `jsonrpc`, `id`, `method` and `params`"), id, out);
     }
     let notification = env.id.is_none();

@@ -82,6 +82,9 @@ impl Connection {
         if message.iter().all(u8::is_ascii_whitespace) {
             return;
         }
+        if crate::message::take_if_answer(&self.cx, &message) {
+            return;
+        }
         let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() else {
             let max = self.server.limits.max_in_flight;
             let e = RpcError::new(codes::BUSY, format!("Busy: this connection already has {max} calls in flight; send more once one has answered"));
@@ -109,6 +112,8 @@ impl Connection {
     /// Waits for every call in flight to answer, then lets the outbound queue close once what
     /// is queued is written (a peer a handler kept beyond its call sends no more).
     pub(crate) async fn finish(mut self) {
+        // No answer can come any more: calls waiting for one end now.
+        self.cx.peer().close_requests();
         while self.tasks.join_next().await.is_some() {}
     }
 }
