@@ -128,7 +128,7 @@ test-postgres: ; bash tests/postgres/run-tests.sh
 # The publishable crates (the generator and the runtime generated Rust depends on) packaged and
 # built from their packages alone, as crates.io would: every file they need inside, every
 # dependency a version range crates.io can resolve.
-PUBLISHED_CRATES := openagents-rt openagents-codegen
+PUBLISHED_CRATES := openagents-rt openagents-codegen openagents-rpc
 test-publish:
 	$(CARGO) publish --dry-run --locked --allow-dirty $(addprefix -p ,$(PUBLISHED_CRATES))
 
