@@ -1,7 +1,8 @@
 //! The Python generated from the kv schema (what `openagents-codegen python --schema
 //! examples/kv/schema` writes, here through the library's `Config::generate_python`) drives the
 //! real `kv-server` over HTTP: tests/python/drive.py, run by the repository's virtualenv
-//! (`.venv`, made by `clients/python/ensure-venv.sh`; `OPENAGENTS_VENV` names another).
+//! (`.venv`, or the one `OPENAGENTS_VENV` names), which `clients/python/ensure-venv.sh` makes
+//! when it is missing, as the other suites do.
 
 mod common;
 
@@ -16,7 +17,11 @@ fn manifest() -> &'static Path {
 fn python() -> PathBuf {
     let venv = std::env::var_os("OPENAGENTS_VENV").map_or_else(|| manifest().join("../../.venv"), PathBuf::from);
     let py = venv.join("bin/python");
-    assert!(py.exists(), "no Python at {}: run clients/python/ensure-venv.sh (or set OPENAGENTS_VENV)", py.display());
+    if !py.exists() {
+        let made = std::process::Command::new("bash").arg(manifest().join("../../clients/python/ensure-venv.sh")).env("OPENAGENTS_VENV", &venv).status();
+        assert!(made.is_ok_and(|s| s.success()), "clients/python/ensure-venv.sh could not make the virtualenv at {}", venv.display());
+    }
+    assert!(py.exists(), "no Python at {} after clients/python/ensure-venv.sh", py.display());
     py
 }
 
