@@ -43,6 +43,78 @@ pub struct Notification {
     pub params: Option<Box<RawValue>>,
 }
 
+/// A request the server sent the client ([`crate::Peer::request`] on its side), to answer once:
+/// [`ServerRequest::answer`] or [`ServerRequest::refuse`]. Dropped unanswered, it is refused
+/// with -32603, so the server never waits for an answer that cannot come.
+#[derive(Debug)]
+pub struct ServerRequest {
+    /// Its method.
+    pub method: String,
+    /// Its params, as sent.
+    pub params: Option<Box<RawValue>>,
+    id: Box<RawValue>,
+    out: Option<mpsc::Sender<Vec<u8>>>,
+}
+
+impl ServerRequest {
+    /// Its id, as the server wrote it.
+    pub fn id(&self) -> &RawValue {
+        &self.id
+    }
+
+    fn reply(&mut self, outcome: Result<&RawValue, &RpcError>) -> Option<(mpsc::Sender<Vec<u8>>, Vec<u8>)> {
+        let out = self.out.take()?;
+        let mut line = Vec::with_capacity(64);
+        line.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+        line.extend_from_slice(self.id.get().as_bytes());
+        match outcome {
+            Ok(result) => {
+                line.extend_from_slice(br#","result":"#);
+                line.extend_from_slice(result.get().as_bytes());
+            }
+            Err(e) => {
+                line.extend_from_slice(br#","error":"#);
+                line.extend_from_slice(serde_json::to_string(e).unwrap_or_else(|_| r#"{"code":-32603,"message":"Internal error"}"#.into()).as_bytes());
+            }
+        }
+        line.push(b'}');
+        Some((out, line))
+    }
+
+    /// Answers the request with `result`.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Closed`] when the connection has closed.
+    pub async fn answer(mut self, result: &RawValue) -> Result<(), ClientError> {
+        let Some((out, line)) = self.reply(Ok(result)) else { return Err(ClientError::Closed) };
+        out.send(line).await.map_err(|_| ClientError::Closed)
+    }
+
+    /// Refuses the request with `error`.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Closed`] when the connection has closed.
+    pub async fn refuse(mut self, error: &RpcError) -> Result<(), ClientError> {
+        let Some((out, line)) = self.reply(Err(error)) else { return Err(ClientError::Closed) };
+        out.send(line).await.map_err(|_| ClientError::Closed)
+    }
+}
+
+impl Drop for ServerRequest {
+    fn drop(&mut self) {
+        let e = RpcError::new(crate::codes::INTERNAL_ERROR, "Internal error: the client dropped the request without answering it");
+        if let Some((out, line)) = self.reply(Err(&e)) {
+            let _ = out.try_send(line);
+        }
+    }
+}
+
+/// How many server requests wait for [`LineTransport::requests`]'s reader before the connection
+/// stops reading.
+pub const REQUEST_QUEUE: usize = 64;
+
 /// How a client reaches a server: a call answers the raw result, a notification nothing.
 /// Object-safe; generated clients hold an `Arc<dyn Transport>`.
 pub trait Transport: Send + Sync + 'static {
@@ -118,6 +190,7 @@ struct Pending {
     closed: AtomicBool,
     waiting: Mutex<HashMap<u64, Answer>>,
     notifications: Mutex<Option<mpsc::Sender<Notification>>>,
+    requests: Mutex<Option<mpsc::Sender<ServerRequest>>>,
 }
 
 impl Pending {
@@ -137,11 +210,29 @@ impl Pending {
         Ok((id, rx))
     }
 
-    /// Routes one message from the server: an answer to its call, a notification to the queue.
-    async fn route(&self, text: &str) {
+    /// Routes one message from the server: an answer to its call, a notification to the queue,
+    /// a request to [`LineTransport::requests`]'s reader (without one, refused -32601 at once).
+    /// `out` is weak, so that a client closing its side (dropping its sender) closes the
+    /// connection; a request holds it strongly until answered.
+    async fn route(&self, text: &str, out: &mpsc::WeakSender<Vec<u8>>) {
         let Ok(msg) = serde_json::from_str::<Incoming<'_>>(text) else { return };
         if let Some(method) = &msg.method {
-            if msg.id.is_some() {
+            if let Some(id) = msg.id {
+                let Some(out) = out.upgrade() else { return };
+                let mut request = ServerRequest { method: method.clone(), params: msg.params.map(ToOwned::to_owned), id: id.to_owned(), out: Some(out) };
+                let tx = self.requests.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                match tx {
+                    Some(tx) => {
+                        // A reader gone since is the same as none: the request is refused as dropped.
+                        let _ = tx.send(request).await;
+                    }
+                    None => {
+                        let e = RpcError::method_not_found(method);
+                        if let Some((out, line)) = request.reply(Err(&e)) {
+                            let _ = out.send(line).await;
+                        }
+                    }
+                }
                 return;
             }
             let tx = self.notifications.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -162,6 +253,13 @@ impl Pending {
         self.closed.store(true, Ordering::Release);
         self.lock().clear();
         self.notifications.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.requests.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+
+    fn subscribe_requests(&self) -> mpsc::Receiver<ServerRequest> {
+        let (tx, rx) = mpsc::channel(REQUEST_QUEUE);
+        *self.requests.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+        rx
     }
 
     fn subscribe(&self) -> mpsc::Receiver<Notification> {
@@ -211,14 +309,14 @@ impl LineTransport {
             }
             let _ = w.shutdown().await;
         });
-        let p = Arc::clone(&pending);
+        let (p, replies) = (Arc::clone(&pending), out.downgrade());
         tokio::spawn(async move {
             let mut r = tokio::io::BufReader::new(reader);
             loop {
                 match read_line(&mut r, MAX_FRAME_BYTES).await {
                     Ok(Line::Text(line)) => {
                         if let Ok(text) = std::str::from_utf8(&line) {
-                            p.route(text).await;
+                            p.route(text, &replies).await;
                         }
                     }
                     Ok(Line::TooLong) => {}
@@ -248,6 +346,12 @@ impl LineTransport {
     /// Until it is called they are dropped.
     pub fn notifications(&self) -> mpsc::Receiver<Notification> {
         self.pending.subscribe()
+    }
+
+    /// The server's requests from now on, each to answer once (a second call replaces the first
+    /// receiver). Until it is called, they are refused with -32601.
+    pub fn requests(&self) -> mpsc::Receiver<ServerRequest> {
+        self.pending.subscribe_requests()
     }
 
     /// Closes the input of the server (its stdin, for a child), which ends a line server, and
@@ -309,14 +413,14 @@ impl WsTransport {
             }
             let _ = sink.close().await;
         });
-        let p = Arc::clone(&pending);
+        let (p, replies) = (Arc::clone(&pending), out.downgrade());
         tokio::spawn(async move {
             while let Some(msg) = stream.next().await {
                 match msg {
-                    Ok(Message::Text(t)) => p.route(t.as_str()).await,
+                    Ok(Message::Text(t)) => p.route(t.as_str(), &replies).await,
                     Ok(Message::Binary(b)) => {
                         if let Ok(t) = std::str::from_utf8(&b) {
-                            p.route(t).await;
+                            p.route(t, &replies).await;
                         }
                     }
                     Ok(Message::Close(_)) | Err(_) => break,
@@ -332,6 +436,12 @@ impl WsTransport {
     /// Until it is called they are dropped.
     pub fn notifications(&self) -> mpsc::Receiver<Notification> {
         self.pending.subscribe()
+    }
+
+    /// The server's requests from now on, each to answer once (a second call replaces the first
+    /// receiver). Until it is called, they are refused with -32601.
+    pub fn requests(&self) -> mpsc::Receiver<ServerRequest> {
+        self.pending.subscribe_requests()
     }
 }
 

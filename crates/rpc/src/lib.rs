@@ -50,7 +50,7 @@ mod http;
 mod message;
 mod stdio;
 
-pub use client::{ClientError, HttpTransport, LineTransport, Notification, Transport, WsTransport};
+pub use client::{ClientError, HttpTransport, LineTransport, Notification, ServerRequest, Transport, WsTransport};
 pub use message::MAX_ID_BYTES;
 pub use stdio::serve_lines;
 

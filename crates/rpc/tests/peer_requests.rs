@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use openagents_rpc::{BoxFuture, Context, Handler, Limits, MAX_PEER_REQUESTS, PeerError, RpcError, RpcServer, serve_lines};
+use openagents_rpc::{BoxFuture, Context, Handler, Limits, LineTransport, MAX_PEER_REQUESTS, PeerError, RpcError, RpcServer, Transport, WsTransport, serve_lines};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -152,4 +152,79 @@ async fn the_server_asks_over_a_websocket_too() {
     assert_eq!((&ask["method"], &ask["params"]), (&json!("confirm"), &json!(["over ws"])), "{ask}");
     ws.send(Message::text(json!({"jsonrpc": "2.0", "id": ask["id"], "result": 42}).to_string())).await.expect("send");
     assert_eq!(next(ws.next().await), json!({"jsonrpc": "2.0", "id": 1, "result": {"answered": 42}}));
+}
+
+fn params(v: &Value) -> Option<Box<RawValue>> {
+    Some(raw(v))
+}
+
+/// Answers every `confirm` the server sends: the params back with `"ok": true`, or a refusal for
+/// params `["no"]`.
+fn answer_requests(mut requests: tokio::sync::mpsc::Receiver<openagents_rpc::ServerRequest>) {
+    tokio::spawn(async move {
+        while let Some(r) = requests.recv().await {
+            assert_eq!(r.method, "confirm");
+            let p: Value = serde_json::from_str(r.params.as_deref().map_or("null", RawValue::get)).expect("JSON");
+            if p == json!(["no"]) {
+                r.refuse(&RpcError::new(-32099, "not this one")).await.expect("refused");
+            } else {
+                r.answer(&raw(&json!({"ok": true, "asked": p}))).await.expect("answered");
+            }
+        }
+    });
+}
+
+#[tokio::test]
+async fn the_client_transports_answer_the_servers_requests() {
+    // Lines.
+    let (client_end, server_end) = tokio::io::duplex(1 << 16);
+    let (sr, sw) = tokio::io::split(server_end);
+    let server = RpcServer::new(Asker);
+    let task = tokio::spawn(async move { serve_lines(&server, BufReader::new(sr), sw).await });
+    let (cr, cw) = tokio::io::split(client_end);
+    let lines = LineTransport::new(cr, cw);
+    answer_requests(lines.requests());
+    let got: Value = serde_json::from_str(lines.call("ask", params(&json!(["deploy?"]))).await.expect("ask").get()).expect("JSON");
+    assert_eq!(got, json!({"answered": {"ok": true, "asked": ["deploy?"]}}));
+    let got: Value = serde_json::from_str(lines.call("ask", params(&json!(["no"]))).await.expect("ask").get()).expect("JSON");
+    assert_eq!(got, json!({"refused": -32099, "message": "not this one"}));
+    // Closing the client still ends the server (the reader holds no sender of its own).
+    lines.close().await.expect("closed");
+    tokio::time::timeout(Duration::from_secs(10), task).await.expect("the server returns").expect("task").expect("served");
+
+    // A client that does not take requests refuses them: the server is not left waiting.
+    let (client_end, server_end) = tokio::io::duplex(1 << 16);
+    let (sr, sw) = tokio::io::split(server_end);
+    let server = RpcServer::new(Asker);
+    tokio::spawn(async move { serve_lines(&server, BufReader::new(sr), sw).await });
+    let (cr, cw) = tokio::io::split(client_end);
+    let deaf = LineTransport::new(cr, cw);
+    let got: Value = serde_json::from_str(deaf.call("ask", params(&json!([1]))).await.expect("ask").get()).expect("JSON");
+    assert_eq!(got["refused"], json!(-32601), "{got}");
+
+    // WebSocket.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let server = RpcServer::new(Asker);
+    tokio::spawn(async move { server.serve_http(listener).await });
+    let ws = WsTransport::connect(&format!("ws://{addr}/rpc"), None).await.expect("connected");
+    answer_requests(ws.requests());
+    let got: Value = serde_json::from_str(ws.call("ask", params(&json!(["over ws"]))).await.expect("ask").get()).expect("JSON");
+    assert_eq!(got, json!({"answered": {"ok": true, "asked": ["over ws"]}}));
+
+    // A request dropped unanswered is refused, not left waiting.
+    let (client_end, server_end) = tokio::io::duplex(1 << 16);
+    let (sr, sw) = tokio::io::split(server_end);
+    let server = RpcServer::new(Asker);
+    tokio::spawn(async move { serve_lines(&server, BufReader::new(sr), sw).await });
+    let (cr, cw) = tokio::io::split(client_end);
+    let careless = LineTransport::new(cr, cw);
+    let mut requests = careless.requests();
+    tokio::spawn(async move {
+        while let Some(r) = requests.recv().await {
+            drop(r);
+        }
+    });
+    let got: Value = serde_json::from_str(careless.call("ask", params(&json!([2]))).await.expect("ask").get()).expect("JSON");
+    assert_eq!(got["refused"], json!(-32603), "{got}");
 }
