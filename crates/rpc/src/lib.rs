@@ -366,8 +366,18 @@ impl Peer {
     /// [`MAX_PEER_REQUESTS`] already wait, the params do not encode, or the caller answered an
     /// error ([`PeerError::Answered`]).
     pub async fn request(&self, method: &str, params: &impl Serialize) -> Result<Box<RawValue>, PeerError> {
+        let params = serde_json::value::to_raw_value(params).map_err(|e| PeerError::Encode(e.to_string()))?;
+        self.request_raw(method, Some(&params)).await
+    }
+
+    /// [`Peer::request`] with raw params (`None`: the request has no `params` member).
+    ///
+    /// # Errors
+    ///
+    /// As [`Peer::request`].
+    pub async fn request_raw(&self, method: &str, params: Option<&RawValue>) -> Result<Box<RawValue>, PeerError> {
         let (Some(tx), Some(pending)) = (&self.tx, &self.pending) else { return Err(PeerError::Unsupported) };
-        let params = serde_json::to_string(params).map_err(|e| PeerError::Encode(e.to_string()))?;
+        let params = params.map_or(String::new(), |p| format!(r#","params":{}"#, p.get()));
         let method = serde_json::to_string(method).map_err(|e| PeerError::Encode(e.to_string()))?;
         let id = pending.next.fetch_add(1, Ordering::Relaxed);
         let (answer_tx, answer_rx) = oneshot::channel();
@@ -389,13 +399,35 @@ impl Peer {
             }
         }
         let _forget = Forget(pending, id);
-        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":{method},"params":{params}}}"#).into_bytes();
+        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":{method}{params}}}"#).into_bytes();
         tx.send(line).await.map_err(|_| PeerError::Closed)?;
         match answer_rx.await {
             Ok(Ok(result)) => Ok(result),
             Ok(Err(e)) => Err(PeerError::Answered(e)),
             Err(_) => Err(PeerError::Closed),
         }
+    }
+}
+
+/// A peer is a [`Transport`] to the caller: a generated client over it (`Client::new(peer)`)
+/// calls the methods the caller serves, typed, on the caller's own connection.
+impl Transport for Peer {
+    fn call<'a>(&'a self, method: &'a str, params: Option<Box<RawValue>>) -> BoxFuture<'a, Result<Box<RawValue>, ClientError>> {
+        Box::pin(async move {
+            self.request_raw(method, params.as_deref()).await.map_err(|e| match e {
+                PeerError::Answered(e) => ClientError::Rpc(e),
+                PeerError::Closed => ClientError::Closed,
+                other => ClientError::Transport(other.to_string()),
+            })
+        })
+    }
+    fn notify<'a>(&'a self, method: &'a str, params: Option<Box<RawValue>>) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            let Some(tx) = &self.tx else { return Err(ClientError::Transport(PeerError::Unsupported.to_string())) };
+            let method = serde_json::to_string(method).map_err(|e| ClientError::Transport(e.to_string()))?;
+            let params = params.map_or(String::new(), |p| format!(r#","params":{}"#, p.get()));
+            tx.send(format!(r#"{{"jsonrpc":"2.0","method":{method}{params}}}"#).into_bytes()).await.map_err(|_| ClientError::Closed)
+        })
     }
 }
 
@@ -570,6 +602,11 @@ impl RpcServer {
 
     /// Serves this process's stdin and stdout (one JSON text per line) until stdin ends or the
     /// shutdown signal, then finishes the calls in flight.
+    ///
+    /// Tokio reads stdin on a blocking thread, which the shutdown signal cannot interrupt: a
+    /// program that stops on a signal while its stdin stays open ends its runtime with
+    /// `Runtime::shutdown_background` (or `shutdown_timeout`) once this returns, or the runtime's
+    /// drop waits for that read.
     ///
     /// # Errors
     ///

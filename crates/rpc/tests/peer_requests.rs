@@ -33,6 +33,12 @@ impl Handler for Asker {
                         Err(e) => json!({"failed": e.to_string()}),
                     }))
                 }
+                // The same through the peer as a transport, as a generated client over it calls.
+                "ask_as_client" => Ok(raw(&match Transport::call(cx.peer(), "confirm", params.map(ToOwned::to_owned)).await {
+                    Ok(answer) => json!({"answered": serde_json::from_str::<Value>(answer.get()).expect("JSON")}),
+                    Err(openagents_rpc::ClientError::Rpc(e)) => json!({"refused": e.code}),
+                    Err(e) => json!({"failed": e.to_string()}),
+                })),
                 "flood" => {
                     let asks = (0..=MAX_PEER_REQUESTS).map(|i| async move { tokio::time::timeout(Duration::from_millis(500), cx.peer().request("confirm", &i)).await });
                     let outcomes = futures_util::future::join_all(asks).await;
@@ -188,6 +194,10 @@ async fn the_client_transports_answer_the_servers_requests() {
     assert_eq!(got, json!({"answered": {"ok": true, "asked": ["deploy?"]}}));
     let got: Value = serde_json::from_str(lines.call("ask", params(&json!(["no"]))).await.expect("ask").get()).expect("JSON");
     assert_eq!(got, json!({"refused": -32099, "message": "not this one"}));
+    let got: Value = serde_json::from_str(lines.call("ask_as_client", params(&json!({"k": 1}))).await.expect("ask").get()).expect("JSON");
+    assert_eq!(got, json!({"answered": {"ok": true, "asked": {"k": 1}}}), "the peer as a Transport");
+    let got: Value = serde_json::from_str(lines.call("ask_as_client", params(&json!(["no"]))).await.expect("ask").get()).expect("JSON");
+    assert_eq!(got, json!({"refused": -32099}));
     // Closing the client still ends the server (the reader holds no sender of its own).
     lines.close().await.expect("closed");
     tokio::time::timeout(Duration::from_secs(10), task).await.expect("the server returns").expect("task").expect("served");
