@@ -136,3 +136,21 @@ async fn sigterm_stops_the_server_gracefully() {
     let status = server.child.wait().await.expect("exits");
     assert!(status.success(), "{status:?}");
 }
+
+#[tokio::test]
+async fn sigterm_stops_the_stdio_server_while_its_stdin_is_open() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let mut child = stdio_command().stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).kill_on_drop(true).spawn().expect("starts");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().expect("stdout"));
+    stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"get\",\"params\":{\"key\":\"k\"}}\n").await.expect("write");
+    let mut reply = String::new();
+    stdout.read_line(&mut reply).await.expect("an answer: the server is serving");
+    let pid = child.id().expect("running").to_string();
+    assert!(tokio::process::Command::new("kill").args(["-TERM", &pid]).status().await.expect("kill runs").success());
+    // Stdin stays open (held here): the server must not wait for it. The bound only turns a hang
+    // into a failure; the exit takes milliseconds.
+    let status = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait()).await.expect("exits without its stdin closing").expect("exits");
+    assert!(status.success(), "{status:?}");
+    drop(stdin);
+}

@@ -66,6 +66,9 @@ fn main() -> ExitCode {
             None => server.serve_stdio().await,
         }
     });
+    // Stdin is read on a blocking thread that a stop signal cannot interrupt: the calls in flight
+    // have answered by now, so the runtime goes without waiting for that read.
+    runtime.shutdown_background();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
