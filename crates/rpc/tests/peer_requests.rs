@@ -164,6 +164,21 @@ fn params(v: &Value) -> Option<Box<RawValue>> {
     Some(raw(v))
 }
 
+/// A line client of a fresh `Asker` server over an in-memory pipe, and the serving task.
+fn line_client() -> (LineTransport, tokio::task::JoinHandle<std::io::Result<()>>) {
+    let (client_end, server_end) = tokio::io::duplex(1 << 16);
+    let (sr, sw) = tokio::io::split(server_end);
+    let server = RpcServer::new(Asker);
+    let task = tokio::spawn(async move { serve_lines(&server, BufReader::new(sr), sw).await });
+    let (cr, cw) = tokio::io::split(client_end);
+    (LineTransport::new(cr, cw), task)
+}
+
+/// `transport`'s answer to `method` with `p`, as JSON.
+async fn ask(transport: &impl Transport, method: &str, p: Value) -> Value {
+    serde_json::from_str(transport.call(method, params(&p)).await.expect("an answer").get()).expect("JSON")
+}
+
 /// Answers every `confirm` the server sends: the params back with `"ok": true`, or a refusal for
 /// params `["no"]`.
 fn answer_requests(mut requests: tokio::sync::mpsc::Receiver<openagents_rpc::ServerRequest>) {
@@ -183,33 +198,19 @@ fn answer_requests(mut requests: tokio::sync::mpsc::Receiver<openagents_rpc::Ser
 #[tokio::test]
 async fn the_client_transports_answer_the_servers_requests() {
     // Lines.
-    let (client_end, server_end) = tokio::io::duplex(1 << 16);
-    let (sr, sw) = tokio::io::split(server_end);
-    let server = RpcServer::new(Asker);
-    let task = tokio::spawn(async move { serve_lines(&server, BufReader::new(sr), sw).await });
-    let (cr, cw) = tokio::io::split(client_end);
-    let lines = LineTransport::new(cr, cw);
+    let (lines, task) = line_client();
     answer_requests(lines.requests());
-    let got: Value = serde_json::from_str(lines.call("ask", params(&json!(["deploy?"]))).await.expect("ask").get()).expect("JSON");
-    assert_eq!(got, json!({"answered": {"ok": true, "asked": ["deploy?"]}}));
-    let got: Value = serde_json::from_str(lines.call("ask", params(&json!(["no"]))).await.expect("ask").get()).expect("JSON");
-    assert_eq!(got, json!({"refused": -32099, "message": "not this one"}));
-    let got: Value = serde_json::from_str(lines.call("ask_as_client", params(&json!({"k": 1}))).await.expect("ask").get()).expect("JSON");
-    assert_eq!(got, json!({"answered": {"ok": true, "asked": {"k": 1}}}), "the peer as a Transport");
-    let got: Value = serde_json::from_str(lines.call("ask_as_client", params(&json!(["no"]))).await.expect("ask").get()).expect("JSON");
-    assert_eq!(got, json!({"refused": -32099}));
+    assert_eq!(ask(&lines, "ask", json!(["deploy?"])).await, json!({"answered": {"ok": true, "asked": ["deploy?"]}}));
+    assert_eq!(ask(&lines, "ask", json!(["no"])).await, json!({"refused": -32099, "message": "not this one"}));
+    assert_eq!(ask(&lines, "ask_as_client", json!({"k": 1})).await, json!({"answered": {"ok": true, "asked": {"k": 1}}}), "the peer as a Transport");
+    assert_eq!(ask(&lines, "ask_as_client", json!(["no"])).await, json!({"refused": -32099}));
     // Closing the client still ends the server (the reader holds no sender of its own).
     lines.close().await.expect("closed");
     tokio::time::timeout(Duration::from_secs(10), task).await.expect("the server returns").expect("task").expect("served");
 
     // A client that does not take requests refuses them: the server is not left waiting.
-    let (client_end, server_end) = tokio::io::duplex(1 << 16);
-    let (sr, sw) = tokio::io::split(server_end);
-    let server = RpcServer::new(Asker);
-    tokio::spawn(async move { serve_lines(&server, BufReader::new(sr), sw).await });
-    let (cr, cw) = tokio::io::split(client_end);
-    let deaf = LineTransport::new(cr, cw);
-    let got: Value = serde_json::from_str(deaf.call("ask", params(&json!([1]))).await.expect("ask").get()).expect("JSON");
+    let (deaf, _task) = line_client();
+    let got = ask(&deaf, "ask", json!([1])).await;
     assert_eq!(got["refused"], json!(-32601), "{got}");
 
     // WebSocket.
@@ -219,22 +220,16 @@ async fn the_client_transports_answer_the_servers_requests() {
     tokio::spawn(async move { server.serve_http(listener).await });
     let ws = WsTransport::connect(&format!("ws://{addr}/rpc"), None).await.expect("connected");
     answer_requests(ws.requests());
-    let got: Value = serde_json::from_str(ws.call("ask", params(&json!(["over ws"]))).await.expect("ask").get()).expect("JSON");
-    assert_eq!(got, json!({"answered": {"ok": true, "asked": ["over ws"]}}));
+    assert_eq!(ask(&ws, "ask", json!(["over ws"])).await, json!({"answered": {"ok": true, "asked": ["over ws"]}}));
 
     // A request dropped unanswered is refused, not left waiting.
-    let (client_end, server_end) = tokio::io::duplex(1 << 16);
-    let (sr, sw) = tokio::io::split(server_end);
-    let server = RpcServer::new(Asker);
-    tokio::spawn(async move { serve_lines(&server, BufReader::new(sr), sw).await });
-    let (cr, cw) = tokio::io::split(client_end);
-    let careless = LineTransport::new(cr, cw);
+    let (careless, _task) = line_client();
     let mut requests = careless.requests();
     tokio::spawn(async move {
         while let Some(r) = requests.recv().await {
             drop(r);
         }
     });
-    let got: Value = serde_json::from_str(careless.call("ask", params(&json!([2]))).await.expect("ask").get()).expect("JSON");
+    let got = ask(&careless, "ask", json!([2])).await;
     assert_eq!(got["refused"], json!(-32603), "{got}");
 }
