@@ -257,3 +257,38 @@ async fn http_shutdown_stops_accepting_and_finishes_calls_in_flight() {
     task.await.expect("task").expect("serve_http ends cleanly");
     assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "no longer accepting");
 }
+
+#[tokio::test]
+async fn bytes_that_are_not_utf8_get_a_parse_error_on_every_transport() {
+    let bad: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"echo\",\"params\":[\"\xff\xfe\"]}";
+    // stdio: the line is answered, the connection goes on.
+    let (client_end, server_end) = tokio::io::duplex(1 << 16);
+    let server = RpcServer::new(TestHandler::new());
+    let (sr, sw) = tokio::io::split(server_end);
+    tokio::spawn(async move { serve_lines(&server, tokio::io::BufReader::new(sr), sw).await });
+    let (cr, mut cw) = tokio::io::split(client_end);
+    let mut lines = tokio::io::BufReader::new(cr);
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    for line in [bad, br#"{"jsonrpc":"2.0","id":2,"method":"echo"}"#] {
+        cw.write_all(line).await.expect("write");
+        cw.write_all(b"\n").await.expect("write");
+    }
+    let mut first = String::new();
+    lines.read_line(&mut first).await.expect("read");
+    assert_eq!(code(&serde_json::from_str(&first).expect("JSON")), codes::PARSE_ERROR, "{first}");
+    let mut second = String::new();
+    lines.read_line(&mut second).await.expect("read");
+    assert!(second.contains(r#""id":2,"result":null"#), "{second}");
+    // HTTP: 200 with the error.
+    let (addr, _task) = listen(RpcServer::new(TestHandler::new())).await;
+    let (status, _, body) = http(addr, "POST", "/rpc", &[("content-type", "application/json")], bad).await;
+    assert_eq!((status, code(&serde_json::from_slice(&body).expect("JSON"))), (200, codes::PARSE_ERROR));
+    // The WebSocket: a binary frame holding them is answered, and the socket stays open.
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/rpc")).await.expect("connects");
+    ws.send(Message::binary(bad.to_vec())).await.expect("send");
+    let reply = ws.next().await.expect("a reply").expect("a message");
+    assert_eq!(code(&serde_json::from_str(reply.to_text().expect("text")).expect("JSON")), codes::PARSE_ERROR);
+    ws.send(Message::text(r#"{"jsonrpc":"2.0","id":3,"method":"echo"}"#)).await.expect("send");
+    let reply = ws.next().await.expect("a reply").expect("a message");
+    assert!(reply.to_text().expect("text").contains(r#""id":3,"result":null"#), "{reply:?}");
+}
