@@ -155,15 +155,23 @@ impl Emitter<'_> {
             let r = self.rust_ty(&ms.union, &p.node.repr);
             let params_ty = if p.required || matches!(p.node.repr, Repr::Nullable(_)) { r } else { quote!(Option<#r>) };
             let wire = v.tag_value.clone();
+            // A named result is decoded and checked against its schema; any other shape (a list, a
+            // string, an object of any members) is decoded exactly by its `Wire` decoder.
+            let rt = &self.rt;
+            let exact = |ty: &TokenStream| quote!({
+                let mut __de = serde_json::Deserializer::from_str(__raw.get());
+                <#ty as #rt::Wire>::decode(&mut __de).and_then(|v| __de.end().map(|()| v)).map_err(|e| bad_result(#wire, e))
+            });
             let (result_ty, decode_result) = match &v.result {
                 Some(n) => match &n.repr {
-                    Repr::Named(name) if !self.boxed.iter().any(|(_, to)| to == name) => (self.rust_ty("", &n.repr), self.decode_named(name, &wire)),
+                    Repr::Named(name) => (self.rust_ty("", &n.repr), self.decode_named(name, &wire)),
                     other => {
                         let ty = self.rust_ty("", other);
-                        (ty.clone(), quote!(serde_json::from_str::<#ty>(__raw.get()).map_err(|e| bad_result(#wire, e))))
+                        let dec = exact(&ty);
+                        (ty, dec)
                     }
                 },
-                None => (quote!(serde_json::Value), quote!(serde_json::from_str::<serde_json::Value>(__raw.get()).map_err(|e| bad_result(#wire, e)))),
+                None => (quote!(serde_json::Value), exact(&quote!(serde_json::Value))),
             };
             let encode_params = if optional { quote!(match &params { Some(p) => encode_params(p)?, None => None }) } else { quote!(encode_params(&params)?) };
             let d = doc(v.description.as_deref().unwrap_or(&format!("`{wire}`.")));

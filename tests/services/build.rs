@@ -1,5 +1,6 @@
 //! Generates, with `service(true)`, the Rust of ACP v1 (its `x-side` marks), MCP 2026-07-28 (its
-//! method file) and our own schema (its method union) into `OUT_DIR`.
+//! method file), our own schema (its method union) and `schema/results.json` (results of every
+//! shape) into `OUT_DIR`.
 
 use std::path::PathBuf;
 
@@ -11,6 +12,7 @@ fn main() {
         ("acp_v1.rs", third.join("acp-v1.schema.json"), None),
         ("mcp_2026_07_28.rs", third.join("mcp-2026-07-28.schema.json"), Some(third.join("mcp-2026-07-28.methods.json"))),
         ("openagents.rs", manifest.join("../../schema"), None),
+        ("results.rs", manifest.join("schema/results.json"), None),
     ];
     for (file, schema, methods) in schemas {
         println!("cargo:rerun-if-changed={}", schema.display());

@@ -19,3 +19,10 @@ pub mod mcp {
 pub mod openagents {
     include!(concat!(env!("OUT_DIR"), "/openagents.rs"));
 }
+
+/// `schema/results.json`: a method union whose results are a named type, a list, a string and an
+/// open object.
+#[allow(clippy::all, clippy::pedantic, missing_docs, unused_labels, unused_parens, unreachable_patterns)]
+pub mod results {
+    include!(concat!(env!("OUT_DIR"), "/results.rs"));
+}
