@@ -3,7 +3,7 @@
 #   make test      everything CI runs: Rust, the Python client, the TypeScript client
 #   make codegen   regenerate every checked-in generated file (clients, snapshots)
 #   make compat    the compatibility verdict of the current schema against the published history
-#   make bench     benchmarks (not part of make test); make bench-published: the published-schema ones alone
+#   make bench     benchmarks (not part of make test); make bench-published, make bench-rpc: one of them alone
 #   make fuzz      coverage-guided fuzzing for a bounded time (not part of make test)
 #   make soak      a bounded soak over every transport (not part of make test)
 
@@ -11,7 +11,7 @@ CARGO ?= cargo
 BIN := target/debug/openagents
 SAMPLES := tests/samples
 
-.PHONY: all prereqs build demo demo-python demo-typescript test test-rust test-python test-typescript test-conformance-langs test-published test-acp-agents test-acp-editor test-web test-standards test-postgres test-publish codegen bench-store check-codegen compat bench bench-published fuzz soak clean
+.PHONY: all prereqs build demo demo-python demo-typescript test test-rust test-python test-typescript test-conformance-langs test-published test-acp-agents test-acp-editor test-web test-standards test-postgres test-publish codegen bench-store bench-rpc check-codegen compat bench bench-published fuzz soak clean
 
 all: build
 
@@ -158,6 +158,7 @@ bench:
 	$(CARGO) bench -p openagents-runner --bench host
 	bash crates/server/benches/run.sh
 	$(MAKE) bench-store
+	$(MAKE) bench-rpc
 	$(MAKE) bench-published
 
 # The store benchmark (BENCHMARKS.md): memory, SQLite, and PostgreSQL on loopback (a temporary
@@ -165,6 +166,14 @@ bench:
 bench-store:
 	$(CARGO) build --release --locked -p openagents-runner
 	bash tests/postgres/run-tests.sh --run bash -c 'STORE_BENCH_POSTGRES=$$OPENAGENTS_TEST_POSTGRES $(CARGO) run --release --locked -p openagents-server --example oa-store-bench'
+
+# The kv example served by openagents-rpc over HTTP against a jsonrpsee server of the same methods,
+# side by side in one run (BENCHMARKS.md). BENCH_RPC_ROUNDS, BENCH_RPC_SECONDS, BENCH_RPC_CONNECTIONS,
+# BENCH_RPC_KEYS, BENCH_RPC_MIX, BENCH_RPC_WARMUP and BENCH_RPC_PIN set the load (tests/bench-rpc).
+# At nice -20 when allowed (root), as crates/server/benches/run.sh runs its servers.
+bench-rpc:
+	$(CARGO) build --release --locked -p openagents-bench-rpc
+	@if nice -n -20 true 2>/dev/null; then prio="nice -n -20"; else prio=""; fi; $$prio target/release/oa-rpc-bench
 
 # The generated code of the vendored ACP and MCP schemas against the peers a user would choose, on
 # the same documents (tests/bench-published/corpus.json): Rust against serde_json::Value +
