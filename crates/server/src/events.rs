@@ -30,6 +30,11 @@ pub const WRITE_BATCH: usize = 1024;
 /// publishing waits for the writer: the disk sets the pace, not memory.
 pub const WRITE_QUEUE: usize = SERVER_EVENT_CHANNEL_CAPACITY;
 
+/// How many jobs (events and the records beside them) whose group commit failed are kept to be
+/// written again with the next commit; past that the oldest are given up (the store then lacks
+/// their events: a resume over them gets `gap`).
+pub const RETRY_JOBS: usize = 4 * WRITE_QUEUE;
+
 /// How many events a resume reads from the store at a time.
 pub const REPLAY_PAGE: usize = 256;
 
@@ -477,6 +482,8 @@ fn write_loop(jobs: &std::sync::mpsc::Receiver<Job>, store: &dyn Store, delivery
     // Whether the last prune by age was cut short by its batch bound: more is due at once.
     let mut age_backlog = false;
     let mut batch = Vec::with_capacity(WRITE_BATCH);
+    // What failed to be written, to write again first (delivered already).
+    let mut unwritten: VecDeque<Job> = VecDeque::new();
     loop {
         let wait = if age_backlog { std::time::Duration::ZERO } else { next_age_prune.saturating_duration_since(Instant::now()) };
         match jobs.recv_timeout(wait) {
@@ -491,9 +498,8 @@ fn write_loop(jobs: &std::sync::mpsc::Receiver<Job>, store: &dyn Store, delivery
                     Err(_) => break,
                 }
             }
-            write_batch(&batch, store, delivery, counters);
             since_prune += batch.len() as u64;
-            batch.clear();
+            write_batch(&mut batch, &mut unwritten, store, delivery, counters);
             if since_prune >= prune_every {
                 since_prune = 0;
                 if let Err(e) = store.prune(retain) {
@@ -515,10 +521,13 @@ fn write_loop(jobs: &std::sync::mpsc::Receiver<Job>, store: &dyn Store, delivery
     }
 }
 
-/// One group commit: `batch` written in one transaction, then delivered (written or not).
-fn write_batch(batch: &[Job], store: &dyn Store, delivery: &Delivery, counters: &HubCounters) {
-    let mut records = Vec::with_capacity(batch.len() + 2);
-    for job in batch {
+/// One group commit: what an earlier commit failed to write (`unwritten`) and `batch`, written in
+/// one transaction; then `batch` is delivered (written or not) and emptied. When the write fails,
+/// `batch` joins `unwritten`, to be written with the next commit (once the disk has room again,
+/// or the database is back), at most [`RETRY_JOBS`] jobs of it.
+fn write_batch(batch: &mut Vec<Job>, unwritten: &mut VecDeque<Job>, store: &dyn Store, delivery: &Delivery, counters: &HubCounters) {
+    let mut records = Vec::with_capacity(unwritten.len() + batch.len() + 2);
+    for job in unwritten.iter().chain(batch.iter()) {
         if let Some(event) = &job.event {
             let ev = &event.event;
             records.push(Record::Event { seq: ev.seq, time_ms: ev.time_ms.unwrap_or(0), json: event.json() });
@@ -530,16 +539,31 @@ fn write_batch(batch: &[Job], store: &dyn Store, delivery: &Delivery, counters: 
     // A store that panics is a store that failed: the events are delivered all the same,
     // so nobody waits forever for them.
     let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.write(&records))).unwrap_or_else(|_| Err(StoreError::Io { path: store.describe().into(), reason: "the store panicked while writing".into() }));
-    if let Err(e) = written {
-        counters.store_errors.fetch_add(1, Ordering::Relaxed);
-        tracing::error!("{e}: {} events delivered without being written", batch.len());
-        delivery.failures.send_modify(|f| {
-            f.count += 1;
-            f.message = e.to_string();
-        });
-    }
     drop(records);
     delivery.deliver(batch.iter().filter_map(|job| job.event.as_ref()));
+    match written {
+        Ok(()) => {
+            if !unwritten.is_empty() {
+                tracing::info!("the store is written again: {} jobs of failed commits written now", unwritten.len());
+                unwritten.clear();
+            }
+            batch.clear();
+        }
+        Err(e) => {
+            counters.store_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::error!("{e}: {} events delivered without being written yet; they are written with the next commit that succeeds", batch.len());
+            delivery.failures.send_modify(|f| {
+                f.count += 1;
+                f.message = e.to_string();
+            });
+            unwritten.extend(batch.drain(..));
+            let over = unwritten.len().saturating_sub(RETRY_JOBS);
+            if over > 0 {
+                unwritten.drain(..over);
+                tracing::error!("{over} jobs of failed commits given up: the store will lack their events");
+            }
+        }
+    }
 }
 
 /// Events a subscription still reads from the store: after `after`, through `through`.

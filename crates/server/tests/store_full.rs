@@ -1,7 +1,8 @@
 //! A full disk mid-turn, through the engine on a SQLite store: the running turn fails with
 //! `store_unavailable`, its message naming the store file and SQLite's error; the runtime goes
 //! on answering; once there is space again, the next turn completes and its events and record
-//! are in the store. The disk fills by SQLite's `max_page_count` (`SQLITE_FULL`, the error
+//! are in the store, and so is everything the full disk refused (written with the next commit
+//! that succeeds), with no hole. The disk fills by SQLite's `max_page_count` (`SQLITE_FULL`, the error
 //! SQLite gives for a full disk), set from the database's size at that moment.
 
 mod ws_common;
@@ -114,4 +115,15 @@ async fn a_full_disk_mid_turn_fails_the_turn_with_store_unavailable_and_the_runt
     assert_eq!((turn.outcome.as_str(), turn.result.as_deref(), turn.last_seq), (Outcome::Completed.as_str(), Some("after the disk"), Some(before + 5)));
     let st = status(&engine).await;
     assert_eq!((st["state"].as_str(), st["counters"]["failed"].as_i64(), st["counters"]["completed"].as_i64()), (Some("idle"), Some(1), Some(1)), "{st}");
+
+    // Nothing the full disk refused is lost: what failed to be written was written with the
+    // next commit, so the store holds every event from the first on, without a hole, and the
+    // failed turn's record says how it ended.
+    let all: Vec<i64> = store.events_after(0, i64::MAX, 1_000_000).expect("the store reads").iter().map(|e| e.seq).collect();
+    let newest = engine.status().last_seq;
+    assert_eq!(all, (1..=newest).collect::<Vec<_>>(), "every event, in order, no hole");
+    let failed = store.turns(10).expect("the store reads").into_iter().find(|t| t.start.first_seq == 1).expect("the first turn is recorded");
+    assert_eq!(failed.outcome, Outcome::Failed.as_str(), "{failed:?}");
+    assert!(failed.error.as_deref().is_some_and(|e| e.contains("store_unavailable")), "{failed:?}");
+    assert!(failed.last_seq.is_some_and(|s| s < before + 1), "its turn_failed is stored before the next turn: {failed:?}");
 }

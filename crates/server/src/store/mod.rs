@@ -317,7 +317,10 @@ pub trait Store: Send + Sync {
     /// written before it reaches a subscriber, and resumes may be served from here).
     fn durable(&self) -> bool;
 
-    /// Writes `batch` at once: all of it or, on an error, none of it.
+    /// Writes `batch` at once: all of it or, on an error, none of it. Writing what is already
+    /// there again changes nothing (an event or a turn start with a sequence number the store
+    /// has is skipped; a turn end and an agent session are updates), so a batch whose commit
+    /// failed, or whose success was not heard, can be written again.
     ///
     /// # Errors
     ///

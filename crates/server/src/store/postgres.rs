@@ -399,14 +399,14 @@ impl Store for PostgresStore {
             let mut tx = client.transaction()?;
             if !seqs.is_empty() {
                 // One statement for every event of the group.
-                tx.execute("INSERT INTO openagents_events (runtime, seq, time_ms, json) SELECT $1, * FROM unnest($2::bigint[], $3::bigint[], $4::text[])", &[&name, &seqs, &times, &jsons])?;
+                tx.execute("INSERT INTO openagents_events (runtime, seq, time_ms, json) SELECT $1, * FROM unnest($2::bigint[], $3::bigint[], $4::text[]) ON CONFLICT (runtime, seq) DO NOTHING", &[&name, &seqs, &times, &jsons])?;
             }
             for record in batch {
                 match record {
                     Record::Event { .. } => {}
                     Record::TurnStarted(t) => {
                         tx.execute(
-                            "INSERT INTO openagents_turns (runtime, first_seq, assignment, conversation, runner, task, cwd, outcome, started_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, 'running', $8)",
+                            "INSERT INTO openagents_turns (runtime, first_seq, assignment, conversation, runner, task, cwd, outcome, started_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, 'running', $8) ON CONFLICT (runtime, first_seq) DO NOTHING",
                             &[&name, &t.first_seq, &t.assignment, &t.conversation, &t.runner, &t.task, &t.cwd, &t.started_ms],
                         )?;
                         tx.execute(

@@ -266,7 +266,7 @@ impl Store for SqliteStore {
         let write = |conn: &mut Connection| -> rusqlite::Result<()> {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             {
-                let mut event = tx.prepare("INSERT INTO events (seq, time_ms, json) VALUES (?1, ?2, ?3)")?;
+                let mut event = tx.prepare("INSERT INTO events (seq, time_ms, json) VALUES (?1, ?2, ?3) ON CONFLICT (seq) DO NOTHING")?;
                 let mut newest = None;
                 for record in batch {
                     match record {
@@ -276,7 +276,7 @@ impl Store for SqliteStore {
                         }
                         Record::TurnStarted(t) => {
                             tx.execute(
-                                "INSERT INTO turns (first_seq, assignment, conversation, runner, task, cwd, outcome, started_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running', ?7)",
+                                "INSERT INTO turns (first_seq, assignment, conversation, runner, task, cwd, outcome, started_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running', ?7) ON CONFLICT (first_seq) DO NOTHING",
                                 params![t.first_seq, t.assignment, t.conversation, t.runner, t.task, t.cwd, t.started_ms],
                             )?;
                             tx.execute(
