@@ -140,7 +140,7 @@ check-codegen:
 codegen:
 	$(CARGO) run --quiet -p openagents-codegen -- python --schema schema --out-dir clients/python/src/openagents/_generated --error-root OpenAgentsError
 	$(CARGO) run --quiet -p openagents-codegen -- typescript --schema schema --out-dir clients/typescript/src/generated --runtime ../rt.js --error-base ../error.js
-	INSTA_UPDATE=always $(CARGO) test --quiet -p openagents-codegen --test snapshots --test openrpc --test compat_history
+	INSTA_UPDATE=always $(CARGO) test --quiet -p openagents-codegen --test snapshots --test openrpc --test compat_history --test service
 	$(CARGO) run --quiet -p openagents-codegen -- check
 
 compat:
