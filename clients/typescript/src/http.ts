@@ -85,7 +85,7 @@ export class HttpTransport implements Transport {
 
   async request(method: string, params: unknown, options: RequestOptions = {}): Promise<unknown> {
     const id = this.nextId++;
-    const body = JSON.stringify(params === undefined ? { id, method } : { id, method, params });
+    const body = JSON.stringify(params === undefined ? { jsonrpc: "2.0", id, method } : { jsonrpc: "2.0", id, method, params });
     let response: Response;
     try {
       response = await this.fetchFn(this.rpcUrl, {

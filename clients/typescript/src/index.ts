@@ -19,6 +19,7 @@ export { OpenAgentsError, ProtocolError, TransportError, UnknownCodeError } from
 export { OpenAgentsClient, toTypedError } from "./client.js";
 export type { ClientOptions, EventStream, RunTurnOptions } from "./client.js";
 export { HttpTransport } from "./http.js";
+export { RpcError, rpcCall } from "./rpc.js";
 export type { HttpTransportOptions } from "./http.js";
 export { WebSocketClosedError, WebSocketTransport, frontendUrl } from "./websocket.js";
 export type {

@@ -148,7 +148,7 @@ export class StdioTransport implements Transport {
     const signal = options.signal;
     if (signal?.aborted) return Promise.reject(signal.reason);
     const id = this.pending.newId();
-    const line = JSON.stringify(params === undefined ? { id, method } : { id, method, params });
+    const line = JSON.stringify(params === undefined ? { jsonrpc: "2.0", id, method } : { jsonrpc: "2.0", id, method, params });
     if (Buffer.byteLength(line) > SERVER_MAX_LINE_BYTES) {
       return Promise.reject(new TransportError(`the request is longer than SERVER_MAX_LINE_BYTES (${SERVER_MAX_LINE_BYTES} bytes)`));
     }

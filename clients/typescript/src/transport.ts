@@ -35,7 +35,7 @@ export interface EventSubscription extends AsyncIterable<unknown> {
 /** One way of reaching a runtime. */
 export interface Transport {
   /**
-   * Sends `{"id", "method", "params"}` (no `params` member when `params` is undefined) and
+   * Sends `{"jsonrpc": "2.0", "id", "method", "params"}` (no `params` member when `params` is undefined) and
    * resolves with the parsed response envelope, whatever it says (`result` or `error`).
    *
    * @throws TransportError when no response could be read.
