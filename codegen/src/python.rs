@@ -1420,7 +1420,7 @@ impl<'a> Emitter<'a> {
         Self::header(
             &mut out,
             &format!(
-                "Typed calls for the methods of `{}`: one per branch, with its params and its result type.\n\n`AsyncClient` and `Client` inherit these and supply `_call`.",
+                "Typed calls for the methods of `{}`: one per branch, with its params and its result type.\n\nA client inherits these and supplies `_call` (for any JSON-RPC 2.0 service over HTTP:\n`openagents.rpc.AsyncRpcClient` and `RpcClient`).",
                 ms.union
             ),
         );
@@ -1456,8 +1456,8 @@ impl<'a> Emitter<'a> {
         out.stmt(0, "METHODS: Final[dict[str, _rt.MethodSpec[Any]]] = ", &group("", "{", "}", names.iter().zip(&spec_names).map(|(n, s)| atom(format!("{}: {s}", py_str(n)))).collect()), "");
         out.doc(0, "Every method by its name on the wire, in schema order.");
         for (cls, doc, is_async) in [
-            ("AsyncMethods", "The methods as coroutines; `AsyncClient` supplies `_call`.", true),
-            ("Methods", "The methods as blocking calls; `Client` supplies `_call`.", false),
+            ("AsyncMethods", "The methods as coroutines; an asynchronous client supplies `_call`.", true),
+            ("Methods", "The methods as blocking calls; a blocking client supplies `_call`.", false),
         ] {
             out.blank();
             out.blank();

@@ -21,7 +21,7 @@ fn file<'a>(files: &'a [(String, String)], name: &str) -> &'a str {
 #[test]
 fn code_generated_for_another_schema_names_nothing_of_ours() {
     // Our project's words: commands, make targets, headers, methods, our error base classes.
-    const OURS: &[&str] = &["make codegen", "openagents schema", "openagents-schema-digest", "openagents.validate", "`schema/`", "OpenAgentsError", "UnknownCodeError", "RuntimeSubmit", "`submit`", "`interrupt`", "../error.js", "../rt.js"];
+    const OURS: &[&str] = &["make codegen", "openagents schema", "openagents-schema-digest", "openagents.validate", "`schema/`", "OpenAgentsError", "UnknownCodeError", "RuntimeSubmit", "`submit`", "`interrupt`", "../error.js", "../rt.js", "`AsyncClient`", "`Client`"];
     let mut files: Vec<(String, String)> = Vec::new();
     files.extend(notes().generate_python().expect("Python").into_iter().map(|(n, t)| (format!("python/{n}"), t)));
     files.extend(notes().generate_typescript().expect("TypeScript").into_iter().map(|(n, t)| (format!("typescript/{n}"), t)));

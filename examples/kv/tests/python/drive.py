@@ -1,6 +1,7 @@
 """Drives a kv server over HTTP with the Python generated from examples/kv/schema: the generated
 `methods.Methods` (typed calls, params checked against the schema before they are sent, results
-validated into the generated models) over a hand-written `_call` of a few lines (urllib, POST /rpc).
+validated into the generated models) with `_call` supplied by the installed package's
+`openagents.rpc.RpcClient`, a JSON-RPC 2.0 client that knows no method of anyone's.
 
 usage: drive.py PACKAGE URL   (PACKAGE: the generated modules' package, importable from PYTHONPATH)
 Prints one line per check; exits 1 on the first that fails.
@@ -9,47 +10,19 @@ Prints one line per check; exits 1 on the first that fails.
 from __future__ import annotations
 
 import importlib
-import itertools
-import json
 import sys
-import urllib.request
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import ValidationError
 
-_T = TypeVar("_T")
-
-
-class RpcError(Exception):
-    """A JSON-RPC error answer."""
-
-    def __init__(self, error: dict[str, Any]) -> None:
-        super().__init__(f"{error.get('code')}: {error.get('message')}")
-        self.code: int = error["code"]
-        self.data: Any = error.get("data")
+from openagents.rpc import RpcClient, RpcError
 
 
 def client_class(methods: Any) -> type:
-    class HttpClient(methods.Methods):  # type: ignore[misc,name-defined]
+    class Kv(RpcClient, methods.Methods):  # type: ignore[misc,name-defined]
         """The generated calls over POST /rpc."""
 
-        def __init__(self, url: str) -> None:
-            self.url = url
-            self.ids = itertools.count(1)
-
-        def _call(self, spec: Any, params: object) -> Any:
-            assert isinstance(params, dict)
-            values = {k: v for k, v in params.items() if v is not None}
-            wire = spec.params.from_wire(values, strict=False).to_wire() if spec.params is not None else values
-            body = json.dumps({"jsonrpc": "2.0", "id": next(self.ids), "method": spec.name, "params": wire}).encode()
-            req = urllib.request.Request(self.url, data=body, headers={"Content-Type": "application/json"})
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                answer = json.loads(resp.read())
-            if "error" in answer:
-                raise RpcError(answer["error"])
-            return spec.result.validate_python(answer["result"])
-
-    return HttpClient
+    return Kv
 
 
 def main() -> int:
