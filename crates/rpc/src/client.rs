@@ -65,19 +65,7 @@ impl ServerRequest {
     fn reply(&mut self, outcome: Result<&RawValue, &RpcError>) -> Option<(mpsc::Sender<Vec<u8>>, Vec<u8>)> {
         let out = self.out.take()?;
         let mut line = Vec::with_capacity(64);
-        line.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-        line.extend_from_slice(self.id.get().as_bytes());
-        match outcome {
-            Ok(result) => {
-                line.extend_from_slice(br#","result":"#);
-                line.extend_from_slice(result.get().as_bytes());
-            }
-            Err(e) => {
-                line.extend_from_slice(br#","error":"#);
-                line.extend_from_slice(serde_json::to_string(e).unwrap_or_else(|_| r#"{"code":-32603,"message":"Internal error"}"#.into()).as_bytes());
-            }
-        }
-        line.push(b'}');
+        crate::message::encode_response(Some(&self.id), outcome, &mut line);
         Some((out, line))
     }
 
@@ -137,7 +125,9 @@ impl<T: Transport + ?Sized> Transport for Arc<T> {
 /// connection stops reading (backpressure, bounded memory).
 pub const NOTIFICATION_QUEUE: usize = 1024;
 
-fn request(id: Option<u64>, method: &str, params: Option<&RawValue>) -> Vec<u8> {
+/// A request (with `id`) or a notification as JSON-RPC 2.0 text: what a client sends, and what a
+/// server sends its caller ([`crate::Peer`]).
+pub(crate) fn request(id: Option<u64>, method: &str, params: Option<&RawValue>) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + method.len() + params.map_or(0, |p| p.get().len()));
     out.extend_from_slice(br#"{"jsonrpc":"2.0","#);
     if let Some(id) = id {

@@ -346,11 +346,18 @@ impl Peer {
     ///
     /// [`PeerError`]: the transport cannot, the connection is closed, or the params do not encode.
     pub async fn notify(&self, method: &str, params: &impl Serialize) -> Result<(), PeerError> {
+        let params = serde_json::value::to_raw_value(params).map_err(|e| PeerError::Encode(e.to_string()))?;
+        self.notify_raw(method, Some(&params)).await
+    }
+
+    /// [`Peer::notify`] with raw params (`None`: the notification has no `params` member).
+    ///
+    /// # Errors
+    ///
+    /// As [`Peer::notify`].
+    pub async fn notify_raw(&self, method: &str, params: Option<&RawValue>) -> Result<(), PeerError> {
         let Some(tx) = &self.tx else { return Err(PeerError::Unsupported) };
-        let params = serde_json::to_string(params).map_err(|e| PeerError::Encode(e.to_string()))?;
-        let method = serde_json::to_string(method).map_err(|e| PeerError::Encode(e.to_string()))?;
-        let line = format!(r#"{{"jsonrpc":"2.0","method":{method},"params":{params}}}"#).into_bytes();
-        tx.send(line).await.map_err(|_| PeerError::Closed)
+        tx.send(client::request(None, method, params)).await.map_err(|_| PeerError::Closed)
     }
 
     /// Sends the caller the request `method` with `params` and waits for its answer: the raw
@@ -377,9 +384,8 @@ impl Peer {
     /// As [`Peer::request`].
     pub async fn request_raw(&self, method: &str, params: Option<&RawValue>) -> Result<Box<RawValue>, PeerError> {
         let (Some(tx), Some(pending)) = (&self.tx, &self.pending) else { return Err(PeerError::Unsupported) };
-        let params = params.map_or(String::new(), |p| format!(r#","params":{}"#, p.get()));
-        let method = serde_json::to_string(method).map_err(|e| PeerError::Encode(e.to_string()))?;
         let id = pending.next.fetch_add(1, Ordering::Relaxed);
+        let line = client::request(Some(id), method, params);
         let (answer_tx, answer_rx) = oneshot::channel();
         {
             let mut waiting = pending.lock();
@@ -399,7 +405,6 @@ impl Peer {
             }
         }
         let _forget = Forget(pending, id);
-        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":{method}{params}}}"#).into_bytes();
         tx.send(line).await.map_err(|_| PeerError::Closed)?;
         match answer_rx.await {
             Ok(Ok(result)) => Ok(result),
@@ -409,25 +414,23 @@ impl Peer {
     }
 }
 
+/// A peer's failure as a client sees it.
+fn client_error(e: PeerError) -> ClientError {
+    match e {
+        PeerError::Answered(e) => ClientError::Rpc(e),
+        PeerError::Closed => ClientError::Closed,
+        other => ClientError::Transport(other.to_string()),
+    }
+}
+
 /// A peer is a [`Transport`] to the caller: a generated client over it (`Client::new(peer)`)
 /// calls the methods the caller serves, typed, on the caller's own connection.
 impl Transport for Peer {
     fn call<'a>(&'a self, method: &'a str, params: Option<Box<RawValue>>) -> BoxFuture<'a, Result<Box<RawValue>, ClientError>> {
-        Box::pin(async move {
-            self.request_raw(method, params.as_deref()).await.map_err(|e| match e {
-                PeerError::Answered(e) => ClientError::Rpc(e),
-                PeerError::Closed => ClientError::Closed,
-                other => ClientError::Transport(other.to_string()),
-            })
-        })
+        Box::pin(async move { self.request_raw(method, params.as_deref()).await.map_err(client_error) })
     }
     fn notify<'a>(&'a self, method: &'a str, params: Option<Box<RawValue>>) -> BoxFuture<'a, Result<(), ClientError>> {
-        Box::pin(async move {
-            let Some(tx) = &self.tx else { return Err(ClientError::Transport(PeerError::Unsupported.to_string())) };
-            let method = serde_json::to_string(method).map_err(|e| ClientError::Transport(e.to_string()))?;
-            let params = params.map_or(String::new(), |p| format!(r#","params":{}"#, p.get()));
-            tx.send(format!(r#"{{"jsonrpc":"2.0","method":{method}{params}}}"#).into_bytes()).await.map_err(|_| ClientError::Closed)
-        })
+        Box::pin(async move { self.notify_raw(method, params.as_deref()).await.map_err(client_error) })
     }
 }
 

@@ -124,20 +124,27 @@ struct Reply<'a> {
 
 impl Reply<'_> {
     fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-        out.extend_from_slice(self.id.map_or("null", RawValue::get).as_bytes());
-        match &self.outcome {
-            Ok(result) => {
-                out.extend_from_slice(br#","result":"#);
-                out.extend_from_slice(result.get().as_bytes());
-            }
-            Err(e) => {
-                out.extend_from_slice(br#","error":"#);
-                write_error(e, out);
-            }
-        }
-        out.push(b'}');
+        encode_response(self.id, self.outcome.as_deref(), out);
     }
+}
+
+/// A response to the request `id` (`None`: `null`): its result, or its error with the message at
+/// most [`MAX_ERROR_MESSAGE`] bytes. The server's replies and a client's answers to the server's
+/// requests ([`crate::ServerRequest`]) both.
+pub(crate) fn encode_response(id: Option<&RawValue>, outcome: Result<&RawValue, &RpcError>, out: &mut Vec<u8>) {
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    out.extend_from_slice(id.map_or("null", RawValue::get).as_bytes());
+    match outcome {
+        Ok(result) => {
+            out.extend_from_slice(br#","result":"#);
+            out.extend_from_slice(result.get().as_bytes());
+        }
+        Err(e) => {
+            out.extend_from_slice(br#","error":"#);
+            write_error(e, out);
+        }
+    }
+    out.push(b'}');
 }
 
 /// The error object, its message at most [`MAX_ERROR_MESSAGE`] bytes.

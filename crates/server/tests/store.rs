@@ -65,7 +65,7 @@ async fn the_sequence_continues_after_a_restart_and_a_resume_gets_exactly_what_i
         assert_eq!(got.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=10).collect::<Vec<_>>());
     }
     // The writer thread ends with the hub; the lock goes with the store.
-    let store = reopen(&path);
+    let store = ws_common::reopen(&path);
     let hub = EventHub::with_store(4, store, 1000).expect("a hub on the store");
     assert_eq!(hub.last_seq(), 10, "the sequence goes on from the store's");
     let first = hub.publish(text(11));
@@ -149,16 +149,6 @@ async fn a_turn_is_recorded_with_its_first_and_last_sequence_numbers() {
     assert_eq!((convs[0].id.as_str(), convs[0].title.as_str()), ("conv-1", "write a poem"));
 }
 
-/// The store at `path` once its previous holder (a hub whose writer thread is ending) let it go.
-fn reopen(path: &Path) -> Arc<dyn Store> {
-    for _ in 0..250 {
-        if let Ok(s) = SqliteStore::open(path) {
-            return Arc::new(s);
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    panic!("{} stayed held", path.display());
-}
 
 fn scripted(hub: EventHub) -> openagents_server::RpcEngine {
     let config = openagents_server::EngineConfig { default_runner: Some("script".into()), ..openagents_server::EngineConfig::default() };
@@ -182,7 +172,7 @@ async fn over_the_websocket_a_subscribe_after_a_restart_replays_the_earlier_run(
         // 1-4 the first turn, 5-7 the second, 8 shutting_down.
         assert_eq!(engine.status().last_seq, 8);
     }
-    let engine = scripted(EventHub::with_store(4, reopen(&path), 1000).expect("a hub on the store"));
+    let engine = scripted(EventHub::with_store(4, ws_common::reopen(&path), 1000).expect("a hub on the store"));
     let addr = ws_common::http_runtime(&engine).await;
     let (mut ws, last) = ws_common::subscribed(addr, ws_common::ALICE, Some(2)).await;
     assert_eq!(last, 8, "the sequence goes on from the store's");
@@ -234,7 +224,7 @@ async fn at_start_events_older_than_the_retained_days_are_pruned_and_a_resume_fr
         write_aged(&store, 8..=9, 0);
     }
     let retention = Retention::new(1000, 30);
-    let hub = EventHub::with_retention(4, reopen(&path), retention).expect("a hub on the store");
+    let hub = EventHub::with_retention(4, ws_common::reopen(&path), retention).expect("a hub on the store");
     assert_eq!(stored_seqs(&**hub.store()), (5..=9).collect::<Vec<_>>(), "45 days old is gone, 29 days old and newer stay");
     assert_eq!(hub.last_seq(), 9, "the sequence goes on from the store's");
     let mut from_start = hub.subscribe(Some(0));
@@ -249,7 +239,7 @@ async fn at_start_events_older_than_the_retained_days_are_pruned_and_a_resume_fr
     assert_eq!(hub.counters().gaps.load(std::sync::atomic::Ordering::Relaxed), 1);
     drop((from_start, kept, hub));
     // With more days kept, nothing more goes.
-    let hub = EventHub::with_retention(4, reopen(&path), Retention::new(1000, 60)).expect("a hub on the store");
+    let hub = EventHub::with_retention(4, ws_common::reopen(&path), Retention::new(1000, 60)).expect("a hub on the store");
     assert_eq!(stored_seqs(&**hub.store()), (5..=9).collect::<Vec<_>>());
 }
 

@@ -10,7 +10,7 @@
 
 mod ws_common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -26,18 +26,6 @@ fn temp(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("a temporary folder");
     dir.join("store.db")
-}
-
-/// The store at `path` once its previous holder (a runtime whose last tasks are ending) let it
-/// go: one runtime at a time holds a store.
-fn reopen(path: &Path) -> Arc<dyn Store> {
-    for _ in 0..250 {
-        if let Ok(s) = SqliteStore::open(path) {
-            return Arc::new(s);
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    panic!("{} stayed held", path.display());
 }
 
 /// An engine on `store` whose default runner is the real `ask` runner binary. `capacity` is
@@ -125,7 +113,7 @@ async fn approvals_asked_answered_and_denied_are_in_the_store_and_replayed_after
 
     // A new runtime on the same file. Its replay buffer (4) starts empty: whatever it serves of
     // the earlier run comes from the store.
-    let engine = engine(reopen(&path), 4);
+    let engine = engine(ws_common::reopen(&path), 4);
     assert_eq!(engine.status().last_seq, 15, "the sequence goes on from the store's");
     let stored = stored(&**engine.events().store());
     assert_eq!(approvals(&stored), want, "Store::events_after after the restart");

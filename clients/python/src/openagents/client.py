@@ -42,6 +42,7 @@ from ._generated.models import ErrorCode, ErrorDetails, RuntimeStatus, RuntimeSu
 from ._rt import OpenAgentsError
 from ._schema import RuntimeSchema, SchemaGuard
 from .errors import ProtocolError, TransportError
+from .rpc import wire_params
 from .transport.base import OMIT, EventSource, Transport, _Omit
 from .transport.http import BlockingHttp, HttpTransport, Reconnect
 from .transport.stdio import StdioTransport
@@ -83,30 +84,11 @@ def _dumped(spec: _rt.MethodSpec[_T], result: _T) -> JsonValue:
 def _wire_params(spec: _rt.MethodSpec[Any], params: object) -> JsonValue | _Omit:
     """The params as they go on the wire (`OMIT` for none), checked against the schema first:
     invalid params raise `InvalidParamsError` here, before anything is sent."""
-    if spec.params is not None:
-        if params is None:
-            values: dict[str, object] = {}
-        elif isinstance(params, dict):
-            values = {k: v for k, v in params.items() if v is not None}
-        elif isinstance(params, _rt.Model):
-            return params.to_wire()
-        else:
-            raise TypeError(f"`{spec.name}` params are an object")
-        if not values and not spec.params_required:
-            return OMIT
-        try:
-            return spec.params.from_wire(values, strict=True).to_wire()
-        except ValidationError as e:
-            raise _params_error(spec.name, e) from None
-    if spec.params_adapter is not None:
-        if params is None and not spec.params_required:
-            return OMIT
-        try:
-            spec.params_adapter.validate_python(params, context=_rt.STRICT)
-        except ValidationError as e:
-            raise _params_error(spec.name, e) from None
-        return params  # type: ignore[return-value]
-    return OMIT if params is None else params  # type: ignore[return-value]
+    try:
+        has_params, wire = wire_params(spec, params)
+    except ValidationError as e:
+        raise _params_error(spec.name, e) from None
+    return wire if has_params else OMIT
 
 
 class AsyncEventStream:

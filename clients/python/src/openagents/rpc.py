@@ -47,13 +47,15 @@ class RpcError(_rt.TypedError):
         self.data = data
 
 
-def _wire(spec: _rt.MethodSpec[Any], params: object) -> tuple[bool, JsonValue]:
+def wire_params(spec: _rt.MethodSpec[Any], params: object) -> tuple[bool, JsonValue]:
     """Whether the request carries params, and the params as they go on the wire, checked
-    against the schema first."""
+    against the schema first (pydantic's `ValidationError` when they break it)."""
     if spec.params is not None:
         if isinstance(params, _rt.Model):
             return True, params.to_wire()
-        values = {} if params is None else {k: v for k, v in dict(params).items() if v is not None}  # type: ignore[call-overload]
+        if params is not None and not isinstance(params, dict):
+            raise TypeError(f"`{spec.name}` params are an object")
+        values = {} if params is None else {k: v for k, v in params.items() if v is not None}
         if not values and not spec.params_required:
             return False, None
         return True, spec.params.from_wire(values, strict=True).to_wire()
@@ -66,7 +68,7 @@ def _wire(spec: _rt.MethodSpec[Any], params: object) -> tuple[bool, JsonValue]:
 
 
 def _body(request_id: int, spec: _rt.MethodSpec[Any], params: object) -> bytes:
-    has_params, wire = _wire(spec, params)
+    has_params, wire = wire_params(spec, params)
     doc: dict[str, JsonValue] = {"jsonrpc": "2.0", "id": request_id, "method": spec.name}
     if has_params:
         doc["params"] = wire

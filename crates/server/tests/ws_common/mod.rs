@@ -622,3 +622,15 @@ pub fn shape(v: &Value) -> Value {
         Value::Null => json!("null"),
     }
 }
+
+/// The SQLite store at `path` once its previous holder (a runtime or hub whose writer thread is
+/// ending) let it go: one runtime at a time holds a store.
+pub fn reopen(path: &std::path::Path) -> std::sync::Arc<dyn openagents_server::store::Store> {
+    for _ in 0..250 {
+        if let Ok(s) = openagents_server::store::SqliteStore::open(path) {
+            return std::sync::Arc::new(s);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{} stayed held", path.display());
+}
