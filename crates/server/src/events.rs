@@ -1,20 +1,22 @@
-//! The event stream: every published event gets the next sequence number, goes into a bounded
-//! replay buffer, and out on a bounded broadcast. The agent never waits for a subscriber; a
-//! subscriber that falls behind is told how many events it missed (`lagged`), and one that
-//! resumes from a point no longer held is told so (`gap`).
+//! The event stream: every published event gets the next sequence number and goes into a
+//! bounded replay buffer, which every subscriber reads from at its own pace (woken when events
+//! are delivered, it takes all that are new at once). The agent never waits for a subscriber; a
+//! subscriber that falls behind the buffer is told how many events it missed (`lagged`), and
+//! one that resumes from a point no longer held is told so (`gap`).
 //!
 //! With a durable store ([`EventHub::with_store`]), the sequence continues from the store's, an
-//! event reaches the replay buffer and the broadcast only once it is written (a writer thread
-//! commits what is queued in one transaction, so a burst costs one commit), a resume from
-//! before the replay buffer is served from the store (so a subscriber told `lagged` can get
-//! what it missed by resuming from its position). What retention has pruned gives `gap`.
+//! event reaches the replay buffer only once it is written (a writer thread commits everything
+//! queued in one transaction, so a burst costs one commit, and delivers the commit's events in
+//! one step), a resume from before the replay buffer is served from the store (so a subscriber
+//! told `lagged` can get what it missed by resuming from its position). What retention has
+//! pruned gives `gap`.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use openagents_protocol::{ErrorCode, RuntimeEvent, RuntimeSubmitError, SERVER_EVENT_CHANNEL_CAPACITY, ServerEvent};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::watch;
 
 use crate::store::{AGE_PRUNE_BATCH, AgentSession, MemoryStore, Outcome, RUNTIME_RESTARTED_MESSAGE, Record, Retention, Store, StoreError, TurnEnd, TurnRecord, TurnStart};
 
@@ -22,26 +24,36 @@ fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
-/// The most events one group commit writes.
-pub const WRITE_BATCH: usize = 1024;
+/// How many events may wait for the writer; one group commit writes all that wait. Past that
+/// (or past [`WRITE_QUEUE_BYTES`]), publishing waits for the writer: the disk sets the pace,
+/// not memory.
+pub const WRITE_QUEUE: usize = 8 * SERVER_EVENT_CHANNEL_CAPACITY;
 
-/// How many events may wait for the writer: as many as the broadcast holds, so what waits is
-/// bounded as the replay buffer is (events are at most `MAX_FRAME` each). Past that,
-/// publishing waits for the writer: the disk sets the pace, not memory.
-pub const WRITE_QUEUE: usize = SERVER_EVENT_CHANNEL_CAPACITY;
+/// How many bytes of events' JSON may wait for the writer (at least one event always may).
+/// The replay buffer holds at most this much beyond its own capacity: a commit's events are
+/// delivered together.
+pub const WRITE_QUEUE_BYTES: usize = 8 << 20;
+
+/// The most events a subscriber takes from the replay buffer at a time.
+const TAKE_AT_ONCE: usize = 1024;
 
 /// How many jobs (events and the records beside them) whose group commit failed are kept to be
-/// written again with the next commit; past that the oldest are given up (the store then lacks
-/// their events: a resume over them gets `gap`).
+/// written again with the next commit; past that (or past four times [`WRITE_QUEUE_BYTES`] of
+/// their events) the oldest are given up (the store then lacks their events: a resume over them
+/// gets `gap`).
 pub const RETRY_JOBS: usize = 4 * WRITE_QUEUE;
 
 /// How many events a resume reads from the store at a time.
 pub const REPLAY_PAGE: usize = 256;
 
 struct Log {
-    /// The newest sequence number delivered (in the replay buffer and broadcast).
+    /// The newest sequence number delivered (in the replay buffer).
     delivered: i64,
     replay: VecDeque<SharedEvent>,
+    /// Whether nothing more will be delivered (the hub is gone).
+    closed: bool,
+    /// How many events the last delivery added.
+    last_added: usize,
 }
 
 /// A published event and its JSON, encoded once (by the first subscriber that asks) and
@@ -169,13 +181,106 @@ struct Job {
     noted: Option<Noted>,
 }
 
-/// Where delivered events go: the replay buffer and the broadcast. Shared by the hub and its
-/// writer thread.
+impl Job {
+    /// The bytes of its event's JSON (encoded already: the publisher encodes what it queues).
+    fn bytes(&self) -> usize {
+        self.event.as_ref().map_or(0, |e| e.json().len())
+    }
+}
+
+/// What waits for the writer thread.
+#[derive(Default)]
+struct Pending {
+    jobs: Vec<Job>,
+    bytes: usize,
+    /// Whether the writer is asleep, waiting for a job (a publisher wakes it only then).
+    writer_waiting: bool,
+    /// Whether the hub is gone: the writer writes what is left and ends.
+    closed: bool,
+}
+
+/// The writer thread's queue: bounded by [`WRITE_QUEUE`] events and [`WRITE_QUEUE_BYTES`].
+#[derive(Default)]
+struct WriteQueue {
+    pending: Mutex<Pending>,
+    /// Signalled when a job arrives for a waiting writer, or the hub goes.
+    ready: Condvar,
+    /// Signalled when the writer has taken what waited.
+    space: Condvar,
+}
+
+impl WriteQueue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues `job`, waiting while the queue is full.
+    fn push(&self, job: Job) {
+        let bytes = job.bytes();
+        let mut pending = self.lock();
+        while !pending.jobs.is_empty() && (pending.jobs.len() >= WRITE_QUEUE || pending.bytes + bytes > WRITE_QUEUE_BYTES) {
+            pending = self.space.wait(pending).unwrap_or_else(|p| p.into_inner());
+        }
+        pending.jobs.push(job);
+        pending.bytes += bytes;
+        if pending.writer_waiting {
+            pending.writer_waiting = false;
+            self.ready.notify_one();
+        }
+    }
+
+    /// Swaps everything queued into `into` (empty), waiting at most `wait` for a first job.
+    /// Returns false once the hub is gone and nothing is left.
+    fn take(&self, into: &mut Vec<Job>, wait: std::time::Duration) -> bool {
+        let mut pending = self.lock();
+        if pending.jobs.is_empty() && !pending.closed && !wait.is_zero() {
+            pending.writer_waiting = true;
+            pending = self.ready.wait_timeout_while(pending, wait, |p| p.jobs.is_empty() && !p.closed).map_or_else(|p| p.into_inner().0, |(p, _)| p);
+            pending.writer_waiting = false;
+        }
+        std::mem::swap(&mut pending.jobs, into);
+        pending.bytes = 0;
+        let open = !(pending.closed && into.is_empty());
+        drop(pending);
+        self.space.notify_all();
+        open
+    }
+
+    fn close(&self) {
+        self.lock().closed = true;
+        self.ready.notify_one();
+    }
+}
+
+/// Ends the hub when its last handle goes: the writer writes what is queued and ends, and
+/// subscribers, once they have read everything delivered, get `None`.
+struct Alive {
+    delivery: Arc<Delivery>,
+    writer: Option<Arc<WriteQueue>>,
+}
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        match &self.writer {
+            // The writer closes the delivery once it has written and delivered the rest.
+            Some(queue) => queue.close(),
+            None => self.delivery.close(),
+        }
+    }
+}
+
+/// Where delivered events go: the replay buffer, from which every subscriber reads. Shared by
+/// the hub, its writer thread and the subscriptions.
 struct Delivery {
     log: Mutex<Log>,
-    tx: broadcast::Sender<SharedEvent>,
+    /// How many events the replay buffer keeps (more while a larger commit is the newest).
     capacity: usize,
+    /// The newest sequence number delivered, for [`EventHub::delivered`].
     delivered: watch::Sender<i64>,
+    /// Wakes subscribers waiting for events (only when one is: `sleepers`).
+    wake: tokio::sync::Notify,
+    /// How many subscribers are waiting, or about to.
+    sleepers: AtomicUsize,
     /// The store's failed group commits.
     failures: watch::Sender<WriteFailure>,
 }
@@ -195,21 +300,46 @@ impl Delivery {
         self.log.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Puts `events` (in sequence order) in the replay buffer and on the broadcast.
+    /// Puts `events` (in sequence order) in the replay buffer, dropping the oldest beyond the
+    /// buffer's capacity, but never any of this delivery or the one before (a subscriber that
+    /// was reading the last commit when this one came can read both whole, however large);
+    /// then wakes the subscribers.
     fn deliver<'a>(&self, events: impl IntoIterator<Item = &'a SharedEvent>) {
         let mut log = self.lock();
+        let mut added = 0;
         for ev in events {
-            if log.replay.len() == self.capacity {
-                log.replay.pop_front();
-            }
             log.replay.push_back(Arc::clone(ev));
             log.delivered = ev.event.seq;
-            // No receiver is fine: nobody is listening.
-            let _ = self.tx.send(Arc::clone(ev));
+            added += 1;
+        }
+        if added == 0 {
+            return;
+        }
+        let keep = self.capacity.max(added + std::mem::replace(&mut log.last_added, added));
+        if log.replay.len() > keep {
+            let over = log.replay.len() - keep;
+            log.replay.drain(..over);
         }
         let delivered = log.delivered;
         drop(log);
-        self.delivered.send_replace(delivered);
+        // A watcher subscribes before it looks at the value, so one that is not counted yet
+        // sees the new value when it looks.
+        self.delivered.send_if_modified(|at| {
+            *at = delivered;
+            self.delivered.receiver_count() > 0
+        });
+        // A subscriber counts itself before it looks at the replay buffer (locked above), so
+        // one not counted yet sees these events when it looks.
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            self.wake.notify_waiters();
+        }
+    }
+
+    /// Nothing more will be delivered: subscribers end once they have read what was.
+    fn close(&self) {
+        self.lock().closed = true;
+        self.delivered.send_modify(|_| {});
+        self.wake.notify_waiters();
     }
 }
 
@@ -224,7 +354,9 @@ pub struct EventHub {
     counters: Arc<HubCounters>,
     store: Arc<dyn Store>,
     /// The writer thread's queue, when the store is durable.
-    writer: Option<std::sync::mpsc::SyncSender<Job>>,
+    writer: Option<Arc<WriteQueue>>,
+    /// Shared by every handle: the last one to go ends the hub.
+    _alive: Arc<Alive>,
     /// The first sequence number of this run (earlier ones are the store's, from earlier runs).
     run_start: i64,
 }
@@ -236,7 +368,7 @@ impl Default for EventHub {
 }
 
 impl EventHub {
-    /// A hub whose broadcast and replay buffer hold `capacity` events, on a [`MemoryStore`].
+    /// A hub whose replay buffer holds `capacity` events, on a [`MemoryStore`].
     pub fn with_capacity(capacity: usize) -> Self {
         EventHub::build(capacity, Arc::new(MemoryStore::new()), 0, Retention::default())
     }
@@ -280,13 +412,18 @@ impl EventHub {
 
     fn build(capacity: usize, store: Arc<dyn Store>, last: i64, retention: Retention) -> Self {
         let capacity = capacity.max(1);
-        let (tx, _) = broadcast::channel(capacity);
-        let delivery = Arc::new(Delivery { log: Mutex::new(Log { delivered: last, replay: VecDeque::new() }), tx, capacity, delivered: watch::channel(last).0, failures: watch::channel(WriteFailure::default()).0 });
+        let delivery = Arc::new(Delivery { log: Mutex::new(Log { delivered: last, replay: VecDeque::new(), closed: false, last_added: 0 }), capacity, delivered: watch::channel(last).0, wake: tokio::sync::Notify::new(), sleepers: AtomicUsize::new(0), failures: watch::channel(WriteFailure::default()).0 });
         let counters = Arc::<HubCounters>::default();
         let writer = store.durable().then(|| {
-            let (queue, jobs) = std::sync::mpsc::sync_channel(WRITE_QUEUE);
-            let (store, delivery, counters) = (Arc::clone(&store), Arc::clone(&delivery), Arc::clone(&counters));
-            std::thread::Builder::new().name("openagents-store".into()).spawn(move || write_loop(&jobs, &*store, &delivery, &counters, retention)).map(|_| queue)
+            let queue = Arc::new(WriteQueue::default());
+            let (jobs, store, delivery, counters) = (Arc::clone(&queue), Arc::clone(&store), Arc::clone(&delivery), Arc::clone(&counters));
+            std::thread::Builder::new()
+                .name("openagents-store".into())
+                .spawn(move || {
+                    write_loop(&jobs, &*store, &delivery, &counters, retention);
+                    delivery.close();
+                })
+                .map(|_| queue)
         });
         let writer = match writer {
             Some(Ok(queue)) => Some(queue),
@@ -296,7 +433,8 @@ impl EventHub {
             }
             None => None,
         };
-        EventHub { next_seq: Arc::new(Mutex::new(last + 1)), delivery, subscribers: Arc::new(AtomicUsize::new(0)), counters, store, writer, run_start: last + 1 }
+        let alive = Arc::new(Alive { delivery: Arc::clone(&delivery), writer: writer.clone() });
+        EventHub { next_seq: Arc::new(Mutex::new(last + 1)), delivery, subscribers: Arc::new(AtomicUsize::new(0)), counters, store, writer, _alive: alive, run_start: last + 1 }
     }
 
     /// The store events, turns and conversations are kept in.
@@ -322,16 +460,21 @@ impl EventHub {
         let shared = Published::shared(ev.clone());
         match &self.writer {
             Some(queue) => {
-                if let Err(std::sync::mpsc::SendError(job)) = queue.send(Job { event: Some(shared), noted }) {
-                    // The writer is gone (it never is while the hub lives): deliver unwritten.
-                    self.delivery.deliver(job.event.as_ref());
-                }
+                // Encoded here, once, for the store and every subscriber: the queue is bounded
+                // by its bytes.
+                shared.json();
+                queue.push(Job { event: Some(shared), noted });
             }
             None => {
                 if let Some(noted) = &noted
                     && let Err(e) = self.store.write(&[noted.record()])
                 {
                     tracing::error!("{e}");
+                }
+                // Encoded here when someone will read it, as with a durable store: the publisher
+                // pays for the one encoding, not the first subscriber to read it.
+                if self.subscribers() > 0 {
+                    shared.json();
                 }
                 self.delivery.deliver([&shared]);
             }
@@ -347,10 +490,7 @@ impl EventHub {
         let next = self.next_seq.lock().unwrap_or_else(|p| p.into_inner());
         let noted = Noted::AgentSession(session);
         match &self.writer {
-            Some(queue) => {
-                // The writer is gone only with the hub.
-                let _ = queue.send(Job { event: None, noted: Some(noted) });
-            }
+            Some(queue) => queue.push(Job { event: None, noted: Some(noted) }),
             None => {
                 if let Err(e) = self.store.write(&[noted.record()]) {
                     tracing::error!("{e}");
@@ -400,7 +540,6 @@ impl EventHub {
     /// `None`.
     pub fn subscribe(&self, since: Option<i64>) -> Subscription {
         let log = self.delivery.lock();
-        let rx = self.delivery.tx.subscribe();
         let last = log.delivered;
         let mut backlog = VecDeque::new();
         let mut cursor = last;
@@ -416,7 +555,7 @@ impl EventHub {
                 self.counters.gaps.fetch_add(1, Ordering::Relaxed);
                 backlog.extend(log.replay.iter().cloned());
                 drop(log);
-                return self.subscription(backlog, None, rx, resumed_at.max(0));
+                return self.subscription(backlog, None, resumed_at.max(0));
             }
             let since = since.max(0);
             if since + 1 < oldest {
@@ -431,13 +570,13 @@ impl EventHub {
             cursor = since;
         }
         drop(log);
-        self.subscription(backlog, from_store, rx, cursor)
+        self.subscription(backlog, from_store, cursor)
     }
 
-    fn subscription(&self, backlog: VecDeque<SharedEvent>, from_store: Option<StoreRange>, rx: broadcast::Receiver<SharedEvent>, seen: i64) -> Subscription {
+    fn subscription(&self, backlog: VecDeque<SharedEvent>, from_store: Option<StoreRange>, seen: i64) -> Subscription {
         self.subscribers.fetch_add(1, Ordering::Relaxed);
         let store = self.store.durable().then(|| Arc::clone(&self.store));
-        Subscription { page: VecDeque::new(), from_store, store, run_start: self.run_start, backlog, rx, seen, count: Arc::clone(&self.subscribers), counters: Arc::clone(&self.counters) }
+        Subscription { page: VecDeque::new(), from_store, store, run_start: self.run_start, backlog, delivery: Arc::clone(&self.delivery), seen, count: Arc::clone(&self.subscribers), counters: Arc::clone(&self.counters) }
     }
 }
 
@@ -468,12 +607,11 @@ fn write_closed_turns_failed(store: &dyn Store, closed: &[TurnRecord]) -> Result
     store.write(&records)
 }
 
-/// The writer thread: takes what is queued (at most [`WRITE_BATCH`]), writes it in one
+/// The writer thread: takes everything queued (at most [`WRITE_QUEUE`] events), writes it in one
 /// transaction, then delivers it; prunes past `retention.events` now and then, and past
 /// `retention.days` every `retention.check_every` (also when nothing is published), one bounded
-/// batch between commits. Ends when the hub is gone.
-fn write_loop(jobs: &std::sync::mpsc::Receiver<Job>, store: &dyn Store, delivery: &Delivery, counters: &HubCounters, retention: Retention) {
-    use std::sync::mpsc::RecvTimeoutError;
+/// batch between commits. Ends when the hub is gone, once what was queued is written.
+fn write_loop(jobs: &WriteQueue, store: &dyn Store, delivery: &Delivery, counters: &HubCounters, retention: Retention) {
     use std::time::Instant;
     let retain = retention.events;
     let prune_every = (retain / 16).clamp(1, 65_536);
@@ -481,23 +619,15 @@ fn write_loop(jobs: &std::sync::mpsc::Receiver<Job>, store: &dyn Store, delivery
     let mut next_age_prune = Instant::now() + retention.check_every;
     // Whether the last prune by age was cut short by its batch bound: more is due at once.
     let mut age_backlog = false;
-    let mut batch = Vec::with_capacity(WRITE_BATCH);
+    let mut batch = Vec::new();
     // What failed to be written, to write again first (delivered already).
     let mut unwritten: VecDeque<Job> = VecDeque::new();
     loop {
         let wait = if age_backlog { std::time::Duration::ZERO } else { next_age_prune.saturating_duration_since(Instant::now()) };
-        match jobs.recv_timeout(wait) {
-            Ok(first) => batch.push(first),
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break,
+        if !jobs.take(&mut batch, wait) {
+            break;
         }
         if !batch.is_empty() {
-            while batch.len() < WRITE_BATCH {
-                match jobs.try_recv() {
-                    Ok(job) => batch.push(job),
-                    Err(_) => break,
-                }
-            }
             since_prune += batch.len() as u64;
             write_batch(&mut batch, &mut unwritten, store, delivery, counters);
             if since_prune >= prune_every {
@@ -557,9 +687,15 @@ fn write_batch(batch: &mut Vec<Job>, unwritten: &mut VecDeque<Job>, store: &dyn 
                 f.message = e.to_string();
             });
             unwritten.extend(batch.drain(..));
-            let over = unwritten.len().saturating_sub(RETRY_JOBS);
+            let mut bytes: usize = unwritten.iter().map(Job::bytes).sum();
+            let mut over = 0;
+            while unwritten.len() > RETRY_JOBS || (bytes > 4 * WRITE_QUEUE_BYTES && unwritten.len() > 1) {
+                if let Some(job) = unwritten.pop_front() {
+                    bytes -= job.bytes();
+                    over += 1;
+                }
+            }
             if over > 0 {
-                unwritten.drain(..over);
                 tracing::error!("{over} jobs of failed commits given up: the store will lack their events");
             }
         }
@@ -584,7 +720,8 @@ pub struct Subscription {
     /// The hub's first sequence number of this run.
     run_start: i64,
     backlog: VecDeque<SharedEvent>,
-    rx: broadcast::Receiver<SharedEvent>,
+    /// The replay buffer new events are read from.
+    delivery: Arc<Delivery>,
     /// The newest sequence number given out (or skipped over by the starting point).
     seen: i64,
     count: Arc<AtomicUsize>,
@@ -601,38 +738,58 @@ impl Subscription {
     /// [`Subscription::next`], as the event shared with every other subscriber, with its JSON
     /// encoded once for all of them.
     pub async fn next_shared(&mut self) -> Option<SharedEvent> {
+        if let Some(ev) = self.pop_backlog() {
+            return Some(ev);
+        }
         loop {
-            if let Some(ev) = self.pop_backlog() {
-                return Some(ev);
+            match self.take_delivered() {
+                Taken::Some(ev) => return Some(ev),
+                Taken::Closed => return None,
+                Taken::Nothing => {}
             }
-            match self.rx.recv().await {
-                Ok(ev) if ev.event.seq <= self.seen => continue,
-                Ok(ev) => {
-                    self.seen = ev.event.seq;
-                    return Some(ev);
-                }
-                Err(broadcast::error::RecvError::Lagged(missed)) => return Some(self.lagged(missed)),
-                Err(broadcast::error::RecvError::Closed) => return None,
+            // Counted and listening before looking again, so a delivery after the look wakes it.
+            let delivery = Arc::clone(&self.delivery);
+            let notified = delivery.wake.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            let _sleeping = Sleeping::new(&delivery.sleepers);
+            match self.take_delivered() {
+                Taken::Some(ev) => return Some(ev),
+                Taken::Closed => return None,
+                Taken::Nothing => notified.await,
             }
         }
     }
 
     /// [`Subscription::next_shared`] without waiting: the next event when one is already there.
     pub fn try_next_shared(&mut self) -> Option<SharedEvent> {
-        loop {
-            if let Some(ev) = self.pop_backlog() {
-                return Some(ev);
-            }
-            match self.rx.try_recv() {
-                Ok(ev) if ev.event.seq <= self.seen => continue,
-                Ok(ev) => {
-                    self.seen = ev.event.seq;
-                    return Some(ev);
-                }
-                Err(broadcast::error::TryRecvError::Lagged(missed)) => return Some(self.lagged(missed)),
-                Err(broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed) => return None,
-            }
+        if let Some(ev) = self.pop_backlog() {
+            return Some(ev);
         }
+        match self.take_delivered() {
+            Taken::Some(ev) => Some(ev),
+            Taken::Closed | Taken::Nothing => None,
+        }
+    }
+
+    /// The next delivered event after `seen`, taking up to [`TAKE_AT_ONCE`] from the replay
+    /// buffer into the backlog in one look; a `lagged` notice when the buffer no longer holds
+    /// the next one.
+    fn take_delivered(&mut self) -> Taken {
+        let log = self.delivery.lock();
+        if log.delivered <= self.seen {
+            return if log.closed { Taken::Closed } else { Taken::Nothing };
+        }
+        let oldest = log.replay.front().map_or(log.delivered + 1, |e| e.event.seq);
+        if self.seen + 1 < oldest {
+            drop(log);
+            let missed = oldest - 1 - self.seen;
+            return Taken::Some(self.lagged(missed.max(0) as u64));
+        }
+        let from = log.replay.partition_point(|e| e.event.seq <= self.seen);
+        self.backlog.extend(log.replay.range(from..).take(TAKE_AT_ONCE).cloned());
+        drop(log);
+        self.pop_backlog().map_or(Taken::Nothing, Taken::Some)
     }
 
     fn pop_backlog(&mut self) -> Option<SharedEvent> {
@@ -693,8 +850,9 @@ impl Subscription {
         self.page.push_back(Published::shared(ServerEvent { seq: resumed_at, time_ms: Some(now_ms()), event: RuntimeEvent::Gap { since, resumed_at } }));
     }
 
-    /// The `lagged` notice after missing `missed` events of the broadcast (with a durable
-    /// store too: a client that wants them resumes from its position, which the store serves).
+    /// The `lagged` notice after missing `missed` events the replay buffer no longer holds (with
+    /// a durable store too: a client that wants them resumes from its position, which the
+    /// store serves).
     fn lagged(&mut self, missed: u64) -> SharedEvent {
         self.counters.lagged.fetch_add(1, Ordering::Relaxed);
         let notice = ServerEvent { seq: self.seen, time_ms: Some(now_ms()), event: RuntimeEvent::Lagged { missed: missed as i64 } };
@@ -708,6 +866,29 @@ impl Subscription {
     pub fn position(&self) -> i64 {
         self.seen
     }
+}
+
+/// A subscriber counted among the hub's sleepers while it lives.
+struct Sleeping<'a>(&'a AtomicUsize);
+
+impl<'a> Sleeping<'a> {
+    fn new(sleepers: &'a AtomicUsize) -> Sleeping<'a> {
+        sleepers.fetch_add(1, Ordering::SeqCst);
+        Sleeping(sleepers)
+    }
+}
+
+impl Drop for Sleeping<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// What [`Subscription::take_delivered`] found.
+enum Taken {
+    Some(SharedEvent),
+    Nothing,
+    Closed,
 }
 
 impl Drop for Subscription {
@@ -798,5 +979,131 @@ mod tests {
         let frame = std::str::from_utf8(ea.sse_frame()).expect("UTF-8");
         let data = frame.strip_prefix(&format!("id: {}\ndata: ", published.seq)).and_then(|f| f.strip_suffix("\n\n")).expect("one id and one data line");
         assert_eq!(rt::parse_validated::<ServerEvent>(data.as_bytes()).expect("the frame's data decodes"), published);
+    }
+}
+
+#[cfg(test)]
+mod delivery_tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn text(i: usize) -> RuntimeEvent {
+        RuntimeEvent::Text { text: format!("event {i}") }
+    }
+
+    /// Reads until `last` and checks that what came covers `1..=last` exactly: every event once,
+    /// in order, and each `lagged` notice saying how many were skipped.
+    async fn read_through(mut sub: Subscription, last: i64) -> (usize, u64) {
+        let (mut next, mut events, mut missed) = (1, 0, 0);
+        while next <= last {
+            let ev = tokio::time::timeout(Duration::from_secs(20), sub.next()).await.expect("an event in time").expect("the hub is there");
+            match ev.event {
+                RuntimeEvent::Lagged { missed: m } => {
+                    assert_eq!(ev.seq, next - 1, "a lagged notice carries the last position");
+                    assert!(m > 0);
+                    next += m;
+                    missed += m as u64;
+                }
+                _ => {
+                    assert_eq!(ev.seq, next, "events come once and in order");
+                    next += 1;
+                    events += 1;
+                }
+            }
+        }
+        (events, missed)
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_behind_the_buffer_is_told_exactly_how_many_it_missed() {
+        let hub = EventHub::with_capacity(4);
+        let sub = hub.subscribe(None);
+        for i in 1..=10 {
+            hub.publish(text(i));
+        }
+        let mut sub = sub;
+        let notice = sub.next().await.expect("a notice");
+        assert_eq!(notice.event, RuntimeEvent::Lagged { missed: 6 });
+        assert_eq!(notice.seq, 0);
+        let rest: Vec<i64> = [sub.next().await, sub.next().await, sub.next().await, sub.next().await].into_iter().map(|e| e.expect("an event").seq).collect();
+        assert_eq!(rest, [7, 8, 9, 10]);
+        assert!(sub.try_next_shared().is_none());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn waiting_subscribers_are_woken_for_every_event_and_miss_none_they_are_not_told_of() {
+        const N: i64 = 50_000;
+        let hub = EventHub::with_capacity(64);
+        let readers: Vec<_> = (0..3).map(|_| tokio::spawn(read_through(hub.subscribe(None), N))).collect();
+        let publisher = {
+            let hub = hub.clone();
+            std::thread::spawn(move || {
+                for i in 1..=N as usize {
+                    hub.publish(text(i));
+                    if i % 1000 == 0 {
+                        std::thread::yield_now();
+                    }
+                }
+            })
+        };
+        publisher.join().expect("the publisher");
+        for r in readers {
+            let (events, missed) = r.await.expect("a reader");
+            assert_eq!(events as u64 + missed, N as u64);
+        }
+    }
+
+    #[tokio::test]
+    async fn subscribers_end_once_they_have_read_what_a_dropped_hub_delivered() {
+        let hub = EventHub::with_capacity(16);
+        let mut sub = hub.subscribe(None);
+        let waiting = {
+            let mut other = hub.subscribe(None);
+            tokio::spawn(async move { other.next().await.map(|e| e.seq) })
+        };
+        tokio::task::yield_now().await;
+        hub.publish(text(1));
+        hub.publish(text(2));
+        drop(hub);
+        assert_eq!(waiting.await.expect("the waiting subscriber"), Some(1));
+        assert_eq!(sub.next().await.map(|e| e.seq), Some(1));
+        assert_eq!(sub.next().await.map(|e| e.seq), Some(2));
+        assert!(tokio::time::timeout(Duration::from_secs(5), sub.next()).await.expect("ends at once").is_none());
+    }
+
+    fn sqlite_hub(name: &str, capacity: usize) -> (EventHub, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("openagents-delivery-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a temporary folder");
+        let store = Arc::new(crate::store::SqliteStore::open(&dir.join("store.db")).expect("a store"));
+        (EventHub::with_store(capacity, store, 1_000_000).expect("a hub"), dir)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_a_durable_store_a_commit_larger_than_the_buffer_is_delivered_whole() {
+        const N: i64 = 1000;
+        let (hub, dir) = sqlite_hub("large-commits", 4);
+        let sub = hub.subscribe(None);
+        // Another connection holds the database's write lock, so what is published queues
+        // behind the writer's first commit and goes in the next one, all of it.
+        let other = rusqlite::Connection::open(dir.join("store.db")).expect("another connection");
+        other.execute_batch("BEGIN IMMEDIATE").expect("the write lock");
+        let mut last = 0;
+        for i in 1..=N as usize {
+            last = hub.publish(text(i)).seq;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        other.execute_batch("COMMIT").expect("the lock released");
+        hub.delivered(last).await;
+        // Nothing read yet, and the buffer keeps 4: but it keeps both commits whole.
+        assert_eq!(read_through(sub, N).await, (N as usize, 0));
+        // Dropping the hub writes and delivers what was queued before subscribers end.
+        let mut sub = hub.subscribe(None);
+        let last = hub.publish(text(0)).seq;
+        drop(hub);
+        assert_eq!(sub.next().await.map(|e| e.seq), Some(last));
+        assert!(sub.next().await.is_none());
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -10,7 +10,7 @@
 //! - No permission bypass: [`RpcEngine::new`] takes the same agent a local `openagents run`
 //!   builds and installs no approval handler, so an approval nobody authorised can answer is
 //!   denied, and the denial is an event.
-//! - Everything is bounded: lines and bodies by `SERVER_MAX_LINE_BYTES`, the event broadcast by
+//! - Everything is bounded: lines and bodies by `SERVER_MAX_LINE_BYTES`, the replay buffer by
 //!   `SERVER_EVENT_CHANNEL_CAPACITY` (a slow subscriber misses events and is told so, and never
 //!   stalls the agent), connections by [`http::MAX_CONNECTIONS`], slow senders by timeouts.
 //! - `shutdown` stops every transport's accept loop, interrupts the active turn and publishes a

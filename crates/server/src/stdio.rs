@@ -24,7 +24,7 @@ use crate::projection;
 
 /// How many outgoing items (an event's line, a reply's, or a batch of replies of at most
 /// [`ANSWERED_BATCH`] and one more reply) may wait for the writer. Events beyond it make the
-/// event forwarder wait (and lag on the broadcast), never the agent.
+/// event forwarder wait (and lag behind the replay buffer), never the agent.
 const OUTBOUND_QUEUE: usize = 1024;
 
 /// Drives the JSONL-RPC protocol over `reader`/`writer` until end of input or `shutdown`.

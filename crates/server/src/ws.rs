@@ -162,7 +162,7 @@ impl EventSession for WsEvents {
         // The new stream starts where the subscription does (a replay goes back).
         let forwarded = self.forwarded.restart(sub.position());
         let task = tokio::spawn(async move {
-            // Waiting here for room never stalls the agent: the hub's broadcast is bounded, so a
+            // Waiting here for room never stalls the agent: the hub's replay buffer is bounded, so a
             // subscription that falls behind is handed `lagged` (or, replaying, `gap`) by the hub
             // instead of losing events silently. A queue that stays full for longer than the
             // stuck timeout disconnects the frontend (close code 1013).

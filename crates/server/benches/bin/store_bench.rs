@@ -1,6 +1,7 @@
 //! The store's cost, side by side in one run (`make bench`): (1) events per second through the
 //! event hub on the SQLite store (and PostgreSQL, when `STORE_BENCH_POSTGRES` gives a URL)
-//! against the memory store, one subscriber reading every event's JSON; (2) the latency of a
+//! against the memory store, one subscriber reading every event's JSON (counted: what it received;
+//! what it missed, told `lagged`, is reported beside); (2) the latency of a
 //! whole turn through the echo runner (`submit` in process, answered once the turn's last event
 //! is delivered: with a durable store, written and committed) on each store. Rounds rotate the
 //! stores; ratios are medians of the per-round ratios.
@@ -102,32 +103,71 @@ fn echo_runner() -> Result<PathBuf, String> {
     if p.is_file() { Ok(p) } else { Err(format!("{} is missing: cargo build --release -p openagents-runner", p.display())) }
 }
 
+/// What one round's subscriber got.
+struct Round {
+    took: Duration,
+    /// Events received (not counting `lagged` notices).
+    received: u64,
+    /// Events the subscriber missed (`lagged`): a subscriber slower than the publisher misses
+    /// what the bounded buffer no longer holds.
+    missed: u64,
+    /// Bytes of JSON of the events received.
+    bytes: u64,
+}
+
+/// How far the publisher lets the subscriber fall behind what the hub has delivered (half the
+/// replay buffer): a subscriber that keeps within it misses nothing, on either store.
+const PACE: i64 = SERVER_EVENT_CHANNEL_CAPACITY as i64 / 2;
+
 /// `events` text events published on `hub` from one thread while a subscriber on another reads
-/// each one's JSON: the time from the first publish until the subscriber has passed the last.
-fn throughput_round(hub: &EventHub, events: usize) -> Result<(Duration, u64), String> {
+/// each one's JSON: the time from the first publish until the subscriber has passed the last,
+/// and what it received and missed. The publisher goes as fast as it can while the subscriber
+/// is within [`PACE`] events of the newest delivered one, and waits for it otherwise: the
+/// rate is that of a stream every event of which reaches the subscriber (with no pacing, a
+/// publisher faster than its subscriber makes it miss events, at a rate that depends on how
+/// the two threads happen to be scheduled). On a durable store the publisher is not held back
+/// by the writer's commits beyond the write queue's own bound (what waits to be written is not
+/// delivered yet, so the subscriber cannot be behind it).
+fn throughput_round(hub: &EventHub, events: usize) -> Result<Round, String> {
     let mut sub = hub.subscribe(None);
     let target = hub.last_seq() + events as i64;
+    let position = Arc::new(std::sync::atomic::AtomicI64::new(sub.position()));
+    let read_to = Arc::clone(&position);
     let reader = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
         rt.block_on(async move {
-            let mut bytes = 0u64;
+            let (mut bytes, mut received, mut missed) = (0u64, 0u64, 0u64);
             while sub.position() < target {
                 let Some(ev) = sub.next_shared().await else { break };
-                bytes += ev.json().len() as u64;
+                if let RuntimeEvent::Lagged { missed: m } = ev.event().event {
+                    missed += m.max(0) as u64;
+                } else {
+                    bytes += ev.json().len() as u64;
+                    received += 1;
+                }
+                read_to.store(sub.position(), std::sync::atomic::Ordering::Relaxed);
             }
-            bytes
+            (bytes, received, missed)
         })
     });
     let start = Instant::now();
-    for _ in 0..events {
+    for i in 0..events {
+        if i % 64 == 0 {
+            while hub.last_seq() - position.load(std::sync::atomic::Ordering::Relaxed) > PACE - 64 {
+                std::thread::yield_now();
+            }
+        }
         hub.publish(RuntimeEvent::Text { text: CHUNK.into() });
     }
-    let bytes = reader.join().map_err(|_| "the reader panicked")?;
+    let (bytes, received, missed) = reader.join().map_err(|_| "the reader panicked")?;
     let took = start.elapsed();
+    if missed > 0 {
+        return Err(format!("the subscriber missed {missed} events although the publisher kept it within {PACE} of the newest"));
+    }
     if hub.last_seq() < target {
         return Err(format!("only {} of {target} delivered", hub.last_seq()));
     }
-    Ok((took, bytes))
+    Ok(Round { took, received, missed, bytes })
 }
 
 /// `turns` whole turns through the echo runner, one after another: each one's latency.
@@ -196,15 +236,18 @@ fn run() -> Result<(), String> {
     }
     let mut rate = vec![Vec::new(); 3];
     let mut ratios = vec![Vec::new(); 3];
+    let mut missed = [0u64; 3];
     let mut event_bytes = 0;
     for r in 0..rounds {
         let mut this = [0.0; 3];
         for kind in order(r) {
             let h = hub(kind, &mut at)?;
-            let (took, bytes) = throughput_round(&h, events)?;
-            event_bytes = bytes / events as u64;
-            let per_s = events as f64 / took.as_secs_f64();
-            eprintln!("round {r} {}: {per_s:.0} events/s", kind.name());
+            let round = throughput_round(&h, events)?;
+            event_bytes = round.bytes / round.received.max(1);
+            missed[kind as usize] += round.missed;
+            // What reached the subscriber: events it missed did not go through.
+            let per_s = round.received as f64 / round.took.as_secs_f64();
+            eprintln!("round {r} {}: {per_s:.0} events/s received ({} missed)", kind.name(), round.missed);
             this[kind as usize] = per_s;
             rate[kind as usize].push(per_s);
         }
@@ -259,14 +302,14 @@ fn run() -> Result<(), String> {
         println!("- turn latency p50, {name} / memory: **{:.2}×** (median of per-round ratios); the store adds {} ms at p50 and {} ms at p99", median(&mut p50_ratios[kind as usize]), ms(percentile(s, 0.5).saturating_sub(percentile(m, 0.5))), ms(percentile(s, 0.99).saturating_sub(percentile(m, 0.99))));
     }
     println!();
-    println!("### Events per second through the hub ({events} text events a round, {event_bytes} bytes of JSON each, one subscriber)");
+    println!("### Events per second through the hub ({events} text events a round, {event_bytes} bytes of JSON each, one subscriber; events/s counts what the subscriber received)");
     println!();
-    println!("| store | median events/s | min | max |");
-    println!("|---|---:|---:|---:|");
+    println!("| store | median events/s | min | max | events the subscriber missed (`lagged`), all rounds |");
+    println!("|---|---:|---:|---:|---:|");
     for &kind in &kinds {
         let v = &mut rate[kind as usize];
         let med = median(v);
-        println!("| {} | {med:.0} | {:.0} | {:.0} |", kind.name(), v.first().copied().unwrap_or(f64::NAN), v.last().copied().unwrap_or(f64::NAN));
+        println!("| {} | {med:.0} | {:.0} | {:.0} | {} |", kind.name(), v.first().copied().unwrap_or(f64::NAN), v.last().copied().unwrap_or(f64::NAN), missed[kind as usize]);
     }
     println!();
     println!("### Turn latency through the echo runner ({} turns per store, task of {} words)", rounds * turns, TASK.split_whitespace().count());
