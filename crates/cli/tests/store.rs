@@ -55,6 +55,53 @@ fn sse(addr: SocketAddr, resume: (&str, &str), n: usize) -> Vec<serde_json::Valu
     events
 }
 
+/// Every event in the SQLite store `conn` is open on, in order, as `(seq, time_ms, json)`: the
+/// store keeps one group commit's events as a block (a row of `event_blocks`), its `data` one
+/// line `<seq>\t<time_ms>\t<json>\n` an event.
+fn stored_events(conn: &rusqlite::Connection) -> Vec<(i64, i64, String)> {
+    let mut stmt = conn.prepare("SELECT data FROM event_blocks ORDER BY first_seq").expect("the blocks");
+    let blocks: Vec<String> = stmt.query_map([], |r| r.get(0)).expect("the blocks").map(|b| b.expect("a block")).collect();
+    blocks
+        .iter()
+        .flat_map(|data| data.lines())
+        .map(|line| {
+            let mut parts = line.splitn(3, '\t');
+            let mut next = || parts.next().unwrap_or_else(|| panic!("a line of three parts: {line:?}"));
+            let (seq, time_ms, json) = (next().parse().expect("seq"), next().parse().expect("time_ms"), next().to_owned());
+            (seq, time_ms, json)
+        })
+        .collect()
+}
+
+/// Stamps the events through `through` in the SQLite store at `db` with `time_ms` (their lines
+/// and their blocks' newest time); each block holding any of them must end at `through` or
+/// before. Returns how many events were stamped.
+fn age_events(db: &Path, through: i64, time_ms: i64) -> usize {
+    let conn = rusqlite::Connection::open(db).expect("the store opens");
+    let blocks: Vec<(i64, i64, String)> = conn
+        .prepare("SELECT first_seq, last_seq, data FROM event_blocks WHERE first_seq <= ?1 ORDER BY first_seq")
+        .expect("the blocks")
+        .query_map([through], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .expect("the blocks")
+        .map(|b| b.expect("a block"))
+        .collect();
+    let mut stamped = 0;
+    for (first_seq, last_seq, data) in blocks {
+        assert!(last_seq <= through, "the block {first_seq}..={last_seq} holds events after {through}");
+        let data: String = data
+            .lines()
+            .map(|line| {
+                let mut parts = line.splitn(3, '\t');
+                let (seq, _, json) = (parts.next().expect("seq"), parts.next().expect("time_ms"), parts.next().expect("json"));
+                stamped += 1;
+                format!("{seq}\t{time_ms}\t{json}\n")
+            })
+            .collect();
+        conn.execute("UPDATE event_blocks SET time_ms = ?2, data = ?3 WHERE first_seq = ?1", rusqlite::params![first_seq, time_ms, data]).expect("aged");
+    }
+    stamped
+}
+
 fn kinds(events: &[serde_json::Value]) -> Vec<(i64, String)> {
     events.iter().map(|e| (e["seq"].as_i64().expect("seq"), e["event"]["type"].as_str().expect("type").to_owned())).collect()
 }
@@ -170,7 +217,7 @@ fn a_turn_running_when_the_server_is_killed_is_closed_by_the_next_start_and_the_
     assert_eq!((first_seq, last), (1, 2), "the turn's last event is the turn_failed the restart wrote");
     assert!(ended.is_some());
     assert_eq!((conversation.as_str(), task.as_str()), ("conv-killed", "never ends"));
-    let kinds: Vec<String> = conn.prepare("SELECT json FROM events ORDER BY seq").unwrap().query_map([], |r| r.get::<_, String>(0)).unwrap().map(|j| serde_json::from_str::<serde_json::Value>(&j.unwrap()).unwrap()["event"]["type"].as_str().unwrap().to_owned()).collect();
+    let kinds: Vec<String> = stored_events(&conn).iter().map(|(_, _, j)| serde_json::from_str::<serde_json::Value>(j).unwrap()["event"]["type"].as_str().unwrap().to_owned()).collect();
     assert_eq!(kinds, ["turn_started", "turn_failed", "shutting_down"], "the restart published the closed turn's end");
 }
 
@@ -369,11 +416,12 @@ fn retain_days_prunes_older_events_at_start_a_resume_from_before_them_gets_gap_a
     submit(addr, "three");
     assert_eq!(signal(&mut first, "TERM"), Some(0));
     drop(first);
-    // The first turn's events age ten days.
+    // The first turn's events age ten days (the store prunes whole blocks, one group commit's
+    // events each: `last_seq` is what was written, so the second turn's are in later blocks).
     let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
-    let aged = rusqlite::Connection::open(&db).unwrap().execute("UPDATE events SET time_ms = ?1 WHERE seq <= ?2", [now_ms - 10 * 86_400_000, old]).unwrap();
+    let aged = age_events(&db, old, now_ms - 10 * 86_400_000);
     assert_eq!(aged as i64, old);
-    let stored = |db: &Path| -> Vec<i64> { rusqlite::Connection::open(db).unwrap().prepare("SELECT seq FROM events ORDER BY seq").unwrap().query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect() };
+    let stored = |db: &Path| -> Vec<i64> { stored_events(&rusqlite::Connection::open(db).unwrap()).iter().map(|e| e.0).collect() };
     let all = stored(&db);
     assert_eq!(all.first(), Some(&1));
 
@@ -550,8 +598,7 @@ fn killed_ten_times_at_random_points_of_a_busy_turn_the_store_loses_nothing_a_su
     }
     // The store holds every event ever sent, as sent, under its one sequence number.
     let conn = rusqlite::Connection::open(&db).expect("the store opens");
-    let stored: std::collections::BTreeMap<i64, String> =
-        conn.prepare("SELECT seq, json FROM events").unwrap().query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect();
+    let stored: std::collections::BTreeMap<i64, String> = stored_events(&conn).into_iter().map(|(seq, _, json)| (seq, json)).collect();
     for (seq, data) in &seen {
         assert_eq!(stored.get(seq), Some(data), "seed {seed}: event {seq}");
     }

@@ -85,8 +85,14 @@ async fn what_retention_pruned_is_a_gap_and_the_rest_follows() {
     let path = temp("retention");
     let hub = hub(&path, 2, 5);
     let mut last = 0;
+    // The store prunes whole blocks (one group commit's events each): 1..=35 are written before
+    // 36 is published, so no block holds both; 36..=40 are written one at a time, so the replay
+    // buffer (which keeps the two newest deliveries whole) holds none of 1..=35.
     for i in 1..=40 {
         last = hub.publish(text(i)).seq;
+        if i >= 35 {
+            hub.delivered(last).await;
+        }
     }
     hub.delivered(last).await;
     // The writer prunes as it goes; give the last prune a moment.
@@ -111,8 +117,13 @@ async fn a_subscriber_told_lagged_gets_what_it_missed_from_the_store_by_resuming
     let hub = hub(&path, 4, 100_000);
     let mut slow = hub.subscribe(None);
     let mut last = 0;
+    // Written in many group commits (each ten events waits for the last), so the replay buffer,
+    // which keeps the two newest deliveries whole, cannot hold them all.
     for i in 1..=1000 {
         last = hub.publish(text(i)).seq;
+        if i % 10 == 0 {
+            hub.delivered(last).await;
+        }
     }
     hub.delivered(last).await;
     // As without a store: the broadcast is bounded, and a subscriber behind it is told so.
@@ -203,6 +214,36 @@ fn write_aged(store: &dyn Store, seqs: std::ops::RangeInclusive<i64>, age_days: 
     store.write(&records).expect("written");
 }
 
+/// Stamps the events through `through` `time_ms` in the SQLite file at `path` (another
+/// connection: the hub's may stay open), in the blocks that hold them (their lines and the
+/// block's newest time); every block holding any of them must end at `through` or before.
+/// Returns how many events were stamped.
+fn age_events(path: &Path, through: i64, time_ms: i64) -> usize {
+    let mut conn = rusqlite::Connection::open(path).expect("the store opens");
+    conn.busy_timeout(std::time::Duration::from_secs(5)).expect("busy timeout");
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).expect("a transaction");
+    let blocks: Vec<(i64, i64, String)> = {
+        let mut stmt = tx.prepare("SELECT first_seq, last_seq, data FROM event_blocks WHERE first_seq <= ?1 ORDER BY first_seq").expect("blocks");
+        stmt.query_map([through], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).expect("blocks").map(|b| b.expect("a block")).collect()
+    };
+    let mut stamped = 0;
+    for (first_seq, last_seq, data) in blocks {
+        assert!(last_seq <= through, "the block {first_seq}..={last_seq} holds events after {through}");
+        let data: String = data
+            .lines()
+            .map(|line| {
+                let mut parts = line.splitn(3, '\t');
+                let (seq, _, json) = (parts.next().expect("seq"), parts.next().expect("time"), parts.next().expect("json"));
+                stamped += 1;
+                format!("{seq}\t{time_ms}\t{json}\n")
+            })
+            .collect();
+        tx.execute("UPDATE event_blocks SET time_ms = ?2, data = ?3 WHERE first_seq = ?1", rusqlite::params![first_seq, time_ms, data]).expect("aged");
+    }
+    tx.commit().expect("committed");
+    stamped
+}
+
 fn stored_seqs(store: &dyn Store) -> Vec<i64> {
     store.events_after(0, i64::MAX, 100_000).expect("events").iter().map(|e| e.seq).collect()
 }
@@ -249,18 +290,19 @@ async fn while_the_runtime_runs_the_writer_prunes_what_grew_too_old_even_when_id
     let retention = Retention { check_every: std::time::Duration::from_millis(50), ..Retention::new(1000, 2) };
     let hub = EventHub::with_retention(2, Arc::new(SqliteStore::open(&path).expect("a new store")), retention).expect("a hub on the store");
     let mut last = 0;
+    // The store prunes whole blocks (one group commit's events each): 1..=8 are written before 9
+    // is published, so no block holds both; 9..=20 are written one at a time, so the replay
+    // buffer (which keeps the two newest deliveries whole) holds none of 1..=8.
     for i in 1..=20 {
         last = hub.publish(text(i)).seq;
+        if i >= 8 {
+            hub.delivered(last).await;
+        }
     }
     hub.delivered(last).await;
     assert_eq!(stored_seqs(&**hub.store()), (1..=20).collect::<Vec<_>>(), "nothing is old yet");
     // Events 1..=8 age three days (another connection: the hub's stays open).
-    let aged = {
-        let conn = rusqlite::Connection::open(&path).expect("the store opens");
-        conn.busy_timeout(std::time::Duration::from_secs(5)).expect("busy timeout");
-        conn.execute("UPDATE events SET time_ms = ?1 WHERE seq <= 8", [now_ms() - 3 * DAY_MS]).expect("aged")
-    };
-    assert_eq!(aged, 8);
+    assert_eq!(age_events(&path, 8, now_ms() - 3 * DAY_MS), 8);
     // Nothing is published: the writer prunes on its own clock.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while stored_seqs(&**hub.store()).first() != Some(&9) {
@@ -283,7 +325,12 @@ fn a_prune_by_age_is_bounded_and_takes_only_the_oldest() {
     let path = temp("age-bounded");
     let store = SqliteStore::open(&path).expect("a new store");
     let batch = AGE_PRUNE_BATCH as i64;
-    write_aged(&store, 1..=batch + 100, 10);
+    // Whole blocks go (one write each): four of a quarter batch, then one of 100.
+    let quarter = batch / 4;
+    for i in 0..4 {
+        write_aged(&store, i * quarter + 1..=(i + 1) * quarter, 10);
+    }
+    write_aged(&store, batch + 1..=batch + 100, 10);
     // A clock set back: an old stamp after a new one is kept until what is before it goes.
     write_aged(&store, batch + 101..=batch + 101, 0);
     write_aged(&store, batch + 102..=batch + 102, 10);
@@ -297,4 +344,10 @@ fn a_prune_by_age_is_bounded_and_takes_only_the_oldest() {
     assert_eq!(store.prune_older_than(now_ms() + DAY_MS, 0).expect("pruned"), 0, "a limit of 0 prunes nothing");
     assert_eq!(store.prune_older_than(now_ms() + DAY_MS, 10).expect("pruned"), 2);
     assert!(stored_seqs(&store).is_empty());
+    // A block bigger than the limit is not left forever: when it is the oldest, it goes whole,
+    // alone (the count returned is over the limit).
+    write_aged(&store, batch + 103..=2 * batch + 200, 10);
+    write_aged(&store, 2 * batch + 201..=2 * batch + 201, 10);
+    assert_eq!(store.prune_older_than(cutoff, AGE_PRUNE_BATCH).expect("pruned"), AGE_PRUNE_BATCH as u64 + 98, "the first block alone is over the limit");
+    assert_eq!(stored_seqs(&store), [2 * batch + 201]);
 }

@@ -7,6 +7,16 @@
 //! another application, or one from a newer version of ours is refused, naming the file.
 //! One runtime at a time holds a store: the `.lock` file beside it is locked (`flock`) for the
 //! runtime's life, and the lock goes with the process, however it ends.
+//!
+//! Events are kept in blocks: the events of one [`Store::write`] (one group commit of the event
+//! hub) are one row of `event_blocks`, keyed by the block's first sequence number, with its last,
+//! how many events it holds, the newest time among them (pruning by age reads it), and the events
+//! themselves as lines `<seq>\t<time_ms>\t<json>\n` (the JSON is compact: no raw tab or
+//! newline). One row per commit rather than per event keeps a group commit's cost per event
+//! low. Blocks never overlap (a write leaves out what a block already covers), so in order of
+//! `first_seq` they are in order of `last_seq` too, and every read and prune seeks by the primary
+//! key. Retention deletes whole blocks only: a block part of which is still to be kept stays
+//! whole.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::os::unix::fs::OpenOptionsExt;
@@ -61,6 +71,23 @@ const MIGRATIONS: &[&str] = &[
     // 2: the ACP session an agent runner opened for a conversation, and which runner's agent.
     "ALTER TABLE conversations ADD COLUMN agent_runner TEXT;
     ALTER TABLE conversations ADD COLUMN agent_session TEXT;",
+    // 3: events in blocks, one row per write instead of one per event (see the module's docs):
+    // `time_ms` is the newest (greatest) time of the block's events, `data` its events as
+    // lines `<seq>\t<time_ms>\t<json>\n` in order. The events already stored move into blocks
+    // of 1024 consecutive sequence numbers (`seq / 1024`; `group_concat`'s own ORDER BY keeps
+    // the lines in order, SQLite 3.44 and later, and the bundled SQLite is newer), and the
+    // `events` table goes.
+    "CREATE TABLE event_blocks (
+        first_seq INTEGER PRIMARY KEY,
+        last_seq INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        time_ms INTEGER NOT NULL,
+        data TEXT NOT NULL
+    );
+    INSERT INTO event_blocks (first_seq, last_seq, count, time_ms, data)
+        SELECT min(seq), max(seq), count(*), max(time_ms), group_concat(seq || char(9) || time_ms || char(9) || json || char(10), '' ORDER BY seq)
+        FROM events GROUP BY seq / 1024;
+    DROP TABLE events;",
 ];
 
 /// The store version this build writes and reads (the number of migrations).
@@ -69,11 +96,19 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 /// How long a statement waits for SQLite's own lock (held briefly by a reader's checkpoint).
 const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// The most bytes of capacity the buffer a block is built in keeps between writes: a usual
+/// block (a group commit of at most [`crate::events::WRITE_BATCH`] events of a few hundred
+/// bytes) fits, and a rare big one (a retry of failed commits, long outputs) does not pin its
+/// memory for the life of the store.
+const BLOCK_BUFFER_KEEP: usize = 1 << 20;
+
 /// Events, turns and conversations in a SQLite database file.
 pub struct SqliteStore {
     path: PathBuf,
     writer: Mutex<Connection>,
     reader: Mutex<Connection>,
+    /// Where a write builds its block's `data` (locked only with `writer` held), reused.
+    block: Mutex<Vec<u8>>,
     /// Held (locked) for the store's life; declared last, so it is released after the
     /// connections are closed.
     _lock: File,
@@ -123,7 +158,7 @@ impl SqliteStore {
         }
         writer.pragma_update(None, "synchronous", "FULL").map_err(|e| unusable(e.to_string()))?;
         let reader = connect(path)?;
-        Ok(SqliteStore { path: path.to_owned(), writer: Mutex::new(writer), reader: Mutex::new(reader), _lock: lock })
+        Ok(SqliteStore { path: path.to_owned(), writer: Mutex::new(writer), reader: Mutex::new(reader), block: Mutex::new(Vec::new()), _lock: lock })
     }
 
     /// The database file.
@@ -220,9 +255,100 @@ fn migrate(conn: &mut Connection, from: i64, to: i64) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// `json` as text: itself when it is UTF-8 (always, from the hub; checked the fast way), else
+/// with what is not replaced.
 fn text(json: &[u8]) -> std::borrow::Cow<'_, str> {
-    String::from_utf8_lossy(json)
+    match std::str::from_utf8(json) {
+        Ok(text) => std::borrow::Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(json),
+    }
 }
+
+/// Appends `n` in decimal to `out` (what `write!(out, "{n}")` does, without the formatting
+/// machinery, two digits a step: two of these per event are in a group commit's cost).
+fn push_decimal(out: &mut Vec<u8>, n: i64) {
+    /// "00" to "99".
+    const PAIRS: &[u8; 200] = b"00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = n.unsigned_abs();
+    while rest >= 100 {
+        let pair = (rest % 100) as usize * 2;
+        rest /= 100;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    }
+    if rest >= 10 {
+        let pair = rest as usize * 2;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    } else {
+        at -= 1;
+        digits[at] = b'0' + rest as u8;
+    }
+    if n < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// Appends one event's line of a block: `<seq>\t<time_ms>\t<json>\n` (UTF-8 when `json` is).
+fn push_line(out: &mut Vec<u8>, seq: i64, time_ms: i64, json: &str) {
+    push_decimal(out, seq);
+    out.push(b'\t');
+    push_decimal(out, time_ms);
+    out.push(b'\t');
+    out.extend_from_slice(json.as_bytes());
+    out.push(b'\n');
+}
+
+/// One line of a block, parsed: its sequence number, time and JSON; `None` when it does not
+/// split into three parts or a number does not parse.
+fn parse_line(line: &[u8]) -> Option<(i64, i64, &[u8])> {
+    let number = |b: &[u8]| std::str::from_utf8(b).ok()?.parse::<i64>().ok();
+    let mut parts = line.splitn(3, |&b| b == b'\t');
+    let (seq, time_ms, json) = (parts.next()?, parts.next()?, parts.next()?);
+    Some((number(seq)?, number(time_ms)?, json))
+}
+
+/// The events of the block starting at `first_seq` (its `data`) with `after < seq <= through`,
+/// appended to `out` in the block's order until `out` holds `limit`. A line that does not parse
+/// is skipped, and said (never a panic: the file may have been written by anyone).
+fn read_block(first_seq: i64, data: &[u8], after: i64, through: i64, limit: usize, out: &mut Vec<StoredEvent>) {
+    let mut bad = 0usize;
+    for line in data.split(|&b| b == b'\n') {
+        if out.len() >= limit {
+            break;
+        }
+        if line.is_empty() {
+            continue;
+        }
+        match parse_line(line) {
+            Some((seq, time_ms, json)) if seq > after && seq <= through => out.push(StoredEvent { seq, time_ms, json: json.to_vec() }),
+            Some(_) => {}
+            None => bad += 1,
+        }
+    }
+    if bad > 0 {
+        tracing::error!(first_seq, lines = bad, "the store's block of events starting at sequence number {first_seq} has {bad} lines that are not <seq> TAB <time_ms> TAB <json>; they are skipped");
+    }
+}
+
+/// The blocks that cover any of `lo..=hi` (as `(first_seq, last_seq)`, in order): the last one
+/// starting at or before `lo` if it reaches `lo`, and every one starting in `lo..=hi` (blocks do
+/// not overlap, so no other can), found by seeks on the primary key.
+fn blocks_covering(tx: &rusqlite::Transaction<'_>, lo: i64, hi: i64) -> rusqlite::Result<Vec<(i64, i64)>> {
+    let mut stmt = tx.prepare(
+        "SELECT first_seq, last_seq FROM event_blocks
+         WHERE first_seq >= coalesce((SELECT max(first_seq) FROM event_blocks WHERE first_seq <= ?1), ?1) AND first_seq <= ?2 AND last_seq >= ?1
+         ORDER BY first_seq",
+    )?;
+    stmt.query_map(params![lo, hi], |r| Ok((r.get(0)?, r.get(1)?)))?.collect()
+}
+
+/// The newest sequence number in `event_blocks`: the last of the block that starts last
+/// (blocks do not overlap), by one seek.
+const NEWEST_BLOCKED_SEQ: &str = "(SELECT last_seq FROM event_blocks ORDER BY first_seq DESC LIMIT 1)";
 
 /// A conversation's columns and how many turns it has (the index `turns_by_conversation` counts
 /// them).
@@ -233,6 +359,73 @@ fn conversation_summary_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Conversat
         conversation: ConversationRecord { id: r.get(0)?, runner: r.get(1)?, title: r.get(2)?, created_ms: r.get(3)?, updated_ms: r.get(4)? },
         turns: r.get::<_, i64>(5)?.max(0) as u64,
     })
+}
+
+/// Writes the events of `batch` in `tx`, in order of sequence number, building each block's
+/// `data` in `block`: one block, unless the store already has blocks covering some of them (a
+/// batch written again after a commit whose success was not heard, now with newer events after
+/// it). An event whose sequence number a stored block covers is left out, as the store has it,
+/// and the others go in one block per run between stored blocks, so blocks never overlap.
+/// Returns the newest sequence number of the batch's events (left out or not).
+fn write_events(tx: &rusqlite::Transaction<'_>, batch: &[Record<'_>], block: &mut Vec<u8>) -> rusqlite::Result<Option<i64>> {
+    /// The block being built: first and last sequence number, how many events, newest time.
+    struct Run {
+        first: i64,
+        last: i64,
+        count: i64,
+        time_ms: i64,
+    }
+    let mut events: Vec<(i64, i64, &[u8])> = batch
+        .iter()
+        .filter_map(|r| match r {
+            Record::Event { seq, time_ms, json } => Some((*seq, *time_ms, *json)),
+            _ => None,
+        })
+        .collect();
+    // The hub hands them over in order; anything else is put in order (the first of a repeated
+    // sequence number is the one written, as a second insert of it would be skipped).
+    if !events.is_sorted_by(|a, b| a.0 < b.0) {
+        events.sort_by_key(|e| e.0);
+        events.dedup_by_key(|e| e.0);
+    }
+    let (Some(&(lo, ..)), Some(&(hi, ..))) = (events.first(), events.last()) else { return Ok(None) };
+    let covered = blocks_covering(tx, lo, hi)?;
+    let mut insert = tx.prepare("INSERT INTO event_blocks (first_seq, last_seq, count, time_ms, data) VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (first_seq) DO NOTHING")?;
+    let mut flush = |run: Run, block: &mut Vec<u8>| -> rusqlite::Result<()> {
+        // Text without a second check: lines of numbers, tabs and text (see `push_line`).
+        let data = rusqlite::types::ToSqlOutput::Borrowed(rusqlite::types::ValueRef::Text(block));
+        insert.execute(params![run.first, run.last, run.count, run.time_ms, data])?;
+        block.clear();
+        Ok(())
+    };
+    block.clear();
+    // The first stored block not wholly before the event at hand, and what it was when the run
+    // took its last event (a change means a stored block lies between the two).
+    let (mut cover, mut run_cover) = (0usize, 0usize);
+    let mut run: Option<Run> = None;
+    for &(seq, time_ms, json) in &events {
+        while covered.get(cover).is_some_and(|&(_, last)| last < seq) {
+            cover += 1;
+        }
+        if covered.get(cover).is_some_and(|&(first, _)| first <= seq) {
+            continue;
+        }
+        if cover != run_cover
+            && let Some(done) = run.take()
+        {
+            flush(done, block)?;
+        }
+        push_line(block, seq, time_ms, &text(json));
+        run = Some(match run {
+            None => Run { first: seq, last: seq, count: 1, time_ms },
+            Some(r) => Run { last: seq, count: r.count + 1, time_ms: r.time_ms.max(time_ms), ..r },
+        });
+        run_cover = cover;
+    }
+    if let Some(done) = run {
+        flush(done, block)?;
+    }
+    Ok(Some(hi))
 }
 
 fn sql_limit(limit: usize) -> i64 {
@@ -263,17 +456,14 @@ impl Store for SqliteStore {
 
     fn write(&self, batch: &[Record<'_>]) -> Result<(), StoreError> {
         let mut conn = self.writer();
-        let write = |conn: &mut Connection| -> rusqlite::Result<()> {
+        let mut block = self.block.lock().unwrap_or_else(|p| p.into_inner());
+        let write = |conn: &mut Connection, block: &mut Vec<u8>| -> rusqlite::Result<()> {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             {
-                let mut event = tx.prepare("INSERT INTO events (seq, time_ms, json) VALUES (?1, ?2, ?3) ON CONFLICT (seq) DO NOTHING")?;
-                let mut newest = None;
+                let newest = write_events(&tx, batch, block)?;
                 for record in batch {
                     match record {
-                        Record::Event { seq, time_ms, json } => {
-                            event.execute(params![seq, time_ms, text(json)])?;
-                            newest = newest.max(Some(*seq));
-                        }
+                        Record::Event { .. } => {}
                         Record::TurnStarted(t) => {
                             tx.execute(
                                 "INSERT INTO turns (first_seq, assignment, conversation, runner, task, cwd, outcome, started_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running', ?7) ON CONFLICT (first_seq) DO NOTHING",
@@ -302,35 +492,90 @@ impl Store for SqliteStore {
             }
             tx.commit()
         };
-        write(&mut conn).map_err(|e| self.io(&e))
+        let written = write(&mut conn, &mut block);
+        if block.capacity() > BLOCK_BUFFER_KEEP {
+            *block = Vec::new();
+        }
+        written.map_err(|e| self.io(&e))
     }
 
     fn last_seq(&self) -> Result<i64, StoreError> {
         let conn = self.reader();
         conn.query_row(
-            "SELECT max(coalesce((SELECT value FROM meta WHERE key = 'last_seq'), 0), coalesce((SELECT max(seq) FROM events), 0), coalesce((SELECT max(max(first_seq, coalesce(last_seq, 0))) FROM turns), 0))",
+            &format!("SELECT max(coalesce((SELECT value FROM meta WHERE key = 'last_seq'), 0), coalesce({NEWEST_BLOCKED_SEQ}, 0), coalesce((SELECT max(max(first_seq, coalesce(last_seq, 0))) FROM turns), 0))"),
             [],
             |r| r.get(0),
         )
         .map_err(|e| self.io(&e))
     }
 
+    /// Reads the blocks that hold events of the range, in order, and stops at the first that
+    /// completes `limit`.
     fn events_after(&self, after: i64, through: i64, limit: usize) -> Result<Vec<StoredEvent>, StoreError> {
+        if limit == 0 || through <= after {
+            return Ok(Vec::new());
+        }
         let conn = self.reader();
         let read = || -> rusqlite::Result<Vec<StoredEvent>> {
-            let mut stmt = conn.prepare("SELECT seq, time_ms, json FROM events WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3")?;
-            let rows = stmt.query_map(params![after, through, i64::try_from(limit).unwrap_or(i64::MAX)], |r| Ok(StoredEvent { seq: r.get(0)?, time_ms: r.get(1)?, json: r.get::<_, String>(2)?.into_bytes() }))?;
-            rows.collect()
+            // From the last block starting at or before `after` (it may hold `after + 1`), by
+            // one seek; blocks that end at or before `after` are passed over.
+            let mut stmt = conn.prepare(
+                "SELECT first_seq, data FROM event_blocks
+                 WHERE first_seq >= coalesce((SELECT max(first_seq) FROM event_blocks WHERE first_seq <= ?1), ?1) AND first_seq <= ?2 AND last_seq > ?1
+                 ORDER BY first_seq",
+            )?;
+            let mut rows = stmt.query(params![after, through])?;
+            let mut out = Vec::new();
+            while out.len() < limit
+                && let Some(row) = rows.next()?
+            {
+                let first_seq: i64 = row.get(0)?;
+                let data = row.get_ref(1)?;
+                let data = match data {
+                    rusqlite::types::ValueRef::Text(b) | rusqlite::types::ValueRef::Blob(b) => b,
+                    _ => {
+                        tracing::error!(first_seq, "the store's block of events starting at sequence number {first_seq} has no text; it is skipped");
+                        continue;
+                    }
+                };
+                read_block(first_seq, data, after, through, limit, &mut out);
+            }
+            Ok(out)
         };
         read().map_err(|e| self.io(&e))
     }
 
+    /// Deletes the blocks that end at or before the newest sequence number less `keep`: whole
+    /// blocks only, so at least the newest `keep` events stay (a block that holds both some of
+    /// them and older ones stays whole). Returns how many events went.
     fn prune(&self, keep: u64) -> Result<u64, StoreError> {
-        let conn = self.writer();
+        let mut conn = self.writer();
         let keep = i64::try_from(keep).unwrap_or(i64::MAX);
-        conn.execute("DELETE FROM events WHERE seq <= (SELECT max(seq) FROM events) - ?1", params![keep]).map(|n| n as u64).map_err(|e| self.io(&e))
+        let prune = |conn: &mut Connection| -> rusqlite::Result<u64> {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let newest: Option<i64> = tx.query_row(&format!("SELECT {NEWEST_BLOCKED_SEQ}"), [], |r| r.get(0))?;
+            let mut deleted = 0u64;
+            if let Some(line) = newest.map(|n| n.saturating_sub(keep)) {
+                // `first_seq <= line` bounds the scan of the primary key; `last_seq` decides.
+                let mut stmt = tx.prepare("DELETE FROM event_blocks WHERE first_seq <= ?1 AND last_seq <= ?1 RETURNING count")?;
+                let mut rows = stmt.query(params![line])?;
+                while let Some(row) = rows.next()? {
+                    deleted += row.get::<_, i64>(0)?.max(0) as u64;
+                }
+            }
+            tx.commit()?;
+            Ok(deleted)
+        };
+        prune(&mut conn).map_err(|e| self.io(&e))
     }
 
+    /// Deletes whole blocks from the oldest on, while the newest time of each is before
+    /// `cutoff_ms` and the events deleted stay within `limit` (reading at most `limit + 1`
+    /// blocks). One exception, so that pruning always progresses: when the oldest block alone
+    /// holds more than `limit` events and is old enough, it goes by itself, and the count
+    /// returned is above `limit`. A return of exactly `limit` means more old blocks may be
+    /// left; each such call deletes at least one block, so calling again while it returns
+    /// `limit` ends.
     fn prune_older_than(&self, cutoff_ms: i64, limit: usize) -> Result<u64, StoreError> {
         if limit == 0 {
             return Ok(0);
@@ -338,26 +583,30 @@ impl Store for SqliteStore {
         let mut conn = self.writer();
         let prune = |conn: &mut Connection| -> rusqlite::Result<u64> {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            // The oldest `limit + 1` events by sequence (the primary key: no scan beyond them),
-            // and the last of the leading run stamped before the cutoff.
-            let through: Option<i64> = {
-                let mut stmt = tx.prepare("SELECT seq, time_ms FROM events ORDER BY seq LIMIT ?1")?;
+            // The oldest `limit + 1` blocks (each holds an event at least; the primary key: no
+            // scan beyond them), and the last of the leading run wholly before the cutoff.
+            let limit = limit as u64;
+            let (through, deleted) = {
+                let mut stmt = tx.prepare("SELECT first_seq, count, time_ms FROM event_blocks ORDER BY first_seq LIMIT ?1")?;
                 let mut rows = stmt.query(params![i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1)])?;
-                let (mut through, mut taken) = (None, 0usize);
+                let (mut through, mut deleted) = (None, 0u64);
                 while let Some(row) = rows.next()? {
-                    let (seq, time_ms): (i64, i64) = (row.get(0)?, row.get(1)?);
-                    if time_ms >= cutoff_ms || taken == limit {
+                    let (first_seq, count, time_ms): (i64, i64, i64) = (row.get(0)?, row.get(1)?, row.get(2)?);
+                    let count = count.max(0) as u64;
+                    if time_ms >= cutoff_ms || (through.is_some() && deleted + count > limit) {
                         break;
                     }
-                    through = Some(seq);
-                    taken += 1;
+                    through = Some(first_seq);
+                    deleted += count;
+                    if deleted >= limit {
+                        break;
+                    }
                 }
-                through
+                (through, deleted)
             };
-            let deleted = match through {
-                Some(through) => tx.execute("DELETE FROM events WHERE seq <= ?1", params![through])? as u64,
-                None => 0,
-            };
+            if let Some(through) = through {
+                tx.execute("DELETE FROM event_blocks WHERE first_seq <= ?1", params![through])?;
+            }
             tx.commit()?;
             Ok(deleted)
         };
@@ -376,9 +625,11 @@ impl Store for SqliteStore {
             for first_seq in running {
                 // One turn runs at a time: every event from its first on is the stopped turn's.
                 tx.execute(
-                    "UPDATE turns SET outcome = ?2, error = ?3, ended_ms = ?4,
-                         last_seq = max(first_seq, coalesce((SELECT max(seq) FROM events), first_seq))
-                     WHERE first_seq = ?1",
+                    &format!(
+                        "UPDATE turns SET outcome = ?2, error = ?3, ended_ms = ?4,
+                             last_seq = max(first_seq, coalesce({NEWEST_BLOCKED_SEQ}, first_seq))
+                         WHERE first_seq = ?1"
+                    ),
                     params![first_seq, Outcome::Failed.as_str(), restarted_error(), now_ms],
                 )?;
                 if let Some(t) = tx.query_row(&format!("SELECT {TURN_COLUMNS} FROM turns WHERE first_seq = ?1"), params![first_seq], turn_row).optional()? {
@@ -506,13 +757,17 @@ mod tests {
         store.write(&[Record::AgentSession(&a1), Record::AgentSession(&a2)]).expect("written");
         assert_eq!(store.agent_session("conv-a").unwrap(), Some(a2));
         assert_eq!(store.agent_session("conv-z").unwrap(), None, "a conversation the store does not hold has none");
-        // Retention keeps the newest; the sequence number survives it.
-        assert_eq!(store.prune(1).unwrap(), 2);
-        assert_eq!(store.events_after(0, 10, 10).unwrap().iter().map(|e| e.seq).collect::<Vec<_>>(), [3]);
-        assert_eq!(store.last_seq().unwrap(), 3);
+        // Retention keeps the newest, by whole blocks (one write's events); the sequence number
+        // survives it.
+        assert_eq!(store.prune(1).unwrap(), 0, "the block holding the newest event stays whole");
+        let e4 = event(4);
+        store.write(&[Record::Event { seq: 4, time_ms: 4, json: e4.as_bytes() }]).expect("written");
+        assert_eq!(store.prune(1).unwrap(), 3);
+        assert_eq!(store.events_after(0, 10, 10).unwrap().iter().map(|e| e.seq).collect::<Vec<_>>(), [4]);
+        assert_eq!(store.last_seq().unwrap(), 4);
         drop(store);
         let again = SqliteStore::open(&path).expect("the store opens again");
-        assert_eq!(again.last_seq().unwrap(), 3);
+        assert_eq!(again.last_seq().unwrap(), 4);
         // A conversation's turns before a sequence number, newest first.
         let s5 = start(5, "conv-a");
         again.write(&[Record::TurnStarted(&s5), Record::TurnStarted(&start(6, "conv-b"))]).expect("written");
@@ -548,14 +803,24 @@ mod tests {
 
     #[test]
     fn every_earlier_version_migrates_to_the_current_one_keeping_its_rows() {
+        // Sequence numbers 41..=2600 (blocks 0, 1 and 2 of 1024) with a hole, each with its own
+        // time and JSON (one with a tab in a string, escaped, and text beyond ASCII).
+        let old_events: Vec<(i64, i64, String)> = (41..=2600).filter(|&seq| seq != 1500).map(|seq| (seq, 1_700_000_000_000 + seq * 7, format!(r#"{{"seq":{seq},"event":{{"type":"text","text":"t\t{seq} é"}}}}"#))).collect();
+        let old_newest = 2600;
         for from in 0..SCHEMA_VERSION {
             let path = temp(&format!("migrate-{from}"));
             {
                 let mut conn = Connection::open(&path).unwrap();
                 migrate(&mut conn, 0, from).unwrap();
                 if from >= 1 {
-                    conn.execute("INSERT INTO events (seq, time_ms, json) VALUES (41, 1, '{}')", []).unwrap();
-                    conn.execute("INSERT INTO meta (key, value) VALUES ('last_seq', 41)", []).unwrap();
+                    // The `events` table of versions 1 and 2, one row an event, inserted out of
+                    // order, across several blocks of the migration's 1024.
+                    let tx = conn.transaction().unwrap();
+                    for &(seq, time_ms, ref json) in old_events.iter().rev() {
+                        tx.execute("INSERT INTO events (seq, time_ms, json) VALUES (?1, ?2, ?3)", params![seq, time_ms, json]).unwrap();
+                    }
+                    tx.execute("INSERT INTO meta (key, value) VALUES ('last_seq', ?1)", params![old_newest]).unwrap();
+                    tx.commit().unwrap();
                 }
                 let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
                 assert_eq!(version, from);
@@ -564,9 +829,14 @@ mod tests {
             let conn = store.reader();
             let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
             let application: i32 = conn.pragma_query_value(None, "application_id", |r| r.get(0)).unwrap();
+            let events_table: i64 = conn.query_row("SELECT count(*) FROM sqlite_schema WHERE name = 'events'", [], |r| r.get(0)).unwrap();
             drop(conn);
-            assert_eq!((version, application), (SCHEMA_VERSION, APPLICATION_ID), "from version {from}");
-            assert_eq!(store.last_seq().unwrap(), if from >= 1 { 41 } else { 0 }, "from version {from}");
+            assert_eq!((version, application, events_table), (SCHEMA_VERSION, APPLICATION_ID, 0), "from version {from}");
+            assert_eq!(store.last_seq().unwrap(), if from >= 1 { old_newest } else { 0 }, "from version {from}");
+            // Every event comes back, in order, with its time and JSON.
+            let back: Vec<(i64, i64, String)> = store.events_after(0, i64::MAX, usize::MAX).unwrap().into_iter().map(|e| (e.seq, e.time_ms, String::from_utf8(e.json).unwrap())).collect();
+            assert_eq!(back, if from >= 1 { old_events.clone() } else { vec![] }, "from version {from}");
+            assert_eq!(store.events_after(1020, 1030, 6).unwrap().iter().map(|e| e.seq).collect::<Vec<_>>(), if from >= 1 { (1021..=1026).collect() } else { vec![] }, "from version {from}");
             // The migrated store takes every kind of record.
             let s = start(50, "conv-m");
             let e = event(50);
@@ -574,6 +844,167 @@ mod tests {
             store.write(&[Record::Event { seq: 50, time_ms: 1, json: e.as_bytes() }, Record::TurnStarted(&s), Record::AgentSession(&a)]).unwrap_or_else(|e| panic!("version {from}: {e}"));
             assert_eq!(store.turns(1).unwrap().len(), 1);
             assert_eq!(store.agent_session("conv-m").unwrap(), Some(a), "from version {from}");
+        }
+    }
+
+    /// Writes the events `seqs` (each at time `time_ms(seq)`) in one [`Store::write`]: one block.
+    fn write_events(store: &SqliteStore, seqs: impl IntoIterator<Item = i64>, time_ms: impl Fn(i64) -> i64) {
+        let events: Vec<(i64, String)> = seqs.into_iter().map(|seq| (seq, event(seq))).collect();
+        let batch: Vec<Record<'_>> = events.iter().map(|(seq, json)| Record::Event { seq: *seq, time_ms: time_ms(*seq), json: json.as_bytes() }).collect();
+        store.write(&batch).expect("written");
+    }
+
+    fn seqs(store: &SqliteStore) -> Vec<i64> {
+        store.events_after(i64::MIN, i64::MAX, usize::MAX).unwrap().iter().map(|e| e.seq).collect()
+    }
+
+    /// The blocks as stored: first and last sequence number and count.
+    fn blocks(store: &SqliteStore) -> Vec<(i64, i64, i64)> {
+        let conn = store.reader();
+        let mut stmt = conn.prepare("SELECT first_seq, last_seq, count FROM event_blocks ORDER BY first_seq").unwrap();
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap().map(Result::unwrap).collect()
+    }
+
+    #[test]
+    fn blocks_of_several_writes_read_back_in_order_with_limits_that_cut_inside_a_block() {
+        let store = SqliteStore::open(&temp("blocks-read")).expect("a new store");
+        // Blocks 1..=3, 4..=8, 9, 11..=14 (10 never written).
+        for run in [1..=3, 4..=8, 9..=9, 11..=14] {
+            write_events(&store, run, |seq| 100 + seq);
+        }
+        assert_eq!(blocks(&store), [(1, 3, 3), (4, 8, 5), (9, 9, 1), (11, 14, 4)]);
+        let all: Vec<i64> = (1..=14).filter(|&s| s != 10).collect();
+        for after in -1..=15 {
+            for through in after - 1..=16 {
+                for limit in 0..=15 {
+                    let want: Vec<i64> = all.iter().copied().filter(|&s| s > after && s <= through).take(limit).collect();
+                    let got = store.events_after(after, through, limit).unwrap();
+                    assert_eq!(got.iter().map(|e| e.seq).collect::<Vec<_>>(), want, "events_after({after}, {through}, {limit})");
+                    for e in &got {
+                        assert_eq!((e.time_ms, e.json.as_slice()), (100 + e.seq, event(e.seq).as_bytes()), "event {}", e.seq);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_batch_written_again_changes_nothing_and_the_newer_events_with_it_are_kept() {
+        let store = SqliteStore::open(&temp("blocks-retry")).expect("a new store");
+        let first = |store: &SqliteStore, seqs: std::ops::RangeInclusive<i64>| {
+            let events: Vec<(i64, String)> = seqs.map(|seq| (seq, format!(r#"{{"seq":{seq},"again":true}}"#))).collect();
+            let batch: Vec<Record<'_>> = events.iter().map(|(seq, json)| Record::Event { seq: *seq, time_ms: 1, json: json.as_bytes() }).collect();
+            store.write(&batch).expect("written");
+        };
+        write_events(&store, 1..=3, |_| 1);
+        // The same batch again (its commit's success was not heard): nothing changes.
+        first(&store, 1..=3);
+        assert_eq!(blocks(&store), [(1, 3, 3)]);
+        // Again, with the next commit's events after it (the hub's retry): those are kept.
+        first(&store, 1..=6);
+        assert_eq!(blocks(&store), [(1, 3, 3), (4, 6, 3)]);
+        write_events(&store, 10..=12, |_| 1);
+        // Around and between stored blocks: a block for each run the store lacks.
+        first(&store, 2..=15);
+        assert_eq!(blocks(&store), [(1, 3, 3), (4, 6, 3), (7, 9, 3), (10, 12, 3), (13, 15, 3)]);
+        let back = store.events_after(0, i64::MAX, usize::MAX).unwrap();
+        assert_eq!(back.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=15).collect::<Vec<_>>());
+        for e in &back {
+            let again = String::from_utf8_lossy(&e.json).contains("again");
+            assert_eq!(again, matches!(e.seq, 4..=9 | 13..=15), "event {}: the first write of a sequence number is the one kept", e.seq);
+        }
+        // Out of order, and a sequence number twice, in one batch: in order, the first kept.
+        let (a, b, c) = (event(17), event(16), r#"{"seq":17,"second":true}"#.to_owned());
+        store.write(&[Record::Event { seq: 17, time_ms: 1, json: a.as_bytes() }, Record::Event { seq: 16, time_ms: 1, json: b.as_bytes() }, Record::Event { seq: 17, time_ms: 1, json: c.as_bytes() }]).expect("written");
+        assert_eq!(blocks(&store).last(), Some(&(16, 17, 2)));
+        assert_eq!(store.events_after(15, 17, 10).unwrap().iter().map(|e| e.json.clone()).collect::<Vec<_>>(), [b.into_bytes(), a.into_bytes()]);
+        assert_eq!(store.last_seq().unwrap(), 17);
+    }
+
+    #[test]
+    fn prune_deletes_whole_blocks_keeping_at_least_the_newest() {
+        // (keep, events deleted, first event left), one after another on blocks 1..=3,
+        // 4..=8, 9, 10..=13.
+        let cases: [(u64, u64, Option<i64>); 6] = [(20, 0, Some(1)), (11, 0, Some(1)), (10, 3, Some(4)), (4, 6, Some(10)), (1, 0, Some(10)), (0, 4, None)];
+        let store = SqliteStore::open(&temp("blocks-prune")).expect("a new store");
+        for run in [1..=3, 4..=8, 9..=9, 10..=13] {
+            write_events(&store, run, |_| 1);
+        }
+        for (keep, deleted, first) in cases {
+            assert_eq!(store.prune(keep).unwrap(), deleted, "prune({keep})");
+            let left = seqs(&store);
+            assert_eq!(left.first().copied(), first, "prune({keep})");
+            assert!(left.len() as u64 >= keep.min(13), "prune({keep}) kept at least the newest {keep}: {left:?}");
+        }
+        assert_eq!(store.last_seq().unwrap(), 13, "pruning everything keeps the newest sequence number given out");
+    }
+
+    #[test]
+    fn prune_older_than_deletes_leading_old_blocks_within_the_limit() {
+        // Blocks 1..=3, 4..=8, 9, 10..=13 with the newest times 10, 20, 30, 40 (older events of
+        // a block are older), and a clock set back: 14..=15 at 5.
+        let time = |seq: i64| match seq {
+            1..=3 => 10 - (3 - seq),
+            4..=8 => 20 - (8 - seq),
+            9 => 30,
+            10..=13 => 40 - (13 - seq),
+            _ => 5,
+        };
+        // (cutoff, limit, events deleted, first event left), each on a fresh store.
+        let cases: [(i64, usize, u64, Option<i64>); 12] = [
+            (10, 100, 0, Some(1)),   // the first block's newest is not before the cutoff
+            (11, 100, 3, Some(4)),   // its newest is
+            (20, 100, 3, Some(4)),   // the second has one event at the cutoff
+            (21, 100, 8, Some(9)),   //
+            (35, 100, 9, Some(10)),  // 10..=13 stops it: the set-back 14..=15 behind stay
+            (41, 100, 15, None),     //
+            (41, 0, 0, Some(1)),     // a limit of 0 deletes nothing
+            (41, 8, 8, Some(9)),     // the limit at a block's end
+            (41, 7, 3, Some(4)),     // the next block would pass the limit: it stays
+            (41, 3, 3, Some(4)),     //
+            (41, 2, 3, Some(4)),     // the first block alone is over the limit: it goes all the same
+            (41, 1, 3, Some(4)),     //
+        ];
+        for (i, (cutoff, limit, deleted, first)) in cases.into_iter().enumerate() {
+            let store = SqliteStore::open(&temp(&format!("blocks-age-{i}"))).expect("a new store");
+            for run in [1..=3, 4..=8, 9..=9, 10..=13, 14..=15] {
+                write_events(&store, run, time);
+            }
+            assert_eq!(store.prune_older_than(cutoff, limit).unwrap(), deleted, "prune_older_than({cutoff}, {limit})");
+            assert_eq!(seqs(&store).first().copied(), first, "prune_older_than({cutoff}, {limit})");
+            assert_eq!(store.last_seq().unwrap(), 15, "the newest sequence number given out stays");
+        }
+        // The hub's loop, `while prune_older_than(..) == limit {}`, ends, whatever the limit.
+        for limit in 1..=16 {
+            let store = SqliteStore::open(&temp(&format!("blocks-age-loop-{limit}"))).expect("a new store");
+            for run in [1..=3, 4..=8, 9..=9, 10..=13, 14..=15] {
+                write_events(&store, run, |_| 1);
+            }
+            let mut calls = 0;
+            while store.prune_older_than(i64::MAX, limit).unwrap() == limit as u64 {
+                calls += 1;
+                assert!(calls <= 5, "limit {limit}: each call returning the limit deleted a block");
+            }
+        }
+    }
+
+    #[test]
+    fn a_block_line_that_does_not_parse_is_skipped_not_a_panic() {
+        let store = SqliteStore::open(&temp("blocks-bad")).expect("a new store");
+        let data = "1\t10\t{\"a\":1}\nnot a line\n2\tten\t{}\nx\t1\t{}\n3\t30\n4\t40\t{\"b\":\"\t\"}\n\n5\t50\t{}";
+        store.writer().execute("INSERT INTO event_blocks (first_seq, last_seq, count, time_ms, data) VALUES (1, 5, 5, 50, ?1)", params![data]).unwrap();
+        let back: Vec<(i64, i64, String)> = store.events_after(0, 10, 10).unwrap().into_iter().map(|e| (e.seq, e.time_ms, String::from_utf8(e.json).unwrap())).collect();
+        assert_eq!(back, [(1, 10, r#"{"a":1}"#.to_owned()), (4, 40, "{\"b\":\"\t\"}".to_owned()), (5, 50, "{}".to_owned())]);
+        store.writer().execute("INSERT INTO event_blocks (first_seq, last_seq, count, time_ms, data) VALUES (6, 6, 1, 60, x'00ff')", []).unwrap();
+        assert_eq!(store.events_after(5, 10, 10).unwrap(), [], "a block of bytes that are no lines");
+    }
+
+    #[test]
+    fn decimals_are_written_as_std_writes_them() {
+        for n in [0, 1, -1, 9, 10, 99, 100, 1_700_000_000_000, i64::MAX, i64::MIN, i64::MIN + 1] {
+            let mut out = b"x".to_vec();
+            push_decimal(&mut out, n);
+            assert_eq!(out, format!("x{n}").into_bytes());
         }
     }
 
