@@ -34,8 +34,10 @@ pub const WRITE_QUEUE: usize = 8 * SERVER_EVENT_CHANNEL_CAPACITY;
 /// delivered together.
 pub const WRITE_QUEUE_BYTES: usize = 8 << 20;
 
-/// The most events a subscriber takes from the replay buffer at a time.
-const TAKE_AT_ONCE: usize = 1024;
+/// The most events a subscriber takes from the replay buffer at a time: few, as what it has
+/// taken stays in memory for it after the buffer lets it go (a subscriber behind the buffer
+/// must lag, not hold a second buffer of its own).
+const TAKE_AT_ONCE: usize = 64;
 
 /// How many jobs (events and the records beside them) whose group commit failed are kept to be
 /// written again with the next commit; past that (or past four times [`WRITE_QUEUE_BYTES`] of
@@ -404,7 +406,7 @@ impl EventHub {
         if store.durable() {
             store.prune(retention.events)?;
             let cutoff = retention.cutoff_ms(now_ms());
-            while store.prune_older_than(cutoff, AGE_PRUNE_BATCH)? == AGE_PRUNE_BATCH as u64 {}
+            while store.prune_older_than(cutoff, AGE_PRUNE_BATCH)? > 0 {}
         }
         let last = store.last_seq()?;
         Ok(EventHub::build(capacity, store, last, retention))
@@ -641,7 +643,7 @@ fn write_loop(jobs: &WriteQueue, store: &dyn Store, delivery: &Delivery, counter
         if age_backlog || now >= next_age_prune {
             next_age_prune = now + retention.check_every;
             age_backlog = match store.prune_older_than(retention.cutoff_ms(now_ms()), AGE_PRUNE_BATCH) {
-                Ok(n) => n == AGE_PRUNE_BATCH as u64,
+                Ok(n) => n > 0,
                 Err(e) => {
                     tracing::error!("{e}");
                     false

@@ -127,7 +127,9 @@ const PACE: i64 = SERVER_EVENT_CHANNEL_CAPACITY as i64 / 2;
 /// publisher faster than its subscriber makes it miss events, at a rate that depends on how
 /// the two threads happen to be scheduled). On a durable store the publisher is not held back
 /// by the writer's commits beyond the write queue's own bound (what waits to be written is not
-/// delivered yet, so the subscriber cannot be behind it).
+/// delivered yet, so the subscriber cannot be behind it); there a subscriber kept off the CPU
+/// for two whole commits can still miss events (the buffer keeps the two newest commits): those
+/// are not counted as received, and the report shows how many there were.
 fn throughput_round(hub: &EventHub, events: usize) -> Result<Round, String> {
     let mut sub = hub.subscribe(None);
     let target = hub.last_seq() + events as i64;
@@ -161,9 +163,6 @@ fn throughput_round(hub: &EventHub, events: usize) -> Result<Round, String> {
     }
     let (bytes, received, missed) = reader.join().map_err(|_| "the reader panicked")?;
     let took = start.elapsed();
-    if missed > 0 {
-        return Err(format!("the subscriber missed {missed} events although the publisher kept it within {PACE} of the newest"));
-    }
     if hub.last_seq() < target {
         return Err(format!("only {} of {target} delivered", hub.last_seq()));
     }

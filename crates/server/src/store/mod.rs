@@ -343,7 +343,9 @@ pub trait Store: Send + Sync {
     /// When the store cannot be read.
     fn events_after(&self, after: i64, through: i64, limit: usize) -> Result<Vec<StoredEvent>, StoreError>;
 
-    /// Deletes all but the newest `keep` events; returns how many went.
+    /// Deletes events older than the newest `keep`; returns how many went. A store that keeps
+    /// events in blocks (SQLite: one block a group commit) deletes whole blocks only, so it may
+    /// keep a few more than `keep`, never fewer.
     ///
     /// # Errors
     ///
@@ -351,10 +353,13 @@ pub trait Store: Send + Sync {
     fn prune(&self, keep: u64) -> Result<u64, StoreError>;
 
     /// Deletes the oldest events whose time is before `cutoff_ms` (milliseconds since the
-    /// epoch), at most `limit` of them, in one transaction; returns how many went. Only the
+    /// epoch), about `limit` of them, in one transaction; returns how many went (0 once none
+    /// is left to go: a caller prunes all by calling again while it returns more). Only the
     /// oldest go: the first event at or after the cutoff (a clock set back can put one before
     /// older ones) stops the prune, so what stays is always the newest part of the sequence and
-    /// a resume from before it gets `gap`. Reads at most `limit + 1` events.
+    /// a resume from before it gets `gap`. A store that keeps events in blocks deletes whole
+    /// blocks whose newest event is before the cutoff, up to `limit` events, or the first block
+    /// alone when it holds more.
     ///
     /// # Errors
     ///

@@ -1,6 +1,7 @@
 //! The store in an embedded SQLite database: one file (with SQLite's `-wal` and `-shm` beside
 //! it, and our `.lock`), in WAL mode with `synchronous = FULL`, so a committed write survives a
-//! crash of the process and of the machine.
+//! crash of the process and of the machine. A new database has 64 KiB pages and the WAL is
+//! checkpointed every 16 MiB (`PAGE_SIZE`, `CHECKPOINT_BYTES`).
 //!
 //! The schema is versioned: `PRAGMA user_version` is the number of migrations applied, and
 //! `PRAGMA application_id` says the file is ours. A file that is not a database, a database of
@@ -93,6 +94,15 @@ const MIGRATIONS: &[&str] = &[
 /// The store version this build writes and reads (the number of migrations).
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
+/// The page size of a database this version creates, in bytes (SQLite's largest: a group
+/// commit's block of a megabyte is some twenty pages rather than hundreds).
+const PAGE_SIZE: i64 = 65_536;
+
+/// How large the WAL grows before a commit copies it into the database (SQLite's automatic
+/// checkpoint, here by size whatever the page size): smaller means more frequent but shorter
+/// pauses of the writer, larger the reverse.
+const CHECKPOINT_BYTES: i64 = 16 << 20;
+
 /// How long a statement waits for SQLite's own lock (held briefly by a reader's checkpoint).
 const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -149,14 +159,23 @@ impl SqliteStore {
         }
         // Created here rather than by SQLite, so it is private to its owner from the start
         // (SQLite gives its `-wal` and `-shm` files the database's permissions).
-        OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(path).map_err(|e| unusable(e.to_string()))?;
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(path).map_err(|e| unusable(e.to_string()))?;
+        let fresh = file.metadata().map(|m| m.len() == 0).unwrap_or(false);
+        drop(file);
         let mut writer = connect(path)?;
+        if fresh {
+            // Before the first table: a group commit's block spans fewer pages, so fewer WAL
+            // frames, writes and checksums (a database made by an earlier version keeps its size).
+            writer.pragma_update(None, "page_size", PAGE_SIZE).map_err(|e| unusable(e.to_string()))?;
+        }
         check_and_migrate(path, &mut writer)?;
         let wal: String = writer.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0)).map_err(|e| unusable(e.to_string()))?;
         if !wal.eq_ignore_ascii_case("wal") {
             return Err(unusable(format!("it cannot be put in WAL mode (journal mode {wal})")));
         }
         writer.pragma_update(None, "synchronous", "FULL").map_err(|e| unusable(e.to_string()))?;
+        let page: i64 = writer.pragma_query_value(None, "page_size", |r| r.get(0)).map_err(|e| unusable(e.to_string()))?;
+        writer.pragma_update(None, "wal_autocheckpoint", (CHECKPOINT_BYTES / page.max(512)).max(1)).map_err(|e| unusable(e.to_string()))?;
         let reader = connect(path)?;
         Ok(SqliteStore { path: path.to_owned(), writer: Mutex::new(writer), reader: Mutex::new(reader), block: Mutex::new(Vec::new()), _lock: lock })
     }
@@ -255,15 +274,6 @@ fn migrate(conn: &mut Connection, from: i64, to: i64) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// `json` as text: itself when it is UTF-8 (always, from the hub; checked the fast way), else
-/// with what is not replaced.
-fn text(json: &[u8]) -> std::borrow::Cow<'_, str> {
-    match std::str::from_utf8(json) {
-        Ok(text) => std::borrow::Cow::Borrowed(text),
-        Err(_) => String::from_utf8_lossy(json),
-    }
-}
-
 /// Appends `n` in decimal to `out` (what `write!(out, "{n}")` does, without the formatting
 /// machinery, two digits a step: two of these per event are in a group commit's cost).
 fn push_decimal(out: &mut Vec<u8>, n: i64) {
@@ -292,13 +302,16 @@ fn push_decimal(out: &mut Vec<u8>, n: i64) {
     out.extend_from_slice(&digits[at..]);
 }
 
-/// Appends one event's line of a block: `<seq>\t<time_ms>\t<json>\n` (UTF-8 when `json` is).
-fn push_line(out: &mut Vec<u8>, seq: i64, time_ms: i64, json: &str) {
+/// Appends one event's line of a block: `<seq>\t<time_ms>\t<json>\n`. The JSON is copied as
+/// it is, unchecked (the hub's is serde_json's, always UTF-8): bytes that are not UTF-8 would
+/// be read back as they were written, and the event then fails to decode, as any event the
+/// store holds that does not decode (a resume gets a `gap` for it).
+fn push_line(out: &mut Vec<u8>, seq: i64, time_ms: i64, json: &[u8]) {
     push_decimal(out, seq);
     out.push(b'\t');
     push_decimal(out, time_ms);
     out.push(b'\t');
-    out.extend_from_slice(json.as_bytes());
+    out.extend_from_slice(json);
     out.push(b'\n');
 }
 
@@ -415,7 +428,7 @@ fn write_events(tx: &rusqlite::Transaction<'_>, batch: &[Record<'_>], block: &mu
         {
             flush(done, block)?;
         }
-        push_line(block, seq, time_ms, &text(json));
+        push_line(block, seq, time_ms, json);
         run = Some(match run {
             None => Run { first: seq, last: seq, count: 1, time_ms },
             Some(r) => Run { last: seq, count: r.count + 1, time_ms: r.time_ms.max(time_ms), ..r },
