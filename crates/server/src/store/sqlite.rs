@@ -860,6 +860,23 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_new_database_has_large_pages_and_an_earlier_one_keeps_its_own_with_the_wal_checkpointed_by_size() {
+        let pragmas = |store: &SqliteStore| -> (i64, i64) {
+            let conn = store.writer();
+            (conn.pragma_query_value(None, "page_size", |r| r.get(0)).unwrap(), conn.pragma_query_value(None, "wal_autocheckpoint", |r| r.get(0)).unwrap())
+        };
+        let fresh = SqliteStore::open(&temp("pages-new")).unwrap();
+        assert_eq!(pragmas(&fresh), (PAGE_SIZE, CHECKPOINT_BYTES / PAGE_SIZE));
+        let path = temp("pages-old");
+        {
+            let mut conn = Connection::open(&path).unwrap();
+            migrate(&mut conn, 0, 2).unwrap();
+        }
+        let old = SqliteStore::open(&path).unwrap();
+        assert_eq!(pragmas(&old), (4096, CHECKPOINT_BYTES / 4096));
+    }
+
     /// Writes the events `seqs` (each at time `time_ms(seq)`) in one [`Store::write`]: one block.
     fn write_events(store: &SqliteStore, seqs: impl IntoIterator<Item = i64>, time_ms: impl Fn(i64) -> i64) {
         let events: Vec<(i64, String)> = seqs.into_iter().map(|seq| (seq, event(seq))).collect();
