@@ -27,8 +27,9 @@ pub const RESERVED_TYPE_NAMES: &[&str] = &[
     // Python keywords that are PascalCase, and the names the generated Python modules import.
     "False", "None", "True", "Annotated", "Any", "ClassVar", "Field", "Final", "JsonValue", "Literal", "Strict", "StringConstraints",
     "TypeAlias", "TypeVar", "Union",
-    // Rust: `Self`, and the prelude names the generated Rust uses unqualified.
-    "Self", "Option", "Some", "Result", "Ok", "Err", "Vec", "Box",
+    // Rust: `Self`, the prelude names the generated Rust uses unqualified, and `Method`, the
+    // enum of a method union's calls beside the types.
+    "Self", "Option", "Some", "Result", "Ok", "Err", "Vec", "Box", "Method",
 ];
 
 /// The hand-written base classes the generated TypeScript error classes extend

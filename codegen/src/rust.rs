@@ -233,7 +233,24 @@ impl Emitter<'_> {
     }
 
     fn rust_ty(&self, owner: &str, repr: &Repr) -> TokenStream {
+        self.ty_at(owner, repr, false)
+    }
+
+    /// [`Self::rust_ty`] as written inside a module of the generated code that declares type
+    /// names of its own (the `methods` markers): every type named from `super` or by its absolute
+    /// path, so that none of the module's names can hide the type meant (a marker `Item` and the
+    /// schema type `Item`).
+    fn rust_ty_from_module(&self, owner: &str, repr: &Repr) -> TokenStream {
+        self.ty_at(owner, repr, true)
+    }
+
+    fn ty_at(&self, owner: &str, repr: &Repr, in_module: bool) -> TokenStream {
         let rt = &self.rt;
+        let (string, vec, option, boxed) = if in_module {
+            (quote!(::std::string::String), quote!(::std::vec::Vec), quote!(::std::option::Option), quote!(::std::boxed::Box))
+        } else {
+            (quote!(String), quote!(Vec), quote!(Option), quote!(Box))
+        };
         match repr {
             Repr::Value => quote!(serde_json::Value),
             Repr::Never => quote!(#rt::Never),
@@ -241,23 +258,24 @@ impl Emitter<'_> {
             Repr::Bool => quote!(bool),
             Repr::Integer => quote!(i64),
             Repr::Number => quote!(f64),
-            Repr::String => quote!(String),
+            Repr::String => string,
             Repr::Array(r) => {
-                let inner = self.rust_ty("", r);
-                quote!(Vec<#inner>)
+                let inner = self.ty_at("", r, in_module);
+                quote!(#vec<#inner>)
             }
             Repr::Map(r) => {
-                let inner = self.rust_ty("", r);
-                quote!(std::collections::BTreeMap<String, #inner>)
+                let inner = self.ty_at("", r, in_module);
+                quote!(std::collections::BTreeMap<#string, #inner>)
             }
-            Repr::Object => quote!(serde_json::Map<String, serde_json::Value>),
+            Repr::Object => quote!(serde_json::Map<#string, serde_json::Value>),
             Repr::Named(n) => {
                 let id = type_ident(n);
-                if self.boxed.contains(&(owner.to_owned(), n.clone())) { quote!(Box<#id>) } else { quote!(#id) }
+                let id = if in_module { quote!(super::#id) } else { quote!(#id) };
+                if self.boxed.contains(&(owner.to_owned(), n.clone())) { quote!(#boxed<#id>) } else { id }
             }
             Repr::Nullable(r) => {
-                let inner = self.rust_ty(owner, r);
-                quote!(Option<#inner>)
+                let inner = self.ty_at(owner, r, in_module);
+                quote!(#option<#inner>)
             }
         }
     }
@@ -1261,6 +1279,11 @@ impl Emitter<'_> {
     /// `Request` and `Notification` enums of the methods that side handles (one variant per
     /// method, holding its params), decoding by method name, and a marker type per method that
     /// implements `RpcMethod` (name, params, result) for each request.
+    ///
+    /// Names: as in the `methods` module ([`Self::methods`]), a marker is named as its variant
+    /// and may share its name with a schema type or a standard one (a method `result` is
+    /// `Result`); the module imports nothing and writes every other name from `super` or by its
+    /// absolute path (`::std::option::Option::Some`), so no marker hides what it means.
     fn sides(&self) -> TokenStream {
         let rt = &self.rt;
         let mut out = Vec::new();
@@ -1284,7 +1307,7 @@ impl Emitter<'_> {
                     variants.push(quote!(#d #vid(super::#pid)));
                     name_arms.push(quote!(#enum_id::#vid(_) => #wire,));
                     let decode = self.decode_as(&m.params, quote!(params));
-                    decode_arms.push(quote!(#wire => Some(#decode.map(#enum_id::#vid)),));
+                    decode_arms.push(quote!(#wire => ::std::option::Option::Some(#decode.map(#enum_id::#vid)),));
                     names.push(wire.clone());
                     let Some(result) = &m.result else { continue };
                     let result = type_ident(result);
@@ -1312,8 +1335,8 @@ impl Emitter<'_> {
                         pub fn method(&self) -> &'static str { match self { #(#name_arms)* } }
                         /// Decodes and validates `params` (JSON text) as the params of `method`;
                         /// `None` when `method` is not one of these.
-                        pub fn decode(method: &str, params: &[u8]) -> Option<Result<Self, #rt::DocumentError>> {
-                            match method { #(#decode_arms)* _ => None }
+                        pub fn decode(method: &str, params: &[u8]) -> ::std::option::Option<::std::result::Result<Self, #rt::DocumentError>> {
+                            match method { #(#decode_arms)* _ => ::std::option::Option::None }
                         }
                     }
                 ));
@@ -1377,6 +1400,15 @@ impl Emitter<'_> {
         })
     }
 
+    /// The `Method` enum, the method union's accessors, and the `methods` module of marker types.
+    ///
+    /// Names: a method's marker is named as its variant (`methods::Item` for the branch titled
+    /// `Item`), whatever else the schema holds, so it may share its name with a schema type (a
+    /// branch `Item` whose result is the `$defs` type `Item`) or a standard one (a branch
+    /// `Option`). Inside the module the marker would hide that type, so the markers name every
+    /// type from `super` (`super::Item`) or by its absolute path (`::std::option::Option`), never
+    /// by a bare name. (The module still imports `super::*`, for the runtime path and
+    /// `serde_json` as the parent module sees them: lowercase names no marker can take.)
     fn methods(&self) -> TokenStream {
         let rt = &self.rt;
         let Some(ms) = &self.space.methods else { return quote!() };
@@ -1391,12 +1423,17 @@ impl Emitter<'_> {
         for v in &u.variants {
             let vid = type_ident(&v.name);
             let Some(params) = v.fields.iter().find(|f| f.name == ms.params_field) else { continue };
+            let optional = !params.required && !matches!(params.node.repr, Repr::Nullable(_));
             let pty = {
                 let r = self.rust_ty(&ms.union, &params.node.repr);
-                let nullable = matches!(params.node.repr, Repr::Nullable(_));
-                if params.required || nullable { r } else { quote!(Option<#r>) }
+                if optional { quote!(Option<#r>) } else { r }
             };
-            let rty = v.result.as_ref().map(|r| self.rust_ty("", &r.repr)).unwrap_or(quote!(serde_json::Value));
+            // The marker's types, written from inside `methods` (see the module's doc below).
+            let marker_pty = {
+                let r = self.rust_ty_from_module(&ms.union, &params.node.repr);
+                if optional { quote!(::std::option::Option<#r>) } else { r }
+            };
+            let marker_rty = v.result.as_ref().map(|r| self.rust_ty_from_module("", &r.repr)).unwrap_or(quote!(serde_json::Value));
             let tv = &v.tag_value;
             let d = doc_or(v.description.as_deref(), &format!("`{tv}`."));
             variants.push(quote!(#d #vid(#pty)));
@@ -1408,8 +1445,8 @@ impl Emitter<'_> {
                 pub struct #vid;
                 impl #rt::RpcMethod for #vid {
                     const NAME: &'static str = #tv;
-                    type Params = #pty;
-                    type Result = #rty;
+                    type Params = #marker_pty;
+                    type Result = #marker_rty;
                 }
             ));
             let pid = field_ident(&ms.params_field);

@@ -20,7 +20,8 @@ use crate::error::SchemaError;
 use crate::model::{Repr, TypeKind};
 
 /// Names of the items each service module defines: a schema type of one of these names would be
-/// hidden inside the module, so it is refused.
+/// hidden inside the module, so it is refused. The modules import nothing else by name (the JSON
+/// text type is written `serde_json::value::RawValue`), so no other schema type is hidden there.
 const ITEMS: &[&str] = &["Service", "ServiceHandler", "Client"];
 /// Method names the client's own functions take.
 const CLIENT_RESERVED: &[&str] = &["new", "from_arc", "transport"];
@@ -60,8 +61,6 @@ impl Emitter<'_> {
         items.push(quote! {
             #[allow(unused_imports)]
             use super::*;
-            #[allow(unused_imports)]
-            use serde_json::value::RawValue;
 
             /// A params document that broke its schema, as -32602 with every violation (pointers
             /// from the request: `/params/...`).
@@ -75,13 +74,13 @@ impl Emitter<'_> {
 
             /// A result as raw JSON.
             #[allow(dead_code)]
-            fn encode<T: serde::Serialize>(value: &T) -> Result<Box<RawValue>, #rpc::RpcError> {
+            fn encode<T: serde::Serialize>(value: &T) -> Result<Box<serde_json::value::RawValue>, #rpc::RpcError> {
                 serde_json::value::to_raw_value(value).map_err(#rpc::RpcError::internal)
             }
 
             /// Params as raw JSON for a request.
             #[allow(dead_code)]
-            fn encode_params<T: serde::Serialize>(value: &T) -> Result<Option<Box<RawValue>>, #rpc::ClientError> {
+            fn encode_params<T: serde::Serialize>(value: &T) -> Result<Option<Box<serde_json::value::RawValue>>, #rpc::ClientError> {
                 serde_json::value::to_raw_value(value).map(Some).map_err(|e| #rpc::ClientError::Decode(format!("the params cannot be encoded: {e}")))
             }
 
@@ -236,7 +235,7 @@ impl Emitter<'_> {
             /// # Errors
             ///
             /// As above.
-            pub fn decode(method: &str, params: Option<&RawValue>) -> Result<Method, #rpc::RpcError> {
+            pub fn decode(method: &str, params: Option<&serde_json::value::RawValue>) -> Result<Method, #rpc::RpcError> {
                 Ok(match method {
                     #(#decode_arms)*
                     other => return Err(#rpc::RpcError::method_not_found_among(other, Method::NAMES)),
@@ -249,7 +248,7 @@ impl Emitter<'_> {
             /// # Errors
             ///
             /// The service's error, or -32603 when its result cannot be encoded.
-            pub async fn dispatch<S: Service + ?Sized>(service: &S, cx: &#rpc::Context, method: Method) -> Result<Box<RawValue>, #rpc::RpcError> {
+            pub async fn dispatch<S: Service + ?Sized>(service: &S, cx: &#rpc::Context, method: Method) -> Result<Box<serde_json::value::RawValue>, #rpc::RpcError> {
                 match method {
                     #(#dispatch_arms)*
                 }
@@ -266,7 +265,7 @@ impl Emitter<'_> {
             }
 
             impl<S: Service> #rpc::Handler for ServiceHandler<S> {
-                fn call<'a>(&'a self, cx: &'a #rpc::Context, method: &'a str, params: Option<&'a RawValue>) -> #rpc::BoxFuture<'a, Result<Box<RawValue>, #rpc::RpcError>> {
+                fn call<'a>(&'a self, cx: &'a #rpc::Context, method: &'a str, params: Option<&'a serde_json::value::RawValue>) -> #rpc::BoxFuture<'a, Result<Box<serde_json::value::RawValue>, #rpc::RpcError>> {
                     Box::pin(async move { dispatch(&*self.0, cx, decode(method, params)?).await })
                 }
             }
@@ -422,7 +421,7 @@ impl Emitter<'_> {
                 ///
                 /// -32601 for a method this side does not handle, -32602 for params that break
                 /// their schema, or the service's error.
-                pub async fn dispatch<S: Service + ?Sized>(service: &S, cx: &#rpc::Context, method: &str, params: Option<&RawValue>) -> Result<Box<RawValue>, #rpc::RpcError> {
+                pub async fn dispatch<S: Service + ?Sized>(service: &S, cx: &#rpc::Context, method: &str, params: Option<&serde_json::value::RawValue>) -> Result<Box<serde_json::value::RawValue>, #rpc::RpcError> {
                     let bytes = params.map_or(&b"{}"[..], |p| p.get().as_bytes());
                     #request_dispatch
                     #notification_dispatch
@@ -442,7 +441,7 @@ impl Emitter<'_> {
                 }
 
                 impl<S: Service> #rpc::Handler for ServiceHandler<S> {
-                    fn call<'a>(&'a self, cx: &'a #rpc::Context, method: &'a str, params: Option<&'a RawValue>) -> #rpc::BoxFuture<'a, Result<Box<RawValue>, #rpc::RpcError>> {
+                    fn call<'a>(&'a self, cx: &'a #rpc::Context, method: &'a str, params: Option<&'a serde_json::value::RawValue>) -> #rpc::BoxFuture<'a, Result<Box<serde_json::value::RawValue>, #rpc::RpcError>> {
                         Box::pin(dispatch(&*self.0, cx, method, params))
                     }
                 }
