@@ -73,35 +73,6 @@ fn stored_events(conn: &rusqlite::Connection) -> Vec<(i64, i64, String)> {
         .collect()
 }
 
-/// Stamps the events through `through` in the SQLite store at `db` with `time_ms` (their lines
-/// and their blocks' newest time); each block holding any of them must end at `through` or
-/// before. Returns how many events were stamped.
-fn age_events(db: &Path, through: i64, time_ms: i64) -> usize {
-    let conn = rusqlite::Connection::open(db).expect("the store opens");
-    let blocks: Vec<(i64, i64, String)> = conn
-        .prepare("SELECT first_seq, last_seq, data FROM event_blocks WHERE first_seq <= ?1 ORDER BY first_seq")
-        .expect("the blocks")
-        .query_map([through], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .expect("the blocks")
-        .map(|b| b.expect("a block"))
-        .collect();
-    let mut stamped = 0;
-    for (first_seq, last_seq, data) in blocks {
-        assert!(last_seq <= through, "the block {first_seq}..={last_seq} holds events after {through}");
-        let data: String = data
-            .lines()
-            .map(|line| {
-                let mut parts = line.splitn(3, '\t');
-                let (seq, _, json) = (parts.next().expect("seq"), parts.next().expect("time_ms"), parts.next().expect("json"));
-                stamped += 1;
-                format!("{seq}\t{time_ms}\t{json}\n")
-            })
-            .collect();
-        conn.execute("UPDATE event_blocks SET time_ms = ?2, data = ?3 WHERE first_seq = ?1", rusqlite::params![first_seq, time_ms, data]).expect("aged");
-    }
-    stamped
-}
-
 fn kinds(events: &[serde_json::Value]) -> Vec<(i64, String)> {
     events.iter().map(|e| (e["seq"].as_i64().expect("seq"), e["event"]["type"].as_str().expect("type").to_owned())).collect()
 }
@@ -419,7 +390,7 @@ fn retain_days_prunes_older_events_at_start_a_resume_from_before_them_gets_gap_a
     // The first turn's events age ten days (the store prunes whole blocks, one group commit's
     // events each: `last_seq` is what was written, so the second turn's are in later blocks).
     let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
-    let aged = age_events(&db, old, now_ms - 10 * 86_400_000);
+    let aged = openagents_server::store::age_events_for_test(&db, old, now_ms - 10 * 86_400_000).expect("aged");
     assert_eq!(aged as i64, old);
     let stored = |db: &Path| -> Vec<i64> { stored_events(&rusqlite::Connection::open(db).unwrap()).iter().map(|e| e.0).collect() };
     let all = stored(&db);

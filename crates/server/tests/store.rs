@@ -214,36 +214,6 @@ fn write_aged(store: &dyn Store, seqs: std::ops::RangeInclusive<i64>, age_days: 
     store.write(&records).expect("written");
 }
 
-/// Stamps the events through `through` `time_ms` in the SQLite file at `path` (another
-/// connection: the hub's may stay open), in the blocks that hold them (their lines and the
-/// block's newest time); every block holding any of them must end at `through` or before.
-/// Returns how many events were stamped.
-fn age_events(path: &Path, through: i64, time_ms: i64) -> usize {
-    let mut conn = rusqlite::Connection::open(path).expect("the store opens");
-    conn.busy_timeout(std::time::Duration::from_secs(5)).expect("busy timeout");
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).expect("a transaction");
-    let blocks: Vec<(i64, i64, String)> = {
-        let mut stmt = tx.prepare("SELECT first_seq, last_seq, data FROM event_blocks WHERE first_seq <= ?1 ORDER BY first_seq").expect("blocks");
-        stmt.query_map([through], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).expect("blocks").map(|b| b.expect("a block")).collect()
-    };
-    let mut stamped = 0;
-    for (first_seq, last_seq, data) in blocks {
-        assert!(last_seq <= through, "the block {first_seq}..={last_seq} holds events after {through}");
-        let data: String = data
-            .lines()
-            .map(|line| {
-                let mut parts = line.splitn(3, '\t');
-                let (seq, _, json) = (parts.next().expect("seq"), parts.next().expect("time"), parts.next().expect("json"));
-                stamped += 1;
-                format!("{seq}\t{time_ms}\t{json}\n")
-            })
-            .collect();
-        tx.execute("UPDATE event_blocks SET time_ms = ?2, data = ?3 WHERE first_seq = ?1", rusqlite::params![first_seq, time_ms, data]).expect("aged");
-    }
-    tx.commit().expect("committed");
-    stamped
-}
-
 fn stored_seqs(store: &dyn Store) -> Vec<i64> {
     store.events_after(0, i64::MAX, 100_000).expect("events").iter().map(|e| e.seq).collect()
 }
@@ -302,7 +272,7 @@ async fn while_the_runtime_runs_the_writer_prunes_what_grew_too_old_even_when_id
     hub.delivered(last).await;
     assert_eq!(stored_seqs(&**hub.store()), (1..=20).collect::<Vec<_>>(), "nothing is old yet");
     // Events 1..=8 age three days (another connection: the hub's stays open).
-    assert_eq!(age_events(&path, 8, now_ms() - 3 * DAY_MS), 8);
+    assert_eq!(openagents_server::store::age_events_for_test(&path, 8, now_ms() - 3 * DAY_MS).expect("aged"), 8);
     // Nothing is published: the writer prunes on its own clock.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while stored_seqs(&**hub.store()).first() != Some(&9) {

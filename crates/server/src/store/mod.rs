@@ -16,7 +16,7 @@ mod sqlite;
 
 pub use memory::MemoryStore;
 pub use self::postgres::{CONNECT_TIMEOUT, POSTGRES_SCHEMA_VERSION, PostgresStore, RECONNECT_FIRST, RECONNECT_MAX, SEND_TIMEOUT};
-pub use sqlite::{SCHEMA_VERSION, SqliteStore};
+pub use sqlite::{SCHEMA_VERSION, SqliteStore, age_events_for_test};
 
 use std::path::{Path, PathBuf};
 

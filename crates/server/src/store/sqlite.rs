@@ -218,6 +218,41 @@ impl SqliteStore {
     }
 }
 
+/// For tests: stamps the events through `through` in the SQLite store at `path` with `time_ms`
+/// (their lines and their blocks' newest time), on a connection of its own, so a runtime may
+/// hold the store meanwhile. Every block holding any of them must end at `through` or before
+/// (a test makes sure with a commit boundary there). Returns how many events were stamped.
+///
+/// # Errors
+///
+/// [`StoreError::Io`] when the file cannot be read or written, or a block crosses `through`.
+#[doc(hidden)]
+pub fn age_events_for_test(path: &Path, through: i64, time_ms: i64) -> Result<u64, StoreError> {
+    let io = |reason: String| StoreError::Io { path: path.to_owned(), reason };
+    let mut conn = Connection::open(path).map_err(|e| io(e.to_string()))?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| io(e.to_string()))?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| io(e.to_string()))?;
+    let blocks: Vec<(i64, i64, String)> = {
+        let mut stmt = tx.prepare("SELECT first_seq, last_seq, data FROM event_blocks WHERE first_seq <= ?1 ORDER BY first_seq").map_err(|e| io(e.to_string()))?;
+        stmt.query_map([through], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).and_then(Iterator::collect).map_err(|e| io(e.to_string()))?
+    };
+    let mut stamped = 0;
+    for (first_seq, last_seq, data) in blocks {
+        if last_seq > through {
+            return Err(io(format!("the block {first_seq}..={last_seq} holds events after {through}")));
+        }
+        let mut aged = Vec::with_capacity(data.len());
+        for line in data.lines() {
+            let Some((seq, _, json)) = parse_line(line.as_bytes()) else { return Err(io(format!("a line of the block {first_seq} does not parse"))) };
+            push_line(&mut aged, seq, time_ms, json);
+            stamped += 1;
+        }
+        tx.execute("UPDATE event_blocks SET time_ms = ?2, data = ?3 WHERE first_seq = ?1", params![first_seq, time_ms, String::from_utf8_lossy(&aged)]).map_err(|e| io(e.to_string()))?;
+    }
+    tx.commit().map_err(|e| io(e.to_string()))?;
+    Ok(stamped)
+}
+
 /// A read-write connection to `path` that is refused, rather than silently opened read-only,
 /// when the file cannot be written.
 fn connect(path: &Path) -> Result<Connection, StoreError> {
