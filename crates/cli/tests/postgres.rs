@@ -118,15 +118,18 @@ fn serve(s: &Setup, runner: &str, db: &str, name: &str) -> Server {
     s.serve_runner(runner, &["--runner", "echo", "--credentials", &creds, "--store", db, "--name", name]).unwrap_or_else(|(code, err)| panic!("serve --name {name} did not start ({code:?}): {err}"))
 }
 
-/// The event kinds of runtime `name` in the database, by sequence number.
+/// The event kinds of runtime `name` in the database, by sequence number: the lines
+/// `<seq>\t<time_ms>\t<json>` of its blocks (one a group commit), in order.
 fn stored_events(db: &mut postgres::Client, name: &str) -> Vec<(i64, String)> {
-    db.query("SELECT seq, json FROM openagents_events WHERE runtime = $1 ORDER BY seq", &[&name])
-        .expect("the events")
+    let blocks: Vec<String> = db.query("SELECT data FROM openagents_event_blocks WHERE runtime = $1 ORDER BY first_seq", &[&name]).expect("the event blocks").iter().map(|r| r.get(0)).collect();
+    blocks
         .iter()
-        .map(|r| {
-            let json: String = r.get(1);
-            let v: serde_json::Value = serde_json::from_str(&json).expect("an event's JSON");
-            (r.get(0), v["event"]["type"].as_str().expect("a type").to_owned())
+        .flat_map(|data| data.lines())
+        .map(|line| {
+            let mut parts = line.splitn(3, '\t');
+            let (seq, _time, json) = (parts.next(), parts.next(), parts.next().unwrap_or_else(|| panic!("a line of a block: {line:?}")));
+            let v: serde_json::Value = serde_json::from_str(json).expect("an event's JSON");
+            (seq.and_then(|s| s.parse().ok()).expect("a sequence number"), v["event"]["type"].as_str().expect("a type").to_owned())
         })
         .collect()
 }

@@ -3,8 +3,12 @@
 //! read back, retention by count and by age, running turns closed once as `runtime_restarted`),
 //! every row keyed by the runtime name (two names never see each other's), the history pages
 //! (a cursor with ties ordered by bytewise id, turns counted per name), one live store per
-//! name, a newer schema refused, a version-1 database migrated keeping its rows, and the event hub on it continuing a sequence across a reopen
-//! and serving a resume from the database from inside a Tokio runtime.
+//! name, a newer schema refused, version-1 and version-2 databases migrated keeping their rows
+//! (every event of every name, moved into blocks), the event hub on it continuing a sequence
+//! across a reopen and serving a resume from the database from inside a Tokio runtime; and the
+//! blocks (one a write): read back with limits that cut inside one, a batch written again
+//! keeping only what the store lacks, retention by whole blocks, a line that does not parse
+//! skipped.
 //!
 //! Without `OPENAGENTS_TEST_POSTGRES` each test says it was not run and returns.
 
@@ -38,6 +42,22 @@ fn event(seq: i64) -> String {
 
 fn seqs(store: &dyn Store) -> Vec<i64> {
     store.events_after(0, i64::MAX, 1000).expect("events").iter().map(|e| e.seq).collect()
+}
+
+/// Writes the events `seqs` (each at time `time_ms(seq)`) in one [`Store::write`]: one block.
+fn write_events(store: &dyn Store, seqs: impl IntoIterator<Item = i64>, time_ms: impl Fn(i64) -> i64) {
+    let events: Vec<(i64, String)> = seqs.into_iter().map(|seq| (seq, event(seq))).collect();
+    let batch: Vec<Record<'_>> = events.iter().map(|(seq, json)| Record::Event { seq: *seq, time_ms: time_ms(*seq), json: json.as_bytes() }).collect();
+    store.write(&batch).expect("written");
+}
+
+/// Runtime `name`'s blocks as stored: first and last sequence number and count.
+fn blocks(db: &mut postgres::Client, name: &str) -> Vec<(i64, i64, i64)> {
+    db.query("SELECT first_seq, last_seq, count FROM openagents_event_blocks WHERE runtime = $1 ORDER BY first_seq", &[&name]).expect("the blocks").iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect()
+}
+
+fn client(url: &str) -> postgres::Client {
+    postgres::Client::connect(url, postgres::NoTls).unwrap_or_else(|e| panic!("{url}: {e}"))
 }
 
 #[test]
@@ -81,14 +101,18 @@ fn events_turns_and_conversations_are_written_and_read_back_by_name() {
     assert!(seqs(&other).is_empty());
     let b1 = event(1);
     other.write(&[Record::Event { seq: 1, time_ms: 1, json: b1.as_bytes() }]).expect("the same seq under another name");
-    // Retention keeps the newest; the sequence number survives it; the other name is untouched.
-    assert_eq!(store.prune(1).expect("pruned"), 2);
-    assert_eq!(seqs(&store), [3]);
-    assert_eq!(store.last_seq().expect("last_seq"), 3);
+    // Retention keeps the newest, by whole blocks (one write's events); the sequence number
+    // survives it; the other name is untouched.
+    assert_eq!(store.prune(1).expect("pruned"), 0, "the block holding the newest event stays whole");
+    let e4 = event(4);
+    store.write(&[Record::Event { seq: 4, time_ms: 4, json: e4.as_bytes() }]).expect("written");
+    assert_eq!(store.prune(1).expect("pruned"), 3);
+    assert_eq!(seqs(&store), [4]);
+    assert_eq!(store.last_seq().expect("last_seq"), 4);
     assert_eq!(seqs(&other), [1]);
     drop(store);
     let again = PostgresStore::open(&url, "alpha").expect("the name opens again once closed");
-    assert_eq!(again.last_seq().expect("last_seq"), 3);
+    assert_eq!(again.last_seq().expect("last_seq"), 4);
 }
 
 #[test]
@@ -124,19 +148,58 @@ fn history_pages_follow_the_cursor_with_ties_by_bytewise_id_and_count_turns_by_n
 }
 
 #[test]
-fn a_prune_by_age_takes_only_the_oldest_and_is_bounded() {
+fn a_prune_by_age_deletes_leading_old_blocks_within_the_limit() {
     let Some(url) = database("age") else { return };
-    let store = PostgresStore::open(&url, "alpha").expect("a new store");
-    // Times 10, 20, …, 100, then one stamped before the cutoff out of order (a clock set back).
-    let jsons: Vec<String> = (1..=11).map(event).collect();
-    let mut batch: Vec<Record<'_>> = (1..=10).map(|i| Record::Event { seq: i, time_ms: i * 10, json: jsons[i as usize - 1].as_bytes() }).collect();
-    batch.push(Record::Event { seq: 11, time_ms: 5, json: jsons[10].as_bytes() });
-    store.write(&batch).expect("written");
-    assert_eq!(store.prune_older_than(45, 2).expect("pruned"), 2, "at most the limit");
-    assert_eq!(seqs(&store), (3..=11).collect::<Vec<_>>());
-    assert_eq!(store.prune_older_than(45, 100).expect("pruned"), 2, "the leading run before the cutoff, 30 and 40");
-    assert_eq!(seqs(&store).first(), Some(&5), "event 11, older but after a newer one, stays");
-    assert_eq!(store.prune_older_than(45, 0).expect("nothing"), 0);
+    // Blocks 1..=3, 4..=8, 9, 10..=13 with the newest times 10, 20, 30, 40 (older events of a
+    // block are older), and a clock set back: 14..=15 at 5.
+    let time = |seq: i64| match seq {
+        1..=3 => 10 - (3 - seq),
+        4..=8 => 20 - (8 - seq),
+        9 => 30,
+        10..=13 => 40 - (13 - seq),
+        _ => 5,
+    };
+    // (cutoff, limit, events deleted, first event left), each on a name of its own.
+    let cases: [(i64, usize, u64, Option<i64>); 12] = [
+        (10, 100, 0, Some(1)),   // the first block's newest is not before the cutoff
+        (11, 100, 3, Some(4)),   // its newest is
+        (20, 100, 3, Some(4)),   // the second has one event at the cutoff
+        (21, 100, 8, Some(9)),   //
+        (35, 100, 9, Some(10)),  // 10..=13 stops it: the set-back 14..=15 behind stay
+        (41, 100, 15, None),     //
+        (41, 0, 0, Some(1)),     // a limit of 0 deletes nothing
+        (41, 8, 8, Some(9)),     // the limit at a block's end
+        (41, 7, 3, Some(4)),     // the next block would pass the limit: it stays
+        (41, 3, 3, Some(4)),     //
+        (41, 2, 3, Some(4)),     // the first block alone is over the limit: it goes all the same
+        (41, 1, 3, Some(4)),     //
+    ];
+    let neighbour = PostgresStore::open(&url, "neighbour").expect("another name");
+    write_events(&neighbour, 1..=3, |_| 1);
+    for (i, (cutoff, limit, deleted, first)) in cases.into_iter().enumerate() {
+        let store = PostgresStore::open(&url, &format!("age-{i}")).expect("a new name");
+        for run in [1..=3, 4..=8, 9..=9, 10..=13, 14..=15] {
+            write_events(&store, run, time);
+        }
+        assert_eq!(store.prune_older_than(cutoff, limit).expect("pruned"), deleted, "prune_older_than({cutoff}, {limit})");
+        assert_eq!(seqs(&store).first().copied(), first, "prune_older_than({cutoff}, {limit})");
+        assert_eq!(store.last_seq().expect("last_seq"), 15, "the newest sequence number given out stays");
+    }
+    assert_eq!(seqs(&neighbour), [1, 2, 3], "another name's old events are not touched");
+    // The hub's loop, `while prune_older_than(..) > 0 {}`, ends, whatever the limit, and a call
+    // returning the limit deleted a block.
+    for limit in 1..=16 {
+        let store = PostgresStore::open(&url, &format!("age-loop-{limit}")).expect("a new name");
+        for run in [1..=3, 4..=8, 9..=9, 10..=13, 14..=15] {
+            write_events(&store, run, |_| 1);
+        }
+        let mut calls = 0;
+        while store.prune_older_than(i64::MAX, limit).expect("pruned") > 0 {
+            calls += 1;
+            assert!(calls <= 5, "limit {limit}: each call deleted a block");
+        }
+        assert!(seqs(&store).is_empty(), "limit {limit}: all of it went");
+    }
 }
 
 #[test]
@@ -203,27 +266,183 @@ async fn the_hub_continues_the_sequence_and_serves_a_resume_from_the_database_in
 }
 
 #[test]
-fn a_version_1_database_migrates_to_the_current_version_keeping_its_rows() {
-    let Some(url) = database("migrate") else { return };
-    // A store written by a version-1 build: this build's tables with migration 2 (the agent
-    // session columns) taken back off, and the version set to 1.
-    {
-        let store = PostgresStore::open(&url, "alpha").expect("a new store");
-        let s1 = start(1, "conv-old");
-        let e1 = event(1);
-        store.write(&[Record::Event { seq: 1, time_ms: 1, json: e1.as_bytes() }, Record::TurnStarted(&s1)]).expect("written");
-    }
-    let mut db = postgres::Client::connect(&url, postgres::NoTls).expect("the database");
-    db.batch_execute("ALTER TABLE openagents_conversations DROP COLUMN agent_runner, DROP COLUMN agent_session; UPDATE openagents_meta SET value = 1 WHERE key = 'schema_version';").expect("taken back to version 1");
-    assert!(POSTGRES_SCHEMA_VERSION >= 2, "this test starts below the current version");
+fn versions_1_and_2_migrate_to_the_current_one_keeping_every_event_of_every_name() {
+    // Alpha's sequence numbers 41..=2600 (blocks 0, 1 and 2 of the migration's 1024) with a
+    // hole, beta's 1..=5, gamma's 3000..=3001, each with its own time and JSON (one with a tab in
+    // a string, escaped, and text beyond ASCII).
+    let json = |name: &str, seq: i64| format!(r#"{{"seq":{seq},"event":{{"type":"text","text":"{name}\t{seq} é"}}}}"#);
+    let old: Vec<(&str, Vec<i64>)> = vec![("alpha", (41..=2600).filter(|&seq| seq != 1500).collect()), ("beta", (1..=5).collect()), ("gamma", vec![3000, 3001])];
+    let time = |seq: i64| 1_700_000_000_000 + seq * 7;
+    assert_eq!(POSTGRES_SCHEMA_VERSION, 3, "this test makes the tables of versions 1 and 2 by hand");
+    for from in [1i64, 2] {
+        let Some(url) = database(&format!("migrate_{from}")) else { return };
+        // The tables of version `from`: this build's, with `openagents_events` (migration 1's)
+        // instead of blocks, and for version 1 without migration 2's agent session columns.
+        {
+            let store = PostgresStore::open(&url, "alpha").expect("a new store");
+            store.write(&[Record::TurnStarted(&start(41, "conv-old"))]).expect("written");
+        }
+        let mut db = client(&url);
+        db.batch_execute(
+            "DROP TABLE openagents_event_blocks;
+             CREATE TABLE openagents_events (runtime TEXT NOT NULL, seq BIGINT NOT NULL, time_ms BIGINT NOT NULL, json TEXT NOT NULL, PRIMARY KEY (runtime, seq));",
+        )
+        .expect("taken back to version 2");
+        if from == 1 {
+            db.batch_execute("ALTER TABLE openagents_conversations DROP COLUMN agent_runner, DROP COLUMN agent_session;").expect("taken back to version 1");
+        }
+        db.execute("UPDATE openagents_meta SET value = $1 WHERE key = 'schema_version'", &[&from]).expect("the version set");
+        // One row an event, inserted newest first.
+        for (name, seqs) in &old {
+            let seqs: Vec<i64> = seqs.iter().rev().copied().collect();
+            let times: Vec<i64> = seqs.iter().map(|&seq| time(seq)).collect();
+            let jsons: Vec<String> = seqs.iter().map(|&seq| json(name, seq)).collect();
+            db.execute("INSERT INTO openagents_events (runtime, seq, time_ms, json) SELECT $1, * FROM unnest($2::bigint[], $3::bigint[], $4::text[])", &[name, &seqs, &times, &jsons]).expect("the old events");
+            db.execute("INSERT INTO openagents_runtimes (runtime, last_seq) VALUES ($1, $2) ON CONFLICT (runtime) DO UPDATE SET last_seq = excluded.last_seq", &[name, &seqs[0]]).expect("the old newest");
+        }
 
-    let store = PostgresStore::open(&url, "alpha").expect("a version-1 database opens, migrated");
-    let version: i64 = db.query_one("SELECT value FROM openagents_meta WHERE key = 'schema_version'", &[]).expect("the version").get(0);
-    assert_eq!(version, POSTGRES_SCHEMA_VERSION, "migrated to the current version");
-    assert_eq!(seqs(&store), vec![1], "its events are kept");
-    assert_eq!(store.conversations(10).expect("conversations").iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), vec!["conv-old"], "its conversations are kept");
-    // What migration 2 added works on the migrated rows.
-    let session = AgentSession { conversation: "conv-old".into(), runner: "agent".into(), session_id: "sess-1".into() };
-    store.write(&[Record::AgentSession(&session)]).expect("an agent session kept on a migrated conversation");
-    assert_eq!(store.agent_session("conv-old").expect("read back"), Some(session));
+        let alpha = PostgresStore::open(&url, "alpha").expect("an old database opens, migrated");
+        let version: i64 = db.query_one("SELECT value FROM openagents_meta WHERE key = 'schema_version'", &[]).expect("the version").get(0);
+        let events_table: Option<String> = db.query_one("SELECT to_regclass('openagents_events')::text", &[]).expect("the old table's name").get(0);
+        assert_eq!((version, events_table), (POSTGRES_SCHEMA_VERSION, None), "from version {from}");
+        assert_eq!(blocks(&mut db, "alpha"), [(41, 1023, 983), (1024, 2047, 1023), (2048, 2600, 553)], "from version {from}");
+        // Blocks are compressed with LZ4 where the server has it, else not at all (never pglz).
+        let storage: (i8, String) = db
+            .query_one("SELECT attstorage, attcompression::text FROM pg_attribute WHERE attrelid = 'openagents_event_blocks'::regclass AND attname = 'data'", &[])
+            .map(|r| (r.get(0), r.get(1)))
+            .expect("the column's storage");
+        assert!(matches!((storage.0 as u8, storage.1.as_str()), (b'x', "l") | (b'e', "")), "from version {from}: storage {storage:?}");
+        for (name, seqs) in &old {
+            let store = if *name == "alpha" { None } else { Some(PostgresStore::open(&url, name).expect("another name")) };
+            let store: &dyn Store = store.as_ref().map_or(&alpha as &dyn Store, |s| s as &dyn Store);
+            // Every event comes back, in order, with its time and JSON.
+            let back: Vec<(i64, i64, String)> = store.events_after(0, i64::MAX, usize::MAX).expect("events").into_iter().map(|e| (e.seq, e.time_ms, String::from_utf8(e.json).expect("UTF-8"))).collect();
+            assert_eq!(back, seqs.iter().map(|&seq| (seq, time(seq), json(name, seq))).collect::<Vec<_>>(), "{name} from version {from}");
+            assert_eq!(store.last_seq().expect("last_seq"), *seqs.last().expect("events"), "{name} from version {from}");
+        }
+        assert_eq!(alpha.events_after(1020, 1030, 6).expect("events").iter().map(|e| e.seq).collect::<Vec<_>>(), (1021..=1026).collect::<Vec<_>>(), "from version {from}");
+        assert_eq!(alpha.conversations(10).expect("conversations").iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["conv-old"], "its conversations are kept");
+        // The migrated store takes every kind of record, what migration 2 added too.
+        let session = AgentSession { conversation: "conv-old".into(), runner: "agent".into(), session_id: "sess-1".into() };
+        let e = event(2601);
+        alpha.write(&[Record::Event { seq: 2601, time_ms: 1, json: e.as_bytes() }, Record::AgentSession(&session)]).expect("written on the migrated tables");
+        assert_eq!(alpha.agent_session("conv-old").expect("read back"), Some(session));
+        assert_eq!(alpha.events_after(2600, i64::MAX, 10).expect("events").iter().map(|e| e.seq).collect::<Vec<_>>(), [2601]);
+    }
+}
+
+#[test]
+fn blocks_of_several_writes_read_back_in_order_with_limits_that_cut_inside_a_block() {
+    let Some(url) = database("blocks_read") else { return };
+    let store = PostgresStore::open(&url, "alpha").expect("a new store");
+    let other = PostgresStore::open(&url, "beta").expect("another name");
+    // Blocks 1..=3, 4..=8, 9, 11..=14 (10 never written); beta's 1..=20 in between.
+    write_events(&store, 1..=3, |seq| 100 + seq);
+    write_events(&other, 1..=20, |_| 1);
+    for run in [4..=8, 9..=9, 11..=14] {
+        write_events(&store, run, |seq| 100 + seq);
+    }
+    let mut db = client(&url);
+    assert_eq!(blocks(&mut db, "alpha"), [(1, 3, 3), (4, 8, 5), (9, 9, 1), (11, 14, 4)]);
+    assert_eq!(blocks(&mut db, "beta"), [(1, 20, 20)]);
+    let all: Vec<i64> = (1..=14).filter(|&s| s != 10).collect();
+    for after in -1..=15 {
+        for through in after - 1..=16 {
+            for limit in 0..=15 {
+                let want: Vec<i64> = all.iter().copied().filter(|&s| s > after && s <= through).take(limit).collect();
+                let got = store.events_after(after, through, limit).expect("events");
+                assert_eq!(got.iter().map(|e| e.seq).collect::<Vec<_>>(), want, "events_after({after}, {through}, {limit})");
+                for e in &got {
+                    assert_eq!((e.time_ms, e.json.as_slice()), (100 + e.seq, event(e.seq).as_bytes()), "event {}", e.seq);
+                }
+            }
+        }
+    }
+    assert_eq!(store.events_after(i64::MIN, i64::MAX, usize::MAX).expect("events").iter().map(|e| e.seq).collect::<Vec<_>>(), all, "no bound at all");
+    assert_eq!(store.last_seq().expect("last_seq"), 14);
+}
+
+#[test]
+fn a_batch_written_again_changes_nothing_and_the_newer_events_with_it_are_kept() {
+    let Some(url) = database("blocks_retry") else { return };
+    let store = PostgresStore::open(&url, "alpha").expect("a new store");
+    let mut db = client(&url);
+    let again = |store: &PostgresStore, seqs: std::ops::RangeInclusive<i64>, turn: Option<&TurnStart>| {
+        let events: Vec<(i64, String)> = seqs.map(|seq| (seq, format!(r#"{{"seq":{seq},"again":true}}"#))).collect();
+        let mut batch: Vec<Record<'_>> = events.iter().map(|(seq, json)| Record::Event { seq: *seq, time_ms: 1, json: json.as_bytes() }).collect();
+        batch.extend(turn.map(Record::TurnStarted));
+        store.write(&batch).expect("written");
+    };
+    write_events(&store, 1..=3, |_| 1);
+    // The same batch again (its commit's success was not heard): nothing changes.
+    again(&store, 1..=3, None);
+    assert_eq!(blocks(&mut db, "alpha"), [(1, 3, 3)]);
+    // Again, with the next commit's events after it (the hub's retry): those are kept.
+    again(&store, 1..=6, None);
+    assert_eq!(blocks(&mut db, "alpha"), [(1, 3, 3), (4, 6, 3)]);
+    write_events(&store, 10..=12, |_| 1);
+    // Around and between stored blocks, with a turn in the batch (a transaction of its own):
+    // a block for each run the store lacks.
+    let turn = start(13, "conv-again");
+    again(&store, 2..=15, Some(&turn));
+    assert_eq!(blocks(&mut db, "alpha"), [(1, 3, 3), (4, 6, 3), (7, 9, 3), (10, 12, 3), (13, 15, 3)]);
+    assert_eq!(store.turns(10).expect("turns").iter().map(|t| t.start.first_seq).collect::<Vec<_>>(), [13]);
+    let back = store.events_after(0, i64::MAX, usize::MAX).expect("events");
+    assert_eq!(back.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=15).collect::<Vec<_>>());
+    for e in &back {
+        let again = String::from_utf8_lossy(&e.json).contains("again");
+        assert_eq!(again, matches!(e.seq, 4..=9 | 13..=15), "event {}: the first write of a sequence number is the one kept", e.seq);
+    }
+    // Out of order, and a sequence number twice, in one batch: in order, the first kept.
+    let (a, b, c) = (event(17), event(16), r#"{"seq":17,"second":true}"#.to_owned());
+    store.write(&[Record::Event { seq: 17, time_ms: 1, json: a.as_bytes() }, Record::Event { seq: 16, time_ms: 1, json: b.as_bytes() }, Record::Event { seq: 17, time_ms: 1, json: c.as_bytes() }]).expect("written");
+    assert_eq!(blocks(&mut db, "alpha").last(), Some(&(16, 17, 2)));
+    assert_eq!(store.events_after(15, 17, 10).expect("events").iter().map(|e| e.json.clone()).collect::<Vec<_>>(), [b.into_bytes(), a.into_bytes()]);
+    assert_eq!(store.last_seq().expect("last_seq"), 17);
+}
+
+#[test]
+fn prune_deletes_whole_blocks_keeping_at_least_the_newest() {
+    let Some(url) = database("blocks_prune") else { return };
+    // (keep, events deleted, first event left), one after another on blocks 1..=3, 4..=8, 9,
+    // 10..=13.
+    let cases: [(u64, u64, Option<i64>); 6] = [(20, 0, Some(1)), (11, 0, Some(1)), (10, 3, Some(4)), (4, 6, Some(10)), (1, 0, Some(10)), (0, 4, None)];
+    let store = PostgresStore::open(&url, "alpha").expect("a new store");
+    let other = PostgresStore::open(&url, "beta").expect("another name");
+    for run in [1..=3, 4..=8, 9..=9, 10..=13] {
+        write_events(&store, run, |_| 1);
+    }
+    write_events(&other, 1..=2, |_| 1);
+    for (keep, deleted, first) in cases {
+        assert_eq!(store.prune(keep).expect("pruned"), deleted, "prune({keep})");
+        let left = seqs(&store);
+        assert_eq!(left.first().copied(), first, "prune({keep})");
+        assert!(left.len() as u64 >= keep.min(13), "prune({keep}) kept at least the newest {keep}: {left:?}");
+    }
+    assert_eq!(store.last_seq().expect("last_seq"), 13, "pruning everything keeps the newest sequence number given out");
+    assert_eq!(store.prune(0).expect("nothing left"), 0);
+    assert_eq!(seqs(&other), [1, 2], "another name's events are not touched");
+    // A turn still running when the runtime stopped ends at the newest event stored.
+    let s = start(14, "conv-p");
+    let e14 = event(14);
+    store.write(&[Record::Event { seq: 14, time_ms: 1, json: e14.as_bytes() }, Record::TurnStarted(&s)]).expect("written");
+    write_events(&store, 15..=16, |_| 1);
+    assert_eq!(store.close_running_turns(9).expect("closed").iter().map(|t| t.last_seq).collect::<Vec<_>>(), [Some(16)]);
+}
+
+#[test]
+fn a_block_line_that_does_not_parse_is_skipped_not_a_panic() {
+    let Some(url) = database("blocks_bad") else { return };
+    let store = PostgresStore::open(&url, "alpha").expect("a new store");
+    let mut db = client(&url);
+    let data = "1\t10\t{\"a\":1}\nnot a line\n2\tten\t{}\nx\t1\t{}\n3\t30\n4\t40\t{\"b\":\"\t\"}\n\n5\t50\t{}";
+    db.execute("INSERT INTO openagents_event_blocks (runtime, first_seq, last_seq, count, time_ms, data) VALUES ('alpha', 1, 5, 5, 50, $1)", &[&data]).expect("a block written by hand");
+    let back: Vec<(i64, i64, String)> = store.events_after(0, 10, 10).expect("events").into_iter().map(|e| (e.seq, e.time_ms, String::from_utf8(e.json).expect("UTF-8"))).collect();
+    assert_eq!(back, [(1, 10, r#"{"a":1}"#.to_owned()), (4, 40, "{\"b\":\"\t\"}".to_owned()), (5, 50, "{}".to_owned())]);
+    db.execute("INSERT INTO openagents_event_blocks (runtime, first_seq, last_seq, count, time_ms, data) VALUES ('alpha', 6, 6, 1, 60, '')", &[]).expect("an empty block");
+    assert_eq!(store.events_after(5, 10, 10).expect("events"), [], "a block without lines");
+    // A limit its count says the first block completes: the read goes on after it.
+    assert_eq!(store.events_after(0, 10, 4).expect("events").iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 4, 5]);
+    db.execute("INSERT INTO openagents_event_blocks (runtime, first_seq, last_seq, count, time_ms, data) VALUES ('alpha', 7, 7, 1, 70, '7\t70\t{}\n')", &[]).expect("a good block");
+    assert_eq!(store.events_after(0, 10, 4).expect("events").iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 4, 5, 7]);
 }
