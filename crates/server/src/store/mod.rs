@@ -10,6 +10,7 @@
 //! ([`crate::events::EventHub::with_store`]) is the only writer: it batches records into one
 //! [`Store::write`] call per group commit.
 
+mod block;
 mod memory;
 mod postgres;
 mod sqlite;

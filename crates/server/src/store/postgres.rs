@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use postgres::{Client, Config, GenericClient, NoTls, Row, Statement};
 
+use super::block::{BLOCK_BUFFER_KEEP, build_blocks, events_of, read_block};
 use super::{AgentSession, ConversationCursor, ConversationRecord, ConversationSummary, Outcome, Record, Store, StoreError, StoredEvent, TurnRecord, TurnStart, restarted_error, title_of};
 
 /// The migrations, in order: migration `n` (from 1) takes a database from version `n - 1` to
@@ -139,13 +140,6 @@ pub const RECONNECT_FIRST: Duration = Duration::from_millis(100);
 /// costs a failed connect at most every 2 s (each blocks the writer up to [`CONNECT_TIMEOUT`]),
 /// short enough that writing resumes soon after it is back.
 pub const RECONNECT_MAX: Duration = Duration::from_secs(2);
-
-/// The most bytes of capacity the buffer a block is built in keeps between writes: a full
-/// group commit of usual events ([`crate::events::WRITE_QUEUE`] of them, some 200 bytes a line)
-/// fits, so a busy hub does not allocate it again for every commit, and a rare big one (a retry
-/// of failed commits, long outputs, up to [`crate::events::WRITE_QUEUE_BYTES`] of JSON and
-/// more) does not pin its memory for the life of the store.
-const BLOCK_BUFFER_KEEP: usize = 2 << 20;
 
 /// The key of the transaction advisory lock that serialises migrations (two `int4` keys: a
 /// space apart from the one-`bigint` keys of the name locks). "OAgt", 1.
@@ -463,46 +457,6 @@ fn limit_of(limit: usize) -> i64 {
     i64::try_from(limit).unwrap_or(i64::MAX)
 }
 
-/// Appends `n` in decimal to `out` (what `write!(out, "{n}")` does, without the formatting
-/// machinery, two digits a step: two of these per event are in a group commit's cost). The
-/// SQLite store's, copied.
-fn push_decimal(out: &mut Vec<u8>, n: i64) {
-    /// "00" to "99".
-    const PAIRS: &[u8; 200] = b"00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut rest = n.unsigned_abs();
-    while rest >= 100 {
-        let pair = (rest % 100) as usize * 2;
-        rest /= 100;
-        at -= 2;
-        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
-    }
-    if rest >= 10 {
-        let pair = rest as usize * 2;
-        at -= 2;
-        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
-    } else {
-        at -= 1;
-        digits[at] = b'0' + rest as u8;
-    }
-    if n < 0 {
-        out.push(b'-');
-    }
-    out.extend_from_slice(&digits[at..]);
-}
-
-/// Appends one event's line of a block: `<seq>\t<time_ms>\t<json>\n`, the JSON copied as it is
-/// (the block is checked as UTF-8 once, whole, when it is bound: see [`block_text`]).
-fn push_line(out: &mut Vec<u8>, seq: i64, time_ms: i64, json: &[u8]) {
-    push_decimal(out, seq);
-    out.push(b'\t');
-    push_decimal(out, time_ms);
-    out.push(b'\t');
-    out.extend_from_slice(json);
-    out.push(b'\n');
-}
-
 /// A block's lines as text, checked once for the whole block: itself when it is UTF-8 (always:
 /// the hub's JSON is serde_json's), else with what is not replaced (PostgreSQL stores no text
 /// that is not valid in its encoding).
@@ -510,83 +464,6 @@ fn block_text(block: &[u8]) -> Cow<'_, str> {
     match std::str::from_utf8(block) {
         Ok(text) => Cow::Borrowed(text),
         Err(_) => String::from_utf8_lossy(block),
-    }
-}
-
-/// One line of a block, parsed: its sequence number, time and JSON; `None` when it does not
-/// split into three parts or a number does not parse.
-fn parse_line(line: &[u8]) -> Option<(i64, i64, &[u8])> {
-    let number = |b: &[u8]| std::str::from_utf8(b).ok()?.parse::<i64>().ok();
-    let mut parts = line.splitn(3, |&b| b == b'\t');
-    let (seq, time_ms, json) = (parts.next()?, parts.next()?, parts.next()?);
-    Some((number(seq)?, number(time_ms)?, json))
-}
-
-/// The events of the block starting at `first_seq` (its `data`) with `after < seq <= through`,
-/// appended to `out` in the block's order until `out` holds `limit`. A line that does not parse
-/// is skipped, and said (never a panic: the table may have been written by anyone).
-fn read_block(first_seq: i64, data: &[u8], after: i64, through: i64, limit: usize, out: &mut Vec<StoredEvent>) {
-    let mut bad = 0usize;
-    for line in data.split(|&b| b == b'\n') {
-        if out.len() >= limit {
-            break;
-        }
-        if line.is_empty() {
-            continue;
-        }
-        match parse_line(line) {
-            Some((seq, time_ms, json)) if seq > after && seq <= through => out.push(StoredEvent { seq, time_ms, json: json.to_vec() }),
-            Some(_) => {}
-            None => bad += 1,
-        }
-    }
-    if bad > 0 {
-        tracing::error!(first_seq, lines = bad, "the store's block of events starting at sequence number {first_seq} has {bad} lines that are not <seq> TAB <time_ms> TAB <json>; they are skipped");
-    }
-}
-
-/// A block of a write: first and last sequence number, how many events, the newest time.
-#[derive(Debug, Clone, Copy)]
-struct Run {
-    first: i64,
-    last: i64,
-    count: i64,
-    time_ms: i64,
-}
-
-/// Builds the blocks of `events` (in order of sequence number, each once), leaving out those
-/// whose sequence number a block of `covered` holds (`(first_seq, last_seq)`, in order, not
-/// overlapping): one block per run of events between stored blocks, each built in `block` (emptied
-/// first) and handed to `flush`. The last stays in `block`.
-fn build_blocks<E>(events: &[(i64, i64, &[u8])], covered: &[(i64, i64)], block: &mut Vec<u8>, mut flush: impl FnMut(Run, &mut Vec<u8>) -> Result<(), E>) -> Result<(), E> {
-    block.clear();
-    // The first stored block not wholly before the event at hand, and what it was when the run
-    // took its last event (a change means a stored block lies between the two).
-    let (mut cover, mut run_cover) = (0usize, 0usize);
-    let mut run: Option<Run> = None;
-    for &(seq, time_ms, json) in events {
-        while covered.get(cover).is_some_and(|&(_, last)| last < seq) {
-            cover += 1;
-        }
-        if covered.get(cover).is_some_and(|&(first, _)| first <= seq) {
-            continue;
-        }
-        if cover != run_cover
-            && let Some(done) = run.take()
-        {
-            flush(done, block)?;
-            block.clear();
-        }
-        push_line(block, seq, time_ms, json);
-        run = Some(match run {
-            None => Run { first: seq, last: seq, count: 1, time_ms },
-            Some(r) => Run { last: seq, count: r.count + 1, time_ms: r.time_ms.max(time_ms), ..r },
-        });
-        run_cover = cover;
-    }
-    match run {
-        Some(done) => flush(done, block),
-        None => Ok(()),
     }
 }
 
@@ -656,19 +533,7 @@ impl Store for PostgresStore {
 
     fn write(&self, batch: &[Record<'_>]) -> Result<(), StoreError> {
         let only_events = batch.iter().all(|r| matches!(r, Record::Event { .. }));
-        let mut events: Vec<(i64, i64, &[u8])> = batch
-            .iter()
-            .filter_map(|r| match r {
-                Record::Event { seq, time_ms, json } => Some((*seq, *time_ms, *json)),
-                _ => None,
-            })
-            .collect();
-        // The hub hands them over in order; anything else is put in order (the first of a
-        // repeated sequence number is the one written, as a second insert of it would be skipped).
-        if !events.is_sorted_by(|a, b| a.0 < b.0) {
-            events.sort_by_key(|e| e.0);
-            events.dedup_by_key(|e| e.0);
-        }
+        let events = events_of(batch);
         // The events' one block, built once (a try again on a new connection sends it as it is).
         let mut buffer = self.block.lock().unwrap_or_else(|p| p.into_inner());
         let mut run = None;

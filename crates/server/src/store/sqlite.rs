@@ -26,6 +26,7 @@ use std::sync::Mutex;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
+use super::block::{BLOCK_BUFFER_KEEP, build_blocks, events_of, parse_line, push_line, read_block};
 use super::{AgentSession, ConversationCursor, ConversationRecord, ConversationSummary, Outcome, Record, Store, StoreError, StoredEvent, TurnRecord, TurnStart, restarted_error, title_of};
 
 /// `PRAGMA application_id` of our databases: "OAgt".
@@ -105,12 +106,6 @@ const CHECKPOINT_BYTES: i64 = 16 << 20;
 
 /// How long a statement waits for SQLite's own lock (held briefly by a reader's checkpoint).
 const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// The most bytes of capacity the buffer a block is built in keeps between writes: a usual
-/// block (a group commit of at most [`crate::events::WRITE_BATCH`] events of a few hundred
-/// bytes) fits, and a rare big one (a retry of failed commits, long outputs) does not pin its
-/// memory for the life of the store.
-const BLOCK_BUFFER_KEEP: usize = 1 << 20;
 
 /// Events, turns and conversations in a SQLite database file.
 pub struct SqliteStore {
@@ -309,79 +304,6 @@ fn migrate(conn: &mut Connection, from: i64, to: i64) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// Appends `n` in decimal to `out` (what `write!(out, "{n}")` does, without the formatting
-/// machinery, two digits a step: two of these per event are in a group commit's cost).
-fn push_decimal(out: &mut Vec<u8>, n: i64) {
-    /// "00" to "99".
-    const PAIRS: &[u8; 200] = b"00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut rest = n.unsigned_abs();
-    while rest >= 100 {
-        let pair = (rest % 100) as usize * 2;
-        rest /= 100;
-        at -= 2;
-        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
-    }
-    if rest >= 10 {
-        let pair = rest as usize * 2;
-        at -= 2;
-        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
-    } else {
-        at -= 1;
-        digits[at] = b'0' + rest as u8;
-    }
-    if n < 0 {
-        out.push(b'-');
-    }
-    out.extend_from_slice(&digits[at..]);
-}
-
-/// Appends one event's line of a block: `<seq>\t<time_ms>\t<json>\n`. The JSON is copied as
-/// it is, unchecked (the hub's is serde_json's, always UTF-8): bytes that are not UTF-8 would
-/// be read back as they were written, and the event then fails to decode, as any event the
-/// store holds that does not decode (a resume gets a `gap` for it).
-fn push_line(out: &mut Vec<u8>, seq: i64, time_ms: i64, json: &[u8]) {
-    push_decimal(out, seq);
-    out.push(b'\t');
-    push_decimal(out, time_ms);
-    out.push(b'\t');
-    out.extend_from_slice(json);
-    out.push(b'\n');
-}
-
-/// One line of a block, parsed: its sequence number, time and JSON; `None` when it does not
-/// split into three parts or a number does not parse.
-fn parse_line(line: &[u8]) -> Option<(i64, i64, &[u8])> {
-    let number = |b: &[u8]| std::str::from_utf8(b).ok()?.parse::<i64>().ok();
-    let mut parts = line.splitn(3, |&b| b == b'\t');
-    let (seq, time_ms, json) = (parts.next()?, parts.next()?, parts.next()?);
-    Some((number(seq)?, number(time_ms)?, json))
-}
-
-/// The events of the block starting at `first_seq` (its `data`) with `after < seq <= through`,
-/// appended to `out` in the block's order until `out` holds `limit`. A line that does not parse
-/// is skipped, and said (never a panic: the file may have been written by anyone).
-fn read_block(first_seq: i64, data: &[u8], after: i64, through: i64, limit: usize, out: &mut Vec<StoredEvent>) {
-    let mut bad = 0usize;
-    for line in data.split(|&b| b == b'\n') {
-        if out.len() >= limit {
-            break;
-        }
-        if line.is_empty() {
-            continue;
-        }
-        match parse_line(line) {
-            Some((seq, time_ms, json)) if seq > after && seq <= through => out.push(StoredEvent { seq, time_ms, json: json.to_vec() }),
-            Some(_) => {}
-            None => bad += 1,
-        }
-    }
-    if bad > 0 {
-        tracing::error!(first_seq, lines = bad, "the store's block of events starting at sequence number {first_seq} has {bad} lines that are not <seq> TAB <time_ms> TAB <json>; they are skipped");
-    }
-}
-
 /// The blocks that cover any of `lo..=hi` (as `(first_seq, last_seq)`, in order): the last one
 /// starting at or before `lo` if it reaches `lo`, and every one starting in `lo..=hi` (blocks do
 /// not overlap, so no other can), found by seeks on the primary key.
@@ -416,63 +338,15 @@ fn conversation_summary_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Conversat
 /// and the others go in one block per run between stored blocks, so blocks never overlap.
 /// Returns the newest sequence number of the batch's events (left out or not).
 fn write_events(tx: &rusqlite::Transaction<'_>, batch: &[Record<'_>], block: &mut Vec<u8>) -> rusqlite::Result<Option<i64>> {
-    /// The block being built: first and last sequence number, how many events, newest time.
-    struct Run {
-        first: i64,
-        last: i64,
-        count: i64,
-        time_ms: i64,
-    }
-    let mut events: Vec<(i64, i64, &[u8])> = batch
-        .iter()
-        .filter_map(|r| match r {
-            Record::Event { seq, time_ms, json } => Some((*seq, *time_ms, *json)),
-            _ => None,
-        })
-        .collect();
-    // The hub hands them over in order; anything else is put in order (the first of a repeated
-    // sequence number is the one written, as a second insert of it would be skipped).
-    if !events.is_sorted_by(|a, b| a.0 < b.0) {
-        events.sort_by_key(|e| e.0);
-        events.dedup_by_key(|e| e.0);
-    }
+    let events = events_of(batch);
     let (Some(&(lo, ..)), Some(&(hi, ..))) = (events.first(), events.last()) else { return Ok(None) };
     let covered = blocks_covering(tx, lo, hi)?;
     let mut insert = tx.prepare("INSERT INTO event_blocks (first_seq, last_seq, count, time_ms, data) VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (first_seq) DO NOTHING")?;
-    let mut flush = |run: Run, block: &mut Vec<u8>| -> rusqlite::Result<()> {
+    build_blocks(&events, &covered, block, |run, block| {
         // Text without a second check: lines of numbers, tabs and text (see `push_line`).
         let data = rusqlite::types::ToSqlOutput::Borrowed(rusqlite::types::ValueRef::Text(block));
-        insert.execute(params![run.first, run.last, run.count, run.time_ms, data])?;
-        block.clear();
-        Ok(())
-    };
-    block.clear();
-    // The first stored block not wholly before the event at hand, and what it was when the run
-    // took its last event (a change means a stored block lies between the two).
-    let (mut cover, mut run_cover) = (0usize, 0usize);
-    let mut run: Option<Run> = None;
-    for &(seq, time_ms, json) in &events {
-        while covered.get(cover).is_some_and(|&(_, last)| last < seq) {
-            cover += 1;
-        }
-        if covered.get(cover).is_some_and(|&(first, _)| first <= seq) {
-            continue;
-        }
-        if cover != run_cover
-            && let Some(done) = run.take()
-        {
-            flush(done, block)?;
-        }
-        push_line(block, seq, time_ms, json);
-        run = Some(match run {
-            None => Run { first: seq, last: seq, count: 1, time_ms },
-            Some(r) => Run { last: seq, count: r.count + 1, time_ms: r.time_ms.max(time_ms), ..r },
-        });
-        run_cover = cover;
-    }
-    if let Some(done) = run {
-        flush(done, block)?;
-    }
+        insert.execute(params![run.first, run.last, run.count, run.time_ms, data]).map(|_| ())
+    })?;
     Ok(Some(hi))
 }
 
@@ -1062,15 +936,6 @@ mod tests {
         assert_eq!(back, [(1, 10, r#"{"a":1}"#.to_owned()), (4, 40, "{\"b\":\"\t\"}".to_owned()), (5, 50, "{}".to_owned())]);
         store.writer().execute("INSERT INTO event_blocks (first_seq, last_seq, count, time_ms, data) VALUES (6, 6, 1, 60, x'00ff')", []).unwrap();
         assert_eq!(store.events_after(5, 10, 10).unwrap(), [], "a block of bytes that are no lines");
-    }
-
-    #[test]
-    fn decimals_are_written_as_std_writes_them() {
-        for n in [0, 1, -1, 9, 10, 99, 100, 1_700_000_000_000, i64::MAX, i64::MIN, i64::MIN + 1] {
-            let mut out = b"x".to_vec();
-            push_decimal(&mut out, n);
-            assert_eq!(out, format!("x{n}").into_bytes());
-        }
     }
 
     #[test]
