@@ -3,7 +3,9 @@
 //! against the memory store, one subscriber reading every event's JSON (counted: what it received;
 //! what it missed, told `lagged`, is reported beside); (2) the latency of a
 //! whole turn through the echo runner (`submit` in process, answered once the turn's last event
-//! is delivered: with a durable store, written and committed) on each store. Rounds rotate the
+//! is delivered: with a durable store, written and committed) on each store; (3) how fast a
+//! subscriber resuming from before the replay buffer reads a round's events back from each
+//! durable store. Rounds rotate the
 //! stores; ratios are medians of the per-round ratios.
 //!
 //! ```text
@@ -255,6 +257,22 @@ fn run() -> Result<(), String> {
         }
     }
 
+    // (3, measured here, reported last) A resume from the store: the events of a full round
+    // read back by a subscriber that resumes from before them (all from the store, none from the
+    // replay buffer), on each durable store.
+    eprintln!("== resume from the store: {events} events per durable store, {rounds} rounds");
+    let mut resume_rate: Vec<Vec<f64>> = vec![Vec::new(); 3];
+    for &kind in &durable {
+        let h = hub(kind, &mut at)?;
+        let from = h.last_seq();
+        throughput_round(&h, events)?;
+        for r in 0..rounds {
+            let per_s = resume_round(&h, from, events)?;
+            eprintln!("round {r} {}: {per_s:.0} events/s resumed", kind.name());
+            resume_rate[kind as usize].push(per_s);
+        }
+    }
+
     // (2) Turn latency through the echo runner.
     eprintln!("== turn latency: {rounds} rounds x {turns} turns per store ({})", echo.display());
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(|e| e.to_string())?;
@@ -319,5 +337,36 @@ fn run() -> Result<(), String> {
         let v = &lat[kind as usize];
         println!("| {} | {} | {} | {} | {} |", kind.name(), ms(percentile(v, 0.5)), ms(percentile(v, 0.9)), ms(percentile(v, 0.99)), ms(percentile(v, 1.0)));
     }
+    println!();
+    println!("### A resume from the store ({events} events read back from before the replay buffer, {rounds} rounds per store)");
+    println!();
+    println!("| store | median events/s | min | max |");
+    println!("|---|---:|---:|---:|");
+    for &kind in &durable {
+        let v = &mut resume_rate[kind as usize];
+        let med = median(v);
+        println!("| {} | {med:.0} | {:.0} | {:.0} |", kind.name(), v.first().copied().unwrap_or(f64::NAN), v.last().copied().unwrap_or(f64::NAN));
+    }
     Ok(())
+}
+
+/// A subscriber resuming from `from` reads the `events` after it (the hub's replay buffer holds
+/// only the newest, so nearly all come from the store): events per second, each checked to
+/// come once and in order.
+fn resume_round(hub: &EventHub, from: i64, events: usize) -> Result<f64, String> {
+    let mut sub = hub.subscribe(Some(from));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    let mut next = from + 1;
+    rt.block_on(async {
+        while next <= from + events as i64 {
+            let ev = sub.next_shared().await.ok_or("the hub went away")?;
+            if ev.event().seq != next {
+                return Err(format!("a resume gave {} where {next} was due", ev.event().seq));
+            }
+            next += 1;
+        }
+        Ok::<_, String>(())
+    })?;
+    Ok(events as f64 / start.elapsed().as_secs_f64())
 }
