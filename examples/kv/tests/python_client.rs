@@ -1,8 +1,9 @@
 //! The Python generated from the kv schema (what `openagents-codegen python --schema
 //! examples/kv/schema` writes, here through the library's `Config::generate_python`) drives the
-//! real `kv-server` over HTTP: tests/python/drive.py, run by the repository's virtualenv
-//! (`.venv`, or the one `OPENAGENTS_VENV` names), which `clients/python/ensure-venv.sh` makes
-//! when it is missing, as the other suites do.
+//! real `kv-server` with `openagents.rpc` over HTTP, the WebSocket and stdio (a `kv-server
+//! --stdio` child of the script's own), `watch` notifications included: tests/python/drive.py,
+//! run by the repository's virtualenv (`.venv`, or the one `OPENAGENTS_VENV` names), which
+//! `clients/python/ensure-venv.sh` makes when it is missing, as the other suites do.
 
 mod common;
 
@@ -38,7 +39,7 @@ async fn the_generated_python_drives_the_server() {
     let server = Server::start(None).await;
     let out = tokio::process::Command::new(&py)
         .arg(manifest().join("tests/python/drive.py"))
-        .args(["kv_client", &server.rpc_url()])
+        .args(["kv_client", &server.rpc_url(), &server.ws_url(), env!("CARGO_BIN_EXE_kv-server")])
         .env("PYTHONPATH", &dir)
         .output()
         .await
@@ -46,5 +47,7 @@ async fn the_generated_python_drives_the_server() {
     let _ = std::fs::remove_dir_all(&dir);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "drive.py failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(stdout.lines().filter(|l| l.starts_with("ok ")).count(), 8, "{stdout}");
+    // 8 checks over HTTP, 10 over each of the WebSocket and stdio (3 of them `watch`), and 2 with
+    // the asynchronous client over each of those two.
+    assert_eq!(stdout.lines().filter(|l| l.starts_with("ok ")).count(), 32, "{stdout}");
 }
