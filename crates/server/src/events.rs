@@ -45,8 +45,14 @@ const TAKE_AT_ONCE: usize = 64;
 /// gets `gap`).
 pub const RETRY_JOBS: usize = 4 * WRITE_QUEUE;
 
-/// How many events a resume reads from the store at a time.
-pub const REPLAY_PAGE: usize = 256;
+/// How many events a resume reads from the store at a time, at most (a group commit's worth:
+/// a page then reads each block of the store once).
+pub const REPLAY_PAGE: usize = WRITE_QUEUE;
+
+/// How many bytes of events' JSON a resume reads from the store at a time, at most (past one
+/// event): what a subscriber holds of the store is bounded by bytes, whatever the events' size
+/// (a full group commit of small events is a page or two).
+pub const REPLAY_PAGE_BYTES: usize = 1 << 20;
 
 struct Log {
     /// The newest sequence number delivered (in the replay buffer).
@@ -817,7 +823,7 @@ impl Subscription {
     fn read_page(&mut self) {
         let Some(range) = self.from_store.take() else { return };
         let Some(store) = &self.store else { return };
-        let rows = match store.events_after(range.after, range.through, REPLAY_PAGE) {
+        let rows = match store.events_after(range.after, range.through, REPLAY_PAGE, REPLAY_PAGE_BYTES) {
             Ok(rows) => rows,
             Err(e) => {
                 tracing::error!("{e}: a resume gets a gap instead");
@@ -825,7 +831,11 @@ impl Subscription {
                 return;
             }
         };
-        let full = rows.len() == REPLAY_PAGE;
+        if rows.is_empty() {
+            // Nothing more in the range: what is left of it was pruned (or never written).
+            self.gap(range.after, range.through);
+            return;
+        }
         let mut reached = range.after;
         for row in rows {
             if row.seq > reached + 1 {
@@ -840,10 +850,9 @@ impl Subscription {
             }
             reached = row.seq;
         }
-        if full && reached < range.through {
+        if reached < range.through {
+            // A page holds what the store gave within its bounds; the rest (or a gap) next.
             self.from_store = Some(StoreRange { after: reached, through: range.through });
-        } else if reached < range.through {
-            self.gap(reached, range.through);
         }
     }
 

@@ -41,7 +41,7 @@ fn event(seq: i64) -> String {
 }
 
 fn seqs(store: &dyn Store) -> Vec<i64> {
-    store.events_after(0, i64::MAX, 1000).expect("events").iter().map(|e| e.seq).collect()
+    store.events_after(0, i64::MAX, 1000, usize::MAX).expect("events").iter().map(|e| e.seq).collect()
 }
 
 /// Writes the events `seqs` (each at time `time_ms(seq)`) in one [`Store::write`]: one block.
@@ -78,10 +78,10 @@ fn events_turns_and_conversations_are_written_and_read_back_by_name() {
         ])
         .expect("written");
     assert_eq!(store.last_seq().expect("last_seq"), 3);
-    let evs = store.events_after(1, 3, 10).expect("events");
+    let evs = store.events_after(1, 3, 10, usize::MAX).expect("events");
     assert_eq!(evs.iter().map(|e| e.seq).collect::<Vec<_>>(), [2, 3]);
     assert_eq!(evs[1].json, e3.as_bytes());
-    assert_eq!(store.events_after(0, 3, 1).expect("events").len(), 1, "the limit is kept");
+    assert_eq!(store.events_after(0, 3, 1, usize::MAX).expect("events").len(), 1, "the limit is kept");
     let turns = store.turns(10).expect("turns");
     assert_eq!(turns.len(), 1);
     assert_eq!((turns[0].outcome.as_str(), turns[0].result.as_deref(), turns[0].last_seq, turns[0].ended_ms), ("completed", Some("hi"), Some(3), Some(2000)));
@@ -316,19 +316,37 @@ fn versions_1_and_2_migrate_to_the_current_one_keeping_every_event_of_every_name
             let store = if *name == "alpha" { None } else { Some(PostgresStore::open(&url, name).expect("another name")) };
             let store: &dyn Store = store.as_ref().map_or(&alpha as &dyn Store, |s| s as &dyn Store);
             // Every event comes back, in order, with its time and JSON.
-            let back: Vec<(i64, i64, String)> = store.events_after(0, i64::MAX, usize::MAX).expect("events").into_iter().map(|e| (e.seq, e.time_ms, String::from_utf8(e.json).expect("UTF-8"))).collect();
+            let back: Vec<(i64, i64, String)> = store.events_after(0, i64::MAX, usize::MAX, usize::MAX).expect("events").into_iter().map(|e| (e.seq, e.time_ms, String::from_utf8(e.json).expect("UTF-8"))).collect();
             assert_eq!(back, seqs.iter().map(|&seq| (seq, time(seq), json(name, seq))).collect::<Vec<_>>(), "{name} from version {from}");
             assert_eq!(store.last_seq().expect("last_seq"), *seqs.last().expect("events"), "{name} from version {from}");
         }
-        assert_eq!(alpha.events_after(1020, 1030, 6).expect("events").iter().map(|e| e.seq).collect::<Vec<_>>(), (1021..=1026).collect::<Vec<_>>(), "from version {from}");
+        assert_eq!(alpha.events_after(1020, 1030, 6, usize::MAX).expect("events").iter().map(|e| e.seq).collect::<Vec<_>>(), (1021..=1026).collect::<Vec<_>>(), "from version {from}");
         assert_eq!(alpha.conversations(10).expect("conversations").iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["conv-old"], "its conversations are kept");
         // The migrated store takes every kind of record, what migration 2 added too.
         let session = AgentSession { conversation: "conv-old".into(), runner: "agent".into(), session_id: "sess-1".into() };
         let e = event(2601);
         alpha.write(&[Record::Event { seq: 2601, time_ms: 1, json: e.as_bytes() }, Record::AgentSession(&session)]).expect("written on the migrated tables");
         assert_eq!(alpha.agent_session("conv-old").expect("read back"), Some(session));
-        assert_eq!(alpha.events_after(2600, i64::MAX, 10).expect("events").iter().map(|e| e.seq).collect::<Vec<_>>(), [2601]);
+        assert_eq!(alpha.events_after(2600, i64::MAX, 10, usize::MAX).expect("events").iter().map(|e| e.seq).collect::<Vec<_>>(), [2601]);
     }
+}
+
+#[test]
+fn a_read_stops_once_the_json_reaches_its_byte_bound_past_at_least_one_event() {
+    let Some(url) = database("blocks_bytes") else { return };
+    let store = PostgresStore::open(&url, "alpha").expect("a new store");
+    for run in [1..=3, 4..=8] {
+        write_events(&store, run, |seq| seq);
+    }
+    let size = event(1).len();
+    assert!((1..=8).all(|seq| event(seq).len() == size), "equal sizes make the bound exact");
+    for max_bytes in [0, 1, size, size + 1, 3 * size, 4 * size - 1, 100 * size] {
+        // As many events as it takes to reach the bound (one at least), the limit aside.
+        let want = max_bytes.div_ceil(size).clamp(1, 8);
+        let got = store.events_after(0, 8, 100, max_bytes).expect("events");
+        assert_eq!(got.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=want as i64).collect::<Vec<_>>(), "max_bytes {max_bytes}");
+    }
+    assert_eq!(store.events_after(2, 8, 2, usize::MAX).expect("events").iter().map(|e| e.seq).collect::<Vec<_>>(), [3, 4], "the limit still holds");
 }
 
 #[test]
@@ -350,15 +368,15 @@ fn blocks_of_several_writes_read_back_in_order_with_limits_that_cut_inside_a_blo
         for through in after - 1..=16 {
             for limit in 0..=15 {
                 let want: Vec<i64> = all.iter().copied().filter(|&s| s > after && s <= through).take(limit).collect();
-                let got = store.events_after(after, through, limit).expect("events");
-                assert_eq!(got.iter().map(|e| e.seq).collect::<Vec<_>>(), want, "events_after({after}, {through}, {limit})");
+                let got = store.events_after(after, through, limit, usize::MAX).expect("events");
+                assert_eq!(got.iter().map(|e| e.seq).collect::<Vec<_>>(), want, "events_after({after}, {through}, {limit}, usize::MAX)");
                 for e in &got {
                     assert_eq!((e.time_ms, e.json.as_slice()), (100 + e.seq, event(e.seq).as_bytes()), "event {}", e.seq);
                 }
             }
         }
     }
-    assert_eq!(store.events_after(i64::MIN, i64::MAX, usize::MAX).expect("events").iter().map(|e| e.seq).collect::<Vec<_>>(), all, "no bound at all");
+    assert_eq!(store.events_after(i64::MIN, i64::MAX, usize::MAX, usize::MAX).expect("events").iter().map(|e| e.seq).collect::<Vec<_>>(), all, "no bound at all");
     assert_eq!(store.last_seq().expect("last_seq"), 14);
 }
 
@@ -387,7 +405,7 @@ fn a_batch_written_again_changes_nothing_and_the_newer_events_with_it_are_kept()
     again(&store, 2..=15, Some(&turn));
     assert_eq!(blocks(&mut db, "alpha"), [(1, 3, 3), (4, 6, 3), (7, 9, 3), (10, 12, 3), (13, 15, 3)]);
     assert_eq!(store.turns(10).expect("turns").iter().map(|t| t.start.first_seq).collect::<Vec<_>>(), [13]);
-    let back = store.events_after(0, i64::MAX, usize::MAX).expect("events");
+    let back = store.events_after(0, i64::MAX, usize::MAX, usize::MAX).expect("events");
     assert_eq!(back.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=15).collect::<Vec<_>>());
     for e in &back {
         let again = String::from_utf8_lossy(&e.json).contains("again");
@@ -397,7 +415,7 @@ fn a_batch_written_again_changes_nothing_and_the_newer_events_with_it_are_kept()
     let (a, b, c) = (event(17), event(16), r#"{"seq":17,"second":true}"#.to_owned());
     store.write(&[Record::Event { seq: 17, time_ms: 1, json: a.as_bytes() }, Record::Event { seq: 16, time_ms: 1, json: b.as_bytes() }, Record::Event { seq: 17, time_ms: 1, json: c.as_bytes() }]).expect("written");
     assert_eq!(blocks(&mut db, "alpha").last(), Some(&(16, 17, 2)));
-    assert_eq!(store.events_after(15, 17, 10).expect("events").iter().map(|e| e.json.clone()).collect::<Vec<_>>(), [b.into_bytes(), a.into_bytes()]);
+    assert_eq!(store.events_after(15, 17, 10, usize::MAX).expect("events").iter().map(|e| e.json.clone()).collect::<Vec<_>>(), [b.into_bytes(), a.into_bytes()]);
     assert_eq!(store.last_seq().expect("last_seq"), 17);
 }
 
@@ -437,12 +455,12 @@ fn a_block_line_that_does_not_parse_is_skipped_not_a_panic() {
     let mut db = client(&url);
     let data = "1\t10\t{\"a\":1}\nnot a line\n2\tten\t{}\nx\t1\t{}\n3\t30\n4\t40\t{\"b\":\"\t\"}\n\n5\t50\t{}";
     db.execute("INSERT INTO openagents_event_blocks (runtime, first_seq, last_seq, count, time_ms, data) VALUES ('alpha', 1, 5, 5, 50, $1)", &[&data]).expect("a block written by hand");
-    let back: Vec<(i64, i64, String)> = store.events_after(0, 10, 10).expect("events").into_iter().map(|e| (e.seq, e.time_ms, String::from_utf8(e.json).expect("UTF-8"))).collect();
+    let back: Vec<(i64, i64, String)> = store.events_after(0, 10, 10, usize::MAX).expect("events").into_iter().map(|e| (e.seq, e.time_ms, String::from_utf8(e.json).expect("UTF-8"))).collect();
     assert_eq!(back, [(1, 10, r#"{"a":1}"#.to_owned()), (4, 40, "{\"b\":\"\t\"}".to_owned()), (5, 50, "{}".to_owned())]);
     db.execute("INSERT INTO openagents_event_blocks (runtime, first_seq, last_seq, count, time_ms, data) VALUES ('alpha', 6, 6, 1, 60, '')", &[]).expect("an empty block");
-    assert_eq!(store.events_after(5, 10, 10).expect("events"), [], "a block without lines");
+    assert_eq!(store.events_after(5, 10, 10, usize::MAX).expect("events"), [], "a block without lines");
     // A limit its count says the first block completes: the read goes on after it.
-    assert_eq!(store.events_after(0, 10, 4).expect("events").iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 4, 5]);
+    assert_eq!(store.events_after(0, 10, 4, usize::MAX).expect("events").iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 4, 5]);
     db.execute("INSERT INTO openagents_event_blocks (runtime, first_seq, last_seq, count, time_ms, data) VALUES ('alpha', 7, 7, 1, 70, '7\t70\t{}\n')", &[]).expect("a good block");
-    assert_eq!(store.events_after(0, 10, 4).expect("events").iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 4, 5, 7]);
+    assert_eq!(store.events_after(0, 10, 4, usize::MAX).expect("events").iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 4, 5, 7]);
 }

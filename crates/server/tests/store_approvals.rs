@@ -42,7 +42,7 @@ fn engine(store: Arc<dyn Store>, capacity: usize) -> RpcEngine {
 
 /// Every event in `store`, as JSON, oldest first.
 fn stored(store: &dyn Store) -> Vec<Value> {
-    store.events_after(0, i64::MAX, 1000).expect("the store reads").iter().map(|e| serde_json::from_slice(&e.json).expect("a stored event is JSON")).collect()
+    store.events_after(0, i64::MAX, 1000, usize::MAX).expect("the store reads").iter().map(|e| serde_json::from_slice(&e.json).expect("a stored event is JSON")).collect()
 }
 
 /// The `event` objects of the approval events among `events`, in order.

@@ -108,7 +108,7 @@ async fn a_full_disk_mid_turn_fails_the_turn_with_store_unavailable_and_the_runt
     let before = engine.status().last_seq;
     let done = ws_common::finished(ws_common::submit(&engine, "after the disk")).await.expect("the turn completes");
     assert_eq!(done["result"], "after the disk", "{done}");
-    let stored: Vec<ServerEvent> = store.events_after(before, i64::MAX, 100).expect("the store reads").iter().map(|e| serde_json::from_slice(&e.json).expect("a stored event")).collect();
+    let stored: Vec<ServerEvent> = store.events_after(before, i64::MAX, 100, usize::MAX).expect("the store reads").iter().map(|e| serde_json::from_slice(&e.json).expect("a stored event")).collect();
     let stored: Vec<(i64, &str)> = stored.iter().map(|e| (e.seq, kind(e))).collect();
     assert_eq!(stored, [(before + 1, "turn_started"), (before + 2, "text"), (before + 3, "text"), (before + 4, "text"), (before + 5, "turn_completed")]);
     let turn = store.turns(10).expect("the store reads").into_iter().find(|t| t.start.first_seq == before + 1).expect("the turn is recorded");
@@ -119,7 +119,7 @@ async fn a_full_disk_mid_turn_fails_the_turn_with_store_unavailable_and_the_runt
     // Nothing the full disk refused is lost: what failed to be written was written with the
     // next commit, so the store holds every event from the first on, without a hole, and the
     // failed turn's record says how it ended.
-    let all: Vec<i64> = store.events_after(0, i64::MAX, 1_000_000).expect("the store reads").iter().map(|e| e.seq).collect();
+    let all: Vec<i64> = store.events_after(0, i64::MAX, 1_000_000, usize::MAX).expect("the store reads").iter().map(|e| e.seq).collect();
     let newest = engine.status().last_seq;
     assert_eq!(all, (1..=newest).collect::<Vec<_>>(), "every event, in order, no hole");
     let failed = store.turns(10).expect("the store reads").into_iter().find(|t| t.start.first_seq == 1).expect("the first turn is recorded");

@@ -120,7 +120,7 @@ pub fn history(store: &dyn Store, id: &str) -> Result<Option<History>, StoreErro
         let mut result_sent = false;
         let mut progress = 0usize;
         if let Some(last) = t.last_seq {
-            for stored in store.events_after(t.start.first_seq, last, MAX_TURN_EVENTS)? {
+            for stored in store.events_after(t.start.first_seq, last, MAX_TURN_EVENTS, usize::MAX)? {
                 let Ok(ev) = serde_json::from_slice::<ServerEvent>(&stored.json) else { continue };
                 match ev.event {
                     RuntimeEvent::Text { text } => {

@@ -79,19 +79,23 @@ pub(crate) fn parse_line(line: &[u8]) -> Option<(i64, i64, &[u8])> {
 }
 
 /// The events of the block starting at `first_seq` (its `data`) with `after < seq <= through`,
-/// appended to `out` in the block's order until `out` holds `limit`. A line that does not parse
+/// appended to `out` in the block's order until `out` holds `limit` or the JSON of what it holds
+/// (counted in `bytes`) reaches `max_bytes`. A line that does not parse
 /// is skipped, and said (never a panic: the store may have been written by anyone).
-pub(crate) fn read_block(first_seq: i64, data: &[u8], after: i64, through: i64, limit: usize, out: &mut Vec<StoredEvent>) {
+pub(crate) fn read_block(first_seq: i64, data: &[u8], (after, through): (i64, i64), (limit, max_bytes): (usize, usize), out: &mut Vec<StoredEvent>, bytes: &mut usize) {
     let mut bad = 0usize;
     for line in data.split(|&b| b == b'\n') {
-        if out.len() >= limit {
+        if out.len() >= limit || (*bytes >= max_bytes && !out.is_empty()) {
             break;
         }
         if line.is_empty() {
             continue;
         }
         match parse_line(line) {
-            Some((seq, time_ms, json)) if seq > after && seq <= through => out.push(StoredEvent { seq, time_ms, json: json.to_vec() }),
+            Some((seq, time_ms, json)) if seq > after && seq <= through => {
+                *bytes += json.len();
+                out.push(StoredEvent { seq, time_ms, json: json.to_vec() });
+            }
             Some(_) => {}
             None => bad += 1,
         }

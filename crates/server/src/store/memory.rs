@@ -94,7 +94,7 @@ impl Store for MemoryStore {
         Ok(self.held().last_seq)
     }
 
-    fn events_after(&self, _after: i64, _through: i64, _limit: usize) -> Result<Vec<StoredEvent>, StoreError> {
+    fn events_after(&self, _after: i64, _through: i64, _limit: usize, _max_bytes: usize) -> Result<Vec<StoredEvent>, StoreError> {
         Ok(Vec::new())
     }
 

@@ -336,13 +336,16 @@ pub trait Store: Send + Sync {
     /// When the store cannot be read.
     fn last_seq(&self) -> Result<i64, StoreError>;
 
-    /// At most `limit` events with a sequence number above `after` and at most `through`,
-    /// oldest first. Events pruned by retention are simply not there.
+    /// Events with a sequence number above `after` and at most `through`, oldest first: at most
+    /// `limit` of them, and no more once their JSON reaches `max_bytes` (at least one when there
+    /// is any). Fewer than asked means a bound was reached or there are no more: a reader goes on
+    /// after the last one it got until it gets none. Events pruned by retention are simply not
+    /// there.
     ///
     /// # Errors
     ///
     /// When the store cannot be read.
-    fn events_after(&self, after: i64, through: i64, limit: usize) -> Result<Vec<StoredEvent>, StoreError>;
+    fn events_after(&self, after: i64, through: i64, limit: usize, max_bytes: usize) -> Result<Vec<StoredEvent>, StoreError>;
 
     /// Deletes events older than the newest `keep`; returns how many went. A store that keeps
     /// events in blocks (SQLite: one block a group commit) deletes whole blocks only, so it may

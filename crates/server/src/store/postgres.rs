@@ -616,7 +616,7 @@ impl Store for PostgresStore {
     /// and last), at least those past its first `after + 1 - first_seq` sequence numbers and
     /// before its last `last_seq - through` are in the range. When a block holds fewer than its
     /// count says (lines that do not parse), the read goes on after it.
-    fn events_after(&self, after: i64, through: i64, limit: usize) -> Result<Vec<StoredEvent>, StoreError> {
+    fn events_after(&self, after: i64, through: i64, limit: usize, max_bytes: usize) -> Result<Vec<StoredEvent>, StoreError> {
         if limit == 0 || through <= after {
             return Ok(Vec::new());
         }
@@ -639,22 +639,22 @@ impl Store for PostgresStore {
                 WHERE runtime = $1 AND first_seq >= (SELECT min(first_seq) FROM candidates) AND first_seq <= coalesce((SELECT first_seq FROM enough), $3) AND last_seq > $2
                 ORDER BY first_seq",
             )?;
-            let (mut out, mut from) = (Vec::new(), after);
+            let (mut out, mut from, mut bytes) = (Vec::new(), after, 0);
             loop {
                 let rows = client.query(&read, &[&name, &from, &through, &limit_of(limit - out.len())])?;
                 let (mut cut, mut last) = (false, None);
                 for row in &rows {
-                    if out.len() >= limit {
+                    if out.len() >= limit || (bytes >= max_bytes && !out.is_empty()) {
                         break;
                     }
                     let (first_seq, last_seq, data): (i64, i64, &str) = (row.get(0), row.get(1), row.get(2));
-                    read_block(first_seq, data.as_bytes(), from, through, limit, &mut out);
+                    read_block(first_seq, data.as_bytes(), (from, through), (limit, max_bytes), &mut out, &mut bytes);
                     (cut, last) = (row.get(3), Some(last_seq));
                 }
                 // Short of `limit` only because a block held fewer than its count says: on
                 // after it (its last sequence number is above `from`, so this ends).
                 match last {
-                    Some(last) if cut && out.len() < limit && last < through => from = last,
+                    Some(last) if cut && out.len() < limit && (bytes < max_bytes || out.is_empty()) && last < through => from = last,
                     _ => return Ok(out),
                 }
             }

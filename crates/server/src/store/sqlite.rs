@@ -433,7 +433,7 @@ impl Store for SqliteStore {
 
     /// Reads the blocks that hold events of the range, in order, and stops at the first that
     /// completes `limit`.
-    fn events_after(&self, after: i64, through: i64, limit: usize) -> Result<Vec<StoredEvent>, StoreError> {
+    fn events_after(&self, after: i64, through: i64, limit: usize, max_bytes: usize) -> Result<Vec<StoredEvent>, StoreError> {
         if limit == 0 || through <= after {
             return Ok(Vec::new());
         }
@@ -447,8 +447,9 @@ impl Store for SqliteStore {
                  ORDER BY first_seq",
             )?;
             let mut rows = stmt.query(params![after, through])?;
-            let mut out = Vec::new();
+            let (mut out, mut bytes) = (Vec::new(), 0);
             while out.len() < limit
+                && (bytes < max_bytes || out.is_empty())
                 && let Some(row) = rows.next()?
             {
                 let first_seq: i64 = row.get(0)?;
@@ -460,7 +461,7 @@ impl Store for SqliteStore {
                         continue;
                     }
                 };
-                read_block(first_seq, data, after, through, limit, &mut out);
+                read_block(first_seq, data, (after, through), (limit, max_bytes), &mut out, &mut bytes);
             }
             Ok(out)
         };
@@ -662,10 +663,10 @@ mod tests {
             ])
             .expect("written");
         assert_eq!(store.last_seq().unwrap(), 3);
-        let evs = store.events_after(1, 3, 10).unwrap();
+        let evs = store.events_after(1, 3, 10, usize::MAX).unwrap();
         assert_eq!(evs.iter().map(|e| e.seq).collect::<Vec<_>>(), [2, 3]);
         assert_eq!(evs[1].json, e3.as_bytes());
-        assert_eq!(store.events_after(0, 3, 1).unwrap().len(), 1, "the limit is kept");
+        assert_eq!(store.events_after(0, 3, 1, usize::MAX).unwrap().len(), 1, "the limit is kept");
         let turns = store.turns(10).unwrap();
         assert_eq!(turns.len(), 1);
         assert_eq!((turns[0].outcome.as_str(), turns[0].result.as_deref(), turns[0].last_seq, turns[0].ended_ms), ("completed", Some("hi"), Some(3), Some(2000)));
@@ -685,7 +686,7 @@ mod tests {
         let e4 = event(4);
         store.write(&[Record::Event { seq: 4, time_ms: 4, json: e4.as_bytes() }]).expect("written");
         assert_eq!(store.prune(1).unwrap(), 3);
-        assert_eq!(store.events_after(0, 10, 10).unwrap().iter().map(|e| e.seq).collect::<Vec<_>>(), [4]);
+        assert_eq!(store.events_after(0, 10, 10, usize::MAX).unwrap().iter().map(|e| e.seq).collect::<Vec<_>>(), [4]);
         assert_eq!(store.last_seq().unwrap(), 4);
         drop(store);
         let again = SqliteStore::open(&path).expect("the store opens again");
@@ -756,9 +757,9 @@ mod tests {
             assert_eq!((version, application, events_table), (SCHEMA_VERSION, APPLICATION_ID, 0), "from version {from}");
             assert_eq!(store.last_seq().unwrap(), if from >= 1 { old_newest } else { 0 }, "from version {from}");
             // Every event comes back, in order, with its time and JSON.
-            let back: Vec<(i64, i64, String)> = store.events_after(0, i64::MAX, usize::MAX).unwrap().into_iter().map(|e| (e.seq, e.time_ms, String::from_utf8(e.json).unwrap())).collect();
+            let back: Vec<(i64, i64, String)> = store.events_after(0, i64::MAX, usize::MAX, usize::MAX).unwrap().into_iter().map(|e| (e.seq, e.time_ms, String::from_utf8(e.json).unwrap())).collect();
             assert_eq!(back, if from >= 1 { old_events.clone() } else { vec![] }, "from version {from}");
-            assert_eq!(store.events_after(1020, 1030, 6).unwrap().iter().map(|e| e.seq).collect::<Vec<_>>(), if from >= 1 { (1021..=1026).collect() } else { vec![] }, "from version {from}");
+            assert_eq!(store.events_after(1020, 1030, 6, usize::MAX).unwrap().iter().map(|e| e.seq).collect::<Vec<_>>(), if from >= 1 { (1021..=1026).collect() } else { vec![] }, "from version {from}");
             // The migrated store takes every kind of record.
             let s = start(50, "conv-m");
             let e = event(50);
@@ -794,7 +795,7 @@ mod tests {
     }
 
     fn seqs(store: &SqliteStore) -> Vec<i64> {
-        store.events_after(i64::MIN, i64::MAX, usize::MAX).unwrap().iter().map(|e| e.seq).collect()
+        store.events_after(i64::MIN, i64::MAX, usize::MAX, usize::MAX).unwrap().iter().map(|e| e.seq).collect()
     }
 
     /// The blocks as stored: first and last sequence number and count.
@@ -817,14 +818,31 @@ mod tests {
             for through in after - 1..=16 {
                 for limit in 0..=15 {
                     let want: Vec<i64> = all.iter().copied().filter(|&s| s > after && s <= through).take(limit).collect();
-                    let got = store.events_after(after, through, limit).unwrap();
-                    assert_eq!(got.iter().map(|e| e.seq).collect::<Vec<_>>(), want, "events_after({after}, {through}, {limit})");
+                    let got = store.events_after(after, through, limit, usize::MAX).unwrap();
+                    assert_eq!(got.iter().map(|e| e.seq).collect::<Vec<_>>(), want, "events_after({after}, {through}, {limit}, usize::MAX)");
                     for e in &got {
                         assert_eq!((e.time_ms, e.json.as_slice()), (100 + e.seq, event(e.seq).as_bytes()), "event {}", e.seq);
                     }
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_read_stops_once_the_json_reaches_its_byte_bound_past_at_least_one_event() {
+        let store = SqliteStore::open(&temp("blocks-bytes")).expect("a new store");
+        for run in [1..=3, 4..=8] {
+            write_events(&store, run, |seq| seq);
+        }
+        let size = event(1).len();
+        assert!((1..=8).all(|seq| event(seq).len() == size), "equal sizes make the bound exact");
+        for max_bytes in [0, 1, size, size + 1, 3 * size, 4 * size - 1, 100 * size] {
+            // As many events as it takes to reach the bound (one at least), the limit aside.
+            let want = max_bytes.div_ceil(size).clamp(1, 8);
+            let got = store.events_after(0, 8, 100, max_bytes).unwrap();
+            assert_eq!(got.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=want as i64).collect::<Vec<_>>(), "max_bytes {max_bytes}");
+        }
+        assert_eq!(store.events_after(2, 8, 2, usize::MAX).unwrap().iter().map(|e| e.seq).collect::<Vec<_>>(), [3, 4], "the limit still holds");
     }
 
     #[test]
@@ -846,7 +864,7 @@ mod tests {
         // Around and between stored blocks: a block for each run the store lacks.
         first(&store, 2..=15);
         assert_eq!(blocks(&store), [(1, 3, 3), (4, 6, 3), (7, 9, 3), (10, 12, 3), (13, 15, 3)]);
-        let back = store.events_after(0, i64::MAX, usize::MAX).unwrap();
+        let back = store.events_after(0, i64::MAX, usize::MAX, usize::MAX).unwrap();
         assert_eq!(back.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=15).collect::<Vec<_>>());
         for e in &back {
             let again = String::from_utf8_lossy(&e.json).contains("again");
@@ -856,7 +874,7 @@ mod tests {
         let (a, b, c) = (event(17), event(16), r#"{"seq":17,"second":true}"#.to_owned());
         store.write(&[Record::Event { seq: 17, time_ms: 1, json: a.as_bytes() }, Record::Event { seq: 16, time_ms: 1, json: b.as_bytes() }, Record::Event { seq: 17, time_ms: 1, json: c.as_bytes() }]).expect("written");
         assert_eq!(blocks(&store).last(), Some(&(16, 17, 2)));
-        assert_eq!(store.events_after(15, 17, 10).unwrap().iter().map(|e| e.json.clone()).collect::<Vec<_>>(), [b.into_bytes(), a.into_bytes()]);
+        assert_eq!(store.events_after(15, 17, 10, usize::MAX).unwrap().iter().map(|e| e.json.clone()).collect::<Vec<_>>(), [b.into_bytes(), a.into_bytes()]);
         assert_eq!(store.last_seq().unwrap(), 17);
     }
 
@@ -932,10 +950,10 @@ mod tests {
         let store = SqliteStore::open(&temp("blocks-bad")).expect("a new store");
         let data = "1\t10\t{\"a\":1}\nnot a line\n2\tten\t{}\nx\t1\t{}\n3\t30\n4\t40\t{\"b\":\"\t\"}\n\n5\t50\t{}";
         store.writer().execute("INSERT INTO event_blocks (first_seq, last_seq, count, time_ms, data) VALUES (1, 5, 5, 50, ?1)", params![data]).unwrap();
-        let back: Vec<(i64, i64, String)> = store.events_after(0, 10, 10).unwrap().into_iter().map(|e| (e.seq, e.time_ms, String::from_utf8(e.json).unwrap())).collect();
+        let back: Vec<(i64, i64, String)> = store.events_after(0, 10, 10, usize::MAX).unwrap().into_iter().map(|e| (e.seq, e.time_ms, String::from_utf8(e.json).unwrap())).collect();
         assert_eq!(back, [(1, 10, r#"{"a":1}"#.to_owned()), (4, 40, "{\"b\":\"\t\"}".to_owned()), (5, 50, "{}".to_owned())]);
         store.writer().execute("INSERT INTO event_blocks (first_seq, last_seq, count, time_ms, data) VALUES (6, 6, 1, 60, x'00ff')", []).unwrap();
-        assert_eq!(store.events_after(5, 10, 10).unwrap(), [], "a block of bytes that are no lines");
+        assert_eq!(store.events_after(5, 10, 10, usize::MAX).unwrap(), [], "a block of bytes that are no lines");
     }
 
     #[test]
