@@ -1420,7 +1420,7 @@ impl<'a> Emitter<'a> {
         Self::header(
             &mut out,
             &format!(
-                "Typed calls for the methods of `{}`: one per branch, with its params and its result type.\n\nA client inherits these and supplies `_call` (for any JSON-RPC 2.0 service over HTTP:\n`openagents.rpc.AsyncRpcClient` and `RpcClient`).",
+                "Typed calls for the methods of `{}`: one per branch, with its params and its result type.\n\nA client inherits these and supplies `_call` (for any JSON-RPC 2.0 service over HTTP,\na WebSocket or a child's stdio: `openagents.rpc.AsyncRpcClient` and `RpcClient`).",
                 ms.union
             ),
         );
