@@ -149,37 +149,14 @@ fn history_pages_follow_the_cursor_with_ties_by_bytewise_id_and_count_turns_by_n
 
 #[test]
 fn a_prune_by_age_deletes_leading_old_blocks_within_the_limit() {
+    use openagents_server::store::vectors;
     let Some(url) = database("age") else { return };
-    // Blocks 1..=3, 4..=8, 9, 10..=13 with the newest times 10, 20, 30, 40 (older events of a
-    // block are older), and a clock set back: 14..=15 at 5.
-    let time = |seq: i64| match seq {
-        1..=3 => 10 - (3 - seq),
-        4..=8 => 20 - (8 - seq),
-        9 => 30,
-        10..=13 => 40 - (13 - seq),
-        _ => 5,
-    };
-    // (cutoff, limit, events deleted, first event left), each on a name of its own.
-    let cases: [(i64, usize, u64, Option<i64>); 12] = [
-        (10, 100, 0, Some(1)),   // the first block's newest is not before the cutoff
-        (11, 100, 3, Some(4)),   // its newest is
-        (20, 100, 3, Some(4)),   // the second has one event at the cutoff
-        (21, 100, 8, Some(9)),   //
-        (35, 100, 9, Some(10)),  // 10..=13 stops it: the set-back 14..=15 behind stay
-        (41, 100, 15, None),     //
-        (41, 0, 0, Some(1)),     // a limit of 0 deletes nothing
-        (41, 8, 8, Some(9)),     // the limit at a block's end
-        (41, 7, 3, Some(4)),     // the next block would pass the limit: it stays
-        (41, 3, 3, Some(4)),     //
-        (41, 2, 3, Some(4)),     // the first block alone is over the limit: it goes all the same
-        (41, 1, 3, Some(4)),     //
-    ];
     let neighbour = PostgresStore::open(&url, "neighbour").expect("another name");
     write_events(&neighbour, 1..=3, |_| 1);
-    for (i, (cutoff, limit, deleted, first)) in cases.into_iter().enumerate() {
+    for (i, (cutoff, limit, deleted, first)) in vectors::PRUNE_BY_AGE.into_iter().enumerate() {
         let store = PostgresStore::open(&url, &format!("age-{i}")).expect("a new name");
-        for run in [1..=3, 4..=8, 9..=9, 10..=13, 14..=15] {
-            write_events(&store, run, time);
+        for run in vectors::AGE_BLOCKS {
+            write_events(&store, run, vectors::age_time);
         }
         assert_eq!(store.prune_older_than(cutoff, limit).expect("pruned"), deleted, "prune_older_than({cutoff}, {limit})");
         assert_eq!(seqs(&store).first().copied(), first, "prune_older_than({cutoff}, {limit})");
@@ -190,7 +167,7 @@ fn a_prune_by_age_deletes_leading_old_blocks_within_the_limit() {
     // returning the limit deleted a block.
     for limit in 1..=16 {
         let store = PostgresStore::open(&url, &format!("age-loop-{limit}")).expect("a new name");
-        for run in [1..=3, 4..=8, 9..=9, 10..=13, 14..=15] {
+        for run in vectors::AGE_BLOCKS {
             write_events(&store, run, |_| 1);
         }
         let mut calls = 0;

@@ -10,6 +10,31 @@ use super::{Record, StoredEvent};
 /// more) does not pin its memory for the life of the store.
 pub(crate) const BLOCK_BUFFER_KEEP: usize = 2 << 20;
 
+/// What one prune by age deletes, from the oldest blocks as `(first_seq, count, time_ms)` in
+/// order (the first `limit + 1` of them are enough): the leading run of blocks wholly before
+/// `cutoff_ms` (a block's `time_ms` is its newest event's), within `limit` events unless the
+/// first block alone is over it (it goes all the same, or a block bigger than the limit would
+/// never go). `(the first_seq of the run's last block, events it holds)`; `None` deletes nothing.
+pub(crate) fn leading_old_blocks(blocks: impl IntoIterator<Item = (i64, i64, i64)>, cutoff_ms: i64, limit: usize) -> (Option<i64>, u64) {
+    let limit = limit as u64;
+    let (mut through, mut deleted) = (None, 0u64);
+    if limit == 0 {
+        return (through, deleted);
+    }
+    for (first_seq, count, time_ms) in blocks {
+        let count = count.max(0) as u64;
+        if time_ms >= cutoff_ms || (through.is_some() && deleted + count > limit) {
+            break;
+        }
+        through = Some(first_seq);
+        deleted += count;
+        if deleted >= limit {
+            break;
+        }
+    }
+    (through, deleted)
+}
+
 /// The events of `batch`, as `(seq, time_ms, json)` in order of sequence number, each once. The
 /// hub hands them over in order; anything else is put in order (the first of a repeated
 /// sequence number is the one kept, as a second insert of it would be skipped).

@@ -14,6 +14,8 @@ mod block;
 mod memory;
 mod postgres;
 mod sqlite;
+#[doc(hidden)]
+pub mod vectors;
 
 pub use memory::MemoryStore;
 pub use self::postgres::{CONNECT_TIMEOUT, POSTGRES_SCHEMA_VERSION, PostgresStore, RECONNECT_FIRST, RECONNECT_MAX, SEND_TIMEOUT};

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use postgres::{Client, Config, GenericClient, NoTls, Row, Statement};
 
-use super::block::{BLOCK_BUFFER_KEEP, build_blocks, events_of, read_block};
+use super::block::{BLOCK_BUFFER_KEEP, build_blocks, events_of, leading_old_blocks, read_block};
 use super::{AgentSession, ConversationCursor, ConversationRecord, ConversationSummary, Outcome, Record, Store, StoreError, StoredEvent, TurnRecord, TurnStart, restarted_error, title_of};
 
 /// The migrations, in order: migration `n` (from 1) takes a database from version `n - 1` to
@@ -694,21 +694,8 @@ impl Store for PostgresStore {
             // The oldest `limit + 1` blocks (each holds an event at least; the primary key: no
             // scan beyond them), and the last of the leading run wholly before the cutoff. Two
             // statements, no transaction: the name's lock makes this connection its only writer.
-            let limit = limit as u64;
             let rows = client.query("SELECT first_seq, count, time_ms FROM openagents_event_blocks WHERE runtime = $1 ORDER BY first_seq LIMIT $2", &[&name, &i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1)])?;
-            let (mut through, mut deleted) = (None, 0u64);
-            for row in &rows {
-                let (first_seq, count, time_ms): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
-                let count = count.max(0) as u64;
-                if time_ms >= cutoff_ms || (through.is_some() && deleted + count > limit) {
-                    break;
-                }
-                through = Some(first_seq);
-                deleted += count;
-                if deleted >= limit {
-                    break;
-                }
-            }
+            let (through, deleted) = leading_old_blocks(rows.iter().map(|row| (row.get(0), row.get(1), row.get(2))), cutoff_ms, limit);
             if let Some(through) = through {
                 client.execute("DELETE FROM openagents_event_blocks WHERE runtime = $1 AND first_seq <= $2", &[&name, &through])?;
             }

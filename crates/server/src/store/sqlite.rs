@@ -26,7 +26,7 @@ use std::sync::Mutex;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
-use super::block::{BLOCK_BUFFER_KEEP, build_blocks, events_of, parse_line, push_line, read_block};
+use super::block::{BLOCK_BUFFER_KEEP, build_blocks, events_of, leading_old_blocks, parse_line, push_line, read_block};
 use super::{AgentSession, ConversationCursor, ConversationRecord, ConversationSummary, Outcome, Record, Store, StoreError, StoredEvent, TurnRecord, TurnStart, restarted_error, title_of};
 
 /// `PRAGMA application_id` of our databases: "OAgt".
@@ -496,9 +496,7 @@ impl Store for SqliteStore {
     /// `cutoff_ms` and the events deleted stay within `limit` (reading at most `limit + 1`
     /// blocks). One exception, so that pruning always progresses: when the oldest block alone
     /// holds more than `limit` events and is old enough, it goes by itself, and the count
-    /// returned is above `limit`. A return of exactly `limit` means more old blocks may be
-    /// left; each such call deletes at least one block, so calling again while it returns
-    /// `limit` ends.
+    /// returned is above `limit`. Returns 0 only when no block old enough leads.
     fn prune_older_than(&self, cutoff_ms: i64, limit: usize) -> Result<u64, StoreError> {
         if limit == 0 {
             return Ok(0);
@@ -508,24 +506,10 @@ impl Store for SqliteStore {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             // The oldest `limit + 1` blocks (each holds an event at least; the primary key: no
             // scan beyond them), and the last of the leading run wholly before the cutoff.
-            let limit = limit as u64;
             let (through, deleted) = {
                 let mut stmt = tx.prepare("SELECT first_seq, count, time_ms FROM event_blocks ORDER BY first_seq LIMIT ?1")?;
-                let mut rows = stmt.query(params![i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1)])?;
-                let (mut through, mut deleted) = (None, 0u64);
-                while let Some(row) = rows.next()? {
-                    let (first_seq, count, time_ms): (i64, i64, i64) = (row.get(0)?, row.get(1)?, row.get(2)?);
-                    let count = count.max(0) as u64;
-                    if time_ms >= cutoff_ms || (through.is_some() && deleted + count > limit) {
-                        break;
-                    }
-                    through = Some(first_seq);
-                    deleted += count;
-                    if deleted >= limit {
-                        break;
-                    }
-                }
-                (through, deleted)
+                let blocks = stmt.query_map(params![i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1)], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect::<rusqlite::Result<Vec<_>>>()?;
+                leading_old_blocks(blocks, cutoff_ms, limit)
             };
             if let Some(through) = through {
                 tx.execute("DELETE FROM event_blocks WHERE first_seq <= ?1", params![through])?;
@@ -898,49 +882,27 @@ mod tests {
 
     #[test]
     fn prune_older_than_deletes_leading_old_blocks_within_the_limit() {
-        // Blocks 1..=3, 4..=8, 9, 10..=13 with the newest times 10, 20, 30, 40 (older events of
-        // a block are older), and a clock set back: 14..=15 at 5.
-        let time = |seq: i64| match seq {
-            1..=3 => 10 - (3 - seq),
-            4..=8 => 20 - (8 - seq),
-            9 => 30,
-            10..=13 => 40 - (13 - seq),
-            _ => 5,
-        };
-        // (cutoff, limit, events deleted, first event left), each on a fresh store.
-        let cases: [(i64, usize, u64, Option<i64>); 12] = [
-            (10, 100, 0, Some(1)),   // the first block's newest is not before the cutoff
-            (11, 100, 3, Some(4)),   // its newest is
-            (20, 100, 3, Some(4)),   // the second has one event at the cutoff
-            (21, 100, 8, Some(9)),   //
-            (35, 100, 9, Some(10)),  // 10..=13 stops it: the set-back 14..=15 behind stay
-            (41, 100, 15, None),     //
-            (41, 0, 0, Some(1)),     // a limit of 0 deletes nothing
-            (41, 8, 8, Some(9)),     // the limit at a block's end
-            (41, 7, 3, Some(4)),     // the next block would pass the limit: it stays
-            (41, 3, 3, Some(4)),     //
-            (41, 2, 3, Some(4)),     // the first block alone is over the limit: it goes all the same
-            (41, 1, 3, Some(4)),     //
-        ];
-        for (i, (cutoff, limit, deleted, first)) in cases.into_iter().enumerate() {
+        use crate::store::vectors;
+        for (i, (cutoff, limit, deleted, first)) in vectors::PRUNE_BY_AGE.into_iter().enumerate() {
             let store = SqliteStore::open(&temp(&format!("blocks-age-{i}"))).expect("a new store");
-            for run in [1..=3, 4..=8, 9..=9, 10..=13, 14..=15] {
-                write_events(&store, run, time);
+            for run in vectors::AGE_BLOCKS {
+                write_events(&store, run, vectors::age_time);
             }
             assert_eq!(store.prune_older_than(cutoff, limit).unwrap(), deleted, "prune_older_than({cutoff}, {limit})");
             assert_eq!(seqs(&store).first().copied(), first, "prune_older_than({cutoff}, {limit})");
             assert_eq!(store.last_seq().unwrap(), 15, "the newest sequence number given out stays");
         }
-        // The hub's loop, `while prune_older_than(..) == limit {}`, ends, whatever the limit.
+        // The hub's loop, `while prune_older_than(..) > 0 {}`, ends, whatever the limit, and a call
+        // returning the limit deleted a block.
         for limit in 1..=16 {
             let store = SqliteStore::open(&temp(&format!("blocks-age-loop-{limit}"))).expect("a new store");
-            for run in [1..=3, 4..=8, 9..=9, 10..=13, 14..=15] {
+            for run in vectors::AGE_BLOCKS {
                 write_events(&store, run, |_| 1);
             }
             let mut calls = 0;
-            while store.prune_older_than(i64::MAX, limit).unwrap() == limit as u64 {
+            while store.prune_older_than(i64::MAX, limit).unwrap() > 0 {
                 calls += 1;
-                assert!(calls <= 5, "limit {limit}: each call returning the limit deleted a block");
+                assert!(calls <= 5, "limit {limit}: each call deleted a block");
             }
         }
     }
