@@ -144,6 +144,16 @@ class Stdio:
         """The command line, for messages."""
         return f"`{shlex.join(self.command)}`"
 
+    def _spawn_options(self) -> dict[str, Any]:
+        """What `subprocess.Popen` and `asyncio.create_subprocess_exec` take besides the argv."""
+        env = dict(self.env) if self.env is not None else None
+        return {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": self.stderr, "env": env, "cwd": self.cwd}
+
+    def _ended(self, code: int | None) -> TransportError:
+        """The error of calls left waiting when the child closed its output (exit `code` if known)."""
+        exited = f" and exited with code {code}" if code is not None else ""
+        return TransportError(f"{self.where} closed its output{exited}")
+
 
 def wire_params(spec: _rt.MethodSpec[Any], params: object) -> tuple[bool, JsonValue]:
     """Whether the request carries params, and the params as they go on the wire, checked
@@ -484,19 +494,13 @@ class _SyncLines:
 class _SyncProcess(_SyncLines):
     def __init__(self, stdio: Stdio, max_bytes: int) -> None:
         try:
-            proc = subprocess.Popen(
-                list(stdio.command),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stdio.stderr,
-                env=dict(stdio.env) if stdio.env is not None else None,
-                cwd=stdio.cwd,
-            )
+            proc = subprocess.Popen(list(stdio.command), **stdio._spawn_options())
         except OSError as e:
             raise TransportError(f"cannot start {stdio.where}: {e}") from e
         assert proc.stdin is not None and proc.stdout is not None
         super().__init__(proc.stdout, proc.stdin, max_bytes, stdio.where)
         self._proc = proc
+        self._stdio = stdio
         self._close_timeout = stdio.close_timeout
 
     def _ended(self) -> TransportError:
@@ -504,8 +508,7 @@ class _SyncProcess(_SyncLines):
             code: int | None = self._proc.wait(1.0)
         except subprocess.TimeoutExpired:
             code = None
-        exited = f" and exited with code {code}" if code is not None else ""
-        return TransportError(f"{self.where} closed its output{exited}")
+        return self._stdio._ended(code)
 
     def close(self) -> None:
         super().close()  # the end of its input: a server answers what is in flight and exits
@@ -797,19 +800,13 @@ class _AsyncProcess(_AsyncLines):
         assert proc.stdin is not None and proc.stdout is not None
         super().__init__(proc.stdout, proc.stdin, max_bytes, stdio.where)
         self._proc = proc
+        self._stdio = stdio
         self._close_timeout = stdio.close_timeout
 
     @classmethod
     async def start(cls, stdio: Stdio, max_bytes: int) -> _AsyncProcess:
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *stdio.command,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stdio.stderr,
-                env=dict(stdio.env) if stdio.env is not None else None,
-                cwd=stdio.cwd,
-            )
+            proc = await asyncio.create_subprocess_exec(*stdio.command, **stdio._spawn_options())
         except OSError as e:
             raise TransportError(f"cannot start {stdio.where}: {e}") from e
         return cls(proc, stdio, max_bytes)
@@ -819,8 +816,7 @@ class _AsyncProcess(_AsyncLines):
             code: int | None = await asyncio.wait_for(self._proc.wait(), 1.0)
         except asyncio.TimeoutError:
             code = None
-        exited = f" and exited with code {code}" if code is not None else ""
-        return TransportError(f"{self.where} closed its output{exited}")
+        return self._stdio._ended(code)
 
     async def close(self) -> None:
         with contextlib.suppress(OSError, RuntimeError):
