@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use openagents_protocol::RuntimeEvent;
 use openagents_server::events::EventHub;
+use openagents_server::store::vectors::{self, event, seqs, start, write_events};
 use openagents_server::store::{AgentSession, ConversationCursor, Outcome, POSTGRES_SCHEMA_VERSION, PostgresStore, Record, Store, StoreError, TurnEnd, TurnStart};
 
 /// A new, empty database on the test server: its URL, or `None` after saying the test was not run.
@@ -30,25 +31,6 @@ fn database(test: &str) -> Option<String> {
     admin.batch_execute(&format!("CREATE DATABASE {db}")).expect("a test database");
     let base = url.rsplit_once('/').map_or(url.as_str(), |(base, _)| base);
     Some(format!("{base}/{db}"))
-}
-
-fn start(first_seq: i64, conversation: &str) -> TurnStart {
-    TurnStart { assignment: format!("asg-{first_seq}"), conversation: conversation.into(), runner: "echo".into(), task: "say hello\nand more".into(), cwd: "/tmp".into(), started_ms: 1000 + first_seq, first_seq }
-}
-
-fn event(seq: i64) -> String {
-    format!(r#"{{"seq":{seq},"time_ms":1,"event":{{"type":"text","text":"t{seq}"}}}}"#)
-}
-
-fn seqs(store: &dyn Store) -> Vec<i64> {
-    store.events_after(0, i64::MAX, 1000, usize::MAX).expect("events").iter().map(|e| e.seq).collect()
-}
-
-/// Writes the events `seqs` (each at time `time_ms(seq)`) in one [`Store::write`]: one block.
-fn write_events(store: &dyn Store, seqs: impl IntoIterator<Item = i64>, time_ms: impl Fn(i64) -> i64) {
-    let events: Vec<(i64, String)> = seqs.into_iter().map(|seq| (seq, event(seq))).collect();
-    let batch: Vec<Record<'_>> = events.iter().map(|(seq, json)| Record::Event { seq: *seq, time_ms: time_ms(*seq), json: json.as_bytes() }).collect();
-    store.write(&batch).expect("written");
 }
 
 /// Runtime `name`'s blocks as stored: first and last sequence number and count.
@@ -149,7 +131,6 @@ fn history_pages_follow_the_cursor_with_ties_by_bytewise_id_and_count_turns_by_n
 
 #[test]
 fn a_prune_by_age_deletes_leading_old_blocks_within_the_limit() {
-    use openagents_server::store::vectors;
     let Some(url) = database("age") else { return };
     let neighbour = PostgresStore::open(&url, "neighbour").expect("another name");
     write_events(&neighbour, 1..=3, |_| 1);
@@ -311,19 +292,7 @@ fn versions_1_and_2_migrate_to_the_current_one_keeping_every_event_of_every_name
 #[test]
 fn a_read_stops_once_the_json_reaches_its_byte_bound_past_at_least_one_event() {
     let Some(url) = database("blocks_bytes") else { return };
-    let store = PostgresStore::open(&url, "alpha").expect("a new store");
-    for run in [1..=3, 4..=8] {
-        write_events(&store, run, |seq| seq);
-    }
-    let size = event(1).len();
-    assert!((1..=8).all(|seq| event(seq).len() == size), "equal sizes make the bound exact");
-    for max_bytes in [0, 1, size, size + 1, 3 * size, 4 * size - 1, 100 * size] {
-        // As many events as it takes to reach the bound (one at least), the limit aside.
-        let want = max_bytes.div_ceil(size).clamp(1, 8);
-        let got = store.events_after(0, 8, 100, max_bytes).expect("events");
-        assert_eq!(got.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=want as i64).collect::<Vec<_>>(), "max_bytes {max_bytes}");
-    }
-    assert_eq!(store.events_after(2, 8, 2, usize::MAX).expect("events").iter().map(|e| e.seq).collect::<Vec<_>>(), [3, 4], "the limit still holds");
+    vectors::check_byte_bound(&PostgresStore::open(&url, "alpha").expect("a new store"));
 }
 
 #[test]

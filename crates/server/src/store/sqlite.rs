@@ -614,20 +614,13 @@ impl Store for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::vectors::{self, event, seqs, start, write_events};
 
     fn temp(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("openagents-store-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("a temporary folder");
         dir.join("store.db")
-    }
-
-    fn start(first_seq: i64, conversation: &str) -> TurnStart {
-        TurnStart { assignment: format!("asg-{first_seq}"), conversation: conversation.into(), runner: "echo".into(), task: "say hello\nand more".into(), cwd: "/tmp".into(), started_ms: 1000 + first_seq, first_seq }
-    }
-
-    fn event(seq: i64) -> String {
-        format!(r#"{{"seq":{seq},"time_ms":1,"event":{{"type":"text","text":"t{seq}"}}}}"#)
     }
 
     #[test]
@@ -772,16 +765,6 @@ mod tests {
     }
 
     /// Writes the events `seqs` (each at time `time_ms(seq)`) in one [`Store::write`]: one block.
-    fn write_events(store: &SqliteStore, seqs: impl IntoIterator<Item = i64>, time_ms: impl Fn(i64) -> i64) {
-        let events: Vec<(i64, String)> = seqs.into_iter().map(|seq| (seq, event(seq))).collect();
-        let batch: Vec<Record<'_>> = events.iter().map(|(seq, json)| Record::Event { seq: *seq, time_ms: time_ms(*seq), json: json.as_bytes() }).collect();
-        store.write(&batch).expect("written");
-    }
-
-    fn seqs(store: &SqliteStore) -> Vec<i64> {
-        store.events_after(i64::MIN, i64::MAX, usize::MAX, usize::MAX).unwrap().iter().map(|e| e.seq).collect()
-    }
-
     /// The blocks as stored: first and last sequence number and count.
     fn blocks(store: &SqliteStore) -> Vec<(i64, i64, i64)> {
         let conn = store.reader();
@@ -814,19 +797,7 @@ mod tests {
 
     #[test]
     fn a_read_stops_once_the_json_reaches_its_byte_bound_past_at_least_one_event() {
-        let store = SqliteStore::open(&temp("blocks-bytes")).expect("a new store");
-        for run in [1..=3, 4..=8] {
-            write_events(&store, run, |seq| seq);
-        }
-        let size = event(1).len();
-        assert!((1..=8).all(|seq| event(seq).len() == size), "equal sizes make the bound exact");
-        for max_bytes in [0, 1, size, size + 1, 3 * size, 4 * size - 1, 100 * size] {
-            // As many events as it takes to reach the bound (one at least), the limit aside.
-            let want = max_bytes.div_ceil(size).clamp(1, 8);
-            let got = store.events_after(0, 8, 100, max_bytes).unwrap();
-            assert_eq!(got.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=want as i64).collect::<Vec<_>>(), "max_bytes {max_bytes}");
-        }
-        assert_eq!(store.events_after(2, 8, 2, usize::MAX).unwrap().iter().map(|e| e.seq).collect::<Vec<_>>(), [3, 4], "the limit still holds");
+        vectors::check_byte_bound(&SqliteStore::open(&temp("blocks-bytes")).expect("a new store"));
     }
 
     #[test]
@@ -882,7 +853,6 @@ mod tests {
 
     #[test]
     fn prune_older_than_deletes_leading_old_blocks_within_the_limit() {
-        use crate::store::vectors;
         for (i, (cutoff, limit, deleted, first)) in vectors::PRUNE_BY_AGE.into_iter().enumerate() {
             let store = SqliteStore::open(&temp(&format!("blocks-age-{i}"))).expect("a new store");
             for run in vectors::AGE_BLOCKS {

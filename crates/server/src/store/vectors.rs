@@ -1,8 +1,49 @@
-//! What every durable store's tests of pruning by age share: one history of blocks and the
-//! outcomes [`super::Store::prune_older_than`] must give on it, so the SQLite and PostgreSQL
-//! stores are held to the same cases.
+//! What the SQLite and PostgreSQL stores' tests share, so both are held to the same cases: the
+//! events they write, and the outcomes pruning by age and bounded reads must give.
 
 use std::ops::RangeInclusive;
+
+use super::{Record, Store, TurnStart};
+
+/// The JSON of test event `seq` (the same size for every `seq` of one digit).
+pub fn event(seq: i64) -> String {
+    format!(r#"{{"seq":{seq},"time_ms":1,"event":{{"type":"text","text":"t{seq}"}}}}"#)
+}
+
+/// The start of a turn at `first_seq` in `conversation`.
+pub fn start(first_seq: i64, conversation: &str) -> TurnStart {
+    TurnStart { assignment: format!("asg-{first_seq}"), conversation: conversation.into(), runner: "echo".into(), task: "say hello\nand more".into(), cwd: "/tmp".into(), started_ms: 1000 + first_seq, first_seq }
+}
+
+/// Writes the events `seqs` (each [`event`], at time `time_ms(seq)`) in one [`Store::write`]:
+/// one block.
+pub fn write_events(store: &dyn Store, seqs: impl IntoIterator<Item = i64>, time_ms: impl Fn(i64) -> i64) {
+    let events: Vec<(i64, String)> = seqs.into_iter().map(|seq| (seq, event(seq))).collect();
+    let batch: Vec<Record<'_>> = events.iter().map(|(seq, json)| Record::Event { seq: *seq, time_ms: time_ms(*seq), json: json.as_bytes() }).collect();
+    store.write(&batch).expect("written");
+}
+
+/// The sequence numbers of every stored event, in order.
+pub fn seqs(store: &dyn Store) -> Vec<i64> {
+    store.events_after(i64::MIN, i64::MAX, usize::MAX, usize::MAX).expect("events").iter().map(|e| e.seq).collect()
+}
+
+/// On a fresh store: [`Store::events_after`] stops once the JSON it read reaches `max_bytes`,
+/// past one event at least, and the count limit still holds.
+pub fn check_byte_bound(store: &dyn Store) {
+    for run in [1..=3, 4..=8] {
+        write_events(store, run, |seq| seq);
+    }
+    let size = event(1).len();
+    assert!((1..=8).all(|seq| event(seq).len() == size), "equal sizes make the bound exact");
+    for max_bytes in [0, 1, size, size + 1, 3 * size, 4 * size - 1, 100 * size] {
+        // As many events as it takes to reach the bound (one at least), the limit aside.
+        let want = max_bytes.div_ceil(size).clamp(1, 8);
+        let got = store.events_after(0, 8, 100, max_bytes).expect("events");
+        assert_eq!(got.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=want as i64).collect::<Vec<_>>(), "max_bytes {max_bytes}");
+    }
+    assert_eq!(store.events_after(2, 8, 2, usize::MAX).expect("events").iter().map(|e| e.seq).collect::<Vec<_>>(), [3, 4], "the limit still holds");
+}
 
 /// The history, one [`super::Store::write`] (so one block) per run of sequence numbers: blocks
 /// 1..=3, 4..=8, 9, 10..=13, then 14..=15 written under a clock set back.
