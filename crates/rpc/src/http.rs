@@ -1,14 +1,17 @@
 //! The HTTP transports: `POST /rpc` (one message per body, its reply the response body; 204 when
-//! there is none), `GET /rpc` upgraded to a WebSocket (one message per text or binary frame,
-//! server notifications pushed as frames), and `GET /health`.
+//! there is none) and its CORS preflight `OPTIONS /rpc`, `GET /rpc` upgraded to a WebSocket (one
+//! message per text or binary frame, server notifications pushed as frames), `GET /health`, and
+//! `GET /metrics` when the server has metrics.
 //!
 //! Transport refusals are HTTP codes with a JSON-RPC error body: 401 (no or refused bearer
-//! token, with `WWW-Authenticate: Bearer`), 413 (a body over the frame bound), 415 (not JSON),
-//! 503 (shutting down). What a message means is decided by the core, answered with 200.
+//! token, with `WWW-Authenticate: Bearer`), 403 (a browser page of an origin not allowed, on
+//! every route, checked first), 413 (a body over the frame bound), 415 (not JSON), 503 (shutting
+//! down). What a message means is decided by the core, answered with 200.
 
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -17,6 +20,8 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
 
 use crate::message::error_reply;
+use crate::metrics::{ConnectionGauge, Transport};
+use crate::origin::{CORS_MAX_AGE, Caller};
 use crate::stdio::Connection;
 use crate::{Context, Identity, Peer, RpcError, RpcServer, codes};
 
@@ -32,11 +37,16 @@ mod close {
 }
 
 pub(crate) fn router(server: RpcServer) -> Router {
-    Router::new().route("/rpc", post(rpc_post).get(rpc_ws)).route("/health", get(health)).with_state(server)
+    let mut router = Router::new().route("/rpc", post(rpc_post).get(rpc_ws).options(preflight)).route("/health", get(health));
+    if server.metrics.is_some() {
+        router = router.route("/metrics", get(metrics));
+    }
+    router.with_state(server)
 }
 
 pub(crate) async fn serve(server: RpcServer, listener: tokio::net::TcpListener) -> std::io::Result<()> {
     let shutdown = server.shutdown.triggered();
+    let listener = Counted { listener, metrics: server.metrics.clone() };
     axum::serve(listener, router(server.clone())).with_graceful_shutdown(shutdown).await?;
     // Upgraded connections outlive their HTTP request: wait for each WebSocket to finish its
     // calls and close.
@@ -51,7 +61,61 @@ fn json(status: StatusCode, body: Vec<u8>) -> Response {
     r
 }
 
-fn refuse(status: StatusCode, e: &RpcError) -> Response {
+/// A TCP listener whose connections count in the `http` connections gauge while open.
+struct Counted {
+    listener: tokio::net::TcpListener,
+    metrics: Option<crate::Metrics>,
+}
+
+impl axum::serve::Listener for Counted {
+    type Io = CountedStream;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (CountedStream, std::net::SocketAddr) {
+        let (stream, addr) = axum::serve::Listener::accept(&mut self.listener).await;
+        (CountedStream { stream, _gauge: self.metrics.as_ref().map(|m| m.connection(Transport::Http)) }, addr)
+    }
+
+    fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        self.listener.local_addr()
+    }
+}
+
+/// A TCP connection counted open until dropped (by hyper, or by the WebSocket it became).
+struct CountedStream {
+    stream: tokio::net::TcpStream,
+    _gauge: Option<ConnectionGauge>,
+}
+
+impl tokio::io::AsyncRead for CountedStream {
+    fn poll_read(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for CountedStream {
+    fn poll_write(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &[u8]) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, bufs: &[std::io::IoSlice<'_>]) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+}
+
+/// A transport refusal: `status` with the JSON-RPC error `e`, counted by status.
+fn refuse(server: &RpcServer, status: StatusCode, e: &RpcError) -> Response {
+    if let Some(m) = &server.metrics {
+        m.refused(status.as_u16());
+    }
     let mut r = json(status, error_reply(e));
     if status == StatusCode::UNAUTHORIZED {
         r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
@@ -59,9 +123,68 @@ fn refuse(status: StatusCode, e: &RpcError) -> Response {
     r
 }
 
+/// Who the request's `Origin` says is calling (see [`crate::origin::caller`]), or the 403 to
+/// answer a page of an origin not allowed.
+#[allow(clippy::result_large_err)]
+fn check_origin(server: &RpcServer, headers: &HeaderMap) -> Result<Caller, Response> {
+    match crate::origin::caller(&server.origins, headers) {
+        Caller::Foreign => {
+            let origin = String::from_utf8_lossy(headers.get(header::ORIGIN).map_or(&b""[..], HeaderValue::as_bytes)).into_owned();
+            let e = RpcError::new(codes::FORBIDDEN, format!("Forbidden: a web page of the origin `{}` may not call this server; its operator lists allowed origins with `RpcServer::allow_origins`", crate::bounded(&origin, 128)));
+            Err(refuse(server, StatusCode::FORBIDDEN, &e))
+        }
+        caller => Ok(caller),
+    }
+}
+
+/// `OPTIONS /rpc`, a CORS preflight: 204 with the allowed method and headers for a listed
+/// origin; for any other, no CORS headers at all (the browser then makes no request).
+async fn preflight(State(server): State<RpcServer>, headers: HeaderMap) -> Response {
+    let mut r = StatusCode::NO_CONTENT.into_response();
+    let h = r.headers_mut();
+    if let Caller::Allowed(origin) = crate::origin::caller(&server.origins, &headers) {
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        h.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("POST"));
+        h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static("authorization, content-type"));
+        h.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from(CORS_MAX_AGE.as_secs()));
+    }
+    h.insert(header::VARY, HeaderValue::from_static("Origin"));
+    r
+}
+
+/// `response` readable by a listed origin's page: `Access-Control-Allow-Origin` echoing it, and
+/// `Vary: Origin`.
+fn with_cors(mut response: Response, caller: Caller) -> Response {
+    if let Caller::Allowed(origin) = caller {
+        let h = response.headers_mut();
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        h.append(header::VARY, HeaderValue::from_static("Origin"));
+    }
+    response
+}
+
+/// `GET /metrics`: the server's [`crate::Metrics`] in the Prometheus text format 0.0.4; with an
+/// authenticator, for a bearer token it accepts.
+async fn metrics(State(server): State<RpcServer>, headers: HeaderMap) -> Response {
+    if let Err(r) = check_origin(&server, &headers) {
+        return r;
+    }
+    if let Err(r) = authenticate(&server, &headers) {
+        return r;
+    }
+    let text = server.metrics.as_ref().map(crate::Metrics::render).unwrap_or_default();
+    let mut r = (StatusCode::OK, text).into_response();
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
 /// `GET /health`: 200 `{"status":"ok"}` while serving, 503 `{"status":"shutting_down"}` once
 /// the shutdown signal is given. No credential needed, nothing else said.
-async fn health(State(server): State<RpcServer>) -> Response {
+async fn health(State(server): State<RpcServer>, headers: HeaderMap) -> Response {
+    if let Err(r) = check_origin(&server, &headers) {
+        return r;
+    }
     if server.shutdown.is_triggered() {
         json(StatusCode::SERVICE_UNAVAILABLE, br#"{"status":"shutting_down"}"#.to_vec())
     } else {
@@ -74,7 +197,7 @@ async fn health(State(server): State<RpcServer>) -> Response {
 #[allow(clippy::result_large_err)]
 fn authenticate(server: &RpcServer, headers: &HeaderMap) -> Result<Identity, Response> {
     let Some(auth) = &server.auth else { return Ok(Identity::new("anonymous")) };
-    let unauthorized = |m: &str| refuse(StatusCode::UNAUTHORIZED, &RpcError::new(codes::UNAUTHORIZED, format!("Unauthorized: {m}")));
+    let unauthorized = |m: &str| refuse(server, StatusCode::UNAUTHORIZED, &RpcError::new(codes::UNAUTHORIZED, format!("Unauthorized: {m}")));
     let Some(value) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else {
         return Err(unauthorized("send `Authorization: Bearer <token>`"));
     };
@@ -85,12 +208,20 @@ fn authenticate(server: &RpcServer, headers: &HeaderMap) -> Result<Identity, Res
     auth.authenticate(token).ok_or_else(|| unauthorized("the bearer token is not one this server accepts"))
 }
 
-fn shutting_down() -> Response {
-    refuse(StatusCode::SERVICE_UNAVAILABLE, &RpcError::new(codes::SHUTTING_DOWN, "Shutting down: the server takes no new calls"))
+fn shutting_down(server: &RpcServer) -> Response {
+    refuse(server, StatusCode::SERVICE_UNAVAILABLE, &RpcError::new(codes::SHUTTING_DOWN, "Shutting down: the server takes no new calls"))
 }
 
 async fn rpc_post(State(server): State<RpcServer>, headers: HeaderMap, body: Body) -> Response {
-    let identity = match authenticate(&server, &headers) {
+    let caller = match check_origin(&server, &headers) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    with_cors(post_message(&server, &headers, body).await, caller)
+}
+
+async fn post_message(server: &RpcServer, headers: &HeaderMap, body: Body) -> Response {
+    let identity = match authenticate(server, headers) {
         Ok(i) => i,
         Err(r) => return r,
     };
@@ -98,10 +229,10 @@ async fn rpc_post(State(server): State<RpcServer>, headers: HeaderMap, body: Bod
     let essence = content_type.split(';').next().unwrap_or_default().trim();
     if !JSON_CONTENT_TYPES.iter().any(|t| essence.eq_ignore_ascii_case(t)) {
         let e = RpcError::invalid_request(format_args!("send the message with `Content-Type: application/json` (got `{}`)", crate::bounded(content_type, 64)));
-        return refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, &e);
+        return refuse(server, StatusCode::UNSUPPORTED_MEDIA_TYPE, &e);
     }
     let max = server.limits.max_frame_bytes;
-    let too_large = || refuse(StatusCode::PAYLOAD_TOO_LARGE, &RpcError::new(codes::FRAME_TOO_LARGE, format!("Frame too large: the body is longer than {max} bytes")));
+    let too_large = || refuse(server, StatusCode::PAYLOAD_TOO_LARGE, &RpcError::new(codes::FRAME_TOO_LARGE, format!("Frame too large: the body is longer than {max} bytes")));
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > max as u64) {
         return too_large();
@@ -113,11 +244,11 @@ async fn rpc_post(State(server): State<RpcServer>, headers: HeaderMap, body: Bod
             if length_limit {
                 return too_large();
             }
-            return refuse(StatusCode::BAD_REQUEST, &RpcError::invalid_request(format_args!("the body could not be read: {e}")));
+            return refuse(server, StatusCode::BAD_REQUEST, &RpcError::invalid_request(format_args!("the body could not be read: {e}")));
         }
     };
     if server.shutdown.is_triggered() {
-        return shutting_down();
+        return shutting_down(server);
     }
     let cx = Context::new(identity, Peer::detached());
     match server.handle_message(&cx, &bytes).await {
@@ -126,18 +257,30 @@ async fn rpc_post(State(server): State<RpcServer>, headers: HeaderMap, body: Bod
     }
 }
 
-async fn rpc_ws(State(server): State<RpcServer>, headers: HeaderMap, ws: WebSocketUpgrade) -> Response {
+async fn rpc_ws(State(server): State<RpcServer>, headers: HeaderMap, ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>) -> Response {
+    // A browser always sends `Origin` with a WebSocket upgrade, and no CORS guards it: the check
+    // here is what keeps a page elsewhere from opening the socket with the user's cookies. It
+    // comes first, before a request that is no upgrade is refused as such.
+    if let Err(r) = check_origin(&server, &headers) {
+        return r;
+    }
+    let ws = match ws {
+        Ok(ws) => ws,
+        Err(rejection) => return rejection.into_response(),
+    };
     let identity = match authenticate(&server, &headers) {
         Ok(i) => i,
         Err(r) => return r,
     };
     if server.shutdown.is_triggered() {
-        return shutting_down();
+        return shutting_down(&server);
     }
     let max = server.limits.max_frame_bytes;
     let live = LiveSocket::new(&server);
     ws.max_message_size(max).max_frame_size(max).on_upgrade(move |socket| async move {
+        let gauge = server.metrics.as_ref().map(|m| m.connection(Transport::WebSocket));
         ws_connection(server, identity, socket).await;
+        drop(gauge);
         drop(live);
     })
 }

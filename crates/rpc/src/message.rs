@@ -181,16 +181,24 @@ fn readable_id(raw: &RawValue) -> Option<&RawValue> {
     ok.then_some(raw)
 }
 
+/// The reply to a message refused whole with `e`, counted.
+fn fail(server: &RpcServer, e: &RpcError) -> Option<Vec<u8>> {
+    if let Some(m) = &server.metrics {
+        m.error(e.code);
+    }
+    Some(error_reply(e))
+}
+
 /// See the module documentation.
 pub(crate) async fn handle_message(server: &RpcServer, cx: &Context, bytes: &[u8]) -> Option<Vec<u8>> {
     let text = match std::str::from_utf8(bytes) {
         Ok(t) => t,
-        Err(e) => return Some(error_reply(&RpcError::parse_error(format_args!("invalid UTF-8 at byte offset {}", e.valid_up_to())))),
+        Err(e) => return fail(server, &RpcError::parse_error(format_args!("invalid UTF-8 at byte offset {}", e.valid_up_to()))),
     };
     // The whole message is read once as JSON (without building it: nesting costs no stack), so
     // bad syntax anywhere is a parse error whatever else is wrong.
     if let Err(e) = serde_json::from_str::<&RawValue>(text) {
-        return Some(error_reply(&RpcError::parse_error(e)));
+        return fail(server, &RpcError::parse_error(e));
     }
     let trimmed = text.trim_start();
     if !trimmed.starts_with('[') {
@@ -199,14 +207,17 @@ pub(crate) async fn handle_message(server: &RpcServer, cx: &Context, bytes: &[u8
     }
     let entries: Vec<&RawValue> = match serde_json::from_str(text) {
         Ok(e) => e,
-        Err(e) => return Some(error_reply(&RpcError::parse_error(e))),
+        Err(e) => return fail(server, &RpcError::parse_error(e)),
     };
+    if let Some(m) = &server.metrics {
+        m.batch();
+    }
     if entries.is_empty() {
-        return Some(error_reply(&RpcError::invalid_request("an empty batch: send at least one request")));
+        return fail(server, &RpcError::invalid_request("an empty batch: send at least one request"));
     }
     let max = server.limits.max_batch;
     if entries.len() > max {
-        return Some(error_reply(&RpcError::invalid_request(format_args!("a batch holds at most {max} requests; this one has {}", entries.len()))));
+        return fail(server, &RpcError::invalid_request(format_args!("a batch holds at most {max} requests; this one has {}", entries.len())));
     }
     let replies = futures_util::future::join_all(entries.iter().map(|e| async move {
         let mut out = Vec::new();
@@ -226,12 +237,19 @@ pub(crate) async fn handle_message(server: &RpcServer, cx: &Context, bytes: &[u8
 }
 
 /// Handles one request object (known to be JSON), writing its reply to `out`; `false` when it
-/// gets none (a notification).
+/// gets none (a notification). Counts its errors in the server's metrics.
 async fn handle_one(server: &RpcServer, cx: &Context, text: &str, out: &mut Vec<u8>) -> bool {
+    let metrics = server.metrics.as_ref();
+    let count = |code: i64| {
+        if let Some(m) = metrics {
+            m.error(code);
+        }
+    };
     let env = match serde_json::from_str::<Envelope<'_>>(text) {
         Ok(env) => env,
         Err(_) => {
             let e = RpcError::invalid_request("a request is a JSON object: {\"jsonrpc\": \"2.0\", \"id\", \"method\", \"params\"}");
+            count(e.code);
             Reply { id: None, outcome: Err(e) }.encode(out);
             return true;
         }
@@ -242,6 +260,7 @@ async fn handle_one(server: &RpcServer, cx: &Context, text: &str, out: &mut Vec<
     }
     let id = env.id.and_then(readable_id);
     let invalid = |message: String, id: Option<&RawValue>, out: &mut Vec<u8>| {
+        count(crate::codes::INVALID_REQUEST);
         Reply { id, outcome: Err(RpcError::invalid_request(message)) }.encode(out);
         true
     };
@@ -262,6 +281,7 @@ async fn handle_one(server: &RpcServer, cx: &Context, text: &str, out: &mut Vec<
         Ok(m) => m,
         // A string whose escapes are no text (a lone surrogate) is not JSON.
         Err(e) if method.get().starts_with('"') => {
+            count(crate::codes::PARSE_ERROR);
             Reply { id: None, outcome: Err(RpcError::parse_error(e)) }.encode(out);
             return true;
         }
@@ -276,9 +296,25 @@ async fn handle_one(server: &RpcServer, cx: &Context, text: &str, out: &mut Vec<
         let t = p.get();
         !(t.starts_with('[') && t[1..t.len() - 1].trim().is_empty())
     });
+    if notification && let Some(m) = metrics {
+        m.notification();
+    }
     let outcome = match params.map(|p| p.get().as_bytes()[0]) {
-        Some(b'{' | b'[') | None => server.handler.call(cx, &method, params).await,
-        Some(_) => Err(RpcError::invalid_params("`params` must be an object or an array")),
+        Some(b'{' | b'[') | None => match metrics {
+            None => server.handler.call(cx, &method, params).await,
+            Some(m) => {
+                let _in_flight = m.call_started();
+                let started = std::time::Instant::now();
+                let outcome = server.handler.call(cx, &method, params).await;
+                m.call_finished(&method, outcome.as_ref().err().map(|e| e.code), started.elapsed());
+                outcome
+            }
+        },
+        Some(_) => {
+            let e = RpcError::invalid_params("`params` must be an object or an array");
+            count(e.code);
+            Err(e)
+        }
     };
     if notification {
         return false;

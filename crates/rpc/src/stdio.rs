@@ -88,6 +88,9 @@ impl Connection {
         let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() else {
             let max = self.server.limits.max_in_flight;
             let e = RpcError::new(codes::BUSY, format!("Busy: this connection already has {max} calls in flight; send more once one has answered"));
+            if let Some(m) = &self.server.metrics {
+                m.error(e.code);
+            }
             if let Some(reply) = refusal(&message, &e) {
                 let _ = self.tx.send(reply).await;
             }
@@ -106,6 +109,9 @@ impl Connection {
     pub(crate) async fn too_large(&mut self) {
         let max = self.server.limits.max_frame_bytes;
         let e = RpcError::new(codes::FRAME_TOO_LARGE, format!("Frame too large: the message is longer than {max} bytes; it was discarded unread"));
+        if let Some(m) = &self.server.metrics {
+            m.error(e.code);
+        }
         let _ = self.tx.send(error_reply(&e)).await;
     }
 
@@ -130,6 +136,7 @@ where
     R: AsyncBufRead + Unpin + Send,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    let _gauge = server.metrics.as_ref().map(|m| m.connection(crate::metrics::Transport::Stdio));
     let (mut conn, rx) = Connection::new(server, Identity::new("stdio"));
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     let writer = tokio::spawn(write_lines(rx, done_rx, output));
