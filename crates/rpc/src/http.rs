@@ -44,10 +44,57 @@ pub(crate) fn router(server: RpcServer) -> Router {
     router.with_state(server)
 }
 
+/// Accepts connections until the shutdown signal, each served by hyper's HTTP/1 with upgrades:
+/// `POST /rpc` goes straight to its handler (no route match, no extractors: the hot path), every
+/// other request through [`router`]. Then lets the connections finish (idle ones close, a request
+/// in flight is answered) and waits for the WebSockets to end.
 pub(crate) async fn serve(server: RpcServer, listener: tokio::net::TcpListener) -> std::io::Result<()> {
-    let shutdown = server.shutdown.triggered();
-    let listener = Counted { listener, metrics: server.metrics.clone() };
-    axum::serve(listener, router(server.clone())).with_graceful_shutdown(shutdown).await?;
+    let routes = hyper_util::service::TowerToHyperService::new(router(server.clone()));
+    // Every connection's task holds a sender: when none is left, all have finished.
+    let (open, mut all_closed) = mpsc::channel::<()>(1);
+    let mut shutdown = std::pin::pin!(server.shutdown.triggered());
+    loop {
+        let stream = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                // Out of descriptors, say: back off instead of spinning.
+                Err(_) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+        };
+        // A reply goes out when written, not held back waiting for an ACK.
+        let _ = stream.set_nodelay(true);
+        let stream = CountedStream { _gauge: server.metrics.as_ref().map(|m| m.connection(Transport::Http)), stream };
+        let (stop, conn_server, routes) = (server.shutdown.clone(), server.clone(), routes.clone());
+        let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+            let (server, routes) = (conn_server.clone(), routes.clone());
+            async move {
+                if request.method() == axum::http::Method::POST && request.uri().path() == "/rpc" {
+                    let (parts, body) = request.into_parts();
+                    return Ok(rpc_post(State(server), parts.headers, Body::new(body)).await);
+                }
+                hyper::service::Service::call(&routes, request).await
+            }
+        });
+        let conn = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(stream), service).with_upgrades();
+        let open = open.clone();
+        tokio::spawn(async move {
+            let _open = open;
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => return,
+                () = stop.triggered() => {}
+            }
+            // Answer the request in flight, if any, and close.
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        });
+    }
+    drop((listener, open));
+    let _ = all_closed.recv().await;
     // Upgraded connections outlive their HTTP request: wait for each WebSocket to finish its
     // calls and close.
     let mut live = server.sockets.subscribe();
@@ -59,26 +106,6 @@ fn json(status: StatusCode, body: Vec<u8>) -> Response {
     let mut r = (status, body).into_response();
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     r
-}
-
-/// A TCP listener whose connections count in the `http` connections gauge while open.
-struct Counted {
-    listener: tokio::net::TcpListener,
-    metrics: Option<crate::Metrics>,
-}
-
-impl axum::serve::Listener for Counted {
-    type Io = CountedStream;
-    type Addr = std::net::SocketAddr;
-
-    async fn accept(&mut self) -> (CountedStream, std::net::SocketAddr) {
-        let (stream, addr) = axum::serve::Listener::accept(&mut self.listener).await;
-        (CountedStream { stream, _gauge: self.metrics.as_ref().map(|m| m.connection(Transport::Http)) }, addr)
-    }
-
-    fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
-        self.listener.local_addr()
-    }
 }
 
 /// A TCP connection counted open until dropped (by hyper, or by the WebSocket it became).
