@@ -195,15 +195,24 @@ pub(crate) async fn handle_message(server: &RpcServer, cx: &Context, bytes: &[u8
         Ok(t) => t,
         Err(e) => return fail(server, &RpcError::parse_error(format_args!("invalid UTF-8 at byte offset {}", e.valid_up_to()))),
     };
-    // The whole message is read once as JSON (without building it: nesting costs no stack), so
-    // bad syntax anywhere is a parse error whatever else is wrong.
-    if let Err(e) = serde_json::from_str::<&RawValue>(text) {
-        return fail(server, &RpcError::parse_error(e));
-    }
     let trimmed = text.trim_start();
     if !trimmed.starts_with('[') {
+        // One request: an envelope read whole is JSON throughout (every member is read, each
+        // value as raw JSON), so only a refused one needs the syntax pass below to tell a parse
+        // error from an invalid request.
+        let env = serde_json::from_str::<Envelope<'_>>(text);
+        if env.is_err()
+            && let Err(e) = serde_json::from_str::<&RawValue>(text)
+        {
+            return fail(server, &RpcError::parse_error(e));
+        }
         let mut out = Vec::with_capacity(128);
-        return handle_one(server, cx, text, &mut out).await.then_some(out);
+        return handle_envelope(server, cx, env.ok(), &mut out).await.then_some(out);
+    }
+    // A batch is read once as JSON first (without building it: nesting costs no stack), so bad
+    // syntax anywhere is a parse error whatever else is wrong.
+    if let Err(e) = serde_json::from_str::<&RawValue>(text) {
+        return fail(server, &RpcError::parse_error(e));
     }
     let entries: Vec<&RawValue> = match serde_json::from_str(text) {
         Ok(e) => e,
@@ -239,15 +248,20 @@ pub(crate) async fn handle_message(server: &RpcServer, cx: &Context, bytes: &[u8
 /// Handles one request object (known to be JSON), writing its reply to `out`; `false` when it
 /// gets none (a notification). Counts its errors in the server's metrics.
 async fn handle_one(server: &RpcServer, cx: &Context, text: &str, out: &mut Vec<u8>) -> bool {
+    handle_envelope(server, cx, serde_json::from_str::<Envelope<'_>>(text).ok(), out).await
+}
+
+/// [`handle_one`] with the request's envelope read (`None`: the JSON is no request object).
+async fn handle_envelope(server: &RpcServer, cx: &Context, env: Option<Envelope<'_>>, out: &mut Vec<u8>) -> bool {
     let metrics = server.metrics.as_ref();
     let count = |code: i64| {
         if let Some(m) = metrics {
             m.error(code);
         }
     };
-    let env = match serde_json::from_str::<Envelope<'_>>(text) {
-        Ok(env) => env,
-        Err(_) => {
+    let env = match env {
+        Some(env) => env,
+        None => {
             let e = RpcError::invalid_request("a request is a JSON object: {\"jsonrpc\": \"2.0\", \"id\", \"method\", \"params\"}");
             count(e.code);
             Reply { id: None, outcome: Err(e) }.encode(out);
