@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{TestHandler, http};
+use common::{TestHandler, http, serve_at, tokens};
 use futures_util::{SinkExt, StreamExt};
 use openagents_rpc::metrics::{MAX_METHOD_LABELS, OTHER_LABEL, UNKNOWN_METHOD};
 use openagents_rpc::{BoxFuture, Context, Handler, Identity, Limits, Metrics, RpcError, RpcServer, codes, serve_lines};
@@ -20,18 +20,6 @@ use tokio_tungstenite::tungstenite::Message;
 const JSON: (&str, &str) = ("content-type", "application/json");
 const AUTH: (&str, &str) = ("authorization", "Bearer secret-token");
 const METHODS: &[&str] = &["echo", "add", "fail", "whoami", "notify_me", "wait"];
-
-/// `server` on an ephemeral loopback port.
-async fn listen(server: RpcServer) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move { server.serve_http(listener).await });
-    addr
-}
-
-fn tokens(token: &str) -> Option<Identity> {
-    (token == "secret-token").then(|| Identity::new("alice"))
-}
 
 /// A sample's name with its labels as written (`name{a="b"}`), and its value.
 type Samples = BTreeMap<String, f64>;
@@ -223,7 +211,7 @@ async fn wait_for(metrics: &Metrics, series: &str, value: f64) {
 
 #[tokio::test]
 async fn metrics_are_off_by_default() {
-    let addr = listen(RpcServer::new(TestHandler::new())).await;
+    let addr = serve_at(RpcServer::new(TestHandler::new())).await;
     for headers in [&[][..], &[AUTH][..]] {
         let (status, _, _) = get_metrics(addr, headers).await;
         assert_eq!(status, 404, "{headers:?}");
@@ -243,7 +231,7 @@ async fn http_traffic_is_counted_exactly_and_metrics_need_the_token() {
     let limit = 512;
     let metrics = Metrics::with_methods(METHODS);
     let server = RpcServer::new(TestHandler::new()).limits(Limits { max_frame_bytes: limit, ..Limits::default() }).authenticator(tokens).metrics(metrics.clone());
-    let addr = listen(server).await;
+    let addr = serve_at(server).await;
     let post = |body: Vec<u8>, headers: Vec<(&'static str, &'static str)>| async move { http(addr, "POST", "/rpc", &headers, &body).await };
     let authed = || vec![JSON, AUTH];
     let traffic: Vec<Exchange> = vec![
@@ -318,7 +306,7 @@ async fn http_traffic_is_counted_exactly_and_metrics_need_the_token() {
 #[tokio::test]
 async fn metrics_without_an_authenticator_are_open_like_post_rpc() {
     let metrics = Metrics::new();
-    let addr = listen(RpcServer::new(TestHandler::new()).metrics(metrics.clone())).await;
+    let addr = serve_at(RpcServer::new(TestHandler::new()).metrics(metrics.clone())).await;
     let (status, _, text) = get_metrics(addr, &[]).await;
     assert_eq!(status, 200);
     parse(&text);
@@ -332,7 +320,7 @@ async fn metrics_without_an_authenticator_are_open_like_post_rpc() {
 async fn made_up_method_names_add_no_series() {
     // Learned labels: only methods the handler answers get one.
     let metrics = Metrics::new();
-    let addr = listen(RpcServer::new(TestHandler::new()).metrics(metrics.clone())).await;
+    let addr = serve_at(RpcServer::new(TestHandler::new()).metrics(metrics.clone())).await;
     let made_up: Vec<String> = (0..100).map(|i| format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"made-up-{i}"}}"#)).collect();
     for chunk in made_up.chunks(50) {
         let (status, _, _) = http(addr, "POST", "/rpc", &[JSON], format!("[{}]", chunk.join(",")).as_bytes()).await;
@@ -349,7 +337,7 @@ async fn made_up_method_names_add_no_series() {
 
     // Declared labels: a method the handler answers but the list does not name is `unknown`.
     let metrics = Metrics::with_methods(&["echo", "echo", UNKNOWN_METHOD, OTHER_LABEL, &"x".repeat(200)]);
-    let addr = listen(RpcServer::new(TestHandler::new()).metrics(metrics.clone())).await;
+    let addr = serve_at(RpcServer::new(TestHandler::new()).metrics(metrics.clone())).await;
     for method in ["echo", "whoami", "nope"] {
         let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{method}"}}"#);
         assert_eq!(http(addr, "POST", "/rpc", &[JSON], body.as_bytes()).await.0, 200);
@@ -370,7 +358,7 @@ impl Handler for AnswerAll {
 #[tokio::test]
 async fn learned_labels_stop_at_the_cap_and_are_escaped() {
     let metrics = Metrics::new();
-    let addr = listen(RpcServer::new(AnswerAll).metrics(metrics.clone())).await;
+    let addr = serve_at(RpcServer::new(AnswerAll).metrics(metrics.clone())).await;
     let weird = "we\\\"ird\\\\\\n";
     let mut names: Vec<String> = (0..MAX_METHOD_LABELS + 10).map(|i| format!("m{i}")).collect();
     names.insert(0, weird.to_owned());
@@ -394,7 +382,7 @@ async fn learned_labels_stop_at_the_cap_and_are_escaped() {
 async fn in_flight_and_connections_go_back_to_zero() {
     let handler = TestHandler::new();
     let metrics = Metrics::with_methods(METHODS);
-    let addr = listen(RpcServer::new(handler.clone()).metrics(metrics.clone())).await;
+    let addr = serve_at(RpcServer::new(handler.clone()).metrics(metrics.clone())).await;
     let gauges = |m: &Metrics| {
         let s = parse(&m.render());
         let c = by_label(&s, "openagents_rpc_connections");

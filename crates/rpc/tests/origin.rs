@@ -7,25 +7,13 @@ mod common;
 
 use std::net::SocketAddr;
 
-use common::{TestHandler, http};
-use openagents_rpc::{CORS_MAX_AGE, Identity, Metrics, OriginError, RpcServer, codes};
+use common::{TestHandler, http, serve_at, tokens};
+use openagents_rpc::{CORS_MAX_AGE, Metrics, OriginError, RpcServer, codes};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::{self, Message};
 
 const CALL: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"whoami"}"#;
 const JSON: (&str, &str) = ("content-type", "application/json");
-
-/// `server` on an ephemeral loopback port.
-async fn listen(server: RpcServer) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move { server.serve_http(listener).await });
-    addr
-}
-
-fn tokens(token: &str) -> Option<Identity> {
-    (token == "secret-token").then(|| Identity::new("alice"))
-}
 
 /// The value of the header `name` (lowercase), when there is exactly one.
 fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
@@ -77,7 +65,7 @@ async fn a_foreign_origin_is_refused_with_403_on_every_route_before_authenticati
     let metrics = Metrics::new();
     // An authenticator too: the origin is checked first, so no 401 tells the page anything.
     let server = RpcServer::new(TestHandler::new()).authenticator(tokens).metrics(metrics.clone());
-    let addr = listen(server).await;
+    let addr = serve_at(server).await;
     let foreign = ("origin", "https://evil.example");
     let auth = ("authorization", "Bearer secret-token");
     let cases: &[Request<'_>] = &[
@@ -119,7 +107,7 @@ async fn a_foreign_origin_is_refused_with_403_on_every_route_before_authenticati
 
 #[tokio::test]
 async fn without_a_list_only_the_servers_own_ip_or_localhost_origin_is_allowed() {
-    let addr = listen(RpcServer::new(TestHandler::new())).await;
+    let addr = serve_at(RpcServer::new(TestHandler::new())).await;
     let port = addr.port();
     let own = addr.to_string();
     let other_port = if port == 1 { 2 } else { port - 1 };
@@ -166,7 +154,7 @@ async fn without_a_list_only_the_servers_own_ip_or_localhost_origin_is_allowed()
 #[tokio::test]
 async fn listed_origins_get_cors_answers_and_headers() {
     let server = RpcServer::new(TestHandler::new()).authenticator(tokens).allow_origins(["https://app.example.com", "HTTP://LOCALHOST:80", "http://rebound.example:8080"]).expect("origins");
-    let addr = listen(server).await;
+    let addr = serve_at(server).await;
     let auth = ("authorization", "Bearer secret-token");
     let max_age = CORS_MAX_AGE.as_secs().to_string();
     assert_eq!(max_age, "600");
@@ -233,7 +221,7 @@ async fn listed_origins_get_cors_answers_and_headers() {
 
 #[tokio::test]
 async fn the_websocket_opens_for_its_own_page_and_for_programs() {
-    let addr = listen(RpcServer::new(TestHandler::new())).await;
+    let addr = serve_at(RpcServer::new(TestHandler::new())).await;
     let mut ws = ws_with_origin(addr, &format!("http://{addr}")).await.map_err(|(s, _)| s).expect("its own page");
     assert_eq!(ws_call(&mut ws).await["result"], "anonymous");
     let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/rpc")).await.expect("no Origin");
@@ -243,12 +231,12 @@ async fn the_websocket_opens_for_its_own_page_and_for_programs() {
 #[tokio::test]
 async fn a_later_list_replaces_an_earlier_one() {
     let server = RpcServer::new(TestHandler::new()).allow_origins(["https://a.example"]).expect("origins").allow_origins(["https://b.example"]).expect("origins");
-    let addr = listen(server).await;
+    let addr = serve_at(server).await;
     for (origin, status) in [("https://a.example", 403), ("https://b.example", 200)] {
         assert_eq!(http(addr, "POST", "/rpc", &[JSON, ("origin", origin)], CALL).await.0, status, "{origin}");
     }
     let server = RpcServer::new(TestHandler::new()).allow_origins(["https://a.example"]).expect("origins").allow_origins(Vec::<String>::new()).expect("none");
-    let addr = listen(server).await;
+    let addr = serve_at(server).await;
     assert_eq!(http(addr, "POST", "/rpc", &[JSON, ("origin", "https://a.example")], CALL).await.0, 403);
 }
 
@@ -268,7 +256,7 @@ async fn listed_origins_are_compared_normalized() {
         ("https://app.example.com", "https://app.example.com.evil.example", false),
     ];
     for (listed, sent, allowed) in cases {
-        let addr = listen(RpcServer::new(TestHandler::new()).allow_origins([listed]).expect(listed)).await;
+        let addr = serve_at(RpcServer::new(TestHandler::new()).allow_origins([listed]).expect(listed)).await;
         let (status, h, _) = http(addr, "POST", "/rpc", &[JSON, ("origin", sent)], CALL).await;
         assert_eq!(status, if allowed { 200 } else { 403 }, "listed {listed:?}, sent {sent:?}");
         assert_eq!(header(&h, "access-control-allow-origin"), allowed.then_some(sent), "listed {listed:?}, sent {sent:?}");

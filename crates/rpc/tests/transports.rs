@@ -4,11 +4,10 @@
 
 mod common;
 
-use std::net::SocketAddr;
 
-use common::{TestHandler, code, http};
+use common::{TestHandler, code, http, listen, tokens};
 use futures_util::{SinkExt, StreamExt};
-use openagents_rpc::{ClientError, Identity, Limits, LineTransport, RpcServer, Shutdown, Transport, WsTransport, codes, serve_lines};
+use openagents_rpc::{ClientError, Limits, LineTransport, RpcServer, Shutdown, Transport, WsTransport, codes, serve_lines};
 use serde_json::value::RawValue;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -29,23 +28,12 @@ fn stdio(server: RpcServer) -> (LineTransport, tokio::task::JoinHandle<std::io::
     (LineTransport::new(cr, cw), task)
 }
 
-/// `server` on an ephemeral loopback port; its address and the serving task.
-async fn listen(server: RpcServer) -> (SocketAddr, tokio::task::JoinHandle<std::io::Result<()>>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    (addr, tokio::spawn(async move { server.serve_http(listener).await }))
-}
-
 /// The bytes of [`echo_of_len`]'s request that are not its string.
 const ECHO_OVERHEAD: usize = r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":[""]}"#.len();
 
 /// An `echo` request of exactly `len` bytes.
 fn echo_of_len(len: usize) -> String {
     format!(r#"{{"jsonrpc":"2.0","id":1,"method":"echo","params":["{}"]}}"#, "x".repeat(len - ECHO_OVERHEAD))
-}
-
-fn tokens(token: &str) -> Option<Identity> {
-    (token == "secret-token").then(|| Identity::new("alice"))
 }
 
 #[tokio::test]

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use openagents_rpc::{BoxFuture, Context, Handler, RpcError};
+use openagents_rpc::{BoxFuture, Context, Handler, Identity, RpcError, RpcServer};
 use serde_json::value::RawValue;
 use tokio::sync::{Semaphore, watch};
 
@@ -119,4 +119,21 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
 /// The `error.code` of a reply.
 pub fn code(reply: &serde_json::Value) -> i64 {
     reply["error"]["code"].as_i64().unwrap_or_else(|| panic!("an error reply: {reply}"))
+}
+
+/// `server` on an ephemeral loopback port; its address and the serving task.
+pub async fn listen(server: RpcServer) -> (std::net::SocketAddr, tokio::task::JoinHandle<std::io::Result<()>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    (addr, tokio::spawn(async move { server.serve_http(listener).await }))
+}
+
+/// `server` on an ephemeral loopback port, served until the test ends: its address.
+pub async fn serve_at(server: RpcServer) -> std::net::SocketAddr {
+    listen(server).await.0
+}
+
+/// The tests' authenticator: `secret-token` is `alice`, any other token nobody.
+pub fn tokens(token: &str) -> Option<Identity> {
+    (token == "secret-token").then(|| Identity::new("alice"))
 }
