@@ -182,6 +182,7 @@ fn a_subscriber_that_stops_reading_on_a_durable_store_loses_nothing_silently() {
 /// A flood with one subscriber that stops reading and one that reads everything, on a server
 /// started with `extra`; `told` says the stuck one must be told it missed events (memory).
 fn stuck_subscriber(name: &str, extra: &[&str], told: bool) {
+    const FLOODS: u64 = 3;
     let setup = Setup::new(name);
     let server = setup.http_with(extra);
     // `stuck` reads nothing after the response head; `live` reads everything.
@@ -189,9 +190,11 @@ fn stuck_subscriber(name: &str, extra: &[&str], told: bool) {
     let mut live = Sse::open(server.addr, Some(&setup.tokens.observer), None).expect("events");
     let mut live_check = StreamCheck::idle();
     let rss_before = proc_status(server.pid, "VmRSS");
-    // Each flood turn publishes about MAX_OUTPUT / 90 ≈ 11 600 events: more than the broadcast
-    // holds (SERVER_EVENT_CHANNEL_CAPACITY), and more than the socket buffers of `stuck` take.
-    for round in 0..2 {
+    // Each flood turn publishes about MAX_OUTPUT / 90 ≈ 11 600 events (some 2.2 MB of SSE): more
+    // than the replay buffer holds (SERVER_EVENT_CHANNEL_CAPACITY). Three of them are more than
+    // the socket buffers of `stuck` take too: the server's send buffer alone grows to 4 MiB on
+    // Linux (`tcp_wmem`), which two floods can fit in.
+    for round in 0..FLOODS {
         let started = Instant::now();
         let pending = submit_in_background(server.addr, &setup.tokens.controller, json!({"task": "go", "runner": "flood"}));
         loop {
@@ -209,8 +212,8 @@ fn stuck_subscriber(name: &str, extra: &[&str], told: bool) {
         assert_eq!(r.code().as_deref(), Some("output_too_large"), "{}", r.text());
         assert!(started.elapsed() < Duration::from_secs(30), "round {round}: the flood took {:?} with a stuck subscriber", started.elapsed());
     }
-    assert_eq!(live_check.started, 2);
-    assert_eq!(live_check.terminals, 2);
+    assert_eq!(live_check.started, FLOODS);
+    assert_eq!(live_check.terminals, FLOODS);
     // A normal turn still runs promptly.
     let r = client::call(server.addr, Some(&setup.tokens.controller), "submit", json!({"task": "after the flood"}));
     assert_eq!(r.json()["result"]["result"], "after the flood", "{}", r.text());
