@@ -691,12 +691,15 @@ impl RpcServer {
         http::router(self.clone())
     }
 
-    /// Serves [`RpcServer::router`] on `listener` until the shutdown signal: then stops
-    /// accepting, lets the calls in flight (HTTP and WebSocket) finish, and returns.
+    /// Serves the routes of [`RpcServer::router`] on `listener` until the shutdown signal, each
+    /// connection with hyper's HTTP/1 (`TCP_NODELAY` set; `POST /rpc` goes to the core without
+    /// the router's matching): then stops accepting, lets the calls in flight (HTTP and
+    /// WebSocket) finish, and returns.
     ///
     /// # Errors
     ///
-    /// The listener's I/O error.
+    /// None today: a failed `accept` (out of file descriptors, say) is waited out for 20 ms and
+    /// accepting goes on. The `Result` leaves room for errors a later version may report.
     pub async fn serve_http(&self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
         http::serve(self.clone(), listener).await
     }
