@@ -775,24 +775,11 @@ mod tests {
     #[test]
     fn blocks_of_several_writes_read_back_in_order_with_limits_that_cut_inside_a_block() {
         let store = SqliteStore::open(&temp("blocks-read")).expect("a new store");
-        // Blocks 1..=3, 4..=8, 9, 11..=14 (10 never written).
-        for run in [1..=3, 4..=8, 9..=9, 11..=14] {
+        for run in vectors::READ_BLOCKS {
             write_events(&store, run, |seq| 100 + seq);
         }
         assert_eq!(blocks(&store), [(1, 3, 3), (4, 8, 5), (9, 9, 1), (11, 14, 4)]);
-        let all: Vec<i64> = (1..=14).filter(|&s| s != 10).collect();
-        for after in -1..=15 {
-            for through in after - 1..=16 {
-                for limit in 0..=15 {
-                    let want: Vec<i64> = all.iter().copied().filter(|&s| s > after && s <= through).take(limit).collect();
-                    let got = store.events_after(after, through, limit, usize::MAX).unwrap();
-                    assert_eq!(got.iter().map(|e| e.seq).collect::<Vec<_>>(), want, "events_after({after}, {through}, {limit}, usize::MAX)");
-                    for e in &got {
-                        assert_eq!((e.time_ms, e.json.as_slice()), (100 + e.seq, event(e.seq).as_bytes()), "event {}", e.seq);
-                    }
-                }
-            }
-        }
+        vectors::check_reads(&store);
     }
 
     #[test]
@@ -803,34 +790,7 @@ mod tests {
     #[test]
     fn a_batch_written_again_changes_nothing_and_the_newer_events_with_it_are_kept() {
         let store = SqliteStore::open(&temp("blocks-retry")).expect("a new store");
-        let first = |store: &SqliteStore, seqs: std::ops::RangeInclusive<i64>| {
-            let events: Vec<(i64, String)> = seqs.map(|seq| (seq, format!(r#"{{"seq":{seq},"again":true}}"#))).collect();
-            let batch: Vec<Record<'_>> = events.iter().map(|(seq, json)| Record::Event { seq: *seq, time_ms: 1, json: json.as_bytes() }).collect();
-            store.write(&batch).expect("written");
-        };
-        write_events(&store, 1..=3, |_| 1);
-        // The same batch again (its commit's success was not heard): nothing changes.
-        first(&store, 1..=3);
-        assert_eq!(blocks(&store), [(1, 3, 3)]);
-        // Again, with the next commit's events after it (the hub's retry): those are kept.
-        first(&store, 1..=6);
-        assert_eq!(blocks(&store), [(1, 3, 3), (4, 6, 3)]);
-        write_events(&store, 10..=12, |_| 1);
-        // Around and between stored blocks: a block for each run the store lacks.
-        first(&store, 2..=15);
-        assert_eq!(blocks(&store), [(1, 3, 3), (4, 6, 3), (7, 9, 3), (10, 12, 3), (13, 15, 3)]);
-        let back = store.events_after(0, i64::MAX, usize::MAX, usize::MAX).unwrap();
-        assert_eq!(back.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=15).collect::<Vec<_>>());
-        for e in &back {
-            let again = String::from_utf8_lossy(&e.json).contains("again");
-            assert_eq!(again, matches!(e.seq, 4..=9 | 13..=15), "event {}: the first write of a sequence number is the one kept", e.seq);
-        }
-        // Out of order, and a sequence number twice, in one batch: in order, the first kept.
-        let (a, b, c) = (event(17), event(16), r#"{"seq":17,"second":true}"#.to_owned());
-        store.write(&[Record::Event { seq: 17, time_ms: 1, json: a.as_bytes() }, Record::Event { seq: 16, time_ms: 1, json: b.as_bytes() }, Record::Event { seq: 17, time_ms: 1, json: c.as_bytes() }]).expect("written");
-        assert_eq!(blocks(&store).last(), Some(&(16, 17, 2)));
-        assert_eq!(store.events_after(15, 17, 10, usize::MAX).unwrap().iter().map(|e| e.json.clone()).collect::<Vec<_>>(), [b.into_bytes(), a.into_bytes()]);
-        assert_eq!(store.last_seq().unwrap(), 17);
+        vectors::check_rewrites(&store, || blocks(&store), None);
     }
 
     #[test]
