@@ -49,7 +49,8 @@ pub(crate) fn router(server: RpcServer) -> Router {
 /// other request through [`router`]. Then lets the connections finish (idle ones close, a request
 /// in flight is answered) and waits for the WebSockets to end.
 pub(crate) async fn serve(server: RpcServer, listener: tokio::net::TcpListener) -> std::io::Result<()> {
-    let routes = hyper_util::service::TowerToHyperService::new(router(server.clone()));
+    // What every request of every connection shares: one reference count taken per request.
+    let shared = std::sync::Arc::new((server.clone(), hyper_util::service::TowerToHyperService::new(router(server.clone()))));
     // Every connection's task holds a sender: when none is left, all have finished.
     let (open, mut all_closed) = mpsc::channel::<()>(1);
     let mut shutdown = std::pin::pin!(server.shutdown.triggered());
@@ -68,15 +69,16 @@ pub(crate) async fn serve(server: RpcServer, listener: tokio::net::TcpListener) 
         // A reply goes out when written, not held back waiting for an ACK.
         let _ = stream.set_nodelay(true);
         let stream = CountedStream { _gauge: server.metrics.as_ref().map(|m| m.connection(Transport::Http)), stream };
-        let (stop, conn_server, routes) = (server.shutdown.clone(), server.clone(), routes.clone());
+        let (stop, conn_shared) = (server.shutdown.clone(), std::sync::Arc::clone(&shared));
         let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-            let (server, routes) = (conn_server.clone(), routes.clone());
+            let shared = std::sync::Arc::clone(&conn_shared);
             async move {
+                let (server, routes) = &*shared;
                 if request.method() == axum::http::Method::POST && request.uri().path() == "/rpc" {
                     let (parts, body) = request.into_parts();
-                    return Ok(rpc_post(State(server), parts.headers, Body::new(body)).await);
+                    return Ok(post_rpc(server, &parts.headers, Body::new(body)).await);
                 }
-                hyper::service::Service::call(&routes, request).await
+                hyper::service::Service::call(routes, request).await
             }
         });
         let conn = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(stream), service).with_upgrades();
@@ -240,11 +242,16 @@ fn shutting_down(server: &RpcServer) -> Response {
 }
 
 async fn rpc_post(State(server): State<RpcServer>, headers: HeaderMap, body: Body) -> Response {
-    let caller = match check_origin(&server, &headers) {
+    post_rpc(&server, &headers, body).await
+}
+
+/// `POST /rpc`, routed or not.
+async fn post_rpc(server: &RpcServer, headers: &HeaderMap, body: Body) -> Response {
+    let caller = match check_origin(server, headers) {
         Ok(c) => c,
         Err(r) => return r,
     };
-    with_cors(post_message(&server, &headers, body).await, caller)
+    with_cors(post_message(server, headers, body).await, caller)
 }
 
 async fn post_message(server: &RpcServer, headers: &HeaderMap, body: Body) -> Response {
