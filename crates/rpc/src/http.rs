@@ -145,7 +145,7 @@ fn refuse(server: &RpcServer, status: StatusCode, e: &RpcError) -> Response {
     if let Some(m) = &server.metrics {
         m.refused(status.as_u16());
     }
-    let mut r = json(status, error_reply(e));
+    let mut r = json(status, error_reply(&server.core_error(e.clone())));
     if status == StatusCode::UNAUTHORIZED {
         r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     }

@@ -403,6 +403,19 @@ impl Peer {
     ///
     /// As [`Peer::request`].
     pub async fn request_raw(&self, method: &str, params: Option<&RawValue>) -> Result<Box<RawValue>, PeerError> {
+        self.send_request(method, params).await?.answer().await
+    }
+
+    /// Sends the caller the request `method` with `params` (raw; `None`: no `params` member) and
+    /// returns at once with a handle on it: its id ([`PeerRequest::id`]), which a protocol with
+    /// its own cancellation (ACP's and LSP's `$/cancel_request`) names to withdraw it, and its
+    /// answer ([`PeerRequest::answer`]). Dropping the handle forgets the request: a later answer
+    /// is dropped as a stray one.
+    ///
+    /// # Errors
+    ///
+    /// As [`Peer::request`], but for the answer.
+    pub async fn send_request(&self, method: &str, params: Option<&RawValue>) -> Result<PeerRequest, PeerError> {
         let (Some(tx), Some(pending)) = (&self.tx, &self.pending) else { return Err(PeerError::Unsupported) };
         let id = pending.next.fetch_add(1, Ordering::Relaxed);
         let line = client::request(Some(id), method, params);
@@ -415,21 +428,46 @@ impl Peer {
             }
             waiting.insert(id, answer_tx);
         }
-        // Forgets the request if this future is dropped before the answer comes.
-        struct Forget<'a>(&'a Pending, u64);
-        impl Drop for Forget<'_> {
-            fn drop(&mut self) {
-                if let Some(w) = self.0.lock().as_mut() {
-                    w.remove(&self.1);
-                }
-            }
-        }
-        let _forget = Forget(pending, id);
+        let request = PeerRequest { id, answer: answer_rx, pending: Arc::clone(pending) };
         tx.send(line).await.map_err(|_| PeerError::Closed)?;
-        match answer_rx.await {
+        Ok(request)
+    }
+}
+
+/// A request sent to the caller ([`Peer::send_request`]) whose answer has not been taken.
+/// Dropping it forgets the request.
+#[derive(Debug)]
+pub struct PeerRequest {
+    id: u64,
+    answer: oneshot::Receiver<Answer>,
+    pending: Arc<Pending>,
+}
+
+impl PeerRequest {
+    /// The request's id on the wire.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Waits for the caller's answer: the raw result.
+    ///
+    /// # Errors
+    ///
+    /// [`PeerError::Answered`] when the caller answered an error, [`PeerError::Closed`] when
+    /// the connection closed first.
+    pub async fn answer(mut self) -> Result<Box<RawValue>, PeerError> {
+        match (&mut self.answer).await {
             Ok(Ok(result)) => Ok(result),
             Ok(Err(e)) => Err(PeerError::Answered(e)),
             Err(_) => Err(PeerError::Closed),
+        }
+    }
+}
+
+impl Drop for PeerRequest {
+    fn drop(&mut self) {
+        if let Some(w) = self.pending.lock().as_mut() {
+            w.remove(&self.id);
         }
     }
 }
@@ -454,22 +492,59 @@ impl Transport for Peer {
     }
 }
 
+/// What runs once a call's reply is queued ([`Context::after_reply`]).
+type AfterReply = Arc<Mutex<Vec<BoxFuture<'static, ()>>>>;
+
 /// What a call knows besides its params: who is calling and how to reach them.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Context {
     identity: Identity,
     peer: Peer,
+    /// On stdio and WebSocket, the call's own list of what runs after its reply.
+    after: Option<AfterReply>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context").field("identity", &self.identity).field("peer", &self.peer).finish_non_exhaustive()
+    }
 }
 
 impl Context {
     /// A context for `identity` with `peer`.
     pub fn new(identity: Identity, peer: Peer) -> Context {
-        Context { identity, peer }
+        Context { identity, peer, after: None }
     }
 
     /// A context for an in-process call: `identity`, no peer.
     pub fn detached(identity: Identity) -> Context {
-        Context { identity, peer: Peer::detached() }
+        Context { identity, peer: Peer::detached(), after: None }
+    }
+
+    /// The same caller, with a list of its own for [`Context::after_reply`] (one per message).
+    pub(crate) fn for_message(&self) -> Context {
+        Context { identity: self.identity.clone(), peer: self.peer.clone(), after: Some(Arc::default()) }
+    }
+
+    /// Takes what is to run after the reply.
+    pub(crate) fn take_after(&self) -> Vec<BoxFuture<'static, ()>> {
+        self.after.as_ref().map(|a| std::mem::take(&mut *a.lock().unwrap_or_else(std::sync::PoisonError::into_inner))).unwrap_or_default()
+    }
+
+    /// Runs `then` once this call's reply has been queued on the caller's connection, before
+    /// anything the connection sends later: a method that answers an id and then sends
+    /// notifications about it (a new session, a subscription) sends them here, and the caller
+    /// never sees one before the answer. Several run in the order given, one after another.
+    /// On stdio and WebSocket the reply is queued first; where there is no connection to order
+    /// on (HTTP `POST /rpc`, in-process calls) `then` runs at once on a task of its own. After a
+    /// notification (which gets no reply), `then` runs once its handler has returned.
+    pub fn after_reply(&self, then: impl Future<Output = ()> + Send + 'static) {
+        match &self.after {
+            Some(after) => after.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(Box::pin(then)),
+            None => {
+                tokio::spawn(then);
+            }
+        }
     }
 
     /// The caller's identity.
@@ -568,14 +643,68 @@ pub struct RpcServer {
     pub(crate) shutdown: Shutdown,
     /// How many WebSockets are open (a graceful shutdown waits for none).
     pub(crate) sockets: Arc<watch::Sender<usize>>,
+    /// The `data` of the errors the core makes itself ([`RpcServer::error_data`]).
+    pub(crate) error_data: Option<Arc<ErrorData>>,
+    /// Whether a connection's calls start in the order they were read ([`RpcServer::in_order`]).
+    pub(crate) in_order: bool,
 }
+
+/// What gives the core's own errors their `data` ([`RpcServer::error_data`]).
+type ErrorData = dyn Fn(&RpcError) -> Option<serde_json::Value> + Send + Sync;
 
 impl RpcServer {
     /// A server of `handler` with the default [`Limits`], no authenticator (every HTTP and
     /// WebSocket caller is `anonymous`), no browser origin allowed but its own, no metrics, and a
     /// fresh [`Shutdown`].
     pub fn new(handler: impl Handler) -> RpcServer {
-        RpcServer { handler: Arc::new(handler), limits: Limits::default(), auth: None, origins: Arc::new([]), metrics: None, shutdown: Shutdown::new(), sockets: Arc::new(watch::channel(0).0) }
+        RpcServer { handler: Arc::new(handler), limits: Limits::default(), auth: None, origins: Arc::new([]), metrics: None, shutdown: Shutdown::new(), sockets: Arc::new(watch::channel(0).0), error_data: None, in_order: false }
+    }
+
+    /// The same server giving every error the core makes itself — parse errors, invalid
+    /// requests, refused batches, params that are not structured, frames too large, busy
+    /// connections, transport refusals — the `data` that `data` returns for it (`None`: none).
+    /// A protocol whose errors carry a typed `data` (an error code of its own) gets it on every
+    /// error a client can receive, not only on its handler's. The handler's own errors are sent
+    /// as it made them.
+    ///
+    /// ```
+    /// # struct H; impl openagents_rpc::Handler for H { fn call<'a>(&'a self, _: &'a openagents_rpc::Context, m: &'a str, _: Option<&'a serde_json::value::RawValue>) -> openagents_rpc::BoxFuture<'a, Result<Box<serde_json::value::RawValue>, openagents_rpc::RpcError>> { Box::pin(async move { Err(openagents_rpc::RpcError::method_not_found(m)) }) } }
+    /// use openagents_rpc::{Context, Identity, RpcServer, codes};
+    ///
+    /// let server = RpcServer::new(H).error_data(|e| Some(serde_json::json!({ "code": if e.code == codes::PARSE_ERROR { "parse_error" } else { "invalid_request" } })));
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let reply = server.handle_message(&Context::detached(Identity::new("test")), b"{").await.unwrap();
+    /// assert!(String::from_utf8(reply).unwrap().contains(r#""data":{"code":"parse_error"}"#));
+    /// # });
+    /// ```
+    #[must_use]
+    pub fn error_data(mut self, data: impl Fn(&RpcError) -> Option<serde_json::Value> + Send + Sync + 'static) -> RpcServer {
+        self.error_data = Some(Arc::new(data));
+        self
+    }
+
+    /// An error the core made, with the `data` of [`RpcServer::error_data`].
+    pub(crate) fn core_error(&self, mut e: RpcError) -> RpcError {
+        if let Some(f) = &self.error_data
+            && let Some(data) = f(&e)
+        {
+            e.data = Some(data);
+        }
+        e
+    }
+
+    /// The same server starting the calls of each stdio and WebSocket connection in the order
+    /// they were read: each message's handler runs up to its first wait before the next message
+    /// is read, and only then goes on concurrently with the rest. A handler that changes its
+    /// state before it first waits (registers a job, marks a session) sees the messages of one
+    /// connection in order, as a client pipelining `prompt` then `cancel`, or `initialize` then
+    /// anything, expects; calls that wait (for a turn, a store, a timer) still overlap. Off by
+    /// default: the calls of a connection then start on tasks of their own, in any order, and
+    /// use every core. HTTP requests are independent either way.
+    #[must_use]
+    pub fn in_order(mut self, on: bool) -> RpcServer {
+        self.in_order = on;
+        self
     }
 
     /// The same server with `limits`.

@@ -186,7 +186,7 @@ fn fail(server: &RpcServer, e: &RpcError) -> Option<Vec<u8>> {
     if let Some(m) = &server.metrics {
         m.error(e.code);
     }
-    Some(error_reply(e))
+    Some(error_reply(&server.core_error(e.clone())))
 }
 
 /// See the module documentation.
@@ -225,6 +225,9 @@ pub(crate) async fn handle_message(server: &RpcServer, cx: &Context, bytes: &[u8
         return fail(server, &RpcError::invalid_request("an empty batch: send at least one request"));
     }
     let max = server.limits.max_batch;
+    if max == 0 {
+        return fail(server, &RpcError::invalid_request("this server takes no batches: send one request per message"));
+    }
     if entries.len() > max {
         return fail(server, &RpcError::invalid_request(format_args!("a batch holds at most {max} requests; this one has {}", entries.len())));
     }
@@ -264,7 +267,7 @@ async fn handle_envelope(server: &RpcServer, cx: &Context, env: Option<Envelope<
         None => {
             let e = RpcError::invalid_request("a request is a JSON object: {\"jsonrpc\": \"2.0\", \"id\", \"method\", \"params\"}");
             count(e.code);
-            Reply { id: None, outcome: Err(e) }.encode(out);
+            Reply { id: None, outcome: Err(server.core_error(e)) }.encode(out);
             return true;
         }
     };
@@ -275,7 +278,7 @@ async fn handle_envelope(server: &RpcServer, cx: &Context, env: Option<Envelope<
     let id = env.id.and_then(readable_id);
     let invalid = |message: String, id: Option<&RawValue>, out: &mut Vec<u8>| {
         count(crate::codes::INVALID_REQUEST);
-        Reply { id, outcome: Err(RpcError::invalid_request(message)) }.encode(out);
+        Reply { id, outcome: Err(server.core_error(RpcError::invalid_request(message))) }.encode(out);
         true
     };
     if let Some(key) = &env.duplicate {
@@ -296,7 +299,7 @@ async fn handle_envelope(server: &RpcServer, cx: &Context, env: Option<Envelope<
         // A string whose escapes are no text (a lone surrogate) is not JSON.
         Err(e) if method.get().starts_with('"') => {
             count(crate::codes::PARSE_ERROR);
-            Reply { id: None, outcome: Err(RpcError::parse_error(e)) }.encode(out);
+            Reply { id: None, outcome: Err(server.core_error(RpcError::parse_error(e))) }.encode(out);
             return true;
         }
         Err(_) => return invalid("`method` must be a string".into(), id, out),
@@ -327,7 +330,7 @@ async fn handle_envelope(server: &RpcServer, cx: &Context, env: Option<Envelope<
         Some(_) => {
             let e = RpcError::invalid_params("`params` must be an object or an array");
             count(e.code);
-            Err(e)
+            Err(server.core_error(e))
         }
     };
     if notification {

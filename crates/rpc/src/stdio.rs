@@ -3,6 +3,7 @@
 //! most [`crate::Limits::max_in_flight`] at once, their replies and the handler's notifications
 //! written by one writer in the order they are ready.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
@@ -91,18 +92,31 @@ impl Connection {
             if let Some(m) = &self.server.metrics {
                 m.error(e.code);
             }
-            if let Some(reply) = refusal(&message, &e) {
+            if let Some(reply) = refusal(&message, &self.server.core_error(e)) {
                 let _ = self.tx.send(reply).await;
             }
             return;
         };
-        let (server, cx, tx) = (self.server.clone(), self.cx.clone(), self.tx.clone());
-        self.tasks.spawn(async move {
-            if let Some(reply) = server.handle_message(&cx, &message).await {
+        let (server, cx, tx) = (self.server.clone(), self.cx.for_message(), self.tx.clone());
+        let call = async move {
+            if let Some(reply) = crate::message::handle_message(&server, &cx, &message).await {
                 let _ = tx.send(reply).await;
             }
+            for then in cx.take_after() {
+                then.await;
+            }
             drop(permit);
-        });
+        };
+        if !self.server.in_order {
+            self.tasks.spawn(call);
+            return;
+        }
+        // Up to its first wait here, in read order; the rest on a task of its own.
+        let mut call = Box::pin(call);
+        let mut poll_cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if call.as_mut().poll(&mut poll_cx).is_pending() {
+            self.tasks.spawn(call);
+        }
     }
 
     /// Answers a message longer than the frame bound.
@@ -112,7 +126,7 @@ impl Connection {
         if let Some(m) = &self.server.metrics {
             m.error(e.code);
         }
-        let _ = self.tx.send(error_reply(&e)).await;
+        let _ = self.tx.send(error_reply(&self.server.core_error(e))).await;
     }
 
     /// Waits for every call in flight to answer, then lets the outbound queue close once what
