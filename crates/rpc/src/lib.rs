@@ -647,7 +647,12 @@ pub struct RpcServer {
     pub(crate) error_data: Option<Arc<ErrorData>>,
     /// Whether a connection's calls start in the order they were read ([`RpcServer::in_order`]).
     pub(crate) in_order: bool,
+    /// What every message passes before it is read ([`RpcServer::screen`]).
+    pub(crate) screen: Option<Arc<Screen>>,
 }
+
+/// A check of a whole message ([`RpcServer::screen`]).
+type Screen = dyn Fn(&[u8]) -> Result<(), RpcError> + Send + Sync;
 
 /// What gives the core's own errors their `data` ([`RpcServer::error_data`]).
 type ErrorData = dyn Fn(&RpcError) -> Option<serde_json::Value> + Send + Sync;
@@ -657,7 +662,7 @@ impl RpcServer {
     /// WebSocket caller is `anonymous`), no browser origin allowed but its own, no metrics, and a
     /// fresh [`Shutdown`].
     pub fn new(handler: impl Handler) -> RpcServer {
-        RpcServer { handler: Arc::new(handler), limits: Limits::default(), auth: None, origins: Arc::new([]), metrics: None, shutdown: Shutdown::new(), sockets: Arc::new(watch::channel(0).0), error_data: None, in_order: false }
+        RpcServer { handler: Arc::new(handler), limits: Limits::default(), auth: None, origins: Arc::new([]), metrics: None, shutdown: Shutdown::new(), sockets: Arc::new(watch::channel(0).0), error_data: None, in_order: false, screen: None }
     }
 
     /// The same server giving every error the core makes itself — parse errors, invalid
@@ -681,6 +686,24 @@ impl RpcServer {
     pub fn error_data(mut self, data: impl Fn(&RpcError) -> Option<serde_json::Value> + Send + Sync + 'static) -> RpcServer {
         self.error_data = Some(Arc::new(data));
         self
+    }
+
+    /// The same server passing every message it receives (a request, a notification, a batch,
+    /// or the caller's answer to a request of the server's) through `check` before anything of
+    /// it is read. A message `check` refuses is answered with its error and a `null` id — its id
+    /// is not trusted, since the message was not read — and goes no further; nothing is replied
+    /// to one that only answered the server. For rules of a protocol that hold for the whole
+    /// text, such as exact JSON: a key given twice anywhere, which a decoder would otherwise read
+    /// as its last copy while another reader takes the first.
+    #[must_use]
+    pub fn screen(mut self, check: impl Fn(&[u8]) -> Result<(), RpcError> + Send + Sync + 'static) -> RpcServer {
+        self.screen = Some(Arc::new(check));
+        self
+    }
+
+    /// The screen's refusal of `bytes`, if any.
+    pub(crate) fn screened(&self, bytes: &[u8]) -> Option<RpcError> {
+        self.screen.as_ref().and_then(|check| check(bytes).err())
     }
 
     /// An error the core made, with the `data` of [`RpcServer::error_data`].

@@ -102,13 +102,14 @@ fn take_answer(cx: &Context, env: &Envelope<'_>) {
 
 /// When `bytes` is one response (not a request, not a batch), gives it to the request that waits
 /// for it and says so: the connection takes answers before any bound on calls in flight.
-pub(crate) fn take_if_answer(cx: &Context, bytes: &[u8]) -> bool {
+pub(crate) fn take_if_answer(server: &RpcServer, cx: &Context, bytes: &[u8]) -> bool {
     let text = bytes.trim_ascii_start();
     if text.first() != Some(&b'{') {
         return false;
     }
     match serde_json::from_slice::<Envelope<'_>>(text) {
-        Ok(env) if env.is_response() && env.duplicate.is_none() => {
+        // A screened-out answer goes on to be refused like any message.
+        Ok(env) if env.is_response() && env.duplicate.is_none() && server.screened(bytes).is_none() => {
             take_answer(cx, &env);
             true
         }
@@ -191,6 +192,12 @@ fn fail(server: &RpcServer, e: &RpcError) -> Option<Vec<u8>> {
 
 /// See the module documentation.
 pub(crate) async fn handle_message(server: &RpcServer, cx: &Context, bytes: &[u8]) -> Option<Vec<u8>> {
+    if let Some(e) = server.screened(bytes) {
+        if let Some(m) = &server.metrics {
+            m.error(e.code);
+        }
+        return Some(error_reply(&e));
+    }
     let text = match std::str::from_utf8(bytes) {
         Ok(t) => t,
         Err(e) => return fail(server, &RpcError::parse_error(format_args!("invalid UTF-8 at byte offset {}", e.valid_up_to()))),

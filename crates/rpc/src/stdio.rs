@@ -83,7 +83,7 @@ impl Connection {
         if message.iter().all(u8::is_ascii_whitespace) {
             return;
         }
-        if crate::message::take_if_answer(&self.cx, &message) {
+        if crate::message::take_if_answer(&self.server, &self.cx, &message) {
             return;
         }
         let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() else {
