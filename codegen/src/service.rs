@@ -8,7 +8,8 @@
 //! ```text
 //! service::Service, ServiceHandler<S>, Client, decode, dispatch     (the method union)
 //! service::error, service::error_code                                (the error-code enum)
-//! service::<side>_side::{Service, ServiceHandler<S>, Client}         (each x-side side)
+//! service::<side>_side::{Service, ServiceHandler<S>, Client,         (each x-side side)
+//!     dispatch, dispatch_request, dispatch_notification}
 //! <side>_side::Notification::send(&Peer)                             (a side's notifications)
 //! ```
 
@@ -368,20 +369,42 @@ impl Emitter<'_> {
             }
         }
         let sdoc = format!(" The `{}` side's methods (`x-side: \"{}\"`) as a service, its handler and its client.", doc_safe(&side.name), doc_safe(&side.name));
-        let request_dispatch = if request_arms.is_empty() {
-            quote!()
+        let (request_dispatch, request_fn) = if request_arms.is_empty() {
+            (quote!(), quote!())
         } else {
-            quote!(if let Some(r) = #enums::Request::decode(method, bytes) {
-                return match r.map_err(invalid)? { #(#request_arms)* };
-            })
+            (
+                quote!(if let Some(r) = #enums::Request::decode(method, bytes) {
+                    return dispatch_request(service, cx, r.map_err(invalid)?).await;
+                }),
+                quote!(
+                    /// Calls `service` for a request already decoded (by the side's
+                    /// `Request::decode`, or by the caller's own checks first): one exhaustive
+                    /// `match`, the result encoded.
+                    ///
+                    /// # Errors
+                    ///
+                    /// The service's error, or -32603 when its result cannot be encoded.
+                    pub async fn dispatch_request<S: Service + ?Sized>(service: &S, cx: &#rpc::Context, request: #enums::Request) -> Result<Box<serde_json::value::RawValue>, #rpc::RpcError> {
+                        match request { #(#request_arms)* }
+                    }
+                ),
+            )
         };
-        let notification_dispatch = if notification_arms.is_empty() {
-            quote!()
+        let (notification_dispatch, notification_fn) = if notification_arms.is_empty() {
+            (quote!(), quote!())
         } else {
-            quote!(if let Some(n) = #enums::Notification::decode(method, bytes) {
-                match n.map_err(invalid)? { #(#notification_arms)* }
-                return Ok(#rpc::null());
-            })
+            (
+                quote!(if let Some(n) = #enums::Notification::decode(method, bytes) {
+                    dispatch_notification(service, cx, n.map_err(invalid)?).await;
+                    return Ok(#rpc::null());
+                }),
+                quote!(
+                    /// Calls `service` for a notification already decoded: one exhaustive `match`.
+                    pub async fn dispatch_notification<S: Service + ?Sized>(service: &S, cx: &#rpc::Context, notification: #enums::Notification) {
+                        match notification { #(#notification_arms)* }
+                    }
+                ),
+            )
         };
         let known: Vec<TokenStream> = [(!side.requests.is_empty()).then(|| quote!(#enums::Request::METHODS)), (!side.notifications.is_empty()).then(|| quote!(#enums::Notification::METHODS))].into_iter().flatten().collect();
         let send = if send_arms.is_empty() {
@@ -429,6 +452,9 @@ impl Emitter<'_> {
                     let _ = (service, cx, bytes);
                     Err(#rpc::RpcError::method_not_found_among(method, &known))
                 }
+
+                #request_fn
+                #notification_fn
 
                 /// A [`Service`] as an `openagents_rpc::Handler`.
                 pub struct ServiceHandler<S>(pub std::sync::Arc<S>);

@@ -16,12 +16,13 @@ fn main() {
         eprintln!("error: {e}");
         std::process::exit(1);
     }
-    // The Agent Client Protocol, from its vendored published schema (feature `acp`).
+    // The Agent Client Protocol, from its vendored published schema (feature `acp`), with its
+    // services: each side's trait, dispatch and typed client on openagents-rpc.
     if std::env::var_os("CARGO_FEATURE_ACP").is_some() {
         let acp = manifest.join("../../tests/third-party-schemas/acp-v1.schema.json");
         println!("cargo:rerun-if-changed={}", acp.display());
         let out = out.with_file_name("acp_v1.rs");
-        if let Err(e) = openagents_codegen::Config::new().schema_dir(&acp).runtime("crate::rt").write_rust(&out) {
+        if let Err(e) = openagents_codegen::Config::new().schema_dir(&acp).runtime("crate::rt").service(true).write_rust(&out) {
             eprintln!("error: {}: {e}", acp.display());
             std::process::exit(1);
         }

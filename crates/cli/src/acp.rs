@@ -2,16 +2,23 @@
 //! JetBrains IDEs, Neovim and Emacs plugins) drive the operator's runners.
 //!
 //! It runs in process over the same engine `serve` builds (a `RunnerAgent` inside an
-//! `RpcEngine`), behind the same operator gate. Three tasks share one state:
-//! - the reader (this function's loop): bounded lines from stdin, answered at once, except
-//!   `session/prompt`, which joins the turn queue;
+//! `RpcEngine`), behind the same operator gate, and speaks JSON-RPC through the openagents-rpc
+//! core's line transport (`serve_lines` on stdin and stdout): the core reads bounded lines,
+//! refuses what is not JSON-RPC 2.0 (batches included: ACP v1 has none), matches the editor's
+//! answers to our requests, and owns stdout, so nothing but whole lines ever reaches it. Our
+//! side is the agent-side service generated from ACP's schema
+//! (`acp::service::agent_side::Service`, one typed function per method); what we send the
+//! editor goes through the generated client side (`acp::service::client_side::Client` over
+//! the connection's `Peer`). The core starts each message's call in the order it was read
+//! (`RpcServer::in_order`), so `initialize` then `session/new`, or a prompt then its cancel,
+//! are seen in that order. Three parts share one state:
+//! - the calls: answered at once, except `session/prompt`, which joins the turn queue and
+//!   waits for its answer, and `session/close` of a session whose turn runs;
 //! - the worker: takes one queued prompt at a time, submits its turn, and answers the prompt
 //!   only after the event pump has written every update the turn published;
 //! - the event pump: the engine's events (`engine.subscribe(None)`) become `session/update`
 //!   notifications, and the approval bridge's requests become a `tool_call` card plus
 //!   `session/request_permission`.
-//!
-//! One writer task owns stdout, so nothing but whole ACP lines ever reaches it.
 //!
 //! Sessions are bounded: at most `--max-sessions` ([`MAX_ACP_SESSIONS`] by default) are kept;
 //! past it `session/new` closes the session idle the longest (never one with a prompt queued or
@@ -21,15 +28,15 @@
 //!
 //! Every ACP message is one of the types generated from ACP's published schema
 //! (`openagents_protocol::acp`): what we read goes through their exact decoders and validators,
-//! what we write is built from them ([`messages`]); only the JSON-RPC envelope around them is
-//! ours ([`jsonrpc`]).
+//! what we write is built from them ([`messages`]). Every error, the core's own included
+//! (`RpcServer::error_data`), carries our typed `RuntimeSubmitError` as its `data`.
 //!
 //! A line costs a few times its size at most: it is checked without building anything
-//! (`rt::Skip`), its members are kept as raw text borrowed from it, its params are decoded only
-//! when they hold at most [`messages::MAX_ACP_VALUES`] JSON values, and a prompt's blocks are
-//! counted before it is decoded, at most [`MAX_PROMPT_BLOCKS`] of them.
+//! (`rt::Skip`, the core's screen: a key given twice anywhere is refused with a null id), its
+//! members are kept as raw text borrowed from it, its params are decoded only when they hold at
+//! most [`messages::MAX_ACP_VALUES`] JSON values, and a prompt's blocks are counted before it is
+//! decoded, at most [`MAX_PROMPT_BLOCKS`] of them.
 
-mod jsonrpc;
 mod messages;
 mod sessions;
 
@@ -37,24 +44,25 @@ use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::Poll;
 use std::time::Duration;
 
 use clap::Args;
 use openagents_protocol::acp;
-use openagents_protocol::rt::{Skip, describe_json_error};
-use openagents_sdk::agents::host::{FrameError, LineReader};
+use openagents_protocol::acp::service::{agent_side, client_side};
+use openagents_protocol::rt::{self, RpcMethod, Skip, describe_json_error};
+use openagents_rpc::{BoxFuture, Context, Handler, Limits, Peer, PeerError, RpcError, RpcServer, codes};
 use openagents_sdk::protocol::{ApprovalReply, ErrorCode, ErrorDetails, InterruptParams, Method, RuntimeEvent, RuntimeSubmitError, SERVER_MAX_LINE_BYTES, ServerEvent, SubmitParams, Turn};
 use openagents_sdk::server::events::Subscription;
 use openagents_sdk::server::{Caller, RpcEngine};
 use serde_json::Value;
 use serde_json::value::RawValue;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncBufRead, AsyncRead};
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use acp::{SessionUpdate, StopReason};
-use jsonrpc::{ErrorObject, JsonRpc, Outgoing, value};
-use messages::ACP_PROTOCOL_VERSION;
+use messages::{ACP_PROTOCOL_VERSION, value};
 
 /// Prompts that may wait for the turn slot at once (each session has at most one).
 pub const MAX_WAITING_PROMPTS: usize = 64;
@@ -76,8 +84,11 @@ pub const MAX_PROMPT_BLOCKS: usize = 1024;
 /// The longest task of a turn, in characters (`Turn.task`'s `maxLength` in `schema/Turn.json`):
 /// a prompt is flattened up to one character past it, and the schema check refuses it then.
 const TASK_MAX_CHARS: usize = 98_304;
-/// Outgoing lines that may wait for stdout.
-const OUTBOUND_QUEUE: usize = 1024;
+/// The most calls the editor may have waiting at once (the core answers one more busy):
+/// prompts wait for the turn slot (at most [`MAX_WAITING_PROMPTS`] of them, and the one
+/// running), closes for their session's turn, loads for the store; four times the prompts leaves
+/// room for the rest.
+const MAX_ACP_CALLS: usize = 4 * MAX_WAITING_PROMPTS;
 /// ACP's "Resource not found", for an unknown session.
 const ACP_RESOURCE_NOT_FOUND: i64 = -32002;
 /// The longest a tool-call title is, in characters.
@@ -152,8 +163,53 @@ pub fn acp(args: AcpArgs) -> ExitCode {
 }
 
 /// The JSON-RPC error for `e`: its `rpc_code`, and `data` the typed error itself.
-fn error_object(e: &RuntimeSubmitError) -> ErrorObject {
-    ErrorObject { code: e.code.rpc_code(), message: e.message.clone(), data: value(e) }
+fn rpc_error(e: &RuntimeSubmitError) -> RpcError {
+    RpcError::new(e.code.rpc_code(), e.message.clone()).with_data(value(e))
+}
+
+/// The `data` of the errors the core makes itself (not JSON, not JSON-RPC 2.0, a batch, a line
+/// too long, too many calls waiting): our typed error, its code told by the JSON-RPC code, as on
+/// every other error.
+fn core_error_data(e: &RpcError) -> Option<Value> {
+    let code = match e.code {
+        codes::PARSE_ERROR => ErrorCode::ParseError,
+        codes::INVALID_REQUEST => ErrorCode::InvalidRequest,
+        codes::METHOD_NOT_FOUND => ErrorCode::UnknownMethod,
+        codes::INVALID_PARAMS => ErrorCode::InvalidParams,
+        codes::BUSY => ErrorCode::Busy,
+        codes::FRAME_TOO_LARGE => ErrorCode::FrameTooLarge,
+        codes::SHUTTING_DOWN => ErrorCode::ShuttingDown,
+        _ => ErrorCode::Internal,
+    };
+    Some(value(&err(code, e.message.clone())))
+}
+
+/// The core's screen: every line is exact JSON, as every message from a client must be. A key
+/// given twice (two ids, two answers to a permission request) is refused with a null id, never
+/// read as its last copy. The check builds nothing: a line of any shape costs no more than
+/// itself here. Bad syntax and invalid UTF-8 pass, for the core's parse error.
+fn exact(line: &[u8]) -> Result<(), RpcError> {
+    let Ok(text) = std::str::from_utf8(line) else { return Ok(()) };
+    match serde_json::from_str::<Skip>(text) {
+        Err(e) if e.is_data() => Err(rpc_error(&err(ErrorCode::InvalidRequest, format!("the message is not exact JSON: cannot be represented: {}", describe_json_error(&e))))),
+        _ => Ok(()),
+    }
+}
+
+/// The methods of ACP's agent side this agent offers (with `_openagents/status`, ours).
+const OFFERED: &[&str] = &[
+    acp::agent_side::Initialize::NAME,
+    acp::agent_side::SessionNew::NAME,
+    acp::agent_side::SessionLoad::NAME,
+    acp::agent_side::SessionList::NAME,
+    acp::agent_side::SessionPrompt::NAME,
+    "session/cancel",
+    acp::agent_side::SessionClose::NAME,
+];
+
+/// -32601 for `method`, with our typed error.
+fn unknown_method(method: &str) -> RpcError {
+    rpc_error(&err(ErrorCode::UnknownMethod, format!("`{method}` is not a method this agent offers ({}, _openagents/status)", OFFERED.join(", "))))
 }
 
 fn err(code: ErrorCode, message: impl Into<String>) -> RuntimeSubmitError {
@@ -180,15 +236,9 @@ fn invalid_params(what: String, violations: Vec<openagents_protocol::rt::Violati
     e
 }
 
-/// `method`'s params (absent: `{}`) through ACP's generated decoder and validator.
-fn params<T: openagents_protocol::rt::Wire + openagents_protocol::rt::Validate + openagents_protocol::rt::SchemaCheck>(method: &str, p: Option<&RawValue>) -> Result<T, RuntimeSubmitError> {
-    messages::decode(p.map(RawValue::get)).map_err(|(why, v)| invalid_params(format!("invalid `{method}` params: {why}"), v))
-}
-
 /// The error for a prompt whose params were refused.
 fn prompt_error(e: messages::PromptError) -> RuntimeSubmitError {
     match e {
-        messages::PromptError::Invalid(why, v) => invalid_params(format!("invalid `session/prompt` params: {why}"), v),
         messages::PromptError::TooManyBlocks => {
             let mut e = err(ErrorCode::InvalidParams, format!("the prompt has more than {MAX_PROMPT_BLOCKS} content blocks (MAX_PROMPT_BLOCKS): they could never fit one task of {TASK_MAX_CHARS} characters; send fewer"));
             e.details = Some(ErrorDetails { violations: None, violations_omitted: None, known: None, holder: None, expires_at_ms: None, limit: Some(MAX_PROMPT_BLOCKS as i64) });
@@ -225,13 +275,14 @@ struct Session {
     /// When it was created or last prompted (a count, not a clock): the session idle the longest
     /// has the lowest.
     used: u64,
-    /// Closed (`session/close`) while its turn runs: the ids of the close requests, answered once
-    /// the turn has ended and its runner process is gone. A closed session takes no prompt.
-    closing: Option<Vec<Value>>,
+    /// Closed (`session/close`) while its turn runs: the close calls waiting, answered once the
+    /// turn has ended and its runner process is gone. A closed session takes no prompt.
+    closing: Option<Vec<oneshot::Sender<()>>>,
 }
 
 struct Prompt {
-    id: Value,
+    /// Where its answer goes: the `session/prompt` call waits for it.
+    answer: oneshot::Sender<Result<StopReason, RuntimeSubmitError>>,
     task: String,
     /// The client sent `session/cancel` for it: it answers `cancelled`, whatever happens.
     cancel: bool,
@@ -248,8 +299,9 @@ struct Running {
 
 /// An open approval card.
 struct Card {
-    /// Our `session/request_permission` still waiting for the client's answer.
-    request: Option<i64>,
+    /// Our `session/request_permission` still waiting for the client's answer: its id, and the
+    /// task waiting for the answer (ended when the request is withdrawn).
+    request: Option<(u64, tokio::task::AbortHandle)>,
 }
 
 #[derive(Default)]
@@ -263,9 +315,8 @@ struct State {
     next_session: u64,
     next_use: u64,
     next_turn: u64,
-    next_request: i64,
     /// Our outstanding permission requests: request id → approval id.
-    permissions: HashMap<i64, String>,
+    permissions: HashMap<u64, String>,
     /// Open cards by approval id.
     cards: HashMap<String, Card>,
     /// The client answered a permission request with "method not found": it cannot answer.
@@ -282,7 +333,9 @@ struct Adapter {
     caller: Caller,
     runners: Vec<String>,
     conn: u64,
-    out: mpsc::Sender<Vec<u8>>,
+    /// The editor's connection, once it has called: what we send it goes through the typed
+    /// client of ACP's client side over it.
+    editor: OnceLock<(Peer, client_side::Client)>,
     state: Mutex<State>,
     work: Notify,
     /// A stamp making session ids unique across processes (runners may keep memory by
@@ -293,23 +346,6 @@ struct Adapter {
 type Barrier = (i64, oneshot::Sender<()>);
 
 async fn run(engine: RpcEngine, runners: Vec<String>, close_conversation: CloseConversation, max_sessions: usize) -> ExitCode {
-    let (out, mut out_rx) = mpsc::channel::<Vec<u8>>(OUTBOUND_QUEUE);
-    let writer = tokio::spawn(async move {
-        let mut w = tokio::io::BufWriter::with_capacity(64 * 1024, tokio::io::stdout());
-        while let Some(first) = out_rx.recv().await {
-            let mut next = Some(first);
-            while let Some(mut line) = next.take() {
-                line.push(b'\n');
-                if w.write_all(&line).await.is_err() {
-                    return;
-                }
-                next = out_rx.try_recv().ok();
-            }
-            if w.flush().await.is_err() {
-                return;
-            }
-        }
-    });
     // Subscribed before anything can run, so no event of any turn is missed.
     let sub = engine.subscribe(None);
     let (bridge_tx, bridge_rx) = mpsc::channel(64);
@@ -318,42 +354,40 @@ async fn run(engine: RpcEngine, runners: Vec<String>, close_conversation: CloseC
     let caller = Caller { name: "acp".into(), ..Caller::stdio() };
     let conn = engine.bridge().attach_caller(&caller, bridge_tx);
     let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
-    let adapter = Arc::new(Adapter { engine: engine.clone(), close_conversation, max_sessions, caller, runners, conn, out, state: Mutex::new(State::default()), work: Notify::new(), stamp });
+    let adapter = Arc::new(Adapter { engine: engine.clone(), close_conversation, max_sessions, caller, runners, conn, editor: OnceLock::new(), state: Mutex::new(State::default()), work: Notify::new(), stamp });
     let (barrier_tx, barrier_rx) = mpsc::channel::<Barrier>(4);
     let pump = tokio::spawn(Arc::clone(&adapter).pump(sub, bridge_rx, barrier_rx));
     let worker = tokio::spawn(Arc::clone(&adapter).worker(barrier_tx));
 
-    let mut lines = LineReader::new(tokio::io::BufReader::with_capacity(64 * 1024, tokio::io::stdin()), SERVER_MAX_LINE_BYTES);
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    loop {
-        let next = tokio::select! {
-            l = lines.next_line() => l,
-            _ = tokio::signal::ctrl_c() => { eprintln!("openagents acp: interrupted; shutting down"); break }
-            Some(()) = async { match term.as_mut() { Some(t) => t.recv().await, None => std::future::pending().await } } => { eprintln!("openagents acp: terminated; shutting down"); break }
-        };
-        match next {
-            Ok(None) => break,
-            Ok(Some(line)) if line.iter().all(u8::is_ascii_whitespace) => {}
-            Ok(Some(line)) => adapter.on_line(&line).await,
-            Err(FrameError::TooLong { limit }) => {
-                let e = err(ErrorCode::FrameTooLarge, format!("the message is longer than SERVER_MAX_LINE_BYTES ({limit} bytes); it was discarded unread"));
-                adapter.send_error(Value::Null, &e).await;
-                match lines.skip_line().await {
-                    Ok((_, true)) => {}
-                    Ok((_, false)) => break,
-                    Err(e) => {
-                        eprintln!("openagents acp: cannot read stdin: {e}");
-                        break;
-                    }
-                }
+    let server = RpcServer::new(AcpHandler(Agent(Arc::clone(&adapter))))
+        .limits(Limits { max_frame_bytes: SERVER_MAX_LINE_BYTES, max_in_flight: MAX_ACP_CALLS, max_batch: 0 })
+        .in_order(true)
+        .screen(exact)
+        .error_data(core_error_data);
+    // Stdin's end (or a signal) closes the adapter: what waits for a turn or for the editor is
+    // answered, so the core's wait for the calls in flight ends.
+    let (ended_tx, ended_rx) = oneshot::channel();
+    let (served_tx, served_rx) = oneshot::channel::<()>();
+    let input = InputEnd { inner: tokio::io::BufReader::with_capacity(64 * 1024, tokio::io::stdin()), ended: Some(ended_tx) };
+    let closer = {
+        let adapter = Arc::clone(&adapter);
+        let shutdown = server.shutdown().clone();
+        tokio::spawn(async move {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = ended_rx => {}
+                _ = served_rx => {}
+                _ = tokio::signal::ctrl_c() => { eprintln!("openagents acp: interrupted; shutting down"); shutdown.trigger() }
+                Some(()) = async { match term.as_mut() { Some(t) => t.recv().await, None => std::future::pending().await } } => { eprintln!("openagents acp: terminated; shutting down"); shutdown.trigger() }
             }
-            Err(FrameError::Io(e)) => {
-                eprintln!("openagents acp: cannot read stdin: {e}");
-                break;
-            }
-        }
+            adapter.close().await;
+        })
+    };
+    if let Err(e) = openagents_rpc::serve_lines(&server, input, tokio::io::stdout()).await {
+        eprintln!("openagents acp: cannot read stdin or write stdout: {e}");
     }
-    adapter.close().await;
+    let _ = served_tx.send(());
+    let _ = closer.await;
     let abort = worker.abort_handle();
     if tokio::time::timeout(Duration::from_secs(10), worker).await.is_err() {
         abort.abort();
@@ -361,12 +395,158 @@ async fn run(engine: RpcEngine, runners: Vec<String>, close_conversation: CloseC
     pump.abort();
     let _ = pump.await;
     engine.bridge().detach(conn);
-    drop(adapter);
-    let abort = writer.abort_handle();
-    if tokio::time::timeout(Duration::from_secs(2), writer).await.is_err() {
-        abort.abort();
-    }
     ExitCode::SUCCESS
+}
+
+/// Stdin, telling once it has ended (or failed).
+struct InputEnd<R> {
+    inner: R,
+    ended: Option<oneshot::Sender<()>>,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for InputEnd<R> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+impl<R: AsyncBufRead + Unpin> AsyncBufRead for InputEnd<R> {
+    fn poll_fill_buf(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<&[u8]>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_fill_buf(cx);
+        if (matches!(&polled, Poll::Ready(Err(_))) || matches!(&polled, Poll::Ready(Ok(b)) if b.is_empty()))
+            && let Some(ended) = this.ended.take()
+        {
+            let _ = ended.send(());
+        }
+        polled
+    }
+
+    fn consume(self: Pin<&mut Self>, amt: usize) {
+        Pin::new(&mut self.get_mut().inner).consume(amt);
+    }
+}
+
+/// The core's handler: the checks before any decoding (the editor initialized, a prompt's
+/// blocks, the values of the params), then ACP's generated decoders and the agent side's
+/// generated dispatch into [`Agent`].
+struct AcpHandler(Agent);
+
+impl Handler for AcpHandler {
+    fn call<'a>(&'a self, cx: &'a Context, method: &'a str, params: Option<&'a RawValue>) -> BoxFuture<'a, Result<Box<RawValue>, RpcError>> {
+        Box::pin(self.0.call(cx, method, params))
+    }
+}
+
+/// The agent side of ACP, as the service generated from its schema.
+struct Agent(Arc<Adapter>);
+
+impl Agent {
+    async fn call(&self, cx: &Context, method: &str, params: Option<&RawValue>) -> Result<Box<RawValue>, RpcError> {
+        let a = &self.0;
+        a.editor.get_or_init(|| (cx.peer().clone(), client_side::Client::new(cx.peer().clone())));
+        // A notification's answer is dropped: one before `initialize` is ignored.
+        if method != "initialize" && !a.lock().initialized {
+            return Err(rpc_error(&err(ErrorCode::InvalidRequest, format!("`{method}` before `initialize`: send `initialize` first"))));
+        }
+        if method == "_openagents/status" {
+            return serde_json::value::to_raw_value(&a.engine.status()).map_err(RpcError::internal);
+        }
+        // ACP's other methods are not advertised: unknown, whatever their params.
+        if !OFFERED.contains(&method) {
+            return Err(unknown_method(method));
+        }
+        let text = params.map_or("{}", RawValue::get);
+        let invalid = |(why, v): (String, Vec<rt::Violation>)| rpc_error(&invalid_params(format!("invalid `{method}` params: {why}"), v));
+        // At most MAX_PROMPT_BLOCKS blocks and MAX_ACP_VALUES values, counted before anything
+        // is decoded.
+        if method == acp::agent_side::SessionPrompt::NAME && messages::too_many_blocks(text, MAX_PROMPT_BLOCKS) {
+            return Err(rpc_error(&prompt_error(messages::PromptError::TooManyBlocks)));
+        }
+        match rt::count_values(text, messages::MAX_ACP_VALUES) {
+            Ok(Some(_)) => {}
+            Ok(None) => return Err(invalid(messages::too_many_values(messages::MAX_ACP_VALUES))),
+            Err(e) => return Err(invalid((format!("not JSON: {}", describe_json_error(&e)), Vec::new()))),
+        }
+        if let Some(request) = acp::agent_side::Request::decode(method, text.as_bytes()) {
+            return agent_side::dispatch_request(self, cx, request.map_err(|e| invalid(messages::document_error(e)))?).await;
+        }
+        match acp::agent_side::Notification::decode(method, text.as_bytes()) {
+            Some(Ok(n)) => agent_side::dispatch_notification(self, cx, n).await,
+            Some(Err(e)) => eprintln!("openagents acp: ignoring {method}: {}", messages::document_error(e).0),
+            None => {}
+        }
+        Ok(openagents_rpc::null())
+    }
+}
+
+impl agent_side::Service for Agent {
+    async fn initialize(&self, _cx: &Context, req: acp::InitializeRequest) -> Result<acp::InitializeResponse, RpcError> {
+        Ok(self.0.initialize(req))
+    }
+
+    async fn session_new(&self, cx: &Context, req: acp::NewSessionRequest) -> Result<acp::NewSessionResponse, RpcError> {
+        let (result, session, notice, evicted) = self.0.new_session(req).map_err(|e| rpc_error(&e))?;
+        // With a session evicted to make room, the answer waits until its runner process is gone.
+        if let Some(old) = evicted {
+            self.0.end_conversation(&old).await;
+        }
+        // Nothing is sent on a session before the answer that names it.
+        if let Some(update) = notice {
+            let this = Arc::clone(&self.0);
+            cx.after_reply(async move { this.send_update(&session, update).await });
+        }
+        Ok(result)
+    }
+
+    async fn session_prompt(&self, _cx: &Context, req: acp::PromptRequest) -> Result<acp::PromptResponse, RpcError> {
+        let answer = self.0.prompt(req)?;
+        match answer.await {
+            Ok(Ok(stop_reason)) => Ok(acp::PromptResponse { stop_reason, meta: None }),
+            Ok(Err(e)) => Err(rpc_error(&e)),
+            Err(_) => Err(rpc_error(&err(ErrorCode::Interrupted, "the agent stopped before this prompt was answered"))),
+        }
+    }
+
+    async fn session_list(&self, _cx: &Context, req: acp::ListSessionsRequest) -> Result<acp::ListSessionsResponse, RpcError> {
+        self.0.list_sessions(req).await.map_err(|e| rpc_error(&e))
+    }
+
+    async fn session_load(&self, _cx: &Context, req: acp::LoadSessionRequest) -> Result<acp::LoadSessionResponse, RpcError> {
+        self.0.load_session(req).await
+    }
+
+    async fn session_close(&self, _cx: &Context, req: acp::CloseSessionRequest) -> Result<acp::CloseSessionResponse, RpcError> {
+        self.0.close_session(req).await
+    }
+
+    async fn session_cancel(&self, _cx: &Context, req: acp::CancelNotification) {
+        self.0.cancel(&req.session_id).await;
+    }
+
+    async fn authenticate(&self, _cx: &Context, _req: acp::AuthenticateRequest) -> Result<acp::AuthenticateResponse, RpcError> {
+        Err(unknown_method(acp::agent_side::Authenticate::NAME))
+    }
+
+    async fn logout(&self, _cx: &Context, _req: acp::LogoutRequest) -> Result<acp::LogoutResponse, RpcError> {
+        Err(unknown_method(acp::agent_side::Logout::NAME))
+    }
+
+    async fn session_delete(&self, _cx: &Context, _req: acp::DeleteSessionRequest) -> Result<acp::DeleteSessionResponse, RpcError> {
+        Err(unknown_method(acp::agent_side::SessionDelete::NAME))
+    }
+
+    async fn session_resume(&self, _cx: &Context, _req: acp::ResumeSessionRequest) -> Result<acp::ResumeSessionResponse, RpcError> {
+        Err(unknown_method(acp::agent_side::SessionResume::NAME))
+    }
+
+    async fn session_set_config_option(&self, _cx: &Context, _req: acp::SetSessionConfigOptionRequest) -> Result<acp::SetSessionConfigOptionResponse, RpcError> {
+        Err(unknown_method(acp::agent_side::SessionSetConfigOption::NAME))
+    }
+
+    async fn session_set_mode(&self, _cx: &Context, _req: acp::SetSessionModeRequest) -> Result<acp::SetSessionModeResponse, RpcError> {
+        Err(unknown_method(acp::agent_side::SessionSetMode::NAME))
+    }
 }
 
 /// The first line of `prompt`, at most [`TITLE_CHARS`] characters.
@@ -384,146 +564,18 @@ impl Adapter {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    async fn send(&self, msg: Outgoing) {
-        let _ = self.out.send(msg.to_line()).await;
-    }
-
-    async fn send_result(&self, id: Value, result: Value) {
-        self.send(Outgoing::Result { jsonrpc: JsonRpc::V2, id, result }).await;
-    }
-
-    async fn send_error(&self, id: Value, e: &RuntimeSubmitError) {
-        self.send(Outgoing::Error { jsonrpc: JsonRpc::V2, id, error: error_object(e) }).await;
-    }
-
     async fn send_update(&self, session: &str, update: SessionUpdate) {
-        let params = value(&acp::SessionNotification { session_id: session.to_owned(), update, meta: None });
-        self.send(Outgoing::Notification { jsonrpc: JsonRpc::V2, method: "session/update", params }).await;
+        let Some((_, editor)) = self.editor.get() else { return };
+        // Fails only once the editor's connection has closed: nobody is left to tell.
+        let _ = editor.session_update(acp::SessionNotification { session_id: session.to_owned(), update, meta: None }).await;
     }
 
-    async fn answer_prompt(&self, id: Value, outcome: Result<StopReason, RuntimeSubmitError>) {
-        match outcome {
-            Ok(stop_reason) => self.send_result(id, value(&acp::PromptResponse { stop_reason, meta: None })).await,
-            Err(e) => self.send_error(id, &e).await,
-        }
+    /// Answers the `session/prompt` call waiting for `prompt`.
+    fn answer_prompt(prompt: Prompt, outcome: Result<StopReason, RuntimeSubmitError>) {
+        let _ = prompt.answer.send(outcome);
     }
 
-    async fn on_line(self: &Arc<Self>, line: &[u8]) {
-        let text = match std::str::from_utf8(line) {
-            Ok(t) => t,
-            Err(e) => return self.send_error(Value::Null, &err(ErrorCode::ParseError, format!("the message is not JSON: invalid UTF-8 at byte offset {}", e.valid_up_to()))).await,
-        };
-        // Exact, as every message from a client: a key given twice (two ids, two answers to a
-        // permission request) is refused, never read as its last copy, and no id is echoed. The
-        // check builds nothing: a line of any shape costs no more than itself here.
-        if let Err(e) = serde_json::from_str::<Skip>(text) {
-            let why = describe_json_error(&e);
-            return if e.is_data() {
-                self.send_error(Value::Null, &err(ErrorCode::InvalidRequest, format!("the message is not exact JSON: cannot be represented: {why}"))).await
-            } else {
-                self.send_error(Value::Null, &err(ErrorCode::ParseError, format!("the message is not JSON: {why}"))).await
-            };
-        }
-        let first = text.trim_start().as_bytes().first().copied();
-        if first != Some(b'{') {
-            let why = if first == Some(b'[') { "batches are not part of ACP v1: send one JSON-RPC message per line" } else { "a message is a JSON-RPC 2.0 object" };
-            return self.send_error(Value::Null, &err(ErrorCode::InvalidRequest, why)).await;
-        }
-        // Each member as raw text borrowed from the line: `params` is decoded by its method.
-        let msg: jsonrpc::Envelope<'_> = match serde_json::from_str(text) {
-            Ok(m) => m,
-            Err(e) => return self.send_error(Value::Null, &err(ErrorCode::InvalidRequest, format!("the message is not a JSON-RPC 2.0 object: {}", describe_json_error(&e)))).await,
-        };
-        // ACP's RequestId: null, a 64-bit integer or a string.
-        let id = match msg.id.map(jsonrpc::scalar) {
-            None => None,
-            Some(Some(v @ (Value::Null | Value::String(_)))) => Some(v),
-            Some(Some(Value::Number(n))) if n.is_i64() => Some(Value::Number(n)),
-            Some(_) => return self.send_error(Value::Null, &err(ErrorCode::InvalidRequest, "`id` must be null, a 64-bit integer or a string")).await,
-        };
-        if msg.jsonrpc.and_then(jsonrpc::scalar).as_ref().and_then(Value::as_str) != Some("2.0") {
-            return self.send_error(id.unwrap_or(Value::Null), &err(ErrorCode::InvalidRequest, "every message carries \"jsonrpc\": \"2.0\"")).await;
-        }
-        let answered = msg.result.is_some() || msg.error.is_some();
-        match (msg.method.map(jsonrpc::scalar), id) {
-            (Some(Some(Value::String(m))), Some(id)) => self.on_request(&m, id, msg.params).await,
-            (Some(Some(Value::String(m))), None) => self.on_notification(&m, msg.params).await,
-            (Some(_), id) => self.send_error(id.unwrap_or(Value::Null), &err(ErrorCode::InvalidRequest, "`method` must be a string")).await,
-            (None, Some(Value::Number(n))) if answered => self.on_response(n.as_i64().unwrap_or(-1), msg.result, msg.error).await,
-            (None, Some(_)) if answered => eprintln!("openagents acp: ignoring a response to an id we never used"),
-            (None, id) => self.send_error(id.unwrap_or(Value::Null), &err(ErrorCode::InvalidRequest, "the message has no `method`")).await,
-        }
-    }
-
-    async fn on_request(self: &Arc<Self>, method: &str, id: Value, p: Option<&RawValue>) {
-        if method != "initialize" && !self.lock().initialized {
-            return self.send_error(id, &err(ErrorCode::InvalidRequest, format!("`{method}` before `initialize`: send `initialize` first"))).await;
-        }
-        let outcome = match method {
-            "initialize" => self.initialize(p),
-            "session/new" => match self.new_session(p) {
-                Ok((result, session, notice, evicted)) => {
-                    // The response first: nothing is sent on a session before it. With a session
-                    // evicted to make room, after its runner process is gone (on a task of its
-                    // own: the reader goes on meanwhile).
-                    let wait = evicted.is_some();
-                    let this = Arc::clone(self);
-                    let answer = async move {
-                        if let Some(old) = evicted {
-                            this.end_conversation(&old).await;
-                        }
-                        this.send_result(id, result).await;
-                        if let Some(update) = notice {
-                            this.send_update(&session, update).await;
-                        }
-                    };
-                    if wait {
-                        tokio::spawn(answer);
-                    } else {
-                        answer.await;
-                    }
-                    return;
-                }
-                Err(e) => Err(e),
-            },
-            "session/prompt" => match self.prompt(id.clone(), p) {
-                Ok(()) => return,
-                Err(e) => return self.send(Outgoing::Error { jsonrpc: JsonRpc::V2, id, error: e }).await,
-            },
-            "session/list" => self.list_sessions(p).await,
-            "session/load" => match self.load_session(id.clone(), p).await {
-                Ok(()) => return,
-                Err(e) => return self.send(Outgoing::Error { jsonrpc: JsonRpc::V2, id, error: e }).await,
-            },
-            "session/close" => match self.close_session(id.clone(), p).await {
-                Ok(()) => return,
-                Err(e) => return self.send(Outgoing::Error { jsonrpc: JsonRpc::V2, id, error: e }).await,
-            },
-            "_openagents/status" => Ok(value(&self.engine.status())),
-            _ => Err(err(ErrorCode::UnknownMethod, format!("`{method}` is not a method this agent offers (initialize, session/new, session/load, session/list, session/prompt, session/cancel, session/close, _openagents/status)"))),
-        };
-        match outcome {
-            Ok(result) => self.send_result(id, result).await,
-            Err(e) => self.send_error(id, &e).await,
-        }
-    }
-
-    async fn on_notification(&self, method: &str, p: Option<&RawValue>) {
-        if !self.lock().initialized {
-            return;
-        }
-        // Other notifications (and `$/cancel_request`: every request is answered promptly, or is
-        // a prompt, which `session/cancel` ends) are ignored.
-        if method == "session/cancel" {
-            match params::<acp::CancelNotification>(method, p) {
-                Ok(c) => self.cancel(&c.session_id).await,
-                Err(e) => eprintln!("openagents acp: ignoring session/cancel: {}", e.message),
-            }
-        }
-    }
-
-    fn initialize(&self, p: Option<&RawValue>) -> Result<Value, RuntimeSubmitError> {
-        let req: acp::InitializeRequest = params("initialize", p)?;
+    fn initialize(&self, req: acp::InitializeRequest) -> acp::InitializeResponse {
         let notices = req.client_capabilities.as_ref().and_then(|c| c.session.as_ref()).is_some_and(|s| s.notices.is_some());
         let client = req.client_info.as_ref().map_or_else(|| "an unnamed client".into(), |i| i.name.clone());
         let version = req.client_info.as_ref().map(|i| format!(" {}", i.version)).unwrap_or_default();
@@ -539,14 +591,13 @@ impl Adapter {
             schema_digest: openagents_sdk::protocol::SCHEMA_DIGEST.into(),
             max_sessions: self.max_sessions,
         };
-        Ok(value(&messages::initialize_response(env!("CARGO_PKG_VERSION"), &ours)))
+        messages::initialize_response(env!("CARGO_PKG_VERSION"), &ours)
     }
 
     /// The result, the session id, the notice to send after the result (if any), and the
     /// session closed to make room for it (if any), whose runner process is to be ended.
     #[allow(clippy::type_complexity)]
-    fn new_session(&self, p: Option<&RawValue>) -> Result<(Value, String, Option<SessionUpdate>, Option<String>), RuntimeSubmitError> {
-        let req: acp::NewSessionRequest = params("session/new", p)?;
+    fn new_session(&self, req: acp::NewSessionRequest) -> Result<(acp::NewSessionResponse, String, Option<SessionUpdate>, Option<String>), RuntimeSubmitError> {
         let runner = match req.meta.as_ref().and_then(|m| m.get("openagents/runner")) {
             None => self.runners[0].clone(),
             Some(Value::String(r)) if self.runners.contains(r) => r.clone(),
@@ -570,7 +621,7 @@ impl Adapter {
                 notice = Some(messages::warning(what));
             }
         }
-        Ok((value(&messages::new_session_response(session_id.clone(), ignored)), session_id, notice, evicted))
+        Ok((messages::new_session_response(session_id.clone(), ignored), session_id, notice, evicted))
     }
 
     /// Keeps session `id` (new, or loaded from the store): at the cap, the session idle the
@@ -603,8 +654,7 @@ impl Adapter {
     /// `session/list`: the conversations the store keeps on this agent's runners, the most
     /// recently updated first, [`SESSION_PAGE`] at a time (only those whose first turn ran in
     /// `cwd`, when it is given).
-    async fn list_sessions(&self, p: Option<&RawValue>) -> Result<Value, RuntimeSubmitError> {
-        let req: acp::ListSessionsRequest = params("session/list", p)?;
+    async fn list_sessions(&self, req: acp::ListSessionsRequest) -> Result<acp::ListSessionsResponse, RuntimeSubmitError> {
         let after = match req.cursor.as_deref() {
             None => None,
             Some(c) => Some(sessions::decode_cursor(c).ok_or_else(|| err(ErrorCode::InvalidParams, "`cursor` is not one this agent gave: pass a `nextCursor` of session/list"))?),
@@ -613,7 +663,7 @@ impl Adapter {
         let runners = self.runners.clone();
         let page = tokio::task::spawn_blocking(move || sessions::list(store.as_ref(), after, req.cwd.as_deref(), &runners)).await;
         match page {
-            Ok(Ok(page)) => Ok(value(&page)),
+            Ok(Ok(page)) => Ok(page),
             Ok(Err(e)) => Err(err(ErrorCode::Internal, format!("cannot read the store: {e}"))),
             Err(e) => Err(err(ErrorCode::Internal, format!("the store's read failed: {e}"))),
         }
@@ -623,11 +673,10 @@ impl Adapter {
     /// the `cwd` given), its turns are replayed as `session/update`s (each prompt, the progress
     /// and approval cards the store still has, each result), then the request is answered. A
     /// prompt to it continues the conversation.
-    async fn load_session(self: &Arc<Self>, id: Value, p: Option<&RawValue>) -> Result<(), ErrorObject> {
-        let req: acp::LoadSessionRequest = params("session/load", p).map_err(|e| error_object(&e))?;
+    async fn load_session(&self, req: acp::LoadSessionRequest) -> Result<acp::LoadSessionResponse, RpcError> {
         let sid = req.session_id;
         if self.lock().sessions.get(&sid).is_some_and(|s| s.prompt.is_some() || s.closing.is_some()) {
-            return Err(error_object(&err(ErrorCode::Busy, format!("session `{sid}` has a prompt in progress here; wait for its answer"))));
+            return Err(rpc_error(&err(ErrorCode::Busy, format!("session `{sid}` has a prompt in progress here; wait for its answer"))));
         }
         let store = self.engine.events().store().clone();
         let key = sid.clone();
@@ -635,16 +684,16 @@ impl Adapter {
         let history = match history {
             Ok(Ok(Some(h))) => h,
             Ok(Ok(None)) => return Err(Self::unknown_session(&sid)),
-            Ok(Err(e)) => return Err(error_object(&err(ErrorCode::Internal, format!("cannot read the store: {e}")))),
-            Err(e) => return Err(error_object(&err(ErrorCode::Internal, format!("the store's read failed: {e}")))),
+            Ok(Err(e)) => return Err(rpc_error(&err(ErrorCode::Internal, format!("cannot read the store: {e}")))),
+            Err(e) => return Err(rpc_error(&err(ErrorCode::Internal, format!("the store's read failed: {e}")))),
         };
         if !self.runners.contains(&history.runner) {
-            return Err(error_object(&err(ErrorCode::InvalidParams, format!("session `{sid}` ran on runner `{}`, which is not one of this agent's runners ({})", history.runner, self.runners.join(", ")))));
+            return Err(rpc_error(&err(ErrorCode::InvalidParams, format!("session `{sid}` ran on runner `{}`, which is not one of this agent's runners ({})", history.runner, self.runners.join(", ")))));
         }
-        turn_violations(&Turn::new("a", "a", history.runner.clone(), "a", req.cwd.clone()), "/cwd", "`cwd` is not an absolute path a turn can use").map_err(|e| error_object(&e))?;
+        turn_violations(&Turn::new("a", "a", history.runner.clone(), "a", req.cwd.clone()), "/cwd", "`cwd` is not an absolute path a turn can use").map_err(|e| rpc_error(&e))?;
         let evicted = {
             let mut st = self.lock();
-            self.open_session(&mut st, sid.clone(), req.cwd, history.runner.clone()).map_err(|e| error_object(&e))?
+            self.open_session(&mut st, sid.clone(), req.cwd, history.runner.clone()).map_err(|e| rpc_error(&e))?
         };
         if let Some(old) = evicted {
             self.end_conversation(&old).await;
@@ -652,8 +701,7 @@ impl Adapter {
         for update in history.updates {
             self.send_update(&sid, update).await;
         }
-        self.send_result(id, value(&acp::LoadSessionResponse::default())).await;
-        Ok(())
+        Ok(acp::LoadSessionResponse::default())
     }
 
     /// Ends the runner process a closed session holds (an ACP runner keeps one per
@@ -667,52 +715,52 @@ impl Adapter {
 
     /// ACP's "Resource not found" (-32002), with our typed error and the session id in `data`:
     /// for a session never made, and for one closed.
-    fn unknown_session(session: &str) -> ErrorObject {
+    fn unknown_session(session: &str) -> RpcError {
         let e = err(ErrorCode::InvalidParams, format!("unknown session `{session}`: create one with session/new"));
         let mut data = value(&e);
         data["sessionId"] = Value::String(session.to_owned());
-        ErrorObject { code: ACP_RESOURCE_NOT_FOUND, message: e.message, data }
+        RpcError::new(ACP_RESOURCE_NOT_FOUND, e.message).with_data(data)
     }
 
-    fn prompt(&self, id: Value, p: Option<&RawValue>) -> Result<(), ErrorObject> {
-        // At most MAX_PROMPT_BLOCKS blocks (counted before anything is decoded), through ACP's
-        // decoder, then flattened into the task, cut just past its limit.
-        let req = messages::decode_prompt(p.map(RawValue::get), MAX_PROMPT_BLOCKS, TASK_MAX_CHARS).map_err(|e| error_object(&prompt_error(e)))?;
+    /// Queues a prompt (its blocks counted and decoded already): its blocks flattened into the
+    /// task, cut just past its limit. Returns where its answer will come.
+    fn prompt(&self, req: acp::PromptRequest) -> Result<oneshot::Receiver<Result<StopReason, RuntimeSubmitError>>, RpcError> {
+        let req = messages::flatten_prompt(req, TASK_MAX_CHARS).map_err(|e| rpc_error(&prompt_error(e)))?;
         let task = req.task;
         let mut st = self.lock();
         if st.closing {
-            return Err(error_object(&err(ErrorCode::ShuttingDown, "the agent is shutting down and takes no new prompts")));
+            return Err(rpc_error(&err(ErrorCode::ShuttingDown, "the agent is shutting down and takes no new prompts")));
         }
         let waiting = st.queue.len();
         st.next_use += 1;
         let used = st.next_use;
         let Some(session) = st.sessions.get_mut(&req.session_id).filter(|s| s.closing.is_none()) else { return Err(Self::unknown_session(&req.session_id)) };
         if session.prompt.is_some() {
-            return Err(error_object(&err(ErrorCode::InvalidParams, format!("session `{}` already has a prompt in progress; wait for its answer, or send session/cancel", req.session_id))));
+            return Err(rpc_error(&err(ErrorCode::InvalidParams, format!("session `{}` already has a prompt in progress; wait for its answer, or send session/cancel", req.session_id))));
         }
-        turn_violations(&Turn::new("a", "a", session.runner.clone(), task.clone(), session.cwd.clone()), "/task", "the prompt cannot be a turn's task").map_err(|e| error_object(&e))?;
+        turn_violations(&Turn::new("a", "a", session.runner.clone(), task.clone(), session.cwd.clone()), "/task", "the prompt cannot be a turn's task").map_err(|e| rpc_error(&e))?;
         if waiting >= MAX_WAITING_PROMPTS {
-            return Err(error_object(&err(ErrorCode::Busy, format!("{waiting} prompts are already waiting for the turn slot; retry when one has been answered"))));
+            return Err(rpc_error(&err(ErrorCode::Busy, format!("{waiting} prompts are already waiting for the turn slot; retry when one has been answered"))));
         }
-        session.prompt = Some(Prompt { id, task, cancel: false });
+        let (answer, answered) = oneshot::channel();
+        session.prompt = Some(Prompt { answer, task, cancel: false });
         session.used = used;
         st.queue.push_back(req.session_id);
         drop(st);
         self.work.notify_one();
-        Ok(())
+        Ok(answered)
     }
 
     /// `session/close`: as `session/cancel`, then the session is gone (a prompt to it is an
     /// unknown session's) and so is the runner process it holds. Answered `{}` once that process
     /// has ended: at once for an idle session, after its prompt's answer for one with a prompt.
-    async fn close_session(self: &Arc<Self>, id: Value, p: Option<&RawValue>) -> Result<(), ErrorObject> {
-        let req: acp::CloseSessionRequest = params("session/close", p).map_err(|e| error_object(&e))?;
+    async fn close_session(&self, req: acp::CloseSessionRequest) -> Result<acp::CloseSessionResponse, RpcError> {
         let sid = req.session_id;
         enum Then {
             /// Its turn runs: the worker answers once it ends (after interrupting it, if started).
-            Running(Option<String>),
+            Running(Option<String>, oneshot::Receiver<()>),
             /// Closed now; a queued prompt to answer `cancelled` first.
-            Closed(Option<Value>),
+            Closed(Option<Prompt>),
         }
         let then = {
             let mut st = self.lock();
@@ -720,42 +768,45 @@ impl Adapter {
             let Some(session) = st.sessions.get_mut(&sid).filter(|s| s.closing.is_none()) else { return Err(Self::unknown_session(&sid)) };
             match running {
                 Some((assignment, started)) => {
-                    session.closing = Some(vec![id.clone()]);
+                    let (closed, wait) = oneshot::channel();
+                    session.closing.get_or_insert_default().push(closed);
                     if let Some(p) = session.prompt.as_mut() {
                         p.cancel = true;
                     }
-                    Then::Running(started.then_some(assignment))
+                    Then::Running(started.then_some(assignment), wait)
                 }
                 None => {
                     let queued = st.sessions.remove(&sid).and_then(|s| s.prompt);
                     if queued.is_some() {
                         st.queue.retain(|q| q != &sid);
                     }
-                    Then::Closed(queued.map(|p| p.id))
+                    Then::Closed(queued)
                 }
             }
         };
         match then {
-            Then::Running(Some(assignment)) => self.interrupt(assignment).await,
-            Then::Running(None) => {}
+            Then::Running(assignment, wait) => {
+                if let Some(assignment) = assignment {
+                    self.interrupt(assignment).await;
+                }
+                // The worker closes the session once its turn has ended and the runner process
+                // is gone.
+                let _ = wait.await;
+            }
             Then::Closed(queued) => {
                 if let Some(prompt) = queued {
-                    self.answer_prompt(prompt, Ok(StopReason::Cancelled)).await;
+                    Self::answer_prompt(prompt, Ok(StopReason::Cancelled));
                 }
-                let this = Arc::clone(self);
-                tokio::spawn(async move {
-                    this.end_conversation(&sid).await;
-                    this.send_result(id, value(&acp::CloseSessionResponse::default())).await;
-                });
+                self.end_conversation(&sid).await;
             }
         }
-        Ok(())
+        Ok(acp::CloseSessionResponse::default())
     }
 
     async fn cancel(&self, session_id: &str) {
         enum Then {
             Nothing,
-            Answer(Value),
+            Answer(Prompt),
             Interrupt(String),
         }
         let then = {
@@ -776,14 +827,14 @@ impl Adapter {
                         // Only queued: it never runs.
                         let p = s.prompt.take();
                         st.queue.retain(|q| q != session_id);
-                        p.map_or(Then::Nothing, |p| Then::Answer(p.id))
+                        p.map_or(Then::Nothing, Then::Answer)
                     }
                 },
             }
         };
         match then {
             Then::Nothing => {}
-            Then::Answer(id) => self.answer_prompt(id, Ok(StopReason::Cancelled)).await,
+            Then::Answer(prompt) => Self::answer_prompt(prompt, Ok(StopReason::Cancelled)),
             Then::Interrupt(assignment) => self.interrupt(assignment).await,
         }
     }
@@ -796,23 +847,29 @@ impl Adapter {
         }
     }
 
-    async fn on_response(&self, request: i64, result: Option<&RawValue>, error: Option<&RawValue>) {
+    /// The editor's answer to our permission request `request` (or why none came): the
+    /// approval it asked for is answered, unless the request was withdrawn meanwhile.
+    fn on_permission_answer(&self, request: u64, answer: Result<Box<RawValue>, PeerError>) {
         let Some(approval) = self.lock().permissions.remove(&request) else { return };
-        let approved = if let Some(result) = result {
-            match messages::decode::<acp::RequestPermissionResponse>(Some(result.get())) {
+        let approved = match answer {
+            Ok(result) => match messages::decode::<acp::RequestPermissionResponse>(Some(result.get())) {
                 Ok(r) => messages::approves(&r),
                 Err((e, _)) => {
                     eprintln!("openagents acp: an unreadable answer to approval {approval} denies it: {e}");
                     false
                 }
+            },
+            Err(PeerError::Answered(e)) => {
+                if e.code == codes::METHOD_NOT_FOUND {
+                    eprintln!("openagents acp: the client cannot answer session/request_permission (method not found): every later approval is denied at once");
+                    self.lock().cannot_answer = true;
+                }
+                false
             }
-        } else {
-            let code = error.and_then(|e| serde_json::from_str::<jsonrpc::ErrorCodeOnly>(e.get()).ok()).and_then(|e| e.code).and_then(|c| c.as_i64());
-            if code == Some(-32601) {
-                eprintln!("openagents acp: the client cannot answer session/request_permission (method not found): every later approval is denied at once");
-                self.lock().cannot_answer = true;
+            Err(e) => {
+                eprintln!("openagents acp: approval {approval} is denied: {e}");
+                false
             }
-            false
         };
         if let Some(card) = self.lock().cards.get_mut(&approval) {
             card.request = None;
@@ -842,7 +899,7 @@ impl Adapter {
         }
         for p in queued {
             let outcome = if p.cancel { Ok(StopReason::Cancelled) } else { Err(err(ErrorCode::Interrupted, "the editor closed the connection before this prompt ran")) };
-            self.answer_prompt(p.id, outcome).await;
+            Self::answer_prompt(p, outcome);
         }
         self.work.notify_one();
         self.engine.shutdown().await;
@@ -905,15 +962,14 @@ impl Adapter {
             if let Some(closes) = closed {
                 let this = Arc::clone(&self);
                 let sid = sid.clone();
-                let answer = prompt.as_ref().map(|p| p.id.clone());
-                // The prompt's answer (`cancelled`) goes first, below; the close after the process.
-                if let Some(id) = answer {
-                    self.answer_prompt(id, Ok(StopReason::Cancelled)).await;
+                // The prompt's answer (`cancelled`) goes first; the close after the process.
+                if let Some(prompt) = prompt {
+                    Self::answer_prompt(prompt, Ok(StopReason::Cancelled));
                 }
                 tokio::spawn(async move {
                     this.end_conversation(&sid).await;
-                    for id in closes {
-                        this.send_result(id, value(&acp::CloseSessionResponse::default())).await;
+                    for close in closes {
+                        let _ = close.send(());
                     }
                 });
                 continue;
@@ -932,7 +988,7 @@ impl Adapter {
                 }
                 Err(e) => Err(e),
             };
-            self.answer_prompt(prompt.id, outcome).await;
+            Self::answer_prompt(prompt, outcome);
         }
     }
 
@@ -1044,18 +1100,70 @@ impl Adapter {
         let (card, session) = {
             let mut st = self.lock();
             let Some(card) = st.cards.remove(id) else { return };
-            if let Some(r) = card.request {
-                st.permissions.remove(&r);
+            if let Some((r, _)) = &card.request {
+                st.permissions.remove(r);
             }
             (card, st.running.as_ref().map(|r| r.session.clone()))
         };
-        if let Some(request_id) = card.request {
-            let params = value(&acp::CancelRequestNotification { request_id: Some(Value::from(request_id)), meta: None });
-            self.send(Outgoing::Notification { jsonrpc: JsonRpc::V2, method: "$/cancel_request", params }).await;
+        // Withdrawn: its answer, if one comes, is dropped.
+        if let Some((request_id, waiting)) = card.request {
+            waiting.abort();
+            if let Some((peer, _)) = self.editor.get() {
+                let cancel = acp::CancelRequestNotification { request_id: Some(Value::from(request_id)), meta: None };
+                let _ = acp::protocol_side::Notification::CancelRequest(cancel).send(peer).await;
+            }
         }
         if let Some(session) = session {
             self.send_update(&session, messages::card_closed(id.to_owned(), approved)).await;
         }
+    }
+
+    /// Sends the editor `session/request_permission` for approval `approval`, and answers the
+    /// approval once the editor does (on a task of its own); `false` when the request could not
+    /// be sent, or the approval was settled meanwhile (then it is withdrawn).
+    async fn ask_permission(self: &Arc<Self>, session: String, approval: &str, title: String) -> bool {
+        let Some((peer, _)) = self.editor.get() else { return false };
+        let Ok(params) = serde_json::value::to_raw_value(&messages::permission_request(session, approval.to_owned(), title)) else { return false };
+        let request = match peer.send_request(acp::client_side::SessionRequestPermission::NAME, Some(&params)).await {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("openagents acp: cannot ask the editor about approval {approval}: {e}");
+                return false;
+            }
+        };
+        let id = request.id();
+        // The answer is taken only once the request is on record, however fast it comes.
+        let (recorded, on_record) = oneshot::channel::<()>();
+        let this = Arc::clone(self);
+        let waiting = tokio::spawn(async move {
+            let answer = request.answer().await;
+            if on_record.await.is_ok() {
+                this.on_permission_answer(id, answer);
+            }
+        });
+        // `None`: on record; else withdrawn, and whether the approval is settled already (or
+        // is to be denied: the agent is closing).
+        let withdrawn = {
+            let mut st = self.lock();
+            let closing = st.closing;
+            match st.cards.get_mut(approval) {
+                Some(card) if !closing => {
+                    card.request = Some((id, waiting.abort_handle()));
+                    st.permissions.insert(id, approval.to_owned());
+                    None
+                }
+                Some(_) => Some(false),
+                None => Some(true),
+            }
+        };
+        let Some(settled) = withdrawn else {
+            let _ = recorded.send(());
+            return true;
+        };
+        waiting.abort();
+        let cancel = acp::CancelRequestNotification { request_id: Some(Value::from(id)), meta: None };
+        let _ = acp::protocol_side::Notification::CancelRequest(cancel).send(peer).await;
+        settled
     }
 
     async fn close_cards(&self) {
@@ -1065,7 +1173,7 @@ impl Adapter {
         }
     }
 
-    async fn on_bridge(&self, message: &[u8]) {
+    async fn on_bridge(self: &Arc<Self>, message: &[u8]) {
         let Ok(v) = serde_json::from_slice::<Value>(message) else { return };
         let p = &v["params"];
         let Some(request_id) = p["request_id"].as_str().map(str::to_owned) else { return };
@@ -1081,25 +1189,14 @@ impl Adapter {
                         // No turn of ours is running: nobody here could have asked.
                         return self.answer_approval(&request_id, false);
                     };
-                    let ask = if st.cannot_answer || st.closing {
-                        None
-                    } else {
-                        st.next_request += 1;
-                        let r = st.next_request;
-                        st.permissions.insert(r, request_id.clone());
-                        Some(r)
-                    };
-                    st.cards.insert(request_id.clone(), Card { request: ask });
+                    let ask = !(st.cannot_answer || st.closing);
+                    st.cards.insert(request_id.clone(), Card { request: None });
                     (session, ask)
                 };
                 let title = title(&prompt);
                 self.send_update(&session, messages::approval_card(request_id.clone(), title.clone(), prompt)).await;
-                match ask {
-                    None => self.answer_approval(&request_id, false),
-                    Some(id) => {
-                        let params = value(&messages::permission_request(session, request_id, title));
-                        self.send(Outgoing::Request { jsonrpc: JsonRpc::V2, id, method: "session/request_permission", params }).await;
-                    }
+                if !ask || !self.ask_permission(session, &request_id, title).await {
+                    self.answer_approval(&request_id, false);
                 }
             }
             // Settled without our answer (the turn ended, or the bridge's timeout).

@@ -13,7 +13,10 @@ use serde::Serialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
-use super::jsonrpc::value;
+/// `v` as a JSON value (a generated type always encodes).
+pub fn value<T: Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
 
 /// The ACP major version we speak.
 pub const ACP_PROTOCOL_VERSION: i64 = 1;
@@ -175,21 +178,31 @@ pub fn approves(r: &acp::RequestPermissionResponse) -> bool {
 /// What is wrong, for a person: the first violation, and how many there are.
 pub fn decode<T: rt::Wire + rt::Validate + rt::SchemaCheck>(text: Option<&str>) -> Result<T, (String, Vec<rt::Violation>)> {
     rt::parse_validated_bounded::<T>(text.unwrap_or("{}"), MAX_ACP_VALUES).map_err(|e| match e {
-        BoundedError::TooManyValues(n) => (format!("more than {n} JSON values (MAX_ACP_VALUES); no ACP message needs that many"), Vec::new()),
-        BoundedError::Document(rt::DocumentError::NotJson(m)) => (format!("not JSON: {m}"), Vec::new()),
-        BoundedError::Document(rt::DocumentError::Invalid(v)) => {
+        BoundedError::TooManyValues(n) => too_many_values(n),
+        BoundedError::Document(e) => document_error(e),
+    })
+}
+
+/// Why params holding more than `n` JSON values are refused.
+pub fn too_many_values(n: usize) -> (String, Vec<rt::Violation>) {
+    (format!("more than {n} JSON values (MAX_ACP_VALUES); no ACP message needs that many"), Vec::new())
+}
+
+/// What was wrong with a document a generated decoder refused, and every violation.
+pub fn document_error(e: rt::DocumentError) -> (String, Vec<rt::Violation>) {
+    match e {
+        rt::DocumentError::NotJson(m) => (format!("not JSON: {m}"), Vec::new()),
+        rt::DocumentError::Invalid(v) => {
             let first = v.first().map(ToString::to_string).unwrap_or_default();
             let more = if v.len() > 1 { format!(" (and {} more)", v.len() - 1) } else { String::new() };
             (format!("{first}{more}"), v)
         }
-    })
+    }
 }
 
 /// Why a `session/prompt` was refused.
 #[derive(Debug, PartialEq)]
 pub enum PromptError {
-    /// The params break ACP's schema: what, and every violation.
-    Invalid(String, Vec<rt::Violation>),
     /// More blocks than the cap (counted before anything is decoded).
     TooManyBlocks,
     /// Block `index` is valid ACP but not a kind we accept.
@@ -211,20 +224,19 @@ pub struct Prompt {
     pub task: String,
 }
 
-/// Decodes `session/prompt` params: the blocks are counted first, building nothing (past
-/// `max_blocks` the prompt is refused unread), then the params go through ACP's generated
-/// decoder and validator, and the text and resource-link blocks are flattened into the task,
-/// cut one character past `max_chars`.
+/// Whether the `session/prompt` params `text` hold more than `max` content blocks: counted
+/// without building anything, so that a prompt past the cap is refused unread.
+pub fn too_many_blocks(text: &str, max: usize) -> bool {
+    count_blocks(text, max) > max
+}
+
+/// A `session/prompt` decoded by ACP's generated decoder and validator: its text and
+/// resource-link blocks flattened into the task, cut one character past `max_chars`.
 ///
 /// # Errors
 ///
-/// [`PromptError`], saying which.
-pub fn decode_prompt(params: Option<&str>, max_blocks: usize, max_chars: usize) -> Result<Prompt, PromptError> {
-    let text = params.unwrap_or("{}");
-    if count_blocks(text, max_blocks) > max_blocks {
-        return Err(PromptError::TooManyBlocks);
-    }
-    let req: acp::PromptRequest = decode(Some(text)).map_err(|(m, v)| PromptError::Invalid(m, v))?;
+/// [`PromptError::Unsupported`] for a block of another kind.
+pub fn flatten_prompt(req: acp::PromptRequest, max_chars: usize) -> Result<Prompt, PromptError> {
     let mut flat = Flatten { task: String::new(), chars: 0, blocks: 0, max_chars };
     for (index, block) in req.prompt.iter().enumerate() {
         match block {
@@ -342,13 +354,33 @@ pub fn vectors() -> Vec<(&'static str, Value)> {
         ("SessionNotification", update(warning("ignored".into()))),
         ("RequestPermissionRequest", value(&permission_request("acp-1".into(), "approval-1".into(), "May I?".into()))),
         ("CancelRequestNotification", value(&acp::CancelRequestNotification { request_id: Some(Value::from(7)), meta: None })),
-        ("Error", value(&super::jsonrpc::ErrorObject { code: -32007, message: "the runner failed".into(), data: serde_json::json!({"code": "runner_failed", "message": "the runner failed", "retryable": true}) })),
+        ("Error", value(&openagents_rpc::RpcError::new(-32007, "the runner failed").with_data(serde_json::json!({"code": "runner_failed", "message": "the runner failed", "retryable": true})))),
     ]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Why the prompt helper below refused.
+    #[derive(Debug, PartialEq)]
+    enum Refused {
+        /// By the count or the flattening.
+        Prompt(PromptError),
+        /// By ACP's decoder: what, and every violation.
+        Invalid(String, Vec<rt::Violation>),
+    }
+
+    /// `session/prompt` params as `openagents acp` reads them: the blocks counted first, building
+    /// nothing, then ACP's generated decoder and validator, then the flattening.
+    fn decode_prompt(params: Option<&str>, max_blocks: usize, max_chars: usize) -> Result<Prompt, Refused> {
+        let text = params.unwrap_or("{}");
+        if too_many_blocks(text, max_blocks) {
+            return Err(Refused::Prompt(PromptError::TooManyBlocks));
+        }
+        let req: acp::PromptRequest = decode(Some(text)).map_err(|(m, v)| Refused::Invalid(m, v))?;
+        flatten_prompt(req, max_chars).map_err(Refused::Prompt)
+    }
 
     #[test]
     fn vectors_match_the_committed_file() {
@@ -392,7 +424,7 @@ mod tests {
         // the blocks are.
         let blocks = |n: usize| (0..n).map(|_| r#"{"type":"text","text":"x"}"#).collect::<Vec<_>>().join(",");
         assert_eq!(decode_prompt(Some(&format!(r#"{{"sessionId":"s","prompt":[{}]}}"#, blocks(3))), 3, 100).unwrap().task, "x\n\nx\n\nx");
-        assert_eq!(decode_prompt(Some(&format!(r#"{{"sessionId":"s","prompt":[{},"not even a block"]}}"#, blocks(3))), 3, 100).unwrap_err(), PromptError::TooManyBlocks);
+        assert_eq!(decode_prompt(Some(&format!(r#"{{"sessionId":"s","prompt":[{},"not even a block"]}}"#, blocks(3))), 3, 100).unwrap_err(), Refused::Prompt(PromptError::TooManyBlocks));
         // The task stops one character past the limit (code points, never inside one).
         let p = decode_prompt(Some(r#"{"sessionId":"s","prompt":[{"type":"text","text":"ééé"},{"type":"text","text":"ééé"}]}"#), 8, 4).unwrap();
         assert_eq!(p.task, "ééé\n\n");
@@ -400,12 +432,12 @@ mod tests {
         assert_eq!(p.task, "ééééé");
         // Valid ACP we do not take, by block.
         let e = decode_prompt(Some(r#"{"sessionId":"s","prompt":[{"type":"text","text":"a"},{"type":"image","data":"","mimeType":"image/png"}]}"#), 8, 100).unwrap_err();
-        assert_eq!(e, PromptError::Unsupported { index: 1, kind: "image" });
+        assert_eq!(e, Refused::Prompt(PromptError::Unsupported { index: 1, kind: "image" }));
         // Invalid ACP, with the schema's pointer.
-        let Err(PromptError::Invalid(why, v)) = decode_prompt(Some(r#"{"sessionId":"s","prompt":[{"text":"a"}]}"#), 8, 100) else { panic!("a block without a type is invalid") };
+        let Err(Refused::Invalid(why, v)) = decode_prompt(Some(r#"{"sessionId":"s","prompt":[{"text":"a"}]}"#), 8, 100) else { panic!("a block without a type is invalid") };
         assert!(v.iter().any(|v| v.pointer.starts_with("/prompt/0")), "{why}: {v:?}");
         for bad in [r#"{"sessionId":"s"}"#, r#"{"prompt":[]}"#, r#"{"sessionId":"s","prompt":"text"}"#, "null", "[]", r#"{"sessionId":7,"prompt":[]}"#] {
-            assert!(matches!(decode_prompt(Some(bad), 8, 100), Err(PromptError::Invalid(..))), "{bad}");
+            assert!(matches!(decode_prompt(Some(bad), 8, 100), Err(Refused::Invalid(..))), "{bad}");
         }
     }
 
