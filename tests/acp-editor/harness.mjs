@@ -48,6 +48,7 @@ const RESULT_DEFS = {
   initialize: "InitializeResponse",
   "session/new": "NewSessionResponse",
   "session/load": "LoadSessionResponse",
+  "session/resume": "ResumeSessionResponse",
   "session/list": "ListSessionsResponse",
   "session/prompt": "PromptResponse",
   "session/close": "CloseSessionResponse",

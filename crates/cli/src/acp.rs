@@ -201,6 +201,7 @@ const OFFERED: &[&str] = &[
     acp::agent_side::Initialize::NAME,
     acp::agent_side::SessionNew::NAME,
     acp::agent_side::SessionLoad::NAME,
+    acp::agent_side::SessionResume::NAME,
     acp::agent_side::SessionList::NAME,
     acp::agent_side::SessionPrompt::NAME,
     "session/cancel",
@@ -321,6 +322,8 @@ struct State {
     cards: HashMap<String, Card>,
     /// The client answered a permission request with "method not found": it cannot answer.
     cannot_answer: bool,
+    /// Sessions a `session/load` or `session/resume` is reopening, and how many.
+    reopening: HashMap<String, usize>,
     closing: bool,
 }
 
@@ -338,6 +341,8 @@ struct Adapter {
     editor: OnceLock<(Peer, client_side::Client)>,
     state: Mutex<State>,
     work: Notify,
+    /// Told when a reopening ends.
+    reopened: Notify,
     /// A stamp making session ids unique across processes (runners may keep memory by
     /// conversation id).
     stamp: u128,
@@ -354,7 +359,7 @@ async fn run(engine: RpcEngine, runners: Vec<String>, close_conversation: CloseC
     let caller = Caller { name: "acp".into(), ..Caller::stdio() };
     let conn = engine.bridge().attach_caller(&caller, bridge_tx);
     let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
-    let adapter = Arc::new(Adapter { engine: engine.clone(), close_conversation, max_sessions, caller, runners, conn, editor: OnceLock::new(), state: Mutex::new(State::default()), work: Notify::new(), stamp });
+    let adapter = Arc::new(Adapter { engine: engine.clone(), close_conversation, max_sessions, caller, runners, conn, editor: OnceLock::new(), state: Mutex::new(State::default()), work: Notify::new(), reopened: Notify::new(), stamp });
     let (barrier_tx, barrier_rx) = mpsc::channel::<Barrier>(4);
     let pump = tokio::spawn(Arc::clone(&adapter).pump(sub, bridge_rx, barrier_rx));
     let worker = tokio::spawn(Arc::clone(&adapter).worker(barrier_tx));
@@ -396,6 +401,34 @@ async fn run(engine: RpcEngine, runners: Vec<String>, close_conversation: CloseC
     let _ = pump.await;
     engine.bridge().detach(conn);
     ExitCode::SUCCESS
+}
+
+/// A `session/load` or `session/resume` under way, on record in [`State::reopening`] until it
+/// ends, however it ends.
+struct Reopening<'a> {
+    adapter: &'a Adapter,
+    session: String,
+}
+
+impl<'a> Reopening<'a> {
+    fn start(adapter: &'a Adapter, session: &str) -> Reopening<'a> {
+        *adapter.lock().reopening.entry(session.to_owned()).or_default() += 1;
+        Reopening { adapter, session: session.to_owned() }
+    }
+}
+
+impl Drop for Reopening<'_> {
+    fn drop(&mut self) {
+        let mut st = self.adapter.lock();
+        if let Some(n) = st.reopening.get_mut(&self.session) {
+            *n -= 1;
+            if *n == 0 {
+                st.reopening.remove(&self.session);
+            }
+        }
+        drop(st);
+        self.adapter.reopened.notify_waiters();
+    }
 }
 
 /// Stdin, telling once it has ended (or failed).
@@ -500,6 +533,9 @@ impl agent_side::Service for Agent {
     }
 
     async fn session_prompt(&self, _cx: &Context, req: acp::PromptRequest) -> Result<acp::PromptResponse, RpcError> {
+        // Queued at once (before the next message is read), unless its session is being
+        // reopened: then once it is.
+        self.0.reopened(&req.session_id).await;
         let answer = self.0.prompt(req)?;
         match answer.await {
             Ok(Ok(stop_reason)) => Ok(acp::PromptResponse { stop_reason, meta: None }),
@@ -536,8 +572,8 @@ impl agent_side::Service for Agent {
         Err(unknown_method(acp::agent_side::SessionDelete::NAME))
     }
 
-    async fn session_resume(&self, _cx: &Context, _req: acp::ResumeSessionRequest) -> Result<acp::ResumeSessionResponse, RpcError> {
-        Err(unknown_method(acp::agent_side::SessionResume::NAME))
+    async fn session_resume(&self, _cx: &Context, req: acp::ResumeSessionRequest) -> Result<acp::ResumeSessionResponse, RpcError> {
+        self.0.resume_session(req).await
     }
 
     async fn session_set_config_option(&self, _cx: &Context, _req: acp::SetSessionConfigOptionRequest) -> Result<acp::SetSessionConfigOptionResponse, RpcError> {
@@ -674,10 +710,24 @@ impl Adapter {
     /// and approval cards the store still has, each result), then the request is answered. A
     /// prompt to it continues the conversation.
     async fn load_session(&self, req: acp::LoadSessionRequest) -> Result<acp::LoadSessionResponse, RpcError> {
-        let sid = req.session_id;
+        self.reopen_session(req.session_id, req.cwd, true).await?;
+        Ok(acp::LoadSessionResponse::default())
+    }
+
+    /// `session/resume`: as `session/load`, without the replay (the editor keeps the history).
+    async fn resume_session(&self, req: acp::ResumeSessionRequest) -> Result<acp::ResumeSessionResponse, RpcError> {
+        self.reopen_session(req.session_id, req.cwd, false).await?;
+        Ok(acp::ResumeSessionResponse::default())
+    }
+
+    /// The stored conversation `sid` becomes a session again (its runner, `cwd`); with `replay`,
+    /// its turns are sent as `session/update`s first. A prompt to `sid` read meanwhile waits
+    /// until this is done.
+    async fn reopen_session(&self, sid: String, cwd: String, replay: bool) -> Result<(), RpcError> {
         if self.lock().sessions.get(&sid).is_some_and(|s| s.prompt.is_some() || s.closing.is_some()) {
             return Err(rpc_error(&err(ErrorCode::Busy, format!("session `{sid}` has a prompt in progress here; wait for its answer"))));
         }
+        let _reopening = Reopening::start(self, &sid);
         let store = self.engine.events().store().clone();
         let key = sid.clone();
         let history = tokio::task::spawn_blocking(move || sessions::history(store.as_ref(), &key)).await;
@@ -690,18 +740,31 @@ impl Adapter {
         if !self.runners.contains(&history.runner) {
             return Err(rpc_error(&err(ErrorCode::InvalidParams, format!("session `{sid}` ran on runner `{}`, which is not one of this agent's runners ({})", history.runner, self.runners.join(", ")))));
         }
-        turn_violations(&Turn::new("a", "a", history.runner.clone(), "a", req.cwd.clone()), "/cwd", "`cwd` is not an absolute path a turn can use").map_err(|e| rpc_error(&e))?;
+        turn_violations(&Turn::new("a", "a", history.runner.clone(), "a", cwd.clone()), "/cwd", "`cwd` is not an absolute path a turn can use").map_err(|e| rpc_error(&e))?;
         let evicted = {
             let mut st = self.lock();
-            self.open_session(&mut st, sid.clone(), req.cwd, history.runner.clone()).map_err(|e| rpc_error(&e))?
+            self.open_session(&mut st, sid.clone(), cwd, history.runner.clone()).map_err(|e| rpc_error(&e))?
         };
         if let Some(old) = evicted {
             self.end_conversation(&old).await;
         }
-        for update in history.updates {
-            self.send_update(&sid, update).await;
+        if replay {
+            for update in history.updates {
+                self.send_update(&sid, update).await;
+            }
         }
-        Ok(acp::LoadSessionResponse::default())
+        Ok(())
+    }
+
+    /// Waits while a `session/load` or `session/resume` of `session` is under way.
+    async fn reopened(&self, session: &str) {
+        loop {
+            let done = self.reopened.notified();
+            if !self.lock().reopening.contains_key(session) {
+                return;
+            }
+            done.await;
+        }
     }
 
     /// Ends the runner process a closed session holds (an ACP runner keeps one per

@@ -72,13 +72,13 @@ test("messages that are not JSON-RPC 2.0: no jsonrpc, a bad id, a non-string met
   });
 });
 
-test("unknown methods are -32601 (authenticate, session/resume included: not advertised); unknown notifications are ignored; session/load with bad params is -32602", async () => {
+test("unknown methods are -32601 (authenticate, session/delete included: not advertised); unknown notifications are ignored; session/load with bad params is -32602", async () => {
   await withAgent(async (agent) => {
     sendRaw(agent, init);
     await nextMessage(agent, (m) => m.id === "init");
     sendRaw(agent, { jsonrpc: "2.0", method: "_editor/something", params: {} });
     for (const [id, method] of [
-      [11, "session/resume"],
+      [11, "session/delete"],
       [12, "authenticate"],
       [13, "no/such/method"],
       [14, "fs/read_text_file"],

@@ -87,7 +87,7 @@ test("version negotiation: any asked version is answered with 1, with only what 
     assert.equal(r.agentCapabilities.loadSession, true);
     assert.deepEqual(r.agentCapabilities.promptCapabilities, { image: false, audio: false, embeddedContext: false });
     assert.deepEqual(r.agentCapabilities.mcpCapabilities, { http: false, sse: false });
-    assert.deepEqual(r.agentCapabilities.sessionCapabilities, { close: {}, list: {} });
+    assert.deepEqual(r.agentCapabilities.sessionCapabilities, { close: {}, list: {}, resume: {} });
     assert.equal(r._meta["openagents/maxSessions"], 256);
     assert.deepEqual(r.authMethods, []);
     assert.match(r._meta["openagents/protocolVersion"], /^\d+\.\d+\.\d+$/);

@@ -1,6 +1,6 @@
 // Sessions that outlive the process: `openagents acp` on a durable store lists its sessions
-// (`session/list`) and reopens one (`session/load`) in a second process, as an editor reopens a
-// thread, replaying its history before it answers. Driven by the official ACP TypeScript SDK;
+// (`session/list`) and reopens one in a second process, as an editor reopens a thread: with
+// `session/load`, replaying its history before it answers; with `session/resume`, without. Driven by the official ACP TypeScript SDK;
 // every line either agent wrote is validated against ACP's published schema.
 
 import { test } from "node:test";
@@ -28,7 +28,7 @@ test("session/list and session/load across two processes on one store: the histo
       return { init, sessionId, r };
     });
     assert.equal(first.result.init.agentCapabilities.loadSession, true);
-    assert.deepEqual(first.result.init.agentCapabilities.sessionCapabilities, { close: {}, list: {} });
+    assert.deepEqual(first.result.init.agentCapabilities.sessionCapabilities, { close: {}, list: {}, resume: {} });
     assert.equal(first.result.r.ok?.stopReason, "end_turn", JSON.stringify(first.result.r));
     const sid = first.result.sessionId;
     const live = first.updates.filter((u) => u.sessionId === sid).map((u) => u.update);
@@ -67,6 +67,43 @@ test("session/list and session/load across two processes on one store: the histo
     assert.equal(r.unknown.err?.code, -32002, JSON.stringify(r.unknown));
     assert.equal(r.badCursor.err?.code, -32602, JSON.stringify(r.badCursor));
     assert.equal(r.after.sessions[0].sessionId, sid, "the continued session is now the most recently updated");
+    assertValid(first.agent);
+    assertValid(second.agent);
+  } finally {
+    rmSync(storeDir, { recursive: true, force: true });
+  }
+});
+
+test("session/resume in a new process on the same store: the session answers without a replay, and a prompt continues it", async () => {
+  const storeDir = mkdtempSync(join(tmpdir(), "openagents-acp-store-"));
+  const store = ["--store", `sqlite:${join(storeDir, "acp.db")}`];
+  try {
+    const first = await withClient(["--runner", "echo", ...store], async (ctx) => {
+      await initialize(ctx);
+      const { sessionId } = await newSession(ctx);
+      const r = await prompt(ctx, sessionId, "remember this");
+      return { sessionId, r };
+    });
+    assert.equal(first.result.r.ok?.stopReason, "end_turn", JSON.stringify(first.result.r));
+    const sid = first.result.sessionId;
+    const second = await withClient(["--runner", "echo", ...store], async (ctx, agent, updates) => {
+      await initialize(ctx);
+      const before = updates.length;
+      const resumed = await ctx.request(acp.methods.agent.session.resume, { sessionId: sid, cwd: root });
+      const replayed = updates.slice(before).filter((u) => u.sessionId === sid);
+      const again = await prompt(ctx, sid, "and go on");
+      const unknown = await attempt(ctx.request(acp.methods.agent.session.resume, { sessionId: "no-such-session", cwd: root }));
+      const relative = await attempt(ctx.request(acp.methods.agent.session.resume, { sessionId: sid, cwd: "relative/path" }));
+      return { resumed, replayed, again, unknown, relative };
+    });
+    const r = second.result;
+    assert.deepEqual(r.resumed, {}, JSON.stringify(r.resumed));
+    assert.deepEqual(r.replayed, [], "session/resume replays nothing");
+    assert.equal(r.again.ok?.stopReason, "end_turn", JSON.stringify(r.again));
+    const text = second.updates.filter((u) => u.sessionId === sid && u.update.sessionUpdate === "agent_message_chunk").map((u) => u.update.content.text).join("");
+    assert.match(text, /and go on/, "the resumed session ran the new prompt");
+    assert.equal(r.unknown.err?.code, -32002, JSON.stringify(r.unknown));
+    assert.equal(r.relative.err?.code, -32602, JSON.stringify(r.relative));
     assertValid(first.agent);
     assertValid(second.agent);
   } finally {

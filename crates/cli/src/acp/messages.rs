@@ -71,6 +71,7 @@ pub fn initialize_response(version: &str, ours: &InitializeMeta) -> acp::Initial
             session_capabilities: Some(acp::SessionCapabilities {
                 close: Some(acp::SessionCloseCapabilities::default()),
                 list: Some(acp::SessionListCapabilities::default()),
+                resume: Some(acp::SessionResumeCapabilities::default()),
                 ..Default::default()
             }),
             auth: None,
