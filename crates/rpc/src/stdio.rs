@@ -111,10 +111,13 @@ impl Connection {
             self.tasks.spawn(call);
             return;
         }
-        // Up to its first wait here, in read order; the rest on a task of its own.
+        // Up to its first wait here, in read order; the rest on a task of its own. Unconstrained
+        // by Tokio's cooperative budget, which this task spends on every message it starts: with
+        // the budget spent, a free lock or a channel with room would answer "pending" and the call
+        // would go on after later ones.
         let mut call = Box::pin(call);
         let mut poll_cx = std::task::Context::from_waker(std::task::Waker::noop());
-        if call.as_mut().poll(&mut poll_cx).is_pending() {
+        if std::pin::pin!(tokio::task::unconstrained(call.as_mut())).poll(&mut poll_cx).is_pending() {
             self.tasks.spawn(call);
         }
     }
