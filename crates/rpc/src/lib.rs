@@ -69,7 +69,7 @@ pub use client::{ClientError, HttpTransport, LineTransport, Notification, Server
 pub use message::MAX_ID_BYTES;
 pub use metrics::Metrics;
 pub use origin::{CORS_MAX_AGE, OriginError};
-pub use stdio::serve_lines;
+pub use stdio::{connect_lines, serve_lines};
 
 /// A boxed future that may move between threads: what the object-safe [`Handler`] and
 /// [`Transport`] traits return.
@@ -649,7 +649,12 @@ pub struct RpcServer {
     pub(crate) in_order: bool,
     /// What every message passes before it is read ([`RpcServer::screen`]).
     pub(crate) screen: Option<Arc<Screen>>,
+    /// Told of every error the core makes itself ([`RpcServer::on_refusal`]).
+    pub(crate) on_refusal: Option<Arc<OnRefusal>>,
 }
+
+/// What is told of the core's own errors ([`RpcServer::on_refusal`]).
+type OnRefusal = dyn Fn(&RpcError) + Send + Sync;
 
 /// A check of a whole message ([`RpcServer::screen`]).
 type Screen = dyn Fn(&[u8]) -> Result<(), RpcError> + Send + Sync;
@@ -662,7 +667,7 @@ impl RpcServer {
     /// WebSocket caller is `anonymous`), no browser origin allowed but its own, no metrics, and a
     /// fresh [`Shutdown`].
     pub fn new(handler: impl Handler) -> RpcServer {
-        RpcServer { handler: Arc::new(handler), limits: Limits::default(), auth: None, origins: Arc::new([]), metrics: None, shutdown: Shutdown::new(), sockets: Arc::new(watch::channel(0).0), error_data: None, in_order: false, screen: None }
+        RpcServer { handler: Arc::new(handler), limits: Limits::default(), auth: None, origins: Arc::new([]), metrics: None, shutdown: Shutdown::new(), sockets: Arc::new(watch::channel(0).0), error_data: None, in_order: false, screen: None, on_refusal: None }
     }
 
     /// The same server giving every error the core makes itself — parse errors, invalid
@@ -706,8 +711,31 @@ impl RpcServer {
         self.screen.as_ref().and_then(|check| check(bytes).err())
     }
 
+    /// The screen's refusal of `bytes`, told to [`RpcServer::on_refusal`].
+    pub(crate) fn screen_refusal(&self, bytes: &[u8]) -> Option<RpcError> {
+        let e = self.screened(bytes)?;
+        if let Some(f) = &self.on_refusal {
+            f(&e);
+        }
+        Some(e)
+    }
+
+    /// The same server telling `f` of every error the core makes itself — the same errors
+    /// [`RpcServer::error_data`] covers, and a screen's refusals — as it answers them: a peer
+    /// that broke the protocol (a line that is not JSON, not JSON-RPC 2.0, too long). For logs,
+    /// or for a program that drives a peer it does not trust (an agent it started) and stops
+    /// talking to one that breaks the protocol. `f` runs on the connection's task: keep it short.
+    #[must_use]
+    pub fn on_refusal(mut self, f: impl Fn(&RpcError) + Send + Sync + 'static) -> RpcServer {
+        self.on_refusal = Some(Arc::new(f));
+        self
+    }
+
     /// An error the core made, with the `data` of [`RpcServer::error_data`].
     pub(crate) fn core_error(&self, mut e: RpcError) -> RpcError {
+        if let Some(f) = &self.on_refusal {
+            f(&e);
+        }
         if let Some(f) = &self.error_data
             && let Some(data) = f(&e)
         {

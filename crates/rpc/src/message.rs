@@ -192,7 +192,7 @@ fn fail(server: &RpcServer, e: &RpcError) -> Option<Vec<u8>> {
 
 /// See the module documentation.
 pub(crate) async fn handle_message(server: &RpcServer, cx: &Context, bytes: &[u8]) -> Option<Vec<u8>> {
-    if let Some(e) = server.screened(bytes) {
+    if let Some(e) = server.screen_refusal(bytes) {
         if let Some(m) = &server.metrics {
             m.error(e.code);
         }

@@ -148,34 +148,52 @@ impl Connection {
 /// # Errors
 ///
 /// An I/O error reading `input` or writing `output`.
-pub async fn serve_lines<R, W>(server: &RpcServer, mut input: R, output: W) -> std::io::Result<()>
+pub async fn serve_lines<R, W>(server: &RpcServer, input: R, output: W) -> std::io::Result<()>
 where
     R: AsyncBufRead + Unpin + Send,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let _gauge = server.metrics.as_ref().map(|m| m.connection(crate::metrics::Transport::Stdio));
-    let (mut conn, rx) = Connection::new(server, Identity::new("stdio"));
-    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-    let writer = tokio::spawn(write_lines(rx, done_rx, output));
-    let shutdown = server.shutdown.triggered();
-    tokio::pin!(shutdown);
-    let max = server.limits.max_frame_bytes;
-    let result = loop {
-        let line = tokio::select! {
-            () = &mut shutdown => break Ok(()),
-            l = read_line(&mut input, max) => l,
+    connect_lines(server, input, output).1.await
+}
+
+/// [`serve_lines`], with the connection's [`Peer`] in hand before the other side sends anything:
+/// for a program that calls first on a connection both sides serve, as an ACP or LSP client
+/// does with the agent or language server it started (`initialize` sent through the peer, the
+/// other side's requests and notifications served by the server's handler). The connection runs
+/// while the returned future is polled.
+pub fn connect_lines<R, W>(server: &RpcServer, mut input: R, output: W) -> (Peer, impl Future<Output = std::io::Result<()>> + Send + use<R, W>)
+where
+    R: AsyncBufRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let server = server.clone();
+    let (mut conn, rx) = Connection::new(&server, Identity::new("stdio"));
+    let peer = conn.cx.peer().clone();
+    let run = async move {
+        let _gauge = server.metrics.as_ref().map(|m| m.connection(crate::metrics::Transport::Stdio));
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        let writer = tokio::spawn(write_lines(rx, done_rx, output));
+        let shutdown = server.shutdown.triggered();
+        tokio::pin!(shutdown);
+        let max = server.limits.max_frame_bytes;
+        let result = loop {
+            let line = tokio::select! {
+                () = &mut shutdown => break Ok(()),
+                l = read_line(&mut input, max) => l,
+            };
+            match line {
+                Ok(Line::Eof) => break Ok(()),
+                Ok(Line::TooLong) => conn.too_large().await,
+                Ok(Line::Text(bytes)) => conn.take(bytes).await,
+                Err(e) => break Err(e),
+            }
         };
-        match line {
-            Ok(Line::Eof) => break Ok(()),
-            Ok(Line::TooLong) => conn.too_large().await,
-            Ok(Line::Text(bytes)) => conn.take(bytes).await,
-            Err(e) => break Err(e),
-        }
+        conn.finish().await;
+        let _ = done_tx.send(());
+        let written = writer.await.unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        result.and(written)
     };
-    conn.finish().await;
-    let _ = done_tx.send(());
-    let written = writer.await.unwrap_or_else(|e| Err(std::io::Error::other(e)));
-    result.and(written)
+    (peer, run)
 }
 
 /// Writes each queued message as a line, flushing when the queue is empty; after `done`, writes
