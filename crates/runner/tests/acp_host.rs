@@ -29,21 +29,21 @@ fn scratch(name: &str) -> PathBuf {
 
 /// The fake agent's words: `hear` reads one line from the host (noting it in `./heard`), `say`
 /// writes one, `update`/`chunk`/`stop` write a `session/update`, a text chunk or the prompt's
-/// answer (the host's requests are numbered 0 `initialize`, 1 `session/new`, 2 `session/prompt`).
+/// answer (the host's requests are numbered 1 `initialize`, 2 `session/new`, 3 `session/prompt`).
 const PRELUDE: &str = r#"set -u
 say() { printf '%s\n' "$1"; }
 hear() { IFS= read -r line || exit 0; printf '%s\n' "$line" >> "$PWD/heard"; }
 update() { say "{\"jsonrpc\":\"2.0\",\"method\":\"session/update\",\"params\":{\"sessionId\":\"s1\",\"update\":$1}}"; }
 chunk() { update "{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"$1\"}}"; }
-stop() { say "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"stopReason\":\"$1\"}}"; }
+stop() { say "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"stopReason\":\"$1\"}}"; }
 # The error code (or permission outcome) of the host's last answer, quotes dropped.
 code() { printf '%s' "$line" | grep -o -- '"code":-[0-9]*' | tr -d '"'; }
 outcome() { printf '%s' "$line" | grep -o -- '"outcome":{[^}]*}' | tr -d '"'; }
 "#;
 
 /// A well-behaved `initialize` and `session/new`, then the prompt read.
-const HANDSHAKE: &str = r#"hear; say '{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":false},"authMethods":[]}}'
-hear; say '{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}'
+const HANDSHAKE: &str = r#"hear; say '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":false},"authMethods":[]}}'
+hear; say '{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s1"}}'
 hear"#;
 
 /// Runs one turn against an agent playing `script` (after [`PRELUDE`]; it then reads until the
@@ -118,14 +118,14 @@ stop end_turn"#
 
 #[tokio::test]
 async fn an_initialize_result_that_breaks_the_schema_fails_the_turn_naming_the_problem() {
-    let script = r#"hear; say '{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"1"}}'"#;
-    check("initialize_schema", script, Err(&["initialize result", "line 1", "/protocolVersion", "does not match ACP's schema"])).await;
+    let script = r#"hear; say '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"1"}}'"#;
+    check("initialize_schema", script, Err(&["initialize result", "/protocolVersion", "does not match ACP's schema"])).await;
     // A version the host does not speak is a handshake failure, as before.
-    let script = r#"hear; say '{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":2}}'"#;
+    let script = r#"hear; say '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":2}}'"#;
     check("initialize_version", script, Err(&["the agent speaks ACP version 2"])).await;
-    let script = r#"hear; say '{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}'
-hear; say '{"jsonrpc":"2.0","id":1,"result":{"sessionId":7}}'"#;
-    check("session_new_schema", script, Err(&["session/new result", "line 2", "/sessionId"])).await;
+    let script = r#"hear; say '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}'
+hear; say '{"jsonrpc":"2.0","id":2,"result":{"sessionId":7}}'"#;
+    check("session_new_schema", script, Err(&["session/new result", "/sessionId"])).await;
 }
 
 #[tokio::test]
@@ -137,7 +137,7 @@ update '{{"sessionUpdate":"agent_message_chunk"}}'
 chunk after
 stop end_turn"#
     );
-    let events = check("malformed_update", &script, Err(&["session/update", "line 4", "content"])).await;
+    let events = check("malformed_update", &script, Err(&["session/update (message 4)", "content"])).await;
     assert!(events.iter().any(|e| matches!(e, Event::Text { text } if text == "before")), "{events:?}");
     let script = format!(
         r#"{HANDSHAKE}
@@ -187,24 +187,24 @@ async fn stop_reasons_and_errors_of_the_prompt() {
     check("refusal", &script, Err(&["stop reason `refusal`"])).await;
     let script = format!(
         r#"{HANDSHAKE}
-say '{{"jsonrpc":"2.0","id":2,"error":{{"code":-32603,"message":"the model is unavailable"}}}}'"#
+say '{{"jsonrpc":"2.0","id":3,"error":{{"code":-32603,"message":"the model is unavailable"}}}}'"#
     );
     check("prompt_error", &script, Err(&["error -32603: the model is unavailable"])).await;
     let script = format!(
         r#"{HANDSHAKE}
-say '{{"jsonrpc":"2.0","id":2,"error":{{"message":"no code"}}}}'"#
+say '{{"jsonrpc":"2.0","id":3,"error":{{"message":"no code"}}}}'"#
     );
-    check("prompt_error_schema", &script, Err(&["session/prompt error", "code"])).await;
+    check("prompt_error_schema", &script, Err(&["session/prompt with error", "not one: missing field `code`"])).await;
     let script = format!(
         r#"{HANDSHAKE}
-say '{{"jsonrpc":"2.0","id":2,"result":{{}}}}'"#
+say '{{"jsonrpc":"2.0","id":3,"result":{{}}}}'"#
     );
     check("prompt_result_schema", &script, Err(&["session/prompt result", "stopReason"])).await;
 }
 
 #[test]
 fn schema_errors_are_the_runners_failures() {
-    let e = AcpError::Schema { line: 1, what: "initialize result".into(), problem: "/protocolVersion: not an integer".into() };
+    let e = AcpError::Schema { what: "initialize result".into(), problem: "/protocolVersion: not an integer".into() };
     assert_eq!(e.code(), openagents_protocol::ErrorCode::RunnerFailed);
 }
 
@@ -246,7 +246,7 @@ fn notices(events: &[Event]) -> Vec<&str> {
 }
 
 /// An `initialize` answer that advertises `loadSession`.
-const CAN_LOAD: &str = r#"hear; say '{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}'"#;
+const CAN_LOAD: &str = r#"hear; say '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}'"#;
 
 #[tokio::test]
 async fn a_kept_session_is_loaded_when_the_agent_can_and_its_replay_is_not_the_turns_output() {
@@ -256,7 +256,7 @@ async fn a_kept_session_is_loaded_when_the_agent_can_and_its_replay_is_not_the_t
 {CAN_LOAD}
 hear; kept '{{"sessionUpdate":"user_message_chunk","content":{{"type":"text","text":"earlier task"}}}}'
 kept '{{"sessionUpdate":"agent_message_chunk","content":{{"type":"text","text":"replayed: earlier answer"}}}}'
-say '{{"jsonrpc":"2.0","id":1,"result":{{}}}}'
+say '{{"jsonrpc":"2.0","id":2,"result":{{}}}}'
 hear; kept '{{"sessionUpdate":"agent_message_chunk","content":{{"type":"text","text":"I remember"}}}}'
 stop end_turn"#
     );
@@ -292,9 +292,9 @@ async fn a_failed_load_falls_back_to_a_new_session() {
     // 2 session/new, 3 session/prompt).
     let script = format!(
         r#"{CAN_LOAD}
-hear; say '{{"jsonrpc":"2.0","id":1,"error":{{"code":-32002,"message":"Session not found"}}}}'
-hear; say '{{"jsonrpc":"2.0","id":2,"result":{{"sessionId":"s1"}}}}'
-hear; chunk anew; say '{{"jsonrpc":"2.0","id":3,"result":{{"stopReason":"end_turn"}}}}'"#
+hear; say '{{"jsonrpc":"2.0","id":2,"error":{{"code":-32002,"message":"Session not found"}}}}'
+hear; say '{{"jsonrpc":"2.0","id":3,"result":{{"sessionId":"s1"}}}}'
+hear; chunk anew; say '{{"jsonrpc":"2.0","id":4,"result":{{"stopReason":"end_turn"}}}}'"#
     );
     let r = resume("load_error", &script, Some("gone")).await;
     assert_eq!(r.outcome.as_deref(), Ok("anew"));
@@ -308,7 +308,7 @@ hear; chunk anew; say '{{"jsonrpc":"2.0","id":3,"result":{{"stopReason":"end_tur
     let script = format!(
         r#"if [ -e "$PWD/died-once" ]; then
 {CAN_LOAD}
-hear; say '{{"jsonrpc":"2.0","id":1,"result":{{"sessionId":"s1"}}}}'
+hear; say '{{"jsonrpc":"2.0","id":2,"result":{{"sessionId":"s1"}}}}'
 hear; chunk again; stop end_turn
 else
 touch "$PWD/died-once"; {CAN_LOAD}

@@ -69,7 +69,7 @@ describe("openagents run", () => {
   });
 
   const failures = [
-    ["garbage", "runner_failed", /not an ACP message \(line \d+\): not JSON/],
+    ["garbage", "runner_failed", /not an ACP message \(message \d+\): Parse error: the message is not JSON/],
     ["oversized", "frame_too_large", /longer than MAX_FRAME \(98304 bytes\)/],
     ["exit", "runner_failed", /exited during the turn \(exit status: 3\)/],
     ["chatty", "output_too_large", /more than MAX_OUTPUT \(1048576 bytes\)/],
