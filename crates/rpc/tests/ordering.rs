@@ -11,12 +11,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{TestHandler, code, http, listen, tokens};
+use common::{Lines, TestHandler, code, http, listen, tokens};
 use futures_util::{SinkExt, StreamExt};
-use openagents_rpc::{BoxFuture, Context, Handler, Identity, Limits, MAX_PEER_REQUESTS, Peer, PeerError, RpcError, RpcServer, codes, serve_lines};
+use openagents_rpc::{BoxFuture, Context, Handler, Identity, Limits, MAX_PEER_REQUESTS, Peer, PeerError, RpcError, RpcServer, codes};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -195,70 +194,6 @@ impl Handler for Sessions {
             }
         })
     }
-}
-
-/// A line connection to a server over an in-memory pipe.
-struct Lines {
-    write: tokio::io::WriteHalf<tokio::io::DuplexStream>,
-    read: tokio::io::Lines<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
-    task: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
-impl Lines {
-    fn open(server: RpcServer) -> Lines {
-        let (client, server_end) = tokio::io::duplex(1 << 20);
-        let (sr, sw) = tokio::io::split(server_end);
-        let task = tokio::spawn(async move { serve_lines(&server, BufReader::new(sr), sw).await });
-        let (cr, cw) = tokio::io::split(client);
-        Lines { write: cw, read: BufReader::new(cr).lines(), task }
-    }
-
-    /// Writes `bytes` and a newline.
-    async fn send_raw(&mut self, bytes: &[u8]) {
-        self.write.write_all(&[bytes, b"\n"].concat()).await.expect("write");
-    }
-
-    async fn send(&mut self, v: &Value) {
-        self.send_raw(v.to_string().as_bytes()).await;
-    }
-
-    /// Writes every message in one write: the server finds them all pipelined.
-    async fn send_all(&mut self, messages: &[Value]) {
-        let text: String = messages.iter().map(|m| format!("{m}\n")).collect();
-        self.write.write_all(text.as_bytes()).await.expect("write");
-    }
-
-    async fn next(&mut self) -> Value {
-        read_json(&mut self.read).await
-    }
-
-    /// Writes every message in one write while reading `count` lines: the server finds the
-    /// messages pipelined, and neither end waits for the other's buffer.
-    async fn exchange(&mut self, messages: &[Value], count: usize) -> Vec<Value> {
-        let text: String = messages.iter().map(|m| format!("{m}\n")).collect();
-        let (write, read) = (&mut self.write, &mut self.read);
-        let writing = async { write.write_all(text.as_bytes()).await.expect("write") };
-        let reading = async {
-            let mut lines = Vec::with_capacity(count);
-            for _ in 0..count {
-                lines.push(read_json(read).await);
-            }
-            lines
-        };
-        tokio::join!(writing, reading).1
-    }
-
-    /// Closes the input and waits for the server to return.
-    async fn close(mut self) {
-        self.write.shutdown().await.expect("close the input");
-        tokio::time::timeout(Duration::from_secs(10), self.task).await.expect("the server returns").expect("task").expect("served");
-    }
-}
-
-/// The next line of `read`, as JSON.
-async fn read_json(read: &mut tokio::io::Lines<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>) -> Value {
-    let line = tokio::time::timeout(Duration::from_secs(10), read.next_line()).await.expect("a line in time").expect("read").expect("a line");
-    serde_json::from_str(&line).unwrap_or_else(|e| panic!("a line of JSON ({e}): {line}"))
 }
 
 /// A raw WebSocket to `server`, served on a loopback port.

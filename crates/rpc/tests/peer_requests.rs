@@ -3,13 +3,16 @@
 //! in flight; an error answer, a closed connection, a stray answer and the bound on waiting
 //! requests each end the way they should.
 
+mod common;
+
 use std::time::Duration;
 
+use common::Lines;
 use futures_util::{SinkExt, StreamExt};
 use openagents_rpc::{BoxFuture, Context, Handler, Limits, LineTransport, MAX_PEER_REQUESTS, PeerError, RpcError, RpcServer, Transport, WsTransport, serve_lines};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio_tungstenite::tungstenite::Message;
 
 /// `ask`: asks the caller `confirm` with the call's params and answers what the caller said
@@ -51,52 +54,26 @@ impl Handler for Asker {
     }
 }
 
-/// A line connection to `server` over an in-memory pipe: lines to write, lines read.
-struct Lines {
-    write: tokio::io::WriteHalf<tokio::io::DuplexStream>,
-    read: tokio::io::Lines<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
-    task: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
-impl Lines {
-    fn open(server: RpcServer) -> Lines {
-        let (client, server_end) = tokio::io::duplex(1 << 16);
-        let (sr, sw) = tokio::io::split(server_end);
-        let task = tokio::spawn(async move { serve_lines(&server, BufReader::new(sr), sw).await });
-        let (cr, cw) = tokio::io::split(client);
-        Lines { write: cw, read: BufReader::new(cr).lines(), task }
-    }
-
-    async fn send(&mut self, v: Value) {
-        self.write.write_all(format!("{v}\n").as_bytes()).await.expect("write");
-    }
-
-    async fn next(&mut self) -> Value {
-        let line = tokio::time::timeout(Duration::from_secs(10), self.read.next_line()).await.expect("a line in time").expect("read").expect("a line");
-        serde_json::from_str(&line).expect("JSON")
-    }
-}
-
 #[tokio::test]
 async fn the_server_asks_its_caller_and_gets_the_answer_on_a_line_connection() {
     let mut c = Lines::open(RpcServer::new(Asker));
-    c.send(json!({"jsonrpc": "2.0", "id": "a", "method": "ask", "params": {"q": "deploy?"}})).await;
+    c.send(&json!({"jsonrpc": "2.0", "id": "a", "method": "ask", "params": {"q": "deploy?"}})).await;
     let ask = c.next().await;
     assert_eq!((&ask["jsonrpc"], &ask["method"], &ask["params"]), (&json!("2.0"), &json!("confirm"), &json!({"q": "deploy?"})), "{ask}");
     assert!(ask["id"].is_u64(), "the server's own id: {ask}");
-    c.send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"ok": true}})).await;
+    c.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"ok": true}})).await;
     assert_eq!(c.next().await, json!({"jsonrpc": "2.0", "id": "a", "result": {"answered": {"ok": true}}}));
 
     // An error answer reaches the handler as the caller's error.
-    c.send(json!({"jsonrpc": "2.0", "id": 7, "method": "ask", "params": {}})).await;
+    c.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "ask", "params": {}})).await;
     let ask = c.next().await;
-    c.send(json!({"jsonrpc": "2.0", "id": ask["id"], "error": {"code": -32099, "message": "the user said no"}})).await;
+    c.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "error": {"code": -32099, "message": "the user said no"}})).await;
     assert_eq!(c.next().await, json!({"jsonrpc": "2.0", "id": 7, "result": {"refused": -32099, "message": "the user said no"}}));
 
     // A stray answer (no request waits under its id) gets nothing back; a request carrying a
     // `result` member is still not a request.
-    c.send(json!({"jsonrpc": "2.0", "id": 999, "result": true})).await;
-    c.send(json!({"jsonrpc": "2.0", "id": 8, "method": "ask", "result": 1})).await;
+    c.send(&json!({"jsonrpc": "2.0", "id": 999, "result": true})).await;
+    c.send(&json!({"jsonrpc": "2.0", "id": 8, "method": "ask", "result": 1})).await;
     let refused = c.next().await;
     assert_eq!((refused["id"].clone(), refused["error"]["code"].clone()), (json!(8), json!(-32600)), "{refused}");
     c.write.shutdown().await.expect("close the input");
@@ -107,17 +84,17 @@ async fn the_server_asks_its_caller_and_gets_the_answer_on_a_line_connection() {
 async fn an_answer_is_taken_even_when_the_connection_has_its_most_calls_in_flight() {
     let limits = Limits { max_in_flight: 1, ..Limits::default() };
     let mut c = Lines::open(RpcServer::new(Asker).limits(limits));
-    c.send(json!({"jsonrpc": "2.0", "id": 1, "method": "ask", "params": [1]})).await;
+    c.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "ask", "params": [1]})).await;
     let ask = c.next().await;
     // The one permit is held by `ask`, which waits for this answer.
-    c.send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": "yes"})).await;
+    c.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": "yes"})).await;
     assert_eq!(c.next().await, json!({"jsonrpc": "2.0", "id": 1, "result": {"answered": "yes"}}));
 }
 
 #[tokio::test]
 async fn a_request_waiting_when_the_connection_closes_ends_closed_and_the_server_returns() {
     let mut c = Lines::open(RpcServer::new(Asker));
-    c.send(json!({"jsonrpc": "2.0", "id": 1, "method": "ask", "params": [1]})).await;
+    c.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "ask", "params": [1]})).await;
     let _ask = c.next().await;
     c.write.shutdown().await.expect("close the input");
     // The call ends (its answer says why) and the server returns instead of waiting forever.
@@ -128,7 +105,7 @@ async fn a_request_waiting_when_the_connection_closes_ends_closed_and_the_server
 #[tokio::test]
 async fn at_most_max_peer_requests_wait_at_once() {
     let mut c = Lines::open(RpcServer::new(Asker));
-    c.send(json!({"jsonrpc": "2.0", "id": 1, "method": "flood"})).await;
+    c.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "flood"})).await;
     // Read the requests the server sent (never answered: each times out), then the answer.
     loop {
         let m = c.next().await;

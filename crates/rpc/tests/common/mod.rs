@@ -4,7 +4,11 @@
 
 use std::sync::Arc;
 
-use openagents_rpc::{BoxFuture, Context, Handler, Identity, RpcError, RpcServer};
+use std::time::Duration;
+
+use openagents_rpc::{BoxFuture, Context, Handler, Identity, RpcError, RpcServer, serve_lines};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use serde_json::value::RawValue;
 use tokio::sync::{Semaphore, watch};
 
@@ -136,4 +140,68 @@ pub async fn serve_at(server: RpcServer) -> std::net::SocketAddr {
 /// The tests' authenticator: `secret-token` is `alice`, any other token nobody.
 pub fn tokens(token: &str) -> Option<Identity> {
     (token == "secret-token").then(|| Identity::new("alice"))
+}
+
+/// A line connection to a server over an in-memory pipe (`serve_lines` on its other end).
+pub struct Lines {
+    pub write: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    pub read: tokio::io::Lines<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
+    pub task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Lines {
+    pub fn open(server: RpcServer) -> Lines {
+        let (client, server_end) = tokio::io::duplex(1 << 20);
+        let (sr, sw) = tokio::io::split(server_end);
+        let task = tokio::spawn(async move { serve_lines(&server, BufReader::new(sr), sw).await });
+        let (cr, cw) = tokio::io::split(client);
+        Lines { write: cw, read: BufReader::new(cr).lines(), task }
+    }
+
+    /// Writes `bytes` and a newline.
+    pub async fn send_raw(&mut self, bytes: &[u8]) {
+        self.write.write_all(&[bytes, b"\n"].concat()).await.expect("write");
+    }
+
+    pub async fn send(&mut self, v: &Value) {
+        self.send_raw(v.to_string().as_bytes()).await;
+    }
+
+    /// Writes every message in one write: the server finds them all pipelined.
+    pub async fn send_all(&mut self, messages: &[Value]) {
+        let text: String = messages.iter().map(|m| format!("{m}\n")).collect();
+        self.write.write_all(text.as_bytes()).await.expect("write");
+    }
+
+    pub async fn next(&mut self) -> Value {
+        read_json(&mut self.read).await
+    }
+
+    /// Writes every message in one write while reading `count` lines: the server finds the
+    /// messages pipelined, and neither end waits for the other's buffer.
+    pub async fn exchange(&mut self, messages: &[Value], count: usize) -> Vec<Value> {
+        let text: String = messages.iter().map(|m| format!("{m}\n")).collect();
+        let (write, read) = (&mut self.write, &mut self.read);
+        let writing = async { write.write_all(text.as_bytes()).await.expect("write") };
+        let reading = async {
+            let mut lines = Vec::with_capacity(count);
+            for _ in 0..count {
+                lines.push(read_json(read).await);
+            }
+            lines
+        };
+        tokio::join!(writing, reading).1
+    }
+
+    /// Closes the input and waits for the server to return.
+    pub async fn close(mut self) {
+        self.write.shutdown().await.expect("close the input");
+        tokio::time::timeout(Duration::from_secs(10), self.task).await.expect("the server returns").expect("task").expect("served");
+    }
+}
+
+/// The next line of `read`, as JSON.
+pub async fn read_json(read: &mut tokio::io::Lines<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>) -> Value {
+    let line = tokio::time::timeout(Duration::from_secs(10), read.next_line()).await.expect("a line in time").expect("read").expect("a line");
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("a line of JSON ({e}): {line}"))
 }
