@@ -322,3 +322,19 @@ fi"#
     let told = notices(&r.events);
     assert!(told.len() == 1 && told[0].contains("loading it failed: the ACP agent exited"), "{told:?}");
 }
+
+/// The agent's messages reach the turn in the order it wrote them: every chunk written before
+/// the answer is in the result, in order, even when hundreds are read in one go with the answer
+/// right behind them.
+#[tokio::test]
+async fn every_update_written_before_the_answer_is_in_the_result_in_order() {
+    let chunks = 600;
+    let script = format!(
+        r#"{HANDSHAKE}
+for i in $(seq 1 {chunks}); do chunk "c$i."; done; stop end_turn"#
+    );
+    let want: String = (1..=chunks).map(|i| format!("c{i}.")).collect();
+    let events = check("many_chunks", &script, Ok(&want)).await;
+    let texts: Vec<&str> = events.iter().filter_map(|e| if let Event::Text { text } = e { Some(text.as_str()) } else { None }).collect();
+    assert_eq!(texts.concat(), want, "the progress streamed in order");
+}
