@@ -11,9 +11,10 @@
 //!   or its members set on the object, at POINTER in FILE — an edit the guide asks for;
 //! - `part-of FILE [POINTER]`: the next block (JSON) is a part of the value at POINTER in FILE as
 //!   it is then (every member it shows is there with that value; arrays element by element);
-//! - `excerpt rust|python FILE|typescript FILE [SCHEMA [METHODS]]`: the next block's lines
-//!   appear, in order and together, in the generated text (`...` skips any lines), generated
-//!   with the library (`Config::new().schema_dir(SCHEMA)`, default `schema`);
+//! - `excerpt rust|rust-service|python FILE|typescript FILE [SCHEMA [METHODS]]`: the next
+//!   block's lines appear, in order and together, in the generated text (`...` skips any lines),
+//!   generated with the library (`Config::new().schema_dir(SCHEMA)`, default `schema`;
+//!   `rust-service` with `.service(true)`);
 //! - `exit N`: every command of the next console block exits with N (default 0);
 //! - `commands`: the next table lists exactly the commands `--help` lists, each row exactly the
 //!   options that command's `--help` lists, and every default a row gives (`(default `X`)`) is
@@ -214,12 +215,13 @@ impl Project {
     /// Checks that the block's lines appear in the generated text (see the module documentation).
     fn excerpt(&mut self, b: &Block, lang: &str, rest: &[&str], at: &str) {
         let (file, rest) = match lang {
-            "rust" => (None, rest),
+            "rust" | "rust-service" => (None, rest),
             _ => (Some(rest[0]), &rest[1..]),
         };
         let config = self.config(rest.first().copied(), rest.get(1).copied());
         let text = match lang {
             "rust" => config.generate_rust().unwrap_or_else(|e| panic!("{at}: {e}")),
+            "rust-service" => config.service(true).generate_rust().unwrap_or_else(|e| panic!("{at}: {e}")),
             "python" | "typescript" => {
                 let files = if lang == "python" { config.generate_python() } else { config.generate_typescript() }.unwrap_or_else(|e| panic!("{at}: {e}"));
                 let file = file.unwrap();
