@@ -46,7 +46,12 @@
 //! # });
 //! ```
 //!
-//! The crate has no feature flags.
+//! Feature `http` (on by default) brings the HTTP and WebSocket transports — the server's
+//! [`RpcServer::serve_http`] and [`RpcServer::router`], the browser [`RpcServer::allow_origins`]
+//! check, the [`HttpTransport`] and [`WsTransport`] clients — and with them axum, hyper and
+//! tungstenite. Without it (`default-features = false`) the crate is the core, stdio and line
+//! connections ([`serve_lines`], [`connect_lines`], [`LineTransport`]) on tokio alone: what a
+//! program that only talks to a child process over its stdio needs.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -59,15 +64,20 @@ use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot, watch};
 
 pub mod client;
+#[cfg(feature = "http")]
 mod http;
 mod message;
 pub mod metrics;
+#[cfg(feature = "http")]
 mod origin;
 mod stdio;
 
-pub use client::{ClientError, HttpTransport, LineTransport, Notification, ServerRequest, Transport, WsTransport};
+pub use client::{ClientError, LineTransport, Notification, ServerRequest, Transport};
+#[cfg(feature = "http")]
+pub use client::{HttpTransport, WsTransport};
 pub use message::MAX_ID_BYTES;
 pub use metrics::Metrics;
+#[cfg(feature = "http")]
 pub use origin::{CORS_MAX_AGE, OriginError};
 pub use stdio::{connect_lines, serve_lines};
 
@@ -638,10 +648,12 @@ pub struct RpcServer {
     pub(crate) limits: Limits,
     pub(crate) auth: Option<Arc<dyn Authenticator>>,
     /// Browser origins allowed across origins, normalized ([`RpcServer::allow_origins`]).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) origins: Arc<[String]>,
     pub(crate) metrics: Option<Metrics>,
     pub(crate) shutdown: Shutdown,
     /// How many WebSockets are open (a graceful shutdown waits for none).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) sockets: Arc<watch::Sender<usize>>,
     /// The `data` of the errors the core makes itself ([`RpcServer::error_data`]).
     pub(crate) error_data: Option<Arc<ErrorData>>,
@@ -806,6 +818,7 @@ impl RpcServer {
     /// # Errors
     ///
     /// [`OriginError`] for an entry that is a wildcard or not an origin; the server is dropped.
+    #[cfg(feature = "http")]
     pub fn allow_origins<I, S>(mut self, origins: I) -> Result<RpcServer, OriginError>
     where
         I: IntoIterator<Item = S>,
@@ -867,6 +880,7 @@ impl RpcServer {
     /// WebSocket upgrade), `GET /health`, and `GET /metrics` when the server has
     /// [`RpcServer::metrics`]. Served by another server than [`RpcServer::serve_http`], its
     /// `http` connections are not counted.
+    #[cfg(feature = "http")]
     pub fn router(&self) -> axum::Router {
         http::router(self.clone())
     }
@@ -880,6 +894,7 @@ impl RpcServer {
     ///
     /// None today: a failed `accept` (out of file descriptors, say) is waited out for 20 ms and
     /// accepting goes on. The `Result` leaves room for errors a later version may report.
+    #[cfg(feature = "http")]
     pub async fn serve_http(&self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
         http::serve(self.clone(), listener).await
     }

@@ -45,6 +45,7 @@ const CORE_CODES: [i64; 10] = [codes::PARSE_ERROR, codes::INVALID_REQUEST, codes
 
 /// The transports a connection is counted under.
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
 pub(crate) enum Transport {
     /// A line connection ([`crate::serve_lines`], stdio).
     Stdio = 0,
@@ -289,6 +290,7 @@ impl Metrics {
     }
 
     /// Counts one transport refusal with the HTTP `status` (one of [`REFUSED_STATUSES`]).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn refused(&self, status: u16) {
         if let Some(i) = REFUSED_STATUSES.iter().position(|s| *s == status) {
             self.inner.refused[i].fetch_add(1, Ordering::Relaxed);
