@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { withClient, initialize, newSession, prompt, root, acp } from "../harness.mjs";
+import { withClient, initialize, newSession, prompt, root, acp, startAgent, sendRaw, nextMessage } from "../harness.mjs";
 
 function assertValid(agent) {
   assert.deepEqual(agent.violations, [], "every message the agent wrote is valid against ACP's schema");
@@ -106,6 +106,46 @@ test("session/resume in a new process on the same store: the session answers wit
     assert.equal(r.relative.err?.code, -32602, JSON.stringify(r.relative));
     assertValid(first.agent);
     assertValid(second.agent);
+  } finally {
+    rmSync(storeDir, { recursive: true, force: true });
+  }
+});
+
+test("a prompt pipelined right behind session/load or session/resume waits for the session and runs (it is no unknown session's)", async () => {
+  const storeDir = mkdtempSync(join(tmpdir(), "openagents-acp-store-"));
+  const store = ["--store", `sqlite:${join(storeDir, "acp.db")}`];
+  try {
+    const first = await withClient(["--runner", "echo", ...store], async (ctx) => {
+      await initialize(ctx);
+      const { sessionId } = await newSession(ctx);
+      await prompt(ctx, sessionId, "first");
+      return sessionId;
+    });
+    const sid = first.result;
+    for (const method of ["session/load", "session/resume"]) {
+      const agent = startAgent(["--runner", "echo", ...store]);
+      try {
+        const params = method === "session/load" ? { sessionId: sid, cwd: root, mcpServers: [] } : { sessionId: sid, cwd: root };
+        // All three at once: the prompt is read while the session is still being reopened.
+        sendRaw(
+          agent,
+          { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: 1 } },
+          { jsonrpc: "2.0", id: 2, method, params },
+          { jsonrpc: "2.0", id: 3, method: "session/prompt", params: { sessionId: sid, prompt: [{ type: "text", text: "right behind" }] } },
+        );
+        const reopened = await nextMessage(agent, (m) => m.id === 2);
+        const answered = await nextMessage(agent, (m) => m.id === 3, 30000);
+        assert.deepEqual(reopened.result, {}, `${method}: ${JSON.stringify(reopened)}`);
+        assert.equal(answered.result?.stopReason, "end_turn", `${method}: ${JSON.stringify(answered)}`);
+        const at = (id) => agent.lines.findIndex((m) => m.id === id && ("result" in m || "error" in m));
+        assert.ok(at(2) < at(3), `${method}: the reopen is answered before the prompt`);
+      } finally {
+        agent.child.stdin.end();
+        await agent.exited;
+        rmSync(agent.dir, { recursive: true, force: true });
+      }
+      assert.deepEqual(agent.violations, [], `${method}: every message the agent wrote is valid against ACP's schema`);
+    }
   } finally {
     rmSync(storeDir, { recursive: true, force: true });
   }
