@@ -76,7 +76,7 @@ pub(crate) async fn serve(server: RpcServer, listener: tokio::net::TcpListener) 
                 let (server, routes) = &*shared;
                 if request.method() == axum::http::Method::POST && request.uri().path() == "/rpc" {
                     let (parts, body) = request.into_parts();
-                    return Ok(post_rpc(server, &parts.headers, Body::new(body)).await);
+                    return Ok(post_rpc(server, &parts.headers, body).await);
                 }
                 hyper::service::Service::call(routes, request).await
             }
@@ -225,7 +225,7 @@ async fn health(State(server): State<RpcServer>, headers: HeaderMap) -> Response
 /// or the 401 to answer. Without an authenticator every caller is `anonymous`.
 #[allow(clippy::result_large_err)]
 fn authenticate(server: &RpcServer, headers: &HeaderMap) -> Result<Identity, Response> {
-    let Some(auth) = &server.auth else { return Ok(Identity::new("anonymous")) };
+    let Some(auth) = &server.auth else { return Ok(anonymous()) };
     let unauthorized = |m: &str| refuse(server, StatusCode::UNAUTHORIZED, &RpcError::new(codes::UNAUTHORIZED, format!("Unauthorized: {m}")));
     let Some(value) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else {
         return Err(unauthorized("send `Authorization: Bearer <token>`"));
@@ -237,6 +237,12 @@ fn authenticate(server: &RpcServer, headers: &HeaderMap) -> Result<Identity, Res
     auth.authenticate(token).ok_or_else(|| unauthorized("the bearer token is not one this server accepts"))
 }
 
+/// Every caller of a server without an authenticator: one name, shared, not one a request.
+fn anonymous() -> Identity {
+    static ANONYMOUS: std::sync::OnceLock<Identity> = std::sync::OnceLock::new();
+    ANONYMOUS.get_or_init(|| Identity::new("anonymous")).clone()
+}
+
 fn shutting_down(server: &RpcServer) -> Response {
     refuse(server, StatusCode::SERVICE_UNAVAILABLE, &RpcError::new(codes::SHUTTING_DOWN, "Shutting down: the server takes no new calls"))
 }
@@ -245,8 +251,12 @@ async fn rpc_post(State(server): State<RpcServer>, headers: HeaderMap, body: Bod
     post_rpc(&server, &headers, body).await
 }
 
-/// `POST /rpc`, routed or not.
-async fn post_rpc(server: &RpcServer, headers: &HeaderMap, body: Body) -> Response {
+/// `POST /rpc`, routed or not: `body` is hyper's own on the direct path, axum's when routed.
+async fn post_rpc<B>(server: &RpcServer, headers: &HeaderMap, body: B) -> Response
+where
+    B: hyper::body::Body<Data = bytes::Bytes>,
+    B::Error: std::fmt::Display,
+{
     let caller = match check_origin(server, headers) {
         Ok(c) => c,
         Err(r) => return r,
@@ -254,7 +264,43 @@ async fn post_rpc(server: &RpcServer, headers: &HeaderMap, body: Body) -> Respon
     with_cors(post_message(server, headers, body).await, caller)
 }
 
-async fn post_message(server: &RpcServer, headers: &HeaderMap, body: Body) -> Response {
+/// The body whole, at most `max` bytes (`Err(None)` past it, `Err(Some(why))` when it could
+/// not be read). A body of one frame (what an HTTP/1 request of known length usually is) is
+/// taken as it is, with no copy and nothing allocated.
+async fn read_body<B>(body: B, max: usize) -> Result<bytes::Bytes, Option<String>>
+where
+    B: hyper::body::Body<Data = bytes::Bytes>,
+    B::Error: std::fmt::Display,
+{
+    use http_body_util::BodyExt;
+    let mut body = std::pin::pin!(body);
+    let mut first: Option<bytes::Bytes> = None;
+    let mut joined: Vec<u8> = Vec::new();
+    while let Some(frame) = body.as_mut().frame().await {
+        let frame = frame.map_err(|e| Some(e.to_string()))?;
+        let Ok(data) = frame.into_data() else { continue };
+        let had = first.as_ref().map_or(0, bytes::Bytes::len).max(joined.len());
+        if had + data.len() > max {
+            return Err(None);
+        }
+        match first.take() {
+            None if joined.is_empty() => first = Some(data),
+            None => joined.extend_from_slice(&data),
+            Some(f) => {
+                joined.reserve(f.len() + data.len());
+                joined.extend_from_slice(&f);
+                joined.extend_from_slice(&data);
+            }
+        }
+    }
+    Ok(first.unwrap_or_else(|| bytes::Bytes::from(joined)))
+}
+
+async fn post_message<B>(server: &RpcServer, headers: &HeaderMap, body: B) -> Response
+where
+    B: hyper::body::Body<Data = bytes::Bytes>,
+    B::Error: std::fmt::Display,
+{
     let identity = match authenticate(server, headers) {
         Ok(i) => i,
         Err(r) => return r,
@@ -271,15 +317,10 @@ async fn post_message(server: &RpcServer, headers: &HeaderMap, body: Body) -> Re
     if declared.is_some_and(|n| n > max as u64) {
         return too_large();
     }
-    let bytes = match axum::body::to_bytes(body, max).await {
+    let bytes = match read_body(body, max).await {
         Ok(b) => b,
-        Err(e) => {
-            let length_limit = std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
-            if length_limit {
-                return too_large();
-            }
-            return refuse(server, StatusCode::BAD_REQUEST, &RpcError::invalid_request(format_args!("the body could not be read: {e}")));
-        }
+        Err(None) => return too_large(),
+        Err(Some(e)) => return refuse(server, StatusCode::BAD_REQUEST, &RpcError::invalid_request(format_args!("the body could not be read: {e}"))),
     };
     if server.shutdown.is_triggered() {
         return shutting_down(server);
