@@ -16,6 +16,28 @@ function assertValid(agent) {
 
 const attempt = (p) => p.then((ok) => ({ ok }), (err) => ({ err }));
 
+/**
+ * A store in a temporary folder with one session on it, made by a first `openagents acp` (a
+ * prompt `text` run in it): `op(store, sessionId, first)` gets the `--store` arguments, the
+ * session's id and the first process's `withClient` outcome; the folder goes afterwards.
+ */
+async function withStoredSession(text, op) {
+  const storeDir = mkdtempSync(join(tmpdir(), "openagents-acp-store-"));
+  const store = ["--store", `sqlite:${join(storeDir, "acp.db")}`];
+  try {
+    const first = await withClient(["--runner", "echo", ...store], async (ctx) => {
+      await initialize(ctx);
+      const { sessionId } = await newSession(ctx);
+      const r = await prompt(ctx, sessionId, text);
+      return { sessionId, r };
+    });
+    assert.equal(first.result.r.ok?.stopReason, "end_turn", JSON.stringify(first.result.r));
+    await op(store, first.result.sessionId, first);
+  } finally {
+    rmSync(storeDir, { recursive: true, force: true });
+  }
+}
+
 test("session/list and session/load across two processes on one store: the history replays before the answer, and a prompt continues the session", async () => {
   const storeDir = mkdtempSync(join(tmpdir(), "openagents-acp-store-"));
   const store = ["--store", `sqlite:${join(storeDir, "acp.db")}`];
@@ -75,17 +97,7 @@ test("session/list and session/load across two processes on one store: the histo
 });
 
 test("session/resume in a new process on the same store: the session answers without a replay, and a prompt continues it", async () => {
-  const storeDir = mkdtempSync(join(tmpdir(), "openagents-acp-store-"));
-  const store = ["--store", `sqlite:${join(storeDir, "acp.db")}`];
-  try {
-    const first = await withClient(["--runner", "echo", ...store], async (ctx) => {
-      await initialize(ctx);
-      const { sessionId } = await newSession(ctx);
-      const r = await prompt(ctx, sessionId, "remember this");
-      return { sessionId, r };
-    });
-    assert.equal(first.result.r.ok?.stopReason, "end_turn", JSON.stringify(first.result.r));
-    const sid = first.result.sessionId;
+  await withStoredSession("remember this", async (store, sid, first) => {
     const second = await withClient(["--runner", "echo", ...store], async (ctx, agent, updates) => {
       await initialize(ctx);
       const before = updates.length;
@@ -106,22 +118,11 @@ test("session/resume in a new process on the same store: the session answers wit
     assert.equal(r.relative.err?.code, -32602, JSON.stringify(r.relative));
     assertValid(first.agent);
     assertValid(second.agent);
-  } finally {
-    rmSync(storeDir, { recursive: true, force: true });
-  }
+  });
 });
 
 test("a prompt pipelined right behind session/load or session/resume waits for the session and runs (it is no unknown session's)", async () => {
-  const storeDir = mkdtempSync(join(tmpdir(), "openagents-acp-store-"));
-  const store = ["--store", `sqlite:${join(storeDir, "acp.db")}`];
-  try {
-    const first = await withClient(["--runner", "echo", ...store], async (ctx) => {
-      await initialize(ctx);
-      const { sessionId } = await newSession(ctx);
-      await prompt(ctx, sessionId, "first");
-      return sessionId;
-    });
-    const sid = first.result;
+  await withStoredSession("first", async (store, sid) => {
     for (const method of ["session/load", "session/resume"]) {
       const agent = startAgent(["--runner", "echo", ...store]);
       try {
@@ -146,7 +147,5 @@ test("a prompt pipelined right behind session/load or session/resume waits for t
       }
       assert.deepEqual(agent.violations, [], `${method}: every message the agent wrote is valid against ACP's schema`);
     }
-  } finally {
-    rmSync(storeDir, { recursive: true, force: true });
-  }
+  });
 });
