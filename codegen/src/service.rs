@@ -64,12 +64,13 @@ impl Emitter<'_> {
             use super::*;
 
             /// A params document that broke its schema, as -32602 with every violation (pointers
-            /// from the request: `/params/...`).
+            /// from the request: `/params/...`); params the JSON parser cannot read (a lone
+            /// surrogate, a number out of range, nesting past its limit), as -32700.
             #[allow(dead_code)]
             fn invalid(e: #rt::DocumentError) -> #rpc::RpcError {
                 match e {
                     #rt::DocumentError::Invalid(v) => #rpc::RpcError::invalid_params_violations(v.into_iter().map(|v| (format!("/params{}", v.pointer), v.keyword, v.message))),
-                    #rt::DocumentError::NotJson(m) => #rpc::RpcError::invalid_params(m),
+                    #rt::DocumentError::NotJson(m) => #rpc::RpcError::parse_error(m),
                 }
             }
 
@@ -209,11 +210,15 @@ impl Emitter<'_> {
             };
             let dec = if self.is_alias(&name) {
                 let (vf, cf) = self.check_fn_names(&name);
-                quote!(#rt::parse_validated_with::<#target>(__p.get().as_bytes(), #vf, #cf).map_err(invalid)?)
+                quote!(#rt::parse_params_with::<#target>(__p.get(), #vf, #cf).map_err(invalid)?)
             } else {
-                quote!(#rt::parse_validated::<#target>(__p.get().as_bytes()).map_err(invalid)?)
+                quote!(#rt::parse_params::<#target>(__p.get()).map_err(invalid)?)
             };
-            let value = if optional {
+            let nullable = matches!(p.node.repr, Repr::Nullable(_));
+            let value = if nullable {
+                // `"params": null` where the schema takes null: no params.
+                quote!(match params { Some(__p) if __p.get() == "null" => None, Some(__p) => Some(#dec), None => None })
+            } else if optional {
                 quote!(match params { Some(__p) => Some(#dec), None => None })
             } else {
                 let missing = format!("`{wire}` takes params; the request has none");

@@ -12,7 +12,8 @@ fn main() {
             println!("cargo:rerun-if-changed={}", e.path().display());
         }
     }
-    if let Err(e) = openagents_codegen::Config::new().schema_dir(&schema).runtime("crate::rt").schemars(true).write_rust(&out) {
+    let service = std::env::var_os("CARGO_FEATURE_SERVICE").is_some();
+    if let Err(e) = openagents_codegen::Config::new().schema_dir(&schema).runtime("crate::rt").schemars(true).service(service).write_rust(&out) {
         eprintln!("error: {e}");
         std::process::exit(1);
     }

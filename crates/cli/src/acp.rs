@@ -365,7 +365,7 @@ async fn run(engine: RpcEngine, runners: Vec<String>, close_conversation: CloseC
     let worker = tokio::spawn(Arc::clone(&adapter).worker(barrier_tx));
 
     let server = RpcServer::new(AcpHandler(Agent(Arc::clone(&adapter))))
-        .limits(Limits { max_frame_bytes: SERVER_MAX_LINE_BYTES, max_in_flight: MAX_ACP_CALLS, max_batch: 0 })
+        .limits(Limits { max_frame_bytes: SERVER_MAX_LINE_BYTES, max_in_flight: MAX_ACP_CALLS, max_batch: 0, ..Limits::default() })
         .in_order(true)
         .screen(exact)
         .error_data(core_error_data);

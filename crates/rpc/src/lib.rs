@@ -75,7 +75,7 @@ mod stdio;
 pub use client::{ClientError, LineTransport, Notification, ServerRequest, Transport};
 #[cfg(feature = "http")]
 pub use client::{HttpTransport, WsTransport};
-pub use message::MAX_ID_BYTES;
+pub use message::MAX_DEPTH;
 pub use metrics::Metrics;
 #[cfg(feature = "http")]
 pub use origin::{CORS_MAX_AGE, OriginError};
@@ -359,6 +359,13 @@ impl Peer {
         }
     }
 
+    /// Whether this connection's caller may send the server answers (to requests of the
+    /// server's, [`Peer::request`]): on stdio and WebSocket, not on HTTP or in-process. Where it
+    /// may not, a response object is no message of its own and is refused as an invalid request.
+    pub fn takes_answers(&self) -> bool {
+        self.pending.is_some()
+    }
+
     /// Whether notifications can reach the caller.
     pub fn can_notify(&self) -> bool {
         self.tx.as_ref().is_some_and(|t| !t.is_closed())
@@ -512,6 +519,8 @@ pub struct Context {
     peer: Peer,
     /// On stdio and WebSocket, the call's own list of what runs after its reply.
     after: Option<AfterReply>,
+    /// What the transport or the program attached ([`Context::with_data`]).
+    data: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -523,17 +532,32 @@ impl std::fmt::Debug for Context {
 impl Context {
     /// A context for `identity` with `peer`.
     pub fn new(identity: Identity, peer: Peer) -> Context {
-        Context { identity, peer, after: None }
+        Context { identity, peer, after: None, data: None }
     }
 
     /// A context for an in-process call: `identity`, no peer.
     pub fn detached(identity: Identity) -> Context {
-        Context { identity, peer: Peer::detached(), after: None }
+        Context { identity, peer: Peer::detached(), after: None, data: None }
+    }
+
+    /// The same context carrying `data`, which the handler reads back with [`Context::data`]:
+    /// what a program that drives [`RpcServer::handle_message`] from a transport of its own
+    /// knows about the caller or the connection beyond its [`Identity`] (the caller's
+    /// permissions, the connection's subscriptions). One value; several go in one struct.
+    #[must_use]
+    pub fn with_data(mut self, data: Arc<dyn std::any::Any + Send + Sync>) -> Context {
+        self.data = Some(data);
+        self
+    }
+
+    /// The value given to [`Context::with_data`], when it is a `T`.
+    pub fn data<T: std::any::Any>(&self) -> Option<&T> {
+        self.data.as_deref()?.downcast_ref::<T>()
     }
 
     /// The same caller, with a list of its own for [`Context::after_reply`] (one per message).
     pub(crate) fn for_message(&self) -> Context {
-        Context { identity: self.identity.clone(), peer: self.peer.clone(), after: Some(Arc::default()) }
+        Context { identity: self.identity.clone(), peer: self.peer.clone(), after: Some(Arc::default()), data: self.data.clone() }
     }
 
     /// Takes what is to run after the reply.
@@ -582,6 +606,10 @@ pub struct Limits {
     /// The most entries one batch may hold ([`MAX_BATCH`] by default); a larger batch is refused
     /// whole with [`codes::INVALID_REQUEST`].
     pub max_batch: usize,
+    /// The longest `id` echoed ([`MAX_ID_CHARS`] by default): a string of at most this many
+    /// characters, or a number written in at most this many. A request with a longer one is
+    /// [`codes::INVALID_REQUEST`], answered with a `null` id.
+    pub max_id_chars: usize,
 }
 
 /// The default longest message: 16 MiB, the limit openagents' runtime sets on its own lines
@@ -594,10 +622,18 @@ pub const MAX_IN_FLIGHT: usize = 32;
 /// The default most entries per batch: 128, as openagents' runtime allows
 /// (`SERVER_MAX_BATCH_ENTRIES`).
 pub const MAX_BATCH: usize = 128;
+/// The default longest `id`: 1024 characters. An id is a short handle; an error reply to a bad
+/// request never carries more of what the caller sent than this.
+pub const MAX_ID_CHARS: usize = 1024;
+/// The least an error reply may take, in bytes (4 KiB), however small its request: an error
+/// reply is kept within twice its request or this, whichever is more (a batch's entries share
+/// it), so a refusal never amplifies what a client sent beyond that. See
+/// [`RpcServer::handle_message`] for how an error is cut to fit.
+pub const REPLY_FLOOR: usize = 4096;
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_frame_bytes: MAX_FRAME_BYTES, max_in_flight: MAX_IN_FLIGHT, max_batch: MAX_BATCH }
+        Limits { max_frame_bytes: MAX_FRAME_BYTES, max_in_flight: MAX_IN_FLIGHT, max_batch: MAX_BATCH, max_id_chars: MAX_ID_CHARS }
     }
 }
 
@@ -655,8 +691,10 @@ pub struct RpcServer {
     /// How many WebSockets are open (a graceful shutdown waits for none).
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) sockets: Arc<watch::Sender<usize>>,
-    /// The `data` of the errors the core makes itself ([`RpcServer::error_data`]).
-    pub(crate) error_data: Option<Arc<ErrorData>>,
+    /// What the errors the core makes itself become ([`RpcServer::core_errors`]).
+    pub(crate) shape: Option<Arc<Shape>>,
+    /// Whether a request may leave out `"jsonrpc": "2.0"` ([`RpcServer::jsonrpc_optional`]).
+    pub(crate) version_optional: bool,
     /// Whether a connection's calls start in the order they were read ([`RpcServer::in_order`]).
     pub(crate) in_order: bool,
     /// What every message passes before it is read ([`RpcServer::screen`]).
@@ -671,15 +709,15 @@ type OnRefusal = dyn Fn(&RpcError) + Send + Sync;
 /// A check of a whole message ([`RpcServer::screen`]).
 type Screen = dyn Fn(&[u8]) -> Result<(), RpcError> + Send + Sync;
 
-/// What gives the core's own errors their `data` ([`RpcServer::error_data`]).
-type ErrorData = dyn Fn(&RpcError) -> Option<serde_json::Value> + Send + Sync;
+/// What the core's own errors become ([`RpcServer::core_errors`]).
+type Shape = dyn Fn(RpcError) -> RpcError + Send + Sync;
 
 impl RpcServer {
     /// A server of `handler` with the default [`Limits`], no authenticator (every HTTP and
     /// WebSocket caller is `anonymous`), no browser origin allowed but its own, no metrics, and a
     /// fresh [`Shutdown`].
     pub fn new(handler: impl Handler) -> RpcServer {
-        RpcServer { handler: Arc::new(handler), limits: Limits::default(), auth: None, origins: Arc::new([]), metrics: None, shutdown: Shutdown::new(), sockets: Arc::new(watch::channel(0).0), error_data: None, in_order: false, screen: None, on_refusal: None }
+        RpcServer { handler: Arc::new(handler), limits: Limits::default(), auth: None, origins: Arc::new([]), metrics: None, shutdown: Shutdown::new(), sockets: Arc::new(watch::channel(0).0), shape: None, version_optional: false, in_order: false, screen: None, on_refusal: None }
     }
 
     /// The same server giving every error the core makes itself — parse errors, invalid
@@ -700,8 +738,47 @@ impl RpcServer {
     /// # });
     /// ```
     #[must_use]
-    pub fn error_data(mut self, data: impl Fn(&RpcError) -> Option<serde_json::Value> + Send + Sync + 'static) -> RpcServer {
-        self.error_data = Some(Arc::new(data));
+    pub fn error_data(self, data: impl Fn(&RpcError) -> Option<serde_json::Value> + Send + Sync + 'static) -> RpcServer {
+        self.core_errors(move |mut e| {
+            if let Some(d) = data(&e) {
+                e.data = Some(d);
+            }
+            e
+        })
+    }
+
+    /// The same server sending, for every error the core makes itself (the ones
+    /// [`RpcServer::error_data`] covers), the error `shape` makes of it: a protocol whose error
+    /// objects have a fixed form of their own — a short fixed `message` per code, the detail in
+    /// a typed `data` — keeps that form on the core's errors too, not only on its handler's.
+    /// The code should stay the core's (clients tell the errors apart by it). Replaces
+    /// [`RpcServer::error_data`] (which is this with only `data` set), and is replaced by it.
+    ///
+    /// ```
+    /// # struct H; impl openagents_rpc::Handler for H { fn call<'a>(&'a self, _: &'a openagents_rpc::Context, m: &'a str, _: Option<&'a serde_json::value::RawValue>) -> openagents_rpc::BoxFuture<'a, Result<Box<serde_json::value::RawValue>, openagents_rpc::RpcError>> { Box::pin(async move { Err(openagents_rpc::RpcError::method_not_found(m)) }) } }
+    /// use openagents_rpc::{Context, Identity, RpcError, RpcServer, codes};
+    ///
+    /// let server = RpcServer::new(H).core_errors(|e| {
+    ///     let title = if e.code == codes::PARSE_ERROR { "Parse error" } else { "Invalid Request" };
+    ///     RpcError::new(e.code, title).with_data(serde_json::json!({ "detail": e.message }))
+    /// });
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let reply = server.handle_message(&Context::detached(Identity::new("test")), b"{").await.unwrap();
+    /// assert!(String::from_utf8(reply).unwrap().contains(r#""message":"Parse error","data":{"detail":"Parse error: "#));
+    /// # });
+    /// ```
+    #[must_use]
+    pub fn core_errors(mut self, shape: impl Fn(RpcError) -> RpcError + Send + Sync + 'static) -> RpcServer {
+        self.shape = Some(Arc::new(shape));
+        self
+    }
+
+    /// The same server taking requests without the `"jsonrpc": "2.0"` member (a wrong value is
+    /// still refused), as line protocols older than JSON-RPC 2.0's strictness send them; every
+    /// reply carries the member either way. Off by default: JSON-RPC 2.0 requires the member.
+    #[must_use]
+    pub fn jsonrpc_optional(mut self, on: bool) -> RpcServer {
+        self.version_optional = on;
         self
     }
 
@@ -743,17 +820,15 @@ impl RpcServer {
         self
     }
 
-    /// An error the core made, with the `data` of [`RpcServer::error_data`].
-    pub(crate) fn core_error(&self, mut e: RpcError) -> RpcError {
+    /// An error the core made, as [`RpcServer::core_errors`] shapes it.
+    pub(crate) fn core_error(&self, e: RpcError) -> RpcError {
         if let Some(f) = &self.on_refusal {
             f(&e);
         }
-        if let Some(f) = &self.error_data
-            && let Some(data) = f(&e)
-        {
-            e.data = Some(data);
+        match &self.shape {
+            Some(shape) => shape(e),
+            None => e,
         }
-        e
     }
 
     /// The same server starting the calls of each stdio and WebSocket connection in the order

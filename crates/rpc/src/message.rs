@@ -1,22 +1,34 @@
 //! JSON-RPC 2.0 message handling, the same for every transport: one message (a request object, a
 //! notification or a batch) in, at most one encoded reply out.
 //!
-//! - Bytes that are not one JSON text (invalid UTF-8, bad syntax, trailing data) are -32700 with
-//!   a `null` id.
-//! - JSON that is not a request object (not an object; `jsonrpc` missing or not `"2.0"`; an `id`
-//!   that is not a string, a number or null, or longer than [`MAX_ID_BYTES`]; no `method`, or one
-//!   that is not a string; a member given twice; a member other than the four) is -32600.
-//! - `params` that is not an object or an array, or that the handler refuses, is -32602; an
-//!   unknown method is the handler's -32601. `"params": []` is no params.
+//! - Bytes that are not one JSON text (invalid UTF-8, bad syntax, trailing data, arrays and
+//!   objects nested deeper than [`MAX_DEPTH`]) are -32700 with a `null` id.
+//! - JSON that is not a request object (not an object; `jsonrpc` missing — unless
+//!   [`crate::RpcServer::jsonrpc_optional`] — or not `"2.0"`; an `id` that is not a string, a
+//!   number or null, or longer than [`crate::Limits::max_id_chars`]; no `method`, or one that is
+//!   not a string; a member given twice; a member other than the four) is -32600.
+//! - `params` that is not an object, an array or `null` (which a method's schema may take), or
+//!   that the handler refuses, is -32602; an unknown method is the handler's -32601.
+//!   `"params": []` is no params.
 //! - A request without an `id` member is a notification: it runs, and gets no reply whatever its
 //!   outcome. A batch is an array of at most [`crate::Limits::max_batch`] entries (an empty one
 //!   is -32600), each handled as above; its reply is the array of its entries' replies, and no
 //!   reply when every entry was a notification.
-//! - The reply echoes the `id` exactly as the request wrote it.
-//! - A response object (no `method`; a `result` or an `error`; an `id`) is the caller's answer to
-//!   a request of the server's ([`crate::Peer::request`]): it goes to the request waiting under
-//!   that id (none waiting: it is dropped), and nothing is replied. A request with a `result` or
-//!   `error` member is still -32600.
+//! - The reply echoes the `id` exactly as the request wrote it, but for -32700: a message the
+//!   parser cannot read — params a handler's decoder finds are no JSON it reads (a lone
+//!   surrogate, a number out of range) included — is answered with a `null` id.
+//! - An error reply takes at most twice its request or [`crate::REPLY_FLOOR`], whichever is more
+//!   (a batch's entries share the floor): past that, the longest list in its `data` (the
+//!   violations of an invalid-params error) loses entries from its end, each counted in a
+//!   sibling `<name>_omitted`, then its messages are shortened (to no less than 64 bytes).
+//! - A message over 64 KiB is read off the runtime's worker threads (`block_in_place`, on a
+//!   multi-threaded tokio runtime), so the milliseconds a 16 MiB body takes never hold up the
+//!   connections queued on that worker.
+//! - On a connection whose caller may answer the server ([`crate::Peer::takes_answers`]: stdio
+//!   and WebSocket), a response object (no `method`; a `result` or an `error`; an `id`) is the
+//!   caller's answer to a request of the server's ([`crate::Peer::request`]): it goes to the
+//!   request waiting under that id (none waiting: it is dropped), and nothing is replied.
+//!   Elsewhere, and a request with a `result` or `error` member anywhere, is -32600.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -24,11 +36,61 @@ use std::fmt;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use crate::{Context, MAX_ERROR_MESSAGE, RpcError, RpcServer, bounded};
+use crate::{Context, MAX_ERROR_MESSAGE, REPLY_FLOOR, RpcError, RpcServer, bounded};
 
-/// The longest `id` echoed, in bytes of its JSON text (1 KiB): an id is a short handle, and an
-/// error reply to a bad request never carries more of what the caller sent than this.
-pub const MAX_ID_BYTES: usize = 1024;
+/// Messages larger than this (64 KiB) are read off the runtime's worker threads.
+const LARGE_MESSAGE: usize = 64 * 1024;
+
+/// The deepest nesting of arrays and objects a message may have: 127, as deep as serde_json reads
+/// (its limit of 128 counts the level it refuses), so that whatever the core hands a handler can
+/// be decoded. A message nested deeper is -32700, as that parser refuses to read it.
+pub const MAX_DEPTH: usize = 127;
+
+/// Whether `text` (JSON) nests arrays and objects at most `max` deep. Counts the brackets first
+/// (a pass the compiler vectorizes): a message with no more than `max` of them cannot be deeper,
+/// and only one with more is walked.
+fn nesting_within(text: &str, max: usize) -> bool {
+    let bytes = text.as_bytes();
+    if bytes.iter().filter(|&&b| b == b'[' || b == b'{').count() <= max {
+        return true;
+    }
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in bytes {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return false;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    true
+}
+
+/// The parse error of a message nested past [`MAX_DEPTH`].
+fn too_deep() -> RpcError {
+    RpcError::parse_error(format_args!("nested more than {MAX_DEPTH} arrays and objects deep"))
+}
+
+/// `read`, off the runtime's worker threads when `len` is large and the runtime can (a
+/// multi-threaded one).
+fn off_workers<T>(len: usize, read: impl FnOnce() -> T) -> T {
+    let multi_thread = || tokio::runtime::Handle::try_current().is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if len > LARGE_MESSAGE && multi_thread() { tokio::task::block_in_place(read) } else { read() }
+}
 
 /// A request object's members, as written.
 #[derive(Default)]
@@ -127,6 +189,22 @@ impl Reply<'_> {
     fn encode(&self, out: &mut Vec<u8>) {
         encode_response(self.id, self.outcome.as_deref(), out);
     }
+
+    /// [`Reply::encode`], an error cut to keep the reply within `budget` bytes ([`fit`]).
+    fn encode_within(mut self, budget: usize, out: &mut Vec<u8>) {
+        let start = out.len();
+        self.encode(out);
+        let written = out.len() - start;
+        if written <= budget {
+            return;
+        }
+        if let Err(e) = &mut self.outcome {
+            out.truncate(start);
+            let fixed = 40 + self.id.map_or(4, |id| id.get().len());
+            fit(e, fixed, budget);
+            self.encode(out);
+        }
+    }
 }
 
 /// A response to the request `id` (`None`: `null`): its result, or its error with the message at
@@ -166,20 +244,106 @@ pub(crate) fn error_reply(e: &RpcError) -> Vec<u8> {
 /// The reply to `bytes` refused whole with `e` before being handled (the connection busy, the
 /// server shutting down): with the request's id when it is a readable request object, `None`
 /// (no reply) when it is a notification. A batch gets one error with a `null` id.
-pub(crate) fn refusal(bytes: &[u8], e: &RpcError) -> Option<Vec<u8>> {
+pub(crate) fn refusal(server: &RpcServer, bytes: &[u8], e: &RpcError) -> Option<Vec<u8>> {
     let Ok(env) = serde_json::from_slice::<Envelope<'_>>(bytes) else { return Some(error_reply(e)) };
     let id = env.id?;
-    let id = readable_id(id);
+    let id = readable_id(id, server.limits.max_id_chars);
     let mut out = Vec::with_capacity(160);
     Reply { id, outcome: Err(e.clone()) }.encode(&mut out);
     Some(out)
 }
 
-/// The id to echo, when it is one: a string, a number or null, at most [`MAX_ID_BYTES`].
-fn readable_id(raw: &RawValue) -> Option<&RawValue> {
+/// The id to echo, when it is one: a string of at most `max` characters, a number written in at
+/// most `max`, or null.
+fn readable_id(raw: &RawValue, max: usize) -> Option<&RawValue> {
     let text = raw.get();
-    let ok = text.len() <= MAX_ID_BYTES && matches!(text.as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9' | b'n'));
+    let ok = match text.as_bytes().first() {
+        Some(b'"') => {
+            // Each character takes 1 to 12 bytes of text (`\uXXXX\uXXXX` at most): only a
+            // string in between is decoded to count them.
+            let inner = text.len() - 2;
+            inner <= max || (inner <= max.saturating_mul(12) && serde_json::from_str::<Cow<'_, str>>(text).is_ok_and(|s| s.chars().count() <= max))
+        }
+        Some(b'-' | b'0'..=b'9') => text.len() <= max,
+        Some(b'n') => true,
+        _ => false,
+    };
     ok.then_some(raw)
+}
+
+/// Whether the parser can read the scalar `text` (an id): a string with escapes is decoded, a
+/// number is read as one; anything else is left to the id's own check.
+fn readable_text(text: &str) -> Result<(), serde_json::Error> {
+    match text.as_bytes().first() {
+        Some(b'"') if text.contains('\\') => serde_json::from_str::<Cow<'_, str>>(text).map(drop),
+        Some(b'-' | b'0'..=b'9') => serde_json::from_str::<serde_json::Number>(text).map(drop),
+        _ => Ok(()),
+    }
+}
+
+/// Cuts the error `e` so that the reply holding it, whose other parts take `fixed` bytes, takes
+/// at most `budget`: the longest list in its `data` loses entries from its end (each counted in
+/// a sibling `<name>_omitted`), then its messages (its own and `data.message`) are shortened, to
+/// no less than 64 bytes each.
+fn fit(e: &mut RpcError, fixed: usize, budget: usize) {
+    let len = serde_json::to_vec(&*e).map_or(0, |b| b.len());
+    // Room for the counts the cut may add.
+    let mut over = (fixed + len + 32).saturating_sub(budget);
+    if let Some(data) = e.data.as_mut() {
+        while over > 0
+            && let Some(cut) = pop_longest_list(data, 8)
+        {
+            over = over.saturating_sub(cut + 1);
+        }
+    }
+    for message in [Some(&mut e.message), e.data.as_mut().and_then(|d| d.get_mut("message")).and_then(|m| match m {
+        serde_json::Value::String(s) => Some(s),
+        _ => None,
+    })]
+    .into_iter()
+    .flatten()
+    {
+        if over == 0 {
+            break;
+        }
+        let keep = message.len().saturating_sub(over).max(64);
+        let before = message.len();
+        *message = bounded(message, keep).into_owned();
+        over = over.saturating_sub(before.saturating_sub(message.len()));
+    }
+}
+
+/// Takes the last entry off the longest non-empty list that is a member of an object in `v`
+/// (looking `depth` levels down), counting it in the member `<name>_omitted` beside it: the
+/// size of the entry taken, or `None` when there is no such list.
+fn pop_longest_list(v: &mut serde_json::Value, depth: usize) -> Option<usize> {
+    use serde_json::Value;
+    fn longest(v: &Value, depth: usize, path: &mut Vec<String>, best: &mut Option<(usize, Vec<String>)>) {
+        let Value::Object(map) = v else { return };
+        for (key, value) in map {
+            path.push(key.clone());
+            match value {
+                Value::Array(items) if !items.is_empty() && best.as_ref().is_none_or(|(n, _)| items.len() > *n) => *best = Some((items.len(), path.clone())),
+                Value::Object(_) if depth > 0 => longest(value, depth - 1, path, best),
+                _ => {}
+            }
+            path.pop();
+        }
+    }
+    let mut best = None;
+    longest(v, depth, &mut Vec::new(), &mut best);
+    let (_, path) = best?;
+    let (name, parents) = path.split_last()?;
+    let mut object = &mut *v;
+    for key in parents {
+        object = object.get_mut(key)?;
+    }
+    let map = object.as_object_mut()?;
+    let taken = map.get_mut(name)?.as_array_mut()?.pop()?;
+    let counter = format!("{name}_omitted");
+    let count = map.get(&counter).and_then(Value::as_u64).unwrap_or(0) + 1;
+    map.insert(counter, Value::from(count));
+    Some(serde_json::to_vec(&taken).map_or(0, |b| b.len()))
 }
 
 /// The reply to a message refused whole with `e`, counted.
@@ -207,24 +371,34 @@ pub(crate) async fn handle_message(server: &RpcServer, cx: &Context, bytes: &[u8
         // One request: an envelope read whole is JSON throughout (every member is read, each
         // value as raw JSON), so only a refused one needs the syntax pass below to tell a parse
         // error from an invalid request.
-        let env = serde_json::from_str::<Envelope<'_>>(text);
-        if env.is_err()
-            && let Err(e) = serde_json::from_str::<&RawValue>(text)
-        {
-            return fail(server, &RpcError::parse_error(e));
+        let env = off_workers(text.len(), || {
+            let env = serde_json::from_str::<Envelope<'_>>(text);
+            match env {
+                Ok(env) => Ok(Some(env)),
+                Err(_) => serde_json::from_str::<&RawValue>(text).map(|_| None),
+            }
+        });
+        let env = match env {
+            Ok(env) => env,
+            Err(e) => return fail(server, &RpcError::parse_error(e)),
+        };
+        if !nesting_within(text, MAX_DEPTH) {
+            return fail(server, &too_deep());
         }
         let mut out = Vec::with_capacity(128);
-        return handle_envelope(server, cx, env.ok(), &mut out).await.then_some(out);
+        let budget = text.len().saturating_mul(2).max(REPLY_FLOOR);
+        return handle_envelope(server, cx, env, budget, &mut out).await.then_some(out);
     }
     // A batch is read once as JSON first (without building it: nesting costs no stack), so bad
     // syntax anywhere is a parse error whatever else is wrong.
-    if let Err(e) = serde_json::from_str::<&RawValue>(text) {
-        return fail(server, &RpcError::parse_error(e));
-    }
-    let entries: Vec<&RawValue> = match serde_json::from_str(text) {
+    let entries = off_workers(text.len(), || serde_json::from_str::<&RawValue>(text).and_then(|_| serde_json::from_str::<Vec<&RawValue>>(text)));
+    let entries: Vec<&RawValue> = match entries {
         Ok(e) => e,
         Err(e) => return fail(server, &RpcError::parse_error(e)),
     };
+    if !nesting_within(text, MAX_DEPTH) {
+        return fail(server, &too_deep());
+    }
     if let Some(m) = &server.metrics {
         m.batch();
     }
@@ -238,9 +412,13 @@ pub(crate) async fn handle_message(server: &RpcServer, cx: &Context, bytes: &[u8
     if entries.len() > max {
         return fail(server, &RpcError::invalid_request(format_args!("a batch holds at most {max} requests; this one has {}", entries.len())));
     }
+    // The entries' error replies share one floor, so the whole reply stays within about twice
+    // the batch.
+    let floor = REPLY_FLOOR / entries.len();
     let replies = futures_util::future::join_all(entries.iter().map(|e| async move {
         let mut out = Vec::new();
-        handle_one(server, cx, e.get(), &mut out).await.then_some(out)
+        let budget = e.get().len().saturating_mul(2).max(floor);
+        handle_one(server, cx, e.get(), budget, &mut out).await.then_some(out)
     }))
     .await;
     let mut out = Vec::with_capacity(2 + replies.len() * 64);
@@ -257,12 +435,13 @@ pub(crate) async fn handle_message(server: &RpcServer, cx: &Context, bytes: &[u8
 
 /// Handles one request object (known to be JSON), writing its reply to `out`; `false` when it
 /// gets none (a notification). Counts its errors in the server's metrics.
-async fn handle_one(server: &RpcServer, cx: &Context, text: &str, out: &mut Vec<u8>) -> bool {
-    handle_envelope(server, cx, serde_json::from_str::<Envelope<'_>>(text).ok(), out).await
+async fn handle_one(server: &RpcServer, cx: &Context, text: &str, budget: usize, out: &mut Vec<u8>) -> bool {
+    handle_envelope(server, cx, serde_json::from_str::<Envelope<'_>>(text).ok(), budget, out).await
 }
 
-/// [`handle_one`] with the request's envelope read (`None`: the JSON is no request object).
-async fn handle_envelope(server: &RpcServer, cx: &Context, env: Option<Envelope<'_>>, out: &mut Vec<u8>) -> bool {
+/// [`handle_one`] with the request's envelope read (`None`: the JSON is no request object); an
+/// error reply takes at most `budget` bytes.
+async fn handle_envelope(server: &RpcServer, cx: &Context, env: Option<Envelope<'_>>, budget: usize, out: &mut Vec<u8>) -> bool {
     let metrics = server.metrics.as_ref();
     let count = |code: i64| {
         if let Some(m) = metrics {
@@ -278,11 +457,21 @@ async fn handle_envelope(server: &RpcServer, cx: &Context, env: Option<Envelope<
             return true;
         }
     };
-    if env.is_response() && env.duplicate.is_none() && env.unknown.is_none() {
+    if env.is_response() && env.duplicate.is_none() && env.unknown.is_none() && cx.peer().takes_answers() {
         take_answer(cx, &env);
         return false;
     }
-    let id = env.id.and_then(readable_id);
+    // An id whose text the parser cannot read — a string whose escapes are no text (a lone
+    // surrogate), a number out of its range (`1e400`) — is not JSON, as for `method`.
+    if let Some(raw) = env.id
+        && let Err(e) = readable_text(raw.get())
+    {
+        count(crate::codes::PARSE_ERROR);
+        Reply { id: None, outcome: Err(server.core_error(RpcError::parse_error(e))) }.encode(out);
+        return true;
+    }
+    let max_id = server.limits.max_id_chars;
+    let id = env.id.and_then(|id| readable_id(id, max_id));
     let invalid = |message: String, id: Option<&RawValue>, out: &mut Vec<u8>| {
         count(crate::codes::INVALID_REQUEST);
         Reply { id, outcome: Err(server.core_error(RpcError::invalid_request(message))) }.encode(out);
@@ -294,10 +483,11 @@ async fn handle_envelope(server: &RpcServer, cx: &Context, env: Option<Envelope<
     if let Some(raw) = env.id
         && id.is_none()
     {
-        let what = if raw.get().len() > MAX_ID_BYTES { format!("`id` is longer than {MAX_ID_BYTES} bytes") } else { "`id` must be a string, a number, or null".to_owned() };
+        let long = matches!(raw.get().as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9'));
+        let what = if long { format!("`id` is longer than {max_id} characters") } else { "`id` must be a string, a number, or null".to_owned() };
         return invalid(what, None, out);
     }
-    if env.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
+    if env.jsonrpc.map(RawValue::get) != Some("\"2.0\"") && !(server.version_optional && env.jsonrpc.is_none()) {
         return invalid("`jsonrpc` must be \"2.0\"".into(), id, out);
     }
     let Some(method) = env.method else { return invalid("the request has no `method`".into(), id, out) };
@@ -324,7 +514,8 @@ async fn handle_envelope(server: &RpcServer, cx: &Context, env: Option<Envelope<
         m.notification();
     }
     let outcome = match params.map(|p| p.get().as_bytes()[0]) {
-        Some(b'{' | b'[') | None => match metrics {
+        // `null` goes to the handler too: whether a method takes it is its schema's to say.
+        Some(b'{' | b'[' | b'n') | None => match metrics {
             None => server.handler.call(cx, &method, params).await,
             Some(m) => {
                 let _in_flight = m.call_started();
@@ -335,7 +526,7 @@ async fn handle_envelope(server: &RpcServer, cx: &Context, env: Option<Envelope<
             }
         },
         Some(_) => {
-            let e = RpcError::invalid_params("`params` must be an object or an array");
+            let e = RpcError::invalid_params("`params` must be an object, an array or null");
             count(e.code);
             Err(server.core_error(e))
         }
@@ -343,6 +534,8 @@ async fn handle_envelope(server: &RpcServer, cx: &Context, env: Option<Envelope<
     if notification {
         return false;
     }
-    Reply { id, outcome }.encode(out);
+    // A message the parser cannot read is answered without its id, whoever found it.
+    let id = if matches!(&outcome, Err(e) if e.code == crate::codes::PARSE_ERROR) { None } else { id };
+    Reply { id, outcome }.encode_within(budget, out);
     true
 }

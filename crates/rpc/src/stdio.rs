@@ -92,7 +92,7 @@ impl Connection {
             if let Some(m) = &self.server.metrics {
                 m.error(e.code);
             }
-            if let Some(reply) = refusal(&message, &self.server.core_error(e)) {
+            if let Some(reply) = refusal(&self.server, &message, &self.server.core_error(e)) {
                 let _ = self.tx.send(reply).await;
             }
             return;

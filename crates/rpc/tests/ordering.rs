@@ -447,7 +447,7 @@ fn assert_core_error(reply: &Value, id: &Value, code: i64) {
 #[tokio::test]
 async fn error_data_is_on_every_error_the_core_makes_on_a_line_connection() {
     let handler = TestHandler::new();
-    let limits = Limits { max_frame_bytes: 256, max_in_flight: 1, max_batch: 0 };
+    let limits = Limits { max_frame_bytes: 256, max_in_flight: 1, max_batch: 0, ..Limits::default() };
     let mut c = Lines::open(tagged(RpcServer::new(handler.clone()).limits(limits)));
     let null = Value::Null;
     let cases: &[(&[u8], Value, i64)] = &[

@@ -1272,6 +1272,58 @@ where
     }
 }
 
+/// [`parse_validated_str`] for the params of a call a peer sent (what a generated service's
+/// `decode` reads): a document over [`EXPLAIN_MAX_BYTES`] that does not decode gets the decoder's
+/// first problem only, never the untyped parse a list of every violation takes (up to 32 times
+/// its text in memory), so a huge bad request costs no more than reading it.
+///
+/// # Errors
+///
+/// As [`parse_validated`].
+pub fn parse_params<T>(input: &str) -> Result<T, DocumentError>
+where
+    T: Wire + Validate + SchemaCheck,
+{
+    if input.len() <= EXPLAIN_MAX_BYTES {
+        return parse_validated_str(input);
+    }
+    let mut de = serde_json::Deserializer::from_str(input);
+    match T::decode(&mut de).and_then(|v| de.end().map(|()| v)) {
+        Ok(value) => value.validate().map(|()| value).map_err(DocumentError::Invalid),
+        Err(e) => Err(first_problem(&e)),
+    }
+}
+
+/// [`parse_params`] for a type checked by the given functions (an alias of the schema's).
+///
+/// # Errors
+///
+/// As [`parse_params`].
+pub fn parse_params_with<T: Wire>(input: &str, validate: fn(&T, &Path<'_>, &mut Vec<Violation>), check: fn(&Value, &Path<'_>, &mut Vec<Violation>)) -> Result<T, DocumentError> {
+    if input.len() <= EXPLAIN_MAX_BYTES {
+        return parse_validated_with(input.as_bytes(), validate, check);
+    }
+    let mut de = serde_json::Deserializer::from_str(input);
+    match T::decode(&mut de).and_then(|v| de.end().map(|()| v)) {
+        Ok(value) => {
+            let mut out = Vec::new();
+            validate(&value, &Path::Root, &mut out);
+            if out.is_empty() { Ok(value) } else { Err(DocumentError::Invalid(out)) }
+        }
+        Err(e) => Err(first_problem(&e)),
+    }
+}
+
+/// A large document's decode error as its one violation.
+#[cold]
+fn first_problem(e: &serde_json::Error) -> DocumentError {
+    if e.is_syntax() || e.is_eof() {
+        return DocumentError::NotJson(describe_json_error(e));
+    }
+    let message = format!("{} (a document over {EXPLAIN_MAX_BYTES} bytes gets only its first problem reported)", describe_json_error(e));
+    DocumentError::Invalid(vec![Violation { pointer: String::new(), keyword: "type".into(), message }])
+}
+
 /// Reads one JSON value exactly (as [`Skip`]) and writes it as compact JSON text.
 struct Transcode<'a>(&'a mut Vec<u8>);
 

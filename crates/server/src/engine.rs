@@ -14,6 +14,7 @@ use openagents_protocol::{
     RuntimeState, RuntimeStatus, RuntimeSubmitError, ShutdownResult, SubmitParams, SubmitResult,
     SubscribeResult, Turn, TurnCounters, VERSION, methods,
 };
+use serde_json::value::RawValue;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -101,13 +102,14 @@ struct Inner {
     /// Set just before `shutdown` is cancelled: read on every request, where the token's own
     /// check would take its lock.
     shut_down: std::sync::atomic::AtomicBool,
-    /// The last `status` result's changing part and its encoding, reused while it is unchanged.
-    status_json: Mutex<Option<(StatusNow, Vec<u8>)>>,
+    /// The last `status` result's changing part, the caller it was for and its encoding (with
+    /// that caller's grant), reused while they are unchanged.
+    status_json: Mutex<Option<(StatusNow, String, Box<RawValue>)>>,
     metrics: Arc<Metrics>,
 }
 
 /// A call that waits, as [`RpcEngine::answer_at_once`] gives it back.
-enum Wait {
+pub(crate) enum Wait {
     Submit(SubmitParams),
     Shutdown,
 }
@@ -127,12 +129,14 @@ fn instant_to_ms(at: Instant) -> i64 {
     now_ms() + at.saturating_duration_since(Instant::now()).as_millis() as i64
 }
 
-fn encode<M: RpcMethod>(result: Result<M::Result, RuntimeSubmitError>) -> Result<Vec<u8>, RuntimeSubmitError> {
-    result.and_then(|r| {
-        // Sized for a `status` result, so it is written without growing.
-        let mut out = Vec::with_capacity(512);
-        serde_json::to_writer(&mut out, &r).map(|()| out).map_err(|e| error(ErrorCode::Internal, format!("cannot encode the {} result: {e}", M::NAME)))
-    })
+fn encode<M: RpcMethod>(result: Result<M::Result, RuntimeSubmitError>) -> Result<Box<RawValue>, RuntimeSubmitError> {
+    result.and_then(|r| serde_json::value::to_raw_value(&r).map_err(|e| error(ErrorCode::Internal, format!("cannot encode the {} result: {e}", M::NAME))))
+}
+
+/// The OpenRPC document, as raw JSON once.
+fn openrpc_document() -> Result<Box<RawValue>, RuntimeSubmitError> {
+    static DOCUMENT: std::sync::OnceLock<Result<Box<RawValue>, String>> = std::sync::OnceLock::new();
+    DOCUMENT.get_or_init(|| RawValue::from_string(openagents_protocol::OPENRPC_DOCUMENT.to_owned()).map_err(|e| e.to_string())).clone().map_err(|e| error(ErrorCode::Internal, format!("the OpenRPC document is not JSON: {e}")))
 }
 
 fn details() -> ErrorDetails {
@@ -311,75 +315,64 @@ impl RpcEngine {
         self.inner.shut_down.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// Calls one method in process, as `caller` (no socket needed).
+    /// Calls one method in process, as `caller` (no socket needed): its encoded result.
     pub async fn call(&self, caller: &Caller, method: Method) -> Result<Vec<u8>, RuntimeSubmitError> {
-        self.call_in(caller, method, None).await
+        self.call_in(caller, method, None).await.map(|r| r.get().as_bytes().to_vec())
     }
 
-    /// [`RpcEngine::call`] on a streaming connection.
-    pub async fn call_in(&self, caller: &Caller, method: Method, session: Option<&dyn EventSession>) -> Result<Vec<u8>, RuntimeSubmitError> {
-        self.admit(caller, &method)?;
+    /// [`RpcEngine::call`] on a streaming connection, the result as raw JSON.
+    pub async fn call_in(&self, caller: &Caller, method: Method, session: Option<&dyn EventSession>) -> Result<Box<RawValue>, RuntimeSubmitError> {
+        self.permitted(caller, method.name())?;
+        self.touch_lease(caller);
         match self.answer_at_once(caller, method, session) {
             Ok(outcome) => outcome,
+            Err(wait) => self.wait_for(caller, wait).await,
+        }
+    }
+
+    /// The answer to a call that waits ([`RpcEngine::answer_at_once`] gave it back).
+    pub(crate) async fn wait_for(&self, caller: &Caller, wait: Wait) -> Result<Box<RawValue>, RuntimeSubmitError> {
+        match wait {
             // Boxed: a turn's future is large, and every other request's future (moved into its
             // task, or into the connection's) would otherwise be as large as it.
-            Err(Wait::Submit(params)) => encode::<methods::Submit>(Box::pin(self.submit(caller, params)).await),
-            Err(Wait::Shutdown) => encode::<methods::Shutdown>(Ok(Box::pin(self.shutdown()).await)),
+            Wait::Submit(params) => encode::<methods::Submit>(Box::pin(self.submit(caller, params)).await),
+            Wait::Shutdown => encode::<methods::Shutdown>(Ok(Box::pin(self.shutdown()).await)),
         }
     }
 
-    /// [`RpcEngine::call_in`] for a call answered without waiting (a refusal by the grant is
-    /// one); `None` for a method that waits (`submit`, `shutdown`), with nothing done for it.
-    pub(crate) fn call_now(&self, caller: &Caller, method: Method, session: Option<&dyn EventSession>) -> Option<Result<Vec<u8>, RuntimeSubmitError>> {
-        if let Err(e) = self.permitted(caller, &method) {
-            return Some(Err(e));
-        }
-        if matches!(method, Method::Submit(_) | Method::Shutdown(_)) {
-            return None;
-        }
-        self.touch_lease(caller);
-        self.answer_at_once(caller, method, session).ok()
-    }
-
-    /// Whether `caller` may call `method`, then (a call by the lease holder) the lease extended.
-    fn admit(&self, caller: &Caller, method: &Method) -> Result<(), RuntimeSubmitError> {
-        self.permitted(caller, method)?;
-        self.touch_lease(caller);
-        Ok(())
-    }
-
-    /// Whether `caller`'s grant includes `method` (the audit and metrics record a refusal).
-    fn permitted(&self, caller: &Caller, method: &Method) -> Result<(), RuntimeSubmitError> {
+    /// Whether `caller`'s grant includes the method `name` (the audit and metrics record a
+    /// refusal).
+    pub(crate) fn permitted(&self, caller: &Caller, name: &str) -> Result<(), RuntimeSubmitError> {
         // Reading events has one rule on every transport (the `events` grant), so `subscribe`
         // and the history are decided by it alone, as `GET /events` is.
-        if crate::auth::EVENT_READING_METHODS.contains(&method.name()) {
+        if crate::auth::EVENT_READING_METHODS.contains(&name) {
             caller.grant.may_read_events(&caller.name)?;
-        } else if !caller.grant.allows(method.name()) {
+        } else if !caller.grant.allows(name) {
             self.inner.metrics.forbidden();
-            tracing::warn!(target: "openagents::audit", event = "forbidden", credential = %caller.name, method = method.name());
-            return Err(error(ErrorCode::Forbidden, format!("credential `{}` may not call `{}`", caller.name, method.name())));
+            tracing::warn!(target: "openagents::audit", event = "forbidden", credential = %caller.name, method = name);
+            return Err(error(ErrorCode::Forbidden, format!("credential `{}` may not call `{name}`", caller.name)));
         }
         Ok(())
     }
 
-    /// The answer to an admitted call that needs no waiting; the methods that wait come back.
-    fn answer_at_once(&self, caller: &Caller, method: Method, session: Option<&dyn EventSession>) -> Result<Result<Vec<u8>, RuntimeSubmitError>, Wait> {
+    /// The answer to a permitted call that needs no waiting; the methods that wait come back.
+    pub(crate) fn answer_at_once(&self, caller: &Caller, method: Method, session: Option<&dyn EventSession>) -> Result<Result<Box<RawValue>, RuntimeSubmitError>, Wait> {
         Ok(match method {
             Method::Submit(params) => return Err(Wait::Submit(params)),
             Method::Shutdown(_) => return Err(Wait::Shutdown),
             Method::Interrupt(params) => encode::<methods::Interrupt>(self.interrupt(caller, params.and_then(|p| p.assignment).as_deref())),
-            Method::Status(_) => self.status_json().map(|bytes| with_caller(bytes, caller)),
+            Method::Status(_) => self.status_json(caller),
             Method::Release(_) => encode::<methods::Release>(Ok(self.release(caller))),
             Method::Subscribe(params) => encode::<methods::Subscribe>(self.subscribe_session(caller, params.and_then(|p| p.since), session)),
             // The OpenRPC document is generated with the types and embedded as compact JSON.
-            Method::Discover(_) => Ok(openagents_protocol::OPENRPC_DOCUMENT.as_bytes().to_vec()),
+            Method::Discover(_) => openrpc_document(),
             Method::Conversations(params) => encode::<methods::Conversations>(crate::history::conversations(&**self.inner.hub.store(), params)),
             Method::Conversation(params) => encode::<methods::Conversation>(crate::history::conversation(&**self.inner.hub.store(), params)),
         })
     }
 
     /// Activity from the lease holder extends the lease.
-    fn touch_lease(&self, caller: &Caller) {
+    pub(crate) fn touch_lease(&self, caller: &Caller) {
         let mut st = self.state();
         if let Some(l) = st.lease.as_mut() {
             if l.holder == caller.name && l.expires > Instant::now() {
@@ -579,17 +572,20 @@ impl RpcEngine {
         }
     }
 
-    /// The encoded `status` result, encoded again only when the status has changed. Compared by
-    /// what can change, so an unchanged status costs no allocation but the copy of its bytes.
-    fn status_json(&self) -> Result<Vec<u8>, RuntimeSubmitError> {
+    /// The encoded `status` result for `caller`, encoded again only when the status or the
+    /// caller has changed. Compared by what can change, so an unchanged status asked again by
+    /// the same caller costs no allocation but the copy of its bytes.
+    fn status_json(&self, caller: &Caller) -> Result<Box<RawValue>, RuntimeSubmitError> {
         let now = self.status_now();
         let mut cache = self.inner.status_json.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, bytes)) = cache.as_ref().filter(|(cached, _)| *cached == now) {
-            return Ok(bytes.clone());
+        if let Some((_, _, raw)) = cache.as_ref().filter(|(cached, name, _)| *cached == now && *name == caller.name) {
+            return Ok(raw.clone());
         }
-        let bytes = encode::<methods::Status>(Ok(now.to_status()))?;
-        *cache = Some((now, bytes.clone()));
-        Ok(bytes)
+        let bytes = serde_json::to_vec(&now.to_status()).map_err(|e| error(ErrorCode::Internal, format!("cannot encode the status result: {e}")))?;
+        let text = String::from_utf8(with_caller(bytes, caller)).map_err(|e| error(ErrorCode::Internal, format!("the status result is not UTF-8: {e}")))?;
+        let raw = RawValue::from_string(text).map_err(|e| error(ErrorCode::Internal, format!("the status result is not JSON: {e}")))?;
+        *cache = Some((now, caller.name.clone(), raw.clone()));
+        Ok(raw)
     }
 
     /// Stops the runtime: no new turns, the active turn interrupted (and awaited for up to

@@ -216,8 +216,8 @@ async fn collect(mut body: Body, room: &mut Room<'_>, declared: Option<usize>) -
 
 /// `POST /rpc`: one JSON-RPC message.
 async fn rpc(app: Access, request: Request, peer: Option<Peer>) -> Response {
-    let caller = match app.authorize(request.headers()) {
-        Ok(c) => c,
+    let cx = match app.authorize_call(request.headers()) {
+        Ok(cx) => cx,
         Err(r) => {
             app.audit_unauthorized(peer.as_ref(), "/rpc", request.headers().contains_key(header::AUTHORIZATION));
             return r;
@@ -257,11 +257,7 @@ async fn rpc(app: Access, request: Request, peer: Option<Peer>) -> Response {
         // The client broke the body off (or sent a bad chunk): nobody reads an answer.
         Err(Collect::Broken) => return reject(ErrorCode::InvalidRequest, StatusCode::BAD_REQUEST, "the body could not be read".into()),
     };
-    // Answered here when it needs no waiting (most requests), else by the engine's future.
-    let reply = match app.engine().handle_message_now(caller, &bytes, None) {
-        Ok(reply) => reply,
-        Err(crate::jsonrpc::Waits) => app.engine().handle_message(caller, &bytes, None).await,
-    };
+    let reply = app.server().handle_message(cx, &bytes).await;
     match reply {
         Some(reply) => json_response(200, reply),
         None => {

@@ -171,6 +171,10 @@ pub(crate) struct Access {
     options: Arc<HttpOptions>,
     credentials: Arc<Vec<RuntimeHttpCredential>>,
     callers: Arc<Vec<Caller>>,
+    /// The context of each credential's calls on `POST /rpc`, built once.
+    contexts: Arc<Vec<openagents_rpc::Context>>,
+    /// The core serving the engine's methods.
+    server: Arc<openagents_rpc::RpcServer>,
     bound: Option<Arc<str>>,
     bodies: Arc<Semaphore>,
 }
@@ -178,10 +182,25 @@ pub(crate) struct Access {
 impl Access {
     /// Access to `engine` for `credentials`, on a listener bound to `bind` (`host:port`).
     pub(crate) fn new(engine: RpcEngine, credentials: Vec<RuntimeHttpCredential>, options: HttpOptions, bind: &str) -> Self {
-        let callers = credentials.iter().map(|c| Caller { name: c.name.clone(), grant: c.grant.clone(), trusted: false }).collect();
+        let callers: Vec<Caller> = credentials.iter().map(|c| Caller { name: c.name.clone(), grant: c.grant.clone(), trusted: false }).collect();
+        let contexts = callers.iter().map(|c| crate::jsonrpc::context(Arc::new(c.clone()), None)).collect();
         let bound = Some(host_name(bind)).filter(|n| n.parse::<IpAddr>().is_err() && !n.is_empty()).map(Arc::from);
         let bodies = Arc::new(Semaphore::new(MAX_BUFFERED_BODY_BYTES));
-        Access { engine, options: Arc::new(options), credentials: Arc::new(credentials), callers: Arc::new(callers), bound, bodies }
+        let server = Arc::new(crate::jsonrpc::server(&engine));
+        Access { engine, options: Arc::new(options), credentials: Arc::new(credentials), callers: Arc::new(callers), contexts: Arc::new(contexts), server, bound, bodies }
+    }
+
+    /// The core serving the engine's methods.
+    pub(crate) fn server(&self) -> &Arc<openagents_rpc::RpcServer> {
+        &self.server
+    }
+
+    /// The context of `POST /rpc` calls for the request's `Authorization` header, or the 401
+    /// to answer.
+    pub(crate) fn authorize_call(&self, headers: &HeaderMap) -> Result<&openagents_rpc::Context, Response> {
+        let caller = self.authorize(headers)?;
+        let i = self.callers.iter().position(|c| std::ptr::eq(c, caller)).unwrap_or(0);
+        Ok(&self.contexts[i])
     }
 
     /// The budget of buffered request bodies, one permit per byte ([`MAX_BUFFERED_BODY_BYTES`]).

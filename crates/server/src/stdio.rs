@@ -19,7 +19,7 @@ use crate::agent::error;
 use crate::auth::Caller;
 use crate::engine::{EventSession, RpcEngine};
 use crate::events::Forwarded;
-use crate::jsonrpc::{Reply, Waits};
+use crate::jsonrpc::{Answer, Reply, answer};
 use crate::projection;
 
 /// How many outgoing items (an event's line, a reply's, or a batch of replies of at most
@@ -217,8 +217,9 @@ where
 {
     let session = std::sync::Arc::new(StdioEvents { engine: engine.clone(), tx: tx.clone(), task: std::sync::Mutex::new(None), drain_to: watch::channel(None).0, subscribed: AtomicBool::new(false), forwarded: Forwarded::new() });
     session.subscribe(None);
-    // Shared, not copied per request: a caller's grant is a set of strings.
-    let caller = std::sync::Arc::new(Caller::stdio());
+    // One context for the connection's calls: the parent process, and this event stream.
+    let server = std::sync::Arc::new(crate::jsonrpc::server(&engine));
+    let cx = crate::jsonrpc::context(std::sync::Arc::new(Caller::stdio()), Some(session.clone() as std::sync::Arc<dyn EventSession>));
     let mut lines = LineReader::new(input, SERVER_MAX_LINE_BYTES);
     let mut in_flight = JoinSet::new();
     // The replies to requests answered at once, in order, sent to the writer together once no
@@ -256,8 +257,8 @@ where
             Ok(Some(line)) if line.iter().all(u8::is_ascii_whitespace) => {}
             // Most requests (`status`, say) are answered at once, here; one that waits (a
             // `submit`) goes on in a task of its own, so what follows is served meanwhile.
-            Ok(Some(line)) => match engine.handle_message_now(&caller, &line, Some(&*session)) {
-                Ok(reply) => {
+            Ok(Some(line)) => match answer(&server, &cx, line).await {
+                Answer::Now(reply) => {
                     answered.push(reply);
                     if session.subscribed.swap(false, Ordering::Relaxed) {
                         // A `subscribe` answered: what it replays goes out before its answer, as
@@ -268,10 +269,10 @@ where
                         answered.send(&tx).await;
                     }
                 }
-                Err(Waits) => {
-                    let (engine, caller, session, tx) = (engine.clone(), caller.clone(), session.clone(), tx.clone());
+                Answer::Later(call) => {
+                    let (engine, session, tx) = (engine.clone(), session.clone(), tx.clone());
                     in_flight.spawn(async move {
-                        if let Some(mut reply) = engine.handle_message(&caller, &line, Some(&*session)).await {
+                        if let Some(mut reply) = call.await {
                             // What the request published (a turn's events, `shutting_down`) goes
                             // out before its answer.
                             session.forwarded.through(engine.status().last_seq).await;
@@ -307,6 +308,9 @@ where
     {
         events_task.abort();
     }
+    // The context holds the event stream, which holds the writer's queue: all go before the
+    // writer can see its queue closed.
+    drop(cx);
     drop(session);
     drop(tx);
     written.await;

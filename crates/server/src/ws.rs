@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Caller;
 use crate::engine::{EventSession, RpcEngine};
 use crate::events::Forwarded;
-use crate::jsonrpc::{Reply, Waits};
+use crate::jsonrpc::{Answer, Reply, answer};
 use crate::listener::{Access, ConnectionSlot, reject, stamp_schema};
 use crate::projection;
 
@@ -125,6 +125,7 @@ async fn upgrade(app: Access, request: Request, options: WsOptions) -> Response 
         Err(e) => return reject(openagents_protocol::ErrorCode::InvalidRequest, StatusCode::BAD_REQUEST, format!("not a WebSocket upgrade: {e}")),
     };
     let engine = app.engine().clone();
+    let server = Arc::clone(app.server());
     // The socket counts against the listener's connection limit for as long as it is open, and
     // keeps its place (it has authenticated, perhaps by the bearer subprotocol).
     let slot = parts.extensions.get::<ConnectionSlot>().cloned();
@@ -136,7 +137,7 @@ async fn upgrade(app: Access, request: Request, options: WsOptions) -> Response 
         .max_frame_size(SERVER_MAX_LINE_BYTES)
         .on_upgrade(move |socket| async move {
             let _slot = slot;
-            connection(socket, engine, caller, options).await;
+            connection(socket, engine, server, caller, options).await;
         })
 }
 
@@ -190,6 +191,18 @@ impl EventSession for WsEvents {
     }
 }
 
+/// Whether `bytes` are a JSON object with a `method` member: a request or notification, never a
+/// response. Reads the envelope only (no values are built), so a message can be told from a
+/// frontend's answer before anything of it is decoded.
+fn names_a_method(bytes: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Envelope<'a> {
+        #[serde(borrow)]
+        method: Option<&'a serde_json::value::RawValue>,
+    }
+    serde_json::from_slice::<Envelope<'_>>(bytes).is_ok_and(|env| env.method.is_some())
+}
+
 fn close_message(code: u16, reason: &str) -> Message {
     Message::Close(Some(CloseFrame { code, reason: Utf8Bytes::from(reason) }))
 }
@@ -225,7 +238,7 @@ async fn queue(tx: &mpsc::Sender<Vec<u8>>, reply: Vec<u8>, patience: Duration) -
     tokio::time::timeout(patience, tx.send(reply)).await.is_ok()
 }
 
-async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller, options: WsOptions) {
+async fn connection(socket: WebSocket, engine: RpcEngine, server: Arc<openagents_rpc::RpcServer>, caller: Caller, options: WsOptions) {
     let (mut sink, mut stream) = socket.split();
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(WS_OUTBOUND_QUEUE);
     let (control_tx, mut control_rx) = mpsc::channel::<Message>(4);
@@ -267,6 +280,7 @@ async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller, option
         forwarded: Forwarded::new(),
     });
     let conn = engine.bridge().attach_caller(&caller, tx.clone());
+    let cx = crate::jsonrpc::context(Arc::new(caller.clone()), Some(session.clone() as Arc<dyn EventSession>));
     let mut ping = tokio::time::interval(WS_PING_INTERVAL);
     ping.tick().await;
     let mut last_heard = Instant::now();
@@ -330,7 +344,7 @@ async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller, option
             Message::Text(text) => {
                 // A request (it names a method) goes straight to the engine; only what may be a
                 // response is decoded whole to find out.
-                let request = crate::jsonrpc::names_a_method(text.as_bytes());
+                let request = names_a_method(text.as_bytes());
                 if let Some((id, reply)) = (!request).then(|| as_response(text.as_str())).flatten() {
                     if let Some(body) = take_response(&engine, conn, id, reply)
                         && !queue(&tx, body.to_json(), patience).await
@@ -343,8 +357,8 @@ async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller, option
                 // next message is read: a `subscribe` takes effect before what follows it runs.
                 // One that waits (a `submit`) goes on in a task of its own, so what follows is
                 // served meanwhile.
-                match engine.handle_message_now(&caller, text.as_str().as_bytes(), Some(&*session)) {
-                    Ok(reply) => {
+                match answer(&server, &cx, bytes::Bytes::from(text)).await {
+                    Answer::Now(reply) => {
                         if session.subscribed.swap(false, Ordering::Relaxed) {
                             // A `subscribe` answered: what it replays goes out before its answer,
                             // as every event published before an answer does.
@@ -356,12 +370,12 @@ async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller, option
                             break close_message(close::TRY_AGAIN_LATER, STUCK_REASON);
                         }
                     }
-                    Err(Waits) => {
-                        let (engine, caller, tx, session, stuck) = (engine.clone(), caller.clone(), tx.clone(), Arc::clone(&session), stuck.clone());
+                    Answer::Later(call) => {
+                        let (engine, tx, session, stuck) = (engine.clone(), tx.clone(), Arc::clone(&session), stuck.clone());
                         let held = permit.take();
                         tokio::spawn(async move {
                             let _held = held;
-                            let Some(reply) = engine.handle_message(&caller, text.as_str().as_bytes(), Some(&*session)).await else { return };
+                            let Some(reply) = call.await else { return };
                             // What the request published (a turn's events, `shutting_down`) goes
                             // out before its answer.
                             session.forwarded.through(engine.status().last_seq).await;
@@ -382,6 +396,8 @@ async fn connection(socket: WebSocket, engine: RpcEngine, caller: Caller, option
         t.abort();
     }
     let _ = control_tx.send(close).await;
+    // The context holds the event stream, which holds the writer's queue.
+    drop(cx);
     drop(tx);
     drop(session);
     drop(control_tx);

@@ -1,6 +1,6 @@
 //! What the generated dispatch does with input meant to break it, over the real `kv-server
-//! --stdio`: every line gets its typed answer (not JSON -32700, params breaking the schema -32602)
-//! and the server goes on serving.
+//! --stdio`: every line gets its typed answer (not JSON, or nested past the parser's 127 levels, -32700;
+//! params breaking the schema -32602) and the server goes on serving.
 
 mod common;
 
@@ -17,7 +17,7 @@ async fn hostile_lines_get_typed_errors_and_the_server_goes_on() {
     let cases: Vec<(Vec<u8>, i64)> = vec![
         (b"\xff\xfe{}".to_vec(), -32700),
         (format!(r#"{{"jsonrpc":"2.0","id":1,"method":"put","params":{{"key":"a","value":{}"#, "[".repeat(deep)).into_bytes(), -32700),
-        (format!(r#"{{"jsonrpc":"2.0","id":2,"method":"put","params":{{"key":"a","value":{{"kind":"text","text":{}1{}}}}}}}"#, "[".repeat(deep), "]".repeat(deep)).into_bytes(), -32602),
+        (format!(r#"{{"jsonrpc":"2.0","id":2,"method":"put","params":{{"key":"a","value":{{"kind":"text","text":{}1{}}}}}}}"#, "[".repeat(deep), "]".repeat(deep)).into_bytes(), -32700),
         (format!(r#"{{"jsonrpc":"2.0","id":3,"method":"get","params":{{"key":"{}"}}}}"#, "k".repeat(1 << 20)).into_bytes(), -32602),
         (br#"{"jsonrpc":"2.0","id":4,"method":"put","params":{"key":"a","value":{"kind":"text","text":"x"},"key":"b"}}"#.to_vec(), -32602),
         (br#"{"jsonrpc":"2.0","id":5,"method":"put","params":{"key":"a","value":{"kind":"colour","colour":"red"}}}"#.to_vec(), -32602),

@@ -128,7 +128,7 @@ where
     let server = RpcServer::new(handler)
         // The agent's own requests wait for the turn's approver at most; a few hundred at once is
         // already a broken agent.
-        .limits(Limits { max_frame_bytes: MAX_FRAME, max_in_flight: 256, max_batch: 0 })
+        .limits(Limits { max_frame_bytes: MAX_FRAME, max_in_flight: 256, max_batch: 0, ..Limits::default() })
         .in_order(true)
         .shutdown_on(shutdown.clone())
         // Not a check: the screen sees every message first, so it counts them.
