@@ -627,8 +627,11 @@ pub const MAX_BATCH: usize = 128;
 pub const MAX_ID_CHARS: usize = 1024;
 /// The least an error reply may take, in bytes (4 KiB), however small its request: an error
 /// reply is kept within twice its request or this, whichever is more (a batch's entries share
-/// it), so a refusal never amplifies what a client sent beyond that. See
-/// [`RpcServer::handle_message`] for how an error is cut to fit.
+/// it), so a refusal never amplifies what a client sent beyond that. An error is cut to fit by
+/// dropping the last entries of the longest list in its `data` (counted in `<name>_omitted`),
+/// then shortening its messages, never below 64 bytes: the least an error says (its envelope, id,
+/// code and those 64 bytes) is kept even where it is more than an entry's share of a batch of
+/// tiny requests. Data that is neither a list nor a message is not cut.
 pub const REPLY_FLOOR: usize = 4096;
 
 impl Default for Limits {

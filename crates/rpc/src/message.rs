@@ -20,7 +20,10 @@
 //! - An error reply takes at most twice its request or [`crate::REPLY_FLOOR`], whichever is more
 //!   (a batch's entries share the floor): past that, the longest list in its `data` (the
 //!   violations of an invalid-params error) loses entries from its end, each counted in a
-//!   sibling `<name>_omitted`, then its messages are shortened (to no less than 64 bytes).
+//!   sibling `<name>_omitted`, then its messages are shortened — to no less than 64 bytes each,
+//!   so an error always says its code and what it is about. A batch of tiny entries may therefore
+//!   get a little more than its share: at most that least error (some 130 bytes and the id) per
+//!   entry.
 //! - A message over 64 KiB is read off the runtime's worker threads (`block_in_place`, on a
 //!   multi-threaded tokio runtime), so the milliseconds a 16 MiB body takes never hold up the
 //!   connections queued on that worker.
@@ -453,7 +456,7 @@ async fn handle_envelope(server: &RpcServer, cx: &Context, env: Option<Envelope<
         None => {
             let e = RpcError::invalid_request("a request is a JSON object: {\"jsonrpc\": \"2.0\", \"id\", \"method\", \"params\"}");
             count(e.code);
-            Reply { id: None, outcome: Err(server.core_error(e)) }.encode(out);
+            Reply { id: None, outcome: Err(server.core_error(e)) }.encode_within(budget, out);
             return true;
         }
     };
@@ -467,14 +470,14 @@ async fn handle_envelope(server: &RpcServer, cx: &Context, env: Option<Envelope<
         && let Err(e) = readable_text(raw.get())
     {
         count(crate::codes::PARSE_ERROR);
-        Reply { id: None, outcome: Err(server.core_error(RpcError::parse_error(e))) }.encode(out);
+        Reply { id: None, outcome: Err(server.core_error(RpcError::parse_error(e))) }.encode_within(budget, out);
         return true;
     }
     let max_id = server.limits.max_id_chars;
     let id = env.id.and_then(|id| readable_id(id, max_id));
     let invalid = |message: String, id: Option<&RawValue>, out: &mut Vec<u8>| {
         count(crate::codes::INVALID_REQUEST);
-        Reply { id, outcome: Err(server.core_error(RpcError::invalid_request(message))) }.encode(out);
+        Reply { id, outcome: Err(server.core_error(RpcError::invalid_request(message))) }.encode_within(budget, out);
         true
     };
     if let Some(key) = &env.duplicate {
@@ -496,7 +499,7 @@ async fn handle_envelope(server: &RpcServer, cx: &Context, env: Option<Envelope<
         // A string whose escapes are no text (a lone surrogate) is not JSON.
         Err(e) if method.get().starts_with('"') => {
             count(crate::codes::PARSE_ERROR);
-            Reply { id: None, outcome: Err(server.core_error(RpcError::parse_error(e))) }.encode(out);
+            Reply { id: None, outcome: Err(server.core_error(RpcError::parse_error(e))) }.encode_within(budget, out);
             return true;
         }
         Err(_) => return invalid("`method` must be a string".into(), id, out),
