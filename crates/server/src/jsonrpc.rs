@@ -308,7 +308,10 @@ pub(crate) enum Answer {
 /// order answers what needs no waiting before it reads the next message.
 pub(crate) async fn answer<B: AsRef<[u8]> + Send + Sync + 'static>(server: &Arc<RpcServer>, cx: &Context, bytes: B) -> Answer {
     let (server, cx) = (Arc::clone(server), cx.clone());
-    let mut call: Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send>> = Box::pin(async move { server.handle_message(&cx, bytes.as_ref()).await });
+    // Unconstrained by tokio's cooperative budget: a connection that has done much work would
+    // otherwise see a call that could answer at once report itself pending, and answer it out
+    // of order.
+    let mut call: Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send>> = Box::pin(tokio::task::unconstrained(async move { server.handle_message(&cx, bytes.as_ref()).await }));
     match std::future::poll_fn(|task| Poll::Ready(call.as_mut().poll(task))).await {
         Poll::Ready(reply) => Answer::Now(reply),
         Poll::Pending => Answer::Later(call),
