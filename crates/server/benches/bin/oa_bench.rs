@@ -94,9 +94,13 @@ fn engine() -> RpcEngine {
     }))
 }
 
-/// The `status` result a fresh engine reports, which every comparison server returns.
+/// The `status` result a fresh engine answers the benchmark's credential (its `caller` member
+/// included), which every comparison server returns.
 fn fresh_status() -> RuntimeStatus {
-    engine().status()
+    use futures_util::FutureExt;
+    let caller = openagents_server::Caller { name: "bench".into(), grant: Grant::admin(), trusted: false };
+    let reply = engine().handle(&caller, STATUS_REQUEST.as_bytes()).now_or_never().expect("status answers at once");
+    serde_json::from_slice(&reply.outcome.expect("status answers")).expect("a status result")
 }
 
 /// The whole response body to [`STATUS_REQUEST`], as our server writes it.
