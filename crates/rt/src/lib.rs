@@ -1305,13 +1305,16 @@ pub fn parse_params_with<T: Wire>(input: &str, validate: fn(&T, &Path<'_>, &mut 
     }
     let mut de = serde_json::Deserializer::from_str(input);
     match T::decode(&mut de).and_then(|v| de.end().map(|()| v)) {
-        Ok(value) => {
-            let mut out = Vec::new();
-            validate(&value, &Path::Root, &mut out);
-            if out.is_empty() { Ok(value) } else { Err(DocumentError::Invalid(out)) }
-        }
+        Ok(value) => checked_by(value, validate),
         Err(e) => Err(first_problem(&e)),
     }
+}
+
+/// `value` when `validate` finds nothing wrong with it, else what it found.
+fn checked_by<T>(value: T, validate: fn(&T, &Path<'_>, &mut Vec<Violation>)) -> Result<T, DocumentError> {
+    let mut out = Vec::new();
+    validate(&value, &Path::Root, &mut out);
+    if out.is_empty() { Ok(value) } else { Err(DocumentError::Invalid(out)) }
 }
 
 /// A large document's decode error as its one violation.
@@ -1433,11 +1436,7 @@ pub fn parse_validated_with<T: Wire>(
 ) -> Result<T, DocumentError> {
     let mut de = serde_json::Deserializer::from_slice(input);
     match T::decode(&mut de).and_then(|v| de.end().map(|()| v)) {
-        Ok(value) => {
-            let mut out = Vec::new();
-            validate(&value, &Path::Root, &mut out);
-            if out.is_empty() { Ok(value) } else { Err(DocumentError::Invalid(out)) }
-        }
+        Ok(value) => checked_by(value, validate),
         Err(e) => {
             let value = parse_value(input)?;
             let mut out = Vec::new();
