@@ -1,7 +1,8 @@
 //! Exact decoding of what clients send outside the generated request types: a WebSocket
 //! frontend's JSON-RPC *responses* (its answers to approval requests). Requests, refused or not,
-//! are read by [`crate::jsonrpc`]. Both go through the generated decoders' own rules ([`Wire`]):
-//! a key given twice, at any depth, is refused, never resolved by "last one wins".
+//! are read by the `openagents-rpc` core and the generated `decode` ([`crate::jsonrpc`]). Both go
+//! through the generated decoders' own rules ([`Wire`]): a key given twice, at any depth, is
+//! refused, never resolved by "last one wins".
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
