@@ -214,8 +214,13 @@ impl Reply<'_> {
 /// most [`MAX_ERROR_MESSAGE`] bytes. The server's replies and a client's answers to the server's
 /// requests ([`crate::ServerRequest`]) both.
 pub(crate) fn encode_response(id: Option<&RawValue>, outcome: Result<&RawValue, &RpcError>, out: &mut Vec<u8>) {
+    let id = id.map_or("null", RawValue::get);
+    if let Ok(result) = outcome {
+        // The whole reply's room at once, not grown (and copied) step by step.
+        out.reserve(36 + id.len() + result.get().len());
+    }
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-    out.extend_from_slice(id.map_or("null", RawValue::get).as_bytes());
+    out.extend_from_slice(id.as_bytes());
     match outcome {
         Ok(result) => {
             out.extend_from_slice(br#","result":"#);
