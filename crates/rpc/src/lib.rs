@@ -75,7 +75,7 @@ mod stdio;
 pub use client::{ClientError, LineTransport, Notification, ServerRequest, Transport};
 #[cfg(feature = "http")]
 pub use client::{HttpTransport, WsTransport};
-pub use message::MAX_DEPTH;
+pub use message::{LARGE_MESSAGE, MAX_DEPTH, off_workers};
 pub use metrics::Metrics;
 #[cfg(feature = "http")]
 pub use origin::{CORS_MAX_AGE, OriginError};

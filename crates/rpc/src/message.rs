@@ -41,8 +41,8 @@ use serde_json::value::RawValue;
 
 use crate::{Context, MAX_ERROR_MESSAGE, REPLY_FLOOR, RpcError, RpcServer, bounded};
 
-/// Messages larger than this (64 KiB) are read off the runtime's worker threads.
-const LARGE_MESSAGE: usize = 64 * 1024;
+/// Messages larger than this (64 KiB) are read off the runtime's worker threads ([`off_workers`]).
+pub const LARGE_MESSAGE: usize = 64 * 1024;
 
 /// The deepest nesting of arrays and objects a message may have: 127, as deep as serde_json reads
 /// (its limit of 128 counts the level it refuses), so that whatever the core hands a handler can
@@ -88,9 +88,11 @@ fn too_deep() -> RpcError {
     RpcError::parse_error(format_args!("nested more than {MAX_DEPTH} arrays and objects deep"))
 }
 
-/// `read`, off the runtime's worker threads when `len` is large and the runtime can (a
-/// multi-threaded one).
-fn off_workers<T>(len: usize, read: impl FnOnce() -> T) -> T {
+/// Runs `read` (the reading of `len` bytes) off the runtime's worker threads
+/// (`block_in_place`) when `len` is over [`LARGE_MESSAGE`] and the runtime can (a multi-threaded
+/// one), else at once: the milliseconds a 16 MiB document takes never hold up the tasks queued on
+/// that worker. For a handler that decodes large params itself.
+pub fn off_workers<T>(len: usize, read: impl FnOnce() -> T) -> T {
     let multi_thread = || tokio::runtime::Handle::try_current().is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
     if len > LARGE_MESSAGE && multi_thread() { tokio::task::block_in_place(read) } else { read() }
 }

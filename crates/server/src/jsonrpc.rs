@@ -54,7 +54,7 @@ pub const EXPLAIN_LIMIT: usize = openagents_protocol::rt::EXPLAIN_MAX_BYTES;
 /// Params larger than this (64 KiB) are decoded off the runtime's worker threads
 /// (`block_in_place`), so the tens of milliseconds a 16 MB body takes never hold up the
 /// connections queued on that worker.
-pub const LARGE_REQUEST_BYTES: usize = 64 * 1024;
+pub const LARGE_REQUEST_BYTES: usize = openagents_rpc::LARGE_MESSAGE;
 /// The longest `id` echoed, in characters (`RequestId`'s `maxLength`).
 const MAX_ID_CHARS: usize = 256;
 
@@ -251,17 +251,11 @@ fn prepare(engine: &RpcEngine, caller: &Caller, method: &str, params: Option<&Ra
     };
     engine.permitted(caller, name).map_err(|e| (Some(name), e))?;
     let len = params.map_or(0, |p| p.get().len());
-    let decoded = off_workers(len, || service::decode(name, params)).map_err(|e| (Some(name), invalid_params(e)))?;
+    let decoded = openagents_rpc::off_workers(len, || service::decode(name, params)).map_err(|e| (Some(name), invalid_params(e)))?;
     engine.touch_lease(caller);
     Ok((name, decoded))
 }
 
-/// `read`, off the runtime's worker threads when `len` is large and the runtime can (a
-/// multi-threaded one).
-fn off_workers<T>(len: usize, read: impl FnOnce() -> T) -> T {
-    let multi_thread = || tokio::runtime::Handle::try_current().is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-    if len > LARGE_REQUEST_BYTES && multi_thread() { tokio::task::block_in_place(read) } else { read() }
-}
 
 /// The generated decode's refusal as the runtime's error: params the parser cannot read
 /// (-32700) as `parse_error`; params that break their schema (-32602, its violations in

@@ -198,9 +198,7 @@ impl Access {
     /// The context of `POST /rpc` calls for the request's `Authorization` header, or the 401
     /// to answer.
     pub(crate) fn authorize_call(&self, headers: &HeaderMap) -> Result<&openagents_rpc::Context, Response> {
-        let caller = self.authorize(headers)?;
-        let i = self.callers.iter().position(|c| std::ptr::eq(c, caller)).unwrap_or(0);
-        Ok(&self.contexts[i])
+        self.authorized(headers).map(|i| &self.contexts[i])
     }
 
     /// The budget of buffered request bodies, one permit per byte ([`MAX_BUFFERED_BODY_BYTES`]).
@@ -241,12 +239,17 @@ impl Access {
 
     /// The caller for the request's `Authorization` header, or the 401 to answer.
     pub(crate) fn authorize(&self, headers: &HeaderMap) -> Result<&Caller, Response> {
+        self.authorized(headers).map(|i| &self.callers[i])
+    }
+
+    /// The index of the credential of the request's `Authorization` header, or the 401 to answer.
+    fn authorized(&self, headers: &HeaderMap) -> Result<usize, Response> {
         let unauthorized = |m: &str| reject(ErrorCode::Unauthorized, StatusCode::UNAUTHORIZED, m.to_owned());
         let Some(value) = headers.get(header::AUTHORIZATION) else {
             return Err(unauthorized("send `Authorization: Bearer <token>`"));
         };
         match bearer(value).and_then(|t| authenticate_index(&self.credentials, t)) {
-            Some(i) => Ok(&self.callers[i]),
+            Some(i) => Ok(i),
             // The message never repeats the token.
             None => Err(unauthorized("the bearer token is not valid")),
         }
