@@ -44,59 +44,38 @@ pub(crate) fn router(server: RpcServer) -> Router {
     router.with_state(server)
 }
 
-/// Accepts connections until the shutdown signal, each served by hyper's HTTP/1 with upgrades:
-/// `POST /rpc` goes straight to its handler (no route match, no extractors: the hot path), every
-/// other request through [`router`]. Then lets the connections finish (idle ones close, a request
-/// in flight is answered) and waits for the WebSockets to end.
+/// Accepts connections until the shutdown signal ([`crate::listen::serve_connections`], with the
+/// server's [`crate::listen::ConnectionLimits`]): a header block over the bound is 431, `POST /rpc`
+/// goes straight to its handler (no route match, no extractors: the hot path), every other
+/// request through [`router`]. Then lets the connections finish (idle ones close, a request in
+/// flight is answered) and waits for the WebSockets to end.
 pub(crate) async fn serve(server: RpcServer, listener: tokio::net::TcpListener) -> std::io::Result<()> {
     // What every request of every connection shares: one reference count taken per request.
     let shared = std::sync::Arc::new((server.clone(), hyper_util::service::TowerToHyperService::new(router(server.clone()))));
-    // Every connection's task holds a sender: when none is left, all have finished.
-    let (open, mut all_closed) = mpsc::channel::<()>(1);
-    let mut shutdown = std::pin::pin!(server.shutdown.triggered());
-    loop {
-        let stream = tokio::select! {
-            () = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                // Out of descriptors, say: back off instead of spinning.
-                Err(_) => {
-                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-                    continue;
-                }
-            },
-        };
-        // A reply goes out when written, not held back waiting for an ACK.
-        let _ = stream.set_nodelay(true);
-        let stream = CountedStream { _gauge: server.metrics.as_ref().map(|m| m.connection(Transport::Http)), stream };
-        let (stop, conn_shared) = (server.shutdown.clone(), std::sync::Arc::clone(&shared));
-        let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-            let shared = std::sync::Arc::clone(&conn_shared);
+    let limits = server.listen.0.clone();
+    crate::listen::serve_connections(listener, &limits, server.shutdown.clone(), |accepted| {
+        let shared = std::sync::Arc::clone(&shared);
+        // Counted open while the connection (or a WebSocket it became, holding the slot) is.
+        let held = std::sync::Arc::new(Held { slot: std::sync::Arc::clone(&accepted.slot), _gauge: server.metrics.as_ref().map(|m| m.connection(Transport::Http)) });
+        move |mut request: hyper::Request<crate::listen::Lingering>| {
+            let (shared, held) = (std::sync::Arc::clone(&shared), std::sync::Arc::clone(&held));
             async move {
                 let (server, routes) = &*shared;
+                if crate::listen::header_block_len(&request) > server.listen.0.max_header_bytes {
+                    let e = RpcError::new(codes::FRAME_TOO_LARGE, format!("Frame too large: the header block is longer than {} bytes", server.listen.0.max_header_bytes));
+                    return Ok(refuse(server, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, &e));
+                }
                 if request.method() == axum::http::Method::POST && request.uri().path() == "/rpc" {
                     let (parts, body) = request.into_parts();
-                    return Ok(post_rpc(server, &parts.headers, body).await);
+                    return Ok(post_rpc(server, &parts.headers, body, Some(&held.slot)).await);
                 }
-                hyper::service::Service::call(routes, request).await
+                // Only a routed request can become a WebSocket, which keeps the slot.
+                request.extensions_mut().insert(held);
+                hyper::service::Service::call(routes, request.map(Body::new)).await
             }
-        });
-        let conn = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(stream), service).with_upgrades();
-        let open = open.clone();
-        tokio::spawn(async move {
-            let _open = open;
-            let mut conn = std::pin::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => return,
-                () = stop.triggered() => {}
-            }
-            // Answer the request in flight, if any, and close.
-            conn.as_mut().graceful_shutdown();
-            let _ = conn.await;
-        });
-    }
-    drop((listener, open));
-    let _ = all_closed.recv().await;
+        }
+    })
+    .await;
     // Upgraded connections outlive their HTTP request: wait for each WebSocket to finish its
     // calls and close.
     let mut live = server.sockets.subscribe();
@@ -104,40 +83,17 @@ pub(crate) async fn serve(server: RpcServer, listener: tokio::net::TcpListener) 
     Ok(())
 }
 
+/// A connection's slot and its count in the metrics, held by the connection and by a WebSocket
+/// it is upgraded to.
+struct Held {
+    slot: std::sync::Arc<crate::listen::Slot>,
+    _gauge: Option<ConnectionGauge>,
+}
+
 fn json(status: StatusCode, body: Vec<u8>) -> Response {
     let mut r = (status, body).into_response();
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     r
-}
-
-/// A TCP connection counted open until dropped (by hyper, or by the WebSocket it became).
-struct CountedStream {
-    stream: tokio::net::TcpStream,
-    _gauge: Option<ConnectionGauge>,
-}
-
-impl tokio::io::AsyncRead for CountedStream {
-    fn poll_read(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.stream).poll_read(cx, buf)
-    }
-}
-
-impl tokio::io::AsyncWrite for CountedStream {
-    fn poll_write(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &[u8]) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.stream).poll_write(cx, buf)
-    }
-    fn poll_flush(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.stream).poll_flush(cx)
-    }
-    fn poll_shutdown(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
-    }
-    fn poll_write_vectored(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, bufs: &[std::io::IoSlice<'_>]) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
-    }
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
-    }
 }
 
 /// A transport refusal: `status` with the JSON-RPC error `e`, counted by status.
@@ -247,64 +203,39 @@ fn shutting_down(server: &RpcServer) -> Response {
     refuse(server, StatusCode::SERVICE_UNAVAILABLE, &RpcError::new(codes::SHUTTING_DOWN, "Shutting down: the server takes no new calls"))
 }
 
-async fn rpc_post(State(server): State<RpcServer>, headers: HeaderMap, body: Body) -> Response {
-    post_rpc(&server, &headers, body).await
+async fn rpc_post(State(server): State<RpcServer>, held: Option<axum::Extension<std::sync::Arc<Held>>>, headers: HeaderMap, body: Body) -> Response {
+    post_rpc(&server, &headers, body, held.as_ref().map(|h| &h.slot)).await
 }
 
-/// `POST /rpc`, routed or not: `body` is hyper's own on the direct path, axum's when routed.
-async fn post_rpc<B>(server: &RpcServer, headers: &HeaderMap, body: B) -> Response
+/// `POST /rpc`, routed or not: `body` is hyper's own on the direct path, axum's when routed;
+/// `slot` the connection's, when [`serve`] accepted it.
+async fn post_rpc<B>(server: &RpcServer, headers: &HeaderMap, body: B, slot: Option<&std::sync::Arc<crate::listen::Slot>>) -> Response
 where
     B: hyper::body::Body<Data = bytes::Bytes>,
-    B::Error: std::fmt::Display,
 {
     let caller = match check_origin(server, headers) {
         Ok(c) => c,
         Err(r) => return r,
     };
-    with_cors(post_message(server, headers, body).await, caller)
+    with_cors(post_message(server, headers, body, slot).await, caller)
 }
 
-/// The body whole, at most `max` bytes (`Err(None)` past it, `Err(Some(why))` when it could
-/// not be read). A body of one frame (what an HTTP/1 request of known length usually is) is
-/// taken as it is, with no copy and nothing allocated.
-async fn read_body<B>(body: B, max: usize) -> Result<bytes::Bytes, Option<String>>
+async fn post_message<B>(server: &RpcServer, headers: &HeaderMap, body: B, slot: Option<&std::sync::Arc<crate::listen::Slot>>) -> Response
 where
     B: hyper::body::Body<Data = bytes::Bytes>,
-    B::Error: std::fmt::Display,
-{
-    use http_body_util::BodyExt;
-    let mut body = std::pin::pin!(body);
-    let mut first: Option<bytes::Bytes> = None;
-    let mut joined: Vec<u8> = Vec::new();
-    while let Some(frame) = body.as_mut().frame().await {
-        let frame = frame.map_err(|e| Some(e.to_string()))?;
-        let Ok(data) = frame.into_data() else { continue };
-        let had = first.as_ref().map_or(0, bytes::Bytes::len).max(joined.len());
-        if had + data.len() > max {
-            return Err(None);
-        }
-        match first.take() {
-            None if joined.is_empty() => first = Some(data),
-            None => joined.extend_from_slice(&data),
-            Some(f) => {
-                joined.reserve(f.len() + data.len());
-                joined.extend_from_slice(&f);
-                joined.extend_from_slice(&data);
-            }
-        }
-    }
-    Ok(first.unwrap_or_else(|| bytes::Bytes::from(joined)))
-}
-
-async fn post_message<B>(server: &RpcServer, headers: &HeaderMap, body: B) -> Response
-where
-    B: hyper::body::Body<Data = bytes::Bytes>,
-    B::Error: std::fmt::Display,
 {
     let identity = match authenticate(server, headers) {
         Ok(i) => i,
         Err(r) => return r,
     };
+    // A connection that has sent an authenticated request keeps its place (without an
+    // authenticator nobody has, and every idle connection may make room for a newcomer).
+    if server.auth.is_some()
+        && let Some(slot) = slot
+        && !slot.standing.trusted()
+    {
+        slot.trust();
+    }
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
     let essence = content_type.split(';').next().unwrap_or_default().trim();
     if !JSON_CONTENT_TYPES.iter().any(|t| essence.eq_ignore_ascii_case(t)) {
@@ -312,15 +243,23 @@ where
         return refuse(server, StatusCode::UNSUPPORTED_MEDIA_TYPE, &e);
     }
     let max = server.limits.max_frame_bytes;
-    let too_large = || refuse(server, StatusCode::PAYLOAD_TOO_LARGE, &RpcError::new(codes::FRAME_TOO_LARGE, format!("Frame too large: the body is longer than {max} bytes")));
-    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > max as u64) {
-        return too_large();
-    }
-    let bytes = match read_body(body, max).await {
-        Ok(b) => b,
-        Err(None) => return too_large(),
-        Err(Some(e)) => return refuse(server, StatusCode::BAD_REQUEST, &RpcError::invalid_request(format_args!("the body could not be read: {e}"))),
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
+    let (limits, budget) = &*server.listen;
+    let (bytes, _room) = match crate::listen::read_body(body, declared, max, budget, limits.body_read_timeout).await {
+        Ok(read) => read,
+        Err(e) => {
+            use crate::listen::BodyError;
+            let (status, error) = match e {
+                BodyError::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, RpcError::new(codes::FRAME_TOO_LARGE, format!("Frame too large: the body is longer than {max} bytes"))),
+                BodyError::NoRoom => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    RpcError::new(codes::BUSY, format!("Busy: the server holds as many request bodies as it may ({} bytes) and none made room within {:?}: retry", limits.max_buffered_body_bytes, limits.body_room_wait)),
+                ),
+                BodyError::TimedOut => (StatusCode::REQUEST_TIMEOUT, RpcError::new(codes::TIMEOUT, format!("Timeout: the body did not arrive within {:?}", limits.body_read_timeout))),
+                BodyError::Broken => (StatusCode::BAD_REQUEST, RpcError::invalid_request("the body could not be read")),
+            };
+            return refuse(server, status, &error);
+        }
     };
     if server.shutdown.is_triggered() {
         return shutting_down(server);
@@ -332,7 +271,7 @@ where
     }
 }
 
-async fn rpc_ws(State(server): State<RpcServer>, headers: HeaderMap, ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>) -> Response {
+async fn rpc_ws(State(server): State<RpcServer>, held: Option<axum::Extension<std::sync::Arc<Held>>>, headers: HeaderMap, ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>) -> Response {
     // A browser always sends `Origin` with a WebSocket upgrade, and no CORS guards it: the check
     // here is what keeps a page elsewhere from opening the socket with the user's cookies. It
     // comes first, before a request that is no upgrade is refused as such.
@@ -350,6 +289,13 @@ async fn rpc_ws(State(server): State<RpcServer>, headers: HeaderMap, ws: Result<
     if server.shutdown.is_triggered() {
         return shutting_down(&server);
     }
+    // An authenticated socket keeps its place; it holds the connection's slot while open.
+    let held = held.map(|axum::Extension(h)| h);
+    if server.auth.is_some()
+        && let Some(h) = &held
+    {
+        h.slot.trust();
+    }
     let max = server.limits.max_frame_bytes;
     let live = LiveSocket::new(&server);
     ws.max_message_size(max).max_frame_size(max).on_upgrade(move |socket| async move {
@@ -357,6 +303,7 @@ async fn rpc_ws(State(server): State<RpcServer>, headers: HeaderMap, ws: Result<
         ws_connection(server, identity, socket).await;
         drop(gauge);
         drop(live);
+        drop(held);
     })
 }
 

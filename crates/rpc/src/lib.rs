@@ -66,6 +66,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 pub mod client;
 #[cfg(feature = "http")]
 mod http;
+#[cfg(feature = "http")]
+pub mod listen;
 mod message;
 pub mod metrics;
 #[cfg(feature = "http")]
@@ -114,6 +116,9 @@ pub mod codes {
     /// A web page of an origin the server does not allow ([`crate::RpcServer::allow_origins`]);
     /// HTTP 403.
     pub const FORBIDDEN: i64 = -32002;
+    /// A request's body did not arrive within
+    /// [`crate::listen::ConnectionLimits::body_read_timeout`]; HTTP 408.
+    pub const TIMEOUT: i64 = -32010;
     /// The server is shutting down and takes no new calls.
     pub const SHUTTING_DOWN: i64 = -32011;
 }
@@ -704,6 +709,17 @@ pub struct RpcServer {
     pub(crate) screen: Option<Arc<Screen>>,
     /// Told of every error the core makes itself ([`RpcServer::on_refusal`]).
     pub(crate) on_refusal: Option<Arc<OnRefusal>>,
+    /// How `serve_http` guards its connections, and the budget of bodies held at once
+    /// ([`RpcServer::connection_limits`]).
+    #[cfg(feature = "http")]
+    pub(crate) listen: Arc<(listen::ConnectionLimits, listen::BodyBudget)>,
+}
+
+/// Connection limits with their body budget.
+#[cfg(feature = "http")]
+fn listen_state(limits: listen::ConnectionLimits) -> (listen::ConnectionLimits, listen::BodyBudget) {
+    let budget = listen::BodyBudget::new(limits.max_buffered_body_bytes, limits.body_room_wait);
+    (limits, budget)
 }
 
 /// What is told of the core's own errors ([`RpcServer::on_refusal`]).
@@ -720,7 +736,8 @@ impl RpcServer {
     /// WebSocket caller is `anonymous`), no browser origin allowed but its own, no metrics, and a
     /// fresh [`Shutdown`].
     pub fn new(handler: impl Handler) -> RpcServer {
-        RpcServer { handler: Arc::new(handler), limits: Limits::default(), auth: None, origins: Arc::new([]), metrics: None, shutdown: Shutdown::new(), sockets: Arc::new(watch::channel(0).0), shape: None, version_optional: false, in_order: false, screen: None, on_refusal: None }
+        RpcServer { handler: Arc::new(handler), limits: Limits::default(), auth: None, origins: Arc::new([]), metrics: None, shutdown: Shutdown::new(), sockets: Arc::new(watch::channel(0).0), shape: None, version_optional: false, in_order: false, screen: None, on_refusal: None, #[cfg(feature = "http")]
+            listen: Arc::new(listen_state(listen::ConnectionLimits::default())) }
     }
 
     /// The same server giving every error the core makes itself — parse errors, invalid
@@ -939,6 +956,32 @@ impl RpcServer {
     #[must_use]
     pub fn shutdown_on(mut self, shutdown: Shutdown) -> RpcServer {
         self.shutdown = shutdown;
+        self
+    }
+
+    /// The same server guarding its HTTP connections with `limits` (by default
+    /// [`listen::ConnectionLimits::default`]): the connection caps, the header bound and
+    /// timeout, the write-stall guard, the budget of request bodies held at once and the body
+    /// read timeout (see [`listen::serve_connections`]). The budget is the server's: the
+    /// [`RpcServer::router`] takes its bodies' room from it too.
+    ///
+    /// ```
+    /// # use openagents_rpc::{BoxFuture, Context, Handler, RpcError, RpcServer};
+    /// # use openagents_rpc::listen::ConnectionLimits;
+    /// # struct H;
+    /// # impl Handler for H {
+    /// #     fn call<'a>(&'a self, _: &'a Context, _: &'a str, _: Option<&'a serde_json::value::RawValue>) -> BoxFuture<'a, Result<Box<serde_json::value::RawValue>, RpcError>> {
+    /// #         Box::pin(async { Ok(openagents_rpc::null()) })
+    /// #     }
+    /// # }
+    /// let limits = ConnectionLimits { max_connections: 64, max_connections_per_peer: 8, ..ConnectionLimits::default() };
+    /// let server = RpcServer::new(H).connection_limits(limits);
+    /// # let _ = server;
+    /// ```
+    #[cfg(feature = "http")]
+    #[must_use]
+    pub fn connection_limits(mut self, limits: listen::ConnectionLimits) -> RpcServer {
+        self.listen = Arc::new(listen_state(limits));
         self
     }
 

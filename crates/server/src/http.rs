@@ -24,7 +24,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use axum::routing::{get, post};
-use futures_util::{FutureExt, StreamExt};
+use futures_util::StreamExt;
 use futures_util::stream::{self, Stream};
 use openagents_protocol::{ErrorCode, SERVER_MAX_LINE_BYTES};
 
@@ -33,14 +33,15 @@ pub use crate::listener::{
     BODY_ROOM_WAIT, CORS_MAX_AGE, HEADER_READ_TIMEOUT, HttpOptions, LINGER_IDLE, LINGER_MAX_BYTES, LINGER_TIMEOUT, MAX_BUFFERED_BODY_BYTES, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER,
     MAX_HEADERS, PROTOCOL_VERSION_HEADER, SCHEMA_DIGEST_HEADER, WRITE_STALL_TIMEOUT, header_block_len,
 };
+/// How long a client has to send a request's body.
+pub use openagents_rpc::listen::BODY_READ_TIMEOUT;
 use crate::listener::{Access, Direct, Peer, json_response, reject};
+use openagents_rpc::listen::BodyError;
 
 /// The `retry:` an event stream asks an `EventSource` to wait before reconnecting.
 pub const SSE_RETRY: Duration = Duration::from_secs(2);
 /// The JSON content types `POST /rpc` accepts (with or without a `charset` parameter).
 pub const JSON_CONTENT_TYPES: &[&str] = &["application/json", "application/json-rpc", "application/jsonrequest"];
-/// How long a client has to send a request's body.
-pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often an idle event stream gets a keep-alive comment.
 pub const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
 
@@ -140,80 +141,6 @@ fn no_room() -> Response {
     reject(ErrorCode::Busy, StatusCode::SERVICE_UNAVAILABLE, message)
 }
 
-/// A request body's room in the listener's budget ([`MAX_BUFFERED_BODY_BYTES`], one permit per
-/// byte), given back on drop, and counted in the `openagents_request_body_bytes` gauge.
-struct Room<'a> {
-    budget: &'a tokio::sync::Semaphore,
-    metrics: &'a crate::metrics::Metrics,
-    bytes: usize,
-}
-
-impl Room<'_> {
-    /// Takes `n` more bytes of room, waiting at most [`BODY_ROOM_WAIT`]; false when there was
-    /// none in time.
-    async fn take(&mut self, n: usize) -> bool {
-        let Ok(permits) = u32::try_from(n) else { return false };
-        let permit = match self.budget.try_acquire_many(permits) {
-            Ok(p) => p,
-            Err(_) => match tokio::time::timeout(BODY_ROOM_WAIT, self.budget.acquire_many(permits)).await {
-                Ok(Ok(p)) => p,
-                _ => return false,
-            },
-        };
-        permit.forget();
-        self.bytes += n;
-        self.metrics.body_bytes(n as i64);
-        true
-    }
-}
-
-impl Drop for Room<'_> {
-    fn drop(&mut self) {
-        self.budget.add_permits(self.bytes);
-        self.metrics.body_bytes(-(self.bytes as i64));
-    }
-}
-
-/// Why a body could not be collected.
-enum Collect {
-    /// Over `SERVER_MAX_LINE_BYTES`.
-    TooLarge,
-    /// No room in the budget in time.
-    NoRoom,
-    /// The client's body broke off.
-    Broken,
-}
-
-/// The whole body, at most `SERVER_MAX_LINE_BYTES`; without a `declared` length (whose room was
-/// taken before), taking room for each chunk as it arrives. A body in one chunk is kept as it
-/// came, without a copy; one in several is copied once into a buffer of its declared length.
-async fn collect(mut body: Body, room: &mut Room<'_>, declared: Option<usize>) -> Result<axum::body::Bytes, Collect> {
-    use http_body_util::BodyExt;
-    let mut first: Option<axum::body::Bytes> = None;
-    let mut rest = bytes::BytesMut::new();
-    let mut len = 0;
-    while let Some(frame) = body.frame().await {
-        let Ok(data) = frame.map_err(|_| Collect::Broken)?.into_data() else { continue };
-        len += data.len();
-        if len > SERVER_MAX_LINE_BYTES {
-            return Err(Collect::TooLarge);
-        }
-        if declared.is_none() && !room.take(data.len()).await {
-            return Err(Collect::NoRoom);
-        }
-        match first.take() {
-            None if rest.is_empty() => first = Some(data),
-            None => rest.extend_from_slice(&data),
-            Some(head) => {
-                rest.reserve(declared.unwrap_or(0).max(head.len() + data.len()));
-                rest.extend_from_slice(&head);
-                rest.extend_from_slice(&data);
-            }
-        }
-    }
-    Ok(first.unwrap_or_else(|| rest.freeze()))
-}
-
 /// `POST /rpc`: one JSON-RPC message.
 async fn rpc(app: Access, request: Request, peer: Option<Peer>) -> Response {
     let cx = match app.authorize_call(request.headers()) {
@@ -226,36 +153,18 @@ async fn rpc(app: Access, request: Request, peer: Option<Peer>) -> Response {
     if !is_json(request.headers().get(header::CONTENT_TYPE)) {
         return reject(ErrorCode::InvalidRequest, StatusCode::UNSUPPORTED_MEDIA_TYPE, format!("send the request with `Content-Type` one of {}", JSON_CONTENT_TYPES.join(", ")));
     }
-    let too_large = || reject(ErrorCode::FrameTooLarge, StatusCode::PAYLOAD_TOO_LARGE, format!("the body is larger than SERVER_MAX_LINE_BYTES ({SERVER_MAX_LINE_BYTES} bytes)"));
-    // A declared length over the limit is refused at once, before any of the body is read.
     let declared = request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|n| n > SERVER_MAX_LINE_BYTES as u64) {
-        return too_large();
-    }
     // The body takes its room in the listener's budget: all of a declared length before it is
-    // read, else as it arrives.
-    let mut room = Room { budget: app.body_budget(), metrics: app.engine().metrics(), bytes: 0 };
-    if let Some(n) = declared
-        && !room.take(n as usize).await
-    {
-        return no_room();
-    }
-    let mut collect = std::pin::pin!(collect(request.into_body(), &mut room, declared.map(|n| n as usize)));
-    // A body that came with its head is taken at once, without arming the timer; only one still
-    // on its way is waited for, at most BODY_READ_TIMEOUT.
-    let collected = match collect.as_mut().now_or_never() {
-        Some(collected) => collected,
-        None => match tokio::time::timeout(BODY_READ_TIMEOUT, collect).await {
-            Err(_) => return reject(ErrorCode::Timeout, StatusCode::REQUEST_TIMEOUT, format!("the body did not arrive within {BODY_READ_TIMEOUT:?}")),
-            Ok(collected) => collected,
-        },
-    };
-    let bytes = match collected {
-        Ok(bytes) => bytes,
-        Err(Collect::TooLarge) => return too_large(),
-        Err(Collect::NoRoom) => return no_room(),
+    // read (a declared length over the limit is refused at once, before any of the body is
+    // read), else as it arrives; a body that came with its head is taken at once, one still on
+    // its way is waited for at most BODY_READ_TIMEOUT.
+    let (bytes, _room) = match openagents_rpc::listen::read_body(request.into_body(), declared, SERVER_MAX_LINE_BYTES, app.body_budget(), BODY_READ_TIMEOUT).await {
+        Ok(read) => read,
+        Err(BodyError::TooLarge) => return reject(ErrorCode::FrameTooLarge, StatusCode::PAYLOAD_TOO_LARGE, format!("the body is larger than SERVER_MAX_LINE_BYTES ({SERVER_MAX_LINE_BYTES} bytes)")),
+        Err(BodyError::NoRoom) => return no_room(),
+        Err(BodyError::TimedOut) => return reject(ErrorCode::Timeout, StatusCode::REQUEST_TIMEOUT, format!("the body did not arrive within {BODY_READ_TIMEOUT:?}")),
         // The client broke the body off (or sent a bad chunk): nobody reads an answer.
-        Err(Collect::Broken) => return reject(ErrorCode::InvalidRequest, StatusCode::BAD_REQUEST, "the body could not be read".into()),
+        Err(BodyError::Broken) => return reject(ErrorCode::InvalidRequest, StatusCode::BAD_REQUEST, "the body could not be read".into()),
     };
     let reply = app.server().handle_message(cx, &bytes).await;
     match reply {

@@ -1,21 +1,19 @@
-//! What every network connection shares, whatever it speaks: binding and the accept loop, the
-//! connection slots (a global cap and a per-peer cap, where a connection that has not
-//! authenticated gives its place to a newcomer), the header-block cap, the digest headers on
-//! every response, CORS and the browser `Origin` check, the `Host` names the runtime answers to,
-//! bearer authentication and the typed refusals, the lingering read of a body refused before it
-//! was read, the budget of buffered request bodies, and a guard that closes a connection whose
-//! client stops reading. The HTTP and WebSocket routes (`http`, `ws`) sit on top of this and
-//! never import each other; `server` composes them.
+//! What every network connection shares, whatever it speaks. The accept loop and its guards are
+//! openagents-rpc's ([`openagents_rpc::listen::serve_connections`]: the connection slots, a
+//! global cap and a per-peer cap where a connection that has not authenticated gives its place
+//! to a newcomer; the timed, bounded header read; the lingering read of a body refused before it
+//! was read; the guard that closes a connection whose client stops reading; the budget of
+//! buffered request bodies), as any service served by the core gets them. This module adds the
+//! runtime's own: the header-block cap's typed refusal, the digest headers on every response,
+//! CORS and the browser `Origin` check, the `Host` names the runtime answers to, bearer
+//! authentication and the typed refusals. The HTTP and WebSocket routes (`http`, `ws`) sit on
+//! top of this and never import each other; `server` composes them.
 
-use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::IpAddr;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -23,58 +21,20 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
-use http_body_util::BodyExt;
-use hyper::body::{Bytes, Frame, Incoming, SizeHint};
-use hyper_util::rt::{TokioIo, TokioTimer};
-use openagents_protocol::{ErrorCode, SERVER_MAX_HEADER_BYTES, SERVER_MAX_LINE_BYTES};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use openagents_protocol::{ErrorCode, SERVER_MAX_HEADER_BYTES};
+pub use openagents_rpc::listen::{
+    BODY_ROOM_WAIT, HEADER_READ_TIMEOUT, LINGER_IDLE, LINGER_MAX_BYTES, LINGER_TIMEOUT, MAX_BUFFERED_BODY_BYTES, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER, WRITE_STALL_TIMEOUT, header_block_len, host_name,
+};
+use openagents_rpc::listen::{BodyBudget, ConnectionLimits, Slot};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
-use tokio::time::Sleep;
 
 use crate::agent::error;
 use crate::auth::{Caller, RuntimeHttpCredential, authenticate_index};
 use crate::engine::RpcEngine;
 use crate::jsonrpc::Reply;
 
-/// The most connections served at once. One more takes the place of the oldest connection that
-/// has not authenticated and is waiting for bytes (see [`MAX_CONNECTIONS_PER_PEER`]); when there
-/// is none, it is closed on arrival.
-pub const MAX_CONNECTIONS: usize = 256;
-/// The most connections one peer address may hold at once, so one client cannot take every
-/// slot. On loopback every local process is the same peer, so a connection that has not yet
-/// sent an authenticated request cannot keep its place against a newcomer: past the cap, the
-/// newcomer takes the place of that peer's oldest connection that has not authenticated and
-/// was found waiting for bytes (one not read yet only when there is none such, so a client that
-/// sends its request at once keeps its place). Only when every connection of the peer has
-/// authenticated is a newcomer closed on arrival.
-pub const MAX_CONNECTIONS_PER_PEER: usize = 64;
-/// The most bytes of request bodies every connection of a listener together holds in memory
-/// (four bodies of `SERVER_MAX_LINE_BYTES`): without it, each of [`MAX_CONNECTIONS`] connections
-/// could hold a 16 MiB body at once (4 GiB). A body of declared length takes its room before it
-/// is read; one without a declared length takes room as it arrives.
-pub const MAX_BUFFERED_BODY_BYTES: usize = 4 * SERVER_MAX_LINE_BYTES;
-/// How long a body waits for room in [`MAX_BUFFERED_BODY_BYTES`] (others being handled free
-/// theirs within milliseconds) before it is refused with 503 `busy`.
-pub const BODY_ROOM_WAIT: Duration = Duration::from_secs(5);
-/// How long the rest of a body refused before it was read (413, 401, 403, 415…) is read and
-/// dropped, so a client that writes its whole body before reading (no `Expect: 100-continue`)
-/// reads the refusal instead of a connection reset; after it, the connection is closed.
-pub const LINGER_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long the lingering read of a refused body (see [`LINGER_TIMEOUT`]) waits for the client's
-/// next bytes: a client that declared a body and sends none (or waits for the answer) is not
-/// held open for the whole of it.
-pub const LINGER_IDLE: Duration = Duration::from_secs(2);
-/// The most bytes of a refused body read and dropped (see [`LINGER_TIMEOUT`]): four times
-/// `SERVER_MAX_LINE_BYTES`, so a body somewhat over the limit is drained, not an endless one.
-pub const LINGER_MAX_BYTES: usize = 4 * SERVER_MAX_LINE_BYTES;
-/// How long a response (or an event stream) may wait for a client that reads nothing before its
-/// connection is closed.
-pub const WRITE_STALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a browser may cache a CORS preflight answer.
 pub const CORS_MAX_AGE: Duration = Duration::from_secs(600);
-/// How long a client has to send a request's headers (slow senders are cut off).
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most header fields a request may carry.
 pub const MAX_HEADERS: usize = 100;
 /// The response header that carries `PROTOCOL_VERSION` on every HTTP response and on the
@@ -148,20 +108,6 @@ impl HttpOptions {
     }
 }
 
-/// The name part of a `Host` header value (or of an `allowed_hosts` entry, or a bind address):
-/// without the port, an IPv6 address without its brackets, without a trailing dot.
-pub fn host_name(host: &str) -> &str {
-    let host = host.trim();
-    let name = match host.strip_prefix('[') {
-        Some(rest) => rest.split(']').next().unwrap_or(rest),
-        None => match host.rsplit_once(':') {
-            Some((name, port)) if !name.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => name,
-            _ => host,
-        },
-    };
-    name.strip_suffix('.').unwrap_or(name)
-}
-
 /// Who may use a listener, and how: the engine, the credentials (and the caller each one
 /// authenticates as, built once), the operator's options, the name it was bound by, and the
 /// budget of buffered request bodies. The state of every route.
@@ -176,7 +122,7 @@ pub(crate) struct Access {
     /// The core serving the engine's methods.
     server: Arc<openagents_rpc::RpcServer>,
     bound: Option<Arc<str>>,
-    bodies: Arc<Semaphore>,
+    bodies: BodyBudget,
 }
 
 impl Access {
@@ -185,7 +131,8 @@ impl Access {
         let callers: Vec<Caller> = credentials.iter().map(|c| Caller { name: c.name.clone(), grant: c.grant.clone(), trusted: false }).collect();
         let contexts = callers.iter().map(|c| crate::jsonrpc::context(Arc::new(c.clone()), None)).collect();
         let bound = Some(host_name(bind)).filter(|n| n.parse::<IpAddr>().is_err() && !n.is_empty()).map(Arc::from);
-        let bodies = Arc::new(Semaphore::new(MAX_BUFFERED_BODY_BYTES));
+        let gauge = engine.clone();
+        let bodies = BodyBudget::new(MAX_BUFFERED_BODY_BYTES, BODY_ROOM_WAIT).with_gauge(move |n| gauge.metrics().body_bytes(n));
         let server = Arc::new(crate::jsonrpc::server(&engine));
         Access { engine, options: Arc::new(options), credentials: Arc::new(credentials), callers: Arc::new(callers), contexts: Arc::new(contexts), server, bound, bodies }
     }
@@ -201,8 +148,8 @@ impl Access {
         self.authorized(headers).map(|i| &self.contexts[i])
     }
 
-    /// The budget of buffered request bodies, one permit per byte ([`MAX_BUFFERED_BODY_BYTES`]).
-    pub(crate) fn body_budget(&self) -> &Semaphore {
+    /// The budget of buffered request bodies ([`MAX_BUFFERED_BODY_BYTES`]).
+    pub(crate) fn body_budget(&self) -> &BodyBudget {
         &self.bodies
     }
 
@@ -307,7 +254,7 @@ impl ConnectionSlot {
     /// Marks the connection as authenticated (a WebSocket authenticated by its bearer
     /// subprotocol): it keeps its place from now on.
     pub(crate) fn trust(&self) {
-        self.slot.standing.trust();
+        self.slot.trust();
     }
 }
 
@@ -338,59 +285,56 @@ pub(crate) async fn bind(bind: &str) -> io::Result<TcpListener> {
     TcpListener::bind(bind).await
 }
 
-/// Serves `router` on `listener` until the engine shuts down: every connection takes a slot
-/// (none left, or its peer's all taken: it takes the place of the oldest connection that has not
-/// authenticated and waits for bytes, or is closed on arrival when there is none), every response
-/// carries the digest headers (and CORS headers for an allowed origin), a header block over
-/// `SERVER_MAX_HEADER_BYTES` is 431, a CORS preflight is answered before any route without a
-/// token, a browser `Origin` that is not allowed is 403, a body refused before it was read is
-/// read and dropped for a bounded time, and `direct` answers `POST /rpc` when given.
+/// The engine's shutdown, as what stops a listener.
+#[derive(Clone)]
+struct EngineStop(RpcEngine);
+
+impl openagents_rpc::listen::Stop for EngineStop {
+    fn stopped(&self) -> impl Future<Output = ()> + Send + '_ {
+        self.0.wait_for_shutdown()
+    }
+
+    fn is_stopped(&self) -> bool {
+        self.0.is_shut_down()
+    }
+}
+
+/// How long a connection may take to finish its request in flight once the runtime shuts down.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// Serves `router` on `listener` until the engine shuts down, through openagents-rpc's accept
+/// loop and its guards (see [`openagents_rpc::listen::serve_connections`]: the connection slots,
+/// the timed header read bounded by `SERVER_MAX_HEADER_BYTES`, the lingering read, the
+/// write-stall guard): every response carries the digest headers (and CORS headers for an
+/// allowed origin), a header block over `SERVER_MAX_HEADER_BYTES` is 431, a CORS preflight is
+/// answered before any route without a token, a browser `Origin` that is not allowed is 403,
+/// and `direct` answers `POST /rpc` when given. A connection that sends an authenticated request
+/// keeps its place.
 pub(crate) async fn accept_loop<D: Direct>(listener: TcpListener, router: Router, access: Access, direct: Option<D>) {
     let engine = access.engine.clone();
-    let slots = ConnectionSlots::new(MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER);
-    loop {
-        let accepted = tokio::select! {
-            () = engine.wait_for_shutdown() => break,
-            a = listener.accept() => a,
-        };
-        let Ok((stream, peer)) = accepted else {
-            // Out of descriptors, say: back off instead of spinning.
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            continue;
-        };
-        // Each response and event goes out when written, not held back waiting for an ACK.
-        let _ = stream.set_nodelay(true);
-        let Some(taken) = slots.try_take(peer.ip()) else {
-            drop(stream);
-            continue;
-        };
-        let standing = Arc::clone(&taken.standing);
+    let limits = ConnectionLimits { max_header_bytes: SERVER_MAX_HEADER_BYTES, shutdown_grace: Some(SHUTDOWN_GRACE), ..ConnectionLimits::default() };
+    openagents_rpc::listen::serve_connections(listener, &limits, EngineStop(engine.clone()), |accepted| {
         // The slot is held by the connection, and by a WebSocket it is upgraded to.
-        let slot = ConnectionSlot { slot: Arc::new(taken), _gauge: Arc::new(engine.metrics().connection()) };
-        let local = stream.local_addr().map_or(IpAddr::from([0, 0, 0, 0]), |a| a.ip());
-        let peer_ip = Peer { ip: peer.ip(), local };
-        let (router, access, direct, request_slot, trust) = (router.clone(), access.clone(), direct.clone(), slot.clone(), Arc::clone(&standing));
-        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-            // A body the handler drops unread is read and dropped for a while (`Lingering`), so
-            // a client still writing it reads the answer; not when the client waits for a
-            // `100 Continue` before sending it.
-            let linger = !request.headers().get(header::EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
-            let mut request = request.map(|body| Body::new(Lingering { body: Some(body), linger }));
+        let slot = ConnectionSlot { slot: Arc::clone(&accepted.slot), _gauge: Arc::new(engine.metrics().connection()) };
+        let peer_ip = Peer { ip: accepted.peer, local: accepted.local };
+        let (router, access, direct) = (router.clone(), access.clone(), direct.clone());
+        move |request: hyper::Request<openagents_rpc::listen::Lingering>| {
+            let mut request = request.map(Body::new);
             let too_large = header_block_len(&request) > SERVER_MAX_HEADER_BYTES;
             let origin = request.headers().get(header::ORIGIN).cloned();
             let preflight = request.method() == axum::http::Method::OPTIONS && request.headers().contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
             // A browser page of an origin not allowed is refused before any route (CORS only
             // keeps it from reading the answer, not the request from running).
-            let foreign = !preflight && origin.as_ref().is_some_and(|o| !access.origin_allowed(o, request.headers().get(header::HOST), local));
+            let foreign = !preflight && origin.as_ref().is_some_and(|o| !access.origin_allowed(o, request.headers().get(header::HOST), peer_ip.local));
             // A connection that has sent an authenticated request keeps its place (checked once).
-            if !trust.trusted() && access.authenticates(request.headers()) {
-                trust.trust();
+            if !slot.slot.standing.trusted() && access.authenticates(request.headers()) {
+                slot.trust();
             }
             let direct = direct.clone().filter(|_| request.method() == axum::http::Method::POST && request.uri().path() == "/rpc");
             if direct.is_none() {
                 request.extensions_mut().insert(peer_ip);
                 // Only a routed request can become a WebSocket (`POST /rpc` never upgrades).
-                request.extensions_mut().insert(request_slot.clone());
+                request.extensions_mut().insert(slot.clone());
             }
             let (router, access) = (router.clone(), access.clone());
             async move {
@@ -414,59 +358,9 @@ pub(crate) async fn accept_loop<D: Direct>(listener: TcpListener, router: Router
                 };
                 Ok::<_, Infallible>(stamp_schema(with_cors(response, cors)))
             }
-        });
-        let engine = engine.clone();
-        tokio::spawn(async move {
-            let _slot = slot;
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            // No `.max_headers(MAX_HEADERS)`: hyper's default limit is the same 100, and setting it
-            // explicitly makes hyper fill a 100-slot header vector on every request.
-            // The read buffer bounds a header block before it is parsed (hyper answers 431 past
-            // it); bodies stream through it, bounded by `SERVER_MAX_LINE_BYTES` in `POST /rpc`.
-            builder.timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT).max_buf_size(SERVER_MAX_HEADER_BYTES + 8192);
-            let stream = StallGuard::new(Watched { inner: stream, standing: Arc::clone(&standing) }, WRITE_STALL_TIMEOUT);
-            let conn = builder.serve_connection(TokioIo::new(stream), service).with_upgrades();
-            let mut conn = std::pin::pin!(conn);
-            // The waits for shutdown and for eviction are polled once, which registers this
-            // task's waker (the same on every poll of a spawned task); every later wake-up only
-            // reads their flags, instead of polling those waits again on every request.
-            let mut shutdown = std::pin::pin!(engine.wait_for_shutdown());
-            let mut evicted = std::pin::pin!(standing.evicted.cancelled());
-            let mut registered = false;
-            let end = std::future::poll_fn(|cx| {
-                if !registered {
-                    registered = true;
-                    if shutdown.as_mut().poll(cx).is_ready() {
-                        return Poll::Ready(End::Shutdown);
-                    }
-                    if evicted.as_mut().poll(cx).is_ready() {
-                        return Poll::Ready(End::Evicted);
-                    }
-                } else if engine.is_shut_down() {
-                    return Poll::Ready(End::Shutdown);
-                } else if standing.evicted.is_cancelled() {
-                    return Poll::Ready(End::Evicted);
-                }
-                conn.as_mut().poll(cx).map(|_| End::Done)
-            })
-            .await;
-            // An evicted connection is dropped here, closing its socket.
-            if end == End::Shutdown {
-                conn.as_mut().graceful_shutdown();
-                let _ = tokio::time::timeout(Duration::from_secs(2), conn).await;
-            }
-        });
-    }
-}
-
-/// The size of a request's header block as parsed: the request line, each field as
-/// `name: value\r\n`, and the blank line (for a client that writes them so, the bytes it sent).
-pub fn header_block_len<B>(request: &axum::http::Request<B>) -> usize {
-    let uri = request.uri();
-    let target = uri.scheme_str().map_or(0, |s| s.len() + 3) + uri.authority().map_or(0, |a| a.as_str().len()) + uri.path_and_query().map_or(0, |p| p.as_str().len());
-    let line = request.method().as_str().len() + 1 + target + " HTTP/1.1\r\n".len();
-    let fields: usize = request.headers().iter().map(|(n, v)| n.as_str().len() + 2 + v.len() + 2).sum();
-    line + fields + 2
+        }
+    })
+    .await;
 }
 
 /// The answer (431, `frame_too_large`) to a header block longer than `SERVER_MAX_HEADER_BYTES`.
@@ -505,365 +399,4 @@ fn with_cors(mut response: Response, cors: Option<HeaderValue>) -> Response {
         h.append(header::VARY, HeaderValue::from_static("Origin"));
     }
     response
-}
-
-/// How a connection's task ended.
-#[derive(PartialEq, Eq)]
-enum End {
-    /// The connection closed, or was upgraded.
-    Done,
-    /// The runtime shuts down.
-    Shutdown,
-    /// A newcomer took its place.
-    Evicted,
-}
-
-/// Accepted, not yet found waiting for bytes: evicted only when no connection is known to wait
-/// (its request may be on its way).
-const FRESH: u8 = 0;
-/// Not authenticated, and found waiting for bytes: a newcomer may take its place.
-const WAITING: u8 = 1;
-/// Has sent an authenticated request: keeps its place.
-const TRUSTED: u8 = 2;
-/// Its place was taken; it is being closed.
-const EVICTED: u8 = 3;
-
-/// A connection's standing in its listener's slots.
-pub struct Standing {
-    state: AtomicU8,
-    evicted: tokio_util::sync::CancellationToken,
-}
-
-impl Standing {
-    fn new() -> Self {
-        Standing { state: AtomicU8::new(FRESH), evicted: tokio_util::sync::CancellationToken::new() }
-    }
-
-    /// Whether the connection has sent an authenticated request.
-    pub fn trusted(&self) -> bool {
-        self.state.load(Ordering::Relaxed) == TRUSTED
-    }
-
-    /// The connection has sent an authenticated request: it keeps its place (unless it was
-    /// already evicted).
-    pub fn trust(&self) {
-        let _ = self.state.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| (s != EVICTED).then_some(TRUSTED));
-    }
-
-    /// The connection found no bytes to read: if it has not authenticated, it may be evicted.
-    fn waiting(&self) {
-        let _ = self.state.compare_exchange(FRESH, WAITING, Ordering::AcqRel, Ordering::Relaxed);
-    }
-
-    /// Evicts the connection when it is in `state` (not authenticated).
-    fn evict(&self, state: u8) -> bool {
-        let evicted = self.state.compare_exchange(state, EVICTED, Ordering::AcqRel, Ordering::Relaxed).is_ok();
-        if evicted {
-            self.evicted.cancel();
-        }
-        evicted
-    }
-}
-
-/// A listener's connections: at most `cap` in all and `per_peer` from one peer address; past
-/// either, a newcomer takes the place of the oldest connection that has not authenticated and
-/// waits for bytes, else of the oldest not read yet (of its peer, when the peer's cap is
-/// reached).
-#[derive(Clone)]
-pub struct ConnectionSlots {
-    held: Arc<Mutex<Held>>,
-    cap: usize,
-    per_peer: usize,
-}
-
-/// The open connections, by the order of their arrival, and how many each peer holds.
-#[derive(Default)]
-struct Held {
-    next: u64,
-    /// Every open connection by the order of its arrival: its peer and standing.
-    open: BTreeMap<u64, (IpAddr, Arc<Standing>)>,
-    per_peer: HashMap<IpAddr, usize>,
-}
-
-impl Held {
-    fn remove(&mut self, id: u64) {
-        if let Some((peer, _)) = self.open.remove(&id)
-            && let Some(n) = self.per_peer.get_mut(&peer)
-        {
-            *n -= 1;
-            if *n == 0 {
-                self.per_peer.remove(&peer);
-            }
-        }
-    }
-}
-
-/// One connection's place; given back on drop.
-pub struct Slot {
-    held: Arc<Mutex<Held>>,
-    id: u64,
-    /// The connection's standing.
-    pub standing: Arc<Standing>,
-}
-
-impl ConnectionSlots {
-    /// At most `cap` connections, and `per_peer` per peer address.
-    pub fn new(cap: usize, per_peer: usize) -> Self {
-        ConnectionSlots { held: Arc::new(Mutex::new(Held::default())), cap, per_peer }
-    }
-
-    /// A place for one more connection from `peer`: a free one, or one taken from the oldest
-    /// connection that has not authenticated and waits for bytes (evicted); `None` when there is
-    /// neither.
-    pub fn try_take(&self, peer: IpAddr) -> Option<Slot> {
-        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        let peer_full = held.per_peer.get(&peer).is_some_and(|n| *n >= self.per_peer);
-        if peer_full || held.open.len() >= self.cap {
-            // The oldest found waiting for bytes, else the oldest not read yet (its bytes may be
-            // on their way, so only when no connection is known to wait).
-            let mut victim = None;
-            for state in [WAITING, FRESH] {
-                victim = held.open.iter().find(|(_, (p, standing))| (!peer_full || *p == peer) && standing.evict(state)).map(|(id, _)| *id);
-                if victim.is_some() {
-                    break;
-                }
-            }
-            let victim = victim?;
-            held.remove(victim);
-        }
-        let id = held.next;
-        held.next += 1;
-        let standing = Arc::new(Standing::new());
-        held.open.insert(id, (peer, Arc::clone(&standing)));
-        *held.per_peer.entry(peer).or_insert(0) += 1;
-        Some(Slot { held: Arc::clone(&self.held), id, standing })
-    }
-
-    /// How many connections `peer` holds.
-    pub fn held(&self, peer: IpAddr) -> usize {
-        self.held.lock().unwrap_or_else(|p| p.into_inner()).per_peer.get(&peer).copied().unwrap_or(0)
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.held.lock().unwrap_or_else(|p| p.into_inner()).remove(self.id);
-    }
-}
-
-/// A connection's stream that reports, through its [`Standing`], when a read finds no bytes
-/// waiting: from then on, until it authenticates, a newcomer may take its place.
-struct Watched<S> {
-    inner: S,
-    standing: Arc<Standing>,
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        let read = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if read.is_pending() {
-            self.standing.waiting();
-        }
-        read
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-}
-
-/// A request's body that, dropped before its end (the handler refused the request without
-/// reading it, or stopped reading it), has the rest read and dropped on a task of its own for at
-/// most [`LINGER_TIMEOUT`] and [`LINGER_MAX_BYTES`], and while bytes keep coming
-/// ([`LINGER_IDLE`]), as nginx's lingering close does: a client
-/// that writes its whole body before it reads then reads the answer instead of a reset.
-struct Lingering {
-    body: Option<Incoming>,
-    /// Whether to read the rest (not when the client waits for `100 Continue`).
-    linger: bool,
-}
-
-impl hyper::body::Body for Lingering {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        match self.body.as_mut() {
-            Some(body) => Pin::new(body).poll_frame(cx),
-            None => Poll::Ready(None),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.as_ref().is_none_or(hyper::body::Body::is_end_stream)
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.as_ref().map_or_else(|| SizeHint::with_exact(0), hyper::body::Body::size_hint)
-    }
-}
-
-impl Drop for Lingering {
-    fn drop(&mut self) {
-        let Some(mut body) = self.body.take() else { return };
-        if !self.linger || hyper::body::Body::is_end_stream(&body) {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        runtime.spawn(async move {
-            let drain = async {
-                let mut read = 0;
-                while let Ok(Some(Ok(frame))) = tokio::time::timeout(LINGER_IDLE, body.frame()).await {
-                    read += frame.data_ref().map_or(0, Bytes::len);
-                    if read > LINGER_MAX_BYTES {
-                        break;
-                    }
-                }
-            };
-            // Dropping the body then lets the connection close.
-            let _ = tokio::time::timeout(LINGER_TIMEOUT, drain).await;
-        });
-    }
-}
-
-/// A stream whose writes fail with `TimedOut` once one has waited longer than `limit` for the
-/// peer to read: a client that sends requests (or holds an event stream) and never reads gets
-/// its connection closed instead of holding its replies and its slot forever.
-pub struct StallGuard<S> {
-    inner: S,
-    limit: Duration,
-    stalled: Option<Pin<Box<Sleep>>>,
-}
-
-impl<S> StallGuard<S> {
-    /// Guards `inner`'s writes with `limit`.
-    pub fn new(inner: S, limit: Duration) -> Self {
-        StallGuard { inner, limit, stalled: None }
-    }
-
-    fn pending<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
-        let limit = self.limit;
-        let timer = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
-        match timer.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "the peer read nothing for the write stall timeout"))),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for StallGuard<S> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for StallGuard<S> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        match Pin::new(&mut self.inner).poll_write(cx, buf) {
-            Poll::Pending => self.pending(cx),
-            ready => {
-                self.stalled = None;
-                ready
-            }
-        }
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match Pin::new(&mut self.inner).poll_flush(cx) {
-            Poll::Pending => self.pending(cx),
-            ready => {
-                self.stalled = None;
-                ready
-            }
-        }
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
-        match Pin::new(&mut self.inner).poll_write_vectored(cx, bufs) {
-            Poll::Pending => self.pending(cx),
-            ready => {
-                self.stalled = None;
-                ready
-            }
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_peer_holds_at_most_its_cap_and_gets_slots_back() {
-        let slots = ConnectionSlots::new(10, 2);
-        let a: IpAddr = "127.0.0.1".parse().expect("an address");
-        let b: IpAddr = "127.0.0.2".parse().expect("an address");
-        let first = slots.try_take(a).expect("first");
-        let second = slots.try_take(a).expect("second");
-        first.standing.trust();
-        second.standing.trust();
-        assert!(slots.try_take(a).is_none(), "a third connection from the same peer is refused while the others have authenticated");
-        assert!(slots.try_take(b).is_some(), "another peer is not affected");
-        drop(first);
-        assert_eq!(slots.held(a), 1);
-        assert!(slots.try_take(a).is_some(), "a slot given back can be taken again");
-    }
-
-    #[test]
-    fn a_newcomer_takes_the_place_of_the_oldest_waiting_connection_that_has_not_authenticated() {
-        let slots = ConnectionSlots::new(3, 2);
-        let a: IpAddr = "127.0.0.1".parse().expect("an address");
-        let b: IpAddr = "127.0.0.2".parse().expect("an address");
-        let (oldest, younger) = (slots.try_take(a).expect("first"), slots.try_take(a).expect("second"));
-        // A connection found waiting goes before an older one not read yet.
-        younger.standing.waiting();
-        let third = slots.try_take(a).expect("the waiting one's place");
-        assert!(younger.standing.evicted.is_cancelled() && !oldest.standing.evicted.is_cancelled());
-        // With none waiting, the oldest not read yet; never one that has authenticated.
-        third.standing.trust();
-        third.standing.waiting();
-        let newcomer = slots.try_take(a).expect("the oldest unread one's place");
-        assert!(oldest.standing.evicted.is_cancelled() && !third.standing.evicted.is_cancelled());
-        assert_eq!(slots.held(a), 2);
-        // The evicted slot's drop gives nothing back twice.
-        drop(oldest);
-        assert_eq!(slots.held(a), 2);
-        // The global cap: another peer takes the place of a waiting connection of any peer.
-        newcomer.standing.waiting();
-        let c = slots.try_take(b).expect("room");
-        let d = slots.try_take(b).expect("the newcomer's place");
-        assert!(newcomer.standing.evicted.is_cancelled());
-        // One evicted cannot authenticate; once authenticated, a connection is never evicted.
-        newcomer.standing.trust();
-        assert!(!newcomer.standing.trusted());
-        c.standing.trust();
-        d.standing.trust();
-        assert!(slots.try_take(b).is_none() && slots.try_take(a).is_none(), "every place is held by an authenticated connection");
-    }
 }
