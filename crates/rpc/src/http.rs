@@ -41,6 +41,9 @@ pub(crate) fn router(server: RpcServer) -> Router {
     if server.metrics.is_some() {
         router = router.route("/metrics", get(metrics));
     }
+    if server.events.is_some() {
+        router = router.route("/events", get(events));
+    }
     router.with_state(server)
 }
 
@@ -162,6 +165,30 @@ async fn metrics(State(server): State<RpcServer>, headers: HeaderMap) -> Respons
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
     r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     r
+}
+
+/// `GET /events`: the server's [`crate::events::EventLog`] as server-sent events, from the next
+/// new event or resumed after `Last-Event-ID` (else `?since=`); 400 for a resume point that is
+/// no sequence number.
+async fn events(State(server): State<RpcServer>, headers: HeaderMap, uri: axum::http::Uri) -> Response {
+    let caller = match check_origin(&server, &headers) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    if let Err(r) = authenticate(&server, &headers) {
+        return r;
+    }
+    let Some(log) = &server.events else { return StatusCode::NOT_FOUND.into_response() };
+    let since = match crate::events::resume_point(headers.get("last-event-id").map(HeaderValue::as_bytes), uri.query()) {
+        Ok(since) => since,
+        Err(message) => return refuse(&server, StatusCode::BAD_REQUEST, &RpcError::invalid_request(message)),
+    };
+    if server.shutdown.is_triggered() {
+        return shutting_down(&server);
+    }
+    let feed = log.subscribe(since);
+    let stream = crate::events::sse_stream(feed, server.shutdown.clone(), crate::events::SseOptions::default());
+    with_cors(crate::events::sse_response(bytes::Bytes::from_static(b": events\nretry: 2000\n\n"), stream), caller)
 }
 
 /// `GET /health`: 200 `{"status":"ok"}` while serving, 503 `{"status":"shutting_down"}` once

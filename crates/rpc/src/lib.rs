@@ -67,6 +67,8 @@ pub mod client;
 #[cfg(feature = "http")]
 mod http;
 #[cfg(feature = "http")]
+pub mod events;
+#[cfg(feature = "http")]
 pub mod listen;
 mod message;
 pub mod metrics;
@@ -713,6 +715,9 @@ pub struct RpcServer {
     /// ([`RpcServer::connection_limits`]).
     #[cfg(feature = "http")]
     pub(crate) listen: Arc<(listen::ConnectionLimits, listen::BodyBudget)>,
+    /// The events served at `GET /events` ([`RpcServer::events`]).
+    #[cfg(feature = "http")]
+    pub(crate) events: Option<events::EventLog>,
 }
 
 /// Connection limits with their body budget.
@@ -737,7 +742,8 @@ impl RpcServer {
     /// fresh [`Shutdown`].
     pub fn new(handler: impl Handler) -> RpcServer {
         RpcServer { handler: Arc::new(handler), limits: Limits::default(), auth: None, origins: Arc::new([]), metrics: None, shutdown: Shutdown::new(), sockets: Arc::new(watch::channel(0).0), shape: None, version_optional: false, in_order: false, screen: None, on_refusal: None, #[cfg(feature = "http")]
-            listen: Arc::new(listen_state(listen::ConnectionLimits::default())) }
+            listen: Arc::new(listen_state(listen::ConnectionLimits::default())), #[cfg(feature = "http")]
+            events: None }
     }
 
     /// The same server giving every error the core makes itself — parse errors, invalid
@@ -982,6 +988,33 @@ impl RpcServer {
     #[must_use]
     pub fn connection_limits(mut self, limits: listen::ConnectionLimits) -> RpcServer {
         self.listen = Arc::new(listen_state(limits));
+        self
+    }
+
+    /// The same server publishing `log` at `GET /events` as server-sent events (see
+    /// [`events`]): behind the authenticator when there is one and the browser `Origin` check,
+    /// resumable with `Last-Event-ID` (or `?since=`), a slow subscriber told it `lagged`, a
+    /// resume point no longer held answered with a `gap` and a replay; each stream ends at the
+    /// shutdown signal.
+    ///
+    /// ```
+    /// # use openagents_rpc::{BoxFuture, Context, Handler, RpcError, RpcServer};
+    /// # struct H;
+    /// # impl Handler for H {
+    /// #     fn call<'a>(&'a self, _: &'a Context, _: &'a str, _: Option<&'a serde_json::value::RawValue>) -> BoxFuture<'a, Result<Box<serde_json::value::RawValue>, RpcError>> {
+    /// #         Box::pin(async { Ok(openagents_rpc::null()) })
+    /// #     }
+    /// # }
+    /// use openagents_rpc::events::EventLog;
+    /// let log = EventLog::new(1024);
+    /// let server = RpcServer::new(H).events(log.clone());
+    /// log.publish("job_done", &serde_json::json!({"job": 7}));
+    /// # let _ = server;
+    /// ```
+    #[cfg(feature = "http")]
+    #[must_use]
+    pub fn events(mut self, log: events::EventLog) -> RpcServer {
+        self.events = Some(log);
         self
     }
 

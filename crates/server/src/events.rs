@@ -902,6 +902,31 @@ enum Taken {
     Closed,
 }
 
+/// An event's shared SSE frame, for openagents-rpc's event streams; the runtime's final event
+/// ends the stream.
+impl openagents_rpc::events::SseEvent for Published {
+    fn frame(&self) -> &bytes::Bytes {
+        self.sse_frame()
+    }
+
+    fn ends_stream(&self) -> bool {
+        Published::ends_stream(self)
+    }
+}
+
+/// A subscription is what an SSE stream reads ([`crate::http`]'s `GET /events`).
+impl openagents_rpc::events::EventFeed for Subscription {
+    type Event = SharedEvent;
+
+    fn next(&mut self) -> impl std::future::Future<Output = Option<SharedEvent>> + Send {
+        self.next_shared()
+    }
+
+    fn try_next(&mut self) -> Option<SharedEvent> {
+        self.try_next_shared()
+    }
+}
+
 impl Drop for Subscription {
     fn drop(&mut self) {
         self.count.fetch_sub(1, Ordering::Relaxed);

@@ -24,8 +24,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use axum::routing::{get, post};
-use futures_util::StreamExt;
-use futures_util::stream::{self, Stream};
+use futures_util::stream::Stream;
 use openagents_protocol::{ErrorCode, SERVER_MAX_LINE_BYTES};
 
 use crate::engine::RpcEngine;
@@ -48,20 +47,11 @@ pub const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// How many bytes of events already waiting an event stream puts in one chunk at most.
 const SSE_BATCH_BYTES: usize = 32 * 1024;
 /// How long a busy event stream holds its events back after its previous chunk, for more to
-/// join them in one write (see [`hold_for_more`]).
+/// join them in one write (see `openagents_rpc::events::SseOptions::hold_for_more`).
 pub const SSE_HOLD: Duration = Duration::from_millis(1);
 /// How many bytes of events end a busy stream's hold at once.
 const SSE_HOLD_BYTES: usize = 16 * 1024;
 
-/// Whether a stream whose previous chunk went out at `previous` waits (until `previous +`
-/// [`SSE_HOLD`]) for more events before it writes `batched` bytes at `now`: only when it is
-/// busy, its previous chunk less than the hold ago, and then only until [`SSE_HOLD_BYTES`] have
-/// gathered. An event after a quiet spell goes out at once; a stream kept busy writes once per
-/// hold or per [`SSE_HOLD_BYTES`], not once per burst of the agent's, which is what a write to
-/// every one of many subscribers costs (a system call each, most of the server's time).
-pub(crate) fn hold_for_more(previous: tokio::time::Instant, now: tokio::time::Instant, batched: usize) -> bool {
-    now < previous + SSE_HOLD && batched < SSE_HOLD_BYTES
-}
 
 /// The HTTP routes: `POST /rpc`, `GET /events`, `GET /metrics` (the probes are the server's,
 /// on every listener).
@@ -196,13 +186,7 @@ async fn events(State(app): State<Access>, peer: Option<axum::Extension<Peer>>, 
     // The first comment goes out at once, so a buffering proxy forwards the stream's start and
     // the client knows it is connected; `retry:` tells `EventSource` how soon to reconnect.
     let hello = format!(": openagents events\nretry: {}\n\n", SSE_RETRY.as_millis());
-    let hello = stream::once(async move { Ok::<_, Infallible>(axum::body::Bytes::from(hello)) });
-    let mut response = Response::new(Body::from_stream(hello.chain(event_stream(sub, app.engine().clone()))));
-    let h = response.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    response
+    openagents_rpc::events::sse_response(axum::body::Bytes::from(hello), event_stream(sub, app.engine().clone()))
 }
 
 /// Where an event stream resumes: after the `Last-Event-ID` header's sequence number, else
@@ -225,116 +209,12 @@ pub fn resume_point(last_event_id: Option<&HeaderValue>, query: Option<&str>) ->
     }
 }
 
-/// The events as server-sent events: each event's frame is made once and shared by every
-/// stream (see [`crate::events::Published::sse_frame`]); a busy stream gathers them for up to
-/// [`SSE_HOLD`] ([`hold_for_more`]). A comment (`:`) goes out after [`SSE_KEEP_ALIVE`] without
-/// anything else, as a keep-alive.
+/// The events as server-sent events, through openagents-rpc's [`openagents_rpc::events::sse_stream`]:
+/// each event's frame is made once and shared by every stream (see
+/// [`crate::events::Published::sse_frame`]); a busy stream gathers them for up to [`SSE_HOLD`];
+/// a comment (`:`) goes out after [`SSE_KEEP_ALIVE`] without anything else, as a keep-alive; the
+/// stream ends after the runtime's final event, or at its shutdown.
 fn event_stream(sub: crate::events::Subscription, engine: RpcEngine) -> impl Stream<Item = Result<axum::body::Bytes, Infallible>> {
-    let alive = Box::pin(tokio::time::sleep(SSE_KEEP_ALIVE));
-    // The stream's one buffer for chunks of several events: each chunk is split off it, and its
-    // room is taken back once hyper has written (and dropped) the chunk, so a busy stream does
-    // not allocate (and fault in) a new buffer per chunk.
-    let state = (sub, engine, false, alive, tokio::time::Instant::now(), bytes::BytesMut::new());
-    stream::unfold(state, |(mut sub, engine, done, mut alive, mut sent, mut buf)| async move {
-        if done {
-            return None;
-        }
-        let ev = loop {
-            tokio::select! {
-                biased;
-                ev = sub.next_shared() => break ev?,
-                () = engine.wait_for_shutdown() => {
-                    // Deliver what is already queued (the final event), then end.
-                    match tokio::time::timeout(Duration::from_millis(200), sub.next_shared()).await {
-                        Ok(Some(ev)) => break ev,
-                        _ => return None,
-                    }
-                }
-                () = &mut alive => {
-                    // The timer is not reset per event (that would cost more than the event):
-                    // when it fires, the comment goes out only if nothing did for the interval.
-                    let (due, now) = (sent + SSE_KEEP_ALIVE, tokio::time::Instant::now());
-                    if now >= due {
-                        alive.as_mut().reset(now + SSE_KEEP_ALIVE);
-                        // Idle that long: its buffer's room goes back too.
-                        return Some((Ok(axum::body::Bytes::from_static(b":\n\n")), (sub, engine, false, alive, now, bytes::BytesMut::new())));
-                    }
-                    alive.as_mut().reset(due);
-                }
-            }
-        };
-        let mut last = ev.ends_stream();
-        let previous = sent;
-        let now = tokio::time::Instant::now();
-        if now >= previous + SSE_HOLD && buf.capacity() > 0 {
-            // Quiet for a while: the buffer's room goes back (it is taken again when busy).
-            buf = bytes::BytesMut::new();
-        }
-        // Events already waiting go out in one chunk (one copy of each shared frame), not a
-        // chunk each; a lone event goes out as the shared frame itself.
-        let mut full = false;
-        if !last {
-            (last, full) = gather(&mut sub, &mut buf, &ev, None);
-        }
-        // A busy stream waits a little for more (see `hold_for_more`); what it holds is its
-        // own, taken from the hub as it comes, so the hold never makes it lag.
-        let batched = |buf: &bytes::BytesMut| if buf.is_empty() { ev.sse_frame().len() } else { buf.len() };
-        if !last && !full && hold_for_more(previous, now, batched(&buf)) {
-            let mut until = std::pin::pin!(tokio::time::sleep_until(previous + SSE_HOLD));
-            loop {
-                tokio::select! {
-                    biased;
-                    more = sub.next_shared() => {
-                        let Some(more) = more else { break };
-                        (last, full) = gather(&mut sub, &mut buf, &ev, Some(more));
-                        // The hold's end is the timer's (no clock read per wake-up).
-                        if last || full || batched(&buf) >= SSE_HOLD_BYTES {
-                            break;
-                        }
-                    }
-                    () = &mut until => break,
-                }
-            }
-        }
-        sent = tokio::time::Instant::now();
-        // Split off the buffer, whose room comes back once hyper has dropped the chunk.
-        let chunk = if buf.is_empty() { ev.sse_frame().clone() } else { buf.split().freeze() };
-        Some((Ok(chunk), (sub, engine, last, alive, sent, buf)))
-    })
-}
-
-/// Adds `next` (when given) and then every event already waiting to the chunk in `buf`, which
-/// starts with `first`'s frame; stops at the runtime's final event or once the chunk holds
-/// [`SSE_BATCH_BYTES`]. Returns (final event reached, chunk full).
-fn gather(sub: &mut crate::events::Subscription, buf: &mut bytes::BytesMut, first: &crate::events::SharedEvent, mut next: Option<crate::events::SharedEvent>) -> (bool, bool) {
-    while let Some(more) = next.take().or_else(|| sub.try_next_shared()) {
-        if buf.is_empty() {
-            buf.reserve(SSE_BATCH_BYTES + 4096);
-            buf.extend_from_slice(first.sse_frame());
-        }
-        buf.extend_from_slice(more.sse_frame());
-        let (last, full) = (more.ends_stream(), buf.len() >= SSE_BATCH_BYTES);
-        if last || full {
-            return (last, full);
-        }
-    }
-    (false, false)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_a_busy_stream_holds_its_events_and_only_while_they_are_few() {
-        let previous = tokio::time::Instant::now();
-        // Busy (its previous chunk just went) and small: it waits for more.
-        assert!(hold_for_more(previous, previous, 200));
-        assert!(hold_for_more(previous, previous + SSE_HOLD / 2, SSE_HOLD_BYTES - 1));
-        // Enough gathered: it writes.
-        assert!(!hold_for_more(previous, previous, SSE_HOLD_BYTES));
-        // The hold is over, or the stream was quiet that long: it writes at once.
-        assert!(!hold_for_more(previous, previous + SSE_HOLD, 200));
-        assert!(!hold_for_more(previous, previous + Duration::from_secs(5), 1));
-    }
+    let options = openagents_rpc::events::SseOptions { keep_alive: SSE_KEEP_ALIVE, hold: SSE_HOLD, hold_bytes: SSE_HOLD_BYTES, batch_bytes: SSE_BATCH_BYTES, final_wait: Duration::from_millis(200) };
+    openagents_rpc::events::sse_stream(sub, crate::listener::EngineStop(engine), options)
 }

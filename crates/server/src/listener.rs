@@ -287,7 +287,7 @@ pub(crate) async fn bind(bind: &str) -> io::Result<TcpListener> {
 
 /// The engine's shutdown, as what stops a listener.
 #[derive(Clone)]
-struct EngineStop(RpcEngine);
+pub(crate) struct EngineStop(pub(crate) RpcEngine);
 
 impl openagents_rpc::listen::Stop for EngineStop {
     fn stopped(&self) -> impl Future<Output = ()> + Send + '_ {
