@@ -34,6 +34,8 @@ mod close {
     pub const GOING_AWAY: u16 = 1001;
     /// A message over the frame bound.
     pub const TOO_BIG: u16 = 1009;
+    /// The connection gave its place to a newcomer (it had not authenticated and was idle).
+    pub const TRY_AGAIN_LATER: u16 = 1013;
 }
 
 pub(crate) fn router(server: RpcServer) -> Router {
@@ -327,7 +329,7 @@ async fn rpc_ws(State(server): State<RpcServer>, held: Option<axum::Extension<st
     let live = LiveSocket::new(&server);
     ws.max_message_size(max).max_frame_size(max).on_upgrade(move |socket| async move {
         let gauge = server.metrics.as_ref().map(|m| m.connection(Transport::WebSocket));
-        ws_connection(server, identity, socket).await;
+        ws_connection(server, identity, socket, held.as_ref().map(|h| &*h.slot.standing)).await;
         drop(gauge);
         drop(live);
         drop(held);
@@ -351,16 +353,26 @@ impl Drop for LiveSocket {
     }
 }
 
-async fn ws_connection(server: RpcServer, identity: Identity, socket: WebSocket) {
+/// One WebSocket until it closes, the server shuts down, or (`standing` given, the connection's
+/// place in [`serve`]'s slots) a newcomer takes its place: closed with 1013, try again later.
+async fn ws_connection(server: RpcServer, identity: Identity, socket: WebSocket, standing: Option<&crate::listen::Standing>) {
     let (sink, mut stream) = socket.split();
     let (mut conn, rx) = Connection::new(&server, identity);
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     let writer = tokio::spawn(write_frames(rx, done_rx, sink));
     let shutdown = server.shutdown.triggered();
     tokio::pin!(shutdown);
+    let evicted = async {
+        match standing {
+            Some(s) => s.until_evicted().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(evicted);
     let close: Option<(u16, &'static str)> = loop {
         let msg = tokio::select! {
             () = &mut shutdown => break Some((close::GOING_AWAY, "the server is shutting down")),
+            () = &mut evicted => break Some((close::TRY_AGAIN_LATER, "the server made room for another connection: this one had not authenticated and was idle")),
             m = stream.next() => m,
         };
         match msg {

@@ -376,6 +376,12 @@ impl Standing {
         self.evicted.is_cancelled()
     }
 
+    /// Resolves once a newcomer takes the connection's place: what serves a connection that
+    /// outlives its HTTP request (a WebSocket) closes it then.
+    pub fn until_evicted(&self) -> impl Future<Output = ()> + Send + '_ {
+        self.evicted.cancelled()
+    }
+
     /// The connection found no bytes to read: if it has not authenticated, it may be evicted.
     fn waiting(&self) {
         let _ = self.state.compare_exchange(FRESH, WAITING, Ordering::AcqRel, Ordering::Relaxed);

@@ -38,10 +38,10 @@ pub const UNKNOWN_METHOD: &str = "unknown";
 pub const OTHER_LABEL: &str = "other";
 
 /// The HTTP statuses of transport refusals, each a label of `openagents_rpc_refused_total`.
-pub const REFUSED_STATUSES: [u16; 6] = [400, 401, 403, 413, 415, 503];
+pub const REFUSED_STATUSES: [u16; 8] = [400, 401, 403, 408, 413, 415, 431, 503];
 
 /// The core's own error codes: always exported, at 0 until answered.
-const CORE_CODES: [i64; 10] = [codes::PARSE_ERROR, codes::INVALID_REQUEST, codes::METHOD_NOT_FOUND, codes::INVALID_PARAMS, codes::INTERNAL_ERROR, codes::UNAUTHORIZED, codes::FORBIDDEN, codes::BUSY, codes::FRAME_TOO_LARGE, codes::SHUTTING_DOWN];
+const CORE_CODES: [i64; 11] = [codes::PARSE_ERROR, codes::INVALID_REQUEST, codes::METHOD_NOT_FOUND, codes::INVALID_PARAMS, codes::INTERNAL_ERROR, codes::UNAUTHORIZED, codes::FORBIDDEN, codes::BUSY, codes::FRAME_TOO_LARGE, codes::TIMEOUT, codes::SHUTTING_DOWN];
 
 /// The transports a connection is counted under.
 #[derive(Debug, Clone, Copy)]

@@ -285,7 +285,7 @@ async fn http_traffic_is_counted_exactly_and_metrics_need_the_token() {
     assert_eq!(durations, calls, "a duration for each call: {text}");
     let errors = by_label(&samples, "openagents_rpc_errors_total");
     let mut expected = map(&[("-32050", 1.0), ("-32601", 2.0), ("-32602", 2.0), ("-32700", 1.0), ("-32600", 2.0)]);
-    for code in [codes::INTERNAL_ERROR, codes::UNAUTHORIZED, codes::FORBIDDEN, codes::BUSY, codes::FRAME_TOO_LARGE, codes::SHUTTING_DOWN] {
+    for code in [codes::INTERNAL_ERROR, codes::UNAUTHORIZED, codes::FORBIDDEN, codes::BUSY, codes::FRAME_TOO_LARGE, codes::TIMEOUT, codes::SHUTTING_DOWN] {
         expected.insert(code.to_string(), 0.0);
     }
     expected.insert(OTHER_LABEL.to_owned(), 0.0);
@@ -294,7 +294,7 @@ async fn http_traffic_is_counted_exactly_and_metrics_need_the_token() {
     assert_eq!(samples.get("openagents_rpc_notifications_total"), Some(&2.0), "{text}");
     assert_eq!(samples.get("openagents_rpc_batches_total"), Some(&2.0), "`[]` is a batch too: {text}");
     let refused = by_label(&samples, "openagents_rpc_refused_total");
-    assert_eq!(refused, map(&[("400", 0.0), ("401", 4.0), ("403", 0.0), ("413", 1.0), ("415", 1.0), ("503", 0.0)]), "{text}");
+    assert_eq!(refused, map(&[("400", 0.0), ("401", 4.0), ("403", 0.0), ("408", 0.0), ("413", 1.0), ("415", 1.0), ("431", 0.0), ("503", 0.0)]), "{text}");
     assert_eq!(samples.get("openagents_rpc_in_flight"), Some(&0.0), "{text}");
     let connections = by_label(&samples, "openagents_rpc_connections");
     assert_eq!((connections.get("stdio"), connections.get("websocket")), (Some(&0.0), Some(&0.0)), "{text}");
