@@ -267,6 +267,27 @@ async fn measure(server: &ServerThread, load: Load, seconds: f64, seed: u64, me:
     Ok(Measured { run, server_cpu: span(s0, s1), load_cpu: span(l0, l1) })
 }
 
+/// `BENCH_RPC_ONLY=ours` (or `jsonrpsee`): only that server is prefilled, warmed and timed (both
+/// still answer the checks). For profiling one server.
+fn skipped(slot: usize) -> bool {
+    match std::env::var("BENCH_RPC_ONLY").as_deref() {
+        Ok("ours") => slot != 0,
+        Ok("jsonrpsee") => slot != 1,
+        _ => false,
+    }
+}
+
+/// `BENCH_RPC_CALLGRIND=1`, under `valgrind --tool=callgrind --instr-atstart=no`: instrumentation
+/// switched on for the timed rounds only (`callgrind_control -i on`, then `off`), so the profile
+/// divided by the `timed:` calls is the cost of a call.
+fn callgrind(flag: &str, value: &str) {
+    if std::env::var("BENCH_RPC_CALLGRIND").as_deref() == Ok("1") {
+        let pid = std::process::id().to_string();
+        let ok = std::process::Command::new("callgrind_control").args([flag, value, &pid]).stdout(std::process::Stdio::null()).status();
+        eprintln!("callgrind_control {flag} {value} {pid}: {ok:?}");
+    }
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     match v.len() {
@@ -312,6 +333,9 @@ async fn bench(s: &Settings) -> Result<String, String> {
     // Every call each server answers, for dividing a profile of its thread by (`served:` below).
     let mut served = [0u64; 2];
     for (slot, server) in [&ours, &theirs].into_iter().enumerate() {
+        if skipped(slot) {
+            continue;
+        }
         load::prefill(server.addr, s.load.keys).await?;
         served[slot] += (CHECKS.len() as u64) + u64::from(s.load.keys);
         if s.warmup > 0.0 {
@@ -319,6 +343,7 @@ async fn bench(s: &Settings) -> Result<String, String> {
         }
     }
     let mut results: [Vec<Measured>; 2] = [Vec::new(), Vec::new()];
+    callgrind("-i", "on");
     for round in 0..s.rounds {
         let order = if round % 2 == 0 { [Kind::Ours, Kind::Jsonrpsee] } else { [Kind::Jsonrpsee, Kind::Ours] };
         let seed = 0x0a5e_ed00 + round as u64;
@@ -327,12 +352,17 @@ async fn bench(s: &Settings) -> Result<String, String> {
                 Kind::Ours => (&ours, 0),
                 Kind::Jsonrpsee => (&theirs, 1),
             };
+            if skipped(slot) {
+                continue;
+            }
             let m = measure(server, s.load, s.seconds, seed, me.as_ref()).await?;
             eprintln!("round {} {}: {} calls, {:.0} req/s, p50 {:?}, p99 {:?}", round + 1, kind.name(), m.run.requests, m.run.rate(), m.run.quantile(0.5), m.run.quantile(0.99));
             served[slot] += m.run.requests;
             results[slot].push(m);
         }
     }
+    callgrind("-i", "off");
+    eprintln!("timed: {} {} calls, {} {} calls", Kind::Ours.name(), results[0].iter().map(|m| m.run.requests).sum::<u64>(), Kind::Jsonrpsee.name(), results[1].iter().map(|m| m.run.requests).sum::<u64>());
     let load_end = loadavg();
     drop((ours, theirs));
     eprintln!("served: {} {} calls, {} {} calls (checks, prefill, warm-up and rounds)", Kind::Ours.name(), served[0], Kind::Jsonrpsee.name(), served[1]);
