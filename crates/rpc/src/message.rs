@@ -121,30 +121,66 @@ impl<'de> serde::Deserialize<'de> for Envelope<'de> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope<'de>, A::Error> {
                 let mut env = Envelope::default();
-                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                while let Some(key) = map.next_key::<Member>()? {
                     let value: &'de RawValue = map.next_value()?;
-                    let slot = match &*key {
-                        "jsonrpc" => &mut env.jsonrpc,
-                        "id" => &mut env.id,
-                        "method" => &mut env.method,
-                        "params" => &mut env.params,
-                        "result" => &mut env.result,
-                        "error" => &mut env.error,
-                        other => {
+                    let (slot, name) = match key {
+                        Member::Jsonrpc => (&mut env.jsonrpc, "jsonrpc"),
+                        Member::Id => (&mut env.id, "id"),
+                        Member::Method => (&mut env.method, "method"),
+                        Member::Params => (&mut env.params, "params"),
+                        Member::Result => (&mut env.result, "result"),
+                        Member::Error => (&mut env.error, "error"),
+                        Member::Other(other) => {
                             if env.unknown.is_none() {
-                                env.unknown = Some(bounded(other, 128).into_owned());
+                                env.unknown = Some(other);
                             }
                             continue;
                         }
                     };
                     if slot.replace(value).is_some() && env.duplicate.is_none() {
-                        env.duplicate = Some(key.into_owned());
+                        env.duplicate = Some(name.to_owned());
                     }
                 }
                 Ok(env)
             }
         }
         d.deserialize_map(V)
+    }
+}
+
+/// A member name of a request object, read without allocating: one of the six the envelope
+/// knows, or another (its name kept, cut to 128 bytes, only for the first such member).
+enum Member {
+    Jsonrpc,
+    Id,
+    Method,
+    Params,
+    Result,
+    Error,
+    Other(String),
+}
+
+impl<'de> serde::Deserialize<'de> for Member {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Member;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<Member, E> {
+                Ok(match key {
+                    "jsonrpc" => Member::Jsonrpc,
+                    "id" => Member::Id,
+                    "method" => Member::Method,
+                    "params" => Member::Params,
+                    "result" => Member::Result,
+                    "error" => Member::Error,
+                    other => Member::Other(bounded(other, 128).into_owned()),
+                })
+            }
+        }
+        d.deserialize_str(V)
     }
 }
 
@@ -281,9 +317,21 @@ fn readable_id(raw: &RawValue, max: usize) -> Option<&RawValue> {
     ok.then_some(raw)
 }
 
+/// The text of the JSON string `text` (known to be JSON: a raw value the parser read) when it
+/// has no escapes, without decoding it: what most method names are.
+fn plain_string(text: &str) -> Option<&str> {
+    let inner = text.strip_prefix('"')?.strip_suffix('"')?;
+    (!inner.contains('\\')).then_some(inner)
+}
+
 /// Whether the parser can read the scalar `text` (an id): a string with escapes is decoded, a
 /// number is read as one; anything else is left to the id's own check.
 fn readable_text(text: &str) -> Result<(), serde_json::Error> {
+    // A whole number of up to 18 digits (what most ids are) is one the parser reads.
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    if !digits.is_empty() && digits.len() <= 18 && digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(());
+    }
     match text.as_bytes().first() {
         Some(b'"') if text.contains('\\') => serde_json::from_str::<Cow<'_, str>>(text).map(drop),
         Some(b'-' | b'0'..=b'9') => serde_json::from_str::<serde_json::Number>(text).map(drop),
@@ -501,7 +549,7 @@ async fn handle_envelope(server: &RpcServer, cx: &Context, env: Option<Envelope<
         return invalid("`jsonrpc` must be \"2.0\"".into(), id, out);
     }
     let Some(method) = env.method else { return invalid("the request has no `method`".into(), id, out) };
-    let method = match serde_json::from_str::<Cow<'_, str>>(method.get()) {
+    let method = match plain_string(method.get()).map_or_else(|| serde_json::from_str::<Cow<'_, str>>(method.get()), |m| Ok(Cow::Borrowed(m))) {
         Ok(m) => m,
         // A string whose escapes are no text (a lone surrogate) is not JSON.
         Err(e) if method.get().starts_with('"') => {
