@@ -54,7 +54,8 @@ pub const MAX_DEPTH: usize = 127;
 /// and only one with more is walked.
 fn nesting_within(text: &str, max: usize) -> bool {
     let bytes = text.as_bytes();
-    if bytes.iter().filter(|&&b| b == b'[' || b == b'{').count() <= max {
+    // A text of at most `max` bytes holds at most `max` brackets: most requests are that short.
+    if bytes.len() <= max || bytes.iter().filter(|&&b| b == b'[' || b == b'{').count() <= max {
         return true;
     }
     let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
