@@ -95,8 +95,11 @@ struct Held {
     _gauge: Option<ConnectionGauge>,
 }
 
+/// A JSON response: its one header set once (no `application/octet-stream` first, as a
+/// `Vec<u8>`'s `into_response` gives, to replace).
 fn json(status: StatusCode, body: Vec<u8>) -> Response {
-    let mut r = (status, body).into_response();
+    let mut r = Response::new(Body::from(body));
+    *r.status_mut() = status;
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     r
 }
