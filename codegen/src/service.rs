@@ -80,6 +80,17 @@ impl Emitter<'_> {
                 serde_json::value::to_raw_value(value).map_err(#rpc::RpcError::internal)
             }
 
+            /// A result as JSON at the end of `out` (nothing left there when it cannot be
+            /// encoded): what a reply holds, with no raw value of its own.
+            #[allow(dead_code)]
+            fn encode_into<T: serde::Serialize>(value: &T, out: &mut Vec<u8>) -> Result<(), #rpc::RpcError> {
+                let start = out.len();
+                serde_json::to_writer(&mut *out, value).map_err(|e| {
+                    out.truncate(start);
+                    #rpc::RpcError::internal(e)
+                })
+            }
+
             /// Params as raw JSON for a request.
             #[allow(dead_code)]
             fn encode_params<T: serde::Serialize>(value: &T) -> Result<Option<Box<serde_json::value::RawValue>>, #rpc::ClientError> {
@@ -189,6 +200,7 @@ impl Emitter<'_> {
         let mut fns = Vec::new();
         let mut decode_arms = Vec::new();
         let mut dispatch_arms = Vec::new();
+        let mut dispatch_into_arms = Vec::new();
         for (c, v) in calls.iter().zip(u.variants.iter().filter(|v| v.fields.iter().any(|f| f.name == ms.params_field))) {
             let (ident, d, pty, wire) = (&c.ident, &c.doc, &c.params_ty, &c.wire);
             let rty = c.result_ty.clone().unwrap_or(quote!(()));
@@ -226,6 +238,7 @@ impl Emitter<'_> {
             };
             decode_arms.push(quote!(#wire => Method::#vid(#value),));
             dispatch_arms.push(quote!(Method::#vid(p) => encode(&service.#ident(cx, p).await?),));
+            dispatch_into_arms.push(quote!(Method::#vid(p) => encode_into(&service.#ident(cx, p).await?, out),));
         }
         let client = self.client(rpc, calls, quote!(Client));
         quote! {
@@ -260,7 +273,20 @@ impl Emitter<'_> {
                 }
             }
 
-            /// A [`Service`] as an `openagents_rpc::Handler`: [`decode`], then [`dispatch`].
+            /// [`dispatch`] with the result written as JSON at the end of `out` (what the
+            /// handler's `call_into` runs: the server encodes it straight into the reply).
+            ///
+            /// # Errors
+            ///
+            /// As [`dispatch`].
+            pub async fn dispatch_into<S: Service + ?Sized>(service: &S, cx: &#rpc::Context, method: Method, out: &mut Vec<u8>) -> Result<(), #rpc::RpcError> {
+                match method {
+                    #(#dispatch_into_arms)*
+                }
+            }
+
+            /// A [`Service`] as an `openagents_rpc::Handler`: [`decode`], then [`dispatch`]
+            /// ([`dispatch_into`] when the server writes the result into its reply).
             pub struct ServiceHandler<S>(pub std::sync::Arc<S>);
 
             impl<S: Service> ServiceHandler<S> {
@@ -273,6 +299,10 @@ impl Emitter<'_> {
             impl<S: Service> #rpc::Handler for ServiceHandler<S> {
                 fn call<'a>(&'a self, cx: &'a #rpc::Context, method: &'a str, params: Option<&'a serde_json::value::RawValue>) -> #rpc::BoxFuture<'a, Result<Box<serde_json::value::RawValue>, #rpc::RpcError>> {
                     Box::pin(async move { dispatch(&*self.0, cx, decode(method, params)?).await })
+                }
+
+                fn call_into<'a>(&'a self, cx: &'a #rpc::Context, method: &'a str, params: Option<&'a serde_json::value::RawValue>, out: &'a mut Vec<u8>) -> Option<#rpc::BoxFuture<'a, Result<(), #rpc::RpcError>>> {
+                    Some(Box::pin(async move { dispatch_into(&*self.0, cx, decode(method, params)?, out).await }))
                 }
             }
 

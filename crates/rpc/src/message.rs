@@ -256,7 +256,7 @@ pub(crate) fn encode_response(id: Option<&RawValue>, outcome: Result<&RawValue, 
     let id = id.map_or("null", RawValue::get);
     if let Ok(result) = outcome {
         // The whole reply's room at once, not grown (and copied) step by step.
-        out.reserve(36 + id.len() + result.get().len());
+        out.reserve(RESULT_HEAD + id.len() + result.get().len());
     }
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     out.extend_from_slice(id.as_bytes());
@@ -271,6 +271,32 @@ pub(crate) fn encode_response(id: Option<&RawValue>, outcome: Result<&RawValue, 
         }
     }
     out.push(b'}');
+}
+
+/// The bytes of a result reply besides its id and result: `{"jsonrpc":"2.0","id":`,
+/// `,"result":` and `}`.
+const RESULT_HEAD: usize = 33;
+
+/// The start of a result reply to the request `id` (`None`: `null`), up to where its result goes:
+/// `{"jsonrpc":"2.0","id":<id>,"result":`. [`encode_response`]'s bytes once the result and `}`
+/// follow.
+fn encode_result_head(id: Option<&RawValue>, out: &mut Vec<u8>) {
+    let id = id.map_or("null", RawValue::get);
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(br#","result":"#);
+}
+
+/// Calls the handler for `method`, its result's JSON text written at the end of `out`: straight
+/// from its encoder when the handler can ([`crate::Handler::call_into`]), else copied from the
+/// raw value [`crate::Handler::call`] returns. On an error, `out` may hold part of a result.
+async fn call_handler(server: &RpcServer, cx: &Context, method: &str, params: Option<&RawValue>, out: &mut Vec<u8>) -> Result<(), RpcError> {
+    if let Some(call) = server.handler.call_into(cx, method, params, out) {
+        return call.await;
+    }
+    let result = server.handler.call(cx, method, params).await?;
+    out.extend_from_slice(result.get().as_bytes());
+    Ok(())
 }
 
 /// The error object, its message at most [`MAX_ERROR_MESSAGE`] bytes.
@@ -444,7 +470,8 @@ pub(crate) async fn handle_message(server: &RpcServer, cx: &Context, bytes: &[u8
         if !nesting_within(text, MAX_DEPTH) {
             return fail(server, &too_deep());
         }
-        let mut out = Vec::with_capacity(128);
+        // Room for most replies (their result is written in without its length known first).
+        let mut out = Vec::with_capacity(256);
         let budget = text.len().saturating_mul(2).max(REPLY_FLOOR);
         return handle_envelope(server, cx, env, budget, &mut out).await.then_some(out);
     }
@@ -572,14 +599,19 @@ async fn handle_envelope(server: &RpcServer, cx: &Context, env: Option<Envelope<
     if notification && let Some(m) = metrics {
         m.notification();
     }
+    // The result is written into the reply after its head; a notification's is dropped.
+    let start = out.len();
+    if !notification {
+        encode_result_head(id, out);
+    }
     let outcome = match params.map(|p| p.get().as_bytes()[0]) {
         // `null` goes to the handler too: whether a method takes it is its schema's to say.
         Some(b'{' | b'[' | b'n') | None => match metrics {
-            None => server.handler.call(cx, &method, params).await,
+            None => call_handler(server, cx, &method, params, out).await,
             Some(m) => {
                 let _in_flight = m.call_started();
                 let started = std::time::Instant::now();
-                let outcome = server.handler.call(cx, &method, params).await;
+                let outcome = call_handler(server, cx, &method, params, out).await;
                 m.call_finished(&method, outcome.as_ref().err().map(|e| e.code), started.elapsed());
                 outcome
             }
@@ -591,10 +623,17 @@ async fn handle_envelope(server: &RpcServer, cx: &Context, env: Option<Envelope<
         }
     };
     if notification {
+        out.truncate(start);
         return false;
     }
-    // A message the parser cannot read is answered without its id, whoever found it.
-    let id = if matches!(&outcome, Err(e) if e.code == crate::codes::PARSE_ERROR) { None } else { id };
-    Reply { id, outcome }.encode_within(budget, out);
+    match outcome {
+        Ok(()) => out.push(b'}'),
+        Err(e) => {
+            out.truncate(start);
+            // A message the parser cannot read is answered without its id, whoever found it.
+            let id = if e.code == crate::codes::PARSE_ERROR { None } else { id };
+            Reply { id, outcome: Err(e) }.encode_within(budget, out);
+        }
+    }
     true
 }
