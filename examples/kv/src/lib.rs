@@ -22,14 +22,18 @@ pub struct Store {
 }
 
 impl Store {
-    /// Tells every connection watching a prefix of `key` about a change.
-    async fn changed(&self, note: Changed) {
+    /// Tells every connection watching a prefix of `key` about a change (`value`: `None` when
+    /// the key was deleted). The notification is made only when someone watches.
+    async fn changed(&self, key: &str, version: i64, value: Option<&Value>) {
         let peers: Vec<Peer> = {
             let mut w = self.watchers.lock().unwrap_or_else(|p| p.into_inner());
             w.retain(|(_, peer)| peer.can_notify());
-            w.iter().filter(|(prefix, _)| note.key.starts_with(prefix.as_str())).map(|(_, p)| p.clone()).collect()
+            w.iter().filter(|(prefix, _)| key.starts_with(prefix.as_str())).map(|(_, p)| p.clone()).collect()
         };
-        let note = client_side::Notification::Changed(note);
+        if peers.is_empty() {
+            return;
+        }
+        let note = client_side::Notification::Changed(Changed { key: key.to_owned(), version, value: value.cloned() });
         for peer in peers {
             // A watcher that went away meanwhile misses it; the next change prunes it.
             let _ = note.send(&peer).await;
@@ -59,14 +63,14 @@ impl service::Service for Store {
             entries.insert(params.key, entry.clone());
             entry
         };
-        self.changed(Changed { key: entry.key.clone(), version: entry.version, value: Some(entry.value.clone()) }).await;
+        self.changed(&entry.key, entry.version, Some(&entry.value)).await;
         Ok(entry)
     }
 
     async fn delete(&self, _cx: &Context, params: DeleteParams) -> Result<DeleteResult, RpcError> {
         let removed = self.lock().remove(&params.key);
         if let Some(e) = &removed {
-            self.changed(Changed { key: e.key.clone(), version: e.version, value: None }).await;
+            self.changed(&e.key, e.version, None).await;
         }
         Ok(DeleteResult { deleted: removed.is_some() })
     }
