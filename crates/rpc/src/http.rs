@@ -68,15 +68,15 @@ pub(crate) async fn serve(server: RpcServer, listener: tokio::net::TcpListener) 
                 let (server, routes) = &*shared;
                 if crate::listen::header_block_len(&request) > server.listen.0.max_header_bytes {
                     let e = RpcError::new(codes::FRAME_TOO_LARGE, format!("Frame too large: the header block is longer than {} bytes", server.listen.0.max_header_bytes));
-                    return Ok(refuse(server, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, &e));
+                    return Ok(refuse(server, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, &e).map(ServeBody::Routed));
                 }
                 if request.method() == axum::http::Method::POST && request.uri().path() == "/rpc" {
                     let (parts, body) = request.into_parts();
-                    return Ok(post_rpc(server, &parts.headers, body, Some(&held.slot)).await);
+                    return Ok(post_rpc_direct(server, &parts.headers, body, &held.slot).await);
                 }
                 // Only a routed request can become a WebSocket, which keeps the slot.
                 request.extensions_mut().insert(held);
-                hyper::service::Service::call(routes, request.map(Body::new)).await
+                hyper::service::Service::call(routes, request.map(Body::new)).await.map(|r| r.map(ServeBody::Routed))
             }
         }
     })
@@ -147,7 +147,7 @@ async fn preflight(State(server): State<RpcServer>, headers: HeaderMap) -> Respo
 
 /// `response` readable by a listed origin's page: `Access-Control-Allow-Origin` echoing it, and
 /// `Vary: Origin`.
-fn with_cors(mut response: Response, caller: Caller) -> Response {
+fn with_cors<B>(mut response: axum::http::Response<B>, caller: Caller) -> axum::http::Response<B> {
     if let Caller::Allowed(origin) = caller {
         let h = response.headers_mut();
         h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
@@ -249,16 +249,107 @@ where
         Ok(c) => c,
         Err(r) => return r,
     };
-    with_cors(post_message(server, headers, body, slot).await, caller)
+    let response = match post_message(server, headers, body, slot).await {
+        Ok(Some(reply)) => json(StatusCode::OK, reply),
+        Ok(None) => StatusCode::NO_CONTENT.into_response(),
+        Err(refusal) => refusal,
+    };
+    with_cors(response, caller)
 }
 
-async fn post_message<B>(server: &RpcServer, headers: &HeaderMap, body: B, slot: Option<&std::sync::Arc<crate::listen::Slot>>) -> Response
+/// `POST /rpc` on [`serve`]'s direct path: as [`post_rpc`], the reply sent as the core wrote it
+/// (no `Bytes` made of it, no boxed body).
+async fn post_rpc_direct(server: &RpcServer, headers: &HeaderMap, body: crate::listen::Lingering, slot: &std::sync::Arc<crate::listen::Slot>) -> axum::http::Response<ServeBody> {
+    let caller = match check_origin(server, headers) {
+        Ok(c) => c,
+        Err(r) => return r.map(ServeBody::Routed),
+    };
+    let response = match post_message(server, headers, body, Some(slot)).await {
+        Ok(Some(reply)) => {
+            let mut r = axum::http::Response::new(ServeBody::Json(Some(reply)));
+            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            r
+        }
+        Ok(None) => {
+            let mut r = axum::http::Response::new(ServeBody::Json(None));
+            *r.status_mut() = StatusCode::NO_CONTENT;
+            r
+        }
+        Err(refusal) => refusal.map(ServeBody::Routed),
+    };
+    with_cors(response, caller)
+}
+
+/// The body of [`serve`]'s responses: a JSON reply as the core wrote it (`None`: none), or the
+/// body of a response of the router.
+enum ServeBody {
+    Json(Option<Vec<u8>>),
+    Routed(Body),
+}
+
+/// A chunk of a [`ServeBody`].
+enum Chunk {
+    Json(std::io::Cursor<Vec<u8>>),
+    Routed(bytes::Bytes),
+}
+
+impl bytes::Buf for Chunk {
+    fn remaining(&self) -> usize {
+        match self {
+            Chunk::Json(c) => c.remaining(),
+            Chunk::Routed(b) => b.remaining(),
+        }
+    }
+    fn chunk(&self) -> &[u8] {
+        match self {
+            Chunk::Json(c) => c.chunk(),
+            Chunk::Routed(b) => b.chunk(),
+        }
+    }
+    fn advance(&mut self, n: usize) {
+        match self {
+            Chunk::Json(c) => c.advance(n),
+            Chunk::Routed(b) => b.advance(n),
+        }
+    }
+}
+
+impl hyper::body::Body for ServeBody {
+    type Data = Chunk;
+    type Error = axum::Error;
+
+    fn poll_frame(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Result<hyper::body::Frame<Chunk>, axum::Error>>> {
+        match self.get_mut() {
+            ServeBody::Json(reply) => std::task::Poll::Ready(reply.take().map(|r| Ok(hyper::body::Frame::data(Chunk::Json(std::io::Cursor::new(r)))))),
+            ServeBody::Routed(body) => std::pin::Pin::new(body).poll_frame(cx).map(|f| f.map(|f| f.map(|f| f.map_data(Chunk::Routed)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ServeBody::Json(reply) => reply.is_none(),
+            ServeBody::Routed(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        match self {
+            ServeBody::Json(reply) => hyper::body::SizeHint::with_exact(reply.as_ref().map_or(0, |r| r.len() as u64)),
+            ServeBody::Routed(body) => body.size_hint(),
+        }
+    }
+}
+
+/// `POST /rpc` past the origin check: the core's reply (`None`: nothing to send, 204), or the
+/// transport's refusal.
+#[allow(clippy::result_large_err)]
+async fn post_message<B>(server: &RpcServer, headers: &HeaderMap, body: B, slot: Option<&std::sync::Arc<crate::listen::Slot>>) -> Result<Option<Vec<u8>>, Response>
 where
     B: hyper::body::Body<Data = bytes::Bytes>,
 {
     let identity = match authenticate(server, headers) {
         Ok(i) => i,
-        Err(r) => return r,
+        Err(r) => return Err(r),
     };
     // A connection that has sent an authenticated request keeps its place (without an
     // authenticator nobody has, and every idle connection may make room for a newcomer).
@@ -268,11 +359,15 @@ where
     {
         slot.trust();
     }
-    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
-    let essence = content_type.split(';').next().unwrap_or_default().trim();
-    if !JSON_CONTENT_TYPES.iter().any(|t| essence.eq_ignore_ascii_case(t)) {
-        let e = RpcError::invalid_request(format_args!("send the message with `Content-Type: application/json` (got `{}`)", crate::bounded(content_type, 64)));
-        return refuse(server, StatusCode::UNSUPPORTED_MEDIA_TYPE, &e);
+    let content_type = headers.get(header::CONTENT_TYPE);
+    // `application/json` as most clients write it is taken at once; anything else is parsed.
+    if content_type.is_none_or(|v| v.as_bytes() != b"application/json") {
+        let content_type = content_type.and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let essence = content_type.split(';').next().unwrap_or_default().trim();
+        if !JSON_CONTENT_TYPES.iter().any(|t| essence.eq_ignore_ascii_case(t)) {
+            let e = RpcError::invalid_request(format_args!("send the message with `Content-Type: application/json` (got `{}`)", crate::bounded(content_type, 64)));
+            return Err(refuse(server, StatusCode::UNSUPPORTED_MEDIA_TYPE, &e));
+        }
     }
     let max = server.limits.max_frame_bytes;
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
@@ -290,17 +385,14 @@ where
                 BodyError::TimedOut => (StatusCode::REQUEST_TIMEOUT, RpcError::new(codes::TIMEOUT, format!("Timeout: the body did not arrive within {:?}", limits.body_read_timeout))),
                 BodyError::Broken => (StatusCode::BAD_REQUEST, RpcError::invalid_request("the body could not be read")),
             };
-            return refuse(server, status, &error);
+            return Err(refuse(server, status, &error));
         }
     };
     if server.shutdown.is_triggered() {
-        return shutting_down(server);
+        return Err(shutting_down(server));
     }
     let cx = Context::new(identity, Peer::detached());
-    match server.handle_message(&cx, &bytes).await {
-        Some(reply) => json(StatusCode::OK, reply),
-        None => StatusCode::NO_CONTENT.into_response(),
-    }
+    Ok(server.handle_message(&cx, &bytes).await)
 }
 
 async fn rpc_ws(State(server): State<RpcServer>, held: Option<axum::Extension<std::sync::Arc<Held>>>, headers: HeaderMap, ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>) -> Response {

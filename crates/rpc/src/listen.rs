@@ -119,6 +119,11 @@ pub struct ConnectionLimits {
     /// How long a connection may take to finish its request in flight once the server stops
     /// (`None`, the default: as long as the request takes).
     pub shutdown_grace: Option<Duration>,
+    /// Whether each response's head and body are copied into one buffer and written at once
+    /// (`true`, the default: fewer instructions for the small replies of JSON-RPC), or written
+    /// as they are with vectored writes (`false`: no copy of a large body or of a stream's
+    /// chunks, as an event stream serving many subscribers wants).
+    pub flatten_writes: bool,
 }
 
 impl Default for ConnectionLimits {
@@ -134,6 +139,7 @@ impl Default for ConnectionLimits {
             body_read_timeout: BODY_READ_TIMEOUT,
             linger: Linger::default(),
             shutdown_grace: None,
+            flatten_writes: true,
         }
     }
 }
@@ -263,6 +269,9 @@ where
             // a header block before it is parsed (hyper answers 431 past it); bodies stream
             // through it.
             builder.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout).max_buf_size(limits.max_header_bytes.max(8192) + 8192);
+            if limits.flatten_writes {
+                builder.writev(false);
+            }
             let stream = StallGuard::new(Watched { inner: stream, standing: Arc::clone(&standing) }, limits.write_stall_timeout);
             let conn = builder.serve_connection(TokioIo::new(stream), service).with_upgrades();
             let (stop, grace, open) = (stop.clone(), limits.shutdown_grace, open.clone());
@@ -814,6 +823,10 @@ where
                 rest.extend_from_slice(&head);
                 rest.extend_from_slice(&data);
             }
+        }
+        // Whole (a body of known length all received): no need to wait for its end.
+        if body.is_end_stream() {
+            break;
         }
     }
     Ok(first.unwrap_or_else(|| rest.freeze()))

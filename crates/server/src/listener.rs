@@ -312,7 +312,9 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 /// keeps its place.
 pub(crate) async fn accept_loop<D: Direct>(listener: TcpListener, router: Router, access: Access, direct: Option<D>) {
     let engine = access.engine.clone();
-    let limits = ConnectionLimits { max_header_bytes: SERVER_MAX_HEADER_BYTES, shutdown_grace: Some(SHUTDOWN_GRACE), ..ConnectionLimits::default() };
+    // Vectored writes: an event stream's chunks (shared by every subscriber) are written as they
+    // are, not copied into each connection's buffer.
+    let limits = ConnectionLimits { max_header_bytes: SERVER_MAX_HEADER_BYTES, shutdown_grace: Some(SHUTDOWN_GRACE), flatten_writes: false, ..ConnectionLimits::default() };
     openagents_rpc::listen::serve_connections(listener, &limits, EngineStop(engine.clone()), |accepted| {
         // The slot is held by the connection, and by a WebSocket it is upgraded to.
         let slot = ConnectionSlot { slot: Arc::clone(&accepted.slot), _gauge: Arc::new(engine.metrics().connection()) };
