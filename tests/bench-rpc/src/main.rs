@@ -124,6 +124,16 @@ fn thread_schedstat() -> Option<PathBuf> {
     path.exists().then_some(path)
 }
 
+/// A thread's time in user space and in the kernel so far, in clock ticks (`stat` fields 14 and
+/// 15), from its `schedstat` path's sibling `stat`.
+fn user_system_ticks(schedstat: Option<&PathBuf>) -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string(schedstat?.with_file_name("stat")).ok()?;
+    // The fields after the command name (which is in parentheses and may hold spaces).
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut f = rest.split_whitespace().skip(11);
+    Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+}
+
 fn cpu_ns(path: Option<&PathBuf>) -> Option<u64> {
     std::fs::read_to_string(path?).ok()?.split_whitespace().next()?.parse().ok()
 }
@@ -257,14 +267,17 @@ struct Measured {
     run: Run,
     server_cpu: Option<Duration>,
     load_cpu: Option<Duration>,
+    /// The server thread's clock ticks in user space and in the kernel during the run.
+    server_ticks: Option<(u64, u64)>,
 }
 
 async fn measure(server: &ServerThread, load: Load, seconds: f64, seed: u64, me: Option<&PathBuf>) -> Result<Measured, String> {
-    let (s0, l0) = (cpu_ns(server.schedstat.as_ref()), cpu_ns(me));
+    let (s0, l0, t0) = (cpu_ns(server.schedstat.as_ref()), cpu_ns(me), user_system_ticks(server.schedstat.as_ref()));
     let run = load::run(server.addr, load, Duration::from_secs_f64(seconds), seed).await?;
-    let (s1, l1) = (cpu_ns(server.schedstat.as_ref()), cpu_ns(me));
+    let (s1, l1, t1) = (cpu_ns(server.schedstat.as_ref()), cpu_ns(me), user_system_ticks(server.schedstat.as_ref()));
     let span = |a: Option<u64>, b: Option<u64>| Some(Duration::from_nanos(b?.saturating_sub(a?)));
-    Ok(Measured { run, server_cpu: span(s0, s1), load_cpu: span(l0, l1) })
+    let ticks = t0.zip(t1).map(|((u0, k0), (u1, k1))| (u1.saturating_sub(u0), k1.saturating_sub(k0)));
+    Ok(Measured { run, server_cpu: span(s0, s1), load_cpu: span(l0, l1), server_ticks: ticks })
 }
 
 /// `BENCH_RPC_ONLY=ours` (or `jsonrpsee`): only that server is prefilled, warmed and timed (both
@@ -393,8 +406,8 @@ async fn bench(s: &Settings) -> Result<String, String> {
         s.warmup,
         if s.pin { format!("its thread pinned to CPU {SERVER_CPU}, the load's to CPU {LOAD_CPU}") } else { "threads not pinned".into() }
     ));
-    out.push_str("| server | req/s (median) | p50 | p99 | server CPU per call | server thread busy | load thread busy | error answers | req/s per round |\n");
-    out.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
+    out.push_str("| server | req/s (median) | p50 | p99 | server CPU per call | of it in the kernel | server thread busy | load thread busy | error answers | req/s per round |\n");
+    out.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
     for (slot, kind) in [(0, Kind::Ours), (1, Kind::Jsonrpsee)] {
         let r = &results[slot];
         let rates: Vec<f64> = r.iter().map(|m| m.run.rate()).collect();
@@ -405,13 +418,17 @@ async fn bench(s: &Settings) -> Result<String, String> {
         };
         let cpu: Vec<f64> = r.iter().filter_map(cpu_per_call).collect();
         let (errors, calls): (u64, u64) = r.iter().fold((0, 0), |(e, c), m| (e + m.run.errors, c + m.run.requests));
+        // The kernel's share of the server thread's time, all rounds together (ticks are 10 ms).
+        let (user, system) = r.iter().filter_map(|m| m.server_ticks).fold((0, 0), |(u, k), (mu, mk)| (u + mu, k + mk));
+        let kernel = if user + system == 0 { "—".to_owned() } else { format!("{:.0}%", system as f64 * 100.0 / (user + system) as f64) };
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {:.1}% | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.1}% | {} |\n",
             kind.name(),
             thousands(median(rates.clone())),
             micros(q(0.5)),
             micros(q(0.99)),
             if cpu.is_empty() { "—".into() } else { format!("{:.1} µs", median(cpu)) },
+            kernel,
             busy(|m| m.server_cpu),
             busy(|m| m.load_cpu),
             errors as f64 * 100.0 / calls.max(1) as f64,
