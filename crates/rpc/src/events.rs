@@ -114,10 +114,20 @@ pub fn sse_stream<F: EventFeed, S: Stop>(feed: F, stop: S, options: SseOptions) 
     // The stream's one buffer for chunks of several events: each chunk is split off it, and its
     // room is taken back once hyper has written (and dropped) the chunk, so a busy stream does
     // not allocate (and fault in) a new buffer per chunk.
-    let state = (feed, stop, false, alive, tokio::time::Instant::now(), BytesMut::new());
-    stream::unfold(state, move |(mut feed, stop, done, mut alive, mut sent, mut buf)| async move {
+    // The state: the feed, the stop, whether the stream has ended, the keep-alive timer, when the
+    // last chunk went out, the chunk buffer, and when the stream ends once the stop was seen.
+    let state = (feed, stop, false, alive, tokio::time::Instant::now(), BytesMut::new(), None);
+    stream::unfold(state, move |(mut feed, stop, done, mut alive, mut sent, mut buf, mut ending)| async move {
         if done {
             return None;
+        }
+        // Once stopped, what arrives within `final_wait` still goes out, then the stream ends
+        // however much more the feed holds.
+        if stop.is_stopped() {
+            let until = *ending.get_or_insert_with(|| tokio::time::Instant::now() + options.final_wait);
+            if tokio::time::Instant::now() >= until {
+                return None;
+            }
         }
         let ev = loop {
             tokio::select! {
@@ -125,7 +135,8 @@ pub fn sse_stream<F: EventFeed, S: Stop>(feed: F, stop: S, options: SseOptions) 
                 ev = feed.next() => break ev?,
                 () = stop.stopped() => {
                     // Deliver what is already queued (a final event), then end.
-                    match tokio::time::timeout(options.final_wait, feed.next()).await {
+                    let until = *ending.get_or_insert_with(|| tokio::time::Instant::now() + options.final_wait);
+                    match tokio::time::timeout_at(until, feed.next()).await {
                         Ok(Some(ev)) => break ev,
                         _ => return None,
                     }
@@ -137,7 +148,7 @@ pub fn sse_stream<F: EventFeed, S: Stop>(feed: F, stop: S, options: SseOptions) 
                     if now >= due {
                         alive.as_mut().reset(now + options.keep_alive);
                         // Idle that long: its buffer's room goes back too.
-                        return Some((Ok(Bytes::from_static(b":\n\n")), (feed, stop, false, alive, now, BytesMut::new())));
+                        return Some((Ok(Bytes::from_static(b":\n\n")), (feed, stop, false, alive, now, BytesMut::new(), ending)));
                     }
                     alive.as_mut().reset(due);
                 }
@@ -175,7 +186,7 @@ pub fn sse_stream<F: EventFeed, S: Stop>(feed: F, stop: S, options: SseOptions) 
         sent = tokio::time::Instant::now();
         // Split off the buffer, whose room comes back once hyper has dropped the chunk.
         let chunk = if buf.is_empty() { ev.frame().clone() } else { buf.split().freeze() };
-        Some((Ok(chunk), (feed, stop, last, alive, sent, buf)))
+        Some((Ok(chunk), (feed, stop, last, alive, sent, buf, ending)))
     })
 }
 
@@ -307,12 +318,16 @@ impl EventLog {
         frame.extend_from_slice(format!("id: {seq}\nevent: ").as_bytes());
         frame.extend(event.bytes().map(|b| if b.is_ascii_alphanumeric() || b"_-./".contains(&b) { b } else { b'_' }));
         frame.extend_from_slice(b"\ndata: ");
-        for (i, line) in json.split(|b| *b == b'\n').enumerate() {
-            if i > 0 {
-                frame.extend_from_slice(b"\ndata: ");
-            }
-            frame.extend_from_slice(line.strip_suffix(b"\r").unwrap_or(line));
+        // Every line break (`\r\n`, `\r` or `\n`, as an SSE reader splits lines) starts a
+        // `data:` line of its own, so no text can make a field of its own.
+        let mut rest = json;
+        while let Some(at) = rest.iter().position(|b| *b == b'\n' || *b == b'\r') {
+            frame.extend_from_slice(&rest[..at]);
+            frame.extend_from_slice(b"\ndata: ");
+            let skip = if rest[at] == b'\r' && rest.get(at + 1) == Some(&b'\n') { 2 } else { 1 };
+            rest = &rest[at + skip..];
         }
+        frame.extend_from_slice(rest);
         frame.extend_from_slice(b"\n\n");
         if held.events.len() == held.capacity {
             held.events.pop_front();
@@ -320,7 +335,8 @@ impl EventLog {
         held.events.push_back(LogEvent(Arc::new((seq, Bytes::from(frame)))));
         held.newest = seq;
         drop(held);
-        self.newest.send_replace(seq);
+        // Two publishers may get here in either order: the newest only grows.
+        self.newest.send_modify(|n| *n = (*n).max(seq));
         seq
     }
 
@@ -343,7 +359,7 @@ impl EventLog {
         let oldest = held.events.front().map_or(held.newest + 1, LogEvent::seq);
         let (cursor, note) = match after {
             None => (held.newest, None),
-            Some(n) if n + 1 >= oldest && n <= held.newest => (n, None),
+            Some(n) if n >= oldest - 1 && n <= held.newest => (n, None),
             Some(n) => (oldest - 1, Some(note("gap", &serde_json::json!({ "after": n, "oldest": oldest })))),
         };
         LogSubscription { log: self.clone(), cursor, note, newest: self.newest.subscribe() }
@@ -355,6 +371,7 @@ fn note(event: &str, data: &serde_json::Value) -> LogEvent {
 }
 
 /// One subscriber's place in an [`EventLog`]: an [`EventFeed`].
+#[derive(Debug)]
 pub struct LogSubscription {
     log: EventLog,
     /// The sequence number of the last event taken.
@@ -465,10 +482,38 @@ mod tests {
     async fn a_closed_log_ends_its_feeds_after_what_is_held_and_names_are_kept_to_one_line() {
         let log = EventLog::new(4);
         let mut sub = log.subscribe(Some(0));
-        log.publish_json("bad\nname", b"{\"a\":\n1}");
+        log.publish_json("bad\nname", b"{\"a\":\r\n1,\r\"id\":\n2}");
         log.close();
-        assert_eq!(text(&sub.next().await.expect("the event")), "id: 1\nevent: bad_name\ndata: {\"a\":\ndata: 1}\n\n");
+        assert_eq!(text(&sub.next().await.expect("the event")), "id: 1\nevent: bad_name\ndata: {\"a\":\ndata: 1,\ndata: \"id\":\ndata: 2}\n\n");
         assert!(sub.next().await.is_none());
+    }
+
+    /// A feed that always has another event.
+    struct Endless(Bytes);
+
+    impl EventFeed for Endless {
+        type Event = LogEvent;
+
+        async fn next(&mut self) -> Option<LogEvent> {
+            tokio::task::yield_now().await;
+            self.try_next()
+        }
+
+        fn try_next(&mut self) -> Option<LogEvent> {
+            Some(LogEvent(Arc::new((1, self.0.clone()))))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stream_ends_at_the_stop_however_much_more_its_feed_holds() {
+        use futures_util::StreamExt;
+        let shutdown = crate::Shutdown::new();
+        let options = SseOptions { final_wait: Duration::from_millis(50), ..SseOptions::default() };
+        let mut stream = std::pin::pin!(sse_stream(Endless(Bytes::from_static(b"data: 1\n\n")), shutdown.clone(), options));
+        assert!(stream.next().await.is_some(), "events flow before the stop");
+        shutdown.trigger();
+        let drained = tokio::time::timeout(Duration::from_secs(5), async { while stream.next().await.is_some() {} }).await;
+        assert!(drained.is_ok(), "the stream ended within its final wait of the stop");
     }
 
     #[test]

@@ -66,13 +66,18 @@ pub(crate) async fn serve(server: RpcServer, listener: tokio::net::TcpListener) 
             let (shared, held) = (std::sync::Arc::clone(&shared), std::sync::Arc::clone(&held));
             async move {
                 let (server, routes) = &*shared;
+                // A connection that has sent an authenticated request, on any route, keeps its
+                // place (checked until it has; without an authenticator nobody has).
+                if !held.slot.standing.trusted() && authenticates(server, request.headers()) {
+                    held.slot.trust();
+                }
                 if crate::listen::header_block_len(&request) > server.listen.0.max_header_bytes {
                     let e = RpcError::new(codes::FRAME_TOO_LARGE, format!("Frame too large: the header block is longer than {} bytes", server.listen.0.max_header_bytes));
                     return Ok(refuse(server, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, &e).map(ServeBody::Routed));
                 }
                 if request.method() == axum::http::Method::POST && request.uri().path() == "/rpc" {
                     let (parts, body) = request.into_parts();
-                    return Ok(post_rpc_direct(server, &parts.headers, body, &held.slot).await);
+                    return Ok(post_rpc_direct(server, &parts.headers, body).await);
                 }
                 // Only a routed request can become a WebSocket, which keeps the slot.
                 request.extensions_mut().insert(held);
@@ -225,6 +230,14 @@ fn authenticate(server: &RpcServer, headers: &HeaderMap) -> Result<Identity, Res
     auth.authenticate(token).ok_or_else(|| unauthorized("the bearer token is not one this server accepts"))
 }
 
+/// Whether `headers` carry a bearer token the server's authenticator accepts (false without
+/// one); nothing refused, nothing counted.
+fn authenticates(server: &RpcServer, headers: &HeaderMap) -> bool {
+    let Some(auth) = &server.auth else { return false };
+    let token = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.split_once(' ')).filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer")).map(|(_, t)| t.trim());
+    token.is_some_and(|t| !t.is_empty() && auth.authenticate(t).is_some())
+}
+
 /// Every caller of a server without an authenticator: one name, shared, not one a request.
 fn anonymous() -> Identity {
     static ANONYMOUS: std::sync::OnceLock<Identity> = std::sync::OnceLock::new();
@@ -235,13 +248,12 @@ fn shutting_down(server: &RpcServer) -> Response {
     refuse(server, StatusCode::SERVICE_UNAVAILABLE, &RpcError::new(codes::SHUTTING_DOWN, "Shutting down: the server takes no new calls"))
 }
 
-async fn rpc_post(State(server): State<RpcServer>, held: Option<axum::Extension<std::sync::Arc<Held>>>, headers: HeaderMap, body: Body) -> Response {
-    post_rpc(&server, &headers, body, held.as_ref().map(|h| &h.slot)).await
+async fn rpc_post(State(server): State<RpcServer>, headers: HeaderMap, body: Body) -> Response {
+    post_rpc(&server, &headers, body).await
 }
 
-/// `POST /rpc`, routed or not: `body` is hyper's own on the direct path, axum's when routed;
-/// `slot` the connection's, when [`serve`] accepted it.
-async fn post_rpc<B>(server: &RpcServer, headers: &HeaderMap, body: B, slot: Option<&std::sync::Arc<crate::listen::Slot>>) -> Response
+/// `POST /rpc` through the router (`body` axum's).
+async fn post_rpc<B>(server: &RpcServer, headers: &HeaderMap, body: B) -> Response
 where
     B: hyper::body::Body<Data = bytes::Bytes>,
 {
@@ -249,7 +261,7 @@ where
         Ok(c) => c,
         Err(r) => return r,
     };
-    let response = match post_message(server, headers, body, slot).await {
+    let response = match post_message(server, headers, body).await {
         Ok(Some(reply)) => json(StatusCode::OK, reply),
         Ok(None) => StatusCode::NO_CONTENT.into_response(),
         Err(refusal) => refusal,
@@ -259,12 +271,12 @@ where
 
 /// `POST /rpc` on [`serve`]'s direct path: as [`post_rpc`], the reply sent as the core wrote it
 /// (no `Bytes` made of it, no boxed body).
-async fn post_rpc_direct(server: &RpcServer, headers: &HeaderMap, body: crate::listen::Lingering, slot: &std::sync::Arc<crate::listen::Slot>) -> axum::http::Response<ServeBody> {
+async fn post_rpc_direct(server: &RpcServer, headers: &HeaderMap, body: crate::listen::Lingering) -> axum::http::Response<ServeBody> {
     let caller = match check_origin(server, headers) {
         Ok(c) => c,
         Err(r) => return r.map(ServeBody::Routed),
     };
-    let response = match post_message(server, headers, body, Some(slot)).await {
+    let response = match post_message(server, headers, body).await {
         Ok(Some(reply)) => {
             let mut r = axum::http::Response::new(ServeBody::Json(Some(reply)));
             r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -343,7 +355,7 @@ impl hyper::body::Body for ServeBody {
 /// `POST /rpc` past the origin check: the core's reply (`None`: nothing to send, 204), or the
 /// transport's refusal.
 #[allow(clippy::result_large_err)]
-async fn post_message<B>(server: &RpcServer, headers: &HeaderMap, body: B, slot: Option<&std::sync::Arc<crate::listen::Slot>>) -> Result<Option<Vec<u8>>, Response>
+async fn post_message<B>(server: &RpcServer, headers: &HeaderMap, body: B) -> Result<Option<Vec<u8>>, Response>
 where
     B: hyper::body::Body<Data = bytes::Bytes>,
 {
@@ -351,14 +363,6 @@ where
         Ok(i) => i,
         Err(r) => return Err(r),
     };
-    // A connection that has sent an authenticated request keeps its place (without an
-    // authenticator nobody has, and every idle connection may make room for a newcomer).
-    if server.auth.is_some()
-        && let Some(slot) = slot
-        && !slot.standing.trusted()
-    {
-        slot.trust();
-    }
     let content_type = headers.get(header::CONTENT_TYPE);
     // `application/json` as most clients write it is taken at once; anything else is parsed.
     if content_type.is_none_or(|v| v.as_bytes() != b"application/json") {
@@ -413,13 +417,9 @@ async fn rpc_ws(State(server): State<RpcServer>, held: Option<axum::Extension<st
     if server.shutdown.is_triggered() {
         return shutting_down(&server);
     }
-    // An authenticated socket keeps its place; it holds the connection's slot while open.
+    // The socket holds the connection's slot while open (an authenticated one kept its place
+    // when its upgrade request was read, in `serve`).
     let held = held.map(|axum::Extension(h)| h);
-    if server.auth.is_some()
-        && let Some(h) = &held
-    {
-        h.slot.trust();
-    }
     let max = server.limits.max_frame_bytes;
     let live = LiveSocket::new(&server);
     ws.max_message_size(max).max_frame_size(max).on_upgrade(move |socket| async move {

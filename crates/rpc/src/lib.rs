@@ -1046,8 +1046,8 @@ impl RpcServer {
     }
 
     /// The HTTP routes: `POST /rpc` (and its CORS preflight, `OPTIONS /rpc`), `GET /rpc` (the
-    /// WebSocket upgrade), `GET /health`, and `GET /metrics` when the server has
-    /// [`RpcServer::metrics`]. Served by another server than [`RpcServer::serve_http`], its
+    /// WebSocket upgrade), `GET /health`, `GET /metrics` when the server has
+    /// [`RpcServer::metrics`], and `GET /events` when it has [`RpcServer::events`]. Served by another server than [`RpcServer::serve_http`], its
     /// `http` connections are not counted.
     #[cfg(feature = "http")]
     pub fn router(&self) -> axum::Router {
@@ -1056,8 +1056,12 @@ impl RpcServer {
 
     /// Serves the routes of [`RpcServer::router`] on `listener` until the shutdown signal, each
     /// connection with hyper's HTTP/1 (`TCP_NODELAY` set; `POST /rpc` goes to the core without
-    /// the router's matching): then stops accepting, lets the calls in flight (HTTP and
-    /// WebSocket) finish, and returns.
+    /// the router's matching), guarded as [`RpcServer::connection_limits`] says (see
+    /// [`listen::serve_connections`]: connection caps in all and per peer address, where an
+    /// idle connection that has not authenticated gives its place to a newcomer; a connection
+    /// that has sent an authenticated request keeps it): then stops accepting, lets the calls in
+    /// flight (HTTP and WebSocket) finish (within [`listen::ConnectionLimits::shutdown_grace`]
+    /// when set), and returns.
     ///
     /// # Errors
     ///

@@ -33,7 +33,7 @@ use std::future::Future;
 use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -98,7 +98,9 @@ pub const LINGER_MAX_BYTES: usize = 4 * crate::MAX_FRAME_BYTES;
 pub struct ConnectionLimits {
     /// The most connections served at once ([`MAX_CONNECTIONS`]).
     pub max_connections: usize,
-    /// The most connections one peer address may hold ([`MAX_CONNECTIONS_PER_PEER`]).
+    /// The most connections one peer address may hold ([`MAX_CONNECTIONS_PER_PEER`]). Behind a
+    /// reverse proxy every connection comes from the proxy's address: raise it to the proxy's
+    /// own connection pool (or to `max_connections`).
     pub max_connections_per_peer: usize,
     /// The largest request header block, in bytes ([`MAX_HEADER_BYTES`]): hyper's read buffer
     /// is sized from it, and a server answers a larger block 431 (see [`header_block_len`]).
@@ -161,7 +163,9 @@ impl Default for Linger {
     }
 }
 
-/// A signal that stops a listener: [`crate::Shutdown`], or a server's own.
+/// A signal that stops a listener: [`crate::Shutdown`], or a server's own. `is_stopped` must be
+/// true by the time `stopped` resolves (a connection polls the wait once, then reads the flag on
+/// every wake-up).
 pub trait Stop: Clone + Send + Sync + 'static {
     /// Resolves once the listener is to stop.
     fn stopped(&self) -> impl Future<Output = ()> + Send + '_;
@@ -181,6 +185,7 @@ impl Stop for crate::Shutdown {
 
 /// A connection [`serve_connections`] accepted: who it comes from, the local address it
 /// reached, and its place in the listener's slots.
+#[derive(Debug)]
 pub struct Accepted {
     /// The peer's address.
     pub peer: IpAddr,
@@ -207,9 +212,11 @@ enum End {
 /// upgrades), with the guards of `limits`:
 ///
 /// - every connection takes a slot; none left, or its peer's all taken, it takes the place of
-///   the oldest connection that has not authenticated and waits for bytes (that one is
-///   closed), or is closed on arrival when there is none ([`ConnectionSlots`]). A server marks
-///   an authenticated connection with [`Slot::trust`];
+///   the oldest connection that has not authenticated and waits for bytes with no request open
+///   (that one is closed), or is closed on arrival when there is none ([`ConnectionSlots`]). A
+///   request is open from its head to its response's end (an event stream's too): a connection
+///   is never evicted in the middle of a call. A server marks an authenticated connection with
+///   [`Slot::trust`];
 /// - a header block must arrive within `header_read_timeout`, and hyper holds at most about
 ///   `max_header_bytes` of it;
 /// - a write that waits longer than `write_stall_timeout` for the client to read closes the
@@ -228,7 +235,7 @@ where
     F: FnMut(&Accepted) -> H,
     H: Fn(hyper::Request<Lingering>) -> Fut + Send + 'static,
     Fut: Future<Output = Result<hyper::Response<B>, Infallible>> + Send + 'static,
-    B: hyper::body::Body + Send + 'static,
+    B: hyper::body::Body + Send + Unpin + 'static,
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
@@ -254,21 +261,30 @@ where
             };
             let standing = Arc::clone(&slot.standing);
             let local = stream.local_addr().map_or(IpAddr::from([0, 0, 0, 0]), |a| a.ip());
-            let handler = service_for(&Accepted { peer: peer.ip(), local, slot: Arc::new(slot) });
-            let linger = limits.linger;
+            // The connection's task holds the slot, whatever the handler keeps of it.
+            let slot = Arc::new(slot);
+            let handler = service_for(&Accepted { peer: peer.ip(), local, slot: Arc::clone(&slot) });
+            let (linger, busy) = (limits.linger, Arc::clone(&standing));
             let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
                 // A body the handler drops unread is read and dropped for a while, so a client
                 // still writing it reads the answer; not when the client waits for a
                 // `100 Continue` before sending it.
                 let read_rest = !request.headers().get(hyper::header::EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
-                handler(request.map(|body| Lingering { body: Some(body), linger: read_rest.then_some(linger) }))
+                // From its head until its response's end, the request keeps its connection from
+                // being evicted.
+                let open = Open::begin(Arc::clone(&busy));
+                let answer = handler(request.map(|body| Lingering { body: Some(body), linger: read_rest.then_some(linger) }));
+                async move {
+                    let response = answer.await?;
+                    Ok::<_, Infallible>(response.map(|body| Tracked { body, _open: open }))
+                }
             });
             let mut builder = hyper::server::conn::http1::Builder::new();
             // No `.max_headers(..)`: hyper's default limit is 100, and setting it explicitly
             // makes hyper fill a 100-slot header vector on every request. The read buffer bounds
             // a header block before it is parsed (hyper answers 431 past it); bodies stream
             // through it.
-            builder.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout).max_buf_size(limits.max_header_bytes.max(8192) + 8192);
+            builder.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout).max_buf_size(limits.max_header_bytes.max(8192).saturating_add(8192));
             if limits.flatten_writes {
                 builder.writev(false);
             }
@@ -276,7 +292,7 @@ where
             let conn = builder.serve_connection(TokioIo::new(stream), service).with_upgrades();
             let (stop, grace, open) = (stop.clone(), limits.shutdown_grace, open.clone());
             tokio::spawn(async move {
-                let _open = open;
+                let (_open, _slot) = (open, slot);
                 let mut conn = std::pin::pin!(conn);
                 // The waits for the stop and for eviction are polled once, which registers this
                 // task's waker (the same on every poll of a spawned task); every later wake-up
@@ -359,14 +375,18 @@ const TRUSTED: u8 = 2;
 const EVICTED: u8 = 3;
 
 /// A connection's standing in its listener's slots.
+#[derive(Debug)]
 pub struct Standing {
     state: AtomicU8,
+    /// Requests whose response has not ended: while there is one, the connection is never
+    /// evicted.
+    open: AtomicUsize,
     evicted: CancellationToken,
 }
 
 impl Standing {
     fn new() -> Self {
-        Standing { state: AtomicU8::new(FRESH), evicted: CancellationToken::new() }
+        Standing { state: AtomicU8::new(FRESH), open: AtomicUsize::new(0), evicted: CancellationToken::new() }
     }
 
     /// Whether the connection has authenticated.
@@ -391,13 +411,20 @@ impl Standing {
         self.evicted.cancelled()
     }
 
-    /// The connection found no bytes to read: if it has not authenticated, it may be evicted.
+    /// The connection found no bytes to read: if it has not authenticated and no request of it
+    /// is open, it may be evicted.
     fn waiting(&self) {
-        let _ = self.state.compare_exchange(FRESH, WAITING, Ordering::AcqRel, Ordering::Relaxed);
+        if self.open.load(Ordering::Acquire) == 0 {
+            let _ = self.state.compare_exchange(FRESH, WAITING, Ordering::AcqRel, Ordering::Relaxed);
+        }
     }
 
-    /// Evicts the connection when it is in `state` (not authenticated).
+    /// Evicts the connection when it is in `state` (not authenticated) and no request of it is
+    /// open.
     fn evict(&self, state: u8) -> bool {
+        if self.open.load(Ordering::Acquire) > 0 {
+            return false;
+        }
         let evicted = self.state.compare_exchange(state, EVICTED, Ordering::AcqRel, Ordering::Relaxed).is_ok();
         if evicted {
             self.evicted.cancel();
@@ -406,11 +433,51 @@ impl Standing {
     }
 }
 
+/// A request of a connection from its head until its response's end (or until hyper drops it):
+/// the connection is not evicted meanwhile.
+struct Open(Arc<Standing>);
+
+impl Open {
+    fn begin(standing: Arc<Standing>) -> Open {
+        standing.open.fetch_add(1, Ordering::AcqRel);
+        Open(standing)
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A response's body holding its request [`Open`] until it ends.
+struct Tracked<B> {
+    body: B,
+    _open: Open,
+}
+
+impl<B: hyper::body::Body + Unpin> hyper::body::Body for Tracked<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
 /// A listener's connections: at most `cap` in all and `per_peer` from one peer address; past
 /// either, a newcomer takes the place of the oldest connection that has not authenticated and
 /// waits for bytes, else of the oldest not read yet (of its peer, when the peer's cap is
 /// reached).
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct ConnectionSlots {
     held: Arc<Mutex<Held>>,
     cap: usize,
@@ -418,7 +485,7 @@ pub struct ConnectionSlots {
 }
 
 /// The open connections, by the order of their arrival, and how many each peer holds.
-#[derive(Default)]
+#[derive(Default, Debug)]
 struct Held {
     next: u64,
     /// Every open connection by the order of its arrival: its peer and standing.
@@ -440,6 +507,7 @@ impl Held {
 }
 
 /// One connection's place; given back on drop.
+#[derive(Debug)]
 pub struct Slot {
     held: Arc<Mutex<Held>>,
     id: u64,
@@ -543,6 +611,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
 /// most [`Linger::timeout`] and [`Linger::max_bytes`], and while bytes keep coming
 /// ([`Linger::idle`]), as nginx's lingering close does: a client that writes its whole body
 /// before it reads then reads the answer instead of a reset.
+#[derive(Debug)]
 pub struct Lingering {
     body: Option<Incoming>,
     /// How to read the rest (`None`: not at all, the client waits for `100 Continue`).
@@ -596,6 +665,7 @@ impl Drop for Lingering {
 /// A stream whose writes fail with `TimedOut` once one has waited longer than `limit` for the
 /// peer to read: a client that sends requests (or holds an event stream) and never reads gets
 /// its connection closed instead of holding its replies and its slot forever.
+#[derive(Debug)]
 pub struct StallGuard<S> {
     inner: S,
     limit: Duration,
@@ -670,6 +740,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for StallGuard<S> {
 #[derive(Clone)]
 pub struct BodyBudget {
     permits: Arc<Semaphore>,
+    total: usize,
     wait: Duration,
     gauge: Option<Arc<dyn Fn(i64) + Send + Sync>>,
 }
@@ -683,7 +754,8 @@ impl std::fmt::Debug for BodyBudget {
 impl BodyBudget {
     /// A budget of `bytes`, where a body waits at most `wait` for room.
     pub fn new(bytes: usize, wait: Duration) -> Self {
-        BodyBudget { permits: Arc::new(Semaphore::new(bytes.min(Semaphore::MAX_PERMITS))), wait, gauge: None }
+        let total = bytes.min(Semaphore::MAX_PERMITS).min(u32::MAX as usize);
+        BodyBudget { permits: Arc::new(Semaphore::new(total)), total, wait, gauge: None }
     }
 
     /// The same budget, telling `gauge` every change of the bytes held (`+n` taken, `-n` given
@@ -706,6 +778,7 @@ impl BodyBudget {
 }
 
 /// A body's room in a [`BodyBudget`], given back on drop.
+#[derive(Debug)]
 pub struct Room {
     budget: BodyBudget,
     bytes: usize,
@@ -776,6 +849,8 @@ pub async fn read_body<B>(body: B, declared: Option<u64>, max: usize, budget: &B
 where
     B: hyper::body::Body<Data = Bytes>,
 {
+    // Longer than the bound, or than the whole budget (it would never find room).
+    let max = max.min(budget.total);
     if declared.is_some_and(|n| n > max as u64) {
         return Err(BodyError::TooLarge);
     }

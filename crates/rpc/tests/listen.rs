@@ -635,3 +635,73 @@ async fn a_websocket_that_has_not_authenticated_is_closed_when_a_newcomer_takes_
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(http_connections(&metrics) <= 1, "{} connections open against a per-peer cap of 1", http_connections(&metrics));
 }
+
+// ---------------------------------------------------------------------------------------------
+// What keeps a connection's place
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_with_a_call_in_flight_is_never_evicted() {
+    let probe = Probe::new();
+    let metrics = Metrics::new();
+    let server = RpcServer::new(probe.clone()).metrics(metrics.clone()).connection_limits(ConnectionLimits { max_connections_per_peer: 1, ..ConnectionLimits::default() });
+    let (addr, _task) = listen(server).await;
+    let mut busy = connect(addr).await;
+    let body = br#"{"jsonrpc":"2.0","id":1,"method":"sleep"}"#;
+    let mut request = post_head(addr, None, body.len());
+    request.extend_from_slice(body);
+    busy.write_all(&request).await.expect("the request is written");
+    probe.sleeping(1).await;
+    // The peer's only place is held by a connection whose call runs (and whose reads wait for
+    // nothing): a newcomer is closed on arrival instead of cutting the call off.
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let mut newcomer = connect(addr).await;
+    closed(&mut newcomer).await.expect("the newcomer is closed on arrival");
+    assert!(still_open(&mut busy).await, "the connection with a call in flight keeps its place");
+    assert_eq!(http_connections(&metrics), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_authenticated_event_stream_keeps_its_place() {
+    let log = openagents_rpc::events::EventLog::new(16);
+    let metrics = Metrics::new();
+    let limits = ConnectionLimits { max_connections_per_peer: 1, ..ConnectionLimits::default() };
+    let server = RpcServer::new(Probe::new()).authenticator(tokens).metrics(metrics.clone()).events(log.clone()).connection_limits(limits);
+    let (addr, _task) = listen(server).await;
+    let mut stream = connect(addr).await;
+    stream.write_all(format!("GET /events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer secret-token\r\n\r\n").as_bytes()).await.expect("writes");
+    let mut buf = [0u8; 4096];
+    let n = tokio::time::timeout(STEP, stream.read(&mut buf)).await.expect("the stream starts").expect("reads");
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&buf[..n]));
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let mut newcomer = connect(addr).await;
+    closed(&mut newcomer).await.expect("the newcomer is closed on arrival");
+    log.publish("tick", &1);
+    let n = tokio::time::timeout(STEP, stream.read(&mut buf)).await.expect("the event in time").expect("reads");
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("event: tick"), "the stream still delivers: {}", String::from_utf8_lossy(&buf[..n]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_caps_hold_when_the_handler_keeps_nothing_of_what_was_accepted() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+    let addr = listener.local_addr().expect("an address");
+    let shutdown = Shutdown::new();
+    let limits = ConnectionLimits { max_connections_per_peer: 1, ..ConnectionLimits::default() };
+    let stop = shutdown.clone();
+    let task = tokio::spawn(async move {
+        openagents_rpc::listen::serve_connections(listener, &limits, stop, |_accepted| {
+            |_request| async { Ok::<_, std::convert::Infallible>(hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from_static(b"hello")))) }
+        })
+        .await;
+    });
+    let mut first = connect(addr).await;
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let mut second = connect(addr).await;
+    second.write_all(format!("GET / HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes()).await.expect("writes");
+    let mut buf = [0u8; 256];
+    let n = tokio::time::timeout(STEP, second.read(&mut buf)).await.expect("an answer").expect("reads");
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    closed(&mut first).await.expect("past the per-peer cap of 1, the idle first connection made room");
+    shutdown.trigger();
+    tokio::time::timeout(STEP, task).await.expect("the loop ends").expect("task");
+}

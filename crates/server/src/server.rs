@@ -161,7 +161,8 @@ impl ServerHandle {
         self.engine.shutdown().await;
     }
 
-    /// Waits until the listener has stopped (after the engine's shutdown).
+    /// Waits until the listener has stopped (after the engine's shutdown) and its connections
+    /// have ended (each finishes its request in flight within 2 s).
     pub async fn wait(mut self) {
         if let Some(task) = self.task.take() {
             let _ = task.await;
