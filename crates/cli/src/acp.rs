@@ -59,7 +59,7 @@ use openagents_sdk::server::{Caller, RpcEngine};
 use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncBufRead, AsyncRead};
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 use acp::{SessionUpdate, StopReason};
 use messages::{ACP_PROTOCOL_VERSION, value};
@@ -287,6 +287,9 @@ struct Prompt {
     task: String,
     /// The client sent `session/cancel` for it: it answers `cancelled`, whatever happens.
     cancel: bool,
+    /// True once its answer is queued on the connection (or its call is gone): a
+    /// `session/close` that ends its turn answers after it.
+    replied: watch::Receiver<bool>,
 }
 
 struct Running {
@@ -532,11 +535,15 @@ impl agent_side::Service for Agent {
         Ok(result)
     }
 
-    async fn session_prompt(&self, _cx: &Context, req: acp::PromptRequest) -> Result<acp::PromptResponse, RpcError> {
+    async fn session_prompt(&self, cx: &Context, req: acp::PromptRequest) -> Result<acp::PromptResponse, RpcError> {
         // Queued at once (before the next message is read), unless its session is being
         // reopened: then once it is.
         self.0.reopened(&req.session_id).await;
-        let answer = self.0.prompt(req)?;
+        let (answer, replied) = self.0.prompt(req)?;
+        // A `session/close` waiting for this turn answers once this answer is queued.
+        cx.after_reply(async move {
+            replied.send_replace(true);
+        });
         match answer.await {
             Ok(Ok(stop_reason)) => Ok(acp::PromptResponse { stop_reason, meta: None }),
             Ok(Err(e)) => Err(rpc_error(&e)),
@@ -787,7 +794,7 @@ impl Adapter {
 
     /// Queues a prompt (its blocks counted and decoded already): its blocks flattened into the
     /// task, cut just past its limit. Returns where its answer will come.
-    fn prompt(&self, req: acp::PromptRequest) -> Result<oneshot::Receiver<Result<StopReason, RuntimeSubmitError>>, RpcError> {
+    fn prompt(&self, req: acp::PromptRequest) -> Result<(oneshot::Receiver<Result<StopReason, RuntimeSubmitError>>, watch::Sender<bool>), RpcError> {
         let req = messages::flatten_prompt(req, TASK_MAX_CHARS).map_err(|e| rpc_error(&prompt_error(e)))?;
         let task = req.task;
         let mut st = self.lock();
@@ -806,12 +813,13 @@ impl Adapter {
             return Err(rpc_error(&err(ErrorCode::Busy, format!("{waiting} prompts are already waiting for the turn slot; retry when one has been answered"))));
         }
         let (answer, answered) = oneshot::channel();
-        session.prompt = Some(Prompt { answer, task, cancel: false });
+        let (replied_tx, replied) = watch::channel(false);
+        session.prompt = Some(Prompt { answer, task, cancel: false, replied });
         session.used = used;
         st.queue.push_back(req.session_id);
         drop(st);
         self.work.notify_one();
-        Ok(answered)
+        Ok((answered, replied_tx))
     }
 
     /// `session/close`: as `session/cancel`, then the session is gone (a prompt to it is an
@@ -820,8 +828,9 @@ impl Adapter {
     async fn close_session(&self, req: acp::CloseSessionRequest) -> Result<acp::CloseSessionResponse, RpcError> {
         let sid = req.session_id;
         enum Then {
-            /// Its turn runs: the worker answers once it ends (after interrupting it, if started).
-            Running(Option<String>, oneshot::Receiver<()>),
+            /// Its turn runs: the worker answers once it ends (after interrupting it, if started);
+            /// the close is answered after the prompt.
+            Running(Option<String>, oneshot::Receiver<()>, Option<watch::Receiver<bool>>),
             /// Closed now; a queued prompt to answer `cancelled` first.
             Closed(Option<Prompt>),
         }
@@ -833,10 +842,11 @@ impl Adapter {
                 Some((assignment, started)) => {
                     let (closed, wait) = oneshot::channel();
                     session.closing.get_or_insert_default().push(closed);
-                    if let Some(p) = session.prompt.as_mut() {
+                    let replied = session.prompt.as_mut().map(|p| {
                         p.cancel = true;
-                    }
-                    Then::Running(started.then_some(assignment), wait)
+                        p.replied.clone()
+                    });
+                    Then::Running(started.then_some(assignment), wait, replied)
                 }
                 None => {
                     let queued = st.sessions.remove(&sid).and_then(|s| s.prompt);
@@ -848,13 +858,17 @@ impl Adapter {
             }
         };
         match then {
-            Then::Running(assignment, wait) => {
+            Then::Running(assignment, wait, replied) => {
                 if let Some(assignment) = assignment {
                     self.interrupt(assignment).await;
                 }
                 // The worker closes the session once its turn has ended and the runner process
-                // is gone.
+                // is gone; the prompt's answer goes out before this one (a prompt whose call is
+                // gone does not hold it).
                 let _ = wait.await;
+                if let Some(mut replied) = replied {
+                    let _ = replied.wait_for(|r| *r).await;
+                }
             }
             Then::Closed(queued) => {
                 if let Some(prompt) = queued {
