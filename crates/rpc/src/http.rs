@@ -220,22 +220,23 @@ async fn health(State(server): State<RpcServer>, headers: HeaderMap) -> Response
 fn authenticate(server: &RpcServer, headers: &HeaderMap) -> Result<Identity, Response> {
     let Some(auth) = &server.auth else { return Ok(anonymous()) };
     let unauthorized = |m: &str| refuse(server, StatusCode::UNAUTHORIZED, &RpcError::new(codes::UNAUTHORIZED, format!("Unauthorized: {m}")));
-    let Some(value) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else {
+    let Some(token) = bearer_token(headers) else {
         return Err(unauthorized("send `Authorization: Bearer <token>`"));
     };
-    let token = match value.split_once(' ') {
-        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => token.trim(),
-        _ => return Err(unauthorized("send `Authorization: Bearer <token>`")),
-    };
     auth.authenticate(token).ok_or_else(|| unauthorized("the bearer token is not one this server accepts"))
+}
+
+/// The token of the `Authorization` header: the scheme `Bearer` in any letter case, a space,
+/// a token that is not blank.
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let (scheme, token) = headers.get(header::AUTHORIZATION)?.to_str().ok()?.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
 }
 
 /// Whether `headers` carry a bearer token the server's authenticator accepts (false without
 /// one); nothing refused, nothing counted.
 fn authenticates(server: &RpcServer, headers: &HeaderMap) -> bool {
-    let Some(auth) = &server.auth else { return false };
-    let token = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.split_once(' ')).filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer")).map(|(_, t)| t.trim());
-    token.is_some_and(|t| !t.is_empty() && auth.authenticate(t).is_some())
+    server.auth.as_ref().is_some_and(|auth| bearer_token(headers).is_some_and(|t| auth.authenticate(t).is_some()))
 }
 
 /// Every caller of a server without an authenticator: one name, shared, not one a request.
