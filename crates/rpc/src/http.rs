@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 use crate::message::error_reply;
 use crate::metrics::{ConnectionGauge, Transport};
 use crate::origin::{CORS_MAX_AGE, Caller};
-use crate::stdio::Connection;
+use crate::connection::Connection;
 use crate::{Context, Identity, Peer, RpcError, RpcServer, codes};
 
 /// The content types `POST /rpc` takes (with any parameters, such as `charset=utf-8`).
@@ -473,8 +473,8 @@ async fn ws_connection(server: RpcServer, identity: Identity, socket: WebSocket,
         };
         match msg {
             None | Some(Ok(Message::Close(_))) => break None,
-            Some(Ok(Message::Text(t))) => conn.take(t.as_bytes().to_vec()).await,
-            Some(Ok(Message::Binary(b))) => conn.take(b.to_vec()).await,
+            Some(Ok(Message::Text(t))) => conn.take(bytes::Bytes::from(t)).await,
+            Some(Ok(Message::Binary(b))) => conn.take(b).await,
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
             Some(Err(e)) => {
                 let too_big = std::error::Error::source(&e)

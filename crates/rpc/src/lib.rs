@@ -70,6 +70,7 @@ mod http;
 pub mod events;
 #[cfg(feature = "http")]
 pub mod listen;
+pub mod connection;
 mod message;
 pub mod metrics;
 #[cfg(feature = "http")]
@@ -83,6 +84,7 @@ pub use message::{LARGE_MESSAGE, MAX_DEPTH, off_workers};
 pub use metrics::Metrics;
 #[cfg(feature = "http")]
 pub use origin::{CORS_MAX_AGE, OriginError};
+pub use connection::Connection;
 pub use stdio::{connect_lines, serve_lines};
 
 /// A boxed future that may move between threads: what the object-safe [`Handler`] and
@@ -531,16 +533,29 @@ impl Transport for Peer {
     }
 }
 
-/// What runs once a call's reply is queued ([`Context::after_reply`]).
-type AfterReply = Arc<Mutex<Vec<BoxFuture<'static, ()>>>>;
+/// What one message's call on a connection asked of it: what runs once its reply is queued
+/// ([`Context::after_reply`]), and whether the connection reads on before it has answered
+/// ([`Context::hold_connection`]).
+#[derive(Default)]
+pub(crate) struct PerMessage {
+    after: Mutex<Vec<BoxFuture<'static, ()>>>,
+    hold: std::sync::atomic::AtomicBool,
+}
+
+impl PerMessage {
+    /// Whether the call asked its connection to wait for it ([`Context::hold_connection`]).
+    pub(crate) fn holds(&self) -> bool {
+        self.hold.load(Ordering::Relaxed)
+    }
+}
 
 /// What a call knows besides its params: who is calling and how to reach them.
 #[derive(Clone)]
 pub struct Context {
     identity: Identity,
     peer: Peer,
-    /// On stdio and WebSocket, the call's own list of what runs after its reply.
-    after: Option<AfterReply>,
+    /// On stdio and WebSocket, what the call asked of its connection.
+    after: Option<Arc<PerMessage>>,
     /// What the transport or the program attached ([`Context::with_data`]).
     data: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
@@ -584,7 +599,24 @@ impl Context {
 
     /// Takes what is to run after the reply.
     pub(crate) fn take_after(&self) -> Vec<BoxFuture<'static, ()>> {
-        self.after.as_ref().map(|a| std::mem::take(&mut *a.lock().unwrap_or_else(std::sync::PoisonError::into_inner))).unwrap_or_default()
+        self.after.as_ref().map(|a| std::mem::take(&mut *a.after.lock().unwrap_or_else(std::sync::PoisonError::into_inner))).unwrap_or_default()
+    }
+
+    /// What this message's call asks of its connection, where there is one.
+    pub(crate) fn per_message(&self) -> Option<Arc<PerMessage>> {
+        self.after.clone()
+    }
+
+    /// Asks the connection to read no further message until this call has answered (and what
+    /// runs after its reply has run), on a connection that starts its calls in read order
+    /// ([`RpcServer::in_order`]): for a call whose effect the messages after it must find
+    /// complete, as a subscription whose replay must be queued before anything that follows
+    /// it. Asked before the call first waits; elsewhere (calls not in order, HTTP, in-process)
+    /// it does nothing. The connection's other calls in flight go on meanwhile.
+    pub fn hold_connection(&self) {
+        if let Some(a) = &self.after {
+            a.hold.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Runs `then` once this call's reply has been queued on the caller's connection, before
@@ -596,7 +628,7 @@ impl Context {
     /// notification (which gets no reply), `then` runs once its handler has returned.
     pub fn after_reply(&self, then: impl Future<Output = ()> + Send + 'static) {
         match &self.after {
-            Some(after) => after.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(Box::pin(then)),
+            Some(after) => after.after.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(Box::pin(then)),
             None => {
                 tokio::spawn(then);
             }

@@ -1,17 +1,15 @@
 //! The line transport (stdio): one JSON text per line in, one reply or notification per line
-//! out; and the connection loop that stdio and the WebSocket share: calls run concurrently, at
-//! most [`crate::Limits::max_in_flight`] at once, their replies and the handler's notifications
+//! out, through a [`Connection`]: calls run concurrently, at most
+//! [`crate::Limits::max_in_flight`] at once, their replies and the handler's notifications
 //! written by one writer in the order they are ready.
 
 use std::future::Future;
-use std::sync::Arc;
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{Semaphore, mpsc};
-use tokio::task::JoinSet;
+use tokio::sync::mpsc;
 
-use crate::message::{error_reply, refusal};
-use crate::{Context, Identity, OUTBOUND_QUEUE, Peer, RpcError, RpcServer, codes};
+use crate::connection::Connection;
+use crate::{Identity, Peer, RpcServer};
 
 /// One line read under a bound.
 pub(crate) enum Line {
@@ -58,89 +56,6 @@ pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(r: &mut R, max: usize) ->
     }
 }
 
-/// A connection's calls in flight and its outbound queue.
-pub(crate) struct Connection {
-    server: RpcServer,
-    cx: Context,
-    tx: mpsc::Sender<Vec<u8>>,
-    permits: Arc<Semaphore>,
-    tasks: JoinSet<()>,
-}
-
-impl Connection {
-    /// A connection of `identity` whose outbound messages go to the returned receiver.
-    pub(crate) fn new(server: &RpcServer, identity: Identity) -> (Connection, mpsc::Receiver<Vec<u8>>) {
-        let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
-        let cx = Context::new(identity, Peer::connected(tx.clone()));
-        let permits = Arc::new(Semaphore::new(server.limits.max_in_flight));
-        (Connection { server: server.clone(), cx, tx, permits, tasks: JoinSet::new() }, rx)
-    }
-
-    /// Takes one message: runs it on a task of its own, or answers busy at once when the
-    /// connection has its most calls in flight.
-    pub(crate) async fn take(&mut self, message: Vec<u8>) {
-        while self.tasks.try_join_next().is_some() {}
-        if message.iter().all(u8::is_ascii_whitespace) {
-            return;
-        }
-        if crate::message::take_if_answer(&self.server, &self.cx, &message) {
-            return;
-        }
-        let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() else {
-            let max = self.server.limits.max_in_flight;
-            let e = RpcError::new(codes::BUSY, format!("Busy: this connection already has {max} calls in flight; send more once one has answered"));
-            if let Some(m) = &self.server.metrics {
-                m.error(e.code);
-            }
-            if let Some(reply) = refusal(&self.server, &message, &self.server.core_error(e)) {
-                let _ = self.tx.send(reply).await;
-            }
-            return;
-        };
-        let (server, cx, tx) = (self.server.clone(), self.cx.for_message(), self.tx.clone());
-        let call = async move {
-            if let Some(reply) = crate::message::handle_message(&server, &cx, &message).await {
-                let _ = tx.send(reply).await;
-            }
-            for then in cx.take_after() {
-                then.await;
-            }
-            drop(permit);
-        };
-        if !self.server.in_order {
-            self.tasks.spawn(call);
-            return;
-        }
-        // Up to its first wait here, in read order; the rest on a task of its own. Unconstrained
-        // by Tokio's cooperative budget, which this task spends on every message it starts: with
-        // the budget spent, a free lock or a channel with room would answer "pending" and the call
-        // would go on after later ones.
-        let mut call = Box::pin(call);
-        let mut poll_cx = std::task::Context::from_waker(std::task::Waker::noop());
-        if std::pin::pin!(tokio::task::unconstrained(call.as_mut())).poll(&mut poll_cx).is_pending() {
-            self.tasks.spawn(call);
-        }
-    }
-
-    /// Answers a message longer than the frame bound.
-    pub(crate) async fn too_large(&mut self) {
-        let max = self.server.limits.max_frame_bytes;
-        let e = RpcError::new(codes::FRAME_TOO_LARGE, format!("Frame too large: the message is longer than {max} bytes; it was discarded unread"));
-        if let Some(m) = &self.server.metrics {
-            m.error(e.code);
-        }
-        let _ = self.tx.send(error_reply(&self.server.core_error(e))).await;
-    }
-
-    /// Waits for every call in flight to answer, then lets the outbound queue close once what
-    /// is queued is written (a peer a handler kept beyond its call sends no more).
-    pub(crate) async fn finish(mut self) {
-        // No answer can come any more: calls waiting for one end now.
-        self.cx.peer().close_requests();
-        while self.tasks.join_next().await.is_some() {}
-    }
-}
-
 /// Serves one line connection: requests read from `input`, replies and notifications written to
 /// `output`, as `stdio`, until `input` ends or the server's shutdown signal; then the calls in
 /// flight finish and their replies are written before it returns.
@@ -168,7 +83,7 @@ where
 {
     let server = server.clone();
     let (mut conn, rx) = Connection::new(&server, Identity::new("stdio"));
-    let peer = conn.cx.peer().clone();
+    let peer = conn.peer().clone();
     let run = async move {
         let _gauge = server.metrics.as_ref().map(|m| m.connection(crate::metrics::Transport::Stdio));
         let (done_tx, done_rx) = tokio::sync::oneshot::channel();

@@ -23,10 +23,7 @@
 //!   [`REPLY_FLOOR`], params larger than [`EXPLAIN_LIMIT`] that break the schema get their first
 //!   problem only, and a message over 64 KiB is read off the runtime's worker threads.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::Instant;
 
 use openagents_protocol::{ErrorCode, ErrorDetails, Method, RuntimeSubmitError, SERVER_MAX_BATCH_ENTRIES, SERVER_MAX_IN_FLIGHT, SERVER_MAX_LINE_BYTES, Violation, service};
@@ -36,6 +33,7 @@ use serde_json::value::RawValue;
 
 use crate::agent::error;
 use crate::auth::Caller;
+use crate::connection::EventStream;
 use crate::engine::{EventSession, RpcEngine};
 
 pub use openagents_rpc::{REPLY_FLOOR, bounded};
@@ -194,21 +192,32 @@ fn shape_core_error(e: RpcError) -> RpcError {
 pub(crate) struct Conn {
     pub(crate) caller: Arc<Caller>,
     pub(crate) session: Option<Arc<dyn EventSession>>,
+    /// The connection's own event stream (stdio, the WebSocket), which orders its answers.
+    pub(crate) stream: Option<Arc<EventStream>>,
+}
+
+impl Conn {
+    /// A caller on a streaming connection whose event stream is `stream`.
+    pub(crate) fn streaming(caller: Caller, stream: &Arc<EventStream>) -> Arc<Conn> {
+        Arc::new(Conn { caller: Arc::new(caller), session: Some(Arc::clone(stream) as Arc<dyn EventSession>), stream: Some(Arc::clone(stream)) })
+    }
 }
 
 /// The context of calls by `caller` on a connection with `session`.
 pub(crate) fn context(caller: Arc<Caller>, session: Option<Arc<dyn EventSession>>) -> Context {
     let identity = Identity::new(caller.name.as_str());
-    Context::new(identity, Peer::detached()).with_data(Arc::new(Conn { caller, session }))
+    Context::new(identity, Peer::detached()).with_data(Arc::new(Conn { caller, session, stream: None }))
 }
 
-/// The core serving `engine`'s methods with the runtime's bounds and error form.
+/// The core serving `engine`'s methods with the runtime's bounds and error form; a connection's
+/// calls start in read order.
 pub(crate) fn server(engine: &RpcEngine) -> RpcServer {
     let limits = Limits { max_frame_bytes: SERVER_MAX_LINE_BYTES, max_in_flight: SERVER_MAX_IN_FLIGHT, max_batch: SERVER_MAX_BATCH_ENTRIES, max_id_chars: MAX_ID_CHARS };
     let metrics = Arc::clone(engine.metrics());
     RpcServer::new(Methods(engine.clone()))
         .limits(limits)
         .jsonrpc_optional(true)
+        .in_order(true)
         .core_errors(shape_core_error)
         .on_refusal(move |_| metrics.request(None, false, 0.0))
 }
@@ -227,11 +236,28 @@ impl Handler for Methods {
         let (name, outcome) = match prepare(engine, caller, method, params) {
             Err((name, e)) => (name, Err(e)),
             Ok((name, method)) => match engine.answer_at_once(caller, method, conn.session.as_deref()) {
-                Ok(outcome) => (Some(name), outcome),
+                Ok(outcome) => match &conn.stream {
+                    // A `subscribe` answered: what it replays goes out before its answer, and
+                    // the connection reads on only after it.
+                    Some(stream) if stream.take_subscribed() => {
+                        engine.metrics().request(Some(name), outcome.is_ok(), started.elapsed().as_secs_f64());
+                        cx.hold_connection();
+                        return Box::pin(async move {
+                            stream.caught_up().await;
+                            outcome.map_err(rpc_error)
+                        });
+                    }
+                    _ => (Some(name), outcome),
+                },
                 Err(wait) => {
                     return Box::pin(async move {
                         let outcome = engine.wait_for(caller, wait).await;
                         engine.metrics().request(Some(name), outcome.is_ok(), started.elapsed().as_secs_f64());
+                        // What the call published (a turn's events, `shutting_down`) goes out
+                        // before its answer.
+                        if let Some(stream) = &conn.stream {
+                            stream.caught_up().await;
+                        }
                         outcome.map_err(rpc_error)
                     });
                 }
@@ -288,30 +314,6 @@ fn invalid_params(e: RpcError) -> RuntimeSubmitError {
     e
 }
 
-/// What a message comes to when it is first polled: its encoded reply (`None`: nothing to send)
-/// when it needs no waiting, as most requests (`status`, `subscribe`, …); else the call, begun,
-/// for the caller to finish on a task of its own.
-pub(crate) enum Answer {
-    /// Answered.
-    Now(Option<Vec<u8>>),
-    /// Waits (a `submit`, a `shutdown`, a batch holding one).
-    Later(BoxFuture<'static, Option<Vec<u8>>>),
-}
-
-/// Handles `bytes` as `cx`'s caller up to its first wait: a transport that keeps a connection's
-/// order answers what needs no waiting before it reads the next message.
-pub(crate) async fn answer<B: AsRef<[u8]> + Send + Sync + 'static>(server: &Arc<RpcServer>, cx: &Context, bytes: B) -> Answer {
-    let (server, cx) = (Arc::clone(server), cx.clone());
-    // Unconstrained by tokio's cooperative budget: a connection that has done much work would
-    // otherwise see a call that could answer at once report itself pending, and answer it out
-    // of order.
-    let mut call: Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send>> = Box::pin(tokio::task::unconstrained(async move { server.handle_message(&cx, bytes.as_ref()).await }));
-    match std::future::poll_fn(|task| Poll::Ready(call.as_mut().poll(task))).await {
-        Poll::Ready(reply) => Answer::Now(reply),
-        Poll::Pending => Answer::Later(call),
-    }
-}
-
 impl RpcEngine {
     /// Decodes one request object and answers it (also a notification; a batch is not one
     /// request: transports use [`RpcEngine::handle_message`]).
@@ -345,20 +347,21 @@ mod tests {
     use crate::engine::EngineConfig;
     use futures_util::FutureExt;
     use openagents_protocol::Turn;
+    use openagents_rpc::Connection;
 
     fn engine() -> RpcEngine {
         RpcEngine::new(FnAgent(|_turn: Turn, _ctx: TurnContext| async { Ok::<_, RuntimeSubmitError>("done".to_owned()) }))
     }
 
-    /// What needs no waiting is answered at the first poll with the very bytes the whole call
-    /// gives; a `submit` is begun once and finished by whoever holds it.
+    /// On a connection, what needs no waiting is answered before the next message is read,
+    /// with the very bytes the whole call gives; a `submit` is begun once, answered later.
     #[tokio::test]
     async fn an_answer_now_is_the_answer_later_and_what_waits_runs_once() {
         let engine = engine();
-        let server = Arc::new(server(&engine));
-        let admin = Arc::new(Caller::stdio());
-        let observer = Arc::new(Caller { name: "watcher".into(), grant: Grant::observer(), trusted: false });
-        let now: &[(&Arc<Caller>, &str)] = &[
+        let server = server(&engine);
+        let admin = Caller::stdio();
+        let observer = Caller { name: "watcher".into(), grant: Grant::observer(), trusted: false };
+        let now: &[(&Caller, &str)] = &[
             (&admin, r#"{"jsonrpc":"2.0","id":1,"method":"status"}"#),
             (&admin, r#"{"jsonrpc":"2.0","id":"a","method":"release"}"#),
             (&admin, r#"{"jsonrpc":"2.0","id":2.50,"method":"status"}"#),
@@ -366,13 +369,14 @@ mod tests {
             (&admin, r#"{"jsonrpc":"2.0","id":3,"method":"nope"}"#),
             (&admin, r#"{"jsonrpc":"2.0","id":4,"method":"submit","params":{}}"#),
             (&admin, "{not json"),
-            (&admin, "  "),
             (&observer, r#"{"jsonrpc":"2.0","id":5,"method":"submit","params":{"task":"x"}}"#),
             (&observer, r#"{"jsonrpc":"2.0","id":6,"method":"shutdown"}"#),
         ];
         for (caller, message) in now {
-            let cx = context(Arc::clone(caller), None);
-            let Answer::Now(at_once) = answer(&server, &cx, message.as_bytes().to_vec()).await else { panic!("{message} waits") };
+            let (conn, mut rx) = Connection::new(&server, Identity::new(caller.name.as_str()));
+            let mut conn = conn.with_data(Arc::new(Conn { caller: Arc::new((*caller).clone()), session: None, stream: None }));
+            conn.take(message.as_bytes().to_vec()).await;
+            let at_once = rx.try_recv().ok();
             let later = engine.handle_message(caller, message.as_bytes(), None).await;
             assert_eq!(at_once, later, "{message}");
         }
@@ -381,13 +385,12 @@ mod tests {
         assert!(!engine.is_shut_down() && engine.is_accepting(), "shutdown began");
 
         let engine = RpcEngine::with_config(FnAgent(|_turn: Turn, _ctx: TurnContext| async { Ok::<_, RuntimeSubmitError>("done".to_owned()) }), EngineConfig { default_runner: Some("fn".into()), ..EngineConfig::default() });
-        let server = Arc::new(super::server(&engine));
-        let cx = context(Arc::clone(&admin), None);
-        let reply = match answer(&server, &cx, br#"{"jsonrpc":"2.0","id":7,"method":"submit","params":{"task":"x"}}"#.to_vec()).await {
-            Answer::Now(reply) => reply,
-            Answer::Later(call) => call.await,
-        };
-        let v: Value = serde_json::from_slice(&reply.expect("a reply")).expect("JSON");
+        let server = super::server(&engine);
+        let (conn, mut rx) = Connection::new(&server, Identity::new("stdio"));
+        let mut conn = conn.with_data(Arc::new(Conn { caller: Arc::new(admin), session: None, stream: None }));
+        conn.take(br#"{"jsonrpc":"2.0","id":7,"method":"submit","params":{"task":"x"}}"#.to_vec()).await;
+        conn.finish().await;
+        let v: Value = serde_json::from_slice(&rx.recv().await.expect("a reply")).expect("JSON");
         assert_eq!(v["result"]["result"], "done", "{v}");
         assert_eq!(engine.status().counters.submitted, 1, "the turn ran once");
     }

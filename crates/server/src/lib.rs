@@ -19,7 +19,7 @@
 //!   given.
 
 // The layers, each importing only the ones above it (checked by `tests/layering.rs`):
-// projection, store, events, agent, auth, metrics, decode, bridge (approvals), engine, jsonrpc, listener,
+// projection, store, events, agent, auth, metrics, decode, bridge (approvals), engine, connection, jsonrpc, listener,
 // then the transports http, ws, stdio and the web page as siblings that never import each other,
 // then server, which composes them.
 pub mod projection;
@@ -32,6 +32,7 @@ pub mod metrics;
 pub mod decode;
 pub mod bridge;
 pub mod engine;
+mod connection;
 pub mod jsonrpc;
 pub mod listener;
 pub mod http;

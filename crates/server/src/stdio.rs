@@ -3,29 +3,22 @@
 //! served while a `submit` is in flight; one writer (a task, or `run_stdio_process`'s writer
 //! thread) owns the output, so lines never interleave.
 
-use futures_util::FutureExt;
-use openagents_protocol::{ErrorCode, SERVER_MAX_IN_FLIGHT, SERVER_MAX_LINE_BYTES};
+use openagents_protocol::SERVER_MAX_LINE_BYTES;
+use openagents_rpc::{Connection, Identity, OUTBOUND_QUEUE};
 use openagents_runner::frame::{FrameError, LineReader};
 use std::io::{Read, Write};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, ReadBuf};
-use tokio::sync::{mpsc, oneshot, watch};
-use tokio::task::JoinSet;
+use tokio::sync::{mpsc, oneshot};
 
-use crate::agent::error;
 use crate::auth::Caller;
+use crate::connection::EventStream;
 use crate::engine::{EventSession, RpcEngine};
-use crate::events::Forwarded;
-use crate::jsonrpc::{Answer, Reply, answer};
+use crate::jsonrpc::Conn;
 use crate::projection;
-
-/// How many outgoing items (an event's line, a reply's, or a batch of replies of at most
-/// [`ANSWERED_BATCH`] and one more reply) may wait for the writer. Events beyond it make the
-/// event forwarder wait (and lag behind the replay buffer), never the agent.
-const OUTBOUND_QUEUE: usize = 1024;
 
 /// Drives the JSONL-RPC protocol over `reader`/`writer` until end of input or `shutdown`.
 /// In-flight requests are answered before it returns.
@@ -40,23 +33,24 @@ where
 {
     // 64 KiB reads and writes: each read of tokio's stdin and each write of its stdout is a
     // trip through the blocking thread pool.
-    let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
-    let written = tokio::spawn(write_lines(tokio::io::BufWriter::with_capacity(64 * 1024, writer), rx));
-    serve(engine, BufReader::with_capacity(64 * 1024, reader), tx, async move {
-        let _ = written.await;
+    serve(engine, BufReader::with_capacity(64 * 1024, reader), |rx| {
+        let written = tokio::spawn(write_lines(tokio::io::BufWriter::with_capacity(64 * 1024, writer), rx));
+        async move {
+            let _ = written.await;
+        }
     })
     .await
 }
 
-/// The connection's writer: each item is one or more whole lines. Items already queued go out
-/// in one write, flushed as soon as the queue is empty: an idle connection still gets each line
-/// at once, a busy one is not a write per line (`writer` buffers). A failed write ends the
-/// output, not the connection.
+/// The connection's writer: each item is one message, written as a line. Items already queued
+/// go out in one write, flushed as soon as the queue is empty: an idle connection still gets
+/// each line at once, a busy one is not a write per line (`writer` buffers). A failed write ends
+/// the output, not the connection.
 async fn write_lines<W: AsyncWrite + Unpin>(mut w: W, mut rx: mpsc::Receiver<Vec<u8>>) {
     'lines: while let Some(first) = rx.recv().await {
         let (mut next, mut written) = (Some(first), 0);
-        while let Some(lines) = next.take() {
-            if w.write_all(&lines).await.is_err() {
+        while let Some(message) = next.take() {
+            if w.write_all(&message).await.is_err() || w.write_all(b"\n").await.is_err() {
                 break 'lines;
             }
             written += 1;
@@ -85,15 +79,23 @@ pub async fn run_stdio_process(engine: RpcEngine) -> std::io::Result<()> {
     let input = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
     let output = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
     let reader = ThreadReader::spawn(input)?;
-    let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
-    let written = spawn_writer(output, rx)?;
     // Once the connection has ended (and dropped its senders), the thread writes what is queued
     // and stops. A failed write (the parent closed our stdout) ends the output, not the
     // connection, as in `run_stdio`.
-    serve(engine, reader, tx, async move {
-        let _ = written.await;
+    let mut not_spawned = None;
+    let served = serve(engine, reader, |rx| {
+        let written = spawn_writer(output, rx).map_err(|e| not_spawned = Some(e)).ok();
+        async move {
+            if let Some(written) = written {
+                let _ = written.await;
+            }
+        }
     })
-    .await
+    .await;
+    match not_spawned {
+        Some(e) => Err(e),
+        None => served,
+    }
 }
 
 /// How much one read of the input takes at most.
@@ -162,7 +164,8 @@ impl AsyncRead for ThreadReader {
     }
 }
 
-/// How many queued items the writer thread takes into one vectored write at most.
+/// How many queued items the writer thread takes into one vectored write at most (two slices
+/// each, the message and its newline).
 const WRITE_ITEMS: usize = 64;
 
 /// The output, written by a thread of its own straight from the connection's queue: it waits
@@ -192,9 +195,9 @@ fn spawn_writer(mut output: std::fs::File, mut rx: mpsc::Receiver<Vec<u8>>) -> s
     Ok(done_rx)
 }
 
-/// Writes every byte of `items`, in order, going on after a partial write.
+/// Writes every item of `items` as a line, in order, going on after a partial write.
 fn write_all_vectored(out: &mut impl Write, items: &[Vec<u8>]) -> std::io::Result<()> {
-    let mut slices: Vec<std::io::IoSlice<'_>> = items.iter().filter(|i| !i.is_empty()).map(|i| std::io::IoSlice::new(i)).collect();
+    let mut slices: Vec<std::io::IoSlice<'_>> = items.iter().flat_map(|i| [std::io::IoSlice::new(i), std::io::IoSlice::new(b"\n")]).collect();
     let mut slices = &mut slices[..];
     while !slices.is_empty() {
         match out.write_vectored(slices) {
@@ -207,85 +210,42 @@ fn write_all_vectored(out: &mut impl Write, items: &[Vec<u8>]) -> std::io::Resul
     Ok(())
 }
 
-/// The connection over lines from `input`, answers and events sent to `tx` (each item one or
-/// more whole lines); `written` resolves once the writer at the other end of `tx` has written
-/// everything sent to it and stopped.
-async fn serve<B, F>(engine: RpcEngine, input: B, tx: mpsc::Sender<Vec<u8>>, written: F) -> std::io::Result<()>
+/// The connection over lines from `input`; `writer` is handed the receiver of what it sends (each
+/// item one message, written as a line) and resolves once it has written everything sent to it
+/// and stopped.
+async fn serve<B, F>(engine: RpcEngine, input: B, writer: impl FnOnce(mpsc::Receiver<Vec<u8>>) -> F) -> std::io::Result<()>
 where
     B: AsyncBufRead + Unpin + Send + 'static,
     F: std::future::Future<Output = ()>,
 {
-    let session = std::sync::Arc::new(StdioEvents { engine: engine.clone(), tx: tx.clone(), task: std::sync::Mutex::new(None), drain_to: watch::channel(None).0, subscribed: AtomicBool::new(false), forwarded: Forwarded::new() });
-    session.subscribe(None);
-    // One context for the connection's calls: the parent process, and this event stream.
-    let server = std::sync::Arc::new(crate::jsonrpc::server(&engine));
-    let cx = crate::jsonrpc::context(std::sync::Arc::new(Caller::stdio()), Some(session.clone() as std::sync::Arc<dyn EventSession>));
+    let server = crate::jsonrpc::server(&engine);
+    let (conn, rx) = Connection::new(&server, Identity::new("stdio"));
+    let written = writer(rx);
+    // The parent process, and the connection's event stream, started at once.
+    let stream = EventStream::new(&engine, conn.outbound(), projection::notification_line_of, None);
+    stream.subscribe(None);
+    stream.take_subscribed();
+    let mut conn = conn.with_data(Conn::streaming(Caller::stdio(), &stream));
     let mut lines = LineReader::new(input, SERVER_MAX_LINE_BYTES);
-    let mut in_flight = JoinSet::new();
-    // The replies to requests answered at once, in order, sent to the writer together once no
-    // further line is ready (or the batch is large): one hand-over per batch, not per line.
-    let mut answered = Answered::default();
     let result = loop {
-        // At most SERVER_MAX_IN_FLIGHT requests wait at once; past it no line is read until one
+        // At most SERVER_MAX_IN_FLIGHT requests run at once; past it no line is read until one
         // ends (backpressure: a parent that writes without reading holds bounded work).
-        if in_flight.len() >= SERVER_MAX_IN_FLIGHT {
-            answered.send(&tx).await;
+        tokio::select! {
+            () = engine.wait_for_shutdown() => break Ok(()),
+            () = conn.room() => {}
         }
-        while in_flight.len() >= SERVER_MAX_IN_FLIGHT {
-            tokio::select! {
-                () = engine.wait_for_shutdown() => break,
-                _ = in_flight.join_next() => {}
-            }
-        }
-        if engine.is_shut_down() {
-            break Ok(());
-        }
-        // A line already read is taken without waiting; before the connection waits for input,
-        // what was answered goes out.
-        let next = match lines.next_line().now_or_never() {
-            Some(next) => next,
-            None => {
-                answered.send(&tx).await;
-                tokio::select! {
-                    () = engine.wait_for_shutdown() => break Ok(()),
-                    l = lines.next_line() => l,
-                }
-            }
+        let next = tokio::select! {
+            () = engine.wait_for_shutdown() => break Ok(()),
+            l = lines.next_line() => l,
         };
         match next {
             Ok(None) => break Ok(()),
-            Ok(Some(line)) if line.iter().all(u8::is_ascii_whitespace) => {}
-            // Most requests (`status`, say) are answered at once, here; one that waits (a
-            // `submit`) goes on in a task of its own, so what follows is served meanwhile.
-            Ok(Some(line)) => match answer(&server, &cx, line).await {
-                Answer::Now(reply) => {
-                    answered.push(reply);
-                    if session.subscribed.swap(false, Ordering::Relaxed) {
-                        // A `subscribe` answered: what it replays goes out before its answer, as
-                        // every event published before an answer does.
-                        session.forwarded.through(engine.status().last_seq).await;
-                        answered.send(&tx).await;
-                    } else if answered.is_full() {
-                        answered.send(&tx).await;
-                    }
-                }
-                Answer::Later(call) => {
-                    let (engine, session, tx) = (engine.clone(), session.clone(), tx.clone());
-                    in_flight.spawn(async move {
-                        if let Some(mut reply) = call.await {
-                            // What the request published (a turn's events, `shutting_down`) goes
-                            // out before its answer.
-                            session.forwarded.through(engine.status().last_seq).await;
-                            reply.push(b'\n');
-                            let _ = tx.send(reply).await;
-                        }
-                    });
-                }
-            },
-            Err(FrameError::TooLong { limit }) => {
-                let reply = Reply::error(error(ErrorCode::FrameTooLarge, format!("the request line is longer than SERVER_MAX_LINE_BYTES ({limit} bytes); it was discarded unread")));
-                answered.push(Some(reply.to_json()));
-                answered.send(&tx).await;
+            // Most requests (`status`, say) are answered at once, before the next line is read;
+            // one that waits (a `submit`) goes on in a task of its own, so what follows is
+            // served meanwhile.
+            Ok(Some(line)) => conn.take(line).await,
+            Err(FrameError::TooLong { .. }) => {
+                conn.too_large().await;
                 match lines.skip_line().await {
                     Ok((_, true)) => {}
                     Ok((_, false)) => break Ok(()),
@@ -294,105 +254,14 @@ where
             }
             Err(FrameError::Io(e)) => break Err(e),
         }
-        // Reap finished request tasks so the set does not grow.
-        while in_flight.try_join_next().is_some() {}
     };
-    answered.send(&tx).await;
-    while in_flight.join_next().await.is_some() {}
+    conn.finish().await;
     // Forward every event published so far (the last turn's terminal event at end of input,
     // the final event after `shutdown`) before the output closes; a stuck output gets a second.
-    session.drain_to.send_replace(Some(engine.status().last_seq));
-    let events_task = session.task.lock().unwrap_or_else(|p| p.into_inner()).take();
-    if let Some(mut events_task) = events_task
-        && tokio::time::timeout(std::time::Duration::from_secs(1), &mut events_task).await.is_err()
-    {
-        events_task.abort();
-    }
-    // The context holds the event stream, which holds the writer's queue: all go before the
-    // writer can see its queue closed.
-    drop(cx);
-    drop(session);
-    drop(tx);
+    stream.drain(Duration::from_secs(1)).await;
+    // The stream holds a sender on the writer's queue: it goes before the writer can see the
+    // queue closed.
+    drop(stream);
     written.await;
     result
-}
-
-/// How large the replies answered at once grow before they are sent without waiting for the
-/// input to run dry.
-const ANSWERED_BATCH: usize = 32 * 1024;
-
-/// Replies answered at once, each ended by its newline, not yet sent to the writer.
-#[derive(Default)]
-struct Answered(Vec<u8>);
-
-impl Answered {
-    fn push(&mut self, reply: Option<Vec<u8>>) {
-        if let Some(reply) = reply {
-            self.0.extend_from_slice(&reply);
-            self.0.push(b'\n');
-        }
-    }
-    fn is_full(&self) -> bool {
-        self.0.len() >= ANSWERED_BATCH
-    }
-    /// Sends what it holds (waiting for room in the writer's queue). A writer gone means the
-    /// output is closed: the replies have nowhere to go.
-    async fn send(&mut self, tx: &mpsc::Sender<Vec<u8>>) {
-        if !self.0.is_empty() {
-            // Room for as much as this batch held: a busy connection's batches do not grow by
-            // copying, an idle one's stay small.
-            let next = Vec::with_capacity(self.0.len().min(ANSWERED_BATCH) + 1024);
-            let _ = tx.send(std::mem::replace(&mut self.0, next)).await;
-        }
-    }
-}
-
-/// The stdio connection's event stream: one forwarding task, restarted by `subscribe`.
-struct StdioEvents {
-    engine: RpcEngine,
-    tx: mpsc::Sender<Vec<u8>>,
-    task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
-    /// Set when the connection ends: forward events up to this sequence number, then stop.
-    drain_to: watch::Sender<Option<i64>>,
-    /// Set by `subscribe`: the connection holds its answer until the new stream has queued the
-    /// events published before it.
-    subscribed: AtomicBool,
-    /// How far the current stream has queued events for the writer.
-    forwarded: Forwarded,
-}
-
-impl EventSession for StdioEvents {
-    fn subscribe(&self, since: Option<i64>) {
-        let mut sub = self.engine.subscribe(since);
-        let tx = self.tx.clone();
-        let mut drain = self.drain_to.subscribe();
-        // The new stream starts where the subscription does (a replay goes back).
-        let forwarded = self.forwarded.restart(sub.position());
-        let task = tokio::spawn(async move {
-            loop {
-                if drain.borrow_and_update().is_some_and(|to| sub.position() >= to) {
-                    break;
-                }
-                let ev = tokio::select! {
-                    ev = sub.next_shared() => ev,
-                    changed = drain.changed() => if changed.is_err() { break } else { continue },
-                };
-                let Some(ev) = ev else { break };
-                let last = ev.ends_stream();
-                let mut line = projection::notification_line_of(ev.json());
-                line.push(b'\n');
-                if tx.send(line).await.is_err() {
-                    break;
-                }
-                forwarded.send_replace(sub.position());
-                if last {
-                    break;
-                }
-            }
-        });
-        if let Some(old) = self.task.lock().unwrap_or_else(|p| p.into_inner()).replace(task) {
-            old.abort();
-        }
-        self.subscribed.store(true, Ordering::Relaxed);
-    }
 }

@@ -10,8 +10,7 @@
 //! `turn_completed` before its `submit`'s answer, on a subscribed connection), as a `subscribe`'s
 //! answer is written after what it replays.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -21,15 +20,16 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::get;
 use futures_util::{SinkExt, StreamExt};
-use openagents_protocol::{ApprovalReply, SERVER_MAX_IN_FLIGHT, SERVER_MAX_LINE_BYTES};
-use tokio::sync::{Semaphore, mpsc};
+use openagents_protocol::{ApprovalReply, SERVER_MAX_LINE_BYTES};
+use openagents_rpc::{Connection, Identity};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Caller;
-use crate::engine::{EventSession, RpcEngine};
-use crate::events::Forwarded;
-use crate::jsonrpc::{Answer, Reply, answer};
+use crate::connection::EventStream;
+use crate::engine::RpcEngine;
+use crate::jsonrpc::{Conn, Reply};
 use crate::listener::{Access, ConnectionSlot, reject, stamp_schema};
 use crate::projection;
 
@@ -141,56 +141,6 @@ async fn upgrade(app: Access, request: Request, options: WsOptions) -> Response 
         })
 }
 
-/// A connection's event stream, restarted by `subscribe`.
-struct WsEvents {
-    engine: RpcEngine,
-    patience: Duration,
-    tx: mpsc::Sender<Vec<u8>>,
-    stuck: CancellationToken,
-    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
-    /// Set by `subscribe`: the connection holds its answer until the new stream has queued the
-    /// events published before it.
-    subscribed: AtomicBool,
-    /// How far the current stream has queued events for the writer.
-    forwarded: Forwarded,
-}
-
-impl EventSession for WsEvents {
-    fn subscribe(&self, since: Option<i64>) {
-        let mut sub = self.engine.subscribe(since);
-        let (tx, stuck) = (self.tx.clone(), self.stuck.clone());
-        let patience = self.patience;
-        // The new stream starts where the subscription does (a replay goes back).
-        let forwarded = self.forwarded.restart(sub.position());
-        let task = tokio::spawn(async move {
-            // Waiting here for room never stalls the agent: the hub's replay buffer is bounded, so a
-            // subscription that falls behind is handed `lagged` (or, replaying, `gap`) by the hub
-            // instead of losing events silently. A queue that stays full for longer than the
-            // stuck timeout disconnects the frontend (close code 1013).
-            while let Some(ev) = sub.next_shared().await {
-                let last = ev.ends_stream();
-                match tokio::time::timeout(patience, tx.send(projection::frontend_notification_of(ev.json()))).await {
-                    Ok(Ok(())) => {
-                        forwarded.send_replace(sub.position());
-                    }
-                    Ok(Err(_)) => return,
-                    Err(_) => {
-                        stuck.cancel();
-                        return;
-                    }
-                }
-                if last {
-                    return;
-                }
-            }
-        });
-        if let Some(old) = self.task.lock().unwrap_or_else(|p| p.into_inner()).replace(task) {
-            old.abort();
-        }
-        self.subscribed.store(true, Ordering::Relaxed);
-    }
-}
-
 /// Whether `bytes` are a JSON object with a `method` member: a request or notification, never a
 /// response. Reads the envelope only (no values are built), so a message can be told from a
 /// frontend's answer before anything of it is decoded.
@@ -240,7 +190,16 @@ async fn queue(tx: &mpsc::Sender<Vec<u8>>, reply: Vec<u8>, patience: Duration) -
 
 async fn connection(socket: WebSocket, engine: RpcEngine, server: Arc<openagents_rpc::RpcServer>, caller: Caller, options: WsOptions) {
     let (mut sink, mut stream) = socket.split();
-    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(WS_OUTBOUND_QUEUE);
+    let patience = options.stuck_timeout;
+    // A frontend that takes nothing for the stuck timeout (a reply or an event that cannot be
+    // queued) is disconnected with 1013, never waited for.
+    let stuck = CancellationToken::new();
+    let (conn, mut rx) = Connection::new(&server, Identity::new(caller.name.as_str()));
+    let conn = conn.patience(patience, {
+        let stuck = stuck.clone();
+        move || stuck.cancel()
+    });
+    let tx = conn.outbound();
     let (control_tx, mut control_rx) = mpsc::channel::<Message>(4);
     let text = |bytes: Vec<u8>| Message::Text(Utf8Bytes::from(String::from_utf8(bytes).unwrap_or_default()));
     let writer = tokio::spawn(async move {
@@ -269,53 +228,24 @@ async fn connection(socket: WebSocket, engine: RpcEngine, server: Arc<openagents
         }
         let _ = sink.close().await;
     });
-    let stuck = CancellationToken::new();
-    let session = Arc::new(WsEvents {
-        engine: engine.clone(),
-        patience: options.stuck_timeout,
-        tx: tx.clone(),
-        stuck: stuck.clone(),
-        task: Mutex::new(None),
-        subscribed: AtomicBool::new(false),
-        forwarded: Forwarded::new(),
-    });
-    let conn = engine.bridge().attach_caller(&caller, tx.clone());
-    let cx = crate::jsonrpc::context(Arc::new(caller.clone()), Some(session.clone() as Arc<dyn EventSession>));
+    let events = EventStream::new(&engine, tx.clone(), projection::frontend_notification_of, Some((patience, stuck.clone())));
+    let bridged = engine.bridge().attach_caller(&caller, tx.clone());
+    let mut conn = conn.with_data(Conn::streaming(caller, &events));
     let mut ping = tokio::time::interval(WS_PING_INTERVAL);
     ping.tick().await;
     let mut last_heard = Instant::now();
-    // At most SERVER_MAX_IN_FLIGHT requests run at once; past it the socket is not read until
-    // one ends (backpressure), so a client that floods without reading holds bounded work.
-    let in_flight = Arc::new(Semaphore::new(SERVER_MAX_IN_FLIGHT));
-    let patience = options.stuck_timeout;
-    let mut permit: Option<tokio::sync::OwnedSemaphorePermit> = None;
+    let mut going_away = false;
     let close = loop {
-        if permit.is_none() {
-            tokio::select! {
-                () = engine.wait_for_shutdown() => {}
-                () = stuck.cancelled() => {}
-                p = Arc::clone(&in_flight).acquire_owned() => {
-                    permit = p.ok();
-                    continue;
-                }
-            }
+        // At most SERVER_MAX_IN_FLIGHT requests run at once; past it the socket is not read until
+        // one ends (backpressure), so a client that floods without reading holds bounded work.
+        tokio::select! {
+            () = engine.wait_for_shutdown() => {}
+            () = stuck.cancelled() => {}
+            () = conn.room() => {}
         }
         let msg = tokio::select! {
             () = engine.wait_for_shutdown() => {
-                // Let the final event out first: the event stream ends once it has queued it (or
-                // gives up on a frontend that takes nothing for the stuck timeout).
-                let events = session.task.lock().unwrap_or_else(|p| p.into_inner()).take();
-                if let Some(task) = events {
-                    let abort = task.abort_handle();
-                    if tokio::time::timeout(patience, task).await.is_err() {
-                        abort.abort();
-                    }
-                }
-                // And the answers of the requests still running (the `shutdown` itself, a
-                // `submit` its turn's end answers): each task queues its answer before it gives
-                // its place back, and the close follows what is queued.
-                drop(permit.take());
-                let _ = tokio::time::timeout(patience, in_flight.acquire_many(SERVER_MAX_IN_FLIGHT as u32)).await;
+                going_away = true;
                 break close_message(close::GOING_AWAY, "the runtime is shutting down");
             }
             () = stuck.cancelled() => break close_message(close::TRY_AGAIN_LATER, STUCK_REASON),
@@ -342,64 +272,44 @@ async fn connection(socket: WebSocket, engine: RpcEngine, server: Arc<openagents
         last_heard = Instant::now();
         match msg {
             Message::Text(text) => {
-                // A request (it names a method) goes straight to the engine; only what may be a
-                // response is decoded whole to find out.
+                // A request (it names a method) goes straight to the core; only what may be a
+                // response (to an approval request) is decoded whole to find out.
                 let request = names_a_method(text.as_bytes());
                 if let Some((id, reply)) = (!request).then(|| as_response(text.as_str())).flatten() {
-                    if let Some(body) = take_response(&engine, conn, id, reply)
+                    if let Some(body) = take_response(&engine, bridged, id, reply)
                         && !queue(&tx, body.to_json(), patience).await
                     {
                         break close_message(close::TRY_AGAIN_LATER, STUCK_REASON);
                     }
                     continue;
                 }
-                // Most requests (`status`, `subscribe`, …) are answered at once, here, before the
-                // next message is read: a `subscribe` takes effect before what follows it runs.
-                // One that waits (a `submit`) goes on in a task of its own, so what follows is
+                // Most requests (`status`, `subscribe`, …) are answered at once, before the next
+                // message is read: a `subscribe` takes effect before what follows it runs. One
+                // that waits (a `submit`) goes on in a task of its own, so what follows is
                 // served meanwhile.
-                match answer(&server, &cx, bytes::Bytes::from(text)).await {
-                    Answer::Now(reply) => {
-                        if session.subscribed.swap(false, Ordering::Relaxed) {
-                            // A `subscribe` answered: what it replays goes out before its answer,
-                            // as every event published before an answer does.
-                            session.forwarded.through(engine.status().last_seq).await;
-                        }
-                        if let Some(reply) = reply
-                            && !queue(&tx, reply, patience).await
-                        {
-                            break close_message(close::TRY_AGAIN_LATER, STUCK_REASON);
-                        }
-                    }
-                    Answer::Later(call) => {
-                        let (engine, tx, session, stuck) = (engine.clone(), tx.clone(), Arc::clone(&session), stuck.clone());
-                        let held = permit.take();
-                        tokio::spawn(async move {
-                            let _held = held;
-                            let Some(reply) = call.await else { return };
-                            // What the request published (a turn's events, `shutting_down`) goes
-                            // out before its answer.
-                            session.forwarded.through(engine.status().last_seq).await;
-                            if !queue(&tx, reply, patience).await {
-                                stuck.cancel();
-                            }
-                        });
-                    }
-                }
+                conn.take(bytes::Bytes::from(text)).await;
             }
             Message::Binary(_) => break close_message(close::UNSUPPORTED_DATA, "binary frames are not accepted; send JSON-RPC messages as text frames"),
             Message::Ping(_) | Message::Pong(_) => {}
             Message::Close(_) => break close_message(1000, "bye"),
         }
     };
-    engine.bridge().detach(conn);
-    if let Some(t) = session.task.lock().unwrap_or_else(|p| p.into_inner()).take() {
-        t.abort();
+    engine.bridge().detach(bridged);
+    if going_away {
+        // Let the final event out first: the event stream ends once it has queued it (or gives
+        // up on a frontend that takes nothing for the stuck timeout). Then the answers of the
+        // requests still running (the `shutdown` itself, a `submit` its turn's end answers);
+        // the close follows what is queued.
+        events.wait_end(patience).await;
+        conn.close(patience).await;
+    } else {
+        events.stop();
+        conn.close(Duration::ZERO).await;
     }
     let _ = control_tx.send(close).await;
-    // The context holds the event stream, which holds the writer's queue.
-    drop(cx);
+    // The stream holds a sender on the writer's queue.
+    drop(events);
     drop(tx);
-    drop(session);
     drop(control_tx);
     let abort = writer.abort_handle();
     if tokio::time::timeout(Duration::from_secs(2), writer).await.is_err() {

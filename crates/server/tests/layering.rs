@@ -18,6 +18,7 @@ const LAYERS: &[&[&str]] = &[
     &["decode"],
     &["bridge"],
     &["engine"],
+    &["connection"],
     &["jsonrpc"],
     &["listener"],
     &["http", "ws", "stdio", "web"],
