@@ -1,0 +1,170 @@
+//! `Connection`, driven as a transport of the program's own drives it: messages handed in,
+//! everything sent taken from its receiver. A call that holds the connection answers before the
+//! next message starts (`Context::hold_connection`); a connection with patience gives up on a
+//! caller that reads nothing (`Connection::patience`); `room` waits instead of refusing busy;
+//! `close` leaves the calls in flight running; what the program queues on `outbound` is written
+//! in order with the replies; `with_data` reaches the handler.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use openagents_rpc::{BoxFuture, Connection, Context, Handler, Identity, Limits, RpcError, RpcServer, codes};
+use serde_json::Value;
+use serde_json::value::RawValue;
+use tokio::sync::Notify;
+
+/// - `hold`: asks to hold the connection, then waits for `release` before it answers;
+/// - `wait`: waits for `release` before it answers, without holding;
+/// - `now`: answers at once;
+/// - `count`: adds one to `done` after a while, then answers;
+/// - `whose`: answers the `&'static str` the connection carries as data.
+struct Waits {
+    release: Arc<Notify>,
+    done: Arc<AtomicUsize>,
+}
+
+impl Handler for Waits {
+    fn call<'a>(&'a self, cx: &'a Context, method: &'a str, _params: Option<&'a RawValue>) -> BoxFuture<'a, Result<Box<RawValue>, RpcError>> {
+        Box::pin(async move {
+            match method {
+                "hold" => {
+                    cx.hold_connection();
+                    self.release.notified().await;
+                }
+                "wait" => self.release.notified().await,
+                "now" => {}
+                "count" => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    self.done.fetch_add(1, Ordering::SeqCst);
+                }
+                "whose" => return Ok(RawValue::from_string(format!("\"{}\"", cx.data::<&'static str>().copied().unwrap_or("nobody"))).expect("JSON")),
+                other => return Err(RpcError::method_not_found(other)),
+            }
+            Ok(RawValue::from_string(format!("\"{method}\"")).expect("JSON"))
+        })
+    }
+}
+
+fn server() -> (RpcServer, Arc<Notify>, Arc<AtomicUsize>) {
+    let (release, done) = (Arc::new(Notify::new()), Arc::new(AtomicUsize::new(0)));
+    let server = RpcServer::new(Waits { release: Arc::clone(&release), done: Arc::clone(&done) }).in_order(true);
+    (server, release, done)
+}
+
+fn call(id: u64, method: &str) -> Vec<u8> {
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}"}}"#).into_bytes()
+}
+
+fn id_of(message: &[u8]) -> Value {
+    serde_json::from_slice::<Value>(message).expect("JSON")["id"].clone()
+}
+
+/// A held call answers before anything read after it starts; a call that only waits does not
+/// hold the connection (the control: the same order of messages, answered the other way round).
+#[tokio::test]
+async fn a_call_that_holds_the_connection_answers_before_the_next_message_starts() {
+    for (method, first) in [("hold", 1), ("wait", 2)] {
+        let (server, release, _) = server();
+        let (mut conn, mut rx) = Connection::new(&server, Identity::new("test"));
+        let releaser = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            release.notify_one();
+        });
+        conn.take(call(1, method)).await;
+        conn.take(call(2, "now")).await;
+        conn.finish().await;
+        releaser.await.expect("released");
+        let (a, b) = (rx.recv().await.expect("a reply"), rx.recv().await.expect("a reply"));
+        assert_eq!((id_of(&a), id_of(&b)), (Value::from(first), Value::from(3 - first)), "`{method}` then `now`");
+    }
+}
+
+/// A caller that reads nothing: with patience, the replies that find its queue full are given up
+/// on and the connection is told; without, they wait (and hold their places in flight).
+#[tokio::test]
+async fn a_connection_with_patience_gives_up_on_a_caller_that_reads_nothing() {
+    let (server, _, _) = server();
+    let server = server.limits(Limits { max_in_flight: 1024, ..Limits::default() });
+    let stuck = Arc::new(AtomicBool::new(false));
+    let (conn, rx) = Connection::new(&server, Identity::new("test"));
+    let told = Arc::clone(&stuck);
+    let mut conn = conn.patience(Duration::from_millis(50), move || told.store(true, Ordering::SeqCst));
+    let queue = openagents_rpc::OUTBOUND_QUEUE as u64;
+    for id in 0..queue + 8 {
+        conn.take(call(id, "now")).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(stuck.load(Ordering::SeqCst), "never told the caller is stuck");
+    assert_eq!(conn.in_flight(), 0, "replies given up on still hold their places");
+    conn.close(Duration::ZERO).await;
+    drop(rx);
+
+    let (mut conn, rx) = Connection::new(&server, Identity::new("test"));
+    for id in 0..queue + 8 {
+        conn.take(call(id, "now")).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(conn.in_flight(), 8, "without patience the replies past the queue wait");
+    drop(rx);
+    conn.finish().await;
+}
+
+/// `room` waits while the connection has its most calls in flight (where `take` would refuse
+/// the next as busy), and returns once one has answered.
+#[tokio::test]
+async fn room_waits_where_take_would_refuse_busy() {
+    let (server, release, _) = server();
+    let server = server.limits(Limits { max_in_flight: 2, ..Limits::default() });
+    let (mut conn, mut rx) = Connection::new(&server, Identity::new("test"));
+    conn.take(call(1, "wait")).await;
+    conn.take(call(2, "wait")).await;
+    assert!(tokio::time::timeout(Duration::from_millis(100), conn.room()).await.is_err(), "room with two calls of two in flight");
+    conn.take(call(3, "now")).await;
+    let busy: Value = serde_json::from_slice(&rx.recv().await.expect("a refusal")).expect("JSON");
+    assert_eq!((busy["id"].clone(), busy["error"]["code"].as_i64()), (Value::from(3), Some(codes::BUSY)), "{busy}");
+    release.notify_one();
+    tokio::time::timeout(Duration::from_secs(5), conn.room()).await.expect("room once a call answered");
+    release.notify_one();
+    conn.finish().await;
+}
+
+/// `close` returns without waiting for the calls in flight, which still finish; `finish` waits.
+#[tokio::test]
+async fn close_leaves_the_calls_in_flight_running_and_finish_waits_for_them() {
+    let (server, _, done) = server();
+    let (mut conn, _rx) = Connection::new(&server, Identity::new("test"));
+    conn.take(call(1, "count")).await;
+    conn.close(Duration::ZERO).await;
+    assert_eq!(done.load(Ordering::SeqCst), 0, "close waited for the call");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(done.load(Ordering::SeqCst), 1, "the call was dropped, not left to finish");
+
+    let (mut conn, _rx) = Connection::new(&server, Identity::new("test"));
+    conn.take(call(2, "count")).await;
+    conn.finish().await;
+    assert_eq!(done.load(Ordering::SeqCst), 2, "finish returned before the call ended");
+}
+
+/// What the program queues itself comes out between the replies in the order queued; the
+/// connection's data reaches its calls; the queue closes once the connection and its senders
+/// are gone.
+#[tokio::test]
+async fn outbound_messages_keep_their_place_and_data_reaches_the_handler() {
+    let (server, _, _) = server();
+    let (conn, mut rx) = Connection::new(&server, Identity::new("test"));
+    let data: Arc<dyn std::any::Any + Send + Sync> = Arc::new("the program's");
+    let mut conn = conn.with_data(data);
+    let outbound = conn.outbound();
+    conn.take(call(1, "now")).await;
+    outbound.send(br#"{"jsonrpc":"2.0","method":"note"}"#.to_vec()).await.expect("queued");
+    conn.take(call(2, "whose")).await;
+    conn.finish().await;
+    drop(outbound);
+    let mut got = Vec::new();
+    while let Some(m) = rx.recv().await {
+        got.push(serde_json::from_slice::<Value>(&m).expect("JSON"));
+    }
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert_eq!((got[0]["id"].clone(), got[1]["method"].clone(), got[2]["result"].clone()), (Value::from(1), Value::from("note"), Value::from("the program's")), "{got:?}");
+}
