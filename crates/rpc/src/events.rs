@@ -36,6 +36,7 @@ use futures_util::stream::{self, Stream};
 use tokio::sync::watch;
 
 use crate::listen::Stop;
+use crate::{Peer, PeerError};
 
 /// An event an SSE stream carries: its frame, made once and shared by every stream.
 pub trait SseEvent: Send + Sync + 'static {
@@ -245,20 +246,82 @@ pub fn resume_point(last_event_id: Option<&[u8]>, query: Option<&str>) -> Result
     }
 }
 
-/// One event of an [`EventLog`]: its sequence number and frame. Cheap to clone.
+/// One event of an [`EventLog`]: its sequence number, name, data and SSE frame. Cheap to clone.
 #[derive(Debug, Clone)]
-pub struct LogEvent(Arc<(u64, Bytes)>);
+pub struct LogEvent(Arc<Entry>);
+
+#[derive(Debug)]
+struct Entry {
+    seq: u64,
+    /// `id:`, `event:` and `data:` lines, as `GET /events` writes it.
+    frame: Bytes,
+    /// Where the name is in the frame.
+    name: std::ops::Range<usize>,
+    /// The data as one line of JSON (a part of the frame when it held no line break).
+    data: Bytes,
+}
 
 impl LogEvent {
     /// Its sequence number (0 for a `lagged` or `gap` note, which has none).
     pub fn seq(&self) -> u64 {
-        self.0.0
+        self.0.seq
+    }
+
+    /// Its name (`lagged` or `gap` for a note).
+    pub fn name(&self) -> &str {
+        std::str::from_utf8(&self.0.frame[self.0.name.clone()]).unwrap_or_default()
+    }
+
+    /// Its data, one line of JSON.
+    pub fn data(&self) -> &[u8] {
+        &self.0.data
+    }
+
+    /// An event of `name` (already made safe) with `data` as published: its frame, with the
+    /// `id:` line when it has a sequence number.
+    fn new(seq: u64, name: &[u8], json: &[u8]) -> LogEvent {
+        let mut frame = Vec::with_capacity(json.len() + name.len() + 32);
+        if seq > 0 {
+            frame.extend_from_slice(format!("id: {seq}\n").as_bytes());
+        }
+        frame.extend_from_slice(b"event: ");
+        let name_at = frame.len()..frame.len() + name.len();
+        frame.extend_from_slice(name);
+        frame.extend_from_slice(b"\ndata: ");
+        let data_at = frame.len();
+        // Every line break (`\r\n`, `\r` or `\n`, as an SSE reader splits lines) starts a
+        // `data:` line of its own, so no text can make a field of its own.
+        let mut rest = json;
+        let mut broken = false;
+        while let Some(at) = rest.iter().position(|b| *b == b'\n' || *b == b'\r') {
+            broken = true;
+            frame.extend_from_slice(&rest[..at]);
+            frame.extend_from_slice(b"\ndata: ");
+            let skip = if rest[at] == b'\r' && rest.get(at + 1) == Some(&b'\n') { 2 } else { 1 };
+            rest = &rest[at + skip..];
+        }
+        frame.extend_from_slice(rest);
+        let data_end = frame.len();
+        frame.extend_from_slice(b"\n\n");
+        let frame = Bytes::from(frame);
+        let data = if json.trim_ascii().is_empty() {
+            Bytes::from_static(b"null")
+        } else if broken {
+            // Line breaks in JSON are whitespace between its tokens: written again, on one line.
+            match serde_json::from_slice::<serde_json::Value>(json) {
+                Ok(v) => Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
+                Err(e) => Bytes::from(serde_json::to_vec(&serde_json::json!({ "error": format!("the event's data is not JSON: {e}") })).unwrap_or_default()),
+            }
+        } else {
+            frame.slice(data_at..data_end)
+        };
+        LogEvent(Arc::new(Entry { seq, frame, name: name_at, data }))
     }
 }
 
 impl SseEvent for LogEvent {
     fn frame(&self) -> &Bytes {
-        &self.0.1
+        &self.0.frame
     }
 }
 
@@ -314,25 +377,12 @@ impl EventLog {
     pub fn publish_json(&self, event: &str, json: &[u8]) -> u64 {
         let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
         let seq = held.newest + 1;
-        let mut frame = Vec::with_capacity(json.len() + event.len() + 32);
-        frame.extend_from_slice(format!("id: {seq}\nevent: ").as_bytes());
-        frame.extend(event.bytes().map(|b| if b.is_ascii_alphanumeric() || b"_-./".contains(&b) { b } else { b'_' }));
-        frame.extend_from_slice(b"\ndata: ");
-        // Every line break (`\r\n`, `\r` or `\n`, as an SSE reader splits lines) starts a
-        // `data:` line of its own, so no text can make a field of its own.
-        let mut rest = json;
-        while let Some(at) = rest.iter().position(|b| *b == b'\n' || *b == b'\r') {
-            frame.extend_from_slice(&rest[..at]);
-            frame.extend_from_slice(b"\ndata: ");
-            let skip = if rest[at] == b'\r' && rest.get(at + 1) == Some(&b'\n') { 2 } else { 1 };
-            rest = &rest[at + skip..];
-        }
-        frame.extend_from_slice(rest);
-        frame.extend_from_slice(b"\n\n");
+        let name: Vec<u8> = event.bytes().map(|b| if b.is_ascii_alphanumeric() || b"_-./".contains(&b) { b } else { b'_' }).collect();
+        let ev = LogEvent::new(seq, &name, json);
         if held.events.len() == held.capacity {
             held.events.pop_front();
         }
-        held.events.push_back(LogEvent(Arc::new((seq, Bytes::from(frame)))));
+        held.events.push_back(ev);
         held.newest = seq;
         drop(held);
         // Two publishers may get here in either order: the newest only grows.
@@ -366,8 +416,61 @@ impl EventLog {
     }
 }
 
+/// Sends the caller each event `sub` yields as the notification `method` on the caller's
+/// connection (stdio, WebSocket), in order with the connection's replies, until the log closes
+/// or the connection does: params `{"seq": n, "event": name, "data": …}` (no `seq` on a
+/// `lagged` or `gap` note). Resumable as `GET /events` is: a caller that reconnects subscribes
+/// again after the last `seq` it got ([`EventLog::subscribe`] with `Some(seq)`) and gets every
+/// later event still held, after a `gap` note when some are not. Run it on a task of its own,
+/// started after the reply of the call that subscribes ([`Context::after_reply`](crate::Context::after_reply)),
+/// so the caller reads that answer before the first event.
+///
+/// ```no_run
+/// # use openagents_rpc::{Context, events::{self, EventLog}};
+/// # fn subscribe(cx: &Context, log: &EventLog, since: Option<u64>) {
+/// let (sub, peer) = (log.subscribe(since), cx.peer().clone());
+/// cx.after_reply(async move {
+///     tokio::spawn(async move { events::forward(sub, peer, "event").await });
+/// });
+/// # }
+/// ```
+///
+/// # Errors
+///
+/// [`PeerError::Unsupported`] where the caller has no connection to send on (HTTP `POST /rpc`:
+/// use `GET /events`), [`PeerError::Closed`] once the connection has closed.
+pub async fn forward(mut sub: LogSubscription, peer: Peer, method: &str) -> Result<(), PeerError> {
+    if !peer.can_notify() {
+        return Err(PeerError::Unsupported);
+    }
+    let head = {
+        let mut head = br#"{"jsonrpc":"2.0","method":"#.to_vec();
+        head.extend_from_slice(serde_json::to_string(method).unwrap_or_default().as_bytes());
+        head.extend_from_slice(br#","params":{"#);
+        head
+    };
+    loop {
+        let ev = tokio::select! {
+            ev = sub.next() => ev,
+            () = peer.closed() => return Err(PeerError::Closed),
+        };
+        let Some(ev) = ev else { return Ok(()) };
+        let mut message = Vec::with_capacity(head.len() + ev.data().len() + ev.name().len() + 48);
+        message.extend_from_slice(&head);
+        if ev.seq() > 0 {
+            message.extend_from_slice(format!(r#""seq":{},"#, ev.seq()).as_bytes());
+        }
+        message.extend_from_slice(br#""event":""#);
+        message.extend_from_slice(ev.name().as_bytes());
+        message.extend_from_slice(br#"","data":"#);
+        message.extend_from_slice(ev.data());
+        message.extend_from_slice(b"}}");
+        peer.send_encoded(message).await?;
+    }
+}
+
 fn note(event: &str, data: &serde_json::Value) -> LogEvent {
-    LogEvent(Arc::new((0, Bytes::from(format!("event: {event}\ndata: {data}\n\n")))))
+    LogEvent::new(0, event.as_bytes(), data.to_string().as_bytes())
 }
 
 /// One subscriber's place in an [`EventLog`]: an [`EventFeed`].
@@ -500,7 +603,7 @@ mod tests {
         }
 
         fn try_next(&mut self) -> Option<LogEvent> {
-            Some(LogEvent(Arc::new((1, self.0.clone()))))
+            Some(LogEvent(Arc::new(Entry { seq: 1, frame: self.0.clone(), name: 0..0, data: Bytes::new() })))
         }
     }
 

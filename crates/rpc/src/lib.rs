@@ -421,6 +421,21 @@ impl Peer {
         tx.send(client::request(None, method, params)).await.map_err(|_| PeerError::Closed)
     }
 
+    /// Queues a whole message encoded by the core (one line of JSON).
+    #[cfg(feature = "http")]
+    pub(crate) async fn send_encoded(&self, message: Vec<u8>) -> Result<(), PeerError> {
+        let Some(tx) = &self.tx else { return Err(PeerError::Unsupported) };
+        tx.send(message).await.map_err(|_| PeerError::Closed)
+    }
+
+    /// Resolves once the caller's connection has closed (at once where there is none).
+    #[cfg(feature = "http")]
+    pub(crate) async fn closed(&self) {
+        if let Some(tx) = &self.tx {
+            tx.closed().await;
+        }
+    }
+
     /// Sends the caller the request `method` with `params` and waits for its answer: the raw
     /// result, written to the caller's connection in order with answers and notifications. The
     /// ids of these requests are the server's own (numbers from 1); the caller answers with a

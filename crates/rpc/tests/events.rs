@@ -87,3 +87,63 @@ async fn a_server_without_an_event_log_has_no_events_route() {
     let (status, text, _) = open_events(addr, &[], "\r\n\r\n").await;
     assert_eq!(status, 404, "{text}");
 }
+
+/// `watch` `{since?}`: the caller's events from `since` (new ones only without), forwarded as
+/// `event` notifications once the call's reply is queued.
+struct Watch(EventLog);
+
+impl openagents_rpc::Handler for Watch {
+    fn call<'a>(&'a self, cx: &'a openagents_rpc::Context, _method: &'a str, params: Option<&'a serde_json::value::RawValue>) -> openagents_rpc::BoxFuture<'a, Result<Box<serde_json::value::RawValue>, openagents_rpc::RpcError>> {
+        Box::pin(async move {
+            let since = params.and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok()).and_then(|p| p["since"].as_u64());
+            let (sub, peer) = (self.0.subscribe(since), cx.peer().clone());
+            cx.after_reply(async move {
+                tokio::spawn(async move { openagents_rpc::events::forward(sub, peer, "event").await });
+            });
+            Ok(openagents_rpc::null())
+        })
+    }
+}
+
+/// A line connection's events come as notifications after the `watch` answer, in order, each with
+/// its `seq`; a caller that comes back with the last `seq` it got gets exactly the later ones,
+/// and one whose point is no longer held gets a `gap` first; a line break in an event's data
+/// never breaks a line; over HTTP there is no connection to forward on.
+#[tokio::test]
+async fn events_forwarded_on_a_connection_resume_from_the_last_seq() {
+    use serde_json::{Value, json};
+    let log = EventLog::new(4);
+    let server = RpcServer::new(Watch(log.clone()));
+    let mut lines = common::Lines::open(server.clone());
+    lines.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "watch"})).await;
+    assert_eq!(lines.next().await["id"], 1, "the answer before any event");
+    log.publish("tick", &json!({"n": 1}));
+    log.publish_json("tick", b"{\"n\":\n2}");
+    let got: Vec<Value> = vec![lines.next().await, lines.next().await];
+    assert_eq!(got[0], json!({"jsonrpc": "2.0", "method": "event", "params": {"seq": 1, "event": "tick", "data": {"n": 1}}}));
+    assert_eq!(got[1]["params"], json!({"seq": 2, "event": "tick", "data": {"n": 2}}), "{got:?}");
+    drop(lines);
+
+    // Back after seq 1: 2 and what came meanwhile, nothing twice.
+    log.publish("tick", &json!({"n": 3}));
+    let mut lines = common::Lines::open(server.clone());
+    lines.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "watch", "params": {"since": 1}})).await;
+    assert_eq!(lines.next().await["id"], 2);
+    let seqs: Vec<Value> = vec![lines.next().await["params"]["seq"].clone(), lines.next().await["params"]["seq"].clone()];
+    assert_eq!(seqs, vec![json!(2), json!(3)]);
+    drop(lines);
+
+    // Back after a point the buffer of 4 no longer holds: a gap, then the oldest held.
+    for n in 4..=8 {
+        log.publish("tick", &json!({ "n": n }));
+    }
+    let mut lines = common::Lines::open(server.clone());
+    lines.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "watch", "params": {"since": 1}})).await;
+    assert_eq!(lines.next().await["id"], 3);
+    let gap = lines.next().await;
+    assert_eq!(gap["params"], json!({"event": "gap", "data": {"after": 1, "oldest": 5}}), "{gap}");
+    assert_eq!(lines.next().await["params"]["seq"], 5);
+
+    let detached = openagents_rpc::Peer::detached();
+    assert_eq!(openagents_rpc::events::forward(log.subscribe(None), detached, "event").await, Err(openagents_rpc::PeerError::Unsupported));
+}
