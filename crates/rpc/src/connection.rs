@@ -42,21 +42,23 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, mpsc};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinSet;
 
 use crate::message::{error_reply, refusal};
-use crate::{Context, Identity, OUTBOUND_QUEUE, Peer, RpcError, RpcServer, codes};
+use crate::{BoxFuture, Context, Identity, OUTBOUND_QUEUE, Peer, RpcError, RpcServer, codes};
 
 /// What a connection does when a reply cannot be queued in time ([`Connection::patience`]).
 type Stuck = (Duration, Arc<dyn Fn() + Send + Sync>);
 
 /// One connection's calls in flight and its outbound queue. See the [module](self).
 pub struct Connection {
-    server: RpcServer,
+    server: Arc<RpcServer>,
     cx: Context,
     tx: mpsc::Sender<Vec<u8>>,
-    permits: Arc<Semaphore>,
+    slots: Arc<Slots>,
     tasks: JoinSet<()>,
     stuck: Option<Stuck>,
 }
@@ -76,8 +78,8 @@ impl Connection {
     pub fn new(server: &RpcServer, identity: Identity) -> (Connection, mpsc::Receiver<Vec<u8>>) {
         let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
         let cx = Context::new(identity, Peer::connected(tx.clone()));
-        let permits = Arc::new(Semaphore::new(server.limits.max_in_flight));
-        (Connection { server: server.clone(), cx, tx, permits, tasks: JoinSet::new(), stuck: None }, rx)
+        let slots = Arc::new(Slots { max: server.limits.max_in_flight, taken: AtomicUsize::new(0), freed: Notify::new() });
+        (Connection { server: Arc::new(server.clone()), cx, tx, slots, tasks: JoinSet::new(), stuck: None }, rx)
     }
 
     /// The same connection, its calls' [`Context`] carrying `data` ([`Context::with_data`]): what
@@ -116,13 +118,19 @@ impl Connection {
     /// rather stop reading than refuse (backpressure: a caller that writes without reading holds
     /// bounded work) waits here before it reads each message.
     pub async fn room(&self) {
-        // The permit goes back at once: only `take` holds permits, and it is not running.
-        let _ = self.permits.acquire().await;
+        loop {
+            // Registered before the look, so a slot freed after it wakes the wait.
+            let freed = self.slots.freed.notified();
+            if self.in_flight() < self.slots.max {
+                return;
+            }
+            freed.await;
+        }
     }
 
     /// How many calls are running.
     pub fn in_flight(&self) -> usize {
-        self.server.limits.max_in_flight - self.permits.available_permits()
+        self.slots.taken.load(Ordering::Acquire)
     }
 
     /// Takes one message: runs it on a task of its own (in read order up to its first wait on
@@ -131,15 +139,33 @@ impl Connection {
     /// calls in flight. A message of only whitespace is nothing; a response goes to the
     /// server's request that waits for it.
     pub async fn take<B: AsRef<[u8]> + Send + 'static>(&mut self, message: B) {
-        while self.tasks.try_join_next().is_some() {}
+        let handed = self.take_as(message, false).await;
+        debug_assert!(handed.is_none(), "a reply handed back that was not asked for");
+    }
+
+    /// [`Connection::take`], but on an [`RpcServer::in_order`] server the reply of a call that
+    /// answers before its first wait (and has nothing to run after its reply) is handed back
+    /// instead of queued: for a transport that gathers such replies and writes several at once
+    /// (stdio under a parent that pipelines), which writes it before the replies to anything it
+    /// reads later. The replies of calls that wait still go to the queue.
+    pub async fn take_now<B: AsRef<[u8]> + Send + 'static>(&mut self, message: B) -> Option<Vec<u8>> {
+        self.take_as(message, true).await
+    }
+
+    async fn take_as<B: AsRef<[u8]> + Send + 'static>(&mut self, message: B, hand_back: bool) -> Option<Vec<u8>> {
+        while !self.tasks.is_empty() && self.tasks.try_join_next().is_some() {}
         let bytes = message.as_ref();
         if bytes.iter().all(u8::is_ascii_whitespace) {
-            return;
+            return None;
         }
-        if crate::message::take_if_answer(&self.server, &self.cx, bytes) {
-            return;
+        // An answer to a request of the server's is taken here, never counted in flight (the
+        // call that waits for it may be what fills the connection). A message that names a
+        // method is a request (or a notification) but for a rare answer whose result holds the
+        // word, which the call below takes in the one pass that reads its envelope.
+        if !names_method(bytes) && crate::message::take_if_answer(&self.server, &self.cx, bytes) {
+            return None;
         }
-        let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() else {
+        let Some(slot) = Slot::take(&self.slots) else {
             let max = self.server.limits.max_in_flight;
             let e = RpcError::new(codes::BUSY, format!("Busy: this connection already has {max} calls in flight; send more once one has answered"));
             if let Some(m) = &self.server.metrics {
@@ -148,40 +174,71 @@ impl Connection {
             if let Some(reply) = refusal(&self.server, bytes, &self.server.core_error(e)) {
                 send(&self.tx, reply, self.stuck.as_ref()).await;
             }
-            return;
+            return None;
         };
-        let (server, cx, tx) = (self.server.clone(), self.cx.for_message(), self.tx.clone());
-        let stuck = self.stuck.clone();
+        let (server, cx) = (Arc::clone(&self.server), self.cx.for_message());
         let asked = cx.per_message();
-        let call = async move {
-            if let Some(reply) = crate::message::handle_message(&server, &cx, message.as_ref()).await {
-                send(&tx, reply, stuck.as_ref()).await;
-            }
-            for then in cx.take_after() {
-                then.await;
-            }
-            drop(permit);
+        let answer = async move {
+            let reply = crate::message::handle_message(&server, &cx, message.as_ref()).await;
+            (reply, cx.take_after())
         };
+        let (tx, stuck) = (self.tx.clone(), self.stuck.clone());
         if !self.server.in_order {
-            self.tasks.spawn(call);
-            return;
+            self.tasks.spawn(async move {
+                let (reply, after) = answer.await;
+                deliver(reply, after, tx, stuck, slot).await;
+            });
+            return None;
         }
         // Up to its first wait here, in read order; the rest on a task of its own. Unconstrained
         // by Tokio's cooperative budget, which this task spends on every message it starts: with
         // the budget spent, a free lock or a channel with room would answer "pending" and the call
         // would go on after later ones.
-        let mut call = Box::pin(call);
-        let pending = {
+        let mut answer = Box::pin(answer);
+        let polled = {
             let mut poll_cx = std::task::Context::from_waker(std::task::Waker::noop());
-            std::pin::pin!(tokio::task::unconstrained(call.as_mut())).poll(&mut poll_cx).is_pending()
+            std::pin::pin!(tokio::task::unconstrained(answer.as_mut())).poll(&mut poll_cx)
         };
-        if pending {
-            if asked.is_some_and(|a| a.holds()) {
-                call.await;
-            } else {
-                self.tasks.spawn(call);
+        let held = asked.is_some_and(|a| a.holds());
+        let (reply, after) = match polled {
+            std::task::Poll::Ready(answered) => answered,
+            // Asked to hold the connection: answered before the next message is read.
+            std::task::Poll::Pending if held => answer.as_mut().await,
+            std::task::Poll::Pending => {
+                self.tasks.spawn(async move {
+                    let (reply, after) = answer.await;
+                    deliver(reply, after, tx, stuck, slot).await;
+                });
+                return None;
             }
+        };
+        drop(answer);
+        if after.is_empty() {
+            let reply = reply?;
+            if hand_back {
+                return Some(reply);
+            }
+            // Queued at once when there is room, as most replies are.
+            match tx.try_send(reply) {
+                Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
+                Err(mpsc::error::TrySendError::Full(reply)) if held => deliver(Some(reply), after, tx, stuck, slot).await,
+                Err(mpsc::error::TrySendError::Full(reply)) => {
+                    self.tasks.spawn(deliver(Some(reply), after, tx, stuck, slot));
+                }
+            }
+            return None;
         }
+        // What runs after the reply: up to its first wait here, the rest on a task of its own.
+        let mut rest = Box::pin(deliver(reply, after, tx, stuck, slot));
+        if held {
+            rest.await;
+            return None;
+        }
+        let mut poll_cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if std::pin::pin!(tokio::task::unconstrained(rest.as_mut())).poll(&mut poll_cx).is_pending() {
+            self.tasks.spawn(rest);
+        }
+        None
     }
 
     /// Answers a message longer than the frame bound ([`crate::Limits::max_frame_bytes`]),
@@ -217,6 +274,23 @@ impl Connection {
     }
 }
 
+/// Queues a call's reply, then runs what it asked to run after it, then gives its place back.
+async fn deliver(reply: Option<Vec<u8>>, after: Vec<BoxFuture<'static, ()>>, tx: mpsc::Sender<Vec<u8>>, stuck: Option<Stuck>, slot: Slot) {
+    if let Some(reply) = reply {
+        send(&tx, reply, stuck.as_ref()).await;
+    }
+    for then in after {
+        then.await;
+    }
+    drop(slot);
+}
+
+/// Whether `bytes` hold the member name `"method"` (or that text in a string).
+fn names_method(bytes: &[u8]) -> bool {
+    static METHOD: std::sync::LazyLock<memchr::memmem::Finder<'static>> = std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"method\""));
+    METHOD.find(bytes).is_some()
+}
+
 /// Queues `reply`, within the connection's patience when it has one.
 async fn send(tx: &mpsc::Sender<Vec<u8>>, reply: Vec<u8>, stuck: Option<&Stuck>) {
     match stuck {
@@ -224,9 +298,37 @@ async fn send(tx: &mpsc::Sender<Vec<u8>>, reply: Vec<u8>, stuck: Option<&Stuck>)
             let _ = tx.send(reply).await;
         }
         Some((patience, on_stuck)) => {
-            if tokio::time::timeout(*patience, tx.send(reply)).await.is_err() {
+            // Boxed: a timer is large, and every call's future would carry its room.
+            if Box::pin(tokio::time::timeout(*patience, tx.send(reply))).await.is_err() {
                 on_stuck();
             }
         }
     }
 }
+
+/// A connection's places for calls in flight: counted without a lock; a call that gives its
+/// place back to a full connection wakes whoever waits for [`Connection::room`].
+struct Slots {
+    max: usize,
+    taken: AtomicUsize,
+    freed: Notify,
+}
+
+/// One call's place, given back when dropped.
+struct Slot(Arc<Slots>);
+
+impl Slot {
+    fn take(slots: &Arc<Slots>) -> Option<Slot> {
+        slots.taken.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < slots.max).then_some(n + 1)).ok()?;
+        Some(Slot(Arc::clone(slots)))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if self.0.taken.fetch_sub(1, Ordering::AcqRel) == self.0.max {
+            self.0.freed.notify_waiters();
+        }
+    }
+}
+

@@ -527,7 +527,30 @@ async fn handle_one(server: &RpcServer, cx: &Context, text: &str, budget: usize,
 
 /// [`handle_one`] with the request's envelope read (`None`: the JSON is no request object); an
 /// error reply takes at most `budget` bytes.
-async fn handle_envelope(server: &RpcServer, cx: &Context, env: Option<Envelope<'_>>, budget: usize, out: &mut Vec<u8>) -> bool {
+fn handle_envelope<'a>(server: &'a RpcServer, cx: &'a Context, env: Option<Envelope<'a>>, budget: usize, out: &'a mut Vec<u8>) -> impl Future<Output = bool> + Send + 'a {
+    // The envelope is read before the call's future is made, so the future holds only what the
+    // call needs past its wait (a connection boxes one such future per message: small enough,
+    // it comes from the allocator's per-thread cache).
+    let prepared = prepare(server, cx, env, budget, out);
+    async move {
+        match prepared {
+            Ok(call) => call_prepared(server, cx, call, budget, out).await,
+            Err(answered) => answered,
+        }
+    }
+}
+
+/// A request read up to its call.
+struct Prepared<'a> {
+    id: Option<&'a RawValue>,
+    method: Cow<'a, str>,
+    params: Option<&'a RawValue>,
+    notification: bool,
+}
+
+/// Reads a request's envelope up to its call; `Err` when there is no call to make (a refusal
+/// written to `out`: `true`; an answer taken, or nothing to say: `false`).
+fn prepare<'a>(server: &RpcServer, cx: &Context, env: Option<Envelope<'a>>, budget: usize, out: &mut Vec<u8>) -> Result<Prepared<'a>, bool> {
     let metrics = server.metrics.as_ref();
     let count = |code: i64| {
         if let Some(m) = metrics {
@@ -540,12 +563,12 @@ async fn handle_envelope(server: &RpcServer, cx: &Context, env: Option<Envelope<
             let e = RpcError::invalid_request("a request is a JSON object: {\"jsonrpc\": \"2.0\", \"id\", \"method\", \"params\"}");
             count(e.code);
             Reply { id: None, outcome: Err(server.core_error(e)) }.encode_within(budget, out);
-            return true;
+            return Err(true);
         }
     };
-    if env.is_response() && env.duplicate.is_none() && env.unknown.is_none() && cx.peer().takes_answers() {
+    if env.is_response() && env.duplicate.is_none() && cx.peer().takes_answers() {
         take_answer(cx, &env);
-        return false;
+        return Err(false);
     }
     // An id whose text the parser cannot read — a string whose escapes are no text (a lone
     // surrogate), a number out of its range (`1e400`) — is not JSON, as for `method`.
@@ -554,7 +577,7 @@ async fn handle_envelope(server: &RpcServer, cx: &Context, env: Option<Envelope<
     {
         count(crate::codes::PARSE_ERROR);
         Reply { id: None, outcome: Err(server.core_error(RpcError::parse_error(e))) }.encode_within(budget, out);
-        return true;
+        return Err(true);
     }
     let max_id = server.limits.max_id_chars;
     let id = env.id.and_then(|id| readable_id(id, max_id));
@@ -564,38 +587,51 @@ async fn handle_envelope(server: &RpcServer, cx: &Context, env: Option<Envelope<
         true
     };
     if let Some(key) = &env.duplicate {
-        return invalid(format!("the member `{}` appears more than once", bounded(key, 128)), None, out);
+        return Err(invalid(format!("the member `{}` appears more than once", bounded(key, 128)), None, out));
     }
     if let Some(raw) = env.id
         && id.is_none()
     {
         let long = matches!(raw.get().as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9'));
         let what = if long { format!("`id` is longer than {max_id} characters") } else { "`id` must be a string, a number, or null".to_owned() };
-        return invalid(what, None, out);
+        return Err(invalid(what, None, out));
     }
     if env.jsonrpc.map(RawValue::get) != Some("\"2.0\"") && !(server.version_optional && env.jsonrpc.is_none()) {
-        return invalid("`jsonrpc` must be \"2.0\"".into(), id, out);
+        return Err(invalid("`jsonrpc` must be \"2.0\"".into(), id, out));
     }
-    let Some(method) = env.method else { return invalid("the request has no `method`".into(), id, out) };
+    let Some(method) = env.method else { return Err(invalid("the request has no `method`".into(), id, out)) };
     let method = match plain_string(method.get()).map_or_else(|| serde_json::from_str::<Cow<'_, str>>(method.get()), |m| Ok(Cow::Borrowed(m))) {
         Ok(m) => m,
         // A string whose escapes are no text (a lone surrogate) is not JSON.
         Err(e) if method.get().starts_with('"') => {
             count(crate::codes::PARSE_ERROR);
             Reply { id: None, outcome: Err(server.core_error(RpcError::parse_error(e))) }.encode_within(budget, out);
-            return true;
+            return Err(true);
         }
-        Err(_) => return invalid("`method` must be a string".into(), id, out),
+        Err(_) => return Err(invalid("`method` must be a string".into(), id, out)),
     };
     let unknown = env.unknown.as_deref().or(env.result.map(|_| "result")).or(env.error.map(|_| "error"));
     if let Some(unknown) = unknown {
-        return invalid(format!("unknown member `{unknown}`: a request has only `jsonrpc`, `id`, `method` and `params`"), id, out);
+        return Err(invalid(format!("unknown member `{unknown}`: a request has only `jsonrpc`, `id`, `method` and `params`"), id, out));
     }
     let notification = env.id.is_none();
     let params = env.params.filter(|p| {
         let t = p.get();
         !(t.starts_with('[') && t[1..t.len() - 1].trim().is_empty())
     });
+    Ok(Prepared { id, method, params, notification })
+}
+
+/// Makes a prepared call, its reply written to `out`; `false` when it gets none (a
+/// notification).
+async fn call_prepared(server: &RpcServer, cx: &Context, call: Prepared<'_>, budget: usize, out: &mut Vec<u8>) -> bool {
+    let Prepared { id, method, params, notification } = call;
+    let metrics = server.metrics.as_ref();
+    let count = |code: i64| {
+        if let Some(m) = metrics {
+            m.error(code);
+        }
+    };
     if notification && let Some(m) = metrics {
         m.notification();
     }
@@ -606,16 +642,15 @@ async fn handle_envelope(server: &RpcServer, cx: &Context, env: Option<Envelope<
     }
     let outcome = match params.map(|p| p.get().as_bytes()[0]) {
         // `null` goes to the handler too: whether a method takes it is its schema's to say.
-        Some(b'{' | b'[' | b'n') | None => match metrics {
-            None => call_handler(server, cx, &method, params, out).await,
-            Some(m) => {
-                let _in_flight = m.call_started();
-                let started = std::time::Instant::now();
-                let outcome = call_handler(server, cx, &method, params, out).await;
+        Some(b'{' | b'[' | b'n') | None => {
+            let timed = metrics.map(|m| (m.call_started(), std::time::Instant::now()));
+            let outcome = call_handler(server, cx, &method, params, out).await;
+            if let (Some(m), Some((in_flight, started))) = (metrics, timed) {
                 m.call_finished(&method, outcome.as_ref().err().map(|e| e.code), started.elapsed());
-                outcome
+                drop(in_flight);
             }
-        },
+            outcome
+        }
         Some(_) => {
             let e = RpcError::invalid_params("`params` must be an object, an array or null");
             count(e.code);

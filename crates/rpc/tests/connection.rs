@@ -18,6 +18,7 @@ use tokio::sync::Notify;
 /// - `wait`: waits for `release` before it answers, without holding;
 /// - `now`: answers at once;
 /// - `count`: adds one to `done` after a while, then answers;
+/// - `after`: answers at once, and adds one to `done` after its reply;
 /// - `whose`: answers the `&'static str` the connection carries as data.
 struct Waits {
     release: Arc<Notify>,
@@ -37,6 +38,12 @@ impl Handler for Waits {
                 "count" => {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     self.done.fetch_add(1, Ordering::SeqCst);
+                }
+                "after" => {
+                    let done = Arc::clone(&self.done);
+                    cx.after_reply(async move {
+                        done.fetch_add(1, Ordering::SeqCst);
+                    });
                 }
                 "whose" => return Ok(RawValue::from_string(format!("\"{}\"", cx.data::<&'static str>().copied().unwrap_or("nobody"))).expect("JSON")),
                 other => return Err(RpcError::method_not_found(other)),
@@ -167,4 +174,34 @@ async fn outbound_messages_keep_their_place_and_data_reaches_the_handler() {
     }
     assert_eq!(got.len(), 3, "{got:?}");
     assert_eq!((got[0]["id"].clone(), got[1]["method"].clone(), got[2]["result"].clone()), (Value::from(1), Value::from("note"), Value::from("the program's")), "{got:?}");
+}
+
+/// `take_now` hands back the reply of a call that answers at once (and of one that held the
+/// connection), and queues the rest: a call that waits, and one with work after its reply (which
+/// runs once the reply is queued).
+#[tokio::test]
+async fn take_now_hands_back_what_answers_at_once_and_queues_the_rest() {
+    let (server, release, done) = server();
+    let (mut conn, mut rx) = Connection::new(&server, Identity::new("test"));
+    let now = conn.take_now(call(1, "now")).await.expect("answered at once, handed back");
+    assert_eq!(id_of(&now), Value::from(1));
+    assert!(rx.try_recv().is_err(), "a reply handed back was queued too");
+
+    assert_eq!(conn.take_now(call(2, "wait")).await, None, "a call that waits handed back a reply");
+    let releaser = {
+        let release = Arc::clone(&release);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            release.notify_waiters();
+        })
+    };
+    let held = conn.take_now(call(3, "hold")).await.expect("a held call's reply handed back");
+    assert_eq!(id_of(&held), Value::from(3));
+    releaser.await.expect("released");
+
+    assert_eq!(conn.take_now(call(4, "after")).await, None, "a reply with work after it handed back");
+    conn.finish().await;
+    let queued: Vec<Value> = std::iter::from_fn(|| rx.try_recv().ok()).map(|m| id_of(&m)).collect();
+    assert_eq!(queued, vec![Value::from(2), Value::from(4)], "what waits and what has work after its reply are queued");
+    assert_eq!(done.load(Ordering::SeqCst), 1, "the work after the reply ran");
 }

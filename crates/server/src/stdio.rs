@@ -3,7 +3,8 @@
 //! served while a `submit` is in flight; one writer (a task, or `run_stdio_process`'s writer
 //! thread) owns the output, so lines never interleave.
 
-use openagents_protocol::SERVER_MAX_LINE_BYTES;
+use futures_util::FutureExt;
+use openagents_protocol::{SERVER_MAX_IN_FLIGHT, SERVER_MAX_LINE_BYTES};
 use openagents_rpc::{Connection, Identity, OUTBOUND_QUEUE};
 use openagents_runner::frame::{FrameError, LineReader};
 use std::io::{Read, Write};
@@ -67,8 +68,9 @@ async fn write_lines<W: AsyncWrite + Unpin>(mut w: W, mut rx: mpsc::Receiver<Vec
 /// [`run_stdio`] on this process's own stdin and stdout, as `openagents serve --stdio` runs it.
 /// Two threads of its own do the I/O instead of tokio's blocking pool (a trip through it per
 /// read and per write): one reads the input in large reads and hands each over whole, one
-/// takes what the connection sends straight from its queue and writes all that is queued at
-/// once, in one vectored write. Returns once every answer and event has been written; a read
+/// writes what the connection sends, gathered into batches of lines on the runtime's side, all
+/// that is queued at once in one vectored write. Returns once every answer and event has been
+/// written; a read
 /// still waiting on the input is left to end with the process.
 ///
 /// # Errors
@@ -84,8 +86,11 @@ pub async fn run_stdio_process(engine: RpcEngine) -> std::io::Result<()> {
     // connection, as in `run_stdio`.
     let mut not_spawned = None;
     let served = serve(engine, reader, |rx| {
-        let written = spawn_writer(output, rx).map_err(|e| not_spawned = Some(e)).ok();
+        let (batches, batched) = mpsc::channel(WRITE_QUEUE);
+        let gathered = tokio::spawn(gather(rx, batches));
+        let written = spawn_writer(output, batched).map_err(|e| not_spawned = Some(e)).ok();
         async move {
+            let _ = gathered.await;
             if let Some(written) = written {
                 let _ = written.await;
             }
@@ -164,15 +169,55 @@ impl AsyncRead for ThreadReader {
     }
 }
 
-/// How many queued items the writer thread takes into one vectored write at most (two slices
-/// each, the message and its newline).
+/// How large a batch of lines grows before it goes to the writer thread.
+const LINES_BATCH: usize = 32 * 1024;
+/// An item at least this long goes to the writer thread as it is, not copied into a batch.
+const BATCH_AS_IS: usize = 4096;
+/// How many batches may wait for the writer thread (backpressure beyond: the connection's queue
+/// fills, and its calls wait to answer).
+const WRITE_QUEUE: usize = 16;
+/// How many batches the writer thread takes into one vectored write at most.
 const WRITE_ITEMS: usize = 64;
 
-/// The output, written by a thread of its own straight from the connection's queue: it waits
-/// for an item, takes whatever else is queued already (up to [`WRITE_ITEMS`]) and writes them
-/// all with one vectored write, so a busy connection is one system call per batch and no item
-/// is copied. The receiver fires once the queue has closed and everything in it was written,
-/// or once a write failed.
+/// Gathers what the connection queues into batches of whole lines, on the runtime's side: each
+/// message is copied into a batch and freed by the thread that made it (a message freed by the
+/// writer thread would cost the allocator a lock shared with the runtime's thread), and the
+/// writer thread wakes once per batch, not once per message. A batch holds what is queued when
+/// the gatherer runs, up to [`LINES_BATCH`]; the gatherer ends once the connection's queue has
+/// closed, or the writer has stopped.
+async fn gather(mut rx: mpsc::Receiver<Vec<u8>>, batches: mpsc::Sender<Vec<u8>>) {
+    // Room for as much as the last batch held: a busy connection's batches do not grow by
+    // copying, an idle one's stay small.
+    let mut last = 0;
+    while let Some(first) = rx.recv().await {
+        let mut batch = if first.len() >= BATCH_AS_IS {
+            // Already a batch (replies gathered by the connection): it goes as it is.
+            let mut batch = first;
+            batch.push(b'\n');
+            batch
+        } else {
+            let mut batch = Vec::with_capacity((last + 1024).min(LINES_BATCH + 1024).max(first.len() + 1));
+            batch.extend_from_slice(&first);
+            batch.push(b'\n');
+            batch
+        };
+        while batch.len() < LINES_BATCH {
+            let Ok(message) = rx.try_recv() else { break };
+            batch.extend_from_slice(&message);
+            batch.push(b'\n');
+        }
+        last = batch.len();
+        if batches.send(batch).await.is_err() {
+            break;
+        }
+    }
+}
+
+/// The output, written by a thread of its own from batches of whole lines ([`gather`]): it
+/// waits for a batch, takes whatever else is queued already (up to [`WRITE_ITEMS`]) and writes
+/// them all with one vectored write, so a busy connection is one system call per many lines.
+/// The receiver fires once the queue has closed and everything in it was written, or once a
+/// write failed.
 fn spawn_writer(mut output: std::fs::File, mut rx: mpsc::Receiver<Vec<u8>>) -> std::io::Result<oneshot::Receiver<std::io::Result<()>>> {
     let (done_tx, done_rx) = oneshot::channel();
     std::thread::Builder::new().name("openagents-stdout".into()).spawn(move || {
@@ -195,9 +240,9 @@ fn spawn_writer(mut output: std::fs::File, mut rx: mpsc::Receiver<Vec<u8>>) -> s
     Ok(done_rx)
 }
 
-/// Writes every item of `items` as a line, in order, going on after a partial write.
+/// Writes every byte of `items`, in order, going on after a partial write.
 fn write_all_vectored(out: &mut impl Write, items: &[Vec<u8>]) -> std::io::Result<()> {
-    let mut slices: Vec<std::io::IoSlice<'_>> = items.iter().flat_map(|i| [std::io::IoSlice::new(i), std::io::IoSlice::new(b"\n")]).collect();
+    let mut slices: Vec<std::io::IoSlice<'_>> = items.iter().filter(|i| !i.is_empty()).map(|i| std::io::IoSlice::new(i)).collect();
     let mut slices = &mut slices[..];
     while !slices.is_empty() {
         match out.write_vectored(slices) {
@@ -225,26 +270,54 @@ where
     let stream = EventStream::new(&engine, conn.outbound(), projection::notification_line_of, None);
     stream.subscribe(None);
     stream.take_subscribed();
+    let out = conn.outbound();
     let mut conn = conn.with_data(Conn::streaming(Caller::stdio(), &stream));
     let mut lines = LineReader::new(input, SERVER_MAX_LINE_BYTES);
+    // The replies to requests answered at once, in order, queued together once no further line
+    // is ready (or the batch is large): one hand-over per batch, not per line.
+    let mut answered = Answered::default();
     let result = loop {
         // At most SERVER_MAX_IN_FLIGHT requests run at once; past it no line is read until one
         // ends (backpressure: a parent that writes without reading holds bounded work).
-        tokio::select! {
-            () = engine.wait_for_shutdown() => break Ok(()),
-            () = conn.room() => {}
+        if conn.in_flight() >= SERVER_MAX_IN_FLIGHT {
+            answered.send(&out).await;
+            tokio::select! {
+                () = engine.wait_for_shutdown() => break Ok(()),
+                () = conn.room() => {}
+            }
         }
-        let next = tokio::select! {
-            () = engine.wait_for_shutdown() => break Ok(()),
-            l = lines.next_line() => l,
+        if engine.is_shut_down() {
+            break Ok(());
+        }
+        // A line already read is taken without waiting; before the connection waits for input,
+        // what was answered goes out.
+        let next = match lines.next_line().now_or_never() {
+            Some(next) => next,
+            None => {
+                answered.send(&out).await;
+                tokio::select! {
+                    () = engine.wait_for_shutdown() => break Ok(()),
+                    l = lines.next_line() => l,
+                }
+            }
         };
         match next {
             Ok(None) => break Ok(()),
             // Most requests (`status`, say) are answered at once, before the next line is read;
             // one that waits (a `submit`) goes on in a task of its own, so what follows is
             // served meanwhile.
-            Ok(Some(line)) => conn.take(line).await,
+            Ok(Some(line)) => match conn.take_now(line).await {
+                Some(reply) => {
+                    answered.push(&reply);
+                    if answered.is_full() {
+                        answered.send(&out).await;
+                    }
+                }
+                // Queued, or to be: what was answered before it goes first.
+                None => answered.send(&out).await,
+            },
             Err(FrameError::TooLong { .. }) => {
+                answered.send(&out).await;
                 conn.too_large().await;
                 match lines.skip_line().await {
                     Ok((_, true)) => {}
@@ -255,6 +328,8 @@ where
             Err(FrameError::Io(e)) => break Err(e),
         }
     };
+    answered.send(&out).await;
+    drop(out);
     conn.finish().await;
     // Forward every event published so far (the last turn's terminal event at end of input,
     // the final event after `shutdown`) before the output closes; a stuck output gets a second.
@@ -264,4 +339,37 @@ where
     drop(stream);
     written.await;
     result
+}
+
+/// How large the replies answered at once grow before they are queued without waiting for the
+/// input to run dry.
+const ANSWERED_BATCH: usize = 32 * 1024;
+
+/// Replies answered at once, not yet queued: whole lines, the last without its newline (the
+/// writer ends each item it is handed with one).
+#[derive(Default)]
+struct Answered(Vec<u8>);
+
+impl Answered {
+    fn push(&mut self, reply: &[u8]) {
+        if !self.0.is_empty() {
+            self.0.push(b'\n');
+        }
+        self.0.extend_from_slice(reply);
+    }
+
+    fn is_full(&self) -> bool {
+        self.0.len() >= ANSWERED_BATCH
+    }
+
+    /// Queues what it holds as one item (waiting for room). A queue closed means the output is:
+    /// the replies have nowhere to go.
+    async fn send(&mut self, out: &mpsc::Sender<Vec<u8>>) {
+        if !self.0.is_empty() {
+            // Room for as much as this batch held: a busy connection's batches do not grow by
+            // copying, an idle one's stay small.
+            let next = Vec::with_capacity(self.0.len().min(ANSWERED_BATCH) + 1024);
+            let _ = out.send(std::mem::replace(&mut self.0, next)).await;
+        }
+    }
 }
