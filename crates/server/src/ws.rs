@@ -39,9 +39,9 @@ pub const FRONTEND_PATH: &str = "/frontend/v2";
 pub const SUBPROTOCOL: &str = "openagents.v2";
 /// The subprotocol prefix a browser uses to send its token (browsers cannot set headers).
 pub const BEARER_PROTOCOL_PREFIX: &str = "openagents.bearer.";
-/// Messages waiting for a slow frontend. When it stays full the frontend first gets `lagged`,
-/// then is disconnected.
-pub const WS_OUTBOUND_QUEUE: usize = 256;
+/// Messages waiting for a slow frontend (the core connection's outbound queue). When it stays
+/// full the frontend first gets `lagged`, then is disconnected.
+pub const WS_OUTBOUND_QUEUE: usize = openagents_rpc::OUTBOUND_QUEUE;
 /// How long a frontend's queue may stay full before it is disconnected (close code 1013), unless
 /// [`WsOptions::stuck_timeout`] says otherwise.
 pub const WS_STUCK_TIMEOUT: Duration = Duration::from_secs(5);
