@@ -61,7 +61,13 @@ pub struct Connection {
     slots: Arc<Slots>,
     tasks: JoinSet<()>,
     stuck: Option<Stuck>,
+    /// Replies answered at once, joined by the separator, not queued yet ([`Connection::gather`]).
+    gathered: Option<(u8, Vec<u8>)>,
 }
+
+/// How large gathered replies grow before they are queued without waiting for
+/// [`Connection::flush`].
+pub const GATHER_BYTES: usize = 32 * 1024;
 
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -79,7 +85,7 @@ impl Connection {
         let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
         let cx = Context::new(identity, Peer::connected(tx.clone()));
         let slots = Arc::new(Slots { max: server.limits.max_in_flight, taken: AtomicUsize::new(0), freed: Notify::new() });
-        (Connection { server: Arc::new(server.clone()), cx, tx, slots, tasks: JoinSet::new(), stuck: None }, rx)
+        (Connection { server: Arc::new(server.clone()), cx, tx, slots, tasks: JoinSet::new(), stuck: None, gathered: None }, rx)
     }
 
     /// The same connection, its calls' [`Context`] carrying `data` ([`Context::with_data`]): what
@@ -102,6 +108,42 @@ impl Connection {
         self
     }
 
+    /// The same connection gathering the replies of calls that answer at once (on an
+    /// [`RpcServer::in_order`] server, before their first wait) into one item of the outbound
+    /// queue, joined by `separator`, instead of an item each: for a transport that writes many
+    /// together (stdio's lines under a parent that pipelines: `b'\n'`). What is gathered is
+    /// queued before anything else the connection queues itself (a reply that waited, a busy or
+    /// frame-too-large refusal, [`Connection::queue`]) and before a call that waits starts on a
+    /// task of its own, once it passes [`GATHER_BYTES`], at [`Connection::flush`] (a transport
+    /// flushes before it waits for input) and at the end: replies keep the order their calls
+    /// were read in, but for a call that waits, whose reply comes when it is ready.
+    #[must_use]
+    pub fn gather(mut self, separator: u8) -> Connection {
+        self.gathered = Some((separator, Vec::new()));
+        self
+    }
+
+    /// Queues the replies gathered so far ([`Connection::gather`]) as one item, waiting for room
+    /// (within the connection's patience).
+    pub async fn flush(&mut self) {
+        let Some((_, held)) = &mut self.gathered else { return };
+        if held.is_empty() {
+            return;
+        }
+        // Room for as much as this batch held: a busy connection's batches do not grow by
+        // copying, an idle one's stay small.
+        let next = Vec::with_capacity(held.len().min(GATHER_BYTES) + 1024);
+        let batch = std::mem::replace(held, next);
+        send(&self.tx, batch, self.stuck.as_ref()).await;
+    }
+
+    /// Queues a message the program encoded itself (an answer of a protocol of its own), after
+    /// what is gathered, within the connection's patience ([`Connection::patience`]).
+    pub async fn queue(&mut self, message: Vec<u8>) {
+        self.flush().await;
+        send(&self.tx, message, self.stuck.as_ref()).await;
+    }
+
     /// The handle that reaches this connection's caller, as its calls' [`Context::peer`].
     pub fn peer(&self) -> &Peer {
         self.cx.peer()
@@ -116,8 +158,14 @@ impl Connection {
 
     /// Waits until a call may start without being refused as busy: a transport that would
     /// rather stop reading than refuse (backpressure: a caller that writes without reading holds
-    /// bounded work) waits here before it reads each message.
+    /// bounded work) waits here before it reads each message. Not for a connection whose calls
+    /// wait for the caller's answers ([`Peer::request`]): those answers come in on the same
+    /// input, and calls that all wait for them would wait for ever. Returns at once when the
+    /// server takes no calls at all (`max_in_flight` 0: every call is refused busy).
     pub async fn room(&self) {
+        if self.slots.max == 0 {
+            return;
+        }
         loop {
             // Registered before the look, so a slot freed after it wakes the wait.
             let freed = self.slots.freed.notified();
@@ -137,44 +185,34 @@ impl Connection {
     /// an [`RpcServer::in_order`] server; whole, before the next message, when it asked to with
     /// [`Context::hold_connection`]), or answers busy at once when the connection has its most
     /// calls in flight. A message of only whitespace is nothing; a response goes to the
-    /// server's request that waits for it.
+    /// server's request that waits for it, whatever is in flight.
     pub async fn take<B: AsRef<[u8]> + Send + 'static>(&mut self, message: B) {
-        let handed = self.take_as(message, false).await;
-        debug_assert!(handed.is_none(), "a reply handed back that was not asked for");
-    }
-
-    /// [`Connection::take`], but on an [`RpcServer::in_order`] server the reply of a call that
-    /// answers before its first wait (and has nothing to run after its reply) is handed back
-    /// instead of queued: for a transport that gathers such replies and writes several at once
-    /// (stdio under a parent that pipelines), which writes it before the replies to anything it
-    /// reads later. The replies of calls that wait still go to the queue.
-    pub async fn take_now<B: AsRef<[u8]> + Send + 'static>(&mut self, message: B) -> Option<Vec<u8>> {
-        self.take_as(message, true).await
-    }
-
-    async fn take_as<B: AsRef<[u8]> + Send + 'static>(&mut self, message: B, hand_back: bool) -> Option<Vec<u8>> {
         while !self.tasks.is_empty() && self.tasks.try_join_next().is_some() {}
         let bytes = message.as_ref();
         if bytes.iter().all(u8::is_ascii_whitespace) {
-            return None;
+            return;
         }
         // An answer to a request of the server's is taken here, never counted in flight (the
         // call that waits for it may be what fills the connection). A message that names a
         // method is a request (or a notification) but for a rare answer whose result holds the
-        // word, which the call below takes in the one pass that reads its envelope.
+        // word, which the call below takes in the one pass that reads its envelope (or, when
+        // the connection is full, the check below).
         if !names_method(bytes) && crate::message::take_if_answer(&self.server, &self.cx, bytes) {
-            return None;
+            return;
         }
         let Some(slot) = Slot::take(&self.slots) else {
+            if crate::message::take_if_answer(&self.server, &self.cx, bytes) {
+                return;
+            }
             let max = self.server.limits.max_in_flight;
             let e = RpcError::new(codes::BUSY, format!("Busy: this connection already has {max} calls in flight; send more once one has answered"));
             if let Some(m) = &self.server.metrics {
                 m.error(e.code);
             }
             if let Some(reply) = refusal(&self.server, bytes, &self.server.core_error(e)) {
-                send(&self.tx, reply, self.stuck.as_ref()).await;
+                self.queue(reply).await;
             }
-            return None;
+            return;
         };
         let (server, cx) = (Arc::clone(&self.server), self.cx.for_message());
         let asked = cx.per_message();
@@ -188,7 +226,7 @@ impl Connection {
                 let (reply, after) = answer.await;
                 deliver(reply, after, tx, stuck, slot).await;
             });
-            return None;
+            return;
         }
         // Up to its first wait here, in read order; the rest on a task of its own. Unconstrained
         // by Tokio's cooperative budget, which this task spends on every message it starts: with
@@ -205,40 +243,48 @@ impl Connection {
             // Asked to hold the connection: answered before the next message is read.
             std::task::Poll::Pending if held => answer.as_mut().await,
             std::task::Poll::Pending => {
+                // What was answered before it is queued before it can answer.
+                self.flush().await;
                 self.tasks.spawn(async move {
                     let (reply, after) = answer.await;
                     deliver(reply, after, tx, stuck, slot).await;
                 });
-                return None;
+                return;
             }
         };
         drop(answer);
         if after.is_empty() {
-            let reply = reply?;
-            if hand_back {
-                return Some(reply);
-            }
-            // Queued at once when there is room, as most replies are.
-            match tx.try_send(reply) {
-                Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
-                Err(mpsc::error::TrySendError::Full(reply)) if held => deliver(Some(reply), after, tx, stuck, slot).await,
-                Err(mpsc::error::TrySendError::Full(reply)) => {
-                    self.tasks.spawn(deliver(Some(reply), after, tx, stuck, slot));
+            let Some(reply) = reply else { return };
+            if !held && let Some((separator, held)) = &mut self.gathered {
+                if !held.is_empty() {
+                    held.push(*separator);
                 }
+                held.extend_from_slice(&reply);
+                if held.len() >= GATHER_BYTES {
+                    self.flush().await;
+                }
+                return;
             }
-            return None;
+            self.flush().await;
+            // Queued at once when there is room, as most replies are; else here, keeping its
+            // place in the queue's order.
+            if let Err(mpsc::error::TrySendError::Full(reply)) = tx.try_send(reply) {
+                send(&tx, reply, stuck.as_ref()).await;
+            }
+            drop(slot);
+            return;
         }
         // What runs after the reply: up to its first wait here, the rest on a task of its own.
+        self.flush().await;
         let mut rest = Box::pin(deliver(reply, after, tx, stuck, slot));
         if held {
             rest.await;
-            return None;
+            return;
         }
         let mut poll_cx = std::task::Context::from_waker(std::task::Waker::noop());
         if std::pin::pin!(tokio::task::unconstrained(rest.as_mut())).poll(&mut poll_cx).is_pending() {
             self.tasks.spawn(rest);
         }
-        None
     }
 
     /// Answers a message longer than the frame bound ([`crate::Limits::max_frame_bytes`]),
@@ -249,13 +295,14 @@ impl Connection {
         if let Some(m) = &self.server.metrics {
             m.error(e.code);
         }
-        send(&self.tx, error_reply(&self.server.core_error(e)), self.stuck.as_ref()).await;
+        self.queue(error_reply(&self.server.core_error(e))).await;
     }
 
     /// Waits for every call in flight to answer; the outbound queue then closes once what is
     /// queued is taken and every other sender is gone. Requests of the server's still waiting
     /// for the caller's answer end ([`crate::PeerError::Closed`]): none can come any more.
     pub async fn finish(mut self) {
+        self.flush().await;
         self.cx.peer().close_requests();
         while self.tasks.join_next().await.is_some() {}
     }
@@ -265,6 +312,7 @@ impl Connection {
     /// finish on their own (what they do is not undone; their replies go to the outbound queue
     /// while it is open, and nowhere after) and returns.
     pub async fn close(mut self, wait: Duration) {
+        self.flush().await;
         self.cx.peer().close_requests();
         let _ = tokio::time::timeout(wait, async {
             while self.tasks.join_next().await.is_some() {}

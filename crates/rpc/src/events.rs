@@ -37,6 +37,7 @@ use tokio::sync::watch;
 
 use crate::listen::Stop;
 use crate::{Peer, PeerError};
+use serde_json::value::RawValue;
 
 /// An event an SSE stream carries: its frame, made once and shared by every stream.
 pub trait SseEvent: Send + Sync + 'static {
@@ -277,9 +278,10 @@ impl LogEvent {
         &self.0.data
     }
 
-    /// An event of `name` (already made safe) with `data` as published: its frame, with the
-    /// `id:` line when it has a sequence number.
-    fn new(seq: u64, name: &[u8], json: &[u8]) -> LogEvent {
+    /// An event of `name` (already made safe) with `json` as published: its frame, with the
+    /// `id:` line when it has a sequence number; its data `json` itself, or `instead` (what
+    /// [`one_line`] made of it).
+    fn new(seq: u64, name: &[u8], json: &[u8], instead: Option<Vec<u8>>) -> LogEvent {
         let mut frame = Vec::with_capacity(json.len() + name.len() + 32);
         if seq > 0 {
             frame.extend_from_slice(format!("id: {seq}\n").as_bytes());
@@ -292,9 +294,7 @@ impl LogEvent {
         // Every line break (`\r\n`, `\r` or `\n`, as an SSE reader splits lines) starts a
         // `data:` line of its own, so no text can make a field of its own.
         let mut rest = json;
-        let mut broken = false;
         while let Some(at) = rest.iter().position(|b| *b == b'\n' || *b == b'\r') {
-            broken = true;
             frame.extend_from_slice(&rest[..at]);
             frame.extend_from_slice(b"\ndata: ");
             let skip = if rest[at] == b'\r' && rest.get(at + 1) == Some(&b'\n') { 2 } else { 1 };
@@ -304,18 +304,23 @@ impl LogEvent {
         let data_end = frame.len();
         frame.extend_from_slice(b"\n\n");
         let frame = Bytes::from(frame);
-        let data = if json.trim_ascii().is_empty() {
-            Bytes::from_static(b"null")
-        } else if broken {
-            // Line breaks in JSON are whitespace between its tokens: written again, on one line.
-            match serde_json::from_slice::<serde_json::Value>(json) {
-                Ok(v) => Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
-                Err(e) => Bytes::from(serde_json::to_vec(&serde_json::json!({ "error": format!("the event's data is not JSON: {e}") })).unwrap_or_default()),
-            }
-        } else {
-            frame.slice(data_at..data_end)
+        let data = match instead {
+            Some(data) => Bytes::from(data),
+            None => frame.slice(data_at..data_end),
         };
         LogEvent(Arc::new(Entry { seq, frame, name: name_at, data }))
+    }
+}
+
+/// `None` when `json` is one line of JSON, as a notification carries it; else what it carries
+/// instead: the same JSON on one line (line breaks in JSON are whitespace between its tokens),
+/// or, for what is no JSON, an object saying so.
+fn one_line(json: &[u8]) -> Option<Vec<u8>> {
+    let broken = json.iter().any(|b| *b == b'\n' || *b == b'\r');
+    match serde_json::from_slice::<&RawValue>(json) {
+        Ok(_) if !broken => None,
+        Ok(raw) => Some(serde_json::to_vec(&serde_json::from_str::<serde_json::Value>(raw.get()).unwrap_or_default()).unwrap_or_default()),
+        Err(e) => Some(serde_json::to_vec(&serde_json::json!({ "error": format!("the event's data is not JSON: {e}") })).unwrap_or_default()),
     }
 }
 
@@ -375,10 +380,11 @@ impl EventLog {
     /// [`EventLog::publish`] with the data already encoded as one line of JSON (a line break in
     /// it is written as its own `data:` line, which a client joins back).
     pub fn publish_json(&self, event: &str, json: &[u8]) -> u64 {
+        let name: Vec<u8> = event.bytes().map(|b| if b.is_ascii_alphanumeric() || b"_-./".contains(&b) { b } else { b'_' }).collect();
+        let instead = one_line(json);
         let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
         let seq = held.newest + 1;
-        let name: Vec<u8> = event.bytes().map(|b| if b.is_ascii_alphanumeric() || b"_-./".contains(&b) { b } else { b'_' }).collect();
-        let ev = LogEvent::new(seq, &name, json);
+        let ev = LogEvent::new(seq, &name, json, instead);
         if held.events.len() == held.capacity {
             held.events.pop_front();
         }
@@ -470,7 +476,7 @@ pub async fn forward(mut sub: LogSubscription, peer: Peer, method: &str) -> Resu
 }
 
 fn note(event: &str, data: &serde_json::Value) -> LogEvent {
-    LogEvent::new(0, event.as_bytes(), data.to_string().as_bytes())
+    LogEvent::new(0, event.as_bytes(), data.to_string().as_bytes(), None)
 }
 
 /// One subscriber's place in an [`EventLog`]: an [`EventFeed`].

@@ -330,11 +330,13 @@ struct Pending {
     next: AtomicU64,
     /// `None` once the connection has closed: no answer can come.
     waiting: Mutex<Option<HashMap<u64, oneshot::Sender<Answer>>>>,
+    /// Told when the connection closes ([`Peer::closed`]).
+    ended: tokio::sync::Notify,
 }
 
 impl Pending {
     fn open() -> Pending {
-        Pending { next: AtomicU64::new(1), waiting: Mutex::new(Some(HashMap::new())) }
+        Pending { next: AtomicU64::new(1), waiting: Mutex::new(Some(HashMap::new())), ended: tokio::sync::Notify::new() }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<HashMap<u64, oneshot::Sender<Answer>>>> {
@@ -380,6 +382,7 @@ impl Peer {
     pub(crate) fn close_requests(&self) {
         if let Some(pending) = &self.pending {
             pending.lock().take();
+            pending.ended.notify_waiters();
         }
     }
 
@@ -428,11 +431,20 @@ impl Peer {
         tx.send(message).await.map_err(|_| PeerError::Closed)
     }
 
-    /// Resolves once the caller's connection has closed (at once where there is none).
+    /// Resolves once the caller's connection has ended (its calls finished, or its writer
+    /// gone); at once where there is none.
     #[cfg(feature = "http")]
     pub(crate) async fn closed(&self) {
-        if let Some(tx) = &self.tx {
-            tx.closed().await;
+        let Some(tx) = &self.tx else { return };
+        let Some(pending) = &self.pending else { return tx.closed().await };
+        // Registered before the look, so an end after it wakes the wait.
+        let ended = pending.ended.notified();
+        if pending.lock().is_none() {
+            return;
+        }
+        tokio::select! {
+            () = ended => {}
+            () = tx.closed() => {}
         }
     }
 

@@ -540,6 +540,13 @@ fn handle_envelope<'a>(server: &'a RpcServer, cx: &'a Context, env: Option<Envel
     }
 }
 
+/// Counts an error the core made in the server's metrics, when it has them.
+fn count_error(metrics: Option<&crate::Metrics>, code: i64) {
+    if let Some(m) = metrics {
+        m.error(code);
+    }
+}
+
 /// A request read up to its call.
 struct Prepared<'a> {
     id: Option<&'a RawValue>,
@@ -552,11 +559,7 @@ struct Prepared<'a> {
 /// written to `out`: `true`; an answer taken, or nothing to say: `false`).
 fn prepare<'a>(server: &RpcServer, cx: &Context, env: Option<Envelope<'a>>, budget: usize, out: &mut Vec<u8>) -> Result<Prepared<'a>, bool> {
     let metrics = server.metrics.as_ref();
-    let count = |code: i64| {
-        if let Some(m) = metrics {
-            m.error(code);
-        }
-    };
+    let count = |code: i64| count_error(metrics, code);
     let env = match env {
         Some(env) => env,
         None => {
@@ -627,11 +630,7 @@ fn prepare<'a>(server: &RpcServer, cx: &Context, env: Option<Envelope<'a>>, budg
 async fn call_prepared(server: &RpcServer, cx: &Context, call: Prepared<'_>, budget: usize, out: &mut Vec<u8>) -> bool {
     let Prepared { id, method, params, notification } = call;
     let metrics = server.metrics.as_ref();
-    let count = |code: i64| {
-        if let Some(m) = metrics {
-            m.error(code);
-        }
-    };
+    let count = |code: i64| count_error(metrics, code);
     if notification && let Some(m) = metrics {
         m.notification();
     }

@@ -88,7 +88,7 @@ async fn a_call_that_holds_the_connection_answers_before_the_next_message_starts
 }
 
 /// A caller that reads nothing: with patience, the replies that find its queue full are given up
-/// on and the connection is told; without, they wait (and hold their places in flight).
+/// on and the connection is told; without, a reply waits for room in its place.
 #[tokio::test]
 async fn a_connection_with_patience_gives_up_on_a_caller_that_reads_nothing() {
     let (server, _, _) = server();
@@ -107,13 +107,23 @@ async fn a_connection_with_patience_gives_up_on_a_caller_that_reads_nothing() {
     conn.close(Duration::ZERO).await;
     drop(rx);
 
-    let (mut conn, rx) = Connection::new(&server, Identity::new("test"));
-    for id in 0..queue + 8 {
+    // Without patience, a reply that finds the queue full waits for room where it is, keeping
+    // its place (the connection reads nothing meanwhile), until the caller reads.
+    let (mut conn, mut rx) = Connection::new(&server, Identity::new("test"));
+    for id in 0..queue {
         conn.take(call(id, "now")).await;
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(conn.in_flight(), 8, "without patience the replies past the queue wait");
-    drop(rx);
+    {
+        let mut next = std::pin::pin!(conn.take(call(queue, "now")));
+        assert!(tokio::time::timeout(Duration::from_millis(200), next.as_mut()).await.is_err(), "a reply past the queue was dropped or queued");
+        assert_eq!(id_of(&rx.recv().await.expect("the first reply")), Value::from(0));
+        tokio::time::timeout(Duration::from_secs(5), next).await.expect("queued once the caller read");
+    }
+    let mut last = Value::Null;
+    while let Ok(m) = rx.try_recv() {
+        last = id_of(&m);
+    }
+    assert_eq!(last, Value::from(queue), "the reply that waited is last, in its place");
     conn.finish().await;
 }
 
@@ -176,18 +186,24 @@ async fn outbound_messages_keep_their_place_and_data_reaches_the_handler() {
     assert_eq!((got[0]["id"].clone(), got[1]["method"].clone(), got[2]["result"].clone()), (Value::from(1), Value::from("note"), Value::from("the program's")), "{got:?}");
 }
 
-/// `take_now` hands back the reply of a call that answers at once (and of one that held the
-/// connection), and queues the rest: a call that waits, and one with work after its reply (which
-/// runs once the reply is queued).
+/// Gathered replies go out as one item, joined by the separator, in read order: before a call
+/// that waits starts (so its reply never passes them), before a held call's reply and a
+/// refusal, and at the end; a call with work after its reply is queued as it answers.
 #[tokio::test]
-async fn take_now_hands_back_what_answers_at_once_and_queues_the_rest() {
+async fn gathered_replies_keep_read_order_and_go_out_before_anything_else() {
     let (server, release, done) = server();
-    let (mut conn, mut rx) = Connection::new(&server, Identity::new("test"));
-    let now = conn.take_now(call(1, "now")).await.expect("answered at once, handed back");
-    assert_eq!(id_of(&now), Value::from(1));
-    assert!(rx.try_recv().is_err(), "a reply handed back was queued too");
+    let server = server.limits(Limits { max_in_flight: 3, ..Limits::default() });
+    let (conn, mut rx) = Connection::new(&server, Identity::new("test"));
+    let mut conn = conn.gather(b'\n');
+    let ids = |item: Vec<u8>| -> Vec<Value> { item.split(|b| *b == b'\n').map(id_of).collect() };
 
-    assert_eq!(conn.take_now(call(2, "wait")).await, None, "a call that waits handed back a reply");
+    conn.take(call(1, "now")).await;
+    conn.take(call(2, "now")).await;
+    assert!(rx.try_recv().is_err(), "a reply answered at once was queued on its own");
+    conn.take(call(3, "wait")).await;
+    assert_eq!(ids(rx.try_recv().expect("gathered before the wait")), vec![Value::from(1), Value::from(2)]);
+
+    conn.take(call(4, "now")).await;
     let releaser = {
         let release = Arc::clone(&release);
         tokio::spawn(async move {
@@ -195,13 +211,43 @@ async fn take_now_hands_back_what_answers_at_once_and_queues_the_rest() {
             release.notify_waiters();
         })
     };
-    let held = conn.take_now(call(3, "hold")).await.expect("a held call's reply handed back");
-    assert_eq!(id_of(&held), Value::from(3));
+    conn.take(call(5, "hold")).await;
     releaser.await.expect("released");
+    let mut order: Vec<Value> = Vec::new();
+    while !(order.contains(&Value::from(3)) && order.contains(&Value::from(5))) {
+        let item = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await.expect("the replies of 3 and 5").expect("a reply");
+        order.extend(ids(item));
+    }
+    let (four, five) = (order.iter().position(|id| *id == Value::from(4)), order.iter().position(|id| *id == Value::from(5)));
+    assert!(four.is_some() && four < five, "a held call's reply passed what was gathered before it: {order:?}");
 
-    assert_eq!(conn.take_now(call(4, "after")).await, None, "a reply with work after it handed back");
+    conn.take(call(6, "after")).await;
+    conn.take(call(7, "now")).await;
+    conn.flush().await;
+    let (six, seven) = (rx.try_recv().expect("queued as it answered"), rx.try_recv().expect("flushed"));
+    assert_eq!((ids(six), ids(seven)), (vec![Value::from(6)], vec![Value::from(7)]));
+    conn.take(call(8, "now")).await;
     conn.finish().await;
-    let queued: Vec<Value> = std::iter::from_fn(|| rx.try_recv().ok()).map(|m| id_of(&m)).collect();
-    assert_eq!(queued, vec![Value::from(2), Value::from(4)], "what waits and what has work after its reply are queued");
+    assert_eq!(ids(rx.recv().await.expect("gathered replies flushed at the end")), vec![Value::from(8)]);
     assert_eq!(done.load(Ordering::SeqCst), 1, "the work after the reply ran");
+}
+
+/// An answer to a request of the server's is taken even when every place is taken and its
+/// result holds the word `"method"` (which the cheap look before the places misses).
+#[tokio::test]
+async fn an_answer_is_taken_when_the_connection_is_full() {
+    let (server, release, _) = server();
+    let server = server.limits(Limits { max_in_flight: 1, ..Limits::default() });
+    let (mut conn, mut rx) = Connection::new(&server, Identity::new("test"));
+    let peer = conn.peer().clone();
+    let asked = tokio::spawn(async move { peer.request_raw("confirm", None).await });
+    let request: Value = serde_json::from_slice(&rx.recv().await.expect("the server's request")).expect("JSON");
+    conn.take(call(1, "wait")).await;
+    let answer = format!(r#"{{"jsonrpc":"2.0","id":{},"result":{{"\"method\"":"yes","method":1}}}}"#, request["id"]);
+    conn.take(answer.into_bytes()).await;
+    let got = tokio::time::timeout(Duration::from_secs(5), asked).await.expect("answered").expect("the task");
+    assert_eq!(got.map(|r| r.get().to_owned()).expect("the answer"), r#"{"\"method\"":"yes","method":1}"#);
+    assert!(rx.try_recv().is_err(), "the answer was refused as busy");
+    release.notify_one();
+    conn.finish().await;
 }

@@ -147,3 +147,24 @@ async fn events_forwarded_on_a_connection_resume_from_the_last_seq() {
     let detached = openagents_rpc::Peer::detached();
     assert_eq!(openagents_rpc::events::forward(log.subscribe(None), detached, "event").await, Err(openagents_rpc::PeerError::Unsupported));
 }
+
+/// A forwarder ends once its connection is finished, so a program that reads the connection's
+/// queue to its end is not held by it; data that is no JSON reaches the caller as an object
+/// saying so, never as a broken message.
+#[tokio::test]
+async fn a_forwarder_ends_with_its_connection_and_never_sends_broken_json() {
+    use serde_json::Value;
+    let log = EventLog::new(8);
+    let server = RpcServer::new(TestHandler::new());
+    let (conn, mut rx) = openagents_rpc::Connection::new(&server, openagents_rpc::Identity::new("test"));
+    let forwarding = tokio::spawn(openagents_rpc::events::forward(log.subscribe(None), conn.peer().clone(), "event"));
+    tokio::task::yield_now().await;
+    log.publish_json("bad", b"{not json");
+    let note: Value = serde_json::from_slice(&rx.recv().await.expect("the event")).expect("a whole JSON message");
+    assert_eq!(note["params"]["event"], "bad", "{note}");
+    assert!(note["params"]["data"]["error"].as_str().is_some_and(|e| e.contains("not JSON")), "{note}");
+    conn.finish().await;
+    let ended = tokio::time::timeout(Duration::from_secs(5), forwarding).await.expect("the forwarder ended with its connection").expect("the task");
+    assert_eq!(ended, Err(openagents_rpc::PeerError::Closed));
+    assert!(tokio::time::timeout(Duration::from_secs(5), rx.recv()).await.expect("the queue closed").is_none());
+}

@@ -191,7 +191,7 @@ async fn gather(mut rx: mpsc::Receiver<Vec<u8>>, batches: mpsc::Sender<Vec<u8>>)
     let mut last = 0;
     while let Some(first) = rx.recv().await {
         let mut batch = if first.len() >= BATCH_AS_IS {
-            // Already a batch (replies gathered by the connection): it goes as it is.
+            // Already a batch (replies the connection gathered): it goes as it is.
             let mut batch = first;
             batch.push(b'\n');
             batch
@@ -270,17 +270,15 @@ where
     let stream = EventStream::new(&engine, conn.outbound(), projection::notification_line_of, None);
     stream.subscribe(None);
     stream.take_subscribed();
-    let out = conn.outbound();
-    let mut conn = conn.with_data(Conn::streaming(Caller::stdio(), &stream));
-    let mut lines = LineReader::new(input, SERVER_MAX_LINE_BYTES);
     // The replies to requests answered at once, in order, queued together once no further line
     // is ready (or the batch is large): one hand-over per batch, not per line.
-    let mut answered = Answered::default();
+    let mut conn = conn.with_data(Conn::streaming(Caller::stdio(), &stream)).gather(b'\n');
+    let mut lines = LineReader::new(input, SERVER_MAX_LINE_BYTES);
     let result = loop {
         // At most SERVER_MAX_IN_FLIGHT requests run at once; past it no line is read until one
         // ends (backpressure: a parent that writes without reading holds bounded work).
         if conn.in_flight() >= SERVER_MAX_IN_FLIGHT {
-            answered.send(&out).await;
+            conn.flush().await;
             tokio::select! {
                 () = engine.wait_for_shutdown() => break Ok(()),
                 () = conn.room() => {}
@@ -294,7 +292,7 @@ where
         let next = match lines.next_line().now_or_never() {
             Some(next) => next,
             None => {
-                answered.send(&out).await;
+                conn.flush().await;
                 tokio::select! {
                     () = engine.wait_for_shutdown() => break Ok(()),
                     l = lines.next_line() => l,
@@ -306,18 +304,8 @@ where
             // Most requests (`status`, say) are answered at once, before the next line is read;
             // one that waits (a `submit`) goes on in a task of its own, so what follows is
             // served meanwhile.
-            Ok(Some(line)) => match conn.take_now(line).await {
-                Some(reply) => {
-                    answered.push(&reply);
-                    if answered.is_full() {
-                        answered.send(&out).await;
-                    }
-                }
-                // Queued, or to be: what was answered before it goes first.
-                None => answered.send(&out).await,
-            },
+            Ok(Some(line)) => conn.take(line).await,
             Err(FrameError::TooLong { .. }) => {
-                answered.send(&out).await;
                 conn.too_large().await;
                 match lines.skip_line().await {
                     Ok((_, true)) => {}
@@ -328,8 +316,6 @@ where
             Err(FrameError::Io(e)) => break Err(e),
         }
     };
-    answered.send(&out).await;
-    drop(out);
     conn.finish().await;
     // Forward every event published so far (the last turn's terminal event at end of input,
     // the final event after `shutdown`) before the output closes; a stuck output gets a second.
@@ -339,37 +325,4 @@ where
     drop(stream);
     written.await;
     result
-}
-
-/// How large the replies answered at once grow before they are queued without waiting for the
-/// input to run dry.
-const ANSWERED_BATCH: usize = 32 * 1024;
-
-/// Replies answered at once, not yet queued: whole lines, the last without its newline (the
-/// writer ends each item it is handed with one).
-#[derive(Default)]
-struct Answered(Vec<u8>);
-
-impl Answered {
-    fn push(&mut self, reply: &[u8]) {
-        if !self.0.is_empty() {
-            self.0.push(b'\n');
-        }
-        self.0.extend_from_slice(reply);
-    }
-
-    fn is_full(&self) -> bool {
-        self.0.len() >= ANSWERED_BATCH
-    }
-
-    /// Queues what it holds as one item (waiting for room). A queue closed means the output is:
-    /// the replies have nowhere to go.
-    async fn send(&mut self, out: &mpsc::Sender<Vec<u8>>) {
-        if !self.0.is_empty() {
-            // Room for as much as this batch held: a busy connection's batches do not grow by
-            // copying, an idle one's stay small.
-            let next = Vec::with_capacity(self.0.len().min(ANSWERED_BATCH) + 1024);
-            let _ = out.send(std::mem::replace(&mut self.0, next)).await;
-        }
-    }
 }

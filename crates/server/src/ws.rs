@@ -181,13 +181,6 @@ pub fn take_response(engine: &RpcEngine, conn: u64, id: String, reply: Result<Ap
 /// The reason of the close (1013) for a frontend that takes nothing for the stuck timeout.
 const STUCK_REASON: &str = "too slow: the outbound queue stayed full; reconnect and subscribe with `since`";
 
-/// Queues `reply` for the writer, behind what is queued already. False when it could not be
-/// queued within the stuck timeout (`patience`): the frontend reads nothing, and is disconnected
-/// (1013) rather than held.
-async fn queue(tx: &mpsc::Sender<Vec<u8>>, reply: Vec<u8>, patience: Duration) -> bool {
-    tokio::time::timeout(patience, tx.send(reply)).await.is_ok()
-}
-
 async fn connection(socket: WebSocket, engine: RpcEngine, server: Arc<openagents_rpc::RpcServer>, caller: Caller, options: WsOptions) {
     let (mut sink, mut stream) = socket.split();
     let patience = options.stuck_timeout;
@@ -276,10 +269,10 @@ async fn connection(socket: WebSocket, engine: RpcEngine, server: Arc<openagents
                 // response (to an approval request) is decoded whole to find out.
                 let request = names_a_method(text.as_bytes());
                 if let Some((id, reply)) = (!request).then(|| as_response(text.as_str())).flatten() {
-                    if let Some(body) = take_response(&engine, bridged, id, reply)
-                        && !queue(&tx, body.to_json(), patience).await
-                    {
-                        break close_message(close::TRY_AGAIN_LATER, STUCK_REASON);
+                    // Within the stuck timeout, as every reply: a frontend that reads nothing is
+                    // disconnected (1013) rather than held.
+                    if let Some(body) = take_response(&engine, bridged, id, reply) {
+                        conn.queue(body.to_json()).await;
                     }
                     continue;
                 }
