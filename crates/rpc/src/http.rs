@@ -23,6 +23,7 @@ use crate::message::error_reply;
 use crate::metrics::{ConnectionGauge, Transport};
 use crate::origin::{CORS_MAX_AGE, Caller};
 use crate::connection::Connection;
+use crate::listen::bearer_token;
 use crate::{Context, Identity, Peer, RpcError, RpcServer, codes};
 
 /// The content types `POST /rpc` takes (with any parameters, such as `charset=utf-8`).
@@ -224,13 +225,6 @@ fn authenticate(server: &RpcServer, headers: &HeaderMap) -> Result<Identity, Res
         return Err(unauthorized("send `Authorization: Bearer <token>`"));
     };
     auth.authenticate(token).ok_or_else(|| unauthorized("the bearer token is not one this server accepts"))
-}
-
-/// The token of the `Authorization` header: the scheme `Bearer` in any letter case, a space,
-/// a token that is not blank.
-fn bearer_token(headers: &HeaderMap) -> Option<&str> {
-    let (scheme, token) = headers.get(header::AUTHORIZATION)?.to_str().ok()?.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
 }
 
 /// Whether `headers` carry a bearer token the server's authenticator accepts (false without

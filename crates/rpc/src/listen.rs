@@ -567,6 +567,14 @@ impl Drop for Slot {
     }
 }
 
+/// The token of a request's `Authorization` header: the scheme `Bearer` in any letter case, a
+/// space, a token that is not blank (spaces around it trimmed). What [`crate::RpcServer`]'s
+/// authenticator is handed, for a program that checks credentials on routes of its own.
+pub fn bearer_token(headers: &hyper::HeaderMap) -> Option<&str> {
+    let (scheme, token) = headers.get(hyper::header::AUTHORIZATION)?.to_str().ok()?.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
+}
+
 /// A connection's stream that reports, through its [`Standing`], when a read finds no bytes
 /// waiting: from then on, until it authenticates, a newcomer may take its place.
 struct Watched<S> {

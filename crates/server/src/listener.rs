@@ -176,7 +176,7 @@ impl Access {
 
     /// Whether `headers` carry a bearer token of one of the credentials.
     fn authenticates(&self, headers: &HeaderMap) -> bool {
-        headers.get(header::AUTHORIZATION).and_then(bearer).is_some_and(|t| authenticate_index(&self.credentials, t).is_some())
+        openagents_rpc::listen::bearer_token(headers).is_some_and(|t| authenticate_index(&self.credentials, t).is_some())
     }
 
     /// The engine.
@@ -192,10 +192,10 @@ impl Access {
     /// The index of the credential of the request's `Authorization` header, or the 401 to answer.
     fn authorized(&self, headers: &HeaderMap) -> Result<usize, Response> {
         let unauthorized = |m: &str| reject(ErrorCode::Unauthorized, StatusCode::UNAUTHORIZED, m.to_owned());
-        let Some(value) = headers.get(header::AUTHORIZATION) else {
+        if !headers.contains_key(header::AUTHORIZATION) {
             return Err(unauthorized("send `Authorization: Bearer <token>`"));
-        };
-        match bearer(value).and_then(|t| authenticate_index(&self.credentials, t)) {
+        }
+        match openagents_rpc::listen::bearer_token(headers).and_then(|t| authenticate_index(&self.credentials, t)) {
             Some(i) => Ok(i),
             // The message never repeats the token.
             None => Err(unauthorized("the bearer token is not valid")),
@@ -214,14 +214,6 @@ impl Access {
         let peer = peer.map_or_else(|| "-".to_owned(), |p| p.ip.to_string());
         tracing::warn!(target: "openagents::audit", event = "auth_failed", %peer, path = %crate::jsonrpc::bounded(path, 256), token_presented = presented);
     }
-}
-
-/// The token of an `Authorization` header: the scheme `Bearer` in any letter case, one or
-/// more spaces, the token.
-pub(crate) fn bearer(value: &HeaderValue) -> Option<&str> {
-    let v = value.to_str().ok()?;
-    let (scheme, token) = v.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
 }
 
 /// A JSON response with `status`.
