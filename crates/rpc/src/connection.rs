@@ -40,9 +40,8 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinSet;
@@ -71,7 +70,7 @@ pub const GATHER_BYTES: usize = 32 * 1024;
 
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Connection").field("identity", self.cx.identity()).field("in_flight", &self.tasks.len()).finish_non_exhaustive()
+        f.debug_struct("Connection").field("identity", self.cx.identity()).field("in_flight", &self.in_flight()).finish_non_exhaustive()
     }
 }
 

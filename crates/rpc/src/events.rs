@@ -316,12 +316,11 @@ impl LogEvent {
 /// instead: the same JSON on one line (line breaks in JSON are whitespace between its tokens),
 /// or, for what is no JSON, an object saying so.
 fn one_line(json: &[u8]) -> Option<Vec<u8>> {
-    let broken = json.iter().any(|b| *b == b'\n' || *b == b'\r');
-    match serde_json::from_slice::<&RawValue>(json) {
-        Ok(_) if !broken => None,
-        Ok(raw) => Some(serde_json::to_vec(&serde_json::from_str::<serde_json::Value>(raw.get()).unwrap_or_default()).unwrap_or_default()),
-        Err(e) => Some(serde_json::to_vec(&serde_json::json!({ "error": format!("the event's data is not JSON: {e}") })).unwrap_or_default()),
+    let not_json = |e: serde_json::Error| serde_json::to_vec(&serde_json::json!({ "error": format!("the event's data is not JSON: {e}") })).unwrap_or_default();
+    if json.iter().any(|b| *b == b'\n' || *b == b'\r') {
+        return Some(serde_json::from_slice::<serde_json::Value>(json).map_or_else(not_json, |v| serde_json::to_vec(&v).unwrap_or_default()));
     }
+    serde_json::from_slice::<&RawValue>(json).err().map(not_json)
 }
 
 impl SseEvent for LogEvent {
@@ -374,14 +373,19 @@ impl EventLog {
     /// never waits: a subscriber that cannot keep up is told it lagged.
     pub fn publish(&self, event: &str, data: &impl serde::Serialize) -> u64 {
         let json = serde_json::to_vec(data).unwrap_or_else(|e| serde_json::to_vec(&serde_json::json!({ "error": e.to_string() })).unwrap_or_default());
-        self.publish_json(event, &json)
+        // The encoder writes one line of JSON: nothing to check.
+        self.publish_encoded(event, &json, None)
     }
 
     /// [`EventLog::publish`] with the data already encoded as one line of JSON (a line break in
     /// it is written as its own `data:` line, which a client joins back).
     pub fn publish_json(&self, event: &str, json: &[u8]) -> u64 {
+        self.publish_encoded(event, json, one_line(json))
+    }
+
+    /// Publishes `json`, its data for notifications `instead` when [`one_line`] said so.
+    fn publish_encoded(&self, event: &str, json: &[u8], instead: Option<Vec<u8>>) -> u64 {
         let name: Vec<u8> = event.bytes().map(|b| if b.is_ascii_alphanumeric() || b"_-./".contains(&b) { b } else { b'_' }).collect();
-        let instead = one_line(json);
         let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
         let seq = held.newest + 1;
         let ev = LogEvent::new(seq, &name, json, instead);

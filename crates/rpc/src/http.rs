@@ -69,7 +69,9 @@ pub(crate) async fn serve(server: RpcServer, listener: tokio::net::TcpListener) 
                 let (server, routes) = &*shared;
                 // A connection that has sent an authenticated request, on any route, keeps its
                 // place (checked until it has; without an authenticator nobody has).
-                if !held.slot.standing.trusted() && authenticates(server, request.headers()) {
+                // The identity found here is the one `POST /rpc` would find again: handed on.
+                let known = if held.slot.standing.trusted() { None } else { authenticated(server, request.headers()) };
+                if known.is_some() {
                     held.slot.trust();
                 }
                 if crate::listen::header_block_len(&request) > server.listen.0.max_header_bytes {
@@ -78,7 +80,7 @@ pub(crate) async fn serve(server: RpcServer, listener: tokio::net::TcpListener) 
                 }
                 if request.method() == axum::http::Method::POST && request.uri().path() == "/rpc" {
                     let (parts, body) = request.into_parts();
-                    return Ok(post_rpc_direct(server, &parts.headers, body).await);
+                    return Ok(post_rpc_direct(server, &parts.headers, body, known).await);
                 }
                 // Only a routed request can become a WebSocket, which keeps the slot.
                 request.extensions_mut().insert(held);
@@ -227,10 +229,10 @@ fn authenticate(server: &RpcServer, headers: &HeaderMap) -> Result<Identity, Res
     auth.authenticate(token).ok_or_else(|| unauthorized("the bearer token is not one this server accepts"))
 }
 
-/// Whether `headers` carry a bearer token the server's authenticator accepts (false without
-/// one); nothing refused, nothing counted.
-fn authenticates(server: &RpcServer, headers: &HeaderMap) -> bool {
-    server.auth.as_ref().is_some_and(|auth| bearer_token(headers).is_some_and(|t| auth.authenticate(t).is_some()))
+/// The identity of a bearer token in `headers` the server's authenticator accepts (`None`
+/// without an authenticator); nothing refused, nothing counted.
+fn authenticated(server: &RpcServer, headers: &HeaderMap) -> Option<Identity> {
+    server.auth.as_ref().and_then(|auth| bearer_token(headers).and_then(|t| auth.authenticate(t)))
 }
 
 /// Every caller of a server without an authenticator: one name, shared, not one a request.
@@ -256,7 +258,7 @@ where
         Ok(c) => c,
         Err(r) => return r,
     };
-    let response = match post_message(server, headers, body).await {
+    let response = match post_message(server, headers, body, None).await {
         Ok(Some(reply)) => json(StatusCode::OK, reply),
         Ok(None) => StatusCode::NO_CONTENT.into_response(),
         Err(refusal) => refusal,
@@ -265,13 +267,13 @@ where
 }
 
 /// `POST /rpc` on [`serve`]'s direct path: as [`post_rpc`], the reply sent as the core wrote it
-/// (no `Bytes` made of it, no boxed body).
-async fn post_rpc_direct(server: &RpcServer, headers: &HeaderMap, body: crate::listen::Lingering) -> axum::http::Response<ServeBody> {
+/// (no `Bytes` made of it, no boxed body); `known`, the caller [`serve`] already authenticated.
+async fn post_rpc_direct(server: &RpcServer, headers: &HeaderMap, body: crate::listen::Lingering, known: Option<Identity>) -> axum::http::Response<ServeBody> {
     let caller = match check_origin(server, headers) {
         Ok(c) => c,
         Err(r) => return r.map(ServeBody::Routed),
     };
-    let response = match post_message(server, headers, body).await {
+    let response = match post_message(server, headers, body, known).await {
         Ok(Some(reply)) => {
             let mut r = axum::http::Response::new(ServeBody::Json(Some(reply)));
             r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -350,13 +352,13 @@ impl hyper::body::Body for ServeBody {
 /// `POST /rpc` past the origin check: the core's reply (`None`: nothing to send, 204), or the
 /// transport's refusal.
 #[allow(clippy::result_large_err)]
-async fn post_message<B>(server: &RpcServer, headers: &HeaderMap, body: B) -> Result<Option<Vec<u8>>, Response>
+async fn post_message<B>(server: &RpcServer, headers: &HeaderMap, body: B, known: Option<Identity>) -> Result<Option<Vec<u8>>, Response>
 where
     B: hyper::body::Body<Data = bytes::Bytes>,
 {
-    let identity = match authenticate(server, headers) {
-        Ok(i) => i,
-        Err(r) => return Err(r),
+    let identity = match known {
+        Some(i) => i,
+        None => authenticate(server, headers)?,
     };
     let content_type = headers.get(header::CONTENT_TYPE);
     // `application/json` as most clients write it is taken at once; anything else is parsed.

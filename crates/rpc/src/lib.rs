@@ -435,8 +435,8 @@ impl Peer {
     /// gone); at once where there is none.
     #[cfg(feature = "http")]
     pub(crate) async fn closed(&self) {
-        let Some(tx) = &self.tx else { return };
-        let Some(pending) = &self.pending else { return tx.closed().await };
+        // A peer with a connection has both (`Peer::connected`); one without has neither.
+        let (Some(tx), Some(pending)) = (&self.tx, &self.pending) else { return };
         // Registered before the look, so an end after it wakes the wait.
         let ended = pending.ended.notified();
         if pending.lock().is_none() {

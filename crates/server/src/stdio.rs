@@ -68,10 +68,9 @@ async fn write_lines<W: AsyncWrite + Unpin>(mut w: W, mut rx: mpsc::Receiver<Vec
 /// [`run_stdio`] on this process's own stdin and stdout, as `openagents serve --stdio` runs it.
 /// Two threads of its own do the I/O instead of tokio's blocking pool (a trip through it per
 /// read and per write): one reads the input in large reads and hands each over whole, one
-/// writes what the connection sends, gathered into batches of lines on the runtime's side, all
-/// that is queued at once in one vectored write. Returns once every answer and event has been
-/// written; a read
-/// still waiting on the input is left to end with the process.
+/// writes what the connection queues (its replies gathered into batches of lines by the
+/// connection), all that is queued at once in one vectored write. Returns once every answer and
+/// event has been written; a read still waiting on the input is left to end with the process.
 ///
 /// # Errors
 ///
@@ -86,11 +85,8 @@ pub async fn run_stdio_process(engine: RpcEngine) -> std::io::Result<()> {
     // connection, as in `run_stdio`.
     let mut not_spawned = None;
     let served = serve(engine, reader, |rx| {
-        let (batches, batched) = mpsc::channel(WRITE_QUEUE);
-        let gathered = tokio::spawn(gather(rx, batches));
-        let written = spawn_writer(output, batched).map_err(|e| not_spawned = Some(e)).ok();
+        let written = spawn_writer(output, rx).map_err(|e| not_spawned = Some(e)).ok();
         async move {
-            let _ = gathered.await;
             if let Some(written) = written {
                 let _ = written.await;
             }
@@ -169,53 +165,14 @@ impl AsyncRead for ThreadReader {
     }
 }
 
-/// How large a batch of lines grows before it goes to the writer thread.
-const LINES_BATCH: usize = 32 * 1024;
-/// An item at least this long goes to the writer thread as it is, not copied into a batch.
-const BATCH_AS_IS: usize = 4096;
-/// How many batches may wait for the writer thread (backpressure beyond: the connection's queue
-/// fills, and its calls wait to answer).
-const WRITE_QUEUE: usize = 16;
-/// How many batches the writer thread takes into one vectored write at most.
+/// How many queued items the writer thread takes into one vectored write at most (two slices
+/// each: the item and its newline).
 const WRITE_ITEMS: usize = 64;
 
-/// Gathers what the connection queues into batches of whole lines, on the runtime's side: each
-/// message is copied into a batch and freed by the thread that made it (a message freed by the
-/// writer thread would cost the allocator a lock shared with the runtime's thread), and the
-/// writer thread wakes once per batch, not once per message. A batch holds what is queued when
-/// the gatherer runs, up to [`LINES_BATCH`]; the gatherer ends once the connection's queue has
-/// closed, or the writer has stopped.
-async fn gather(mut rx: mpsc::Receiver<Vec<u8>>, batches: mpsc::Sender<Vec<u8>>) {
-    // Room for as much as the last batch held: a busy connection's batches do not grow by
-    // copying, an idle one's stay small.
-    let mut last = 0;
-    while let Some(first) = rx.recv().await {
-        let mut batch = if first.len() >= BATCH_AS_IS {
-            // Already a batch (replies the connection gathered): it goes as it is.
-            let mut batch = first;
-            batch.push(b'\n');
-            batch
-        } else {
-            let mut batch = Vec::with_capacity((last + 1024).min(LINES_BATCH + 1024).max(first.len() + 1));
-            batch.extend_from_slice(&first);
-            batch.push(b'\n');
-            batch
-        };
-        while batch.len() < LINES_BATCH {
-            let Ok(message) = rx.try_recv() else { break };
-            batch.extend_from_slice(&message);
-            batch.push(b'\n');
-        }
-        last = batch.len();
-        if batches.send(batch).await.is_err() {
-            break;
-        }
-    }
-}
-
-/// The output, written by a thread of its own from batches of whole lines ([`gather`]): it
-/// waits for a batch, takes whatever else is queued already (up to [`WRITE_ITEMS`]) and writes
-/// them all with one vectored write, so a busy connection is one system call per many lines.
+/// The output, written by a thread of its own straight from the connection's queue: it waits for
+/// an item (a message, or replies the connection gathered), takes whatever else is queued
+/// already (up to [`WRITE_ITEMS`]) and writes them all, each ended by a newline, with one
+/// vectored write, so a busy connection is one system call per many lines and no item is copied.
 /// The receiver fires once the queue has closed and everything in it was written, or once a
 /// write failed.
 fn spawn_writer(mut output: std::fs::File, mut rx: mpsc::Receiver<Vec<u8>>) -> std::io::Result<oneshot::Receiver<std::io::Result<()>>> {
@@ -240,9 +197,9 @@ fn spawn_writer(mut output: std::fs::File, mut rx: mpsc::Receiver<Vec<u8>>) -> s
     Ok(done_rx)
 }
 
-/// Writes every byte of `items`, in order, going on after a partial write.
+/// Writes every item of `items` as a line, in order, going on after a partial write.
 fn write_all_vectored(out: &mut impl Write, items: &[Vec<u8>]) -> std::io::Result<()> {
-    let mut slices: Vec<std::io::IoSlice<'_>> = items.iter().filter(|i| !i.is_empty()).map(|i| std::io::IoSlice::new(i)).collect();
+    let mut slices: Vec<std::io::IoSlice<'_>> = items.iter().flat_map(|i| [std::io::IoSlice::new(i), std::io::IoSlice::new(b"\n")]).collect();
     let mut slices = &mut slices[..];
     while !slices.is_empty() {
         match out.write_vectored(slices) {
