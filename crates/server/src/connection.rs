@@ -56,7 +56,7 @@ impl EventStream {
 
     /// Waits until every event published so far is queued (bounded: [`Forwarded::through`]).
     pub(crate) async fn caught_up(&self) {
-        self.forwarded.through(self.engine.status().last_seq).await;
+        self.forwarded.through(self.engine.last_seq()).await;
     }
 
     fn take_task(&self) -> Option<tokio::task::JoinHandle<()>> {
@@ -65,7 +65,7 @@ impl EventStream {
 
     /// Forwards every event published so far, then stops: within `wait`, or not at all.
     pub(crate) async fn drain(&self, wait: Duration) {
-        self.drain_to.send_replace(Some(self.engine.status().last_seq));
+        self.drain_to.send_replace(Some(self.engine.last_seq()));
         self.wait_end(wait).await;
     }
 

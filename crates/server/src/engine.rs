@@ -545,6 +545,12 @@ impl RpcEngine {
         ReleaseResult { released: held }
     }
 
+    /// The sequence number of the newest event delivered (the status's `last_seq`), without the
+    /// rest of the status.
+    pub(crate) fn last_seq(&self) -> i64 {
+        self.inner.hub.last_seq()
+    }
+
     /// A snapshot of the runtime.
     pub fn status(&self) -> RuntimeStatus {
         self.status_now().to_status()
@@ -566,7 +572,7 @@ impl RpcEngine {
             state,
             active_turn: st.active.as_ref().map(|a| a.info.clone()),
             counters: TurnCounters { submitted: c.submitted, completed: c.completed, failed: c.failed, interrupted: c.interrupted },
-            last_seq: self.inner.hub.last_seq(),
+            last_seq: self.last_seq(),
             subscribers: self.inner.hub.subscribers() as i64,
             lease: st.lease.as_ref().map(|l| Lease { holder: l.holder.clone(), expires_at_ms: instant_to_ms(l.expires) }),
         }
