@@ -196,11 +196,19 @@ impl Connection {
         // method is a request (or a notification) but for a rare answer whose result holds the
         // word, which the call below takes in the one pass that reads its envelope (or, when
         // the connection is full, the check below).
-        if !names_method(bytes) && crate::message::take_if_answer(&self.server, &self.cx, bytes) {
+        if !names_method(bytes)
+            && let Some(refused) = crate::message::take_if_answer(&self.server, &self.cx, bytes)
+        {
+            if let Some(reply) = refused {
+                self.queue(reply).await;
+            }
             return;
         }
         let Some(slot) = Slot::take(&self.slots) else {
-            if crate::message::take_if_answer(&self.server, &self.cx, bytes) {
+            if let Some(refused) = crate::message::take_if_answer(&self.server, &self.cx, bytes) {
+                if let Some(reply) = refused {
+                    self.queue(reply).await;
+                }
                 return;
             }
             let max = self.server.limits.max_in_flight;

@@ -63,6 +63,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot, watch};
 
+pub mod audience;
 pub mod client;
 #[cfg(feature = "http")]
 mod http;
@@ -325,18 +326,43 @@ pub const MAX_PEER_REQUESTS: usize = 64;
 type Answer = Result<Box<RawValue>, RpcError>;
 
 /// The requests a server sent one connection's caller that wait for an answer, by id.
-#[derive(Debug, Default)]
 struct Pending {
     next: AtomicU64,
     /// `None` once the connection has closed: no answer can come.
     waiting: Mutex<Option<HashMap<u64, oneshot::Sender<Answer>>>>,
     /// Told when the connection closes ([`Peer::closed`]).
     ended: tokio::sync::Notify,
+    /// The audiences this connection has joined ([`audience::Audience::join`]), with its member
+    /// id in each: answers to requests that are not this connection's own go there.
+    routes: Mutex<Vec<(std::sync::Weak<dyn audience::Route>, u64)>>,
+}
+
+impl std::fmt::Debug for Pending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let waiting = self.lock().as_ref().map(HashMap::len);
+        f.debug_struct("Pending").field("waiting", &waiting).field("audiences", &self.routes().len()).finish_non_exhaustive()
+    }
 }
 
 impl Pending {
     fn open() -> Pending {
-        Pending { next: AtomicU64::new(1), waiting: Mutex::new(Some(HashMap::new())), ended: tokio::sync::Notify::new() }
+        Pending { next: AtomicU64::new(1), waiting: Mutex::new(Some(HashMap::new())), ended: tokio::sync::Notify::new(), routes: Mutex::new(Vec::new()) }
+    }
+
+    fn routes(&self) -> std::sync::MutexGuard<'_, Vec<(std::sync::Weak<dyn audience::Route>, u64)>> {
+        self.routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Sends this connection's answers to ids not its own to `route` as `member`; `false` once
+    /// the connection has closed.
+    pub(crate) fn add_route(&self, route: std::sync::Weak<dyn audience::Route>, member: u64) -> bool {
+        // Under the lock that closing takes first, so a route added is always left.
+        let waiting = self.lock();
+        if waiting.is_none() {
+            return false;
+        }
+        self.routes().push((route, member));
+        true
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<HashMap<u64, oneshot::Sender<Answer>>>> {
@@ -368,20 +394,49 @@ impl Peer {
         Peer { tx: Some(tx), pending: Some(Arc::new(Pending::open())) }
     }
 
-    /// Gives the answer to the request `id` to whoever waits for it; `false` when no request
-    /// of this connection waits under that id (a stray or repeated answer, which is dropped).
-    pub(crate) fn resolve(&self, id: &RawValue, answer: Answer) -> bool {
-        let Some(pending) = &self.pending else { return false };
-        let Ok(id) = id.get().parse::<u64>() else { return false };
-        let sender = pending.lock().as_mut().and_then(|w| w.remove(&id));
-        sender.is_some_and(|s| s.send(answer).is_ok())
+    /// Gives the answer to the request `id` to whoever waits for it: a request of this
+    /// connection's own ([`Peer::request`], a number), else one of an audience it joined (a
+    /// string). `Some` is the error to send the caller back: an audience refused its answer.
+    /// An answer nobody waits for (a stray or repeated one) is dropped.
+    pub(crate) fn resolve(&self, id: &RawValue, answer: Answer) -> Option<RpcError> {
+        let pending = self.pending.as_ref()?;
+        if let Ok(n) = id.get().parse::<u64>() {
+            let sender = pending.lock().as_mut().and_then(|w| w.remove(&n));
+            if let Some(s) = sender {
+                let _ = s.send(answer);
+            }
+            return None;
+        }
+        if !id.get().starts_with('"') {
+            return None;
+        }
+        let routes: Vec<(Arc<dyn audience::Route>, u64)> = pending.routes().iter().filter_map(|(r, m)| r.upgrade().map(|r| (r, *m))).collect();
+        let Ok(id) = serde_json::from_str::<String>(id.get()) else { return None };
+        let mut answer = Some(answer);
+        let last = routes.len().saturating_sub(1);
+        for (i, (route, member)) in routes.into_iter().enumerate() {
+            let this = if i == last { answer.take() } else { answer.clone() };
+            let Some(this) = this else { break };
+            match route.take(member, &id, this) {
+                Ok(true) => return None,
+                Ok(false) => {}
+                Err(e) => return Some(e),
+            }
+        }
+        None
     }
 
     /// The connection has closed: every request still waiting ends with [`PeerError::Closed`],
-    /// and later ones fail at once.
+    /// later ones fail at once, and the connection leaves the audiences it joined.
     pub(crate) fn close_requests(&self) {
         if let Some(pending) = &self.pending {
             pending.lock().take();
+            let routes = std::mem::take(&mut *pending.routes());
+            for (route, member) in routes {
+                if let Some(route) = route.upgrade() {
+                    route.leave(member);
+                }
+            }
             pending.ended.notify_waiters();
         }
     }

@@ -193,32 +193,45 @@ impl Envelope<'_> {
 }
 
 /// Gives a response the caller sent (its answer to a request of the server's) to the request
-/// that waits for it; a response no request waits for is dropped. Nothing is replied.
-fn take_answer(cx: &Context, env: &Envelope<'_>) {
-    let Some(id) = env.id else { return };
+/// that waits for it; a response no request waits for is dropped. Returns the error an audience
+/// refused the answer with ([`crate::audience`]), to send back with the answer's id; otherwise
+/// nothing is replied.
+fn take_answer(cx: &Context, env: &Envelope<'_>) -> Option<RpcError> {
+    let id = env.id?;
     let answer = match (env.result, env.error) {
         (Some(result), None) => Ok(result.to_owned()),
         (None, Some(error)) => Err(serde_json::from_str::<RpcError>(error.get()).unwrap_or_else(|e| RpcError::new(crate::codes::INTERNAL_ERROR, format!("the caller answered with an error object that is not one: {e}")))),
         _ => Err(RpcError::new(crate::codes::INTERNAL_ERROR, "the caller answered with both a result and an error")),
     };
-    cx.peer().resolve(id, answer);
+    cx.peer().resolve(id, answer)
 }
 
 /// When `bytes` is one response (not a request, not a batch), gives it to the request that waits
 /// for it and says so: the connection takes answers before any bound on calls in flight.
-pub(crate) fn take_if_answer(server: &RpcServer, cx: &Context, bytes: &[u8]) -> bool {
+/// `Some(Some(reply))`: an audience refused it, and `reply` says why (within the server's bound
+/// on a reply, its id echoed when readable and within the bound on ids).
+pub(crate) fn take_if_answer(server: &RpcServer, cx: &Context, bytes: &[u8]) -> Option<Option<Vec<u8>>> {
     let text = bytes.trim_ascii_start();
     if text.first() != Some(&b'{') {
-        return false;
+        return None;
     }
     match serde_json::from_slice::<Envelope<'_>>(text) {
         // A screened-out answer goes on to be refused like any message.
         Ok(env) if env.is_response() && env.duplicate.is_none() && server.screened(bytes).is_none() => {
-            take_answer(cx, &env);
-            true
+            let refused = take_answer(cx, &env);
+            Some(refused.map(|e| refusal_of_answer(server, &env, e, bytes.len())))
         }
-        _ => false,
+        _ => None,
     }
+}
+
+/// The reply to an answer an audience refused.
+fn refusal_of_answer(server: &RpcServer, env: &Envelope<'_>, e: RpcError, len: usize) -> Vec<u8> {
+    count_error(server.metrics.as_ref(), e.code);
+    let id = env.id.and_then(|id| readable_id(id, server.limits.max_id_chars));
+    let mut out = Vec::new();
+    Reply { id, outcome: Err(e) }.encode_within(len.saturating_mul(2).max(REPLY_FLOOR), &mut out);
+    out
 }
 
 /// The reply to one request object: its id as written (`None`: `null`) and its outcome.
@@ -570,8 +583,11 @@ fn prepare<'a>(server: &RpcServer, cx: &Context, env: Option<Envelope<'a>>, budg
         }
     };
     if env.is_response() && env.duplicate.is_none() && cx.peer().takes_answers() {
-        take_answer(cx, &env);
-        return Err(false);
+        let Some(e) = take_answer(cx, &env) else { return Err(false) };
+        count(e.code);
+        let id = env.id.and_then(|id| readable_id(id, server.limits.max_id_chars));
+        Reply { id, outcome: Err(e) }.encode_within(budget, out);
+        return Err(true);
     }
     // An id whose text the parser cannot read — a string whose escapes are no text (a lone
     // surrogate), a number out of its range (`1e400`) — is not JSON, as for `method`.

@@ -218,7 +218,7 @@ async fn gathered_replies_keep_read_order_and_go_out_before_anything_else() {
         let item = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await.expect("the replies of 3 and 5").expect("a reply");
         order.extend(ids(item));
     }
-    let (four, five) = (order.iter().position(|id| *id == Value::from(4)), order.iter().position(|id| *id == Value::from(5)));
+    let (four, five) = (order.iter().position(|id| *id == 4), order.iter().position(|id| *id == 5));
     assert!(four.is_some() && four < five, "a held call's reply passed what was gathered before it: {order:?}");
 
     conn.take(call(6, "after")).await;

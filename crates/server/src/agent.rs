@@ -266,6 +266,40 @@ pub fn error(code: ErrorCode, message: impl Into<String>) -> RuntimeSubmitError 
     RuntimeSubmitError { retryable: code.retryable(), code, message: message.into(), details: None }
 }
 
+/// The short, fixed `message` of a JSON-RPC error object for `code`: the specification's own
+/// words for its standard codes, the code's name in words for ours.
+pub fn error_title(code: &ErrorCode) -> std::borrow::Cow<'static, str> {
+    match code {
+        ErrorCode::ParseError => "Parse error".into(),
+        ErrorCode::InvalidRequest => "Invalid Request".into(),
+        ErrorCode::UnknownMethod => "Method not found".into(),
+        ErrorCode::InvalidParams => "Invalid params".into(),
+        ErrorCode::Internal => "Internal error".into(),
+        other => {
+            let words = other.as_str().replace('_', " ");
+            let mut chars = words.chars();
+            match chars.next() {
+                Some(first) => format!("{}{}", first.to_uppercase(), chars.as_str()).into(),
+                None => "Error".into(),
+            }
+        }
+    }
+}
+
+/// The runtime's error as the JSON-RPC error object: its code, its title, and itself (its
+/// message bounded) as `data`.
+pub(crate) fn rpc_error(mut e: RuntimeSubmitError) -> openagents_rpc::RpcError {
+    if e.message.len() > openagents_rpc::MAX_ERROR_MESSAGE {
+        e.message = openagents_rpc::bounded(&e.message, openagents_rpc::MAX_ERROR_MESSAGE).into_owned();
+    }
+    let code = e.code.rpc_code();
+    let title = error_title(&e.code).into_owned();
+    match serde_json::to_value(&e) {
+        Ok(data) => openagents_rpc::RpcError { code, message: title, data: Some(data) },
+        Err(_) => openagents_rpc::RpcError::new(code, title),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -31,7 +31,8 @@ use openagents_rpc::{BoxFuture, Context, Handler, Identity, Limits, Peer, RpcErr
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::agent::error;
+pub use crate::agent::error_title;
+use crate::agent::{error, rpc_error};
 use crate::auth::Caller;
 use crate::connection::EventStream;
 use crate::engine::{EventSession, RpcEngine};
@@ -126,40 +127,6 @@ impl Reply {
         }
         out.push(b'}');
         out
-    }
-}
-
-/// The short, fixed `message` of a JSON-RPC error object for `code`: the specification's own
-/// words for its standard codes, the code's name in words for ours.
-pub fn error_title(code: &ErrorCode) -> std::borrow::Cow<'static, str> {
-    match code {
-        ErrorCode::ParseError => "Parse error".into(),
-        ErrorCode::InvalidRequest => "Invalid Request".into(),
-        ErrorCode::UnknownMethod => "Method not found".into(),
-        ErrorCode::InvalidParams => "Invalid params".into(),
-        ErrorCode::Internal => "Internal error".into(),
-        other => {
-            let words = other.as_str().replace('_', " ");
-            let mut chars = words.chars();
-            match chars.next() {
-                Some(first) => format!("{}{}", first.to_uppercase(), chars.as_str()).into(),
-                None => "Error".into(),
-            }
-        }
-    }
-}
-
-/// The runtime's error as the JSON-RPC error object: its code, its title, and itself (its
-/// message bounded) as `data`.
-pub(crate) fn rpc_error(mut e: RuntimeSubmitError) -> RpcError {
-    if e.message.len() > MAX_ERROR_MESSAGE {
-        e.message = bounded(&e.message, MAX_ERROR_MESSAGE).into_owned();
-    }
-    let code = e.code.rpc_code();
-    let title = error_title(&e.code).into_owned();
-    match serde_json::to_value(&e) {
-        Ok(data) => RpcError { code, message: title, data: Some(data) },
-        Err(_) => RpcError::new(code, title),
     }
 }
 

@@ -1,7 +1,9 @@
 //! The frontend WebSocket, `/frontend/v2`: JSON-RPC 2.0 in both directions, one message per text
 //! frame. Client requests go through the same engine dispatch as stdio and HTTP; events arrive
 //! as `frontend.v2.event` notifications after `subscribe`; the agent's approval requests arrive
-//! as `frontend.v2.approval` requests for frontends allowed to answer them.
+//! as `frontend.v2.approval` requests for frontends allowed to answer them (the bridge's
+//! audience on the core, [`openagents_rpc::audience`]: one that connects while a request waits
+//! is asked too, and its answer, a JSON-RPC response, is taken by the core's connection).
 //!
 //! One connection keeps the order stdio keeps: a request answered at once (`subscribe`,
 //! `status`, …) is answered before the next message is read, so a `subscribe` has taken effect
@@ -20,7 +22,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::get;
 use futures_util::{SinkExt, StreamExt};
-use openagents_protocol::{ApprovalReply, SERVER_MAX_LINE_BYTES};
+use openagents_protocol::SERVER_MAX_LINE_BYTES;
 use openagents_rpc::{Connection, Identity};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -29,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Caller;
 use crate::connection::EventStream;
 use crate::engine::RpcEngine;
-use crate::jsonrpc::{Conn, Reply};
+use crate::jsonrpc::Conn;
 use crate::listener::{Access, ConnectionSlot, reject, stamp_schema};
 use crate::projection;
 
@@ -141,41 +143,8 @@ async fn upgrade(app: Access, request: Request, options: WsOptions) -> Response 
         })
 }
 
-/// Whether `bytes` are a JSON object with a `method` member: a request or notification, never a
-/// response. Reads the envelope only (no values are built), so a message can be told from a
-/// frontend's answer before anything of it is decoded.
-fn names_a_method(bytes: &[u8]) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Envelope<'a> {
-        #[serde(borrow)]
-        method: Option<&'a serde_json::value::RawValue>,
-    }
-    serde_json::from_slice::<Envelope<'_>>(bytes).is_ok_and(|env| env.method.is_some())
-}
-
 fn close_message(code: u16, reason: &str) -> Message {
     Message::Close(Some(CloseFrame { code, reason: Utf8Bytes::from(reason) }))
-}
-
-/// Whether a message is a JSON-RPC response (to a server-to-client request): an `id` with a
-/// `result` or an `error`, and no `method`. Public for the fuzz targets.
-#[allow(clippy::result_unit_err)]
-pub fn as_response(text: &str) -> Option<(String, Result<ApprovalReply, ()>)> {
-    // Exact decoding, as for requests: a key given twice is never resolved by the last copy.
-    crate::decode::response(text.as_bytes())
-}
-
-/// Hands a frontend's JSON-RPC response (as [`as_response`] read it) on connection `conn` to
-/// the approval bridge: an unreadable result counts as a denial. Returns the error reply to send
-/// back when the bridge refuses the answer (a frontend without the approvals grant), echoing the
-/// id only when it is a valid `RequestId` (at most 256 characters), as for any request. Public
-/// for the fuzz targets.
-#[allow(clippy::result_unit_err)]
-pub fn take_response(engine: &RpcEngine, conn: u64, id: String, reply: Result<ApprovalReply, ()>) -> Option<Reply> {
-    let answer = reply.unwrap_or(ApprovalReply { approved: false, answer: None });
-    let e = engine.bridge().answer(conn, &id, answer).err()?;
-    let id = (id.chars().count() <= 256).then_some(serde_json::Value::String(id));
-    Some(Reply { id, raw_id: None, jsonrpc: true, outcome: Err(e) })
 }
 
 /// The reason of the close (1013) for a frontend that takes nothing for the stuck timeout.
@@ -222,7 +191,9 @@ async fn connection(socket: WebSocket, engine: RpcEngine, server: Arc<openagents
         let _ = sink.close().await;
     });
     let events = EventStream::new(&engine, tx.clone(), projection::frontend_notification_of, Some((patience, stuck.clone())));
-    let bridged = engine.bridge().attach_caller(&caller, tx.clone());
+    // The bridge's approval requests reach this frontend when it may answer them, and its
+    // answers go back through the connection (the core takes them, before any bound).
+    let bridged = engine.bridge().join(&caller, conn.peer());
     let mut conn = conn.with_data(Conn::streaming(caller, &events));
     let mut ping = tokio::time::interval(WS_PING_INTERVAL);
     ping.tick().await;
@@ -265,21 +236,10 @@ async fn connection(socket: WebSocket, engine: RpcEngine, server: Arc<openagents
         last_heard = Instant::now();
         match msg {
             Message::Text(text) => {
-                // A request (it names a method) goes straight to the core; only what may be a
-                // response (to an approval request) is decoded whole to find out.
-                let request = names_a_method(text.as_bytes());
-                if let Some((id, reply)) = (!request).then(|| as_response(text.as_str())).flatten() {
-                    // Within the stuck timeout, as every reply: a frontend that reads nothing is
-                    // disconnected (1013) rather than held.
-                    if let Some(body) = take_response(&engine, bridged, id, reply) {
-                        conn.queue(body.to_json()).await;
-                    }
-                    continue;
-                }
                 // Most requests (`status`, `subscribe`, …) are answered at once, before the next
                 // message is read: a `subscribe` takes effect before what follows it runs. One
                 // that waits (a `submit`) goes on in a task of its own, so what follows is
-                // served meanwhile.
+                // served meanwhile. An answer to an approval request goes to the bridge.
                 conn.take(bytes::Bytes::from(text)).await;
             }
             Message::Binary(_) => break close_message(close::UNSUPPORTED_DATA, "binary frames are not accepted; send JSON-RPC messages as text frames"),
@@ -287,7 +247,9 @@ async fn connection(socket: WebSocket, engine: RpcEngine, server: Arc<openagents
             Message::Close(_) => break close_message(1000, "bye"),
         }
     };
-    engine.bridge().detach(bridged);
+    if let Some(bridged) = bridged {
+        engine.bridge().detach(bridged);
+    }
     if going_away {
         // Let the final event out first: the event stream ends once it has queued it (or gives
         // up on a frontend that takes nothing for the stuck timeout). Then the answers of the

@@ -862,3 +862,28 @@ async fn dropping_the_websocket_listener_leaves_the_engine_running() {
     let replay = ws.events_until(&["turn_completed"]).await;
     assert_eq!(replay, events, "the new listener replays the same events");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frontend_that_reconnects_while_an_approval_waits_is_asked_again_and_its_answer_decides() {
+    let Asked { engine, addr, alice, turn, req } = asked(STEP).await;
+    // Alice's connection drops before she answers: the request waits (it is not denied).
+    drop(alice);
+    within("alice's frontend to be detached", async {
+        while engine.bridge().answerers() > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert!(!turn.is_finished(), "the approval still waits");
+    // Back on a new connection (not even subscribed), she is sent the same request.
+    let mut alice = connect(addr, ALICE).await;
+    let again = alice.approval_request().await;
+    assert_eq!((&again["id"], &again["params"]), (&req["id"], &req["params"]), "the same request, again: {again}");
+    alice.answer(&again["id"], json!({"approved": true})).await;
+    let done = finished(turn).await.expect("the turn completes");
+    assert_eq!(done["result"], "approved=true");
+    let (mut watcher, _) = subscribed(addr, WATCHER, Some(0)).await;
+    let events = watcher.events_until(&["turn_completed"]).await;
+    assert_eq!(types(&events), ["turn_started", "approval_requested", "approval_resolved", "turn_completed"]);
+    assert_eq!(events[2]["event"]["by"], "alice");
+}

@@ -10,7 +10,7 @@
 //! | [`rpc_engine`] | `RpcEngine::handle` with an in-process agent | every reply is a valid `RpcResponse` echoing a readable id; counters add up; nothing is left running |
 //! | [`runner_events`] | the host's bounded framing and `EventChecker` on a runner's stdout | events round-trip; at most one terminal, nothing after it; the outcome is the terminal's |
 //! | [`sse_resume`] | `http::resume_point` (`Last-Event-ID`, `since=`) and `EventHub::subscribe` | every event after the resume point exactly once, in order, or an explicit `gap`/`lagged` |
-//! | [`ws_message`] | `ws::as_response` and the text path through `RpcEngine::handle_in` | responses route to the bridge, requests get valid responses |
+//! | [`ws_message`] | the approval bridge's answers (`decode::approval_reply`) and the text path through `RpcEngine::handle_in` | responses route to the bridge, requests get valid responses |
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, OnceLock};
@@ -333,8 +333,9 @@ impl EventSession for Recorder {
     }
 }
 
-/// One WebSocket text message, as the connection handles it: a JSON-RPC response goes to the
-/// approval bridge, anything else through `RpcEngine::handle_in` with the connection's session.
+/// One WebSocket text message, as the connection handles it: a JSON-RPC response (an object
+/// with an `id`, a `result` or an `error`, no `method`) goes to the approval bridge, its result
+/// decoded exactly; anything else through `RpcEngine::handle_in` with the connection's session.
 /// The frontend (attached to the bridge) may answer approvals when the input's length is even.
 pub fn ws_message(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
@@ -344,24 +345,20 @@ pub fn ws_message(data: &[u8]) {
     let (tx, mut rx) = tokio::sync::mpsc::channel(64);
     let conn = engine.bridge().attach(&caller.name, can_answer, tx);
     let session = std::sync::Arc::new(Recorder::default());
-    match openagents_server::ws::as_response(text) {
-        Some((id, reply)) => {
-            let v: Value = serde_json::from_str(text).expect("as_response only takes JSON");
-            let o = v.as_object().expect("as_response only takes objects");
-            assert!(!o.contains_key("method") && o.get("id").and_then(Value::as_str) == Some(id.as_str()), "as_response took {}", show(data));
-            assert!(o.contains_key("result") || o.contains_key("error"), "as_response took {}", show(data));
-            if let Ok(r) = &reply {
-                let j = serde_json::to_vec(&o["result"]).expect("encodes");
-                assert!(matches!(validate_document("ApprovalReply", &j), Some(Ok(()))), "as_response accepted an invalid ApprovalReply {}", show(&j));
-                let _: &ApprovalReply = r;
+    let doc = serde_json::from_str::<Value>(text).ok();
+    let response = doc.as_ref().and_then(Value::as_object).filter(|o| !o.contains_key("method") && (o.contains_key("result") || o.contains_key("error"))).and_then(|o| o.get("id")?.as_str().map(|id| (id.to_owned(), o.get("result").cloned())));
+    match response {
+        Some((id, result)) => {
+            // An error answer, or a result that is no exact `ApprovalReply`, is a denial.
+            let reply = result.and_then(|r| serde_json::value::to_raw_value(&r).ok()).and_then(|r| openagents_server::decode::approval_reply(&r));
+            if let Some(r) = &reply {
+                let j = serde_json::to_vec(r).expect("encodes");
+                assert!(matches!(validate_document("ApprovalReply", &j), Some(Ok(()))), "approval_reply accepted an invalid ApprovalReply {}", show(&j));
             }
-            match openagents_server::ws::take_response(&engine, conn, id, reply) {
-                None => assert!(can_answer, "a frontend without the approvals grant answered: {}", show(data)),
-                Some(body) => {
-                    let code = body.outcome.as_ref().err().map(|e| e.code.clone());
-                    assert!(!can_answer && code == Some(ErrorCode::Forbidden), "answer refused: {code:?}");
-                    check_reply("ws_message", data, &body);
-                }
+            let reply = reply.unwrap_or(ApprovalReply { approved: false, answer: None });
+            match engine.bridge().answer(conn, &id, reply) {
+                Ok(_) => assert!(can_answer, "a frontend without the approvals grant answered: {}", show(data)),
+                Err(e) => assert!(!can_answer && e.code == ErrorCode::Forbidden, "answer refused: {e:?}"),
             }
         }
         None => {
