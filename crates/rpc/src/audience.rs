@@ -60,9 +60,6 @@ pub enum AskError {
     /// A request under this id still waits for its answer.
     #[error("a request with the id `{0}` already waits for an answer")]
     Duplicate(String),
-    /// The params could not be encoded as JSON.
-    #[error("the request's params cannot be encoded: {0}")]
-    Encode(String),
 }
 
 /// The answer that settled an [`Ask`]: what was answered, and the mark of the member who did.
@@ -75,6 +72,7 @@ pub struct Answered<M> {
 }
 
 type Check<M> = dyn Fn(&M) -> Result<(), RpcError> + Send + Sync;
+type Screen = dyn Fn(&[u8]) -> bool + Send + Sync;
 
 struct Member<M> {
     mark: M,
@@ -82,6 +80,8 @@ struct Member<M> {
 }
 
 struct Waiting<M> {
+    /// Which request under this id (an id may be used again once its request is settled).
+    serial: u64,
     /// The request as sent.
     message: Arc<[u8]>,
     /// The members it was sent to.
@@ -101,11 +101,19 @@ struct State<M> {
     next: u64,
 }
 
+impl<M> State<M> {
+    /// Takes the request waiting under `id` if it is still the one numbered `serial`.
+    fn settle(&mut self, id: &str, serial: u64) -> Option<Waiting<M>> {
+        if self.waiting.get(id)?.serial == serial { self.waiting.remove(id) } else { None }
+    }
+}
+
 /// Connections that may be asked, and the requests that wait for one of them to answer. See the
 /// [module documentation](self).
 pub struct Audience<M> {
     state: Mutex<State<M>>,
     check: Box<Check<M>>,
+    screen: Option<Box<Screen>>,
 }
 
 impl<M> std::fmt::Debug for Audience<M> {
@@ -120,7 +128,19 @@ impl<M: Clone + Send + Sync + 'static> Audience<M> {
     /// their mark. `check` runs without the audience's lock held, so it may take locks of the
     /// program's own; its error is what a member that may not answer is sent back.
     pub fn new(check: impl Fn(&M) -> Result<(), RpcError> + Send + Sync + 'static) -> Arc<Audience<M>> {
-        Arc::new(Audience { state: Mutex::new(State { members: BTreeMap::new(), waiting: HashMap::new(), next: 0 }), check: Box::new(check) })
+        Arc::new(Audience { state: Mutex::new(State { members: BTreeMap::new(), waiting: HashMap::new(), next: 0 }), check: Box::new(check), screen: None })
+    }
+
+    /// [`Audience::new`], with a screen of every answer a joined connection gives: the whole
+    /// message's text, as received. An answer the screen refuses (say, one with a key given twice
+    /// anywhere, where the program reads JSON exactly) is still an answer, but an error one
+    /// (`-32600`), whatever its `result` said: it settles the request, and cannot approve it.
+    pub fn with_screen(check: impl Fn(&M) -> Result<(), RpcError> + Send + Sync + 'static, screen: impl Fn(&[u8]) -> bool + Send + Sync + 'static) -> Arc<Audience<M>> {
+        Arc::new(Audience {
+            state: Mutex::new(State { members: BTreeMap::new(), waiting: HashMap::new(), next: 0 }),
+            check: Box::new(check),
+            screen: Some(Box::new(screen)),
+        })
     }
 
     /// An audience every member of which is asked and may answer.
@@ -158,8 +178,19 @@ impl<M: Clone + Send + Sync + 'static> Audience<M> {
     /// `None` where the transport takes no answers (HTTP `POST /rpc`, in-process calls).
     pub fn join(self: &Arc<Self>, peer: &Peer, mark: M) -> Option<u64> {
         let (Some(tx), Some(pending)) = (&peer.tx, &peer.pending) else { return None };
-        let member = self.attach(tx.clone(), mark);
         let route: Weak<dyn Route> = Arc::downgrade(self) as Weak<dyn Route>;
+        if let Some(member) = pending.member_of(&route) {
+            // Joined again on one connection: one member still, with the new mark.
+            let attached = self.lock().members.get_mut(&member).map(|m| m.mark = mark.clone()).is_some();
+            if attached && (self.check)(&mark).is_ok() {
+                let ids: Vec<String> = self.lock().waiting.keys().cloned().collect();
+                for ask in ids {
+                    self.send(&ask, &[member]);
+                }
+            }
+            return attached.then_some(member);
+        }
+        let member = self.attach(tx.clone(), mark);
         if pending.add_route(route, member) {
             Some(member)
         } else {
@@ -171,7 +202,12 @@ impl<M: Clone + Send + Sync + 'static> Audience<M> {
 
     /// Removes a member: it is asked nothing more, and its answers are ignored.
     pub fn detach(&self, member: u64) {
-        self.lock().members.remove(&member);
+        let mut st = self.lock();
+        if st.members.remove(&member).is_some() {
+            for w in st.waiting.values_mut() {
+                w.asked.remove(&member);
+            }
+        }
     }
 
     /// The mark of a member that is attached.
@@ -179,7 +215,8 @@ impl<M: Clone + Send + Sync + 'static> Audience<M> {
         self.lock().members.get(&member).map(|m| m.mark.clone())
     }
 
-    /// How many members `f` counts.
+    /// How many members `f` counts (`f` runs under the audience's lock: it must not call into
+    /// the audience).
     pub fn count(&self, f: impl Fn(&M) -> bool) -> usize {
         self.lock().members.values().filter(|m| f(&m.mark)).count()
     }
@@ -194,52 +231,38 @@ impl<M: Clone + Send + Sync + 'static> Audience<M> {
     ///
     /// [`AskError::Duplicate`] while another request waits under `id`.
     pub fn ask(self: &Arc<Self>, id: &str, method: &str, params: Option<&RawValue>) -> Result<Ask<M>, AskError> {
-        let message = encode_request(id, method, params)?;
+        let message = encode_request(id, method, params);
         let (tx, rx) = oneshot::channel();
-        let members: Vec<(u64, M)> = {
+        let (serial, members): (u64, Vec<(u64, M)>) = {
             let mut st = self.lock();
             if st.waiting.contains_key(id) {
                 return Err(AskError::Duplicate(id.to_owned()));
             }
-            st.waiting.insert(id.to_owned(), Waiting { message: message.into(), asked: BTreeSet::new(), answer: tx });
-            st.members.iter().map(|(k, m)| (*k, m.mark.clone())).collect()
+            st.next += 1;
+            let serial = st.next;
+            st.waiting.insert(id.to_owned(), Waiting { serial, message: message.into(), asked: BTreeSet::new(), answer: tx });
+            (serial, st.members.iter().map(|(k, m)| (*k, m.mark.clone())).collect())
         };
         let eligible: Vec<u64> = members.into_iter().filter(|(_, mark)| (self.check)(mark).is_ok()).map(|(k, _)| k).collect();
         let asked = self.send(id, &eligible);
-        Ok(Ask { audience: Arc::clone(self), id: id.to_owned(), answer: rx, asked, settled: None })
+        Ok(Ask { audience: Arc::clone(self), id: id.to_owned(), serial, answer: rx, asked, done: false, settled: None })
     }
 
     /// Sends the request waiting under `id` to those of `members` still attached and not yet
-    /// sent it; returns how many it was sent to.
+    /// sent it; returns how many it was sent to. Queued under the audience's lock (a `try_send`
+    /// never waits), so what [`Ask::tell_others`] sends a member never comes before it.
     fn send(&self, id: &str, members: &[u64]) -> usize {
-        let (message, targets) = {
-            let mut st = self.lock();
-            let State { members: attached, waiting, .. } = &mut *st;
-            let Some(w) = waiting.get_mut(id) else { return 0 };
-            let mut targets = Vec::new();
-            for m in members {
-                if let Some(member) = attached.get(m)
-                    && w.asked.insert(*m)
-                {
-                    targets.push((*m, member.tx.clone()));
-                }
-            }
-            (Arc::clone(&w.message), targets)
-        };
+        let mut st = self.lock();
+        let State { members: attached, waiting, .. } = &mut *st;
+        let Some(w) = waiting.get_mut(id) else { return 0 };
         let mut sent = 0;
-        let mut failed = Vec::new();
-        for (m, tx) in targets {
-            if tx.try_send(message.to_vec()).is_ok() {
+        for m in members {
+            if let Some(member) = attached.get(m)
+                && !w.asked.contains(m)
+                && member.tx.try_send(w.message.to_vec()).is_ok()
+            {
+                w.asked.insert(*m);
                 sent += 1;
-            } else {
-                failed.push(m);
-            }
-        }
-        if !failed.is_empty()
-            && let Some(w) = self.lock().waiting.get_mut(id)
-        {
-            for m in failed {
-                w.asked.remove(&m);
             }
         }
         sent
@@ -263,20 +286,18 @@ impl<M: Clone + Send + Sync + 'static> Audience<M> {
 
     /// Sends `message` to each of `members` still attached (dropped for one whose queue is full).
     fn tell(&self, members: &BTreeSet<u64>, message: &[u8]) {
-        let targets: Vec<mpsc::Sender<Vec<u8>>> = {
-            let st = self.lock();
-            members.iter().filter_map(|m| st.members.get(m).map(|m| m.tx.clone())).collect()
-        };
-        for tx in targets {
-            let _ = tx.try_send(message.to_vec());
+        let st = self.lock();
+        for m in members.iter().filter_map(|m| st.members.get(m)) {
+            let _ = m.tx.try_send(message.to_vec());
         }
     }
 }
 
 /// The request `method` with `params` under the string id `id`, encoded.
-fn encode_request(id: &str, method: &str, params: Option<&RawValue>) -> Result<Vec<u8>, AskError> {
-    let id = serde_json::to_string(id).map_err(|e| AskError::Encode(e.to_string()))?;
-    let method = serde_json::to_string(method).map_err(|e| AskError::Encode(e.to_string()))?;
+fn encode_request(id: &str, method: &str, params: Option<&RawValue>) -> Vec<u8> {
+    // A string always encodes.
+    let id = serde_json::to_string(id).unwrap_or_default();
+    let method = serde_json::to_string(method).unwrap_or_default();
     let mut out = Vec::with_capacity(48 + id.len() + method.len() + params.map_or(0, |p| p.get().len()));
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     out.extend_from_slice(id.as_bytes());
@@ -287,15 +308,18 @@ fn encode_request(id: &str, method: &str, params: Option<&RawValue>) -> Result<V
         out.extend_from_slice(p.get().as_bytes());
     }
     out.push(b'}');
-    Ok(out)
+    out
 }
 
 /// A request an [`Audience`] waits to have answered. Dropping it withdraws the request.
 pub struct Ask<M: Clone + Send + Sync + 'static> {
     audience: Arc<Audience<M>>,
     id: String,
+    serial: u64,
     answer: oneshot::Receiver<Settled<M>>,
     asked: usize,
+    /// The receiver has given its one value (or learnt there is none).
+    done: bool,
     /// Once answered: who answered, and who had been asked.
     settled: Option<(u64, BTreeSet<u64>)>,
 }
@@ -318,12 +342,15 @@ impl<M: Clone + Send + Sync + 'static> Ask<M> {
     }
 
     /// Waits for the first answer a member may give. Cancel-safe: dropping the wait (a timeout
-    /// around it) leaves the request waiting. Once it has returned, it never returns again.
+    /// around it) leaves the request waiting. Once it has returned, or once the request is
+    /// settled by [`Ask::tell_others`], it never returns again.
     pub async fn answered(&mut self) -> Answered<M> {
-        if self.settled.is_some() {
+        if self.done {
             return std::future::pending().await;
         }
-        match (&mut self.answer).await {
+        let got = (&mut self.answer).await;
+        self.done = true;
+        match got {
             Ok(Settled { answered, by, asked }) => {
                 self.settled = Some((by, asked));
                 answered
@@ -337,50 +364,55 @@ impl<M: Clone + Send + Sync + 'static> Ask<M> {
     /// Settles the request (an answer after this is a stray) and sends every member it was sent
     /// to, but the one who answered, the notification `method` with `params`: that it is settled,
     /// and how. Each is sent it at most once, and only while attached.
-    ///
-    /// # Errors
-    ///
-    /// [`AskError::Encode`] when the method's name does not encode (nothing is sent).
-    pub fn tell_others(&mut self, method: &str, params: Option<&RawValue>) -> Result<(), AskError> {
+    pub fn tell_others(&mut self, method: &str, params: Option<&RawValue>) {
         let message = crate::client::request(None, method, params);
         let asked = match self.settled.take() {
             Some((by, mut asked)) => {
                 asked.remove(&by);
                 asked
             }
-            None => match self.audience.lock().waiting.remove(&self.id) {
-                Some(w) => w.asked,
-                // Answered, but not yet taken by `answered`.
-                None => match self.answer.try_recv() {
-                    Ok(Settled { mut asked, by, .. }) => {
-                        asked.remove(&by);
-                        asked
-                    }
-                    Err(_) => BTreeSet::new(),
-                },
-            },
+            None => {
+                let waiting = self.audience.lock().settle(&self.id, self.serial);
+                match waiting {
+                    Some(w) => w.asked,
+                    // Answered, but not yet taken by `answered`.
+                    None if !self.done => match self.answer.try_recv() {
+                        Ok(Settled { mut asked, by, .. }) => {
+                            asked.remove(&by);
+                            asked
+                        }
+                        Err(_) => BTreeSet::new(),
+                    },
+                    None => BTreeSet::new(),
+                }
+            }
         };
+        self.done = true;
         self.audience.tell(&asked, &message);
-        Ok(())
     }
 }
 
 impl<M: Clone + Send + Sync + 'static> Drop for Ask<M> {
     fn drop(&mut self) {
-        self.audience.lock().waiting.remove(&self.id);
+        // Only this request: once it is settled, its id may name a newer one.
+        self.audience.lock().settle(&self.id, self.serial);
     }
 }
 
 /// Where a connection's answers to requests that are not its own go ([`Audience::join`]).
 pub(crate) trait Route: Send + Sync {
-    /// As [`Audience::answer`].
-    fn take(&self, member: u64, id: &str, answer: Answer) -> Result<bool, RpcError>;
+    /// As [`Audience::answer`], for the answer `message` (its whole text) the connection read.
+    fn take(&self, member: u64, id: &str, answer: Answer, message: &[u8]) -> Result<bool, RpcError>;
     /// The member's connection has ended.
     fn leave(&self, member: u64);
 }
 
 impl<M: Clone + Send + Sync + 'static> Route for Audience<M> {
-    fn take(&self, member: u64, id: &str, answer: Answer) -> Result<bool, RpcError> {
+    fn take(&self, member: u64, id: &str, answer: Answer, message: &[u8]) -> Result<bool, RpcError> {
+        let answer = match &self.screen {
+            Some(screen) if !screen(message) => Err(RpcError::invalid_request("the answer did not pass the audience's screen (for one, a key given twice)")),
+            _ => answer,
+        };
         self.answer(member, id, answer)
     }
 

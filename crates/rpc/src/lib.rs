@@ -353,15 +353,24 @@ impl Pending {
         self.routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The member this connection already is of the audience `route`, if it joined it.
+    pub(crate) fn member_of(&self, route: &std::sync::Weak<dyn audience::Route>) -> Option<u64> {
+        self.routes().iter().find(|(r, _)| r.ptr_eq(route)).map(|(_, m)| *m)
+    }
+
     /// Sends this connection's answers to ids not its own to `route` as `member`; `false` once
-    /// the connection has closed.
+    /// the connection has closed, or when it already routes to that audience.
     pub(crate) fn add_route(&self, route: std::sync::Weak<dyn audience::Route>, member: u64) -> bool {
         // Under the lock that closing takes first, so a route added is always left.
         let waiting = self.lock();
         if waiting.is_none() {
             return false;
         }
-        self.routes().push((route, member));
+        let mut routes = self.routes();
+        if routes.iter().any(|(r, _)| r.ptr_eq(&route)) {
+            return false;
+        }
+        routes.push((route, member));
         true
     }
 
@@ -398,7 +407,7 @@ impl Peer {
     /// connection's own ([`Peer::request`], a number), else one of an audience it joined (a
     /// string). `Some` is the error to send the caller back: an audience refused its answer.
     /// An answer nobody waits for (a stray or repeated one) is dropped.
-    pub(crate) fn resolve(&self, id: &RawValue, answer: Answer) -> Option<RpcError> {
+    pub(crate) fn resolve(&self, id: &RawValue, answer: Answer, message: &[u8]) -> Option<RpcError> {
         let pending = self.pending.as_ref()?;
         if let Ok(n) = id.get().parse::<u64>() {
             let sender = pending.lock().as_mut().and_then(|w| w.remove(&n));
@@ -412,18 +421,22 @@ impl Peer {
         }
         let routes: Vec<(Arc<dyn audience::Route>, u64)> = pending.routes().iter().filter_map(|(r, m)| r.upgrade().map(|r| (r, *m))).collect();
         let Ok(id) = serde_json::from_str::<String>(id.get()) else { return None };
+        // Every audience is offered the answer until one takes it; a refusal is said only when
+        // none did.
+        let mut refused = None;
         let mut answer = Some(answer);
         let last = routes.len().saturating_sub(1);
         for (i, (route, member)) in routes.into_iter().enumerate() {
-            let this = if i == last { answer.take() } else { answer.clone() };
-            let Some(this) = this else { break };
-            match route.take(member, &id, this) {
+            let Some(this) = (if i == last { answer.take() } else { answer.clone() }) else { break };
+            match route.take(member, &id, this, message) {
                 Ok(true) => return None,
                 Ok(false) => {}
-                Err(e) => return Some(e),
+                Err(e) => {
+                    refused.get_or_insert(e);
+                }
             }
         }
-        None
+        refused
     }
 
     /// The connection has closed: every request still waiting ends with [`PeerError::Closed`],

@@ -29,8 +29,10 @@
 //!   connections queued on that worker.
 //! - On a connection whose caller may answer the server ([`crate::Peer::takes_answers`]: stdio
 //!   and WebSocket), a response object (no `method`; a `result` or an `error`; an `id`) is the
-//!   caller's answer to a request of the server's ([`crate::Peer::request`]): it goes to the
-//!   request waiting under that id (none waiting: it is dropped), and nothing is replied.
+//!   caller's answer to a request of the server's ([`crate::Peer::request`], or an audience's the
+//!   connection joined, [`crate::audience`]): it goes to the request waiting under that id (none
+//!   waiting: it is dropped), and nothing is replied, unless an audience refuses the caller's
+//!   answer: then the audience's error is the reply, with the answer's id.
 //!   Elsewhere, and a request with a `result` or `error` member anywhere, is -32600.
 
 use std::borrow::Cow;
@@ -196,14 +198,14 @@ impl Envelope<'_> {
 /// that waits for it; a response no request waits for is dropped. Returns the error an audience
 /// refused the answer with ([`crate::audience`]), to send back with the answer's id; otherwise
 /// nothing is replied.
-fn take_answer(cx: &Context, env: &Envelope<'_>) -> Option<RpcError> {
+fn take_answer(cx: &Context, env: &Envelope<'_>, message: &[u8]) -> Option<RpcError> {
     let id = env.id?;
     let answer = match (env.result, env.error) {
         (Some(result), None) => Ok(result.to_owned()),
         (None, Some(error)) => Err(serde_json::from_str::<RpcError>(error.get()).unwrap_or_else(|e| RpcError::new(crate::codes::INTERNAL_ERROR, format!("the caller answered with an error object that is not one: {e}")))),
         _ => Err(RpcError::new(crate::codes::INTERNAL_ERROR, "the caller answered with both a result and an error")),
     };
-    cx.peer().resolve(id, answer)
+    cx.peer().resolve(id, answer, message)
 }
 
 /// When `bytes` is one response (not a request, not a batch), gives it to the request that waits
@@ -218,7 +220,7 @@ pub(crate) fn take_if_answer(server: &RpcServer, cx: &Context, bytes: &[u8]) -> 
     match serde_json::from_slice::<Envelope<'_>>(text) {
         // A screened-out answer goes on to be refused like any message.
         Ok(env) if env.is_response() && env.duplicate.is_none() && server.screened(bytes).is_none() => {
-            let refused = take_answer(cx, &env);
+            let refused = take_answer(cx, &env, text);
             Some(refused.map(|e| refusal_of_answer(server, &env, e, bytes.len())))
         }
         _ => None,
@@ -486,7 +488,7 @@ pub(crate) async fn handle_message(server: &RpcServer, cx: &Context, bytes: &[u8
         // Room for most replies (their result is written in without its length known first).
         let mut out = Vec::with_capacity(256);
         let budget = text.len().saturating_mul(2).max(REPLY_FLOOR);
-        return handle_envelope(server, cx, env, budget, &mut out).await.then_some(out);
+        return handle_envelope(server, cx, env, text, budget, &mut out).await.then_some(out);
     }
     // A batch is read once as JSON first (without building it: nesting costs no stack), so bad
     // syntax anywhere is a parse error whatever else is wrong.
@@ -535,16 +537,16 @@ pub(crate) async fn handle_message(server: &RpcServer, cx: &Context, bytes: &[u8
 /// Handles one request object (known to be JSON), writing its reply to `out`; `false` when it
 /// gets none (a notification). Counts its errors in the server's metrics.
 async fn handle_one(server: &RpcServer, cx: &Context, text: &str, budget: usize, out: &mut Vec<u8>) -> bool {
-    handle_envelope(server, cx, serde_json::from_str::<Envelope<'_>>(text).ok(), budget, out).await
+    handle_envelope(server, cx, serde_json::from_str::<Envelope<'_>>(text).ok(), text, budget, out).await
 }
 
 /// [`handle_one`] with the request's envelope read (`None`: the JSON is no request object); an
 /// error reply takes at most `budget` bytes.
-fn handle_envelope<'a>(server: &'a RpcServer, cx: &'a Context, env: Option<Envelope<'a>>, budget: usize, out: &'a mut Vec<u8>) -> impl Future<Output = bool> + Send + 'a {
+fn handle_envelope<'a>(server: &'a RpcServer, cx: &'a Context, env: Option<Envelope<'a>>, text: &str, budget: usize, out: &'a mut Vec<u8>) -> impl Future<Output = bool> + Send + 'a {
     // The envelope is read before the call's future is made, so the future holds only what the
     // call needs past its wait (a connection boxes one such future per message: small enough,
     // it comes from the allocator's per-thread cache).
-    let prepared = prepare(server, cx, env, budget, out);
+    let prepared = prepare(server, cx, env, text, budget, out);
     async move {
         match prepared {
             Ok(call) => call_prepared(server, cx, call, budget, out).await,
@@ -570,7 +572,7 @@ struct Prepared<'a> {
 
 /// Reads a request's envelope up to its call; `Err` when there is no call to make (a refusal
 /// written to `out`: `true`; an answer taken, or nothing to say: `false`).
-fn prepare<'a>(server: &RpcServer, cx: &Context, env: Option<Envelope<'a>>, budget: usize, out: &mut Vec<u8>) -> Result<Prepared<'a>, bool> {
+fn prepare<'a>(server: &RpcServer, cx: &Context, env: Option<Envelope<'a>>, text: &str, budget: usize, out: &mut Vec<u8>) -> Result<Prepared<'a>, bool> {
     let metrics = server.metrics.as_ref();
     let count = |code: i64| count_error(metrics, code);
     let env = match env {
@@ -583,7 +585,7 @@ fn prepare<'a>(server: &RpcServer, cx: &Context, env: Option<Envelope<'a>>, budg
         }
     };
     if env.is_response() && env.duplicate.is_none() && cx.peer().takes_answers() {
-        let Some(e) = take_answer(cx, &env) else { return Err(false) };
+        let Some(e) = take_answer(cx, &env, text.as_bytes()) else { return Err(false) };
         count(e.code);
         let id = env.id.and_then(|id| readable_id(id, server.limits.max_id_chars));
         Reply { id, outcome: Err(e) }.encode_within(budget, out);

@@ -129,7 +129,7 @@ async fn a_request_outlives_its_connection_and_the_caller_that_reconnects_answer
     alice.send(json!({"jsonrpc": "2.0", "id": "deploy-1", "result": {"approved": true}})).await;
     let answered = tokio::time::timeout(Duration::from_secs(5), ask.answered()).await.expect("answered in time");
     assert_eq!((answered.by.as_str(), answered.result.expect("a result").get()), ("alice", r#"{"approved":true}"#));
-    ask.tell_others("settled", Some(&params(r#"{"by":"alice"}"#))).expect("told");
+    ask.tell_others("settled", Some(&params(r#"{"by":"alice"}"#)));
     assert_eq!(bob.next().await, json!({"jsonrpc": "2.0", "method": "settled", "params": {"by": "alice"}}));
     alice.quiet().await;
 
@@ -179,4 +179,42 @@ async fn ids_are_unique_while_waiting_and_a_withdrawn_request_is_answered_by_nob
     let mut erin = Line::open(&server, "erin").await;
     assert_eq!(erin.next().await["id"], "same");
     erin.quiet().await;
+}
+
+#[tokio::test]
+async fn settling_an_old_request_leaves_a_newer_one_under_its_id_and_answered_waits_after_its_answer() {
+    let audience = audience();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(8);
+    let frank = audience.attach(tx, "frank".to_owned());
+    let mut old = audience.ask("x", "approve", None).expect("asked");
+    assert_eq!(audience.answer(frank, "x", Ok(params("1"))), Ok(true));
+    assert_eq!(old.answered().await.result.expect("a result").get(), "1");
+    // The id is free again; settling or dropping the old request must not touch the new one.
+    let mut new = audience.ask("x", "approve", None).expect("asked again");
+    old.tell_others("settled", None);
+    // A second wait on a settled request waits (it never panics, never answers twice).
+    assert!(tokio::time::timeout(Duration::from_millis(50), old.answered()).await.is_err());
+    drop(old);
+    assert_eq!(audience.answer(frank, "x", Ok(params("2"))), Ok(true), "the newer request still waits");
+    assert_eq!(new.answered().await.result.expect("a result").get(), "2");
+    assert!(tokio::time::timeout(Duration::from_millis(50), new.answered()).await.is_err());
+    let sent: Vec<Value> = std::iter::from_fn(|| rx.try_recv().ok()).map(|m| serde_json::from_slice(&m).expect("JSON")).collect();
+    assert_eq!(sent.len(), 2, "each request once, no note to the one who answered: {sent:?}");
+}
+
+#[tokio::test]
+async fn joining_twice_on_one_connection_is_one_member_and_a_screened_answer_is_an_error_answer() {
+    let audience = Audience::with_screen(|_: &String| Ok(()), |message| !message.windows(5).any(|w| w == b"bogus"));
+    let server = serve(&audience);
+    let mut gina = Line::open(&server, "gina").await;
+    gina.send(json!({"jsonrpc": "2.0", "id": 2, "method": "join", "params": ["gina"]})).await;
+    assert_eq!(gina.next().await["result"], true);
+    assert_eq!(audience.count(|_| true), 1, "one member per connection");
+    let mut ask = audience.ask("s-1", "approve", None).expect("asked");
+    assert_eq!(ask.asked(), 1);
+    assert_eq!(gina.next().await["id"], "s-1");
+    gina.quiet().await;
+    gina.send(json!({"jsonrpc": "2.0", "id": "s-1", "result": true, "note": "bogus"})).await;
+    let answered = tokio::time::timeout(Duration::from_secs(5), ask.answered()).await.expect("answered in time");
+    assert_eq!(answered.result.expect_err("screened: an error answer").code, -32600);
 }

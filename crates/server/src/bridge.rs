@@ -90,13 +90,18 @@ impl FrontendRequestBridge {
     /// A bridge publishing its events on `hub`.
     pub fn new(hub: EventHub) -> Arc<Self> {
         let holder: Holder = Arc::new(Mutex::new(None));
-        let audience = Audience::new({
-            let holder = Arc::clone(&holder);
-            move |f: &Frontend| match refusal(f, current_holder(&holder).as_deref()) {
-                Some(e) => Err(crate::agent::rpc_error(e)),
-                None => Ok(()),
-            }
-        });
+        // Answers are read exactly, as everything a client sends: one with a key given twice
+        // anywhere is an error answer, a denial.
+        let audience = Audience::with_screen(
+            {
+                let holder = Arc::clone(&holder);
+                move |f: &Frontend| match refusal(f, current_holder(&holder).as_deref()) {
+                    Some(e) => Err(crate::agent::rpc_error(e)),
+                    None => Ok(()),
+                }
+            },
+            |message| crate::decode::exact_document(message).is_ok(),
+        );
         Arc::new(FrontendRequestBridge { audience, holder, hub, timeout: Mutex::new(DEFAULT_APPROVAL_TIMEOUT), next_request: AtomicU64::new(0) })
     }
 
@@ -165,12 +170,11 @@ impl FrontendRequestBridge {
         }
         let result = serde_json::value::to_raw_value(&reply).map_err(|e| error(ErrorCode::Internal, e.to_string()))?;
         // The lease may change hands in between: the audience checks again.
-        self.audience.answer(conn, request_id, Ok(result)).map_err(|e| error(ErrorCode::Forbidden, e.message))
+        self.audience.answer(conn, request_id, Ok(result)).map_err(|e| e.data.and_then(|d| serde_json::from_value(d).ok()).unwrap_or_else(|| error(ErrorCode::Forbidden, e.message)))
     }
 
     async fn ask(self: Arc<Self>, prompt: String) -> ApprovalDecision {
         let timeout = *self.timeout.lock().unwrap_or_else(|p| p.into_inner());
-        let request_id = format!("approval-{}", self.next_request.fetch_add(1, Ordering::Relaxed) + 1);
         let holder = current_holder(&self.holder);
         if self.audience.count(|f| refusal(f, holder.as_deref()).is_none()) == 0 {
             // Fail closed: nobody who may answer is attached.
@@ -181,8 +185,9 @@ impl FrontendRequestBridge {
             self.hub.publish(RuntimeEvent::ApprovalDenied { request_id: None, prompt, reason });
             return ApprovalDecision::denied();
         }
-        // Published before anyone is asked, so `approval_requested` comes before its request and
-        // its outcome. A frontend that may answer and attaches while it waits is asked too.
+        // Published before anyone is asked (`approval_requested` is in the log before its outcome
+        // can be). A frontend that may answer and attaches while it waits is asked too.
+        let request_id = format!("approval-{}", self.next_request.fetch_add(1, Ordering::Relaxed) + 1);
         self.hub.publish(RuntimeEvent::ApprovalRequested { request_id: request_id.clone(), prompt: prompt.clone() });
         let params = approval_prompt(&request_id, &prompt, timeout);
         let ask = match self.audience.ask(&request_id, APPROVAL, params.as_deref()) {
@@ -238,7 +243,7 @@ impl Drop for Settle {
     fn drop(&mut self) {
         let (approved, by) = self.outcome.take().unwrap_or((false, None));
         let params = approval_resolved(self.ask.id(), approved, by.as_deref());
-        let _ = self.ask.tell_others(RESOLVED, params.as_deref());
+        self.ask.tell_others(RESOLVED, params.as_deref());
     }
 }
 
@@ -263,7 +268,7 @@ mod tests {
             let decoded: FrontendApprovalRequest = rt::parse_validated(&request).expect("a valid FrontendApprovalRequest");
             assert_eq!((decoded.id.as_str(), decoded.params.request_id.as_str(), decoded.params.prompt.as_str(), decoded.params.timeout_ms), (id.as_str(), id.as_str(), "run `rm -rf target`?\n\u{1b}[2K", Some(120_000)));
             assert_eq!(audience.answer(first, &id, Ok(openagents_rpc::null())), Ok(true));
-            ask.tell_others(RESOLVED, approval_resolved(&id, approved, by).as_deref()).expect("told");
+            ask.tell_others(RESOLVED, approval_resolved(&id, approved, by).as_deref());
             assert!(a.try_recv().is_err(), "the frontend that answered is not told");
             let note = b.try_recv().expect("the resolution");
             let decoded: FrontendApprovalResolved = rt::parse_validated(&note).expect("a valid FrontendApprovalResolved");

@@ -35,6 +35,18 @@ async fn a_repeated_approved_key_is_a_denial_never_the_last_copy() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_with_a_key_given_twice_outside_its_result_is_a_denial() {
+    // A member the result does not have: the whole answer is read exactly, not just `result`.
+    let Asked { engine: _engine, addr: _, mut alice, turn, req } = asked(STEP).await;
+    let id = req["id"].as_str().expect("a string id").to_owned();
+    alice.send_text(format!(r#"{{"jsonrpc":"2.0","id":"{id}","result":{{"approved":true}},"extra":{{"a":1,"a":1}}}}"#)).await;
+    let done = finished(turn).await.expect("the turn completes");
+    assert_eq!(done["result"], "approved=false", "an answer with a key given twice is a denial");
+    let events = alice.events_until(&["turn_completed"]).await;
+    assert_eq!(only(&events, "approval_resolved")["approved"], false);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_with_its_id_given_twice_answers_nothing_and_names_neither_copy() {
     let Asked { engine: _engine, addr: _, mut alice, turn, req } = asked(STEP).await;
     let id = req["id"].as_str().expect("a string id").to_owned();

@@ -10,7 +10,7 @@
 //! | [`rpc_engine`] | `RpcEngine::handle` with an in-process agent | every reply is a valid `RpcResponse` echoing a readable id; counters add up; nothing is left running |
 //! | [`runner_events`] | the host's bounded framing and `EventChecker` on a runner's stdout | events round-trip; at most one terminal, nothing after it; the outcome is the terminal's |
 //! | [`sse_resume`] | `http::resume_point` (`Last-Event-ID`, `since=`) and `EventHub::subscribe` | every event after the resume point exactly once, in order, or an explicit `gap`/`lagged` |
-//! | [`ws_message`] | the approval bridge's answers (`decode::approval_reply`) and the text path through `RpcEngine::handle_in` | responses route to the bridge, requests get valid responses |
+//! | [`ws_message`] | the approval bridge's answers (`bridge().answer`, a message with a key given twice a denial, results read by `decode::approval_reply`) and the text path through `RpcEngine::handle_in` | responses route to the bridge, requests get valid responses |
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, OnceLock};
@@ -340,7 +340,7 @@ impl EventSession for Recorder {
 pub fn ws_message(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let engine = current_engine();
-    let can_answer = data.len() % 2 == 0;
+    let can_answer = data.len().is_multiple_of(2);
     let caller = if can_answer { callers()[2].clone() } else { callers()[3].clone() };
     let (tx, mut rx) = tokio::sync::mpsc::channel(64);
     let conn = engine.bridge().attach(&caller.name, can_answer, tx);
@@ -349,8 +349,10 @@ pub fn ws_message(data: &[u8]) {
     let response = doc.as_ref().and_then(Value::as_object).filter(|o| !o.contains_key("method") && (o.contains_key("result") || o.contains_key("error"))).and_then(|o| o.get("id")?.as_str().map(|id| (id.to_owned(), o.get("result").cloned())));
     match response {
         Some((id, result)) => {
-            // An error answer, or a result that is no exact `ApprovalReply`, is a denial.
-            let reply = result.and_then(|r| serde_json::value::to_raw_value(&r).ok()).and_then(|r| openagents_server::decode::approval_reply(&r));
+            // An error answer, a message with a key given twice anywhere (the bridge's screen), or
+            // a result that is no exact `ApprovalReply`, is a denial.
+            let exact = openagents_server::decode::exact_document(data).is_ok();
+            let reply = result.filter(|_| exact).and_then(|r| serde_json::value::to_raw_value(&r).ok()).and_then(|r| openagents_server::decode::approval_reply(&r));
             if let Some(r) = &reply {
                 let j = serde_json::to_vec(r).expect("encodes");
                 assert!(matches!(validate_document("ApprovalReply", &j), Some(Ok(()))), "approval_reply accepted an invalid ApprovalReply {}", show(&j));
