@@ -157,20 +157,28 @@ impl<M: Clone + Send + Sync + 'static> Audience<M> {
     /// [`Audience::answer`] and [`Audience::detach`]. Its answers are given to
     /// [`Audience::answer`] by the program; [`Audience::join`] has the core do it.
     pub fn attach(&self, tx: mpsc::Sender<Vec<u8>>, mark: M) -> u64 {
-        let id = {
-            let mut st = self.lock();
-            st.next += 1;
-            let id = st.next;
-            st.members.insert(id, Member { mark: mark.clone(), tx });
-            id
-        };
-        if (self.check)(&mark).is_ok() {
+        let id = self.insert(tx, mark.clone());
+        self.catch_up(id, &mark);
+        id
+    }
+
+    /// Adds a member, sending it nothing yet.
+    fn insert(&self, tx: mpsc::Sender<Vec<u8>>, mark: M) -> u64 {
+        let mut st = self.lock();
+        st.next += 1;
+        let id = st.next;
+        st.members.insert(id, Member { mark, tx });
+        id
+    }
+
+    /// Sends member `id` every request that waits, when the check lets it answer.
+    fn catch_up(&self, id: u64, mark: &M) {
+        if (self.check)(mark).is_ok() {
             let ids: Vec<String> = self.lock().waiting.keys().cloned().collect();
             for ask in ids {
                 self.send(&ask, &[id]);
             }
         }
-        id
     }
 
     /// [`Audience::attach`] for the connection of `peer` (a [`crate::Context`]'s), whose
@@ -182,22 +190,20 @@ impl<M: Clone + Send + Sync + 'static> Audience<M> {
         if let Some(member) = pending.member_of(&route) {
             // Joined again on one connection: one member still, with the new mark.
             let attached = self.lock().members.get_mut(&member).map(|m| m.mark = mark.clone()).is_some();
-            if attached && (self.check)(&mark).is_ok() {
-                let ids: Vec<String> = self.lock().waiting.keys().cloned().collect();
-                for ask in ids {
-                    self.send(&ask, &[member]);
-                }
+            if attached {
+                self.catch_up(member, &mark);
             }
             return attached.then_some(member);
         }
-        let member = self.attach(tx.clone(), mark);
-        if pending.add_route(route, member) {
-            Some(member)
-        } else {
+        // The route first, so an answer to what the member is sent on joining finds its way.
+        let member = self.insert(tx.clone(), mark.clone());
+        if !pending.add_route(route, member) {
             // The connection has already closed.
             self.detach(member);
-            None
+            return None;
         }
+        self.catch_up(member, &mark);
+        Some(member)
     }
 
     /// Removes a member: it is asked nothing more, and its answers are ignored.
