@@ -5,7 +5,8 @@
 //! server waits for while its users come and go. Connections join it with a mark of the program's
 //! own (who the caller is, what it may answer); [`Audience::ask`] sends a request to every member
 //! the audience's check lets answer, **and to every member that joins later while it waits** (a
-//! caller that reconnects is asked again, on its new connection); the first answer wins; the
+//! caller that reconnects is asked again, on its new connection; [`Audience::ask_with`] makes its
+//! params anew for those, say the time left to answer); the first answer wins; the
 //! members asked learn the outcome from a notification of the program's choice
 //! ([`Ask::tell_others`]); an answer after that is a stray and is dropped.
 //!
@@ -73,6 +74,7 @@ pub struct Answered<M> {
 
 type Check<M> = dyn Fn(&M) -> Result<(), RpcError> + Send + Sync;
 type Screen = dyn Fn(&[u8]) -> bool + Send + Sync;
+type Remake = dyn Fn() -> Vec<u8> + Send + Sync;
 
 struct Member<M> {
     mark: M,
@@ -82,8 +84,10 @@ struct Member<M> {
 struct Waiting<M> {
     /// Which request under this id (an id may be used again once its request is settled).
     serial: u64,
-    /// The request as sent.
+    /// The request as first sent.
     message: Arc<[u8]>,
+    /// Makes it anew for a member that joins later ([`Audience::ask_with`]).
+    remake: Option<Box<Remake>>,
     /// The members it was sent to.
     asked: BTreeSet<u64>,
     answer: oneshot::Sender<Settled<M>>,
@@ -176,7 +180,7 @@ impl<M: Clone + Send + Sync + 'static> Audience<M> {
         if (self.check)(mark).is_ok() {
             let ids: Vec<String> = self.lock().waiting.keys().cloned().collect();
             for ask in ids {
-                self.send(&ask, &[id]);
+                self.send(&ask, &[id], true);
             }
         }
     }
@@ -237,7 +241,24 @@ impl<M: Clone + Send + Sync + 'static> Audience<M> {
     ///
     /// [`AskError::Duplicate`] while another request waits under `id`.
     pub fn ask(self: &Arc<Self>, id: &str, method: &str, params: Option<&RawValue>) -> Result<Ask<M>, AskError> {
-        let message = encode_request(id, method, params);
+        self.ask_made(id, encode_request(id, method, params), None)
+    }
+
+    /// [`Audience::ask`], with `later` making the params anew each time the request is sent to a
+    /// member that joins while it waits (those asked now are sent `params`): for params that
+    /// change meanwhile, such as the time left to answer. `later` runs under the audience's lock:
+    /// it must not call into the audience.
+    ///
+    /// # Errors
+    ///
+    /// As [`Audience::ask`].
+    pub fn ask_with(self: &Arc<Self>, id: &str, method: &str, params: Option<&RawValue>, later: impl Fn() -> Option<Box<RawValue>> + Send + Sync + 'static) -> Result<Ask<M>, AskError> {
+        let (request_id, name) = (id.to_owned(), method.to_owned());
+        let remake = move || encode_request(&request_id, &name, later().as_deref());
+        self.ask_made(id, encode_request(id, method, params), Some(Box::new(remake)))
+    }
+
+    fn ask_made(self: &Arc<Self>, id: &str, message: Vec<u8>, remake: Option<Box<Remake>>) -> Result<Ask<M>, AskError> {
         let (tx, rx) = oneshot::channel();
         let (serial, members): (u64, Vec<(u64, M)>) = {
             let mut st = self.lock();
@@ -246,26 +267,32 @@ impl<M: Clone + Send + Sync + 'static> Audience<M> {
             }
             st.next += 1;
             let serial = st.next;
-            st.waiting.insert(id.to_owned(), Waiting { serial, message: message.into(), asked: BTreeSet::new(), answer: tx });
+            st.waiting.insert(id.to_owned(), Waiting { serial, message: message.into(), remake, asked: BTreeSet::new(), answer: tx });
             (serial, st.members.iter().map(|(k, m)| (*k, m.mark.clone())).collect())
         };
         let eligible: Vec<u64> = members.into_iter().filter(|(_, mark)| (self.check)(mark).is_ok()).map(|(k, _)| k).collect();
-        let asked = self.send(id, &eligible);
+        let asked = self.send(id, &eligible, false);
         Ok(Ask { audience: Arc::clone(self), id: id.to_owned(), serial, answer: rx, asked, done: false, settled: None })
     }
 
     /// Sends the request waiting under `id` to those of `members` still attached and not yet
-    /// sent it; returns how many it was sent to. Queued under the audience's lock (a `try_send`
-    /// never waits), so what [`Ask::tell_others`] sends a member never comes before it.
-    fn send(&self, id: &str, members: &[u64]) -> usize {
+    /// sent it (`late`: members that joined after it was asked, sent it made anew when it was
+    /// asked with [`Audience::ask_with`]); returns how many it was sent to. Queued under the
+    /// audience's lock (a `try_send` never waits), so what [`Ask::tell_others`] sends a member
+    /// never comes before it.
+    fn send(&self, id: &str, members: &[u64], late: bool) -> usize {
         let mut st = self.lock();
         let State { members: attached, waiting, .. } = &mut *st;
         let Some(w) = waiting.get_mut(id) else { return 0 };
+        let message: Arc<[u8]> = match &w.remake {
+            Some(remake) if late && !members.is_empty() => remake().into(),
+            _ => Arc::clone(&w.message),
+        };
         let mut sent = 0;
         for m in members {
             if let Some(member) = attached.get(m)
                 && !w.asked.contains(m)
-                && member.tx.try_send(w.message.to_vec()).is_ok()
+                && member.tx.try_send(message.to_vec()).is_ok()
             {
                 w.asked.insert(*m);
                 sent += 1;

@@ -218,3 +218,23 @@ async fn joining_twice_on_one_connection_is_one_member_and_a_screened_answer_is_
     let answered = tokio::time::timeout(Duration::from_secs(5), ask.answered()).await.expect("answered in time");
     assert_eq!(answered.result.expect_err("screened: an error answer").code, -32600);
 }
+
+#[tokio::test]
+async fn a_request_asked_with_made_params_is_made_anew_for_one_who_joins_later() {
+    let audience = audience();
+    let server = serve(&audience);
+    let mut hana = Line::open(&server, "hana").await;
+    let made = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let _ask = audience
+        .ask_with("m-1", "approve", Some(&params(r#"{"made":"now"}"#)), {
+            let made = Arc::clone(&made);
+            move || Some(params(&format!("{{\"made\":{}}}", made.fetch_add(1, std::sync::atomic::Ordering::SeqCst))))
+        })
+        .expect("asked");
+    assert_eq!(hana.next().await["params"], json!({"made": "now"}));
+    let mut ivan = Line::open(&server, "ivan").await;
+    assert_eq!(ivan.next().await["params"], json!({"made": 0}), "made anew for a member that joins later");
+    let mut jane = Line::open(&server, "jane").await;
+    assert_eq!(jane.next().await["params"], json!({"made": 1}));
+    hana.quiet().await;
+}

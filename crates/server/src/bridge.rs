@@ -189,8 +189,14 @@ impl FrontendRequestBridge {
         // can be). A frontend that may answer and attaches while it waits is asked too.
         let request_id = format!("approval-{}", self.next_request.fetch_add(1, Ordering::Relaxed) + 1);
         self.hub.publish(RuntimeEvent::ApprovalRequested { request_id: request_id.clone(), prompt: prompt.clone() });
+        // A frontend asked later (one that reconnects) is told the time left, not the whole.
+        let deadline = tokio::time::Instant::now() + timeout;
+        let later = {
+            let (request_id, prompt) = (request_id.clone(), prompt.clone());
+            move || approval_prompt(&request_id, &prompt, deadline.saturating_duration_since(tokio::time::Instant::now()))
+        };
         let params = approval_prompt(&request_id, &prompt, timeout);
-        let ask = match self.audience.ask(&request_id, APPROVAL, params.as_deref()) {
+        let ask = match self.audience.ask_with(&request_id, APPROVAL, params.as_deref(), later) {
             Ok(ask) => ask,
             Err(e) => {
                 // Ids are the bridge's own count: a second request under one cannot be.

@@ -878,7 +878,9 @@ async fn a_frontend_that_reconnects_while_an_approval_waits_is_asked_again_and_i
     // Back on a new connection (not even subscribed), she is sent the same request.
     let mut alice = connect(addr, ALICE).await;
     let again = alice.approval_request().await;
-    assert_eq!((&again["id"], &again["params"]), (&req["id"], &req["params"]), "the same request, again: {again}");
+    assert_eq!((&again["id"], &again["params"]["request_id"], &again["params"]["prompt"]), (&req["id"], &req["params"]["request_id"], &req["params"]["prompt"]), "the same request, again: {again}");
+    let (first, left) = (req["params"]["timeout_ms"].as_u64().expect("a timeout"), again["params"]["timeout_ms"].as_u64().expect("a timeout"));
+    assert!(left < first, "asked again, it says the time left ({left} ms), not the whole ({first} ms)");
     alice.answer(&again["id"], json!({"approved": true})).await;
     let done = finished(turn).await.expect("the turn completes");
     assert_eq!(done["result"], "approved=true");
