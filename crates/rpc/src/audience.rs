@@ -191,21 +191,28 @@ impl<M: Clone + Send + Sync + 'static> Audience<M> {
     pub fn join(self: &Arc<Self>, peer: &Peer, mark: M) -> Option<u64> {
         let (Some(tx), Some(pending)) = (&peer.tx, &peer.pending) else { return None };
         let route: Weak<dyn Route> = Arc::downgrade(self) as Weak<dyn Route>;
-        if let Some(member) = pending.member_of(&route) {
-            // Joined again on one connection: one member still, with the new mark.
-            let attached = self.lock().members.get_mut(&member).map(|m| m.mark = mark.clone()).is_some();
-            if attached {
-                self.catch_up(member, &mark);
+        let member = match pending.member_of(&route) {
+            // Joined before on this connection: one member still, with the new mark (back in
+            // the audience if the program detached it).
+            Some(member) => member,
+            None => {
+                // The route before the member is seen, so an answer to what it is sent on
+                // joining always finds its way.
+                let member = {
+                    let mut st = self.lock();
+                    st.next += 1;
+                    st.next
+                };
+                match pending.add_route(Weak::clone(&route), member) {
+                    Ok(()) => member,
+                    // Another join on this connection came first.
+                    Err(Some(first)) => first,
+                    // The connection has closed.
+                    Err(None) => return None,
+                }
             }
-            return attached.then_some(member);
-        }
-        // The route first, so an answer to what the member is sent on joining finds its way.
-        let member = self.insert(tx.clone(), mark.clone());
-        if !pending.add_route(route, member) {
-            // The connection has already closed.
-            self.detach(member);
-            return None;
-        }
+        };
+        self.lock().members.insert(member, Member { mark: mark.clone(), tx: tx.clone() });
         self.catch_up(member, &mark);
         Some(member)
     }
@@ -226,7 +233,7 @@ impl<M: Clone + Send + Sync + 'static> Audience<M> {
     }
 
     /// How many members `f` counts (`f` runs under the audience's lock: it must not call into
-    /// the audience).
+    /// the audience, nor take a lock held where the audience is called).
     pub fn count(&self, f: impl Fn(&M) -> bool) -> usize {
         self.lock().members.values().filter(|m| f(&m.mark)).count()
     }
@@ -247,7 +254,7 @@ impl<M: Clone + Send + Sync + 'static> Audience<M> {
     /// [`Audience::ask`], with `later` making the params anew each time the request is sent to a
     /// member that joins while it waits (those asked now are sent `params`): for params that
     /// change meanwhile, such as the time left to answer. `later` runs under the audience's lock:
-    /// it must not call into the audience.
+    /// it must not call into the audience, nor take a lock held where the audience is called.
     ///
     /// # Errors
     ///
@@ -284,8 +291,9 @@ impl<M: Clone + Send + Sync + 'static> Audience<M> {
         let mut st = self.lock();
         let State { members: attached, waiting, .. } = &mut *st;
         let Some(w) = waiting.get_mut(id) else { return 0 };
+        let due = members.iter().any(|m| attached.contains_key(m) && !w.asked.contains(m));
         let message: Arc<[u8]> = match &w.remake {
-            Some(remake) if late && !members.is_empty() => remake().into(),
+            Some(remake) if late && due => remake().into(),
             _ => Arc::clone(&w.message),
         };
         let mut sent = 0;
@@ -312,7 +320,9 @@ impl<M: Clone + Send + Sync + 'static> Audience<M> {
     pub fn answer(&self, member: u64, id: &str, answer: Answer) -> Result<bool, RpcError> {
         let Some(mark) = self.mark(member) else { return Ok(false) };
         (self.check)(&mark)?;
-        let Some(w) = self.lock().waiting.remove(id) else { return Ok(false) };
+        // Handed over under the lock, so whoever settles the request next finds the answer.
+        let mut st = self.lock();
+        let Some(w) = st.waiting.remove(id) else { return Ok(false) };
         let settled = Settled { answered: Answered { result: answer, by: mark }, by: member, asked: w.asked };
         Ok(w.answer.send(settled).is_ok())
     }
@@ -395,8 +405,9 @@ impl<M: Clone + Send + Sync + 'static> Ask<M> {
     }
 
     /// Settles the request (an answer after this is a stray) and sends every member it was sent
-    /// to, but the one who answered, the notification `method` with `params`: that it is settled,
-    /// and how. Each is sent it at most once, and only while attached.
+    /// to, but the one whose answer [`Ask::answered`] gave, the notification `method` with
+    /// `params`: that it is settled, and how. Each is sent it at most once, and only while
+    /// attached.
     pub fn tell_others(&mut self, method: &str, params: Option<&RawValue>) {
         let message = crate::client::request(None, method, params);
         let asked = match self.settled.take() {
@@ -409,13 +420,9 @@ impl<M: Clone + Send + Sync + 'static> Ask<M> {
                 match waiting {
                     Some(w) => w.asked,
                     // Answered, but not yet taken by `answered`.
-                    None if !self.done => match self.answer.try_recv() {
-                        Ok(Settled { mut asked, by, .. }) => {
-                            asked.remove(&by);
-                            asked
-                        }
-                        Err(_) => BTreeSet::new(),
-                    },
+                    // Answered, but the answer never taken (`answered` gave up waiting): it counts
+                    // for nothing, so the one who gave it is told too.
+                    None if !self.done => self.answer.try_recv().map(|settled| settled.asked).unwrap_or_default(),
                     None => BTreeSet::new(),
                 }
             }

@@ -358,20 +358,21 @@ impl Pending {
         self.routes().iter().find(|(r, _)| r.ptr_eq(route)).map(|(_, m)| *m)
     }
 
-    /// Sends this connection's answers to ids not its own to `route` as `member`; `false` once
-    /// the connection has closed, or when it already routes to that audience.
-    pub(crate) fn add_route(&self, route: std::sync::Weak<dyn audience::Route>, member: u64) -> bool {
+    /// Sends this connection's answers to ids not its own to `route` as `member`. `Err(None)`
+    /// once the connection has closed; `Err(Some(m))` when it already routes to that audience,
+    /// as member `m`.
+    pub(crate) fn add_route(&self, route: std::sync::Weak<dyn audience::Route>, member: u64) -> Result<(), Option<u64>> {
         // Under the lock that closing takes first, so a route added is always left.
         let waiting = self.lock();
         if waiting.is_none() {
-            return false;
+            return Err(None);
         }
         let mut routes = self.routes();
-        if routes.iter().any(|(r, _)| r.ptr_eq(&route)) {
-            return false;
+        if let Some((_, m)) = routes.iter().find(|(r, _)| r.ptr_eq(&route)) {
+            return Err(Some(*m));
         }
         routes.push((route, member));
-        true
+        Ok(())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<HashMap<u64, oneshot::Sender<Answer>>>> {

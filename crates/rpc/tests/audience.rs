@@ -238,3 +238,20 @@ async fn a_request_asked_with_made_params_is_made_anew_for_one_who_joins_later()
     assert_eq!(jane.next().await["params"], json!({"made": 1}));
     hana.quiet().await;
 }
+
+#[tokio::test]
+async fn an_answer_never_taken_counts_for_nothing_and_its_giver_is_told_too() {
+    let audience = audience();
+    let (to_kim, mut kim) = tokio::sync::mpsc::channel(8);
+    let (to_lee, mut lee) = tokio::sync::mpsc::channel(8);
+    let k = audience.attach(to_kim, "kim".to_owned());
+    audience.attach(to_lee, "lee".to_owned());
+    let mut ask = audience.ask("t-1", "approve", None).expect("asked");
+    // Kim answers, but the program gave up waiting (a timeout) before it took the answer.
+    assert_eq!(audience.answer(k, "t-1", Ok(params("true"))), Ok(true));
+    ask.tell_others("settled", None);
+    for (who, rx) in [("kim", &mut kim), ("lee", &mut lee)] {
+        let got: Vec<Value> = std::iter::from_fn(|| rx.try_recv().ok()).map(|m| serde_json::from_slice(&m).expect("JSON")).collect();
+        assert_eq!(got.iter().map(|m| m["method"].clone()).collect::<Vec<_>>(), [json!("approve"), json!("settled")], "{who}: {got:?}");
+    }
+}

@@ -259,8 +259,8 @@ mod tests {
     use openagents_protocol::rt;
     use openagents_protocol::{FrontendApprovalRequest, FrontendApprovalResolved};
 
-    #[test]
-    fn the_frames_the_bridge_sends_decode_as_their_generated_types() {
+    #[tokio::test]
+    async fn the_frames_the_bridge_sends_decode_as_their_generated_types() {
         let audience = Audience::<()>::open();
         let (to_a, mut a) = mpsc::channel(4);
         let (to_b, mut b) = mpsc::channel(4);
@@ -274,6 +274,7 @@ mod tests {
             let decoded: FrontendApprovalRequest = rt::parse_validated(&request).expect("a valid FrontendApprovalRequest");
             assert_eq!((decoded.id.as_str(), decoded.params.request_id.as_str(), decoded.params.prompt.as_str(), decoded.params.timeout_ms), (id.as_str(), id.as_str(), "run `rm -rf target`?\n\u{1b}[2K", Some(120_000)));
             assert_eq!(audience.answer(first, &id, Ok(openagents_rpc::null())), Ok(true));
+            assert_eq!(ask.answered().await.result.map(|r| r.get().to_owned()), Ok("null".to_owned()));
             ask.tell_others(RESOLVED, approval_resolved(&id, approved, by).as_deref());
             assert!(a.try_recv().is_err(), "the frontend that answered is not told");
             let note = b.try_recv().expect("the resolution");
