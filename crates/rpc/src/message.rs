@@ -227,13 +227,19 @@ pub(crate) fn take_if_answer(server: &RpcServer, cx: &Context, bytes: &[u8]) -> 
     }
 }
 
-/// The reply to an answer an audience refused.
+/// The reply to an answer an audience refused, within the server's bound on a reply.
 fn refusal_of_answer(server: &RpcServer, env: &Envelope<'_>, e: RpcError, len: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_refusal(server, env, e, len.saturating_mul(2).max(REPLY_FLOOR), &mut out);
+    out
+}
+
+/// Counts and encodes an audience's refusal of an answer: its error, with the answer's id when
+/// readable and within the bound on ids; at most `budget` bytes.
+fn encode_refusal(server: &RpcServer, env: &Envelope<'_>, e: RpcError, budget: usize, out: &mut Vec<u8>) {
     count_error(server.metrics.as_ref(), e.code);
     let id = env.id.and_then(|id| readable_id(id, server.limits.max_id_chars));
-    let mut out = Vec::new();
-    Reply { id, outcome: Err(e) }.encode_within(len.saturating_mul(2).max(REPLY_FLOOR), &mut out);
-    out
+    Reply { id, outcome: Err(e) }.encode_within(budget, out);
 }
 
 /// The reply to one request object: its id as written (`None`: `null`) and its outcome.
@@ -586,9 +592,7 @@ fn prepare<'a>(server: &RpcServer, cx: &Context, env: Option<Envelope<'a>>, text
     };
     if env.is_response() && env.duplicate.is_none() && cx.peer().takes_answers() {
         let Some(e) = take_answer(cx, &env, text.as_bytes()) else { return Err(false) };
-        count(e.code);
-        let id = env.id.and_then(|id| readable_id(id, server.limits.max_id_chars));
-        Reply { id, outcome: Err(e) }.encode_within(budget, out);
+        encode_refusal(server, &env, e, budget, out);
         return Err(true);
     }
     // An id whose text the parser cannot read — a string whose escapes are no text (a lone

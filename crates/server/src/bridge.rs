@@ -164,12 +164,8 @@ impl FrontendRequestBridge {
     ///
     /// `forbidden` for a frontend without the grant, or not the lease holder's.
     pub fn answer(&self, conn: u64, request_id: &str, reply: ApprovalReply) -> Result<bool, RuntimeSubmitError> {
-        let Some(f) = self.audience.mark(conn) else { return Ok(false) };
-        if let Some(e) = refusal(&f, current_holder(&self.holder).as_deref()) {
-            return Err(e);
-        }
         let result = serde_json::value::to_raw_value(&reply).map_err(|e| error(ErrorCode::Internal, e.to_string()))?;
-        // The lease may change hands in between: the audience checks again.
+        // The audience's check is the bridge's refusal; its error carries the runtime's own.
         self.audience.answer(conn, request_id, Ok(result)).map_err(|e| e.data.and_then(|d| serde_json::from_value(d).ok()).unwrap_or_else(|| error(ErrorCode::Forbidden, e.message)))
     }
 
