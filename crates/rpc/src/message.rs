@@ -468,7 +468,8 @@ pub(crate) async fn handle_message(server: &RpcServer, cx: &Context, bytes: &[u8
         }
         return Some(error_reply(&e));
     }
-    let text = match std::str::from_utf8(bytes) {
+    // The same verdict and offset as `str::from_utf8`, with SIMD where the processor has it.
+    let text = match simdutf8::compat::from_utf8(bytes) {
         Ok(t) => t,
         Err(e) => return fail(server, &RpcError::parse_error(format_args!("invalid UTF-8 at byte offset {}", e.valid_up_to()))),
     };

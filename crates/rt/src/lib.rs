@@ -204,6 +204,24 @@ pub fn unknown_type_name(type_name: &str, types: &[TypeInfo]) -> Violation {
     Violation { pointer: String::new(), keyword: "typeName".to_owned(), message: format!("no type is named `{}`; the types are {shown}", preview(type_name)) }
 }
 
+/// `input` as text when it is UTF-8, else the offset of the first byte where it is not (what
+/// [`str::from_utf8`]'s error calls `valid_up_to`). The same verdict and offset as the standard
+/// library's check, with SIMD where the processor has it: several times faster on text that is
+/// not all ASCII. Every reader of JSON bytes here checks with it first.
+///
+/// # Errors
+///
+/// The offset of the first byte that is not part of valid UTF-8.
+///
+/// ```
+/// assert_eq!(openagents_rt::utf8("añb".as_bytes()), Ok("añb"));
+/// assert_eq!(openagents_rt::utf8(b"ab\xffc"), Err(2));
+/// ```
+#[inline]
+pub fn utf8(input: &[u8]) -> Result<&str, usize> {
+    simdutf8::compat::from_utf8(input).map_err(|e| e.valid_up_to())
+}
+
 /// Decodes and validates one JSON document as `T`.
 ///
 /// The fast path decodes straight into `T` and runs its checks. A document that does not decode
@@ -218,11 +236,12 @@ pub fn parse_validated<T>(input: &[u8]) -> Result<T, DocumentError>
 where
     T: Wire + Validate + SchemaCheck,
 {
-    // One UTF-8 check over the whole document costs less than serde_json's check of each string
-    // on its own (about 100 instructions a call). For UTF-8 input the two decoders are the same
-    // (same escapes, lone surrogates, positions); input that is not UTF-8 takes the per-string
-    // path, so its error still names the string where the bytes go wrong.
-    if let Ok(text) = std::str::from_utf8(input) {
+    // One UTF-8 check over the whole document ([`utf8`]) costs less than serde_json's check of
+    // each string on its own (about 100 instructions a call, and a scalar loop over long text).
+    // For UTF-8 input the two decoders are the same (same escapes, lone surrogates, positions);
+    // input that is not UTF-8 takes the per-string path, so its error still names the string
+    // where the bytes go wrong.
+    if let Ok(text) = utf8(input) {
         return parse_validated_str(text);
     }
     decode_validated(serde_json::Deserializer::from_slice(input), input)
@@ -285,8 +304,8 @@ pub fn explain<T: SchemaCheck>(input: &[u8], decode_error: &serde_json::Error) -
 ///
 /// [`DocumentError::NotJson`] with the reason and where.
 pub fn parse_value(input: &[u8]) -> Result<Value, DocumentError> {
-    if let Err(e) = std::str::from_utf8(input) {
-        return Err(DocumentError::NotJson(format!("invalid UTF-8 at byte offset {}", e.valid_up_to())));
+    if let Err(at) = utf8(input) {
+        return Err(DocumentError::NotJson(format!("invalid UTF-8 at byte offset {at}")));
     }
     serde_json::from_slice(input).map_err(|e| DocumentError::NotJson(describe_json_error(&e)))
 }
@@ -302,8 +321,8 @@ pub fn parse_value(input: &[u8]) -> Result<Value, DocumentError> {
 /// its byte offset); [`DocumentError::Invalid`] ("cannot be represented: duplicate property
 /// `…`", naming the key, never its values) for a key given twice.
 pub fn parse_value_exact(input: &[u8]) -> Result<Value, DocumentError> {
-    if let Err(e) = std::str::from_utf8(input) {
-        return Err(DocumentError::NotJson(format!("invalid UTF-8 at byte offset {}", e.valid_up_to())));
+    if let Err(at) = utf8(input) {
+        return Err(DocumentError::NotJson(format!("invalid UTF-8 at byte offset {at}")));
     }
     let mut de = serde_json::Deserializer::from_slice(input);
     match Value::decode(&mut de).and_then(|v| de.end().map(|()| v)) {
@@ -1141,8 +1160,8 @@ fn without_position(e: &serde_json::Error) -> String {
 ///
 /// As [`parse_value_exact`].
 pub fn skim_exact(input: &[u8]) -> Result<(), DocumentError> {
-    if let Err(e) = std::str::from_utf8(input) {
-        return Err(DocumentError::NotJson(format!("invalid UTF-8 at byte offset {}", e.valid_up_to())));
+    if let Err(at) = utf8(input) {
+        return Err(DocumentError::NotJson(format!("invalid UTF-8 at byte offset {at}")));
     }
     let mut de = serde_json::Deserializer::from_slice(input);
     match Skip::deserialize(&mut de).and_then(|_| de.end()) {
