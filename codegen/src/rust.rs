@@ -352,7 +352,7 @@ impl Emitter<'_> {
             decode_tys.push(repr_ty);
             let local = format_ident!("__{}", id.to_string().trim_start_matches("r#"));
             finals.push(if f.required {
-                quote!(#id: #local.ok_or_else(|| #rt::missing(#name))?)
+                quote!(#id: match #local { Some(__x) => __x, None => return Err(#rt::missing(#name)) })
             } else if nullable {
                 quote!(#id: #local.flatten())
             } else {
@@ -402,29 +402,37 @@ impl Emitter<'_> {
 
             impl #rt::Wire for #id {
                 fn decode<'de, __D: serde::Deserializer<'de>>(d: __D) -> Result<Self, __D::Error> {
+                    let mut place = None;
+                    <Self as #rt::Wire>::decode_into(d, &mut place)?;
+                    place.ok_or_else(#rt::decoded_nothing)
+                }
+
+                fn decode_into<'de, __D: serde::Deserializer<'de>>(d: __D, place: &mut Option<Self>) -> Result<(), __D::Error> {
                     const FIELDS: &[&str] = &[#(#names),*];
-                    struct __V;
-                    impl<'de> serde::de::Visitor<'de> for __V {
-                        type Value = #id;
+                    // Built straight into `place`, each member into its own slot.
+                    struct __V<'a>(&'a mut Option<#id>);
+                    impl<'de> serde::de::Visitor<'de> for __V<'_> {
+                        type Value = ();
                         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str(#expecting) }
                         #[allow(unused_mut)]
-                        fn visit_map<__A: serde::de::MapAccess<'de>>(self, mut map: __A) -> Result<#id, __A::Error> {
+                        fn visit_map<__A: serde::de::MapAccess<'de>>(self, mut map: __A) -> Result<(), __A::Error> {
                             #(let mut #locals: Option<#decode_tys> = None;)*
                             #extra_init
                             while let Some(#key_binding) = map.next_key::<#rt::Key<'de>>()? {
                                 match key.as_str() {
                                     #(#names => {
                                         if #locals.is_some() { return Err(#rt::duplicate(#names)); }
-                                        #locals = Some(map.next_value_seed(#rt::WireSeed::<#decode_tys>::new())?);
+                                        map.next_value_seed(#rt::IntoSeed(&mut #locals))?;
                                     })*
                                     #other_arm
                                 }
                             }
                             let _ = FIELDS;
-                            Ok(#id { #(#finals,)* #extra_final })
+                            *self.0 = Some(#id { #(#finals,)* #extra_final });
+                            Ok(())
                         }
                     }
-                    d.deserialize_map(__V)
+                    d.deserialize_map(__V(place))
                 }
             }
 
@@ -787,11 +795,11 @@ impl Emitter<'_> {
                 };
                 stream_arms.push(quote!(#name => {
                     if #local.is_some() { return Err(#rt::duplicate(#name)); }
-                    #local = Some(map.next_value_seed(#rt::WireSeed::<#dty>::new())?);
+                    map.next_value_seed(#rt::IntoSeed(&mut #local))?;
                 }));
                 let fid = &f.ident;
                 inits.push(if f.required {
-                    quote!(#fid: #local.ok_or_else(|| #rt::missing(#name))?)
+                    quote!(#fid: match #local { Some(__x) => __x, None => return Err(#rt::missing(#name)) })
                 } else if f.nullable {
                     quote!(#fid: #local.flatten())
                 } else {
@@ -838,23 +846,30 @@ impl Emitter<'_> {
                         #stream_other
                     }
                 }
-                Ok(#id::#vid { #(#inits),* })
+                #id::#vid { #(#inits),* }
             }));
         }
         let unknown_arm = if u.extensible {
-            quote!(_ => Ok(#id::Unknown(#rt::rest_as_object(&mut map, __early, #tag, __tag)?)),)
+            quote!(_ => #id::Unknown(#rt::rest_as_object(&mut map, __early, #tag, __tag)?),)
         } else {
-            quote!(__other => Err(#rt::after_rest(&mut map, serde::de::Error::unknown_variant(__other, TAGS))),)
+            quote!(__other => return Err(#rt::after_rest(&mut map, serde::de::Error::unknown_variant(__other, TAGS))),)
         };
         quote! {
             impl #rt::Wire for #id {
                 fn decode<'de, __D: serde::Deserializer<'de>>(d: __D) -> Result<Self, __D::Error> {
-                    struct __V;
-                    impl<'de> serde::de::Visitor<'de> for __V {
-                        type Value = #id;
+                    let mut place = None;
+                    <Self as #rt::Wire>::decode_into(d, &mut place)?;
+                    place.ok_or_else(#rt::decoded_nothing)
+                }
+
+                fn decode_into<'de, __D: serde::Deserializer<'de>>(d: __D, place: &mut Option<Self>) -> Result<(), __D::Error> {
+                    // Built straight into `place`, each member into its own slot.
+                    struct __V<'a>(&'a mut Option<#id>);
+                    impl<'de> serde::de::Visitor<'de> for __V<'_> {
+                        type Value = ();
                         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("an object") }
                         #[allow(unused_mut, unused_variables, clippy::match_single_binding)]
-                        fn visit_map<__A: serde::de::MapAccess<'de>>(self, mut map: __A) -> Result<#id, __A::Error> {
+                        fn visit_map<__A: serde::de::MapAccess<'de>>(self, mut map: __A) -> Result<(), __A::Error> {
                             const TAGS: &[&str] = &[#(#tags),*];
                             let _ = TAGS;
                             #(let mut #common_locals: Option<#common_tys> = None;)*
@@ -865,18 +880,19 @@ impl Emitter<'_> {
                                     #tag => break #rt::next_tag(&mut map, #expecting_tag)?,
                                     #(#common_names => {
                                         if #common_locals.is_some() { return Err(#rt::duplicate(#common_names)); }
-                                        #common_locals = Some(map.next_value_seed(#rt::WireSeed::<#common_tys>::new())?);
+                                        map.next_value_seed(#rt::IntoSeed(&mut #common_locals))?;
                                     })*
                                     _ => __early.keep(&mut map, __k)?,
                                 }
                             };
-                            match __tag.as_str() {
+                            *self.0 = Some(match __tag.as_str() {
                                 #(#arms)*
                                 #unknown_arm
-                            }
+                            });
+                            Ok(())
                         }
                     }
-                    d.deserialize_map(__V)
+                    d.deserialize_map(__V(place))
                 }
             }
         }

@@ -267,13 +267,15 @@ where
     R: serde_json::de::Read<'de>,
     T: Wire + Validate + SchemaCheck,
 {
-    let decoded = T::decode(&mut de).and_then(|v| de.end().map(|()| v));
-    match decoded {
-        Ok(value) => match value.validate() {
-            Ok(()) => Ok(value),
-            Err(v) => Err(DocumentError::Invalid(v)),
-        },
-        Err(e) => Err(explain::<T>(input, &e)),
+    // Decoded into a slot of this frame and checked there: the value moves once, on its way out.
+    let mut place = None;
+    if let Err(e) = T::decode_into(&mut de, &mut place).and_then(|()| de.end()) {
+        return Err(explain::<T>(input, &e));
+    }
+    let Some(value) = place else { return Err(explain::<T>(input, &decoded_nothing())) };
+    match value.validate() {
+        Ok(()) => Ok(value),
+        Err(v) => Err(DocumentError::Invalid(v)),
     }
 }
 
@@ -554,6 +556,38 @@ pub trait Wire: Sized {
     ///
     /// The deserializer's error when the value does not fit.
     fn decode<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error>;
+
+    /// Decodes one value into `place` (left as it was on an error): what a generated object's
+    /// decoder calls for each member, with the member's own slot. The default decodes and
+    /// stores. Generated objects build themselves straight into the slot, so a large value is
+    /// not moved again through every level of the deserializer above it on the way up.
+    ///
+    /// # Errors
+    ///
+    /// As [`Wire::decode`].
+    #[inline]
+    fn decode_into<'de, D: Deserializer<'de>>(d: D, place: &mut Option<Self>) -> Result<(), D::Error> {
+        *place = Some(Self::decode(d)?);
+        Ok(())
+    }
+}
+
+/// A [`DeserializeSeed`] that decodes with [`Wire::decode_into`] into the slot it holds.
+pub struct IntoSeed<'a, T>(pub &'a mut Option<T>);
+
+impl<'de, T: Wire> DeserializeSeed<'de> for IntoSeed<'_, T> {
+    type Value = ();
+    #[inline]
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        T::decode_into(d, self.0)
+    }
+}
+
+/// The error of a decoder that finished without a value (never expected: a generated decoder
+/// that succeeds has filled its slot).
+#[cold]
+pub fn decoded_nothing<E: de::Error>() -> E {
+    E::custom("the decoder produced no value")
 }
 
 /// A [`DeserializeSeed`] that decodes with [`Wire`].
@@ -657,17 +691,8 @@ impl<'de> Visitor<'de> for ValueVisitor {
         }
         Ok(Value::Array(out))
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut out = Map::new();
-        while let Some(k) = map.next_key::<Key<'de>>()? {
-            match out.entry(k.into_string()) {
-                serde_json::map::Entry::Occupied(e) => return Err(duplicate(e.key())),
-                serde_json::map::Entry::Vacant(e) => {
-                    e.insert(map.next_value_seed(WireSeed::<Value>::new())?);
-                }
-            }
-        }
-        Ok(Value::Object(out))
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Value, A::Error> {
+        object_members(map).map(Value::Object)
     }
 }
 
@@ -853,9 +878,33 @@ impl<T: Wire> Wire for BTreeMap<String, T> {
 
 impl Wire for Map<String, Value> {
     fn decode<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let m = BTreeMap::<String, Value>::decode(d)?;
-        Ok(m.into_iter().collect())
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Map<String, Value>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+            // Straight into the map (no second map built from a first one), as `Value`'s objects.
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                object_members(map)
+            }
+        }
+        d.deserialize_map(V)
     }
+}
+
+/// An object's members as a [`Map`], refusing a key given twice.
+fn object_members<'de, A: MapAccess<'de>>(mut map: A) -> Result<Map<String, Value>, A::Error> {
+    let mut out = Map::new();
+    while let Some(k) = map.next_key::<Key<'de>>()? {
+        match out.entry(k.into_string()) {
+            serde_json::map::Entry::Occupied(e) => return Err(duplicate(e.key())),
+            serde_json::map::Entry::Vacant(e) => {
+                e.insert(map.next_value_seed(WireSeed::<Value>::new())?);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// An object key, borrowed from the input when it has no escapes.
