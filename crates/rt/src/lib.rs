@@ -272,10 +272,10 @@ where
     if let Err(e) = T::decode_into(&mut de, &mut place).and_then(|()| de.end()) {
         return Err(explain::<T>(input, &e));
     }
-    let Some(value) = place else { return Err(explain::<T>(input, &decoded_nothing())) };
-    match value.validate() {
-        Ok(()) => Ok(value),
-        Err(v) => Err(DocumentError::Invalid(v)),
+    match place.as_ref().map(Validate::validate) {
+        Some(Ok(())) => place.ok_or_else(|| explain::<T>(input, &decoded_nothing())),
+        Some(Err(v)) => Err(DocumentError::Invalid(v)),
+        None => Err(explain::<T>(input, &decoded_nothing())),
     }
 }
 
