@@ -401,11 +401,7 @@ impl Emitter<'_> {
             pub struct #id { #(#decls)* #extra_decl }
 
             impl #rt::Wire for #id {
-                fn decode<'de, __D: serde::Deserializer<'de>>(d: __D) -> Result<Self, __D::Error> {
-                    let mut place = None;
-                    <Self as #rt::Wire>::decode_into(d, &mut place)?;
-                    place.ok_or_else(#rt::decoded_nothing)
-                }
+                fn decode<'de, __D: serde::Deserializer<'de>>(d: __D) -> Result<Self, __D::Error> { #rt::decode_in_slot(d) }
 
                 fn decode_into<'de, __D: serde::Deserializer<'de>>(d: __D, place: &mut Option<Self>) -> Result<(), __D::Error> {
                     const FIELDS: &[&str] = &[#(#names),*];
@@ -856,11 +852,7 @@ impl Emitter<'_> {
         };
         quote! {
             impl #rt::Wire for #id {
-                fn decode<'de, __D: serde::Deserializer<'de>>(d: __D) -> Result<Self, __D::Error> {
-                    let mut place = None;
-                    <Self as #rt::Wire>::decode_into(d, &mut place)?;
-                    place.ok_or_else(#rt::decoded_nothing)
-                }
+                fn decode<'de, __D: serde::Deserializer<'de>>(d: __D) -> Result<Self, __D::Error> { #rt::decode_in_slot(d) }
 
                 fn decode_into<'de, __D: serde::Deserializer<'de>>(d: __D, place: &mut Option<Self>) -> Result<(), __D::Error> {
                     // Built straight into `place`, each member into its own slot.

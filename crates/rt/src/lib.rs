@@ -583,10 +583,23 @@ impl<'de, T: Wire> DeserializeSeed<'de> for IntoSeed<'_, T> {
     }
 }
 
+/// [`Wire::decode`] through [`Wire::decode_into`]: what generated objects and tagged unions,
+/// which build themselves in their slot, decode with.
+///
+/// # Errors
+///
+/// As [`Wire::decode_into`].
+#[inline]
+pub fn decode_in_slot<'de, T: Wire, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
+    let mut place = None;
+    T::decode_into(d, &mut place)?;
+    place.ok_or_else(decoded_nothing)
+}
+
 /// The error of a decoder that finished without a value (never expected: a generated decoder
 /// that succeeds has filled its slot).
 #[cold]
-pub fn decoded_nothing<E: de::Error>() -> E {
+fn decoded_nothing<E: de::Error>() -> E {
     E::custom("the decoder produced no value")
 }
 
