@@ -106,6 +106,12 @@ struct State<M> {
 }
 
 impl<M> State<M> {
+    /// A number not given before: a member's id, or a request's serial.
+    fn fresh(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+
     /// Takes the request waiting under `id` if it is still the one numbered `serial`.
     fn settle(&mut self, id: &str, serial: u64) -> Option<Waiting<M>> {
         if self.waiting.get(id)?.serial == serial { self.waiting.remove(id) } else { None }
@@ -132,7 +138,7 @@ impl<M: Clone + Send + Sync + 'static> Audience<M> {
     /// their mark. `check` runs without the audience's lock held, so it may take locks of the
     /// program's own; its error is what a member that may not answer is sent back.
     pub fn new(check: impl Fn(&M) -> Result<(), RpcError> + Send + Sync + 'static) -> Arc<Audience<M>> {
-        Arc::new(Audience { state: Mutex::new(State { members: BTreeMap::new(), waiting: HashMap::new(), next: 0 }), check: Box::new(check), screen: None })
+        Audience::build(Box::new(check), None)
     }
 
     /// [`Audience::new`], with a screen of every answer a joined connection gives: the whole
@@ -140,11 +146,11 @@ impl<M: Clone + Send + Sync + 'static> Audience<M> {
     /// anywhere, where the program reads JSON exactly) is still an answer, but an error one
     /// (`-32600`), whatever its `result` said: it settles the request, and cannot approve it.
     pub fn with_screen(check: impl Fn(&M) -> Result<(), RpcError> + Send + Sync + 'static, screen: impl Fn(&[u8]) -> bool + Send + Sync + 'static) -> Arc<Audience<M>> {
-        Arc::new(Audience {
-            state: Mutex::new(State { members: BTreeMap::new(), waiting: HashMap::new(), next: 0 }),
-            check: Box::new(check),
-            screen: Some(Box::new(screen)),
-        })
+        Audience::build(Box::new(check), Some(Box::new(screen)))
+    }
+
+    fn build(check: Box<Check<M>>, screen: Option<Box<Screen>>) -> Arc<Audience<M>> {
+        Arc::new(Audience { state: Mutex::new(State { members: BTreeMap::new(), waiting: HashMap::new(), next: 0 }), check, screen })
     }
 
     /// An audience every member of which is asked and may answer.
@@ -161,17 +167,13 @@ impl<M: Clone + Send + Sync + 'static> Audience<M> {
     /// [`Audience::answer`] and [`Audience::detach`]. Its answers are given to
     /// [`Audience::answer`] by the program; [`Audience::join`] has the core do it.
     pub fn attach(&self, tx: mpsc::Sender<Vec<u8>>, mark: M) -> u64 {
-        let id = self.insert(tx, mark.clone());
+        let id = {
+            let mut st = self.lock();
+            let id = st.fresh();
+            st.members.insert(id, Member { mark: mark.clone(), tx });
+            id
+        };
         self.catch_up(id, &mark);
-        id
-    }
-
-    /// Adds a member, sending it nothing yet.
-    fn insert(&self, tx: mpsc::Sender<Vec<u8>>, mark: M) -> u64 {
-        let mut st = self.lock();
-        st.next += 1;
-        let id = st.next;
-        st.members.insert(id, Member { mark, tx });
         id
     }
 
@@ -198,11 +200,7 @@ impl<M: Clone + Send + Sync + 'static> Audience<M> {
             None => {
                 // The route before the member is seen, so an answer to what it is sent on
                 // joining always finds its way.
-                let member = {
-                    let mut st = self.lock();
-                    st.next += 1;
-                    st.next
-                };
+                let member = self.lock().fresh();
                 match pending.add_route(Weak::clone(&route), member) {
                     Ok(()) => member,
                     // Another join on this connection came first.
@@ -272,8 +270,7 @@ impl<M: Clone + Send + Sync + 'static> Audience<M> {
             if st.waiting.contains_key(id) {
                 return Err(AskError::Duplicate(id.to_owned()));
             }
-            st.next += 1;
-            let serial = st.next;
+            let serial = st.fresh();
             st.waiting.insert(id.to_owned(), Waiting { serial, message: message.into(), remake, asked: BTreeSet::new(), answer: tx });
             (serial, st.members.iter().map(|(k, m)| (*k, m.mark.clone())).collect())
         };
@@ -419,7 +416,6 @@ impl<M: Clone + Send + Sync + 'static> Ask<M> {
                 let waiting = self.audience.lock().settle(&self.id, self.serial);
                 match waiting {
                     Some(w) => w.asked,
-                    // Answered, but not yet taken by `answered`.
                     // Answered, but the answer never taken (`answered` gave up waiting): it counts
                     // for nothing, so the one who gave it is told too.
                     None if !self.done => self.answer.try_recv().map(|settled| settled.asked).unwrap_or_default(),

@@ -344,6 +344,11 @@ impl std::fmt::Debug for Pending {
     }
 }
 
+/// The member a connection is of the audience `route`, among its `routes`.
+fn member_in(routes: &[(std::sync::Weak<dyn audience::Route>, u64)], route: &std::sync::Weak<dyn audience::Route>) -> Option<u64> {
+    routes.iter().find(|(r, _)| r.ptr_eq(route)).map(|(_, m)| *m)
+}
+
 impl Pending {
     fn open() -> Pending {
         Pending { next: AtomicU64::new(1), waiting: Mutex::new(Some(HashMap::new())), ended: tokio::sync::Notify::new(), routes: Mutex::new(Vec::new()) }
@@ -355,7 +360,7 @@ impl Pending {
 
     /// The member this connection already is of the audience `route`, if it joined it.
     pub(crate) fn member_of(&self, route: &std::sync::Weak<dyn audience::Route>) -> Option<u64> {
-        self.routes().iter().find(|(r, _)| r.ptr_eq(route)).map(|(_, m)| *m)
+        member_in(&self.routes(), route)
     }
 
     /// Sends this connection's answers to ids not its own to `route` as `member`. `Err(None)`
@@ -368,8 +373,8 @@ impl Pending {
             return Err(None);
         }
         let mut routes = self.routes();
-        if let Some((_, m)) = routes.iter().find(|(r, _)| r.ptr_eq(&route)) {
-            return Err(Some(*m));
+        if let Some(m) = member_in(&routes, &route) {
+            return Err(Some(m));
         }
         routes.push((route, member));
         Ok(())

@@ -875,12 +875,12 @@ impl<T: Wire> Wire for BTreeMap<String, T> {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut out = BTreeMap::new();
                 while let Some(k) = map.next_key::<Key<'de>>()? {
-                    let k = k.into_string();
-                    if out.contains_key(&k) {
-                        return Err(de::Error::custom(format!("duplicate property `{k}`")));
+                    match out.entry(k.into_string()) {
+                        std::collections::btree_map::Entry::Occupied(e) => return Err(duplicate(e.key())),
+                        std::collections::btree_map::Entry::Vacant(e) => {
+                            e.insert(map.next_value_seed(WireSeed::<T>::new())?);
+                        }
                     }
-                    let v = map.next_value_seed(WireSeed::<T>::new())?;
-                    out.insert(k, v);
                 }
                 Ok(out)
             }
