@@ -800,12 +800,19 @@ impl Default for Limits {
 /// the one signal.
 #[derive(Debug, Clone)]
 pub struct Shutdown {
-    tx: Arc<watch::Sender<bool>>,
+    signal: Arc<Signal>,
+}
+
+/// A [`Shutdown`]'s state: a flag read on every request, and a channel to wait on.
+#[derive(Debug)]
+struct Signal {
+    triggered: std::sync::atomic::AtomicBool,
+    tx: watch::Sender<bool>,
 }
 
 impl Default for Shutdown {
     fn default() -> Self {
-        Shutdown { tx: Arc::new(watch::channel(false).0) }
+        Shutdown { signal: Arc::new(Signal { triggered: std::sync::atomic::AtomicBool::new(false), tx: watch::channel(false).0 }) }
     }
 }
 
@@ -817,17 +824,18 @@ impl Shutdown {
 
     /// Triggers it (again is nothing).
     pub fn trigger(&self) {
-        self.tx.send_replace(true);
+        self.signal.triggered.store(true, std::sync::atomic::Ordering::Release);
+        self.signal.tx.send_replace(true);
     }
 
     /// Whether it has been triggered.
     pub fn is_triggered(&self) -> bool {
-        *self.tx.borrow()
+        self.signal.triggered.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Resolves once it is triggered.
     pub fn triggered(&self) -> impl Future<Output = ()> + Send + 'static {
-        let mut rx = self.tx.subscribe();
+        let mut rx = self.signal.tx.subscribe();
         async move {
             let _ = rx.wait_for(|t| *t).await;
         }

@@ -33,7 +33,7 @@ use std::future::Future;
 use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -42,7 +42,7 @@ use bytes::Bytes;
 use futures_util::FutureExt;
 use http_body_util::BodyExt;
 use hyper::body::{Frame, Incoming, SizeHint};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -105,7 +105,8 @@ pub struct ConnectionLimits {
     /// The largest request header block, in bytes ([`MAX_HEADER_BYTES`]): hyper's read buffer
     /// is sized from it, and a server answers a larger block 431 (see [`header_block_len`]).
     pub max_header_bytes: usize,
-    /// The time a client has to send a header block ([`HEADER_READ_TIMEOUT`]); an idle
+    /// The time a client has to send a header block ([`HEADER_READ_TIMEOUT`]), counted from the
+    /// end of the connection's last call (or from its accept), never during one: an idle
     /// keep-alive connection is closed after it too.
     pub header_read_timeout: Duration,
     /// The time a write may wait for the client to read ([`WRITE_STALL_TIMEOUT`]).
@@ -206,6 +207,8 @@ enum End {
     Stopped,
     /// A newcomer took its place.
     Evicted,
+    /// No request head arrived within the header read timeout.
+    HeadTimedOut,
 }
 
 /// Accepts connections on `listener` until `stop`, and serves each with hyper's HTTP/1 (with
@@ -214,11 +217,11 @@ enum End {
 /// - every connection takes a slot; none left, or its peer's all taken, it takes the place of
 ///   the oldest connection that has not authenticated and waits for bytes with no request open
 ///   (that one is closed), or is closed on arrival when there is none ([`ConnectionSlots`]). A
-///   request is open from its head to its response's end (an event stream's too): a connection
-///   is never evicted in the middle of a call. A server marks an authenticated connection with
-///   [`Slot::trust`];
-/// - a header block must arrive within `header_read_timeout`, and hyper holds at most about
-///   `max_header_bytes` of it;
+///   request is open from its head to its response's end (an event stream's too) and while the
+///   rest of a body it refused is read: a connection is never evicted in the middle of a call.
+///   A server marks an authenticated connection with [`Slot::trust`];
+/// - a header block must arrive within `header_read_timeout` of the end of the last open request
+///   (or of the accept), and hyper holds at most about `max_header_bytes` of it;
 /// - a write that waits longer than `write_stall_timeout` for the client to read closes the
 ///   connection ([`StallGuard`]);
 /// - every request's body is [`Lingering`]: dropped unread, the rest is read and dropped for a
@@ -273,7 +276,7 @@ where
                 // From its head until its response's end, the request keeps its connection from
                 // being evicted.
                 let open = Open::begin(Arc::clone(&busy));
-                let answer = handler(request.map(|body| Lingering { body: Some(body), linger: read_rest.then_some(linger) }));
+                let answer = handler(request.map(|body| Lingering { body: Some(body), linger: read_rest.then(|| (linger, Arc::clone(&busy))) }));
                 async move {
                     let response = answer.await?;
                     Ok::<_, Infallible>(response.map(|body| Tracked { body, _open: open }))
@@ -284,21 +287,27 @@ where
             // makes hyper fill a 100-slot header vector on every request. The read buffer bounds
             // a header block before it is parsed (hyper answers 431 past it); bodies stream
             // through it.
-            builder.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout).max_buf_size(limits.max_header_bytes.max(8192).saturating_add(8192));
+            // No hyper timer: the header read timeout is the connection task's (below), one
+            // timer a connection instead of one set and cleared for every request.
+            builder.max_buf_size(limits.max_header_bytes.max(8192).saturating_add(8192));
             if limits.flatten_writes {
                 builder.writev(false);
             }
             let stream = StallGuard::new(Watched { inner: stream, standing: Arc::clone(&standing) }, limits.write_stall_timeout);
             let conn = builder.serve_connection(TokioIo::new(stream), service).with_upgrades();
-            let (stop, grace, open) = (stop.clone(), limits.shutdown_grace, open.clone());
+            let (stop, grace, open, head_timeout) = (stop.clone(), limits.shutdown_grace, open.clone(), limits.header_read_timeout);
             tokio::spawn(async move {
                 let (_open, _slot) = (open, slot);
                 let mut conn = std::pin::pin!(conn);
-                // The waits for the stop and for eviction are polled once, which registers this
-                // task's waker (the same on every poll of a spawned task); every later wake-up
-                // only reads their flags, instead of polling those waits again on every request.
+                // The waits for the stop, for eviction and for the next request's head are
+                // polled once, which registers this task's waker (the same on every poll of a
+                // spawned task); every later wake-up only reads their flags, instead of polling
+                // those waits again on every request.
                 let mut stopped = std::pin::pin!(stop.stopped());
                 let mut evicted = std::pin::pin!(standing.evicted.cancelled());
+                // The head watch is set once and moved only when it fires: to when the head is
+                // now due (a request ended meanwhile), or a timeout on while one is open.
+                let mut head_watch = std::pin::pin!(tokio::time::sleep(head_timeout));
                 let mut registered = false;
                 let end = std::future::poll_fn(|cx| {
                     if !registered {
@@ -309,15 +318,29 @@ where
                         if evicted.as_mut().poll(cx).is_ready() {
                             return Poll::Ready(End::Evicted);
                         }
+                        if head_watch.as_mut().poll(cx).is_ready() {
+                            return Poll::Ready(End::HeadTimedOut);
+                        }
                     } else if stop.is_stopped() {
                         return Poll::Ready(End::Stopped);
-                    } else if standing.evicted.is_cancelled() {
+                    } else if standing.evicted() {
                         return Poll::Ready(End::Evicted);
+                    } else if head_watch.is_elapsed() {
+                        let now = tokio::time::Instant::now();
+                        let due = standing.head_due(head_timeout).unwrap_or(now + head_timeout);
+                        if due <= now {
+                            return Poll::Ready(End::HeadTimedOut);
+                        }
+                        head_watch.as_mut().reset(due);
+                        if head_watch.as_mut().poll(cx).is_ready() {
+                            return Poll::Ready(End::HeadTimedOut);
+                        }
                     }
                     conn.as_mut().poll(cx).map(|_| End::Done)
                 })
                 .await;
-                // An evicted connection is dropped here, closing its socket.
+                // An evicted connection, or one whose client sent no head in time, is dropped
+                // here, closing its socket.
                 if end == End::Stopped {
                     // Answer the request in flight, if any, and close.
                     conn.as_mut().graceful_shutdown();
@@ -382,11 +405,25 @@ pub struct Standing {
     /// evicted.
     open: AtomicUsize,
     evicted: CancellationToken,
+    /// When the connection was accepted: what [`Standing::idle_since`] counts from.
+    born: tokio::time::Instant,
+    /// When its last open request ended (nanoseconds after `born`; 0 before any): since then
+    /// it has been waiting for the head of its next request.
+    idle_since: AtomicU64,
 }
 
 impl Standing {
     fn new() -> Self {
-        Standing { state: AtomicU8::new(FRESH), open: AtomicUsize::new(0), evicted: CancellationToken::new() }
+        Standing { state: AtomicU8::new(FRESH), open: AtomicUsize::new(0), evicted: CancellationToken::new(), born: tokio::time::Instant::now(), idle_since: AtomicU64::new(0) }
+    }
+
+    /// When the head of the connection's next request is due: `timeout` after the end of its
+    /// last request (or after it was accepted); `None` while a request is open.
+    fn head_due(&self, timeout: Duration) -> Option<tokio::time::Instant> {
+        if self.open.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        Some(self.born + Duration::from_nanos(self.idle_since.load(Ordering::Acquire)) + timeout)
     }
 
     /// Whether the connection has authenticated.
@@ -402,7 +439,7 @@ impl Standing {
 
     /// Whether a newcomer took the connection's place.
     pub fn evicted(&self) -> bool {
-        self.evicted.is_cancelled()
+        self.state.load(Ordering::Acquire) == EVICTED
     }
 
     /// Resolves once a newcomer takes the connection's place: what serves a connection that
@@ -446,7 +483,20 @@ impl Open {
 
 impl Drop for Open {
     fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::AcqRel);
+        let standing = &self.0;
+        let mut open = standing.open.load(Ordering::Acquire);
+        loop {
+            if open == 1 {
+                // The last open request ends: the wait for the next head starts now. Written
+                // before the count reaches 0, so whoever reads 0 reads this too.
+                let since = u64::try_from(standing.born.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                standing.idle_since.store(since, Ordering::Release);
+            }
+            match standing.open.compare_exchange_weak(open, open - 1, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => break,
+                Err(now) => open = now,
+            }
+        }
     }
 }
 
@@ -622,8 +672,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
 #[derive(Debug)]
 pub struct Lingering {
     body: Option<Incoming>,
-    /// How to read the rest (`None`: not at all, the client waits for `100 Continue`).
-    linger: Option<Linger>,
+    /// How to read the rest (`None`: not at all, the client waits for `100 Continue`), and the
+    /// connection's standing: the request stays open while the rest is read.
+    linger: Option<(Linger, Arc<Standing>)>,
 }
 
 impl hyper::body::Body for Lingering {
@@ -649,12 +700,14 @@ impl hyper::body::Body for Lingering {
 impl Drop for Lingering {
     fn drop(&mut self) {
         let Some(mut body) = self.body.take() else { return };
-        let Some(linger) = self.linger else { return };
+        let Some((linger, standing)) = self.linger.take() else { return };
         if hyper::body::Body::is_end_stream(&body) {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let open = Open::begin(standing);
         runtime.spawn(async move {
+            let _open = open;
             let drain = async {
                 let mut read = 0;
                 while let Ok(Some(Ok(frame))) = tokio::time::timeout(linger.idle, body.frame()).await {

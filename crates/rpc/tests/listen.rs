@@ -37,8 +37,9 @@ const STEP: Duration = Duration::from_secs(5);
 /// The gauge of open HTTP connections in [`Metrics::render`].
 const HTTP_CONNECTIONS: &str = "openagents_rpc_connections{transport=\"http\"}";
 
-/// Methods: `echo` (its params), `big` (a string of `params[0]` bytes), `sleep` (counts its
-/// start, then sleeps 10 s: a call stuck in flight).
+/// Methods: `echo` (its params), `big` (a string of `params[0]` bytes), `nap` (answers after
+/// `params[0]` milliseconds), `sleep` (counts its start, then sleeps 10 s: a call stuck in
+/// flight).
 #[derive(Clone)]
 struct Probe {
     sleeping: Arc<watch::Sender<usize>>,
@@ -64,6 +65,11 @@ impl Handler for Probe {
                 "big" => {
                     let [n]: [usize; 1] = serde_json::from_str(params.map_or("null", RawValue::get)).map_err(RpcError::invalid_params)?;
                     Ok(RawValue::from_string(format!("\"{}\"", "x".repeat(n))).expect("JSON"))
+                }
+                "nap" => {
+                    let [ms]: [u64; 1] = serde_json::from_str(params.map_or("null", RawValue::get)).map_err(RpcError::invalid_params)?;
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    Ok(RawValue::from_string("\"rested\"".to_owned()).expect("JSON"))
                 }
                 "sleep" => {
                     self.sleeping.send_modify(|n| *n += 1);
@@ -406,6 +412,38 @@ async fn a_header_block_not_sent_within_the_header_read_timeout_closes_the_conne
     let start = Instant::now();
     let took = closed_after(&mut kept, start).await;
     assert!(took >= timeout - Duration::from_millis(50) && took < Duration::from_secs(3), "an idle keep-alive connection: closed after {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_header_read_timeout_counts_from_the_end_of_the_last_call_never_during_one() {
+    let timeout = Duration::from_millis(300);
+    let (server, _metrics) = server(ConnectionLimits { header_read_timeout: timeout, ..ConnectionLimits::default() });
+    let (addr, _task) = listen(server).await;
+    let mut s = connect(addr).await;
+    // Calls 200 ms apart for well over three timeouts: each head comes in time, so the
+    // connection is never closed, however the timeouts fall between the calls.
+    let start = Instant::now();
+    let mut calls = 0;
+    while start.elapsed() < timeout * 4 {
+        s.write_all(&post(addr, None)).await.expect("write");
+        assert_eq!(read_answer(&mut s).await.expect("an answer on the kept connection").status, 200, "call {calls}");
+        calls += 1;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(calls >= 5, "{calls} calls");
+    // A call longer than the timeout is answered, on the same connection: the timeout is for
+    // heads, not for calls.
+    let body = br#"{"jsonrpc":"2.0","id":1,"method":"nap","params":[700]}"#;
+    let mut request = post_head(addr, None, body.len());
+    request.extend_from_slice(body);
+    s.write_all(&request).await.expect("write");
+    let answer = read_answer(&mut s).await.expect("the long call's answer");
+    assert_eq!(answer.status, 200);
+    assert!(String::from_utf8_lossy(&answer.body).contains("rested"), "{answer:?}");
+    // Then the connection waits for a head again, and is closed a timeout after that answer.
+    let answered = Instant::now();
+    let took = closed_after(&mut s, answered).await;
+    assert!(took >= timeout - Duration::from_millis(50) && took < Duration::from_secs(3), "idle after a long call: closed after {took:?}");
 }
 
 // ---------------------------------------------------------------------------------------------
