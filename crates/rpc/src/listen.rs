@@ -1,7 +1,7 @@
 //! What every network connection gets, whatever it speaks: the accept loop
 //! ([`serve_connections`]) with connection slots (a global cap and a per-peer cap, where a
 //! connection that has not authenticated gives its place to a newcomer), hyper's HTTP/1 with a
-//! bounded, timed header read, a guard that closes a connection whose client stops reading
+//! bounded header read timed by the connection's task, a guard that closes a connection whose client stops reading
 //! ([`StallGuard`]), the lingering read of a body refused before it was read ([`Lingering`]),
 //! and the budget of buffered request bodies ([`BodyBudget`], [`read_body`]).
 //!
@@ -211,17 +211,68 @@ enum End {
     HeadTimedOut,
 }
 
+/// A connection's header read timeout: one timer, set at accept and moved only when it fires —
+/// to when the next head is due ([`Standing::head_due`]: the timeout after the end of the last
+/// open request), or a timeout on while a request is open. hyper has no timer of its own, so a
+/// request costs no timer at all.
+struct HeadWatch<'a> {
+    standing: &'a Standing,
+    timeout: Duration,
+    timer: Pin<Box<Sleep>>,
+    /// Whether the timer has been polled once (its waker registered).
+    armed: bool,
+}
+
+impl<'a> HeadWatch<'a> {
+    fn new(standing: &'a Standing, timeout: Duration) -> Self {
+        HeadWatch { standing, timeout, timer: Box::pin(tokio::time::sleep(timeout)), armed: false }
+    }
+
+    /// Polls `conn`: `End::Done` when it ends, `End::HeadTimedOut` when it has waited longer
+    /// than the timeout for a head and did not find one in this poll.
+    fn poll<C: Future>(&mut self, conn: Pin<&mut C>, cx: &mut Context<'_>) -> Poll<End> {
+        // The timer is moved before `conn` is polled, while the task's budget is fresh: polled
+        // after hyper's reads and writes, tokio could leave its waker unregistered.
+        let mut late = false;
+        if !self.armed || self.timer.is_elapsed() {
+            self.armed = true;
+            let now = tokio::time::Instant::now();
+            let due = self.standing.head_due(self.timeout).unwrap_or(now + self.timeout);
+            if due <= now {
+                late = true;
+            } else {
+                self.timer.as_mut().reset(due);
+                late = self.timer.as_mut().poll(cx).is_ready();
+            }
+        }
+        if conn.poll(cx).is_ready() {
+            return Poll::Ready(End::Done);
+        }
+        if late {
+            // Only when this poll found no head either: one that came just before the deadline
+            // opened a request (or was answered at once, starting a new wait).
+            if self.standing.head_due(self.timeout).is_some_and(|due| due <= tokio::time::Instant::now()) {
+                return Poll::Ready(End::HeadTimedOut);
+            }
+            // The timer is moved on the next poll, with a fresh budget.
+            cx.waker().wake_by_ref();
+        }
+        Poll::Pending
+    }
+}
+
 /// Accepts connections on `listener` until `stop`, and serves each with hyper's HTTP/1 (with
 /// upgrades), with the guards of `limits`:
 ///
 /// - every connection takes a slot; none left, or its peer's all taken, it takes the place of
 ///   the oldest connection that has not authenticated and waits for bytes with no request open
 ///   (that one is closed), or is closed on arrival when there is none ([`ConnectionSlots`]). A
-///   request is open from its head to its response's end (an event stream's too) and while the
-///   rest of a body it refused is read: a connection is never evicted in the middle of a call.
-///   A server marks an authenticated connection with [`Slot::trust`];
+///   request is open from its head to its response's end (an event stream's too): a connection
+///   is never evicted in the middle of a call. A server marks an authenticated connection with
+///   [`Slot::trust`];
 /// - a header block must arrive within `header_read_timeout` of the end of the last open request
-///   (or of the accept), and hyper holds at most about `max_header_bytes` of it;
+///   and lingering read (or of the accept), even while the listener stops, and hyper holds at
+///   most about `max_header_bytes` of it;
 /// - a write that waits longer than `write_stall_timeout` for the client to read closes the
 ///   connection ([`StallGuard`]);
 /// - every request's body is [`Lingering`]: dropped unread, the rest is read and dropped for a
@@ -299,15 +350,12 @@ where
             tokio::spawn(async move {
                 let (_open, _slot) = (open, slot);
                 let mut conn = std::pin::pin!(conn);
-                // The waits for the stop, for eviction and for the next request's head are
-                // polled once, which registers this task's waker (the same on every poll of a
-                // spawned task); every later wake-up only reads their flags, instead of polling
-                // those waits again on every request.
+                // The waits for the stop and for eviction are polled once, which registers this
+                // task's waker (the same on every poll of a spawned task); every later wake-up
+                // only reads their flags, instead of polling those waits again on every request.
                 let mut stopped = std::pin::pin!(stop.stopped());
                 let mut evicted = std::pin::pin!(standing.evicted.cancelled());
-                // The head watch is set once and moved only when it fires: to when the head is
-                // now due (a request ended meanwhile), or a timeout on while one is open.
-                let mut head_watch = std::pin::pin!(tokio::time::sleep(head_timeout));
+                let mut heads = HeadWatch::new(&standing, head_timeout);
                 let mut registered = false;
                 let end = std::future::poll_fn(|cx| {
                     if !registered {
@@ -318,38 +366,27 @@ where
                         if evicted.as_mut().poll(cx).is_ready() {
                             return Poll::Ready(End::Evicted);
                         }
-                        if head_watch.as_mut().poll(cx).is_ready() {
-                            return Poll::Ready(End::HeadTimedOut);
-                        }
                     } else if stop.is_stopped() {
                         return Poll::Ready(End::Stopped);
                     } else if standing.evicted() {
                         return Poll::Ready(End::Evicted);
-                    } else if head_watch.is_elapsed() {
-                        let now = tokio::time::Instant::now();
-                        let due = standing.head_due(head_timeout).unwrap_or(now + head_timeout);
-                        if due <= now {
-                            return Poll::Ready(End::HeadTimedOut);
-                        }
-                        head_watch.as_mut().reset(due);
-                        if head_watch.as_mut().poll(cx).is_ready() {
-                            return Poll::Ready(End::HeadTimedOut);
-                        }
                     }
-                    conn.as_mut().poll(cx).map(|_| End::Done)
+                    heads.poll(conn.as_mut(), cx)
                 })
                 .await;
                 // An evicted connection, or one whose client sent no head in time, is dropped
                 // here, closing its socket.
                 if end == End::Stopped {
-                    // Answer the request in flight, if any, and close.
+                    // Answer the request in flight, if any, and close; a head still on its way
+                    // is timed as before (hyper waits for one it has begun to read).
                     conn.as_mut().graceful_shutdown();
+                    let finish = std::future::poll_fn(|cx| heads.poll(conn.as_mut(), cx));
                     match grace {
                         Some(grace) => {
-                            let _ = tokio::time::timeout(grace, conn).await;
+                            let _ = tokio::time::timeout(grace, finish).await;
                         }
                         None => {
-                            let _ = conn.await;
+                            let _ = finish.await;
                         }
                     }
                 }
@@ -405,6 +442,9 @@ pub struct Standing {
     /// evicted.
     open: AtomicUsize,
     evicted: CancellationToken,
+    /// Lingering reads of bodies refused unread: the next head is not due while one goes on,
+    /// but unlike an open request it does not keep the connection from being evicted.
+    draining: AtomicUsize,
     /// When the connection was accepted: what [`Standing::idle_since`] counts from.
     born: tokio::time::Instant,
     /// When its last open request ended (nanoseconds after `born`; 0 before any): since then
@@ -414,13 +454,13 @@ pub struct Standing {
 
 impl Standing {
     fn new() -> Self {
-        Standing { state: AtomicU8::new(FRESH), open: AtomicUsize::new(0), evicted: CancellationToken::new(), born: tokio::time::Instant::now(), idle_since: AtomicU64::new(0) }
+        Standing { state: AtomicU8::new(FRESH), open: AtomicUsize::new(0), evicted: CancellationToken::new(), draining: AtomicUsize::new(0), born: tokio::time::Instant::now(), idle_since: AtomicU64::new(0) }
     }
 
     /// When the head of the connection's next request is due: `timeout` after the end of its
-    /// last request (or after it was accepted); `None` while a request is open.
+    /// last request or lingering read (or after it was accepted); `None` while either goes on.
     fn head_due(&self, timeout: Duration) -> Option<tokio::time::Instant> {
-        if self.open.load(Ordering::Acquire) > 0 {
+        if self.open.load(Ordering::Acquire) > 0 || self.draining.load(Ordering::Acquire) > 0 {
             return None;
         }
         Some(self.born + Duration::from_nanos(self.idle_since.load(Ordering::Acquire)) + timeout)
@@ -483,19 +523,40 @@ impl Open {
 
 impl Drop for Open {
     fn drop(&mut self) {
-        let standing = &self.0;
-        let mut open = standing.open.load(Ordering::Acquire);
-        loop {
-            if open == 1 {
-                // The last open request ends: the wait for the next head starts now. Written
-                // before the count reaches 0, so whoever reads 0 reads this too.
-                let since = u64::try_from(standing.born.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                standing.idle_since.store(since, Ordering::Release);
-            }
-            match standing.open.compare_exchange_weak(open, open - 1, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => break,
-                Err(now) => open = now,
-            }
+        ended(&self.0, &self.0.open);
+    }
+}
+
+/// A lingering read of a body refused unread (see [`Lingering`]): the connection's next head is
+/// not due until it ends.
+struct Draining(Arc<Standing>);
+
+impl Draining {
+    fn begin(standing: Arc<Standing>) -> Draining {
+        standing.draining.fetch_add(1, Ordering::AcqRel);
+        Draining(standing)
+    }
+}
+
+impl Drop for Draining {
+    fn drop(&mut self) {
+        ended(&self.0, &self.0.draining);
+    }
+}
+
+/// One of `count` (a connection's open requests or its lingering reads) ends: when it is the
+/// last, the wait for the next head starts now ([`Standing::idle_since`]), written before the
+/// count reaches 0, so whoever reads 0 reads this too.
+fn ended(standing: &Standing, count: &AtomicUsize) {
+    let mut n = count.load(Ordering::Acquire);
+    loop {
+        if n == 1 {
+            let since = u64::try_from(standing.born.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            standing.idle_since.store(since, Ordering::Release);
+        }
+        match count.compare_exchange_weak(n, n - 1, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => break,
+            Err(now) => n = now,
         }
     }
 }
@@ -673,7 +734,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
 pub struct Lingering {
     body: Option<Incoming>,
     /// How to read the rest (`None`: not at all, the client waits for `100 Continue`), and the
-    /// connection's standing: the request stays open while the rest is read.
+    /// connection's standing: its next head is not due while the rest is read.
     linger: Option<(Linger, Arc<Standing>)>,
 }
 
@@ -705,9 +766,9 @@ impl Drop for Lingering {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        let open = Open::begin(standing);
+        let draining = Draining::begin(standing);
         runtime.spawn(async move {
-            let _open = open;
+            let _draining = draining;
             let drain = async {
                 let mut read = 0;
                 while let Ok(Some(Ok(frame))) = tokio::time::timeout(linger.idle, body.frame()).await {

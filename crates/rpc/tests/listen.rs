@@ -416,24 +416,24 @@ async fn a_header_block_not_sent_within_the_header_read_timeout_closes_the_conne
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_header_read_timeout_counts_from_the_end_of_the_last_call_never_during_one() {
-    let timeout = Duration::from_millis(300);
+    let timeout = Duration::from_millis(600);
     let (server, _metrics) = server(ConnectionLimits { header_read_timeout: timeout, ..ConnectionLimits::default() });
     let (addr, _task) = listen(server).await;
     let mut s = connect(addr).await;
-    // Calls 200 ms apart for well over three timeouts: each head comes in time, so the
-    // connection is never closed, however the timeouts fall between the calls.
+    // Calls 250 ms apart for three timeouts: each head comes in time, so the connection is never
+    // closed, however the timeouts fall between the calls.
     let start = Instant::now();
     let mut calls = 0;
-    while start.elapsed() < timeout * 4 {
+    while start.elapsed() < timeout * 3 {
         s.write_all(&post(addr, None)).await.expect("write");
         assert_eq!(read_answer(&mut s).await.expect("an answer on the kept connection").status, 200, "call {calls}");
         calls += 1;
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert!(calls >= 5, "{calls} calls");
     // A call longer than the timeout is answered, on the same connection: the timeout is for
     // heads, not for calls.
-    let body = br#"{"jsonrpc":"2.0","id":1,"method":"nap","params":[700]}"#;
+    let body = br#"{"jsonrpc":"2.0","id":1,"method":"nap","params":[1000]}"#;
     let mut request = post_head(addr, None, body.len());
     request.extend_from_slice(body);
     s.write_all(&request).await.expect("write");
@@ -443,7 +443,24 @@ async fn the_header_read_timeout_counts_from_the_end_of_the_last_call_never_duri
     // Then the connection waits for a head again, and is closed a timeout after that answer.
     let answered = Instant::now();
     let took = closed_after(&mut s, answered).await;
-    assert!(took >= timeout - Duration::from_millis(50) && took < Duration::from_secs(3), "idle after a long call: closed after {took:?}");
+    assert!(took >= timeout - Duration::from_millis(100) && took < Duration::from_secs(3), "idle after a long call: closed after {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_begun_before_the_shutdown_is_still_timed_so_serve_http_returns() {
+    let timeout = Duration::from_millis(400);
+    let shutdown = Shutdown::new();
+    let server = RpcServer::new(Probe::new()).shutdown_on(shutdown.clone()).connection_limits(ConnectionLimits { header_read_timeout: timeout, shutdown_grace: None, ..ConnectionLimits::default() });
+    let (addr, task) = listen(server).await;
+    // Half a first head, then silence: hyper waits for the rest even once asked to stop.
+    let mut half = connect(addr).await;
+    half.write_all(format!("POST /rpc HTTP/1.1\r\nHost: {addr}\r\n").as_bytes()).await.expect("write");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let start = Instant::now();
+    shutdown.trigger();
+    tokio::time::timeout(STEP, task).await.expect("serve_http returns once the half head has timed out").expect("the serving task").expect("serve_http ends cleanly");
+    assert!(start.elapsed() < Duration::from_secs(3), "serve_http returned after {:?}", start.elapsed());
+    closed(&mut half).await.expect("the half head's connection is closed, unanswered");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -566,6 +583,29 @@ async fn without_the_lingering_read_the_same_client_gets_no_refusal() {
     let (addr, _task) = listen(server).await;
     let outcome = tokio::task::spawn_blocking(move || plain_exchange(addr, &refused_upload(addr, UPLOAD))).await.expect("the client thread");
     assert!(outcome.is_err(), "without the lingering read the client should not read the refusal: {outcome:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_body_still_arriving_is_not_timed_as_a_head_yet_keeps_no_place() {
+    let timeout = Duration::from_millis(300);
+    let server = RpcServer::new(Probe::new()).authenticator(tokens).connection_limits(ConnectionLimits { header_read_timeout: timeout, max_connections_per_peer: 1, ..ConnectionLimits::default() });
+    let (addr, _task) = listen(server).await;
+    // A refused upload, its body still coming after the refusal.
+    let mut uploader = connect(addr).await;
+    uploader.write_all(&post_head(addr, Some("wrong-token"), 1 << 20)).await.expect("write");
+    uploader.write_all(&[b' '; 1024]).await.expect("write");
+    assert_eq!(read_answer(&mut uploader).await.expect("the refusal").status, 401);
+    // The body keeps coming for three header timeouts: the connection is reading it out, not
+    // waiting for a head, so it is not closed.
+    for _ in 0..9 {
+        uploader.write_all(&[b' '; 16]).await.expect("the body's bytes are taken");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(still_open(&mut uploader).await, "the connection reading out a refused body was closed");
+    // But it has not authenticated: a newcomer past the cap takes its place.
+    let mut newcomer = connect(addr).await;
+    exchange(&mut newcomer, &post(addr, Some("secret-token"))).await.assert_echoed();
+    closed(&mut uploader).await.expect("the refused upload's connection gives its place");
 }
 
 // ---------------------------------------------------------------------------------------------
