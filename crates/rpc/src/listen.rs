@@ -106,8 +106,8 @@ pub struct ConnectionLimits {
     /// is sized from it, and a server answers a larger block 431 (see [`header_block_len`]).
     pub max_header_bytes: usize,
     /// The time a client has to send a header block ([`HEADER_READ_TIMEOUT`]), counted from the
-    /// end of the connection's last call (or from its accept), never during one: an idle
-    /// keep-alive connection is closed after it too.
+    /// end of the connection's last call or lingering read (or from its accept), never during
+    /// one: an idle keep-alive connection is closed after it too.
     pub header_read_timeout: Duration,
     /// The time a write may wait for the client to read ([`WRITE_STALL_TIMEOUT`]).
     pub write_stall_timeout: Duration,
@@ -213,13 +213,14 @@ enum End {
 
 /// A connection's header read timeout: one timer, set at accept and moved only when it fires —
 /// to when the next head is due ([`Standing::head_due`]: the timeout after the end of the last
-/// open request), or a timeout on while a request is open. hyper has no timer of its own, so a
-/// request costs no timer at all.
+/// open request or lingering read), or a timeout on while either goes on. hyper has no timer of
+/// its own, so a request costs no timer at all.
 struct HeadWatch<'a> {
     standing: &'a Standing,
     timeout: Duration,
     timer: Pin<Box<Sleep>>,
-    /// Whether the timer has been polled once (its waker registered).
+    /// Whether the timer is set to the next head's due time with this task's waker registered;
+    /// until it is, every poll sets it.
     armed: bool,
 }
 
@@ -231,18 +232,20 @@ impl<'a> HeadWatch<'a> {
     /// Polls `conn`: `End::Done` when it ends, `End::HeadTimedOut` when it has waited longer
     /// than the timeout for a head and did not find one in this poll.
     fn poll<C: Future>(&mut self, conn: Pin<&mut C>, cx: &mut Context<'_>) -> Poll<End> {
-        // The timer is moved before `conn` is polled, while the task's budget is fresh: polled
-        // after hyper's reads and writes, tokio could leave its waker unregistered.
         let mut late = false;
         if !self.armed || self.timer.is_elapsed() {
-            self.armed = true;
             let now = tokio::time::Instant::now();
             let due = self.standing.head_due(self.timeout).unwrap_or(now + self.timeout);
             if due <= now {
                 late = true;
             } else {
                 self.timer.as_mut().reset(due);
-                late = self.timer.as_mut().poll(cx).is_ready();
+                // Outside tokio's budget: with the task's budget spent (by another future of
+                // this task, or by the task that ran before on this thread), the poll would
+                // return `Pending` without registering the waker, and the timer would fire
+                // unheard.
+                late = Pin::new(&mut tokio::task::unconstrained(self.timer.as_mut())).poll(cx).is_ready();
+                self.armed = !late;
             }
         }
         if conn.poll(cx).is_ready() {
@@ -254,7 +257,8 @@ impl<'a> HeadWatch<'a> {
             if self.standing.head_due(self.timeout).is_some_and(|due| due <= tokio::time::Instant::now()) {
                 return Poll::Ready(End::HeadTimedOut);
             }
-            // The timer is moved on the next poll, with a fresh budget.
+            // The timer is set on the next poll.
+            self.armed = false;
             cx.waker().wake_by_ref();
         }
         Poll::Pending
@@ -447,8 +451,8 @@ pub struct Standing {
     draining: AtomicUsize,
     /// When the connection was accepted: what [`Standing::idle_since`] counts from.
     born: tokio::time::Instant,
-    /// When its last open request ended (nanoseconds after `born`; 0 before any): since then
-    /// it has been waiting for the head of its next request.
+    /// When its last open request or lingering read ended (nanoseconds after `born`; 0 before
+    /// any): since then it has been waiting for the head of its next request.
     idle_since: AtomicU64,
 }
 
@@ -552,7 +556,8 @@ fn ended(standing: &Standing, count: &AtomicUsize) {
     loop {
         if n == 1 {
             let since = u64::try_from(standing.born.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            standing.idle_since.store(since, Ordering::Release);
+            // The latest end wins, whichever thread writes last.
+            standing.idle_since.fetch_max(since, Ordering::AcqRel);
         }
         match count.compare_exchange_weak(n, n - 1, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => break,
