@@ -1,9 +1,10 @@
 //! What every network connection gets, whatever it speaks: the accept loop
 //! ([`serve_connections`]) with connection slots (a global cap and a per-peer cap, where a
 //! connection that has not authenticated gives its place to a newcomer), hyper's HTTP/1 with a
-//! bounded header read timed by the connection's task, a guard that closes a connection whose client stops reading
-//! ([`StallGuard`]), the lingering read of a body refused before it was read ([`Lingering`]),
-//! and the budget of buffered request bodies ([`BodyBudget`], [`read_body`]).
+//! bounded header read timed by the connection's task, a guard that closes a connection whose
+//! client stops reading ([`StallGuard`]), the lingering read of a body refused before it was
+//! read ([`Lingering`]), and the budget of buffered request bodies ([`BodyBudget`],
+//! [`read_body`]).
 //!
 //! [`RpcServer::serve_http`](crate::RpcServer::serve_http) is built on these, with
 //! [`ConnectionLimits`] set by
