@@ -515,37 +515,32 @@ impl Standing {
     }
 }
 
+/// While it lives, the connection's next head is not due: one of its open requests (`OPEN`), or
+/// one of its lingering reads.
+struct During<const OPEN: bool>(Arc<Standing>);
+
 /// A request of a connection from its head until its response's end (or until hyper drops it):
 /// the connection is not evicted meanwhile.
-struct Open(Arc<Standing>);
+type Open = During<true>;
 
-impl Open {
-    fn begin(standing: Arc<Standing>) -> Open {
-        standing.open.fetch_add(1, Ordering::AcqRel);
-        Open(standing)
+/// A lingering read of a body refused unread (see [`Lingering`]): unlike an open request, it does
+/// not keep the connection from being evicted.
+type Draining = During<false>;
+
+impl<const OPEN: bool> During<OPEN> {
+    fn count(standing: &Standing) -> &AtomicUsize {
+        if OPEN { &standing.open } else { &standing.draining }
+    }
+
+    fn begin(standing: Arc<Standing>) -> Self {
+        Self::count(&standing).fetch_add(1, Ordering::AcqRel);
+        During(standing)
     }
 }
 
-impl Drop for Open {
+impl<const OPEN: bool> Drop for During<OPEN> {
     fn drop(&mut self) {
-        ended(&self.0, &self.0.open);
-    }
-}
-
-/// A lingering read of a body refused unread (see [`Lingering`]): the connection's next head is
-/// not due until it ends.
-struct Draining(Arc<Standing>);
-
-impl Draining {
-    fn begin(standing: Arc<Standing>) -> Draining {
-        standing.draining.fetch_add(1, Ordering::AcqRel);
-        Draining(standing)
-    }
-}
-
-impl Drop for Draining {
-    fn drop(&mut self) {
-        ended(&self.0, &self.0.draining);
+        ended(&self.0, Self::count(&self.0));
     }
 }
 
