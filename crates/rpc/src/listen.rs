@@ -539,25 +539,22 @@ impl<const OPEN: bool> During<OPEN> {
 }
 
 impl<const OPEN: bool> Drop for During<OPEN> {
+    /// When this is the last of its count, the wait for the next head starts now
+    /// ([`Standing::idle_since`]), written before the count reaches 0, so whoever reads 0 reads
+    /// this too.
     fn drop(&mut self) {
-        ended(&self.0, Self::count(&self.0));
-    }
-}
-
-/// One of `count` (a connection's open requests or its lingering reads) ends: when it is the
-/// last, the wait for the next head starts now ([`Standing::idle_since`]), written before the
-/// count reaches 0, so whoever reads 0 reads this too.
-fn ended(standing: &Standing, count: &AtomicUsize) {
-    let mut n = count.load(Ordering::Acquire);
-    loop {
-        if n == 1 {
-            let since = u64::try_from(standing.born.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            // The latest end wins, whichever thread writes last.
-            standing.idle_since.fetch_max(since, Ordering::AcqRel);
-        }
-        match count.compare_exchange_weak(n, n - 1, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => break,
-            Err(now) => n = now,
+        let (standing, count) = (&*self.0, Self::count(&self.0));
+        let mut n = count.load(Ordering::Acquire);
+        loop {
+            if n == 1 {
+                let since = u64::try_from(standing.born.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                // The latest end wins, whichever thread writes last.
+                standing.idle_since.fetch_max(since, Ordering::AcqRel);
+            }
+            match count.compare_exchange_weak(n, n - 1, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => break,
+                Err(now) => n = now,
+            }
         }
     }
 }
