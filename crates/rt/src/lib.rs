@@ -57,6 +57,8 @@
 //! assert!(matches!(openagents_rt::parse_validated::<Name>(b"{"), Err(DocumentError::NotJson(_))));
 //! ```
 
+mod json;
+
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -257,6 +259,17 @@ pub fn parse_validated_str<T>(input: &str) -> Result<T, DocumentError>
 where
     T: Wire + Validate + SchemaCheck,
 {
+    // The fast reader first ([`json`]); what it does not read, serde_json reads and explains.
+    let mut reader = json::Reader::new(input);
+    let mut place = None;
+    if T::decode_into(&mut reader, &mut place).and_then(|()| reader.end()).is_ok()
+        && let Some(value) = place
+    {
+        return match value.validate() {
+            Ok(()) => Ok(value),
+            Err(v) => Err(DocumentError::Invalid(v)),
+        };
+    }
     decode_validated(serde_json::Deserializer::from_str(input), input.as_bytes())
 }
 

@@ -1,0 +1,1165 @@
+//! The JSON reader of the decoding fast path: serde's [`Deserializer`] over text already known to
+//! be UTF-8, for [`crate::parse_validated`].
+//!
+//! It accepts a subset of what serde_json accepts and decodes what it accepts to the same values
+//! (the same numbers, bit for bit; the same strings; the same nesting limit of 127). Anything it
+//! does not read the quick way, it refuses: an integer past 64 bits, a fraction or exponent whose
+//! digits pass 2^53 or whose exponent passes 22, a `\u` escape of a lone surrogate, a value asked for as a raw value,
+//! an enum or a 128-bit integer. The caller then reads the document again with serde_json, whose
+//! verdict and error messages are the ones reported. So this reader's errors are never shown, and
+//! carry no position.
+//!
+//! What it does faster than serde_json: strings. A run of plain text is found eight bytes at a
+//! time and copied in one piece, an escaped string is built straight into the `String` the
+//! visitor keeps (serde_json builds it in a scratch buffer and the visitor copies it again), and
+//! no string's UTF-8 is checked again.
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::forward_to_deserialize_any;
+
+/// The reader's error: serde_json's, so the generated decoders' errors pass through unchanged.
+type Error = serde_json::Error;
+type Result<T> = std::result::Result<T, Error>;
+
+/// How deep arrays and objects may nest: serde_json's limit (it refuses the 128th level).
+const DEPTH: u8 = 128;
+
+/// The powers of ten a float's value is computed with: each exactly an `f64`.
+const POW10: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
+
+/// The most an escaped string reserves before it knows its length.
+const MAX_RESERVE: usize = 1 << 16;
+/// The spare room an escaped string may keep.
+const SLACK: usize = 256;
+
+/// A reader over one document.
+pub(crate) struct Reader<'de> {
+    text: &'de str,
+    pos: usize,
+    depth: u8,
+}
+
+/// A number as serde_json's parser classifies it.
+enum Number {
+    U64(u64),
+    I64(i64),
+    F64(f64),
+}
+
+/// The refusal that sends the document to serde_json. Its words are never shown.
+#[cold]
+fn refuse() -> Error {
+    de::Error::custom("not read by the fast path")
+}
+
+/// The position of the first `"`, `\` or control character at or after `i`, or `b.len()`.
+#[inline]
+fn special(b: &[u8], mut i: usize) -> usize {
+    while let Some(chunk) = b.get(i..i + 16) {
+        let (lo, hi) = chunk.split_at(8);
+        let (lo, hi) = (found(lo), found(hi));
+        if lo != 0 {
+            return i + (lo.trailing_zeros() / 8) as usize;
+        }
+        if hi != 0 {
+            return i + 8 + (hi.trailing_zeros() / 8) as usize;
+        }
+        i += 16;
+    }
+    while let Some(&c) = b.get(i) {
+        if c == b'"' || c == b'\\' || c < 0x20 {
+            return i;
+        }
+        i += 1;
+    }
+    i
+}
+
+/// The high bit of the first byte of `chunk` (eight bytes) that is `"`, `\` or a control
+/// character, with perhaps bits above it: a byte's high bit is set in each term only for the
+/// lowest byte that matches or for a byte above one that does.
+#[inline(always)]
+fn found(chunk: &[u8]) -> u64 {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let mut word = [0u8; 8];
+    word.copy_from_slice(chunk);
+    let x = u64::from_le_bytes(word);
+    let quote = x ^ (LO * u64::from(b'"'));
+    let backslash = x ^ (LO * u64::from(b'\\'));
+    ((quote.wrapping_sub(LO) & !quote)
+        | (backslash.wrapping_sub(LO) & !backslash)
+        | (x.wrapping_sub(LO * 0x20) & !x))
+        & HI
+}
+
+impl<'de> Reader<'de> {
+    pub(crate) fn new(text: &'de str) -> Self {
+        Reader {
+            text,
+            pos: 0,
+            depth: DEPTH,
+        }
+    }
+
+    /// Nothing but whitespace may follow the value.
+    pub(crate) fn end(&mut self) -> Result<()> {
+        match self.peek() {
+            None => Ok(()),
+            Some(_) => Err(refuse()),
+        }
+    }
+
+    #[inline]
+    fn bytes(&self) -> &'de [u8] {
+        self.text.as_bytes()
+    }
+
+    /// The next byte that is not whitespace, not consumed.
+    #[inline]
+    fn peek(&mut self) -> Option<u8> {
+        let b = self.bytes();
+        while let Some(&c) = b.get(self.pos) {
+            match c {
+                b' ' | b'\n' | b'\t' | b'\r' => self.pos += 1,
+                _ => return Some(c),
+            }
+        }
+        None
+    }
+
+    /// Consumes `word` (the rest of `null`, `true` or `false`).
+    #[inline]
+    fn literal(&mut self, word: &[u8]) -> Result<()> {
+        let end = self.pos + word.len();
+        if self.bytes().get(self.pos..end) == Some(word) {
+            self.pos = end;
+            Ok(())
+        } else {
+            Err(refuse())
+        }
+    }
+
+    #[inline]
+    fn enter(&mut self) -> Result<()> {
+        self.depth = self.depth.saturating_sub(1);
+        if self.depth == 0 {
+            Err(refuse())
+        } else {
+            Ok(())
+        }
+    }
+
+    #[inline]
+    fn leave(&mut self) {
+        self.depth += 1;
+    }
+
+    /// Reads a number, at its first byte.
+    fn number(&mut self) -> Result<Number> {
+        let b = self.bytes();
+        let start = self.pos;
+        let mut i = start;
+        let negative = b.get(i) == Some(&b'-');
+        if negative {
+            i += 1;
+        }
+        let mut significand: u64 = 0;
+        let mut overflow = false;
+        let mut digit = |significand: &mut u64, c: u8| match significand
+            .checked_mul(10)
+            .and_then(|s| s.checked_add(u64::from(c - b'0')))
+        {
+            Some(s) => *significand = s,
+            None => overflow = true,
+        };
+        match b.get(i) {
+            Some(b'0') => {
+                i += 1;
+                if matches!(b.get(i), Some(b'0'..=b'9')) {
+                    return Err(refuse());
+                }
+            }
+            Some(&c @ b'1'..=b'9') => {
+                digit(&mut significand, c);
+                i += 1;
+                while let Some(&c @ b'0'..=b'9') = b.get(i) {
+                    digit(&mut significand, c);
+                    i += 1;
+                }
+            }
+            _ => return Err(refuse()),
+        }
+        let mut exponent: i64 = 0;
+        let mut float = false;
+        if b.get(i) == Some(&b'.') {
+            float = true;
+            i += 1;
+            let first = i;
+            while let Some(&c @ b'0'..=b'9') = b.get(i) {
+                digit(&mut significand, c);
+                exponent -= 1;
+                i += 1;
+            }
+            if i == first {
+                return Err(refuse());
+            }
+        }
+        if matches!(b.get(i), Some(b'e' | b'E')) {
+            float = true;
+            i += 1;
+            let minus = match b.get(i) {
+                Some(b'-') => {
+                    i += 1;
+                    true
+                }
+                Some(b'+') => {
+                    i += 1;
+                    false
+                }
+                _ => false,
+            };
+            let first = i;
+            let mut e: i64 = 0;
+            while let Some(&c @ b'0'..=b'9') = b.get(i) {
+                e = (e * 10 + i64::from(c - b'0')).min(1 << 40);
+                i += 1;
+            }
+            if i == first {
+                return Err(refuse());
+            }
+            exponent += if minus { -e } else { e };
+        }
+        self.pos = i;
+        if overflow {
+            return Err(refuse());
+        }
+        if !float {
+            if !negative {
+                return Ok(Number::U64(significand));
+            }
+            // serde_json's rule: what does not fit an i64 once negated, and `-0`, is a float.
+            let neg = (significand as i64).wrapping_neg();
+            return Ok(if neg >= 0 {
+                Number::F64(-(significand as f64))
+            } else {
+                Number::I64(neg)
+            });
+        }
+        // An exact significand times or over an exact power of ten, rounded once: the correctly
+        // rounded value, which serde_json computes too, with or without its `float_roundtrip`
+        // feature (which a build may turn on for it). Anything else is left to serde_json.
+        let Some(&pow) = POW10.get(exponent.unsigned_abs() as usize) else {
+            return Err(refuse());
+        };
+        if significand > 1 << 53 {
+            return Err(refuse());
+        }
+        let f = significand as f64;
+        let f = if exponent >= 0 { f * pow } else { f / pow };
+        Ok(Number::F64(if negative { -f } else { f }))
+    }
+
+    /// Reads a string, just past its opening quote: borrowed from the text when it has no escape.
+    #[inline]
+    fn string<V: Visitor<'de>>(&mut self, visitor: V) -> Result<V::Value> {
+        let b = self.bytes();
+        let start = self.pos;
+        let at = special(b, start);
+        match b.get(at) {
+            Some(b'"') => {
+                self.pos = at + 1;
+                visitor.visit_borrowed_str(&self.text[start..at])
+            }
+            Some(b'\\') => {
+                let owned = self.escaped(start, at)?;
+                visitor.visit_string(owned)
+            }
+            _ => Err(refuse()),
+        }
+    }
+
+    /// Skips a string, just past its opening quote, checking its escapes.
+    fn skip_string(&mut self) -> Result<()> {
+        let b = self.bytes();
+        let start = self.pos;
+        let at = special(b, start);
+        match b.get(at) {
+            Some(b'"') => {
+                self.pos = at + 1;
+                Ok(())
+            }
+            Some(b'\\') => self.escaped(start, at).map(drop),
+            _ => Err(refuse()),
+        }
+    }
+
+    /// Builds a string whose text starts at `start` and whose first escape is at `at`.
+    #[cold]
+    #[inline(never)]
+    fn escaped(&mut self, start: usize, at: usize) -> Result<String> {
+        let b = self.bytes();
+        // Unescaping only shortens, so what is left of the text bounds the string: it is never
+        // grown by copying. A string that ends far shorter gives the rest back.
+        let mut out = String::with_capacity((b.len() - start).min(MAX_RESERVE));
+        let mut rest = self.text.get(start..).ok_or_else(refuse)?;
+        let mut at = at - start;
+        loop {
+            let (run, tail) = rest.split_at_checked(at).ok_or_else(refuse)?;
+            out.push_str(run);
+            let t = tail.as_bytes();
+            let len = match t.first() {
+                Some(b'"') => {
+                    self.pos = b.len() - t.len() + 1;
+                    if out.capacity() - out.len() > SLACK {
+                        out.shrink_to_fit();
+                    }
+                    return Ok(out);
+                }
+                Some(b'\\') => match t.get(1) {
+                    Some(b'n') => {
+                        out.push('\n');
+                        2
+                    }
+                    Some(&c @ (b'"' | b'\\' | b'/')) => {
+                        out.push(char::from(c));
+                        2
+                    }
+                    Some(b't') => {
+                        out.push('\t');
+                        2
+                    }
+                    Some(b'r') => {
+                        out.push('\r');
+                        2
+                    }
+                    Some(b'b') => {
+                        out.push('\u{8}');
+                        2
+                    }
+                    Some(b'f') => {
+                        out.push('\u{c}');
+                        2
+                    }
+                    Some(b'u') => {
+                        let (c, len) = unicode(t)?;
+                        out.push(c);
+                        len
+                    }
+                    _ => return Err(refuse()),
+                },
+                _ => return Err(refuse()),
+            };
+            rest = tail.get(len..).ok_or_else(refuse)?;
+            at = special(rest.as_bytes(), 0);
+        }
+    }
+
+    /// Skips one value, refusing what serde_json would refuse.
+    fn skip(&mut self) -> Result<()> {
+        match self.peek() {
+            Some(b'n') => self.literal(b"null"),
+            Some(b't') => self.literal(b"true"),
+            Some(b'f') => self.literal(b"false"),
+            Some(b'-' | b'0'..=b'9') => self.number().map(drop),
+            Some(b'"') => {
+                self.pos += 1;
+                self.skip_string()
+            }
+            Some(b'[') => {
+                self.pos += 1;
+                self.enter()?;
+                let mut seq = Seq {
+                    r: self,
+                    first: true,
+                };
+                while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+                self.leave();
+                self.close(b']')
+            }
+            Some(b'{') => {
+                self.pos += 1;
+                self.enter()?;
+                let mut map = Obj {
+                    r: self,
+                    first: true,
+                };
+                while map.next_key::<de::IgnoredAny>()?.is_some() {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
+                self.leave();
+                self.close(b'}')
+            }
+            _ => Err(refuse()),
+        }
+    }
+
+    #[inline]
+    fn close(&mut self, c: u8) -> Result<()> {
+        if self.peek() == Some(c) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(refuse())
+        }
+    }
+
+    fn seq<V: Visitor<'de>>(&mut self, visitor: V) -> Result<V::Value> {
+        self.pos += 1;
+        self.enter()?;
+        let value = visitor.visit_seq(Seq {
+            r: self,
+            first: true,
+        });
+        self.leave();
+        let value = value?;
+        self.close(b']')?;
+        Ok(value)
+    }
+
+    fn map<V: Visitor<'de>>(&mut self, visitor: V) -> Result<V::Value> {
+        self.pos += 1;
+        self.enter()?;
+        let value = visitor.visit_map(Obj {
+            r: self,
+            first: true,
+        });
+        self.leave();
+        let value = value?;
+        self.close(b'}')?;
+        Ok(value)
+    }
+
+    fn visit_number<V: Visitor<'de>>(&mut self, visitor: V) -> Result<V::Value> {
+        match self.number()? {
+            Number::U64(n) => visitor.visit_u64(n),
+            Number::I64(n) => visitor.visit_i64(n),
+            Number::F64(n) => visitor.visit_f64(n),
+        }
+    }
+}
+
+/// A `\u` escape at the start of `t`, with the low half of a surrogate pair after it: the
+/// character and how many bytes it took.
+fn unicode(t: &[u8]) -> Result<(char, usize)> {
+    let unit = hex4(t, 2)?;
+    match unit {
+        0xD800..=0xDBFF => {
+            if t.get(6..8) != Some(b"\\u") {
+                return Err(refuse());
+            }
+            let low = hex4(t, 8)?;
+            if !(0xDC00..=0xDFFF).contains(&low) {
+                return Err(refuse());
+            }
+            let c = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
+            Ok((char::from_u32(c).ok_or_else(refuse)?, 12))
+        }
+        _ => Ok((char::from_u32(unit).ok_or_else(refuse)?, 6)),
+    }
+}
+
+/// Four hex digits at `at`, as a UTF-16 code unit.
+#[inline]
+fn hex4(b: &[u8], at: usize) -> Result<u32> {
+    let digits = b.get(at..at + 4).ok_or_else(refuse)?;
+    let mut n = 0u32;
+    for &d in digits {
+        let v = match d {
+            b'0'..=b'9' => d - b'0',
+            b'a'..=b'f' => d - b'a' + 10,
+            b'A'..=b'F' => d - b'A' + 10,
+            _ => return Err(refuse()),
+        };
+        n = n * 16 + u32::from(v);
+    }
+    Ok(n)
+}
+
+impl<'de> Deserializer<'de> for &mut Reader<'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        match self.peek() {
+            Some(b'n') => {
+                self.literal(b"null")?;
+                visitor.visit_unit()
+            }
+            Some(b't') => {
+                self.literal(b"true")?;
+                visitor.visit_bool(true)
+            }
+            Some(b'f') => {
+                self.literal(b"false")?;
+                visitor.visit_bool(false)
+            }
+            Some(b'-' | b'0'..=b'9') => self.visit_number(visitor),
+            Some(b'"') => {
+                self.pos += 1;
+                self.string(visitor)
+            }
+            Some(b'[') => self.seq(visitor),
+            Some(b'{') => self.map(visitor),
+            _ => Err(refuse()),
+        }
+    }
+
+    fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        match self.peek() {
+            Some(b't' | b'f') => self.deserialize_any(visitor),
+            _ => Err(refuse()),
+        }
+    }
+
+    fn deserialize_i64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        match self.peek() {
+            Some(b'-' | b'0'..=b'9') => self.visit_number(visitor),
+            _ => Err(refuse()),
+        }
+    }
+
+    fn deserialize_i8<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        self.deserialize_i64(visitor)
+    }
+    fn deserialize_i16<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        self.deserialize_i64(visitor)
+    }
+    fn deserialize_i32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        self.deserialize_i64(visitor)
+    }
+    fn deserialize_u8<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        self.deserialize_i64(visitor)
+    }
+    fn deserialize_u16<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        self.deserialize_i64(visitor)
+    }
+    fn deserialize_u32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        self.deserialize_i64(visitor)
+    }
+    fn deserialize_u64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        self.deserialize_i64(visitor)
+    }
+    fn deserialize_f32<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
+        // serde_json reads an `f32` at single precision, not as an `f64` rounded again.
+        Err(refuse())
+    }
+    fn deserialize_f64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        self.deserialize_i64(visitor)
+    }
+    fn deserialize_i128<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
+        Err(refuse())
+    }
+    fn deserialize_u128<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
+        Err(refuse())
+    }
+
+    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        match self.peek() {
+            Some(b'"') => {
+                self.pos += 1;
+                self.string(visitor)
+            }
+            _ => Err(refuse()),
+        }
+    }
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        self.deserialize_str(visitor)
+    }
+    fn deserialize_char<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        self.deserialize_str(visitor)
+    }
+    fn deserialize_identifier<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        self.deserialize_str(visitor)
+    }
+    fn deserialize_bytes<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
+        Err(refuse())
+    }
+    fn deserialize_byte_buf<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
+        Err(refuse())
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        match self.peek() {
+            Some(b'n') => {
+                self.literal(b"null")?;
+                visitor.visit_none()
+            }
+            _ => visitor.visit_some(self),
+        }
+    }
+    fn deserialize_unit<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        match self.peek() {
+            Some(b'n') => self.deserialize_any(visitor),
+            _ => Err(refuse()),
+        }
+    }
+    fn deserialize_unit_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value> {
+        self.deserialize_unit(visitor)
+    }
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value> {
+        // serde_json's raw values and arbitrary-precision numbers ask by a private name.
+        if name.starts_with("$serde_json") {
+            return Err(refuse());
+        }
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        match self.peek() {
+            Some(b'[') => self.seq(visitor),
+            _ => Err(refuse()),
+        }
+    }
+    fn deserialize_tuple<V: Visitor<'de>>(self, _len: usize, visitor: V) -> Result<V::Value> {
+        self.deserialize_seq(visitor)
+    }
+    fn deserialize_tuple_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _len: usize,
+        visitor: V,
+    ) -> Result<V::Value> {
+        self.deserialize_seq(visitor)
+    }
+    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        match self.peek() {
+            Some(b'{') => self.map(visitor),
+            _ => Err(refuse()),
+        }
+    }
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value> {
+        // serde_json also reads a struct from an array; that is left to it.
+        self.deserialize_map(visitor)
+    }
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        _visitor: V,
+    ) -> Result<V::Value> {
+        Err(refuse())
+    }
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        self.skip()?;
+        visitor.visit_unit()
+    }
+}
+
+/// The elements of an array.
+struct Seq<'a, 'de> {
+    r: &'a mut Reader<'de>,
+    first: bool,
+}
+
+impl<'de> SeqAccess<'de> for Seq<'_, 'de> {
+    type Error = Error;
+
+    #[inline]
+    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
+        match self.r.peek() {
+            Some(b']') => return Ok(None),
+            Some(b',') if !self.first => {
+                self.r.pos += 1;
+                if self.r.peek() == Some(b']') {
+                    return Err(refuse());
+                }
+            }
+            Some(_) if self.first => {}
+            _ => return Err(refuse()),
+        }
+        self.first = false;
+        seed.deserialize(&mut *self.r).map(Some)
+    }
+}
+
+/// The members of an object.
+struct Obj<'a, 'de> {
+    r: &'a mut Reader<'de>,
+    first: bool,
+}
+
+impl<'de> MapAccess<'de> for Obj<'_, 'de> {
+    type Error = Error;
+
+    #[inline]
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
+        match self.r.peek() {
+            Some(b'}') => return Ok(None),
+            Some(b',') if !self.first => {
+                self.r.pos += 1;
+                if self.r.peek() != Some(b'"') {
+                    return Err(refuse());
+                }
+            }
+            Some(b'"') if self.first => {}
+            _ => return Err(refuse()),
+        }
+        self.first = false;
+        seed.deserialize(KeyReader(&mut *self.r)).map(Some)
+    }
+
+    #[inline]
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
+        if self.r.peek() != Some(b':') {
+            return Err(refuse());
+        }
+        self.r.pos += 1;
+        seed.deserialize(&mut *self.r)
+    }
+}
+
+/// An object's key, at its opening quote: read only as a string (serde_json also reads numbers
+/// and booleans out of keys; a visitor that wants them is refused and left to it).
+struct KeyReader<'a, 'de>(&'a mut Reader<'de>);
+
+impl<'de> Deserializer<'de> for KeyReader<'_, 'de> {
+    type Error = Error;
+
+    #[inline]
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        self.0.pos += 1;
+        self.0.string(visitor)
+    }
+
+    #[inline]
+    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        self.deserialize_any(visitor)
+    }
+
+    #[inline]
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        self.deserialize_any(visitor)
+    }
+
+    #[inline]
+    fn deserialize_identifier<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        self.deserialize_any(visitor)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        self.0.pos += 1;
+        self.0.skip_string()?;
+        visitor.visit_unit()
+    }
+
+    fn deserialize_bool<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
+        Err(refuse())
+    }
+    fn deserialize_i8<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
+        Err(refuse())
+    }
+    fn deserialize_i16<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
+        Err(refuse())
+    }
+    fn deserialize_i32<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
+        Err(refuse())
+    }
+    fn deserialize_i64<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
+        Err(refuse())
+    }
+    fn deserialize_u8<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
+        Err(refuse())
+    }
+    fn deserialize_u16<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
+        Err(refuse())
+    }
+    fn deserialize_u32<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
+        Err(refuse())
+    }
+    fn deserialize_u64<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
+        Err(refuse())
+    }
+    fn deserialize_f32<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
+        Err(refuse())
+    }
+    fn deserialize_f64<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
+        Err(refuse())
+    }
+    fn deserialize_option<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
+        Err(refuse())
+    }
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _visitor: V,
+    ) -> Result<V::Value> {
+        Err(refuse())
+    }
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        _visitor: V,
+    ) -> Result<V::Value> {
+        Err(refuse())
+    }
+
+    forward_to_deserialize_any! {
+        i128 u128 char bytes byte_buf unit unit_struct seq tuple tuple_struct map struct
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The reader against serde_json: on every input it accepts, serde_json accepts the same
+    //! value (numbers bit for bit); and it accepts the ordinary inputs, not just a few.
+
+    use super::Reader;
+    use crate::Wire;
+    use serde_json::Value;
+
+    /// What the fast reader makes of `text`, through the generated decoders' own `Value`.
+    fn ours(text: &str) -> Option<Value> {
+        let mut r = Reader::new(text);
+        let v = Value::decode(&mut r).ok()?;
+        r.end().ok().map(|()| v)
+    }
+
+    /// What serde_json makes of it, through the same visitor.
+    fn theirs(text: &str) -> Option<Value> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let v = Value::decode(&mut de).ok()?;
+        de.end().ok().map(|()| v)
+    }
+
+    /// Asserts the reader never accepts what serde_json refuses, nor reads a value differently;
+    /// returns whether it accepted.
+    fn agrees(text: &str) -> bool {
+        match (ours(text), theirs(text)) {
+            (Some(a), Some(b)) => {
+                // The text form tells -0.0 from 0.0 and every float bit for bit.
+                assert_eq!(a.to_string(), b.to_string(), "read differently: {text:?}");
+                true
+            }
+            (Some(a), None) => panic!("accepted {text:?} as {a}, which serde_json refuses"),
+            (None, _) => false,
+        }
+    }
+
+    #[test]
+    fn numbers_read_as_serde_json_reads_them() {
+        let accepted = [
+            "0",
+            "-0",
+            "-0.0",
+            "0.0",
+            "1",
+            "-1",
+            "7e0",
+            "1e22",
+            "1E+2",
+            "1e-7",
+            "0.1",
+            "4.35",
+            "61.147",
+            "-2.5e-3",
+            "123456789012345678",
+            "9007199254740993",
+            "18446744073709551615",
+            "-9223372036854775808",
+            "-9223372036854775807",
+            "1.5e-21",
+            "9007199254740992e-7",
+            "0e5",
+            "0.000001",
+            "4503599627370497e-22",
+        ];
+        for n in accepted {
+            assert!(agrees(n), "{n} is read the quick way");
+            // The correctly rounded value, whichever way serde_json was built to round.
+            let float = ours(n).and_then(|v| v.as_f64());
+            assert_eq!(
+                float.map(f64::to_bits),
+                n.parse::<f64>().ok().map(f64::to_bits),
+                "{n}"
+            );
+            assert!(agrees(&format!("[{n}, {n}]")), "{n} in an array");
+        }
+        // Refused, or left to serde_json (past 64 bits, exponents past 22): never read wrong.
+        for n in [
+            "01",
+            "-01",
+            "1.",
+            ".5",
+            "-",
+            "1e",
+            "1e+",
+            "--1",
+            "+1",
+            "0x10",
+            "1.e5",
+            "NaN",
+            "Infinity",
+            "-Infinity",
+            "18446744073709551616",
+            "-9223372036854775809",
+            "1e23",
+            "1.0e-22",
+            "1234567890123456789e-22",
+            "9007199254740993e-7",
+            "-9007199254740993E-7",
+            "0.9007199254740993",
+            "1e400",
+            "-1e400",
+            "5e-324",
+            "1.7976931348623157e308",
+            "123456789012345678901234567890",
+            "0.123456789012345678901234",
+            "1e99999999999",
+            "0e99999999999",
+            "1 2",
+        ] {
+            agrees(n);
+        }
+        assert!(!agrees("01") && !agrees("1.") && !agrees("+1"));
+    }
+
+    #[test]
+    fn strings_read_as_serde_json_reads_them() {
+        let accepted = [
+            r#""""#,
+            r#""plain""#,
+            r#""a\"b\\c\/d\be\ff\ng\rh\ti""#,
+            r#""\u0000\u001f\u0020\u00e9\u4e2d\uFFFF""#,
+            r#""\uD83E\uDD80 crab""#,
+            r#""añb 中 🦀""#,
+            r#""long run with no escape at all, longer than sixteen bytes, many times over""#,
+            r#""escape at the very end\n""#,
+            r#""\\\\\\\\""#,
+        ];
+        for s in accepted {
+            assert!(agrees(s), "{s} is read the quick way");
+            assert!(agrees(&format!("{{{s}: {s}}}")), "{s} as a key");
+        }
+        for s in [
+            "\"unterminated",
+            "\"raw \u{1} control\"",
+            "\"raw\ttab\"",
+            "\"raw\nnewline\"",
+            r#""\x""#,
+            r#""\u12""#,
+            r#""\u12G4""#,
+            r#""\uD83E""#,
+            r#""\uD83E\u0041""#,
+            r#""\uDD80""#,
+            r#""\uD83E\uD83E""#,
+            r#""\"#,
+            "\"a\\",
+        ] {
+            assert!(!agrees(s), "{s:?} is refused");
+        }
+        // A raw control character at every place across the eight-byte words the search reads.
+        for at in 0..40 {
+            let mut s = "x".repeat(40);
+            s.replace_range(at..=at, "\u{1f}");
+            assert!(!agrees(&format!("\"{s}\"")));
+            let mut e = "\\n".repeat(20);
+            e.replace_range(at..=at, "\u{1f}");
+            assert!(!agrees(&format!("\"{e}\"")));
+        }
+    }
+
+    #[test]
+    fn structure_reads_as_serde_json_reads_it() {
+        for text in [
+            "null",
+            "true",
+            "false",
+            " \t\r\n[ 1 , { \"a\" : [ ] , \"b\" : { } } ] \n",
+            "[]",
+            "{}",
+            "[[],[[]]]",
+            r#"{"a":1,"b":[true,false,null],"c":{"d":"e"}}"#,
+        ] {
+            assert!(agrees(text), "{text} is read the quick way");
+        }
+        for text in [
+            "",
+            " ",
+            "nul",
+            "nulll",
+            "tru",
+            "[1,]",
+            "[,1]",
+            "[1 2]",
+            "{\"a\":1,}",
+            "{\"a\" 1}",
+            "{1:2}",
+            "{\"a\":1 \"b\":2}",
+            "[",
+            "]",
+            "{",
+            "}",
+            "[1]]",
+            "{}x",
+            "\"a\" \"b\"",
+            "{\"a\":1,\"a\":2}",
+        ] {
+            assert!(!agrees(text), "{text:?} is refused");
+        }
+        // serde_json's nesting limit, to the level.
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(agrees(&deep(127)));
+        assert!(!agrees(&deep(128)));
+        assert!(theirs(&deep(128)).is_none());
+        let objects = |n: usize| format!("{}1{}", "{\"k\":".repeat(n), "}".repeat(n));
+        assert!(agrees(&objects(127)));
+        assert!(!agrees(&objects(128)));
+    }
+
+    /// A small deterministic generator (xorshift), so a failure names its seed.
+    struct Gen(u64);
+
+    impl Gen {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+        fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+            from[self.below(from.len() as u64) as usize]
+        }
+        fn value(&mut self, depth: u32, out: &mut String) {
+            let space = [" ", "", "", "\n\t"];
+            match if depth > 3 {
+                self.below(4)
+            } else {
+                self.below(7)
+            } {
+                0 => out.push_str(self.pick(&["null", "true", "false"])),
+                1 => {
+                    let sign = self.pick(&["", "", "-"]);
+                    let int = self.pick(&[
+                        "0",
+                        "1",
+                        "42",
+                        "9007199254740993",
+                        "18446744073709551615",
+                        "99999999999999999999",
+                    ]);
+                    let frac = self.pick(&[
+                        "",
+                        "",
+                        ".5",
+                        ".25",
+                        ".147",
+                        ".000001",
+                        ".1234567890123456789",
+                    ]);
+                    let exp = self.pick(&["", "", "e3", "E-7", "e+22", "e-22", "e23", "e-300"]);
+                    out.push_str(&format!("{sign}{int}{frac}{exp}"));
+                }
+                2 | 3 => self.string(out),
+                4 | 5 => {
+                    out.push('[');
+                    for i in 0..self.below(5) {
+                        if i > 0 {
+                            out.push(',');
+                        }
+                        out.push_str(self.pick(&space));
+                        self.value(depth + 1, out);
+                    }
+                    out.push(']');
+                }
+                _ => {
+                    out.push('{');
+                    for i in 0..self.below(5) {
+                        if i > 0 {
+                            out.push(',');
+                        }
+                        self.string(out);
+                        out.push_str(self.pick(&space));
+                        out.push(':');
+                        self.value(depth + 1, out);
+                    }
+                    out.push('}');
+                }
+            }
+        }
+        fn string(&mut self, out: &mut String) {
+            let pieces = [
+                "a",
+                "key",
+                "plain text ",
+                "ñ",
+                "中文",
+                "🦀",
+                "\\n",
+                "\\\"",
+                "\\\\",
+                "\\/",
+                "\\t",
+                "\\u00e9",
+                "\\u0000",
+                "\\uD83E\\uDD80",
+                "0123456789abcdef",
+                "x",
+            ];
+            out.push('"');
+            for _ in 0..self.below(12) {
+                out.push_str(self.pick(&pieces));
+            }
+            out.push('"');
+        }
+    }
+
+    #[test]
+    fn generated_documents_and_their_mutations_agree() {
+        let bytes = [
+            "\"", "\\", "{", "}", "[", "]", ",", ":", "0", "-", ".", "e", "u", "n", " ", "\u{1}",
+            "é",
+        ];
+        let (mut valid, mut read) = (0, 0);
+        for seed in 1..=3000u64 {
+            let mut g = Gen(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            let mut text = String::new();
+            g.value(0, &mut text);
+            if theirs(&text).is_some() {
+                valid += 1;
+                read += usize::from(agrees(&text));
+            }
+            for _ in 0..4 {
+                let mut m = text.clone();
+                let at = g.below(m.len() as u64 + 1) as usize;
+                if !m.is_char_boundary(at) {
+                    continue;
+                }
+                match g.below(3) {
+                    0 if at < m.len() && m.is_char_boundary(at + 1) => {
+                        m.remove(at);
+                    }
+                    1 => m.insert_str(at, g.pick(&bytes)),
+                    _ => m.truncate(at),
+                }
+                agrees(&m);
+            }
+        }
+        assert!(valid > 2000, "the generator makes JSON ({valid} of 3000)");
+        // Only numbers past 64 bits, 2^53 digits in a float, or an exponent past 22 are left to
+        // serde_json.
+        assert!(
+            read * 10 > valid * 6,
+            "the reader reads most of them itself ({read} of {valid})"
+        );
+    }
+}
