@@ -259,18 +259,24 @@ pub fn parse_validated_str<T>(input: &str) -> Result<T, DocumentError>
 where
     T: Wire + Validate + SchemaCheck,
 {
-    // The fast reader first ([`json`]); what it does not read, serde_json reads and explains.
-    let mut reader = json::Reader::new(input);
-    let mut place = None;
-    if T::decode_into(&mut reader, &mut place).and_then(|()| reader.end()).is_ok()
-        && let Some(value) = place
-    {
+    if let Some(value) = read_fast::<T>(input) {
         return match value.validate() {
             Ok(()) => Ok(value),
             Err(v) => Err(DocumentError::Invalid(v)),
         };
     }
     decode_validated(serde_json::Deserializer::from_str(input), input.as_bytes())
+}
+
+/// `input` decoded as `T` by the fast reader ([`json`]), when it reads all of it. `None` when it
+/// does not: the caller then reads `input` with serde_json, whose verdict (the same for every
+/// document the fast reader reads) and messages are the ones reported.
+#[inline]
+fn read_fast<T: Wire>(input: &str) -> Option<T> {
+    let mut reader = json::Reader::new(input);
+    let mut place = None;
+    T::decode_into(&mut reader, &mut place).and_then(|()| reader.end()).ok()?;
+    place
 }
 
 /// The decode of `input` through `de` (nothing may follow the value), then the generated checks;
@@ -1359,6 +1365,9 @@ where
     if input.len() <= EXPLAIN_MAX_BYTES {
         return Ok(parse_validated_str(input)?);
     }
+    if let Some(value) = read_fast::<T>(input) {
+        return value.validate().map(|()| value).map_err(|v| DocumentError::Invalid(v).into());
+    }
     let mut de = serde_json::Deserializer::from_str(input);
     match T::decode(&mut de).and_then(|v| de.end().map(|()| v)) {
         Ok(value) => value.validate().map(|()| value).map_err(|v| DocumentError::Invalid(v).into()),
@@ -1381,6 +1390,9 @@ where
     if input.len() <= EXPLAIN_MAX_BYTES {
         return parse_validated_str(input);
     }
+    if let Some(value) = read_fast::<T>(input) {
+        return value.validate().map(|()| value).map_err(DocumentError::Invalid);
+    }
     let mut de = serde_json::Deserializer::from_str(input);
     match T::decode(&mut de).and_then(|v| de.end().map(|()| v)) {
         Ok(value) => value.validate().map(|()| value).map_err(DocumentError::Invalid),
@@ -1396,6 +1408,9 @@ where
 pub fn parse_params_with<T: Wire>(input: &str, validate: fn(&T, &Path<'_>, &mut Vec<Violation>), check: fn(&Value, &Path<'_>, &mut Vec<Violation>)) -> Result<T, DocumentError> {
     if input.len() <= EXPLAIN_MAX_BYTES {
         return parse_validated_with(input.as_bytes(), validate, check);
+    }
+    if let Some(value) = read_fast::<T>(input) {
+        return checked_by(value, validate);
     }
     let mut de = serde_json::Deserializer::from_str(input);
     match T::decode(&mut de).and_then(|v| de.end().map(|()| v)) {
@@ -1528,6 +1543,9 @@ pub fn parse_validated_with<T: Wire>(
     validate: fn(&T, &Path<'_>, &mut Vec<Violation>),
     check: fn(&Value, &Path<'_>, &mut Vec<Violation>),
 ) -> Result<T, DocumentError> {
+    if let Some(value) = utf8(input).ok().and_then(read_fast::<T>) {
+        return checked_by(value, validate);
+    }
     let mut de = serde_json::Deserializer::from_slice(input);
     match T::decode(&mut de).and_then(|v| de.end().map(|()| v)) {
         Ok(value) => checked_by(value, validate),
