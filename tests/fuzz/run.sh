@@ -19,7 +19,7 @@ set -euo pipefail
 SECONDS_PER_TARGET="${1:-30}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
-TARGETS=(${FUZZ_TARGETS:-frame validators rpc_engine runner_events sse_resume ws_message})
+TARGETS=(${FUZZ_TARGETS:-frame validators json_reader rpc_engine runner_events sse_resume ws_message})
 export RUSTC_BOOTSTRAP=1
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
@@ -56,6 +56,7 @@ def put(target, data):
 for ty, doc in docs:
     if ty:
         put("validators", bytes([types.index(ty)]) + doc)
+    put("json_reader", doc)
     if ty in ("RpcRequest", "SubmitParams", ""):
         put("rpc_engine", doc)
         put("ws_message", doc)

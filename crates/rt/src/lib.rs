@@ -342,8 +342,13 @@ pub fn parse_value(input: &[u8]) -> Result<Value, DocumentError> {
 /// its byte offset); [`DocumentError::Invalid`] ("cannot be represented: duplicate property
 /// `…`", naming the key, never its values) for a key given twice.
 pub fn parse_value_exact(input: &[u8]) -> Result<Value, DocumentError> {
-    if let Err(at) = utf8(input) {
-        return Err(DocumentError::NotJson(format!("invalid UTF-8 at byte offset {at}")));
+    match utf8(input) {
+        Err(at) => return Err(DocumentError::NotJson(format!("invalid UTF-8 at byte offset {at}"))),
+        Ok(text) => {
+            if let Some(value) = read_fast::<Value>(text) {
+                return Ok(value);
+            }
+        }
     }
     let mut de = serde_json::Deserializer::from_slice(input);
     match Value::decode(&mut de).and_then(|v| de.end().map(|()| v)) {

@@ -7,6 +7,7 @@
 //! | --- | --- | --- |
 //! | [`frame`] | `frame::read_line` and `frame::LineReader` | both agree with a plain model of "lines of at most `limit` bytes, without `\n` and one `\r` before it", whatever the buffer size |
 //! | [`validators`] | `validate_document(type, bytes)` | the same verdict as the `jsonschema` crate on the bundled schema, but for the one declared divergence |
+//! | [`json_reader`] | `rt::parse_value_exact` (the runtime's own JSON reader first, serde_json for what it does not read) | the same value as `serde_json::from_slice`, bit for bit; refused only when serde_json refuses or a key is given twice |
 //! | [`rpc_engine`] | `RpcEngine::handle` with an in-process agent | every reply is a valid `RpcResponse` echoing a readable id; counters add up; nothing is left running |
 //! | [`runner_events`] | the host's bounded framing and `EventChecker` on a runner's stdout | events round-trip; at most one terminal, nothing after it; the outcome is the terminal's |
 //! | [`sse_resume`] | `http::resume_point` (`Last-Event-ID`, `since=`) and `EventHub::subscribe` | every event after the resume point exactly once, in order, or an explicit `gap`/`lagged` |
@@ -231,6 +232,26 @@ pub fn validators(data: &[u8]) {
         && matches!(&ours, Err(DocumentError::Invalid(vs)) if vs.len() == 1 && vs[0].pointer.is_empty() && vs[0].keyword == "type" && vs[0].message.starts_with("cannot be represented"))
         && (has_duplicate_keys(doc) || has_wide_integer(&value));
     assert!(declared, "{}: validate_document says {:?}, jsonschema says {} for {}", ty.name, ours, if theirs { "valid" } else { "invalid" }, show(doc));
+}
+
+// ---------------------------------------------------------------------------------------------
+// json_reader
+// ---------------------------------------------------------------------------------------------
+
+/// `rt::parse_value_exact` against serde_json on the same bytes: the runtime's own reader must
+/// never accept what serde_json refuses, nor read a value differently (the text form tells every
+/// float bit for bit, and -0.0 from 0.0); it refuses a document serde_json reads only for a key
+/// given twice.
+pub fn json_reader(data: &[u8]) {
+    use openagents_protocol::rt;
+    let ours = rt::parse_value_exact(data);
+    match (serde_json::from_slice::<Value>(data), ours) {
+        (Ok(theirs), Ok(v)) => assert_eq!(v.to_string(), theirs.to_string(), "read differently: {}", show(data)),
+        (Ok(_), Err(DocumentError::Invalid(vs))) => assert!(has_duplicate_keys(data), "refused without a key given twice ({vs:?}): {}", show(data)),
+        (Ok(_), Err(DocumentError::NotJson(e))) => panic!("called not JSON ({e}) though serde_json reads it: {}", show(data)),
+        (Err(e), Ok(v)) => panic!("read as {v} though serde_json refuses it ({e}): {}", show(data)),
+        (Err(_), Err(_)) => {}
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

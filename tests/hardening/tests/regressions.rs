@@ -32,6 +32,7 @@ fn check(target: &str, input: &[u8]) {
     match target {
         "frame" => oracles::frame(input),
         "validators" => oracles::validators(input),
+        "json_reader" => oracles::json_reader(input),
         "rpc_engine" => oracles::rpc_engine(input),
         "runner_events" => oracles::runner_events(input),
         "sse_resume" => oracles::sse_resume(input),
@@ -70,4 +71,48 @@ fn the_oracles_accept_well_formed_inputs() {
     let mut dup = vec![turn];
     dup.extend_from_slice(br#"{"schema":"openagents.agent.runner.v1","schema":"openagents.agent.runner.v1","assignment":"a","conversation":"c","agent":{"runner":"echo"},"task":"t","cwd":"/"}"#);
     oracles::validators(&dup);
+}
+
+/// The runtime's own JSON reader against serde_json on real documents: every vector in
+/// tests/vectors and every document of the published-schema corpus (ACP `session/update`
+/// notifications, MCP `tools/call` requests, markdown with an escape every few bytes), each whole
+/// and cut short and with a byte replaced by one that breaks JSON, at every byte (at about a hundred
+/// places in a document over 1 KiB).
+#[test]
+fn the_json_reader_reads_real_documents_as_serde_json_does() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut docs: Vec<Vec<u8>> = Vec::new();
+    for entry in std::fs::read_dir(root.join("tests/vectors")).expect("tests/vectors") {
+        let path = entry.expect("an entry").path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).expect("a vector file")).expect("JSON");
+            for case in v["valid"].as_array().into_iter().chain(v["invalid"].as_array()).flatten() {
+                docs.push(case["document"].to_string().into_bytes());
+            }
+        }
+    }
+    let corpus: serde_json::Value = serde_json::from_slice(&std::fs::read(root.join("tests/bench-published/corpus.json")).expect("the corpus")).expect("JSON");
+    for set in corpus["sets"].as_array().expect("sets") {
+        for doc in set["docs"].as_array().expect("docs") {
+            docs.push(doc.as_str().expect("a document's text").as_bytes().to_vec());
+        }
+    }
+    assert!(docs.len() > 200, "{} documents", docs.len());
+    let mut read = 0;
+    for doc in &docs {
+        oracles::json_reader(doc);
+        read += usize::from(openagents_protocol::rt::parse_value_exact(doc).is_ok());
+        // Cut short and broken, at every byte of the shorter documents and at about a hundred places
+        // in the longer ones.
+        let step = if doc.len() <= 1024 { 1 } else { doc.len() / 97 };
+        for cut in (0..doc.len()).step_by(step) {
+            oracles::json_reader(&doc[..cut]);
+            for bad in [b'"', b'\\', 0x1f] {
+                let mut broken = doc.clone();
+                broken[cut] = bad;
+                oracles::json_reader(&broken);
+            }
+        }
+    }
+    assert!(read * 10 >= docs.len() * 9, "most documents are read ({read} of {})", docs.len());
 }
