@@ -88,12 +88,11 @@ fn found(chunk: &[u8]) -> u64 {
     let mut word = [0u8; 8];
     word.copy_from_slice(chunk);
     let x = u64::from_le_bytes(word);
-    let quote = x ^ (LO * u64::from(b'"'));
+    // Flipping bit 1 turns `"` (0x22) into 0x20 and keeps every control character below 0x20
+    // (and every other byte at or above 0x21): one "below 0x21" test finds both.
+    let quote_or_control = x ^ (LO * 0x02);
     let backslash = x ^ (LO * u64::from(b'\\'));
-    ((quote.wrapping_sub(LO) & !quote)
-        | (backslash.wrapping_sub(LO) & !backslash)
-        | (x.wrapping_sub(LO * 0x20) & !x))
-        & HI
+    ((quote_or_control.wrapping_sub(LO * 0x21) & !quote_or_control) | (backslash.wrapping_sub(LO) & !backslash)) & HI
 }
 
 impl<'de> Reader<'de> {
@@ -309,7 +308,9 @@ impl<'de> Reader<'de> {
         let mut at = at - start;
         loop {
             let (run, tail) = rest.split_at_checked(at).ok_or_else(refuse)?;
-            out.push_str(run);
+            if !run.is_empty() {
+                out.push_str(run);
+            }
             let t = tail.as_bytes();
             let len = match t.first() {
                 Some(b'"') => {
@@ -354,7 +355,8 @@ impl<'de> Reader<'de> {
                 _ => return Err(refuse()),
             };
             rest = tail.get(len..).ok_or_else(refuse)?;
-            at = special(rest.as_bytes(), 0);
+            // Escapes come in runs (`\n\n`, `\\\\`): the next one is taken without a search.
+            at = if rest.as_bytes().first() == Some(&b'\\') { 0 } else { special(rest.as_bytes(), 0) };
         }
     }
 
