@@ -92,7 +92,9 @@ fn found(chunk: &[u8]) -> u64 {
     // (and every other byte at or above 0x21): one "below 0x21" test finds both.
     let quote_or_control = x ^ (LO * 0x02);
     let backslash = x ^ (LO * u64::from(b'\\'));
-    ((quote_or_control.wrapping_sub(LO * 0x21) & !quote_or_control) | (backslash.wrapping_sub(LO) & !backslash)) & HI
+    ((quote_or_control.wrapping_sub(LO * 0x21) & !quote_or_control)
+        | (backslash.wrapping_sub(LO) & !backslash))
+        & HI
 }
 
 impl<'de> Reader<'de> {
@@ -356,7 +358,11 @@ impl<'de> Reader<'de> {
             };
             rest = tail.get(len..).ok_or_else(refuse)?;
             // Escapes come in runs (`\n\n`, `\\\\`): the next one is taken without a search.
-            at = if rest.as_bytes().first() == Some(&b'\\') { 0 } else { special(rest.as_bytes(), 0) };
+            at = if rest.as_bytes().first() == Some(&b'\\') {
+                0
+            } else {
+                special(rest.as_bytes(), 0)
+            };
         }
     }
 
@@ -371,30 +377,8 @@ impl<'de> Reader<'de> {
                 self.pos += 1;
                 self.skip_string()
             }
-            Some(b'[') => {
-                self.pos += 1;
-                self.enter()?;
-                let mut seq = Seq {
-                    r: self,
-                    first: true,
-                };
-                while seq.next_element::<de::IgnoredAny>()?.is_some() {}
-                self.leave();
-                self.close(b']')
-            }
-            Some(b'{') => {
-                self.pos += 1;
-                self.enter()?;
-                let mut map = Obj {
-                    r: self,
-                    first: true,
-                };
-                while map.next_key::<de::IgnoredAny>()?.is_some() {
-                    map.next_value::<de::IgnoredAny>()?;
-                }
-                self.leave();
-                self.close(b'}')
-            }
+            Some(b'[') => self.seq(de::IgnoredAny).map(drop),
+            Some(b'{') => self.map(de::IgnoredAny).map(drop),
             _ => Err(refuse()),
         }
     }
@@ -409,30 +393,24 @@ impl<'de> Reader<'de> {
         }
     }
 
-    fn seq<V: Visitor<'de>>(&mut self, visitor: V) -> Result<V::Value> {
+    /// Reads an array or object, at its opening bracket, one level deeper: `read` reads what is
+    /// inside, then `close` must follow.
+    fn nested<T>(&mut self, close: u8, read: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
         self.pos += 1;
         self.enter()?;
-        let value = visitor.visit_seq(Seq {
-            r: self,
-            first: true,
-        });
+        let value = read(self);
         self.leave();
         let value = value?;
-        self.close(b']')?;
+        self.close(close)?;
         Ok(value)
     }
 
+    fn seq<V: Visitor<'de>>(&mut self, visitor: V) -> Result<V::Value> {
+        self.nested(b']', |r| visitor.visit_seq(Items { r, first: true }))
+    }
+
     fn map<V: Visitor<'de>>(&mut self, visitor: V) -> Result<V::Value> {
-        self.pos += 1;
-        self.enter()?;
-        let value = visitor.visit_map(Obj {
-            r: self,
-            first: true,
-        });
-        self.leave();
-        let value = value?;
-        self.close(b'}')?;
-        Ok(value)
+        self.nested(b'}', |r| visitor.visit_map(Items { r, first: true }))
     }
 
     fn visit_number<V: Visitor<'de>>(&mut self, visitor: V) -> Result<V::Value> {
@@ -481,6 +459,29 @@ fn hex4(b: &[u8], at: usize) -> Result<u32> {
     Ok(n)
 }
 
+/// Deserializer methods that read as another one does.
+macro_rules! forward {
+    ($to:ident => $($name:ident)*) => {
+        $(
+            #[inline]
+            fn $name<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+                self.$to(visitor)
+            }
+        )*
+    };
+}
+
+/// Deserializer methods left to serde_json.
+macro_rules! refused {
+    ($($name:ident)*) => {
+        $(
+            fn $name<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
+                Err(refuse())
+            }
+        )*
+    };
+}
+
 impl<'de> Deserializer<'de> for &mut Reader<'de> {
     type Error = Error;
 
@@ -523,40 +524,11 @@ impl<'de> Deserializer<'de> for &mut Reader<'de> {
         }
     }
 
-    fn deserialize_i8<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        self.deserialize_i64(visitor)
-    }
-    fn deserialize_i16<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        self.deserialize_i64(visitor)
-    }
-    fn deserialize_i32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        self.deserialize_i64(visitor)
-    }
-    fn deserialize_u8<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        self.deserialize_i64(visitor)
-    }
-    fn deserialize_u16<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        self.deserialize_i64(visitor)
-    }
-    fn deserialize_u32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        self.deserialize_i64(visitor)
-    }
-    fn deserialize_u64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        self.deserialize_i64(visitor)
-    }
-    fn deserialize_f32<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
-        // serde_json reads an `f32` at single precision, not as an `f64` rounded again.
-        Err(refuse())
-    }
-    fn deserialize_f64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        self.deserialize_i64(visitor)
-    }
-    fn deserialize_i128<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
-        Err(refuse())
-    }
-    fn deserialize_u128<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
-        Err(refuse())
-    }
+    // Every number is read as serde_json reads it, whatever the visitor asked for: the visitor
+    // checks the range. An `f32` serde_json reads at single precision, not as an `f64` rounded
+    // again: left to it, as are 128-bit integers and bytes.
+    forward! { deserialize_i64 => deserialize_i8 deserialize_i16 deserialize_i32 deserialize_u8 deserialize_u16 deserialize_u32 deserialize_u64 deserialize_f64 }
+    refused! { deserialize_f32 deserialize_i128 deserialize_u128 deserialize_bytes deserialize_byte_buf }
 
     fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
         match self.peek() {
@@ -567,21 +539,7 @@ impl<'de> Deserializer<'de> for &mut Reader<'de> {
             _ => Err(refuse()),
         }
     }
-    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        self.deserialize_str(visitor)
-    }
-    fn deserialize_char<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        self.deserialize_str(visitor)
-    }
-    fn deserialize_identifier<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        self.deserialize_str(visitor)
-    }
-    fn deserialize_bytes<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
-        Err(refuse())
-    }
-    fn deserialize_byte_buf<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
-        Err(refuse())
-    }
+    forward! { deserialize_str => deserialize_string deserialize_char deserialize_identifier }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
         match self.peek() {
@@ -663,56 +621,52 @@ impl<'de> Deserializer<'de> for &mut Reader<'de> {
     }
 }
 
-/// The elements of an array.
-struct Seq<'a, 'de> {
+/// The elements of an array or the members of an object.
+struct Items<'a, 'de> {
     r: &'a mut Reader<'de>,
     first: bool,
 }
 
-impl<'de> SeqAccess<'de> for Seq<'_, 'de> {
-    type Error = Error;
-
+impl Items<'_, '_> {
+    /// Whether another element or member follows, before `close`: past its comma, at its first
+    /// byte, which for a member is its key's quote. A comma with nothing after it is refused.
     #[inline]
-    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
+    fn more(&mut self, close: u8) -> Result<bool> {
         match self.r.peek() {
-            Some(b']') => return Ok(None),
-            Some(b',') if !self.first => {
-                self.r.pos += 1;
-                if self.r.peek() == Some(b']') {
-                    return Err(refuse());
-                }
-            }
+            Some(c) if c == close => return Ok(false),
+            Some(b',') if !self.first => self.r.pos += 1,
             Some(_) if self.first => {}
             _ => return Err(refuse()),
         }
         self.first = false;
+        match self.r.peek() {
+            Some(c) if c == close => Err(refuse()),
+            Some(c) if close == b'}' && c != b'"' => Err(refuse()),
+            _ => Ok(true),
+        }
+    }
+}
+
+impl<'de> SeqAccess<'de> for Items<'_, 'de> {
+    type Error = Error;
+
+    #[inline]
+    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
+        if !self.more(b']')? {
+            return Ok(None);
+        }
         seed.deserialize(&mut *self.r).map(Some)
     }
 }
 
-/// The members of an object.
-struct Obj<'a, 'de> {
-    r: &'a mut Reader<'de>,
-    first: bool,
-}
-
-impl<'de> MapAccess<'de> for Obj<'_, 'de> {
+impl<'de> MapAccess<'de> for Items<'_, 'de> {
     type Error = Error;
 
     #[inline]
     fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
-        match self.r.peek() {
-            Some(b'}') => return Ok(None),
-            Some(b',') if !self.first => {
-                self.r.pos += 1;
-                if self.r.peek() != Some(b'"') {
-                    return Err(refuse());
-                }
-            }
-            Some(b'"') if self.first => {}
-            _ => return Err(refuse()),
+        if !self.more(b'}')? {
+            return Ok(None);
         }
-        self.first = false;
         seed.deserialize(KeyReader(&mut *self.r)).map(Some)
     }
 
@@ -739,20 +693,7 @@ impl<'de> Deserializer<'de> for KeyReader<'_, 'de> {
         self.0.string(visitor)
     }
 
-    #[inline]
-    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        self.deserialize_any(visitor)
-    }
-
-    #[inline]
-    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        self.deserialize_any(visitor)
-    }
-
-    #[inline]
-    fn deserialize_identifier<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        self.deserialize_any(visitor)
-    }
+    forward! { deserialize_any => deserialize_str deserialize_string deserialize_identifier }
 
     fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
         self.0.pos += 1;
@@ -760,41 +701,10 @@ impl<'de> Deserializer<'de> for KeyReader<'_, 'de> {
         visitor.visit_unit()
     }
 
-    fn deserialize_bool<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
-        Err(refuse())
-    }
-    fn deserialize_i8<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
-        Err(refuse())
-    }
-    fn deserialize_i16<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
-        Err(refuse())
-    }
-    fn deserialize_i32<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
-        Err(refuse())
-    }
-    fn deserialize_i64<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
-        Err(refuse())
-    }
-    fn deserialize_u8<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
-        Err(refuse())
-    }
-    fn deserialize_u16<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
-        Err(refuse())
-    }
-    fn deserialize_u32<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
-        Err(refuse())
-    }
-    fn deserialize_u64<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
-        Err(refuse())
-    }
-    fn deserialize_f32<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
-        Err(refuse())
-    }
-    fn deserialize_f64<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
-        Err(refuse())
-    }
-    fn deserialize_option<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
-        Err(refuse())
+    refused! {
+        deserialize_bool deserialize_i8 deserialize_i16 deserialize_i32 deserialize_i64 deserialize_u8 deserialize_u16
+        deserialize_u32 deserialize_u64 deserialize_f32 deserialize_f64 deserialize_i128 deserialize_u128 deserialize_bytes
+        deserialize_byte_buf deserialize_option
     }
     fn deserialize_newtype_struct<V: Visitor<'de>>(
         self,
@@ -813,7 +723,7 @@ impl<'de> Deserializer<'de> for KeyReader<'_, 'de> {
     }
 
     forward_to_deserialize_any! {
-        i128 u128 char bytes byte_buf unit unit_struct seq tuple tuple_struct map struct
+        char unit unit_struct seq tuple tuple_struct map struct
     }
 }
 
