@@ -3,16 +3,16 @@
 //!
 //! It accepts a subset of what serde_json accepts and decodes what it accepts to the same values
 //! (the same numbers, bit for bit; the same strings; the same nesting limit of 127). Anything it
-//! does not read the quick way, it refuses: an integer past 64 bits, a fraction or exponent whose
-//! digits pass 2^53 or whose exponent passes 22, a `\u` escape of a lone surrogate, a value asked for as a raw value,
-//! an enum or a 128-bit integer. The caller then reads the document again with serde_json, whose
-//! verdict and error messages are the ones reported. So this reader's errors are never shown, and
-//! carry no position.
+//! does not read the quick way, it refuses: a number serde_json would read in a way this build of
+//! it does not tell ([`rounding`]), a `\u` escape of a lone surrogate, a value asked for as a raw
+//! value, an enum, bytes or a 128-bit integer, and anything that is not JSON. The caller then
+//! reads the document again with serde_json, whose verdict and error messages are the ones
+//! reported. So this reader's errors are never shown, and carry no position.
 //!
-//! What it does faster than serde_json: strings. A run of plain text is found eight bytes at a
-//! time and copied in one piece, an escaped string is built straight into the `String` the
-//! visitor keeps (serde_json builds it in a scratch buffer and the visitor copies it again), and
-//! no string's UTF-8 is checked again.
+//! What it does faster than serde_json: strings. The end of a run of plain text is found eight
+//! bytes at a time, a run is copied in one piece, an escape right after an escape is taken
+//! without a search, a long escaped string is handed to the visitor in the buffer it was built
+//! in, and no string's UTF-8 is checked again.
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::forward_to_deserialize_any;
@@ -30,16 +30,67 @@ const POW10: [f64; 23] = [
     1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
 ];
 
-/// The most an escaped string reserves before it knows its length.
+/// The most an escaped string reserves at once before it knows its length.
 const MAX_RESERVE: usize = 1 << 16;
-/// The spare room an escaped string may keep.
+/// The spare room an escaped string handed over may keep.
 const SLACK: usize = 256;
+/// How long an escaped string is before its buffer is handed over to the visitor rather than
+/// copied.
+const HAND_OVER: usize = 4096;
+
+/// `significand` times ten to `exponent`, whose power of ten is `pow`: as serde_json computes it.
+#[inline]
+fn times(significand: u64, exponent: i64, pow: f64) -> f64 {
+    let f = significand as f64;
+    if exponent >= 0 { f * pow } else { f / pow }
+}
+
+/// How the serde_json of this build turns a number's digits into a float. Feature unification
+/// can turn on its `float_roundtrip` (correctly rounded) or `arbitrary_precision` (numbers kept
+/// as text) for the whole build, so it is asked once, by reading a number on which the ways
+/// differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rounding {
+    /// Its own arithmetic: the significand as an `f64`, times or over a power of ten.
+    Parts,
+    /// Correctly rounded (`float_roundtrip`).
+    Correct,
+    /// Neither (`arbitrary_precision`, or something new): the fast reader is not used at all.
+    Other,
+}
+
+/// [`Rounding`] for this build, found once.
+pub(crate) fn rounding() -> Rounding {
+    static FOUND: std::sync::OnceLock<Rounding> = std::sync::OnceLock::new();
+    *FOUND.get_or_init(|| {
+        const PROBE: &str = "9007199254740993e-7";
+        let zero = serde_json::from_str::<serde_json::Value>("-0");
+        let probe = serde_json::from_str::<serde_json::Value>(PROBE);
+        let parts = times(9_007_199_254_740_993, -7, 1e7);
+        let correct = PROBE.parse::<f64>().unwrap_or(0.0);
+        match (zero, probe.ok().and_then(|v| v.as_f64())) {
+            (Ok(z), Some(f))
+                if z.is_f64() && f.to_bits() == parts.to_bits() && parts != correct =>
+            {
+                Rounding::Parts
+            }
+            (Ok(z), Some(f))
+                if z.is_f64() && f.to_bits() == correct.to_bits() && parts != correct =>
+            {
+                Rounding::Correct
+            }
+            _ => Rounding::Other,
+        }
+    })
+}
 
 /// A reader over one document.
 pub(crate) struct Reader<'de> {
     text: &'de str,
     pos: usize,
     depth: u8,
+    /// Where escaped strings are built.
+    scratch: String,
 }
 
 /// A number as serde_json's parser classifies it.
@@ -103,6 +154,7 @@ impl<'de> Reader<'de> {
             text,
             pos: 0,
             depth: DEPTH,
+            scratch: String::new(),
         }
     }
 
@@ -235,10 +287,7 @@ impl<'de> Reader<'de> {
             exponent += if minus { -e } else { e };
         }
         self.pos = i;
-        if overflow {
-            return Err(refuse());
-        }
-        if !float {
+        if !float && !overflow {
             if !negative {
                 return Ok(Number::U64(significand));
             }
@@ -250,17 +299,22 @@ impl<'de> Reader<'de> {
                 Number::I64(neg)
             });
         }
-        // An exact significand times or over an exact power of ten, rounded once: the correctly
-        // rounded value, which serde_json computes too, with or without its `float_roundtrip`
-        // feature (which a build may turn on for it). Anything else is left to serde_json.
-        let Some(&pow) = POW10.get(exponent.unsigned_abs() as usize) else {
-            return Err(refuse());
+        let pow = usize::try_from(exponent.unsigned_abs())
+            .ok()
+            .and_then(|e| POW10.get(e));
+        let f = match (pow, overflow, rounding()) {
+            // An exact significand times or over an exact power of ten, rounded once: the
+            // correctly rounded value, which serde_json computes however it was built.
+            (Some(&pow), false, _) if significand <= 1 << 53 => times(significand, exponent, pow),
+            // serde_json's own arithmetic, step for step, when it was built with it.
+            (Some(&pow), false, Rounding::Parts) => times(significand, exponent, pow),
+            // Correctly rounded, as serde_json built with `float_roundtrip` reads every number.
+            (_, _, Rounding::Correct) => match self.text[start..i].parse::<f64>() {
+                Ok(f) if f.is_finite() => f.abs(),
+                _ => return Err(refuse()),
+            },
+            _ => return Err(refuse()),
         };
-        if significand > 1 << 53 {
-            return Err(refuse());
-        }
-        let f = significand as f64;
-        let f = if exponent >= 0 { f * pow } else { f / pow };
         Ok(Number::F64(if negative { -f } else { f }))
     }
 
@@ -276,8 +330,21 @@ impl<'de> Reader<'de> {
                 visitor.visit_borrowed_str(&self.text[start..at])
             }
             Some(b'\\') => {
-                let owned = self.escaped(start, at)?;
-                visitor.visit_string(owned)
+                // Built in the reader's own buffer, kept from string to string; a long string
+                // is handed over whole, a short one copied out as a visitor keeps it.
+                let mut text = std::mem::take(&mut self.scratch);
+                text.clear();
+                self.escaped(start, at, &mut text)?;
+                if text.len() >= HAND_OVER {
+                    if text.capacity() - text.len() > SLACK {
+                        text.shrink_to_fit();
+                    }
+                    visitor.visit_string(text)
+                } else {
+                    let value = visitor.visit_str(&text);
+                    self.scratch = text;
+                    value
+                }
             }
             _ => Err(refuse()),
         }
@@ -293,64 +360,41 @@ impl<'de> Reader<'de> {
                 self.pos = at + 1;
                 Ok(())
             }
-            Some(b'\\') => self.escaped(start, at).map(drop),
+            Some(b'\\') => self.escaped(start, at, &mut ()),
             _ => Err(refuse()),
         }
     }
 
-    /// Builds a string whose text starts at `start` and whose first escape is at `at`.
-    #[cold]
+    /// Reads a string whose text starts at `start` and whose first escape is at `at` into `out`.
     #[inline(never)]
-    fn escaped(&mut self, start: usize, at: usize) -> Result<String> {
+    fn escaped<O: Unescaped>(&mut self, start: usize, at: usize, out: &mut O) -> Result<()> {
         let b = self.bytes();
-        // Unescaping only shortens, so what is left of the text bounds the string: it is never
-        // grown by copying. A string that ends far shorter gives the rest back.
-        let mut out = String::with_capacity((b.len() - start).min(MAX_RESERVE));
         let mut rest = self.text.get(start..).ok_or_else(refuse)?;
         let mut at = at - start;
         loop {
             let (run, tail) = rest.split_at_checked(at).ok_or_else(refuse)?;
-            if !run.is_empty() {
-                out.push_str(run);
-            }
+            // What is left of the text bounds what is left of the string (unescaping only
+            // shortens).
+            out.run(run, tail.len());
             let t = tail.as_bytes();
+            // Each escape's character pushed where it is known, so that pushing it is one byte.
             let len = match t.first() {
                 Some(b'"') => {
                     self.pos = b.len() - t.len() + 1;
-                    if out.capacity() - out.len() > SLACK {
-                        out.shrink_to_fit();
-                    }
-                    return Ok(out);
+                    return Ok(());
                 }
                 Some(b'\\') => match t.get(1) {
-                    Some(b'n') => {
-                        out.push('\n');
-                        2
-                    }
-                    Some(&c @ (b'"' | b'\\' | b'/')) => {
-                        out.push(char::from(c));
-                        2
-                    }
-                    Some(b't') => {
-                        out.push('\t');
-                        2
-                    }
-                    Some(b'r') => {
-                        out.push('\r');
-                        2
-                    }
-                    Some(b'b') => {
-                        out.push('\u{8}');
-                        2
-                    }
-                    Some(b'f') => {
-                        out.push('\u{c}');
-                        2
-                    }
+                    Some(b'n') => out.char('\n', 2),
+                    Some(b'"') => out.char('"', 2),
+                    Some(b'\\') => out.char('\\', 2),
+                    Some(b'/') => out.char('/', 2),
+                    Some(b't') => out.char('\t', 2),
+                    Some(b'r') => out.char('\r', 2),
+                    Some(b'b') => out.char('\u{8}', 2),
+                    Some(b'f') => out.char('\u{c}', 2),
                     Some(b'u') => {
                         let (c, len) = unicode(t)?;
-                        out.push(c);
-                        len
+                        out.char(c, len)
                     }
                     _ => return Err(refuse()),
                 },
@@ -439,6 +483,45 @@ fn unicode(t: &[u8]) -> Result<(char, usize)> {
             Ok((char::from_u32(c).ok_or_else(refuse)?, 12))
         }
         _ => Ok((char::from_u32(unit).ok_or_else(refuse)?, 6)),
+    }
+}
+
+/// Where an escaped string's text goes: a `String`, or nowhere when the string is skipped.
+trait Unescaped {
+    /// A run of plain text, with at most `left` bytes of the string's text after it.
+    fn run(&mut self, run: &str, left: usize);
+    /// The character an escape of `len` bytes stands for; returns `len`.
+    fn char(&mut self, c: char, len: usize) -> usize;
+}
+
+impl Unescaped for String {
+    #[inline]
+    fn run(&mut self, run: &str, left: usize) {
+        if self.capacity() - self.len() < run.len() + 4 {
+            // A string already long is likely longer still: room for the rest of the text at
+            // once. A short one grows fourfold, so that a short string reserves little.
+            let more = if self.len() >= 1024 {
+                left.min(MAX_RESERVE)
+            } else {
+                (3 * self.capacity()).max(256)
+            };
+            self.reserve(run.len() + more);
+        }
+        self.push_str(run);
+    }
+    #[inline(always)]
+    fn char(&mut self, c: char, len: usize) -> usize {
+        self.push(c);
+        len
+    }
+}
+
+impl Unescaped for () {
+    #[inline]
+    fn run(&mut self, _run: &str, _left: usize) {}
+    #[inline(always)]
+    fn char(&mut self, _c: char, len: usize) -> usize {
+        len
     }
 }
 
@@ -640,9 +723,10 @@ impl Items<'_, '_> {
         }
         self.first = false;
         match self.r.peek() {
+            None => Err(refuse()),
             Some(c) if c == close => Err(refuse()),
             Some(c) if close == b'}' && c != b'"' => Err(refuse()),
-            _ => Ok(true),
+            Some(_) => Ok(true),
         }
     }
 }
@@ -739,8 +823,9 @@ mod tests {
     /// What the fast reader makes of `text`, through the generated decoders' own `Value`.
     fn ours(text: &str) -> Option<Value> {
         let mut r = Reader::new(text);
-        let v = Value::decode(&mut r).ok()?;
-        r.end().ok().map(|()| v)
+        let v = Value::decode(&mut r);
+        assert!(r.pos <= text.len(), "read past the end of {text:?}");
+        r.end().ok().and(v.ok())
     }
 
     /// What serde_json makes of it, through the same visitor.
@@ -840,6 +925,34 @@ mod tests {
             agrees(n);
         }
         assert!(!agrees("01") && !agrees("1.") && !agrees("+1"));
+        // Past 2^53 digits within 22 of the point, what serde_json gives depends on how it was
+        // built; the reader asks it once (`rounding`) and reads these too.
+        assert_ne!(
+            super::rounding(),
+            super::Rounding::Other,
+            "serde_json reads numbers as floats here"
+        );
+        for n in [
+            "0.30000000000000004",
+            "9007199254740993e-7",
+            "-9007199254740993E-7",
+            "0.9007199254740993",
+            "1234567890123456789e-22",
+        ] {
+            assert!(agrees(n), "{n} is read the quick way");
+        }
+        // Past 64 bits of digits: read the quick way only when serde_json rounds correctly.
+        for n in [
+            "18446744073709551615.5",
+            "123456789012345678901234567890",
+            "-0.123456789012345678901234e-3",
+        ] {
+            assert_eq!(
+                agrees(n),
+                super::rounding() == super::Rounding::Correct,
+                "{n}"
+            );
+        }
     }
 
     #[test]
@@ -876,6 +989,18 @@ mod tests {
         ] {
             assert!(!agrees(s), "{s:?} is refused");
         }
+        // Long strings (handed over whole) and many short ones (built in one buffer in turn).
+        let long = format!("\"{}\"", "seventeen bytes \\n".repeat(600));
+        assert!(agrees(&long) && agrees(&format!("[{long},{long}]")));
+        let late = format!("\"{}\\t\"", "x".repeat(9000));
+        assert!(agrees(&late));
+        let many = format!(
+            "[{}]",
+            vec![r#""a\n""#, r#""\u00e9\"b""#, r#""plain""#]
+                .repeat(300)
+                .join(",")
+        );
+        assert!(agrees(&many));
         // A raw control character at every place across the eight-byte words the search reads.
         for at in 0..40 {
             let mut s = "x".repeat(40);

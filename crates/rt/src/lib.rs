@@ -273,6 +273,9 @@ where
 /// document the fast reader reads) and messages are the ones reported.
 #[inline]
 fn read_fast<T: Wire>(input: &str) -> Option<T> {
+    if json::rounding() == json::Rounding::Other {
+        return None;
+    }
     let mut reader = json::Reader::new(input);
     let mut place = None;
     T::decode_into(&mut reader, &mut place).and_then(|()| reader.end()).ok()?;
