@@ -1007,7 +1007,7 @@ mod tests {
         assert!(agrees(&late));
         let many = format!(
             "[{}]",
-            vec![r#""a\n""#, r#""\u00e9\"b""#, r#""plain""#]
+            [r#""a\n""#, r#""\u00e9\"b""#, r#""plain""#]
                 .repeat(300)
                 .join(",")
         );
