@@ -3,9 +3,9 @@
 //!
 //! It accepts a subset of what serde_json accepts and decodes what it accepts to the same values
 //! (the same numbers, bit for bit; the same strings; the same nesting limit of 127). Anything it
-//! does not read the quick way, it refuses: a number serde_json would read in a way this build of
-//! it does not tell ([`rounding`]), a `\u` escape of a lone surrogate, a value asked for as a raw
-//! value, an enum, bytes or a 128-bit integer, and anything that is not JSON. The caller then
+//! does not read the quick way, it refuses: a number it cannot read to the same bits as this
+//! build's serde_json ([`rounding`]), a `\u` escape of a lone surrogate, a value asked for as a
+//! raw value, an enum, bytes or a 128-bit integer, and anything that is not JSON. The caller then
 //! reads the document again with serde_json, whose verdict and error messages are the ones
 //! reported. So this reader's errors are never shown, and carry no position.
 //!
@@ -30,7 +30,7 @@ const POW10: [f64; 23] = [
     1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
 ];
 
-/// The longest number read with the standard library's correct rounding.
+/// The longest number text, in bytes, read with the standard library's correct rounding.
 const MAX_DIGITS: usize = 256;
 
 /// The most an escaped string reserves at once before it knows its length.
