@@ -464,6 +464,21 @@ impl<'de> Reader<'de> {
         self.nested(b'}', |r| visitor.visit_map(Items { r, first: true }))
     }
 
+    /// A value read as [`Deserializer::deserialize_any`] reads it, when its first byte is one
+    /// `first` allows: what a visitor asking for one kind of value gets (serde_json refuses the
+    /// other kinds for it too).
+    #[inline]
+    fn only<V: Visitor<'de>>(
+        &mut self,
+        first: impl Fn(u8) -> bool,
+        visitor: V,
+    ) -> Result<V::Value> {
+        match self.peek() {
+            Some(c) if first(c) => self.deserialize_any(visitor),
+            _ => Err(refuse()),
+        }
+    }
+
     fn visit_number<V: Visitor<'de>>(&mut self, visitor: V) -> Result<V::Value> {
         match self.number()? {
             Number::U64(n) => visitor.visit_u64(n),
@@ -601,17 +616,11 @@ impl<'de> Deserializer<'de> for &mut Reader<'de> {
     }
 
     fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        match self.peek() {
-            Some(b't' | b'f') => self.deserialize_any(visitor),
-            _ => Err(refuse()),
-        }
+        self.only(|c| matches!(c, b't' | b'f'), visitor)
     }
 
     fn deserialize_i64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        match self.peek() {
-            Some(b'-' | b'0'..=b'9') => self.visit_number(visitor),
-            _ => Err(refuse()),
-        }
+        self.only(|c| matches!(c, b'-' | b'0'..=b'9'), visitor)
     }
 
     // Every number is read as serde_json reads it, whatever the visitor asked for: the visitor
@@ -621,13 +630,7 @@ impl<'de> Deserializer<'de> for &mut Reader<'de> {
     refused! { deserialize_f32 deserialize_i128 deserialize_u128 deserialize_bytes deserialize_byte_buf }
 
     fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        match self.peek() {
-            Some(b'"') => {
-                self.pos += 1;
-                self.string(visitor)
-            }
-            _ => Err(refuse()),
-        }
+        self.only(|c| c == b'"', visitor)
     }
     forward! { deserialize_str => deserialize_string deserialize_char deserialize_identifier }
 
@@ -641,10 +644,7 @@ impl<'de> Deserializer<'de> for &mut Reader<'de> {
         }
     }
     fn deserialize_unit<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        match self.peek() {
-            Some(b'n') => self.deserialize_any(visitor),
-            _ => Err(refuse()),
-        }
+        self.only(|c| c == b'n', visitor)
     }
     fn deserialize_unit_struct<V: Visitor<'de>>(
         self,
@@ -666,10 +666,7 @@ impl<'de> Deserializer<'de> for &mut Reader<'de> {
     }
 
     fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        match self.peek() {
-            Some(b'[') => self.seq(visitor),
-            _ => Err(refuse()),
-        }
+        self.only(|c| c == b'[', visitor)
     }
     fn deserialize_tuple<V: Visitor<'de>>(self, _len: usize, visitor: V) -> Result<V::Value> {
         self.deserialize_seq(visitor)
@@ -683,10 +680,7 @@ impl<'de> Deserializer<'de> for &mut Reader<'de> {
         self.deserialize_seq(visitor)
     }
     fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        match self.peek() {
-            Some(b'{') => self.map(visitor),
-            _ => Err(refuse()),
-        }
+        self.only(|c| c == b'{', visitor)
     }
     fn deserialize_struct<V: Visitor<'de>>(
         self,
