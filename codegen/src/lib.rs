@@ -82,6 +82,7 @@ pub struct Config {
     typescript: typescript::TypeScriptOptions,
     methods: Option<PathBuf>,
     service: Option<String>,
+    objects_as_text: bool,
 }
 
 impl Default for Config {
@@ -95,6 +96,7 @@ impl Default for Config {
             typescript: typescript::TypeScriptOptions::default(),
             methods: None,
             service: None,
+            objects_as_text: false,
         }
     }
 }
@@ -176,6 +178,18 @@ impl Config {
         self
     }
 
+    /// Whether a free-form object (an object schema that declares no properties, such as MCP's
+    /// tool `arguments`) is generated as `openagents_rt::RawObject`, the object's checked JSON
+    /// text, instead of a `serde_json::Map` (`openagents-codegen rust --objects-as-text`).
+    /// Decoding checks the same things either way; kept as text, the object is not built into a
+    /// map, so a server that hands it on, or reads it into its own type with
+    /// `RawObject::parse`, pays for one reading instead of two. Off by default; not with
+    /// [`Config::schemars`].
+    pub fn objects_as_text(mut self, on: bool) -> Self {
+        self.objects_as_text = on;
+        self
+    }
+
     /// The path the generated `service` module names the `openagents-rpc` crate by (default
     /// `::openagents_rpc`); turns the module on.
     pub fn rpc_crate(mut self, path: impl Into<String>) -> Self {
@@ -228,7 +242,7 @@ impl Config {
     ///
     /// The first [`SchemaError`].
     pub fn rust_for(&self, docs: &Documents, space: &TypeSpace) -> Result<String, SchemaError> {
-        rust::emit(space, docs, &rust::RustOptions { runtime: self.runtime.clone(), schemars: self.schemars, service: self.service.clone() })
+        rust::emit(space, docs, &rust::RustOptions { runtime: self.runtime.clone(), schemars: self.schemars, service: self.service.clone(), objects_as_text: self.objects_as_text })
     }
 
     /// The generated TypeScript modules for the schema folder, as `(file name, contents)` pairs;
@@ -371,5 +385,5 @@ fn write_modules(dir: &Path, files: &[(String, String)], header: &str) -> Result
 pub fn rust_from_texts<'a>(texts: impl IntoIterator<Item = (&'a str, &'a str)>, runtime: &str) -> Result<String, SchemaError> {
     let docs = Documents::from_texts(texts)?;
     let space = lower::lower(&docs)?;
-    rust::emit(&space, &docs, &rust::RustOptions { runtime: runtime.into(), schemars: false, service: None })
+    rust::emit(&space, &docs, &rust::RustOptions { runtime: runtime.into(), schemars: false, service: None, objects_as_text: false })
 }

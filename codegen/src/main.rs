@@ -59,6 +59,10 @@ enum Command {
         /// The path of the `openagents-rpc` crate the service module names (implies --service).
         #[arg(long, value_name = "PATH")]
         rpc_crate: Option<String>,
+        /// Generate free-form objects (an object schema that declares no properties) as
+        /// `openagents_rt::RawObject`, their checked JSON text, instead of `serde_json::Map`.
+        #[arg(long)]
+        objects_as_text: bool,
         /// Write to FILE instead of stdout.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
@@ -190,8 +194,8 @@ fn run(command: Command) -> anyhow::Result<()> {
             };
             return Ok(config.write_typescript(&out_dir)?);
         }
-        Command::Rust { schema, runtime, service, rpc_crate, out } => {
-            let config = config(&schema).runtime(runtime).service(service);
+        Command::Rust { schema, runtime, service, rpc_crate, objects_as_text, out } => {
+            let config = config(&schema).runtime(runtime).service(service).objects_as_text(objects_as_text);
             let config = match rpc_crate {
                 Some(path) => config.rpc_crate(path),
                 None => config,

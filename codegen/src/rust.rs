@@ -30,6 +30,9 @@ pub struct RustOptions {
     /// Also emit the `service` module (see [`crate::Config::service`]), naming the
     /// `openagents-rpc` crate by this path; `None`: nothing of it.
     pub service: Option<String>,
+    /// Free-form objects as the runtime's `RawObject` (checked JSON text) instead of
+    /// `serde_json::Map` (see [`crate::Config::objects_as_text`]).
+    pub objects_as_text: bool,
 }
 
 struct Emitter<'a> {
@@ -39,6 +42,7 @@ struct Emitter<'a> {
     needs_check: BTreeSet<String>,
     label: std::cell::Cell<usize>,
     sx: crate::schemars_attrs::Schemars<'a>,
+    objects_as_text: bool,
 }
 
 const KEYWORDS: &[&str] = &[
@@ -111,7 +115,18 @@ fn f64_lit(f: f64) -> Literal {
 /// A [`SchemaError`] if the generated code does not parse (a generator bug).
 pub fn emit(space: &TypeSpace, docs: &Documents, opts: &RustOptions) -> Result<String, SchemaError> {
     let rt: TokenStream = opts.runtime.parse().map_err(|e| SchemaError::new("", "", "", format!("bad runtime path: {e}")))?;
-    let mut e = Emitter { space, rt, boxed: BTreeSet::new(), needs_check: BTreeSet::new(), label: std::cell::Cell::new(0), sx: crate::schemars_attrs::Schemars { space, enabled: opts.schemars } };
+    if opts.schemars && opts.objects_as_text {
+        return Err(SchemaError::new("", "", "", "objects kept as text have no schemars schema: choose either the schemars derives or objects as text"));
+    }
+    let mut e = Emitter {
+        space,
+        rt,
+        boxed: BTreeSet::new(),
+        needs_check: BTreeSet::new(),
+        label: std::cell::Cell::new(0),
+        sx: crate::schemars_attrs::Schemars { space, enabled: opts.schemars },
+        objects_as_text: opts.objects_as_text,
+    };
     e.compute_boxes();
     e.compute_needs_check();
     let mut items = Vec::new();
@@ -267,6 +282,7 @@ impl Emitter<'_> {
                 let inner = self.ty_at("", r, in_module);
                 quote!(std::collections::BTreeMap<#string, #inner>)
             }
+            Repr::Object if self.objects_as_text => quote!(#rt::RawObject),
             Repr::Object => quote!(serde_json::Map<#string, serde_json::Value>),
             Repr::Named(n) => {
                 let id = type_ident(n);

@@ -146,6 +146,43 @@ fn each_published_schema_generates_rust_python_and_typescript() {
 }
 
 #[test]
+fn objects_as_text_changes_the_free_form_objects_alone() {
+    let config = Config::new().schema_dir(vendored_dir().join("mcp-2026-07-28.schema.json"));
+    let maps = config.generate_rust().expect("MCP generates");
+    let text = config.clone().objects_as_text(true).generate_rust().expect("MCP generates with objects as text");
+    let arguments = |rust: &str| {
+        let at = rust.find("pub struct CallToolRequestParams").expect("the params struct");
+        let field = rust[at..].find("pub arguments:").map(|i| at + i).expect("its arguments");
+        rust[field..field + rust[field..].find('\n').expect("a line")].to_owned()
+    };
+    assert_eq!(arguments(&maps), "pub arguments: Option<serde_json::Map<String, serde_json::Value>>,");
+    assert_eq!(arguments(&text), "pub arguments: Option<::openagents_rt::RawObject>,");
+    // Nothing else changed: with every map of values written as text in both, the two outputs
+    // are the same tokens; and the maps left in the text output are a tagged union's unknown
+    // variant, which holds the whole object it did not know.
+    const MAP: &str = "serde_json::Map<String,serde_json::Value>";
+    const RAW: &str = "::openagents_rt::RawObject";
+    // Without whitespace, and without the trailing commas the printer adds where a line breaks.
+    let squeezed = |rust: &str| {
+        let s: String = rust.split_whitespace().collect();
+        [",)", ",}", ",]", ",>"].iter().fold(s, |s, t| s.replace(t, &t[1..]))
+    };
+    let (maps, text) = (squeezed(&maps), squeezed(&text));
+    let (a, b) = (maps.replace(MAP, RAW), text.replace(MAP, RAW));
+    if let Some(at) = a.bytes().zip(b.bytes()).position(|(x, y)| x != y) {
+        let from = at.saturating_sub(200);
+        panic!("the outputs differ beyond the objects:\n{}\n--\n{}", &a[from..(at + 200).min(a.len())], &b[from..(at + 200).min(b.len())]);
+    }
+    assert_eq!(a.len(), b.len());
+    let raws = text.matches(RAW).count();
+    assert!(raws > 0);
+    assert_eq!(text.matches(MAP).count() + raws, maps.matches(MAP).count() + maps.matches(RAW).count());
+    assert_eq!(text.matches(MAP).count(), text.matches(&format!("Unknown({MAP})")).count() + text.matches(&format!("from_object(mutmap:{MAP})")).count());
+    let refused = config.objects_as_text(true).schemars(true).generate_rust().expect_err("not with schemars");
+    assert!(refused.to_string().contains("schemars"), "{refused}");
+}
+
+#[test]
 fn the_check_command_prints_the_first_refusals_in_full_then_how_many_more() {
     // A schema with more refusals than are shown: 60 types each using a keyword outside the subset.
     let dir = std::env::temp_dir().join(format!("openagents-refusals-{}", std::process::id()));

@@ -3,9 +3,13 @@
 
 use std::path::PathBuf;
 
-const SCHEMAS: &[(&str, &str)] = &[
-    ("acp-v1.schema.json", "acp_v1"),
-    ("mcp-2026-07-28.schema.json", "mcp_2026_07_28"),
+/// Each schema file, the module it is generated into, and whether free-form objects are kept as
+/// text (`Config::objects_as_text`).
+const SCHEMAS: &[(&str, &str, bool)] = &[
+    ("acp-v1.schema.json", "acp_v1", false),
+    ("mcp-2026-07-28.schema.json", "mcp_2026_07_28", false),
+    ("acp-v1.schema.json", "acp_v1_text", true),
+    ("mcp-2026-07-28.schema.json", "mcp_2026_07_28_text", true),
 ];
 
 fn main() {
@@ -14,11 +18,12 @@ fn main() {
     );
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     println!("cargo:rerun-if-changed=build.rs");
-    for (file, module) in SCHEMAS {
+    for &(file, module, objects_as_text) in SCHEMAS {
         let path = manifest.join("../third-party-schemas").join(file);
         println!("cargo:rerun-if-changed={}", path.display());
         let code = match openagents_codegen::Config::new()
             .schema_dir(&path)
+            .objects_as_text(objects_as_text)
             .generate_rust()
         {
             Ok(code) => code,

@@ -13,11 +13,14 @@ use openagents_codegen::model::TypeKind;
 
 const RUNTIME: &str = "::openagents_rt";
 
-/// Each vendored schema and the module its Rust becomes.
-const SCHEMAS: &[(&str, &str)] = &[
-    ("acp-v1.schema.json", "acp_v1"),
-    ("mcp-2026-07-28.schema.json", "mcp_2026_07_28"),
-    ("mcp-2025-11-25.schema.json", "mcp_2025_11_25"),
+/// Each vendored schema, the module its Rust becomes, and whether free-form objects are kept as
+/// text (`Config::objects_as_text`).
+const SCHEMAS: &[(&str, &str, bool)] = &[
+    ("acp-v1.schema.json", "acp_v1", false),
+    ("mcp-2026-07-28.schema.json", "mcp_2026_07_28", false),
+    ("mcp-2025-11-25.schema.json", "mcp_2025_11_25", false),
+    ("acp-v1.schema.json", "acp_v1_text", true),
+    ("mcp-2026-07-28.schema.json", "mcp_2026_07_28_text", true),
 ];
 
 fn main() {
@@ -27,10 +30,10 @@ fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let dir = manifest.join("../third-party-schemas");
     println!("cargo:rerun-if-changed=build.rs");
-    for (file, module) in SCHEMAS {
+    for &(file, module, objects_as_text) in SCHEMAS {
         let path = dir.join(file);
         println!("cargo:rerun-if-changed={}", path.display());
-        let code = generate(&path);
+        let code = generate(&path, objects_as_text);
         if let Err(e) = std::fs::write(out.join(format!("{module}.rs")), code) {
             fail(&format!("cannot write {module}.rs: {e}"));
         }
@@ -43,8 +46,10 @@ fn fail(message: &str) -> ! {
 }
 
 /// The generated Rust of one schema file, and its `check_document`.
-fn generate(path: &Path) -> String {
-    let mut config = openagents_codegen::Config::new().schema_dir(path);
+fn generate(path: &Path, objects_as_text: bool) -> String {
+    let mut config = openagents_codegen::Config::new()
+        .schema_dir(path)
+        .objects_as_text(objects_as_text);
     // A method file beside the schema (`<name>.methods.json`) declares the methods of a schema
     // that does not mark them itself (MCP).
     let methods = path.with_extension("").with_extension("methods.json");

@@ -24,6 +24,10 @@ type Result<T> = std::result::Result<T, Error>;
 /// How deep arrays and objects may nest: serde_json's limit (it refuses the 128th level).
 const DEPTH: u8 = 128;
 
+/// How many keys of one object a value kept as text compares one by one before it keeps them
+/// in a set.
+const KEYS_IN_A_ROW: usize = 16;
+
 /// The powers of ten a float's value is computed with: each exactly an `f64`.
 const POW10: [f64; 23] = [
     1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
@@ -479,6 +483,70 @@ impl<'de> Reader<'de> {
         }
     }
 
+    /// The text of the next value, checked as [`crate::Skip`] checks it (no key given twice at
+    /// any depth) with the nesting limit counted from the value itself: the checks serde_json
+    /// and [`crate::Skip`] make of the same text on its own, which is what a value kept as text
+    /// gets on the serde_json path.
+    fn text_of_value(&mut self) -> Result<&'de str> {
+        self.peek();
+        let start = self.pos;
+        let depth = std::mem::replace(&mut self.depth, DEPTH);
+        let read = self.skip_unique(&mut Vec::new());
+        self.depth = depth;
+        read?;
+        self.text.get(start..self.pos).ok_or_else(refuse)
+    }
+
+    /// Skips one value, refusing what [`crate::Skip`] refuses (a key given twice in any object)
+    /// without building its strings. `keys` holds the keys of the objects being read, innermost
+    /// last, each object's compared one by one until it has [`KEYS_IN_A_ROW`], then through a
+    /// set.
+    fn skip_unique(&mut self, keys: &mut Vec<crate::Key<'de>>) -> Result<()> {
+        match self.peek() {
+            Some(b'[') => self.nested(b']', |r| {
+                let mut items = Items { r, first: true };
+                while items.more(b']')? {
+                    items.r.skip_unique(keys)?;
+                }
+                Ok(())
+            }),
+            Some(b'{') => self.nested(b'}', |r| {
+                let mut items = Items { r, first: true };
+                let base = keys.len();
+                let mut set: Option<std::collections::HashSet<std::borrow::Cow<'de, str>>> = None;
+                let read = (|| {
+                    while items.more(b'}')? {
+                        let key = <crate::Key<'de> as serde::Deserialize>::deserialize(KeyReader(
+                            &mut *items.r,
+                        ))?;
+                        let twice = match &mut set {
+                            Some(set) => !set.insert(key.0.clone()),
+                            None => keys[base..].iter().any(|k| k.as_str() == key.as_str()),
+                        };
+                        if twice {
+                            return Err(refuse());
+                        }
+                        if set.is_none() {
+                            keys.push(key);
+                            if keys.len() - base > KEYS_IN_A_ROW {
+                                set = Some(keys.drain(base..).map(|k| k.0).collect());
+                            }
+                        }
+                        if items.r.peek() != Some(b':') {
+                            return Err(refuse());
+                        }
+                        items.r.pos += 1;
+                        items.r.skip_unique(keys)?;
+                    }
+                    Ok(())
+                })();
+                keys.truncate(base);
+                read
+            }),
+            _ => self.skip(),
+        }
+    }
+
     fn visit_number<V: Visitor<'de>>(&mut self, visitor: V) -> Result<V::Value> {
         match self.number()? {
             Number::U64(n) => visitor.visit_u64(n),
@@ -562,6 +630,66 @@ fn hex4(b: &[u8], at: usize) -> Result<u32> {
         n = n * 16 + u32::from(v);
     }
     Ok(n)
+}
+
+/// The name a value kept as text ([`crate::RawObject`]) asks a deserializer by. This reader
+/// answers with a map of one entry, this name to the value's text ([`RawText`]), checked; any
+/// other deserializer with a newtype struct, as for any name it does not know.
+pub(crate) const TEXT: &str = "$openagents_rt::private::Text";
+
+/// The name serde_json's `RawValue` asks a deserializer by, and answers as [`TEXT`] is answered:
+/// how a `Box<RawValue>` is made of text already checked without serde_json reading it again.
+/// Should a later serde_json ask otherwise, the value is refused here and read by serde_json.
+const SERDE_RAW: &str = "$serde_json::private::RawValue";
+
+/// A map of one entry, from a private name to the value `value` deserializes.
+struct Entry<D> {
+    key: &'static str,
+    value: Option<D>,
+}
+
+impl<'de, D: Deserializer<'de, Error = Error>> MapAccess<'de> for Entry<D> {
+    type Error = Error;
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
+        if self.value.is_none() {
+            return Ok(None);
+        }
+        seed.deserialize(de::value::BorrowedStrDeserializer::new(self.key))
+            .map(Some)
+    }
+    fn next_value_seed<S: DeserializeSeed<'de>>(&mut self, seed: S) -> Result<S::Value> {
+        match self.value.take() {
+            Some(value) => seed.deserialize(value),
+            None => Err(refuse()),
+        }
+    }
+}
+
+/// A value's text, already checked, as serde_json's `RawValue` asks for it.
+struct RawText<'de>(&'de str);
+
+impl<'de> Deserializer<'de> for RawText<'de> {
+    type Error = Error;
+    fn deserialize_any<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value> {
+        Err(refuse())
+    }
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value> {
+        if name != SERDE_RAW {
+            return Err(refuse());
+        }
+        visitor.visit_map(Entry {
+            key: SERDE_RAW,
+            value: Some(de::value::BorrowedStrDeserializer::new(self.0)),
+        })
+    }
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option
+        unit unit_struct seq tuple tuple_struct map struct enum identifier ignored_any
+    }
 }
 
 /// Deserializer methods that read as another one does.
@@ -658,6 +786,13 @@ impl<'de> Deserializer<'de> for &mut Reader<'de> {
         name: &'static str,
         visitor: V,
     ) -> Result<V::Value> {
+        if name == TEXT {
+            let text = self.text_of_value()?;
+            return visitor.visit_map(Entry {
+                key: TEXT,
+                value: Some(RawText(text)),
+            });
+        }
         // serde_json's raw values and arbitrary-precision numbers ask by a private name.
         if name.starts_with("$serde_json") {
             return Err(refuse());
@@ -1203,5 +1338,111 @@ mod tests {
             read * 10 > valid * 6,
             "the reader reads most of them itself ({read} of {valid})"
         );
+    }
+
+    /// `text` decoded as `T` by the reader (`ours`) and by serde_json (`theirs`).
+    fn both<T: Wire>(text: &str) -> (Option<T>, Option<T>) {
+        let mut r = Reader::new(text);
+        let ours = T::decode(&mut r).ok().filter(|_| r.end().is_ok());
+        let mut de = serde_json::Deserializer::from_str(text);
+        let theirs = T::decode(&mut de).ok().filter(|_| de.end().is_ok());
+        (ours, theirs)
+    }
+
+    /// Asserts an object kept as text is accepted where a map is, by the reader and by
+    /// serde_json alike, with the same value and, from the reader, the very text; returns
+    /// whether the reader read it.
+    fn text_agrees(text: &str) -> bool {
+        let (map_ours, map_theirs) = both::<serde_json::Map<String, Value>>(text);
+        let (raw_ours, raw_theirs) = both::<crate::RawObject>(text);
+        assert_eq!(
+            raw_theirs.is_some(),
+            map_theirs.is_some(),
+            "kept as text and as a map, {text:?} is judged differently"
+        );
+        if let (Some(raw), Some(map)) = (&raw_theirs, &map_theirs) {
+            assert_eq!(raw.to_map().ok().as_ref(), Some(map), "{text:?}");
+            assert_eq!(raw.get(), text.trim_matches([' ', '\t', '\r', '\n']));
+        }
+        assert!(map_ours.is_none() || raw_ours.is_some(), "the reader reads {text:?} as a map, not as text");
+        match raw_ours {
+            Some(raw) => {
+                assert_eq!(Some(&raw), raw_theirs.as_ref(), "{text:?}");
+                assert_eq!(raw.get(), text.trim_matches([' ', '\t', '\r', '\n']));
+                true
+            }
+            None => false,
+        }
+    }
+
+    #[test]
+    fn objects_kept_as_text_are_checked_as_maps_are() {
+        for text in [
+            "{}",
+            " { \"a\" : [ 1, {\"b\": null} ] } ",
+            r#"{"a":"\u00e9\n","b":{"c":[true,false,-0.5e3]}}"#,
+        ] {
+            assert!(text_agrees(text), "{text} is read the quick way");
+        }
+        for text in [
+            "[]",
+            "1",
+            "\"a\"",
+            "null",
+            r#"{"a":1,"a":2}"#,
+            r#"{"a":{"b":1,"b":1}}"#,
+            r#"{"a":[{"b":1,"b":1}]}"#,
+            r#"{"a":"\ud800"}"#,
+            r#"{"a":1e400}"#,
+            "{\"a\":1",
+            "{\"a\":1}x",
+        ] {
+            assert!(!text_agrees(text), "{text:?} is refused");
+        }
+        // Keys are compared within their own object, one by one and then through a set.
+        assert!(text_agrees(r#"{"a":{"a":{"a":1},"b":[{"a":2,"b":3}]},"b":{"b":1}}"#));
+        let many = |n: usize, again: Option<usize>| {
+            let mut members: Vec<String> = (0..n).map(|i| format!("\"k{i}\":{{\"k{i}\":{i}}}")).collect();
+            if let Some(i) = again {
+                members.push(format!("\"k{i}\":0"));
+            }
+            format!("{{{}}}", members.join(","))
+        };
+        for n in [1, 15, 16, 17, 40] {
+            assert!(text_agrees(&many(n, None)), "{n} keys");
+            for i in [0, n / 2, n - 1] {
+                assert!(!text_agrees(&many(n, Some(i))), "{n} keys, the key {i} again");
+            }
+        }
+        let objects = |n: usize| format!("{}1{}", "{\"k\":".repeat(n), "}".repeat(n));
+        assert!(text_agrees(&objects(127)));
+        assert!(!text_agrees(&objects(128)));
+        // Inside an array, the limit counts from the object, on both paths alike.
+        let inside = format!("[{}]", objects(127));
+        let (in_ours, in_theirs) = both::<Vec<crate::RawObject>>(&inside);
+        assert!(in_ours.is_some() && in_ours == in_theirs);
+        // Generated documents, each under a key, and their mutations.
+        let (mut valid, mut read) = (0, 0);
+        for seed in 1..=2000u64 {
+            let mut g = Gen(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            let mut value = String::new();
+            g.value(0, &mut value);
+            let text = format!("{{\"v\":{value},\"w\":[{value}]}}");
+            if theirs(&text).is_some() {
+                valid += 1;
+                read += usize::from(text_agrees(&text));
+            }
+            let at = g.below(text.len() as u64 + 1) as usize;
+            if text.is_char_boundary(at) {
+                let mut cut = text.clone();
+                cut.truncate(at);
+                text_agrees(&cut);
+                let mut twice = text.clone();
+                twice.insert_str(at, ",\"v\":1");
+                text_agrees(&twice);
+            }
+        }
+        assert!(valid > 1000, "the generator makes JSON ({valid} of 2000)");
+        assert!(read * 10 > valid * 6, "the reader reads most of them itself ({read} of {valid})");
     }
 }

@@ -933,6 +933,175 @@ impl Wire for Map<String, Value> {
     }
 }
 
+/// An object of any members, kept as the JSON text it arrived in: what a free-form object (an
+/// object schema that declares no properties, such as MCP's tool `arguments`) decodes to when
+/// the generator is asked to keep such objects as text (`openagents-codegen rust
+/// --objects-as-text`, `Config::objects_as_text`). Decoding checks it as the
+/// [`Map`] it otherwise is, without building the map: it is a JSON object, no
+/// key is given twice at any depth, and it nests no deeper than serde_json reads (counted from the
+/// object itself). Whoever uses it reads it into their own type with [`RawObject::parse`], once
+/// they know what it should hold; passed on untouched, it is written out as it came.
+///
+/// A value decoded through serde_json's [`Value`] (a tagged union's member that came before the
+/// tag, say) is kept as serde_json writes that value: the same JSON value, perhaps not the same
+/// text. Equality compares the values, not the texts.
+#[derive(Clone)]
+pub struct RawObject(Box<serde_json::value::RawValue>);
+
+impl RawObject {
+    /// The object's JSON text.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The object read as `T`.
+    ///
+    /// # Errors
+    ///
+    /// serde_json's, when the object does not read as a `T`.
+    pub fn parse<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_str(self.get())
+    }
+
+    /// The object's members, as the map the generated type holds without the option.
+    ///
+    /// # Errors
+    ///
+    /// None is expected: the text was checked when it was decoded or made.
+    pub fn to_map(&self) -> Result<Map<String, Value>, serde_json::Error> {
+        self.parse()
+    }
+
+    /// The object written from a map.
+    ///
+    /// # Errors
+    ///
+    /// None is expected: serde_json writes every map of values.
+    pub fn from_map(map: &Map<String, Value>) -> Result<Self, serde_json::Error> {
+        serde_json::value::to_raw_value(map).map(RawObject)
+    }
+
+    /// serde_json's raw value of the object.
+    pub fn as_raw(&self) -> &serde_json::value::RawValue {
+        &self.0
+    }
+
+    /// The object as serde_json's raw value.
+    pub fn into_raw(self) -> Box<serde_json::value::RawValue> {
+        self.0
+    }
+
+    /// The text as a [`RawObject`], when it is what decoding one accepts.
+    fn checked(raw: Box<serde_json::value::RawValue>) -> Result<Self, String> {
+        if !raw.get().starts_with('{') {
+            return Err(format!("invalid type: {}, expected an object", kind_of_text(raw.get())));
+        }
+        Ok(RawObject(raw))
+    }
+}
+
+/// What a JSON text is, by its first byte, in serde's words for an unexpected value.
+fn kind_of_text(text: &str) -> &'static str {
+    match text.as_bytes().first() {
+        Some(b'[') => "sequence",
+        Some(b'"') => "string",
+        Some(b't' | b'f') => "boolean",
+        Some(b'n') => "null",
+        Some(b'{') => "map",
+        _ => "number",
+    }
+}
+
+impl TryFrom<String> for RawObject {
+    type Error = serde_json::Error;
+    /// The text, when it is one JSON object that decoding a [`RawObject`] accepts (surrounding
+    /// whitespace dropped).
+    fn try_from(text: String) -> Result<Self, serde_json::Error> {
+        let raw = serde_json::value::RawValue::from_string(text)?;
+        check_text(raw.get())?;
+        RawObject::checked(raw).map_err(de::Error::custom)
+    }
+}
+
+impl fmt::Debug for RawObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("RawObject").field(&self.get()).finish()
+    }
+}
+
+impl fmt::Display for RawObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.get())
+    }
+}
+
+impl PartialEq for RawObject {
+    fn eq(&self, other: &Self) -> bool {
+        if self.get() == other.get() {
+            return true;
+        }
+        match (self.parse::<Value>(), other.parse::<Value>()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Serialize for RawObject {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawObject {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        <Self as Wire>::decode(d)
+    }
+}
+
+impl Wire for RawObject {
+    fn decode<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = d.deserialize_newtype_struct(json::TEXT, TextVisitor)?;
+        RawObject::checked(raw).map_err(de::Error::custom)
+    }
+}
+
+/// A value's text: from the runtime's reader, checked as it was read; from any other
+/// deserializer, serde_json's raw value of it, then checked.
+struct TextVisitor;
+
+impl<'de> Visitor<'de> for TextVisitor {
+    type Value = Box<serde_json::value::RawValue>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        match map.next_key::<Key<'de>>()? {
+            Some(k) if k.as_str() == json::TEXT => map.next_value(),
+            _ => Err(de::Error::custom("expected a JSON value's text")),
+        }
+    }
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
+        check_text(raw.get()).map_err(de::Error::custom)?;
+        Ok(raw)
+    }
+}
+
+/// What decoding a value kept as text checks of its text: JSON, no key given twice at any depth,
+/// nested no deeper than serde_json reads.
+fn check_text(text: &str) -> Result<(), serde_json::Error> {
+    if json::rounding() != json::Rounding::Other {
+        let mut reader = json::Reader::new(text);
+        if Skip::deserialize(&mut reader).and_then(|_| reader.end()).is_ok() {
+            return Ok(());
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    Skip::deserialize(&mut de)?;
+    de.end()
+}
+
 /// An object's members as a [`Map`], refusing a key given twice.
 fn object_members<'de, A: MapAccess<'de>>(mut map: A) -> Result<Map<String, Value>, A::Error> {
     let mut out = Map::new();

@@ -13,7 +13,10 @@
 //! - `b_value_jsonschema`: `serde_json::from_slice::<Value>` + `Validator::is_valid`, the
 //!   validator compiled once from `{"$ref": "#/$defs/<T>", "$defs": <the schema's $defs>}`;
 //! - `c_typed_from_slice`: `serde_json::from_slice::<T>(bytes)`: the generated type's serde
-//!   `Deserialize` (the same exact decoder as (a)) without the checks.
+//!   `Deserialize` (the same exact decoder as (a)) without the checks;
+//! - `a3_objects_as_text`, `c3_objects_as_text`: (a) and (c) for the type generated with
+//!   free-form objects kept as checked text (`Config::objects_as_text`: MCP's tool `arguments`,
+//!   ACP's `_meta`), which are then not built into maps.
 //!
 //! Criterion measures each case; then an interleaved loop (short batches, the cases round-robin
 //! with the order rotating each round) gives the medians the ratios are read from, so load from
@@ -26,16 +29,22 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
-use openagents_bench_published::{DocumentSet, acp_v1, corpus, mcp_2026_07_28, schema_text};
+use openagents_bench_published::{
+    DocumentSet, acp_v1, acp_v1_text, corpus, mcp_2026_07_28, mcp_2026_07_28_text, schema_text,
+};
 use openagents_rt as rt;
 use serde_json::Value;
 
-const CASES: [&str; 4] = [
+const CASES: [&str; 6] = [
     "a_typed_validated",
     "a2_validate_document",
     "b_value_jsonschema",
     "c_typed_from_slice",
+    "a3_objects_as_text",
+    "c3_objects_as_text",
 ];
+/// The cases that check the schema (each must refuse a broken document).
+const CHECKING: [usize; 4] = [0, 1, 2, 4];
 
 /// A case over a set's documents: how many it accepted.
 type OverDocs = fn(&[Vec<u8>]) -> usize;
@@ -51,6 +60,8 @@ struct Set {
     typed: OverDocs,
     by_name: OverDocsByName,
     decode: OverDocs,
+    typed_text: OverDocs,
+    decode_text: OverDocs,
 }
 
 #[inline(never)]
@@ -97,7 +108,9 @@ fn run_case(case: usize, s: &Set) -> usize {
         0 => (s.typed)(docs),
         1 => (s.by_name)(&s.type_name, docs),
         2 => b_value_jsonschema(&s.validator, docs),
-        _ => (s.decode)(docs),
+        3 => (s.decode)(docs),
+        4 => (s.typed_text)(docs),
+        _ => (s.decode_text)(docs),
     }
 }
 
@@ -116,17 +129,26 @@ fn validator(schema: &str, type_name: &str) -> jsonschema::Validator {
 fn prepare(set: DocumentSet) -> Set {
     let validator = validator(&set.schema, &set.type_name);
     let docs = set.docs.into_iter().map(String::into_bytes).collect();
-    let (typed, by_name, decode): (OverDocs, OverDocsByName, OverDocs) =
-        match (set.schema.as_str(), set.type_name.as_str()) {
+    let (typed, by_name, decode, typed_text, decode_text): (
+        OverDocs,
+        OverDocsByName,
+        OverDocs,
+        OverDocs,
+        OverDocs,
+    ) = match (set.schema.as_str(), set.type_name.as_str()) {
             ("acp-v1", "SessionNotification") => (
                 a_typed_validated::<acp_v1::SessionNotification>,
                 a2_acp,
                 c_typed_from_slice::<acp_v1::SessionNotification>,
+                a_typed_validated::<acp_v1_text::SessionNotification>,
+                c_typed_from_slice::<acp_v1_text::SessionNotification>,
             ),
             ("mcp-2026-07-28", "CallToolRequest") => (
                 a_typed_validated::<mcp_2026_07_28::CallToolRequest>,
                 a2_mcp,
                 c_typed_from_slice::<mcp_2026_07_28::CallToolRequest>,
+                a_typed_validated::<mcp_2026_07_28_text::CallToolRequest>,
+                c_typed_from_slice::<mcp_2026_07_28_text::CallToolRequest>,
             ),
             (schema, name) => panic!("no benchmark case for {schema} {name}"),
         };
@@ -138,6 +160,8 @@ fn prepare(set: DocumentSet) -> Set {
         typed,
         by_name,
         decode,
+        typed_text,
+        decode_text,
     }
 }
 
@@ -176,7 +200,8 @@ fn assert_all_accept(s: &Set) {
         docs: vec![bad.into_bytes()],
         ..clone_set(s)
     };
-    for (case, label) in CASES.iter().enumerate().take(3) {
+    for case in CHECKING {
+        let label = CASES[case];
         assert_eq!(
             run_case(case, &broken),
             0,
@@ -195,6 +220,8 @@ fn clone_set(s: &Set) -> Set {
         typed: s.typed,
         by_name: s.by_name,
         decode: s.decode,
+        typed_text: s.typed_text,
+        decode_text: s.decode_text,
     }
 }
 
@@ -213,10 +240,10 @@ fn criterion_benches(c: &mut Criterion, sets: &[Set]) {
 
 /// Per-case median and 10th percentile (ns per document) from round-robin batches of about
 /// 0.5 ms, the order rotating each round.
-fn own_timings(s: &Set, budget: Duration) -> ([f64; 4], [f64; 4]) {
+fn own_timings(s: &Set, budget: Duration) -> ([f64; 6], [f64; 6]) {
     const BATCH: f64 = 0.000_5;
     let n = CASES.len();
-    let mut per_call = [0f64; 4];
+    let mut per_call = [0f64; 6];
     for (case, slot) in per_call.iter_mut().enumerate() {
         let t = Instant::now();
         let mut iters = 0u64;
@@ -241,7 +268,7 @@ fn own_timings(s: &Set, budget: Duration) -> ([f64; 4], [f64; 4]) {
             samples[case].push(t.elapsed().as_nanos() as f64 / per_doc);
         }
     }
-    let (mut median, mut p10) = ([0f64; 4], [0f64; 4]);
+    let (mut median, mut p10) = ([0f64; 6], [0f64; 6]);
     for (case, mut v) in samples.into_iter().enumerate() {
         v.sort_by(f64::total_cmp);
         median[case] = v[v.len() / 2];
@@ -287,17 +314,25 @@ fn main() {
         .unwrap_or(3.0);
     println!("\ninterleaved timing loop ({seconds} s per set), ns per document, median (p10):");
     println!(
-        "| set | docs | bytes | (a) typed + checks | (a2) validate_document | (b) Value + jsonschema | (c) typed decode | b/a (target >= 2) | a/c (target <= 1.2) |"
+        "| set | docs | bytes | (a) typed + checks | (a2) validate_document | (b) Value + jsonschema | (c) typed decode | b/a (target >= 2) | a/c (target <= 1.2) | (a3) objects as text | (c3) its typed decode | b/a3 | a3/c3 |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for s in &sets {
         let (m, p) = own_timings(s, Duration::from_secs_f64(seconds));
         let bytes: usize = s.docs.iter().map(Vec::len).sum();
         let cell = |i: usize| format!("{} ({})", fmt_ns(m[i]), fmt_ns(p[i]));
-        let speedup = m[2] / m[0];
-        let over = m[0] / m[3];
+        let faster = |a: usize| {
+            let r = m[2] / m[a];
+            let verdict = if r >= 2.0 { "met" } else { "MISSED" };
+            format!("{r:.2}× ({:.2}×) {verdict}", p[2] / p[a])
+        };
+        let over = |a: usize, c: usize| {
+            let r = m[a] / m[c];
+            let verdict = if r <= 1.2 { "met" } else { "MISSED" };
+            format!("{r:.3} ({:.3}) {verdict}", p[a] / p[c])
+        };
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {:.2}× ({:.2}×) {} | {:.3} ({:.3}) {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             s.name,
             s.docs.len(),
             bytes,
@@ -305,12 +340,12 @@ fn main() {
             cell(1),
             cell(2),
             cell(3),
-            speedup,
-            p[2] / p[0],
-            if speedup >= 2.0 { "met" } else { "MISSED" },
-            over,
-            p[0] / p[3],
-            if over <= 1.2 { "met" } else { "MISSED" },
+            faster(0),
+            over(0, 3),
+            cell(4),
+            cell(5),
+            faster(4),
+            over(4, 5),
         );
     }
 }

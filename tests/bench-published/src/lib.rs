@@ -1,4 +1,5 @@
-//! The Rust generated from two vendored published schemas, and the corpus the benchmarks in
+//! The Rust generated from two vendored published schemas (each twice: free-form objects as
+//! `serde_json::Map` and as text), and the corpus the benchmarks in
 //! `benches/published.rs`, `ts/bench.mjs` and `py/bench.py` time (`corpus.json`, written by
 //! `corpus.py`).
 
@@ -12,6 +13,19 @@ pub mod acp_v1 {
 #[allow(clippy::all, clippy::pedantic)]
 pub mod mcp_2026_07_28 {
     include!(concat!(env!("OUT_DIR"), "/mcp_2026_07_28.rs"));
+}
+
+/// [`acp_v1`] with free-form objects kept as text (`openagents_rt::RawObject`).
+#[allow(clippy::all, clippy::pedantic)]
+pub mod acp_v1_text {
+    include!(concat!(env!("OUT_DIR"), "/acp_v1_text.rs"));
+}
+
+/// [`mcp_2026_07_28`] with free-form objects kept as text (`openagents_rt::RawObject`), such as
+/// a tool call's `arguments`.
+#[allow(clippy::all, clippy::pedantic)]
+pub mod mcp_2026_07_28_text {
+    include!(concat!(env!("OUT_DIR"), "/mcp_2026_07_28_text.rs"));
 }
 
 /// The benchmark corpus: sets of JSON texts, each a valid document of one named type.

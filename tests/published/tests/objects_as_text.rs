@@ -1,0 +1,95 @@
+//! The published schemas generated with free-form objects kept as text
+//! (`Config::objects_as_text`) against the same schemas generated with `serde_json::Map`: on
+//! every document of the agreement corpus the typed path gives the same verdict and the same
+//! violations, and a decoded `tools/call` request or `session/update` notification writes out
+//! as the same JSON.
+
+use openagents_published::corpus::{self, PROTOCOLS};
+use openagents_published::{GENERATED, ValidateDocument};
+use openagents_published::{acp_v1, acp_v1_text, mcp_2026_07_28, mcp_2026_07_28_text};
+use openagents_rt as rt;
+
+/// `text` decoded as `A` and as `B`, each written back out as a JSON value.
+fn written<A, B>(text: &str) -> (Option<serde_json::Value>, Option<serde_json::Value>)
+where
+    A: rt::Wire + rt::Validate + rt::SchemaCheck + serde::Serialize,
+    B: rt::Wire + rt::Validate + rt::SchemaCheck + serde::Serialize,
+{
+    let a = rt::parse_validated::<A>(text.as_bytes()).ok();
+    let b = rt::parse_validated::<B>(text.as_bytes()).ok();
+    let out = |v: Result<serde_json::Value, serde_json::Error>| v.expect("a decoded value writes out");
+    (a.map(|a| out(serde_json::to_value(a))), b.map(|b| out(serde_json::to_value(b))))
+}
+
+/// A verdict without the positions serde_json appends to a message (`at line 1 column 9`): a
+/// value of the wrong kind kept as text is found when it has been read, so its column is that
+/// of its end, where a map's is that of its start.
+fn without_positions(verdict: Option<Result<(), rt::DocumentError>>) -> String {
+    let text = format!("{verdict:?}");
+    let mut out = String::new();
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find(" at line ") {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at + " at line ".len()..];
+        let digits = |s: &str| s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+        let after_line = &tail[digits(tail)..];
+        rest = match after_line.strip_prefix(" column ") {
+            Some(col) => &col[digits(col)..],
+            None => {
+                out.push_str(" at line ");
+                tail
+            }
+        };
+    }
+    out.push_str(rest);
+    out
+}
+
+#[test]
+fn objects_kept_as_text_give_the_verdicts_maps_give() {
+    let pairs: [(&str, ValidateDocument); 2] = [
+        ("acp-v1", acp_v1_text::validate_document),
+        ("mcp-2026-07-28", mcp_2026_07_28_text::validate_document),
+    ];
+    for (name, as_text) in pairs {
+        let (protocol, g) = PROTOCOLS
+            .iter()
+            .zip(GENERATED.iter())
+            .find(|(p, _)| p.name == name)
+            .expect("the protocol is in the corpus");
+        let c = corpus::build(*protocol);
+        let (mut accepted, mut refused, mut written_alike) = (0, 0, 0);
+        for doc in &c.docs {
+            let ty = g.type_of(&doc.def).expect("a generated type");
+            let as_map = (g.validate_document)(ty, doc.text.as_bytes());
+            let kept = as_text(ty, doc.text.as_bytes());
+            match &as_map {
+                Some(Ok(())) => accepted += 1,
+                _ => refused += 1,
+            }
+            assert_eq!(
+                without_positions(kept),
+                without_positions(as_map),
+                "{name} {ty} ({}): {}",
+                doc.origin,
+                doc.text
+            );
+            let (a, b) = match (name, ty) {
+                ("mcp-2026-07-28", "CallToolRequest") => written::<
+                    mcp_2026_07_28::CallToolRequest,
+                    mcp_2026_07_28_text::CallToolRequest,
+                >(&doc.text),
+                ("acp-v1", "SessionNotification") => {
+                    written::<acp_v1::SessionNotification, acp_v1_text::SessionNotification>(
+                        &doc.text,
+                    )
+                }
+                _ => continue,
+            };
+            assert_eq!(a, b, "{name} {ty} ({}) writes out otherwise", doc.origin);
+            written_alike += usize::from(a.is_some());
+        }
+        assert!(accepted > 100 && refused > 100, "{name}: {accepted} accepted, {refused} refused");
+        assert!(written_alike > 0, "{name}: no document of the benchmark types was accepted");
+    }
+}
