@@ -483,17 +483,12 @@ impl<'de> Reader<'de> {
         }
     }
 
-    /// The text of the next value, checked as [`crate::Skip`] checks it (no key given twice at
-    /// any depth) with the nesting limit counted from the value itself: the checks serde_json
-    /// and [`crate::Skip`] make of the same text on its own, which is what a value kept as text
-    /// gets on the serde_json path.
+    /// The text of the next value, checked as building it would check it: JSON, no key given
+    /// twice in any object, within the document's nesting limit.
     fn text_of_value(&mut self) -> Result<&'de str> {
         self.peek();
         let start = self.pos;
-        let depth = std::mem::replace(&mut self.depth, DEPTH);
-        let read = self.skip_unique(&mut Vec::new());
-        self.depth = depth;
-        read?;
+        self.skip_unique(&mut Vec::new())?;
         self.text.get(start..self.pos).ok_or_else(refuse)
     }
 
@@ -519,17 +514,20 @@ impl<'de> Reader<'de> {
                         let key = <crate::Key<'de> as serde::Deserialize>::deserialize(KeyReader(
                             &mut *items.r,
                         ))?;
-                        let twice = match &mut set {
-                            Some(set) => !set.insert(key.0.clone()),
-                            None => keys[base..].iter().any(|k| k.as_str() == key.as_str()),
-                        };
-                        if twice {
-                            return Err(refuse());
-                        }
-                        if set.is_none() {
-                            keys.push(key);
-                            if keys.len() - base > KEYS_IN_A_ROW {
-                                set = Some(keys.drain(base..).map(|k| k.0).collect());
+                        match &mut set {
+                            Some(set) => {
+                                if !set.insert(key.0) {
+                                    return Err(refuse());
+                                }
+                            }
+                            None => {
+                                if keys[base..].iter().any(|k| k.as_str() == key.as_str()) {
+                                    return Err(refuse());
+                                }
+                                keys.push(key);
+                                if keys.len() - base > KEYS_IN_A_ROW {
+                                    set = Some(keys.drain(base..).map(|k| k.0).collect());
+                                }
                             }
                         }
                         if items.r.peek() != Some(b':') {
@@ -1340,34 +1338,32 @@ mod tests {
         );
     }
 
-    /// `text` decoded as `T` by the reader (`ours`) and by serde_json (`theirs`).
-    fn both<T: Wire>(text: &str) -> (Option<T>, Option<T>) {
+    /// `text` decoded as `T` by the reader (`ours`) and by serde_json (`theirs`, with its error).
+    fn both<T: Wire>(text: &str) -> (Option<T>, Result<T, String>) {
         let mut r = Reader::new(text);
         let ours = T::decode(&mut r).ok().filter(|_| r.end().is_ok());
         let mut de = serde_json::Deserializer::from_str(text);
-        let theirs = T::decode(&mut de).ok().filter(|_| de.end().is_ok());
-        (ours, theirs)
+        let theirs = T::decode(&mut de).and_then(|v| de.end().map(|()| v));
+        (ours, theirs.map_err(|e| e.to_string()))
     }
 
     /// Asserts an object kept as text is accepted where a map is, by the reader and by
-    /// serde_json alike, with the same value and, from the reader, the very text; returns
-    /// whether the reader read it.
+    /// serde_json alike, with the same value, the same error from serde_json and, from the
+    /// reader, the very text; returns whether the reader read it.
     fn text_agrees(text: &str) -> bool {
         let (map_ours, map_theirs) = both::<serde_json::Map<String, Value>>(text);
         let (raw_ours, raw_theirs) = both::<crate::RawObject>(text);
-        assert_eq!(
-            raw_theirs.is_some(),
-            map_theirs.is_some(),
-            "kept as text and as a map, {text:?} is judged differently"
-        );
-        if let (Some(raw), Some(map)) = (&raw_theirs, &map_theirs) {
-            assert_eq!(raw.to_map().ok().as_ref(), Some(map), "{text:?}");
-            assert_eq!(raw.get(), text.trim_matches([' ', '\t', '\r', '\n']));
+        match (&raw_theirs, &map_theirs) {
+            // serde_json's path builds the map, and keeps serde_json's writing of it.
+            (Ok(raw), Ok(map)) => assert_eq!(raw.get(), Value::Object(map.clone()).to_string(), "{text:?}"),
+            (Err(a), Err(b)) => assert_eq!(a, b, "kept as text and as a map, {text:?} is refused otherwise"),
+            _ => panic!("kept as text and as a map, {text:?} is judged differently: {raw_theirs:?} {map_theirs:?}"),
         }
         assert!(map_ours.is_none() || raw_ours.is_some(), "the reader reads {text:?} as a map, not as text");
         match raw_ours {
             Some(raw) => {
-                assert_eq!(Some(&raw), raw_theirs.as_ref(), "{text:?}");
+                // The reader's text is the one that arrived, and reads as serde_json read it.
+                assert_eq!(raw.to_map().ok().as_ref(), map_theirs.as_ref().ok(), "{text:?}");
                 assert_eq!(raw.get(), text.trim_matches([' ', '\t', '\r', '\n']));
                 true
             }
@@ -1417,10 +1413,11 @@ mod tests {
         let objects = |n: usize| format!("{}1{}", "{\"k\":".repeat(n), "}".repeat(n));
         assert!(text_agrees(&objects(127)));
         assert!(!text_agrees(&objects(128)));
-        // Inside an array, the limit counts from the object, on both paths alike.
-        let inside = format!("[{}]", objects(127));
-        let (in_ours, in_theirs) = both::<Vec<crate::RawObject>>(&inside);
-        assert!(in_ours.is_some() && in_ours == in_theirs);
+        // Inside an array, the limit counts from the document, on both paths alike.
+        let (in_ours, in_theirs) = both::<Vec<crate::RawObject>>(&format!("[{}]", objects(126)));
+        assert!(in_ours.is_some() && in_ours.as_ref() == in_theirs.as_ref().ok());
+        let (in_ours, in_theirs) = both::<Vec<crate::RawObject>>(&format!("[{}]", objects(127)));
+        assert!(in_ours.is_none() && in_theirs.is_err());
         // Generated documents, each under a key, and their mutations.
         let (mut valid, mut read) = (0, 0);
         for seed in 1..=2000u64 {

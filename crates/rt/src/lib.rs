@@ -933,18 +933,26 @@ impl Wire for Map<String, Value> {
     }
 }
 
-/// An object of any members, kept as the JSON text it arrived in: what a free-form object (an
-/// object schema that declares no properties, such as MCP's tool `arguments`) decodes to when
-/// the generator is asked to keep such objects as text (`openagents-codegen rust
-/// --objects-as-text`, `Config::objects_as_text`). Decoding checks it as the
-/// [`Map`] it otherwise is, without building the map: it is a JSON object, no
-/// key is given twice at any depth, and it nests no deeper than serde_json reads (counted from the
-/// object itself). Whoever uses it reads it into their own type with [`RawObject::parse`], once
-/// they know what it should hold; passed on untouched, it is written out as it came.
+/// An object of any members, kept as JSON text: what a free-form object (an object schema that
+/// declares no properties, such as MCP's tool `arguments`) decodes to when the generator is
+/// asked to keep such objects as text (`openagents-codegen rust --objects-as-text`,
+/// `Config::objects_as_text`). Decoding accepts and refuses exactly what decoding the [`Map`] it
+/// otherwise is would (a JSON object, no key given twice at any depth, nested within the
+/// document's limit), with the same errors. The runtime's reader does so without building the
+/// map and keeps the text as it arrived. Whoever uses it reads it into their own type with
+/// [`RawObject::parse`], once they know what it should hold; passed on, it is written out as
+/// its text.
 ///
-/// A value decoded through serde_json's [`Value`] (a tagged union's member that came before the
-/// tag, say) is kept as serde_json writes that value: the same JSON value, perhaps not the same
-/// text. Equality compares the values, not the texts.
+/// The text is the one that arrived when the runtime's reader read the document, as it does
+/// every ordinary one. When serde_json reads it instead (a number the reader leaves to it, or a
+/// tagged union's member that came before the tag), the object is built as the map and kept as
+/// serde_json writes it: the same JSON value as serde_json reads it, perhaps not the same text
+/// (read back by a serde_json without its `float_roundtrip` feature, a float in it can come out
+/// one unit in the last place apart). Equality compares the values, not the texts.
+///
+/// It decodes through serde_json and the runtime's decoders; serde's buffering deserializers
+/// (an `untagged` enum, a `flatten`ed field of a type of your own) cannot hold it, and a
+/// serializer other than serde_json's writes it as serde_json's raw value struct.
 #[derive(Clone)]
 pub struct RawObject(Box<serde_json::value::RawValue>);
 
@@ -976,9 +984,11 @@ impl RawObject {
     ///
     /// # Errors
     ///
-    /// None is expected: serde_json writes every map of values.
+    /// When the map nests deeper than serde_json reads (it could not be read back).
     pub fn from_map(map: &Map<String, Value>) -> Result<Self, serde_json::Error> {
-        serde_json::value::to_raw_value(map).map(RawObject)
+        let raw = serde_json::value::to_raw_value(map)?;
+        check_text(raw.get())?;
+        Ok(RawObject(raw))
     }
 
     /// serde_json's raw value of the object.
@@ -1061,35 +1071,36 @@ impl<'de> Deserialize<'de> for RawObject {
 
 impl Wire for RawObject {
     fn decode<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let raw = d.deserialize_newtype_struct(json::TEXT, TextVisitor)?;
-        RawObject::checked(raw).map_err(de::Error::custom)
+        d.deserialize_newtype_struct(json::TEXT, ObjectVisitor)
     }
 }
 
-/// A value's text: from the runtime's reader, checked as it was read; from any other
-/// deserializer, serde_json's raw value of it, then checked.
-struct TextVisitor;
+/// A [`RawObject`]: from the runtime's reader, the text, checked as it was read (then only its
+/// kind is left to check); from any other deserializer, the [`Map`] it otherwise is, decoded as
+/// it would be (so with its errors, where they are), then written.
+struct ObjectVisitor;
 
-impl<'de> Visitor<'de> for TextVisitor {
-    type Value = Box<serde_json::value::RawValue>;
+impl<'de> Visitor<'de> for ObjectVisitor {
+    type Value = RawObject;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
+        f.write_str("an object")
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawObject, A::Error> {
         match map.next_key::<Key<'de>>()? {
-            Some(k) if k.as_str() == json::TEXT => map.next_value(),
-            _ => Err(de::Error::custom("expected a JSON value's text")),
+            Some(k) if k.as_str() == json::TEXT => {
+                RawObject::checked(map.next_value()?).map_err(de::Error::custom)
+            }
+            _ => Err(de::Error::custom("expected a JSON object's text")),
         }
     }
-    fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
-        check_text(raw.get()).map_err(de::Error::custom)?;
-        Ok(raw)
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<RawObject, D::Error> {
+        let map = <Map<String, Value> as Wire>::decode(d)?;
+        serde_json::value::to_raw_value(&map).map(RawObject).map_err(de::Error::custom)
     }
 }
 
-/// What decoding a value kept as text checks of its text: JSON, no key given twice at any depth,
-/// nested no deeper than serde_json reads.
+/// What making a [`RawObject`] of text checks: JSON, no key given twice at any depth, nested no
+/// deeper than serde_json reads.
 fn check_text(text: &str) -> Result<(), serde_json::Error> {
     if json::rounding() != json::Rounding::Other {
         let mut reader = json::Reader::new(text);
