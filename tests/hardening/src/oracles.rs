@@ -7,7 +7,7 @@
 //! | --- | --- | --- |
 //! | [`frame`] | `frame::read_line` and `frame::LineReader` | both agree with a plain model of "lines of at most `limit` bytes, without `\n` and one `\r` before it", whatever the buffer size |
 //! | [`validators`] | `validate_document(type, bytes)` | the same verdict as the `jsonschema` crate on the bundled schema, but for the one declared divergence |
-//! | [`json_reader`] | `rt::parse_value_exact` (the runtime's own JSON reader first, serde_json for what it does not read) | the same value as `serde_json::from_slice`, bit for bit; refused only when serde_json refuses or a key is given twice |
+//! | [`json_reader`] | `rt::parse_value_exact` and `rt::RawObject` through `rt::parse_validated_with` (the runtime's own JSON reader first, serde_json for what it does not read) | the same value as `serde_json::from_slice`, bit for bit; refused only when serde_json refuses or a key is given twice; `RawObject` is accepted exactly when the map it stands for is, kept as the text that arrived or as serde_json keeps it, and reads back as that map |
 //! | [`rpc_engine`] | `RpcEngine::handle` with an in-process agent | every reply is a valid `RpcResponse` echoing a readable id; counters add up; nothing is left running |
 //! | [`runner_events`] | the host's bounded framing and `EventChecker` on a runner's stdout | events round-trip; at most one terminal, nothing after it; the outcome is the terminal's |
 //! | [`sse_resume`] | `http::resume_point` (`Last-Event-ID`, `since=`) and `EventHub::subscribe` | every event after the resume point exactly once, in order, or an explicit `gap`/`lagged` |
@@ -245,12 +245,66 @@ pub fn validators(data: &[u8]) {
 pub fn json_reader(data: &[u8]) {
     use openagents_protocol::rt;
     let ours = rt::parse_value_exact(data);
-    match (serde_json::from_slice::<Value>(data), ours) {
+    let theirs = serde_json::from_slice::<Value>(data);
+    raw_object(data, theirs.is_ok());
+    match (theirs, ours) {
         (Ok(theirs), Ok(v)) => assert_eq!(v.to_string(), theirs.to_string(), "read differently: {}", show(data)),
         (Ok(_), Err(DocumentError::Invalid(vs))) => assert!(has_duplicate_keys(data), "refused without a key given twice ({vs:?}): {}", show(data)),
         (Ok(_), Err(DocumentError::NotJson(e))) => panic!("called not JSON ({e}) though serde_json reads it: {}", show(data)),
         (Err(e), Ok(v)) => panic!("read as {v} though serde_json refuses it ({e}): {}", show(data)),
         (Err(_), Err(_)) => {}
+    }
+}
+
+/// `rt::RawObject` decoded from the same bytes through `rt::parse_validated_with` (the
+/// runtime's own reader first, serde_json for what it does not read) and through serde_json
+/// alone. Either is accepted exactly when serde_json accepts `Map<String, Value>` through
+/// `rt::Wire` (a JSON object, no key given twice at any depth, nested no deeper than it reads):
+/// the reader never accepts what serde_json refuses. An accepted object is kept as the text
+/// that arrived (what the reader hands over), which reads back as that map bit for bit, or as
+/// serde_json's writing of the map (what its path keeps).
+///
+/// `json` says whether serde_json reads the bytes as a `Value` at all: when it does not, it
+/// refuses the map too, and only the refusal is checked. A refusal through
+/// `parse_validated_with` is serde_json's own (its second reading), so serde_json alone is asked
+/// for the object only when it was accepted. (The regression test runs this over every prefix of
+/// hundreds of documents, nearly all of them refused.)
+fn raw_object(data: &[u8], json: bool) {
+    use openagents_protocol::rt::{self, RawObject, Wire};
+    use serde_json::Map;
+    let ours = rt::parse_validated_with::<RawObject>(data, |_, _, _| {}, |_, _, _| {});
+    let map = if json {
+        let mut de = serde_json::Deserializer::from_slice(data);
+        <Map<String, Value> as Wire>::decode(&mut de).and_then(|map| de.end().map(|()| map)).map_err(|e| e.to_string())
+    } else {
+        Err("not JSON".to_owned())
+    };
+    let (ours, map) = match (ours, map) {
+        (Ok(ours), Ok(map)) => (ours, map),
+        (Ok(ours), Err(e)) => panic!("kept as {} though serde_json refuses the map it stands for ({e}): {}", ours.get(), show(data)),
+        (Err(e), Ok(_)) => panic!("refused as an object kept as text ({e:?}) though serde_json reads its map: {}", show(data)),
+        (Err(_), Err(_)) => return,
+    };
+    let map = Value::Object(map).to_string();
+    let mut de = serde_json::Deserializer::from_slice(data);
+    let theirs = match RawObject::decode(&mut de).and_then(|raw| de.end().map(|()| raw)) {
+        Ok(theirs) => theirs,
+        Err(e) => panic!("kept as {} though serde_json refuses it ({e}): {}", ours.get(), show(data)),
+    };
+    // Accepted, the bytes are UTF-8: the text that arrived is them without the whitespace around.
+    let arrived = String::from_utf8_lossy(data);
+    let arrived = arrived.trim_matches([' ', '\t', '\n', '\r']);
+    // serde_json's path keeps serde_json's writing of the map (read back, a float could differ
+    // in its last place when serde_json does not round correctly, so the text is compared).
+    assert_eq!(theirs.get(), map, "serde_json's path keeps another text than its map's: {}", show(data));
+    if ours.get() == theirs.get() {
+        return;
+    }
+    // The reader's is the text that arrived, and reads back as the map serde_json read from it.
+    assert_eq!(ours.get(), arrived, "kept as {}, neither the text that arrived nor serde_json's {}: {}", ours.get(), theirs.get(), show(data));
+    match ours.to_map() {
+        Ok(read) => assert_eq!(Value::Object(read).to_string(), map, "the reader's {} reads back as another map: {}", ours.get(), show(data)),
+        Err(e) => panic!("the reader's {} does not read back as a map ({e}): {}", ours.get(), show(data)),
     }
 }
 
