@@ -1442,4 +1442,39 @@ mod tests {
         assert!(valid > 1000, "the generator makes JSON ({valid} of 2000)");
         assert!(read * 10 > valid * 6, "the reader reads most of them itself ({read} of {valid})");
     }
+
+    #[test]
+    fn objects_made_as_text_are_checked_as_decoded_ones_are() {
+        use crate::RawObject;
+        use serde::de::IntoDeserializer;
+        let made = RawObject::try_from(" {\"a\": [1, {\"b\": null}]}\n".to_owned()).expect("an object");
+        assert_eq!(made.get(), "{\"a\": [1, {\"b\": null}]}");
+        for refused in ["[]", "1", "{\"a\":1,\"a\":2}", "{\"a\":{\"b\":1,\"b\":2}}", "{", "{} {}", "{\"a\":1e400}"] {
+            assert!(RawObject::try_from(refused.to_owned()).is_err(), "{refused}");
+        }
+        let nested = |n: usize| {
+            let mut v = Value::Null;
+            for _ in 0..n {
+                let mut m = serde_json::Map::new();
+                m.insert("k".into(), v);
+                v = Value::Object(m);
+            }
+            match v {
+                Value::Object(m) => m,
+                _ => unreachable!("n > 0"),
+            }
+        };
+        let deepest = RawObject::from_map(&nested(127)).expect("127 levels read back");
+        assert_eq!(deepest.to_map().ok(), Some(nested(127)));
+        assert!(RawObject::from_map(&nested(128)).is_err());
+        assert!(RawObject::try_from(Value::Object(nested(128)).to_string()).is_err());
+        // A deserializer that hands a newtype struct its content (serde's value deserializers)
+        // gives the members, checked as a map's.
+        let members = std::collections::BTreeMap::from([("a", 1), ("b", 2)]);
+        let given: Result<RawObject, serde::de::value::Error> = RawObject::decode(members.into_deserializer());
+        assert_eq!(given.ok().map(|r| r.get().to_owned()).as_deref(), Some("{\"a\":1,\"b\":2}"));
+        let empty = std::collections::BTreeMap::<&str, i32>::new();
+        let given: Result<RawObject, serde::de::value::Error> = RawObject::decode(empty.into_deserializer());
+        assert_eq!(given.ok().map(|r| r.get().to_owned()).as_deref(), Some("{}"));
+    }
 }

@@ -950,9 +950,9 @@ impl Wire for Map<String, Value> {
 /// (read back by a serde_json without its `float_roundtrip` feature, a float in it can come out
 /// one unit in the last place apart). Equality compares the values, not the texts.
 ///
-/// It decodes through serde_json and the runtime's decoders; serde's buffering deserializers
-/// (an `untagged` enum, a `flatten`ed field of a type of your own) cannot hold it, and a
-/// serializer other than serde_json's writes it as serde_json's raw value struct.
+/// Other deserializers (serde's buffering ones, behind an `untagged` enum or a `flatten`ed field
+/// of a type of your own) give it the map, as serde_json's path does. A serializer other than
+/// serde_json's writes it as serde_json's raw value struct.
 #[derive(Clone)]
 pub struct RawObject(Box<serde_json::value::RawValue>);
 
@@ -1010,7 +1010,7 @@ impl RawObject {
     }
 }
 
-/// What a JSON text is, by its first byte, in serde's words for an unexpected value.
+/// What a JSON text is, by its first byte, for the message that says it is not an object.
 fn kind_of_text(text: &str) -> &'static str {
     match text.as_bytes().first() {
         Some(b'[') => "sequence",
@@ -1028,8 +1028,9 @@ impl TryFrom<String> for RawObject {
     /// whitespace dropped).
     fn try_from(text: String) -> Result<Self, serde_json::Error> {
         let raw = serde_json::value::RawValue::from_string(text)?;
+        let raw = RawObject::checked(raw).map_err(<serde_json::Error as de::Error>::custom)?;
         check_text(raw.get())?;
-        RawObject::checked(raw).map_err(de::Error::custom)
+        Ok(raw)
     }
 }
 
@@ -1085,12 +1086,18 @@ impl<'de> Visitor<'de> for ObjectVisitor {
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an object")
     }
+    // The reader's answer is a map of one member under the private name [`json::TEXT`], taken on
+    // trust as serde_json's own raw values are; any other map (from a deserializer that hands a
+    // newtype struct its content, as serde's value deserializers do) is the object's members.
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawObject, A::Error> {
         match map.next_key::<Key<'de>>()? {
             Some(k) if k.as_str() == json::TEXT => {
                 RawObject::checked(map.next_value()?).map_err(de::Error::custom)
             }
-            _ => Err(de::Error::custom("expected a JSON object's text")),
+            first => {
+                let members = members_from(first, map)?;
+                serde_json::value::to_raw_value(&members).map(RawObject).map_err(de::Error::custom)
+            }
         }
     }
     fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<RawObject, D::Error> {
@@ -1115,14 +1122,22 @@ fn check_text(text: &str) -> Result<(), serde_json::Error> {
 
 /// An object's members as a [`Map`], refusing a key given twice.
 fn object_members<'de, A: MapAccess<'de>>(mut map: A) -> Result<Map<String, Value>, A::Error> {
+    let first = map.next_key::<Key<'de>>()?;
+    members_from(first, map)
+}
+
+/// [`object_members`] when the first key (`None`: there was none) has been read already.
+fn members_from<'de, A: MapAccess<'de>>(first: Option<Key<'de>>, mut map: A) -> Result<Map<String, Value>, A::Error> {
     let mut out = Map::new();
-    while let Some(k) = map.next_key::<Key<'de>>()? {
+    let mut key = first;
+    while let Some(k) = key {
         match out.entry(k.into_string()) {
             serde_json::map::Entry::Occupied(e) => return Err(duplicate(e.key())),
             serde_json::map::Entry::Vacant(e) => {
                 e.insert(map.next_value_seed(WireSeed::<Value>::new())?);
             }
         }
+        key = map.next_key::<Key<'de>>()?;
     }
     Ok(out)
 }

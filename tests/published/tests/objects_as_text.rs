@@ -63,3 +63,39 @@ fn objects_kept_as_text_give_the_verdicts_maps_give() {
         assert!(written_alike > 0, "{name}: no document of the benchmark types was accepted");
     }
 }
+
+/// A `session/update` notification whose update carries `_meta` nested `depth` objects deep,
+/// before or after the union's tag (`sessionUpdate`).
+fn update_with_meta(depth: usize, before_tag: bool) -> String {
+    let meta = format!("{}1{}", "{\"k\":".repeat(depth), "}".repeat(depth));
+    let (tag, content) = (r#""sessionUpdate":"agent_message_chunk""#, r#""content":{"type":"text","text":"hi"}"#);
+    let update = if before_tag {
+        format!("{{\"_meta\":{meta},{tag},{content}}}")
+    } else {
+        format!("{{{tag},{content},\"_meta\":{meta}}}")
+    };
+    format!("{{\"sessionId\":\"s\",\"update\":{update}}}")
+}
+
+#[test]
+fn an_object_kept_as_text_nests_as_deep_before_a_tag_as_after_it() {
+    let (mut accepted, mut refused) = (0, 0);
+    for depth in 118..=130 {
+        let verdicts: Vec<bool> = [true, false]
+            .into_iter()
+            .flat_map(|before| {
+                let text = update_with_meta(depth, before);
+                let as_map = rt::parse_validated::<acp_v1::SessionNotification>(text.as_bytes()).is_ok();
+                let kept = rt::parse_validated::<acp_v1_text::SessionNotification>(text.as_bytes()).is_ok();
+                [as_map, kept]
+            })
+            .collect();
+        assert!(verdicts.iter().all(|v| *v == verdicts[0]), "_meta {depth} deep: {verdicts:?} (map before the tag, text before, map after, text after)");
+        if verdicts[0] {
+            accepted += 1;
+        } else {
+            refused += 1;
+        }
+    }
+    assert!(accepted > 0 && refused > 0, "the depths straddle the limit: {accepted} accepted, {refused} refused");
+}
