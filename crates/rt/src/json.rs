@@ -9,6 +9,9 @@
 //! reads the document again with serde_json, whose verdict and error messages are the ones
 //! reported. So this reader's errors are never shown, and carry no position.
 //!
+//! A free-form object kept as text ([`crate::RawObject`]) asks by a private name ([`TEXT`]): the
+//! reader checks the value as building the map would and hands over its text, building nothing.
+//!
 //! What it does faster than serde_json: strings. The end of a run of plain text is found eight
 //! bytes at a time, a run is copied in one piece, an escape right after an escape is taken
 //! without a search, a long escaped string is handed to the visitor in the buffer it was built
