@@ -79,15 +79,14 @@ pub(crate) fn rounding() -> Rounding {
         let parts = times(9_007_199_254_740_993, -7, 1e7);
         let correct = PROBE.parse::<f64>().unwrap_or(0.0);
         match (zero, probe.ok().and_then(|v| v.as_f64())) {
-            (Ok(z), Some(f))
-                if z.is_f64() && f.to_bits() == parts.to_bits() && parts != correct =>
-            {
-                Rounding::Parts
-            }
-            (Ok(z), Some(f))
-                if z.is_f64() && f.to_bits() == correct.to_bits() && parts != correct =>
-            {
-                Rounding::Correct
+            (Ok(z), Some(f)) if z.is_f64() && parts != correct => {
+                if f.to_bits() == parts.to_bits() {
+                    Rounding::Parts
+                } else if f.to_bits() == correct.to_bits() {
+                    Rounding::Correct
+                } else {
+                    Rounding::Other
+                }
             }
             _ => Rounding::Other,
         }
@@ -497,8 +496,7 @@ impl<'de> Reader<'de> {
 
     /// Skips one value, refusing what [`crate::Skip`] refuses (a key given twice in any object)
     /// without building its strings. `keys` holds the keys of the objects being read, innermost
-    /// last, each object's compared one by one until it has [`KEYS_IN_A_ROW`], then through a
-    /// set.
+    /// last.
     fn skip_unique(&mut self, keys: &mut Vec<crate::Key<'de>>) -> Result<()> {
         match self.peek() {
             Some(b'[') => self.nested(b']', |r| {
@@ -509,43 +507,41 @@ impl<'de> Reader<'de> {
                 Ok(())
             }),
             Some(b'{') => self.nested(b'}', |r| {
-                let mut items = Items { r, first: true };
                 let base = keys.len();
-                let mut set: Option<std::collections::HashSet<std::borrow::Cow<'de, str>>> = None;
-                let read = (|| {
-                    while items.more(b'}')? {
-                        let key = <crate::Key<'de> as serde::Deserialize>::deserialize(KeyReader(
-                            &mut *items.r,
-                        ))?;
-                        match &mut set {
-                            Some(set) => {
-                                if !set.insert(key.0) {
-                                    return Err(refuse());
-                                }
-                            }
-                            None => {
-                                if keys[base..].iter().any(|k| k.as_str() == key.as_str()) {
-                                    return Err(refuse());
-                                }
-                                keys.push(key);
-                                if keys.len() - base > KEYS_IN_A_ROW {
-                                    set = Some(keys.drain(base..).map(|k| k.0).collect());
-                                }
-                            }
-                        }
-                        if items.r.peek() != Some(b':') {
-                            return Err(refuse());
-                        }
-                        items.r.pos += 1;
-                        items.r.skip_unique(keys)?;
-                    }
-                    Ok(())
-                })();
+                let read = r.skip_members(keys, base);
                 keys.truncate(base);
                 read
             }),
             _ => self.skip(),
         }
+    }
+
+    /// An object's members for [`Reader::skip_unique`], past its `{`: its keys are compared one
+    /// by one, above `base` in `keys`, until there are more than [`KEYS_IN_A_ROW`], then through
+    /// a set.
+    fn skip_members(&mut self, keys: &mut Vec<crate::Key<'de>>, base: usize) -> Result<()> {
+        let mut items = Items { r: self, first: true };
+        let mut set: Option<std::collections::HashSet<std::borrow::Cow<'de, str>>> = None;
+        while items.more(b'}')? {
+            let key = <crate::Key<'de> as serde::Deserialize>::deserialize(KeyReader(&mut *items.r))?;
+            let twice = match &mut set {
+                Some(set) => !set.insert(key.0),
+                None if keys[base..].iter().any(|k| k.as_str() == key.as_str()) => true,
+                None => {
+                    keys.push(key);
+                    if keys.len() - base > KEYS_IN_A_ROW {
+                        set = Some(keys.drain(base..).map(|k| k.0).collect());
+                    }
+                    false
+                }
+            };
+            if twice {
+                return Err(refuse());
+            }
+            items.colon()?;
+            items.r.skip_unique(keys)?;
+        }
+        Ok(())
     }
 
     fn visit_number<V: Visitor<'de>>(&mut self, visitor: V) -> Result<V::Value> {
@@ -866,6 +862,16 @@ impl Items<'_, '_> {
             Some(_) => Ok(true),
         }
     }
+
+    /// The `:` between a member's key and its value.
+    #[inline]
+    fn colon(&mut self) -> Result<()> {
+        if self.r.peek() != Some(b':') {
+            return Err(refuse());
+        }
+        self.r.pos += 1;
+        Ok(())
+    }
 }
 
 impl<'de> SeqAccess<'de> for Items<'_, 'de> {
@@ -893,10 +899,7 @@ impl<'de> MapAccess<'de> for Items<'_, 'de> {
 
     #[inline]
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
-        if self.r.peek() != Some(b':') {
-            return Err(refuse());
-        }
-        self.r.pos += 1;
+        self.colon()?;
         seed.deserialize(&mut *self.r)
     }
 }
