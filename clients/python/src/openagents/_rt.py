@@ -17,11 +17,11 @@ cannot decide the JSON Schema way: a value the fast check refuses (to keep an un
 value when reading leniently, and to say exactly where a document is wrong), patterns, constants
 other than strings, and the dynamic `Json` check.
 
-Errors from JSON text: a tagged union and a property that may be left out but not null check
-JSON text fast first and, only when that fails, exactly; pydantic then reports the errors of both
-under the labels `FAST` and `EXACT`. `violations`, `Model.from_json` and
-`Model.model_validate_json` give the exact ones alone, located as for a decoded document; a
-`TypeAdapter`'s `validate_json` shows both.
+Errors: a tagged union (and, in JSON text, a property that may be left out but not null) is
+checked fast first and, only when that fails, exactly; pydantic then reports the errors of both
+under the labels `FAST` and `EXACT`. `violations`, `validate`, the models' `from_wire`,
+`from_json`, `model_validate` and `model_validate_json` give the exact ones alone, located as for
+a decoded document; a `TypeAdapter`'s `validate_python` and `validate_json` show both.
 """
 
 from __future__ import annotations
@@ -131,9 +131,18 @@ class Model(BaseModel):
         return cls.model_validate_json(text, context=STRICT if strict else None)
 
     @classmethod
+    def model_validate(cls: type[_M], obj: Any, **kwargs: Any) -> _M:
+        """pydantic's `model_validate`, its errors without the labels of the fast check (see the
+        module's documentation)."""
+        try:
+            return super().model_validate(obj, **kwargs)
+        except ValidationError as e:
+            raise _without_labels(e) from None
+
+    @classmethod
     def model_validate_json(cls: type[_M], json_data: str | bytes | bytearray, **kwargs: Any) -> _M:
         """pydantic's `model_validate_json`, its errors located as for a decoded document (without
-        the labels of the fast check of JSON text: see the module's documentation)."""
+        the labels of the fast check: see the module's documentation)."""
         try:
             return super().model_validate_json(json_data, **kwargs)
         except ValidationError as e:
@@ -498,10 +507,11 @@ class Tagged:
     The tag is required. A tag naming no branch is refused at the tag, unless the union is
     `x-extensible` and the document is read leniently: then it becomes the `unknown` model.
 
-    A decoded object goes straight to its branch's model, by its tag, in pydantic-core (a tagged
-    union); anything else, or an object that fails there, is checked again in Python, which
-    keeps an unknown kind (lenient) or says where the document is wrong, at the tag or inside
-    the branch (pydantic-core would name the tag in the location)."""
+    An object goes straight to its branch's model, by its tag, in pydantic-core (a tagged union);
+    anything else, or an object that fails there, is checked again in Python, which keeps an
+    unknown kind (lenient) or says where the document is wrong, at the tag or inside the branch
+    (pydantic-core would name the tag in the location). Both checks' errors are reported, under
+    the labels `FAST` and `EXACT` (see the module's documentation)."""
 
     def __init__(self, tag: str, branches: Mapping[str, type[Model]], unknown: type[Model] | None = None) -> None:
         self.tag = tag
@@ -512,27 +522,14 @@ class Tagged:
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
         choices = {kind: handler.generate_schema(cls) for kind, cls in self.branches.items()}
         union = core_schema.tagged_union_schema(choices, self.tag, from_attributes=False)
-        python = core_schema.with_info_wrap_validator_function(self._check, union)
-        # JSON text: the tagged union on the parsed text itself (turning it into Python objects
-        # first, for a Python check, would cost more than the check); only when that fails, the
-        # exact check in Python. pydantic then reports both, under the labels `violations` reads.
-        json = core_schema.union_schema(
+        # The tagged union in pydantic-core (on JSON text, on the parsed text itself); only when
+        # that fails, the exact check in Python. pydantic then reports both, under the labels
+        # `violations` reads. No Python runs for a valid document.
+        return core_schema.union_schema(
             [(union, FAST), (core_schema.with_info_plain_validator_function(self._slow), EXACT)],
             mode="left_to_right",
+            serialization=core_schema.simple_ser_schema("any"),
         )
-        return core_schema.json_or_python_schema(
-            json_schema=json, python_schema=python, serialization=core_schema.simple_ser_schema("any")
-        )
-
-    def _check(
-        self, value: object, handler: core_schema.ValidatorFunctionWrapHandler, info: core_schema.ValidationInfo
-    ) -> object:
-        if value.__class__ is dict:
-            try:
-                return handler(value)
-            except ValidationError:
-                pass
-        return self._slow(value, info)
 
     def _slow(self, value: object, info: core_schema.ValidationInfo) -> object:
         if isinstance(value, self.classes):
@@ -608,6 +605,17 @@ _JSON_TYPES: Final[dict[str, core_schema.CoreSchema]] = {
     ),
 }
 
+# The branch of `_JSON_TYPES` that takes a value of exactly that Python type, by type.
+_JSON_TYPES_BY_CLASS: Final[dict[str, dict[type, core_schema.CoreSchema]]] = {
+    "null": {type(None): _JSON_TYPES["null"]},
+    "boolean": {bool: _JSON_TYPES["boolean"]},
+    "integer": {int: core_schema.int_schema(strict=True), float: _JSON_TYPES["integer"]},
+    "number": {int: core_schema.int_schema(strict=True), float: _JSON_TYPES["number"]},
+    "string": {str: _STR},
+    "array": {list: _JSON_TYPES["array"]},
+    "object": {dict: core_schema.dict_schema(strict=True)},
+}
+
 
 class Json:
     """A schema that allows several JSON types (or rules only a dynamic check expresses): the
@@ -674,12 +682,20 @@ class Json:
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
         if self._types_only:
-            # Only the JSON type to check: one branch per type, in pydantic-core.
+            # Only the JSON type to check: one branch per type, in pydantic-core. A decoded value
+            # goes straight to the branch of its exact Python type (no branch tried and failed
+            # first); a subclass, or a value no branch takes, tries every branch in turn.
+            types = sorted(self.types)
+            each = core_schema.union_schema([_JSON_TYPES[t] for t in types], mode="left_to_right")
+            by_type = {c: s for t in types for c, s in _JSON_TYPES_BY_CLASS[t].items()}
+            python = core_schema.union_schema(
+                [core_schema.tagged_union_schema(by_type, type), each], mode="left_to_right"
+            )
             return core_schema.custom_error_schema(
-                core_schema.union_schema([_JSON_TYPES[t] for t in sorted(self.types)], mode="left_to_right"),
+                core_schema.json_or_python_schema(json_schema=each, python_schema=python),
                 custom_error_type="type",
                 custom_error_message="must be {types}",
-                custom_error_context={"types": " or ".join(sorted(self.types)) or "nothing"},
+                custom_error_context={"types": " or ".join(types) or "nothing"},
             )
         return core_schema.with_info_plain_validator_function(self._check)
 
@@ -714,7 +730,7 @@ class Json:
                     a.validate_python(value, context=info.context)
                     out.append(None)
                 except ValidationError as e:
-                    out.append(e.errors())
+                    out.append(_exact_errors(e))
             return out
 
         def closest(results: list[list[Any] | None]) -> str:
@@ -790,7 +806,7 @@ class Json:
             try:
                 self._unevaluated_adapter.validate_python(item, context=info.context)
             except ValidationError as e:
-                errors.extend(_reraise(d, (key,)) for d in e.errors())
+                errors.extend(_reraise(d, (key,)) for d in _exact_errors(e))
         if errors:
             raise ValidationError.from_exception_data("value", errors)
 
@@ -841,7 +857,7 @@ class Json:
                     try:
                         out.append(self._items_adapter.validate_python(item, context=info.context))
                     except ValidationError as e:
-                        for d in e.errors():
+                        for d in _exact_errors(e):
                             errors.append(_reraise(d, (i,)))
                 if errors:
                     raise ValidationError.from_exception_data("value", errors)
