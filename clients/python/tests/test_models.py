@@ -49,6 +49,16 @@ def test_a_closed_union_refuses_an_unknown_kind() -> None:
     assert [(e["type"], e["loc"]) for e in info.value.errors()] == [("oneOf", ("event", "type"))]
 
 
+def test_a_model_built_in_python_reports_the_exact_errors_alone() -> None:
+    with pytest.raises(ValidationError) as info:
+        models.ApprovalPrompt(request_id="r", prompt="p", timeout_ms=None)
+    assert [(e["type"], e["loc"]) for e in info.value.errors()] == [("null_type", ("timeout_ms",))]
+    with pytest.raises(ValidationError) as info:
+        models.ApprovalPrompt(request_id="r", prompt="p", timeout_ms="5")
+    assert [(e["type"], e["loc"]) for e in info.value.errors()] == [("int_type", ("timeout_ms",))]
+    assert models.ApprovalPrompt(request_id="r", prompt="p", timeout_ms=5).timeout_ms == 5
+
+
 def test_an_unknown_enum_value_is_kept_as_a_string() -> None:
     status = {
         "state": "paused",

@@ -19,8 +19,8 @@ other than strings, and the dynamic `Json` check.
 
 Errors: a tagged union (and, in JSON text, a property that may be left out but not null) is
 checked fast first and, only when that fails, exactly; pydantic then reports the errors of both
-under the labels `FAST` and `EXACT`. `violations`, `validate`, the models' `from_wire`,
-`from_json`, `model_validate` and `model_validate_json` give the exact ones alone, located as for
+under the labels `FAST` and `EXACT`. `violations`, `validate`, the models' constructors,
+`from_wire`, `from_json`, `model_validate` and `model_validate_json` give the exact ones alone, located as for
 a decoded document; a `TypeAdapter`'s `validate_python` and `validate_json` show both.
 """
 
@@ -110,6 +110,18 @@ OPEN: Final = ConfigDict(extra="allow", serialize_by_alias=True, allow_inf_nan=F
 
 class Model(BaseModel):
     """The base of every generated model: wire conversions that keep `null` apart from missing."""
+
+    def __init__(self, /, **data: Any) -> None:
+        """pydantic's constructor, its errors without the labels of the fast check (see the
+        module's documentation)."""
+        try:
+            super().__init__(**data)
+        except ValidationError as e:
+            raise _without_labels(e) from None
+
+    # pydantic's mark of a constructor that only validates (as `BaseModel`'s and `RootModel`'s):
+    # without it, pydantic-core would call this one for every nested model, without the context.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
     def to_wire(self) -> dict[str, Any]:
         """The model as a JSON object: JSON names, and only the properties that were given."""
@@ -238,15 +250,11 @@ class NotNull:
         )
         exact = core_schema.no_info_before_validator_function(not_null, schema)
         if schema["type"] == "nullable":
-            # JSON text: the value's own check first, on the parsed text (it refuses null too),
-            # then, only when that fails, the exact one, under the labels `violations` reads.
-            json: core_schema.CoreSchema = core_schema.union_schema(
-                [(schema["schema"], FAST), (exact, EXACT)], mode="left_to_right"
-            )
-        else:
-            json = exact
+            # The value's own check first (it refuses null too), then, only when that fails, the
+            # exact one, under the labels `violations` reads.
+            return core_schema.union_schema([(schema["schema"], FAST), (exact, EXACT)], mode="left_to_right")
         return core_schema.json_or_python_schema(
-            json_schema=json, python_schema=core_schema.chain_schema([refuse, schema])
+            json_schema=exact, python_schema=core_schema.chain_schema([refuse, schema])
         )
 
 
