@@ -478,7 +478,16 @@ class EnumOf:
             check = core_schema.custom_error_schema(
                 member, custom_error_type="enum", custom_error_context={"expected": "one of " + self.allowed}
             )
-        return core_schema.chain_schema([_STR, check])
+        exact = core_schema.chain_schema([_STR, check])
+        # JSON text: a member straight from the text (pydantic-core's enum takes only a JSON
+        # string there), then, only when that fails, the exact check, under the labels
+        # `violations` reads. A decoded value needs the string check first (the enum alone would
+        # take `bytes`).
+        fast = core_schema.enum_schema(self.cls, members, sub_type="str")
+        return core_schema.json_or_python_schema(
+            json_schema=core_schema.union_schema([(fast, FAST), (exact, EXACT)], mode="left_to_right"),
+            python_schema=exact,
+        )
 
     def _check(self, value: object, info: core_schema.ValidationInfo) -> object:
         if isinstance(value, self.cls):
@@ -624,6 +633,19 @@ _JSON_TYPES_BY_CLASS: Final[dict[str, dict[type, core_schema.CoreSchema]]] = {
     "object": {dict: core_schema.dict_schema(strict=True)},
 }
 
+# The same checks on JSON text, as single steps: what each type takes straight from the text, then
+# (an integer written `1.0`) what it takes after a conversion. On the text nothing tells the type
+# before a check, and a step that fails costs less than a union of steps that fails.
+_JSON_TEXT_STEPS: Final[dict[str, tuple[list[core_schema.CoreSchema], list[core_schema.CoreSchema]]]] = {
+    "string": ([_STR], []),
+    "integer": ([core_schema.int_schema(strict=True)], [_JSON_TYPES["integer"]]),
+    "number": ([_JSON_TYPES["number"]], []),
+    "boolean": ([_JSON_TYPES["boolean"]], []),
+    "null": ([_JSON_TYPES["null"]], []),
+    "object": ([core_schema.dict_schema(strict=True)], []),
+    "array": ([_JSON_TYPES["array"]], []),
+}
+
 
 class Json:
     """A schema that allows several JSON types (or rules only a dynamic check expresses): the
@@ -699,8 +721,14 @@ class Json:
             python = core_schema.union_schema(
                 [core_schema.tagged_union_schema(by_type, type), each], mode="left_to_right"
             )
+            steps = [_JSON_TEXT_STEPS[t] for t in _JSON_TEXT_STEPS if t in self.types]
+            in_order: list[core_schema.CoreSchema | tuple[core_schema.CoreSchema, str]] = [
+                step for first, _ in steps for step in first
+            ]
+            in_order += [step for _, then in steps for step in then]
+            text = core_schema.union_schema(in_order, mode="left_to_right")
             return core_schema.custom_error_schema(
-                core_schema.json_or_python_schema(json_schema=each, python_schema=python),
+                core_schema.json_or_python_schema(json_schema=text, python_schema=python),
                 custom_error_type="type",
                 custom_error_message="must be {types}",
                 custom_error_context={"types": " or ".join(types) or "nothing"},
