@@ -1131,6 +1131,11 @@ impl<'a> Emitter<'a> {
         body.line(0, "def validate(type_name: str, document: object) -> list[_rt.Violation]:");
         body.doc(4, "Every violation of a decoded JSON document as the named type (a key of `TYPES`), checked\nstrictly; `[]` when it is valid. Raises `_rt.UnknownTypeName` for a name the schema does not have.");
         body.line(4, "return _rt.validate(TYPES, type_name, document)");
+        body.blank();
+        body.blank();
+        body.line(0, "def validate_json(type_name: str, text: str | bytes) -> list[_rt.Violation]:");
+        body.doc(4, "`validate` for JSON text, read by pydantic's own parser (no `NaN`, nothing after the value).");
+        body.line(4, "return _rt.validate_json(TYPES, type_name, text)");
         // Imports, now that the body says what it uses.
         let text = &body.text;
         let mut out = Out::default();
@@ -1168,6 +1173,7 @@ impl<'a> Emitter<'a> {
             let mut a = all.clone();
             a.push("TYPES".into());
             a.push("validate".into());
+            a.push("validate_json".into());
             a.sort();
             a.dedup();
             a.into_iter().map(|n| atom(py_str(&n))).collect()

@@ -10,14 +10,16 @@ datamodel-code-generator (pinned below, pip-installed with `pip --target` into
 target/bench-published/dmcg, run from there) writes its models into
 target/bench-published/py/dmcg_<module>.py (`--output-model-type pydantic_v2.BaseModel`), and with
 `--extra-fields allow` (unknown members kept, as ours keep them; its default ignores them) into
-dmcg_allow_<module>.py. All run on the venv's pydantic. What is timed, per document, on the same parsed `dict`s (and the same JSON
-texts):
+dmcg_allow_<module>.py. All run on the venv's pydantic. What is timed, per document, on the same
+parsed `dict`s (and the same JSON texts):
 
-    ours strict      TypeAdapter(models.TYPES[T]).validate_python(doc, context=_rt.STRICT)
-    ours lenient     TypeAdapter(models.TYPES[T]).validate_python(doc)
-    dmcg             T.model_validate(doc)
-    ours strict json TypeAdapter(...).validate_json(text, context=_rt.STRICT)
-    dmcg json        T.model_validate_json(text)
+    ours validate         models.validate("T", doc): the check (violations, no models kept)
+    ours models strict    TypeAdapter(models.TYPES["T"]).validate_python(doc, context=_rt.STRICT)
+    ours models lenient   TypeAdapter(models.TYPES["T"]).validate_python(doc)
+    dmcg                  T.model_validate(doc)
+    ours validate_json    models.validate_json("T", text)
+    ours models JSON      TypeAdapter(...).validate_json(text, context=_rt.STRICT)
+    dmcg json             T.model_validate_json(text)
     dmcg keeping     the same two with the models of `--extra-fields allow` (no target: a reading)
 
 round-robin in short batches with the order rotating each round. Times are the median (and 10th
@@ -193,18 +195,28 @@ def main() -> None:
     print("ns per document, median (p10); ratios are dmcg / ours (target >= 1: ours no slower);")
     print("'dmcg keeping' is datamodel-code-generator with --extra-fields allow: unknown members kept, as ours")
     print(
-        "| set | docs | ours strict | ours lenient | dmcg `model_validate` | dmcg / ours strict"
-        " | dmcg / ours lenient | ours strict JSON | dmcg JSON | dmcg / ours (JSON) | dmcg keeping"
-        " / ours strict | dmcg keeping / ours (JSON) |"
+        "| set | docs | ours `validate` | ours models strict | ours models lenient | dmcg `model_validate`"
+        " | dmcg / ours `validate` | dmcg / ours models strict | dmcg / ours models lenient"
+        " | ours `validate_json` | ours models strict JSON | dmcg JSON | dmcg / ours `validate_json`"
+        " | dmcg / ours models JSON | dmcg keeping / ours models strict | dmcg keeping / ours models JSON |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---|---|---|---:|---:|---:|---|---|---|---|")
     for s in corpus["sets"]:
         schema, type_name = s["schema"], s["type"]
-        adapter: TypeAdapter[Any] = TypeAdapter(ours[schema].TYPES[type_name])
+        models = ours[schema]
+        adapter: TypeAdapter[Any] = TypeAdapter(models.TYPES[type_name])
         model = getattr(theirs[schema], type_name)
         keeper = getattr(keeping[schema], type_name)
         texts: list[str] = s["docs"]
         docs = [json.loads(t) for t in texts]
+
+        def check(d: Any, m: Any = models, name: str = type_name) -> None:
+            if m.validate(name, d):
+                raise ValueError("violations")
+
+        def check_json(t: str, m: Any = models, name: str = type_name) -> None:
+            if m.validate_json(name, t):
+                raise ValueError("violations")
 
         def strict(d: Any, a: TypeAdapter[Any] = adapter) -> Any:
             return a.validate_python(d, context=_rt.STRICT)
@@ -215,16 +227,18 @@ def main() -> None:
         def strict_json(t: str, a: TypeAdapter[Any] = adapter) -> Any:
             return a.validate_json(t, context=_rt.STRICT)
 
-        named: list[tuple[str, Callable[[Any], Any], list[Any]]] = [
-            ("ours strict", strict, docs),
-            ("ours lenient", lenient, docs),
-            ("dmcg", model.model_validate, docs),
-            ("ours strict json", strict_json, texts),
-            ("dmcg json", model.model_validate_json, texts),
-            ("dmcg keeping", keeper.model_validate, docs),
-            ("dmcg keeping json", keeper.model_validate_json, texts),
-        ]
-        for label, f, inputs in named:
+        named: dict[str, tuple[Callable[[Any], Any], list[Any]]] = {
+            "check": (check, docs),
+            "strict": (strict, docs),
+            "lenient": (lenient, docs),
+            "dmcg": (model.model_validate, docs),
+            "check json": (check_json, texts),
+            "strict json": (strict_json, texts),
+            "dmcg json": (model.model_validate_json, texts),
+            "keeping": (keeper.model_validate, docs),
+            "keeping json": (keeper.model_validate_json, texts),
+        }
+        for label, (f, inputs) in named.items():
             refused = [i for i, d in enumerate(inputs) if not accepts(f, d)]
             if refused:
                 sys.exit(f"{label} refuses documents {refused} of {s['name']}")
@@ -233,8 +247,11 @@ def main() -> None:
             bad["sessionId"] = 7
         else:
             bad["jsonrpc"] = "1.0"
-        if accepts(strict, bad) or accepts(lenient, bad):
-            sys.exit(f"ours accepts a broken copy of the first document of {s['name']}")
+        for label in ("check", "strict", "lenient"):
+            if accepts(named[label][0], bad):
+                sys.exit(f"ours ({label}) accepts a broken copy of the first document of {s['name']}")
+        if accepts(check_json, json.dumps(bad)):
+            sys.exit(f"ours (check json) accepts a broken copy of the first document of {s['name']}")
         if accepts(model.model_validate, bad):
             print(f"(note: dmcg accepts a broken copy of the first document of {s['name']})")
 
@@ -245,18 +262,25 @@ def main() -> None:
 
             return run
 
-        t = timings([batch(f, inputs) for _, f, inputs in named], args.seconds, len(docs))
-        cells = [f"{fmt(m)} ({fmt(p)})" for m, p in map(summary, t)]
+        times = timings([batch(f, inputs) for f, inputs in named.values()], args.seconds, len(docs))
+        t = dict(zip(named, times, strict=True))
+
+        def cell(label: str, t: dict[str, list[float]] = t) -> str:
+            m, p = summary(t[label])
+            return f"{fmt(m)} ({fmt(p)})"
+
         row = [
             s["name"],
             str(len(docs)),
-            *cells[:3],
-            ratio(t[2], t[0]),
-            ratio(t[2], t[1]),
-            *cells[3:5],
-            ratio(t[4], t[3]),
-            ratio(t[5], t[0], target=False),
-            ratio(t[6], t[3], target=False),
+            *map(cell, ("check", "strict", "lenient", "dmcg")),
+            ratio(t["dmcg"], t["check"]),
+            ratio(t["dmcg"], t["strict"]),
+            ratio(t["dmcg"], t["lenient"]),
+            *map(cell, ("check json", "strict json", "dmcg json")),
+            ratio(t["dmcg json"], t["check json"]),
+            ratio(t["dmcg json"], t["strict json"]),
+            ratio(t["keeping"], t["strict"], target=False),
+            ratio(t["keeping json"], t["strict json"], target=False),
         ]
         print("| " + " | ".join(row) + " |")
     print(f"{machine_load()} at the end, {time.strftime('%H:%M:%S', time.gmtime())} UTC")

@@ -3,10 +3,11 @@
 Usage: python run_python.py MANIFEST PACKAGE_ROOT
 
 PACKAGE_ROOT holds `conformance_groups/<module>/models.py` for each group. Each case's JSON text
-goes through the two ways the Python client checks a document against a named type, as
-`openagents.validation` does: `validate` (pydantic's `validate_python` on the decoded value, in
-the strict context) and `validate_json` (pydantic's own JSON parser, same context). Prints one JSON
-object: for each group's module, one entry per case mapping each path to its verdict: `true`
+goes through the four ways the generated Python checks a document against a named type, all in the
+strict context: reading it into the models (`validate`: pydantic's `validate_python` on the decoded
+value; `validate_json`: pydantic's own JSON parser), and the check that makes no model, which the
+generated `validate` and `validate_json` run (`check`, `check_json`: `_rt.checker`). Prints one
+JSON object: for each group's module, one entry per case mapping each path to its verdict: `true`
 (valid), `false` (invalid) or the text of any other exception.
 """
 
@@ -44,6 +45,7 @@ def main() -> None:
         try:
             models = importlib.import_module(f"conformance_groups.{module}.models")
             adapter: TypeAdapter[Any] = TypeAdapter(models.TYPES[group["root"]])
+            checker = _rt.checker(models.TYPES, group["root"])
         except Exception as e:  # noqa: BLE001
             failure = f"cannot load the generated module: {type(e).__name__}: {e}"
             out[module] = [{"load": failure} for _ in group["cases"]]
@@ -55,6 +57,8 @@ def main() -> None:
                 {
                     "validate": verdict(adapter.validate_python, json.loads(text)),
                     "validate_json": verdict(adapter.validate_json, text),
+                    "check": verdict(checker.validate_python, json.loads(text)),
+                    "check_json": verdict(checker.validate_json, text),
                 }
             )
         out[module] = results

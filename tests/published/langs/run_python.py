@@ -10,6 +10,8 @@ generated Python package. Each document is checked by:
   models validated strictly, as `openagents.validation` does); valid when it lists no violation;
 - `python-json`: the same models through pydantic's own JSON parser on the text
   (`TypeAdapter(models.TYPES[name]).validate_json(text, context=_rt.STRICT)`);
+- `python-check-json`: the generated `models.validate_json(type_name, text)`, the check that makes
+  no model, on the text; valid when it lists no violation;
 - `python-jsonschema`: the `jsonschema` package, Draft 2020-12, formats as annotations, against
   the schema's `$defs` with a root of `{"$ref": "#/$defs/<type>"}`.
 
@@ -44,6 +46,11 @@ def valid_value(models: Any, name: str, value: object) -> bool:
     return bool(models.validate(name, value) == [])
 
 
+def valid_text(models: Any, name: str, text: str) -> bool:
+    """Whether the generated `models.validate_json` finds no violation in the text."""
+    return bool(models.validate_json(name, text) == [])
+
+
 def accepts(adapter: TypeAdapter[Any], text: str) -> bool:
     """Whether pydantic's own JSON parser and the models, strictly, accept the text (else raises)."""
     adapter.validate_json(text, context=_rt.STRICT)
@@ -75,10 +82,13 @@ def main() -> None:
             "python-jsonschema": verdict(references[definition].is_valid, value),
         }
         if name is None:
-            verdicts["python"] = verdicts["python-json"] = f"no generated type for `{definition}`"
+            verdicts["python"] = verdicts["python-json"] = verdicts["python-check-json"] = (
+                f"no generated type for `{definition}`"
+            )
         else:
             verdicts["python"] = verdict(valid_value, models, name, value)
             verdicts["python-json"] = verdict(accepts, adapters[name], text)
+            verdicts["python-check-json"] = verdict(valid_text, models, name, text)
         out.append(verdicts)
     with open(out_path, "w", encoding="utf-8") as f:
         json.dump({"verdicts": out}, f)

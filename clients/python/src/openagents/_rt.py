@@ -34,9 +34,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Final, Generic, TypeAlias, TypeVar, cast, get_args
 
-from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler, Strict, TypeAdapter, ValidationError
+from pydantic import AllowInfNan, BaseModel, ConfigDict, GetCoreSchemaHandler, Strict, TypeAdapter, ValidationError
 from pydantic import JsonValue as _JsonValue
-from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError, core_schema
+from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError, SchemaValidator, core_schema
 
 __all__ = [
     "CLOSED",
@@ -68,11 +68,13 @@ __all__ = [
     "Violation",
     "WireEnum",
     "adapter",
+    "checker",
     "is_strict",
     "json_equal",
     "json_pointer",
     "not_null",
     "validate",
+    "validate_json",
     "violations",
 ]
 
@@ -215,8 +217,8 @@ INT: Final = IntCheck()
 Int: TypeAlias = Annotated[int, INT]
 """A JSON integer (`1.0` included; never a boolean or a string)."""
 
-Float: TypeAlias = Annotated[float, Strict()]
-"""A JSON number (never a boolean or a string)."""
+Float: TypeAlias = Annotated[float, Strict(), AllowInfNan(False)]
+"""A JSON number (never a boolean or a string, never `NaN` or an infinity)."""
 
 Str: TypeAlias = Annotated[str, Strict()]
 """A JSON string."""
@@ -570,7 +572,9 @@ class Tagged:
                     kind,
                 )
             cls = self.unknown
-        return cls.model_validate(value, context=info.context)
+        # The model's own validator: its errors as they are (the fast check's labelled), to be
+        # left out, with the labels, where the whole document's errors are read.
+        return cls.__pydantic_validator__.validate_python(value, context=info.context)
 
 
 # --- the dynamic check ----------------------------------------------------------------------------
@@ -900,7 +904,7 @@ class Json:
                 return out
             return value
         if isinstance(value, dict) and self._model is not None:
-            return self._model().model_validate(value, context=info.context)
+            return self._model().__pydantic_validator__.validate_python(value, context=info.context)
         return value
 
 
@@ -1046,12 +1050,79 @@ def adapter(types: Mapping[str, object], type_name: str) -> TypeAdapter[Any]:
     return found
 
 
+_CHECKERS: dict[tuple[int, str], SchemaValidator] = {}
+
+
+def checker(types: Mapping[str, object], type_name: str) -> SchemaValidator:
+    """The check of the named type in `types`, made once: what `adapter` checks, with the same
+    errors, but without building what a check throws away. Each generated model checks its
+    fields as the model does, and no model object is made; an open object's unknown members are
+    not kept (they are not checked either way; an `additionalProperties` schema still checks
+    them). For decoded JSON documents and JSON text: a model object given in place of an object
+    is refused, where the models take it as it is."""
+    key = (id(types), type_name)
+    found = _CHECKERS.get(key)
+    if found is None:
+        models = adapter(types, type_name)
+        models.rebuild()
+        # The schema and configuration the adapter's validator was built from (its pickle form).
+        built = cast(tuple[Any, tuple[Any, ...]], models.validator.__reduce__())[1]
+        found = _CHECKERS[key] = SchemaValidator(_fields_only(built[0]), built[1])
+    return found
+
+
+# The configuration of a generated model (`OPEN`, `CLOSED`) as pydantic-core gets it. Its one
+# setting that checks anything, `allow_inf_nan`, is also on every number check itself (`Float`,
+# the integer and free-form checks), so a model's fields check the same without it.
+_MODEL_CONFIG: Final = frozenset({"extra_fields_behavior", "serialize_by_alias", "allow_inf_nan", "title"})
+
+
+def _fields_only(schema: Any) -> Any:
+    """A core schema in which each generated model is the check of its fields alone (pydantic's
+    `model-fields`, which the model itself runs), ignoring unknown members where the model keeps
+    them. Anything else, and any model of another kind, stays as it is."""
+    if isinstance(schema, (list, tuple)):
+        return type(schema)(_fields_only(s) for s in schema)
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _fields_only(v) for k, v in schema.items()}
+    config = out.get("config")
+    if (
+        out.get("type") != "model"
+        or not isinstance(config, dict)
+        or not set(config) <= _MODEL_CONFIG
+        or config.get("allow_inf_nan") is not False
+        or out.get("root_model")
+        or out.get("custom_init")
+        or "post_init" in out
+        or not isinstance(out.get("schema"), dict)
+        or out["schema"].get("type") != "model-fields"
+    ):
+        return out
+    fields = dict(out["schema"])
+    extra = config.get("extra_fields_behavior", "ignore")
+    fields["extra_behavior"] = "ignore" if extra == "allow" and "extras_schema" not in fields else extra
+    if "ref" in out:
+        fields["ref"] = out["ref"]
+    return fields
+
+
 def validate(types: Mapping[str, object], type_name: str, document: object) -> list[Violation]:
     """Every violation of a decoded JSON document as the named type, checked strictly (an unknown
     kind or enum value is refused); `[]` when it is valid. Raises `UnknownTypeName` for a name
     `types` does not have."""
     try:
-        adapter(types, type_name).validate_python(document, context=STRICT)
+        checker(types, type_name).validate_python(document, context=STRICT)
+    except ValidationError as e:
+        return violations(e)
+    return []
+
+
+def validate_json(types: Mapping[str, object], type_name: str, text: str | bytes) -> list[Violation]:
+    """`validate` for JSON text, read by pydantic's own parser (no `NaN`, nothing after the
+    value)."""
+    try:
+        checker(types, type_name).validate_json(text, context=STRICT)
     except ValidationError as e:
         return violations(e)
     return []

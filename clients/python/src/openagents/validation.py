@@ -12,6 +12,7 @@ from functools import cache
 from typing import Any, cast
 
 from pydantic import TypeAdapter, ValidationError
+from pydantic_core import SchemaValidator
 
 from . import _rt
 from ._generated import models as m
@@ -53,10 +54,16 @@ def _adapter(type_name: str) -> TypeAdapter[Any]:
     return TypeAdapter(cast(Any, annotation))
 
 
+def _checker(type_name: str) -> SchemaValidator:
+    # The models' check without what it would throw away (`_rt.checker`).
+    _adapter(type_name)
+    return _rt.checker(m.TYPES, type_name)
+
+
 def validate(type_name: str, document: object) -> list[m.Violation]:
     """Checks a decoded JSON document against the named type strictly; `[]` when it is valid."""
     try:
-        _adapter(type_name).validate_python(document, context=_rt.STRICT)
+        _checker(type_name).validate_python(document, context=_rt.STRICT)
     except ValidationError as e:
         return violations(e)
     return []
@@ -65,7 +72,7 @@ def validate(type_name: str, document: object) -> list[m.Violation]:
 def validate_json(type_name: str, text: str | bytes) -> list[m.Violation]:
     """`validate` for JSON text (pydantic's own parser: no `NaN`, no trailing garbage)."""
     try:
-        _adapter(type_name).validate_json(text, context=_rt.STRICT)
+        _checker(type_name).validate_json(text, context=_rt.STRICT)
     except ValidationError as e:
         return violations(e)
     return []

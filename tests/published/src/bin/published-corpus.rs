@@ -29,6 +29,7 @@ const VALIDATORS: &[&str] = &[
     RUST_UNTYPED,
     "python",
     "python-json",
+    "python-check-json",
     "python-jsonschema",
     "typescript",
     "typescript-isValid",

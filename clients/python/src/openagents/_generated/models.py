@@ -93,6 +93,7 @@ __all__ = [
     "UnknownRuntimeEvent",
     "Violation",
     "validate",
+    "validate_json",
 ]
 
 
@@ -1350,3 +1351,8 @@ def validate(type_name: str, document: object) -> list[_rt.Violation]:
     have.
     """
     return _rt.validate(TYPES, type_name, document)
+
+
+def validate_json(type_name: str, text: str | bytes) -> list[_rt.Violation]:
+    """`validate` for JSON text, read by pydantic's own parser (no `NaN`, nothing after the value)."""
+    return _rt.validate_json(TYPES, type_name, text)
