@@ -17,11 +17,14 @@ cannot decide the JSON Schema way: a value the fast check refuses (to keep an un
 value when reading leniently, and to say exactly where a document is wrong), patterns, constants
 other than strings, and the dynamic `Json` check.
 
-Errors: a tagged union (and, in JSON text, a property that may be left out but not null) is
-checked fast first and, only when that fails, exactly; pydantic then reports the errors of both
-under the labels `FAST` and `EXACT`. `violations`, `validate`, the models' constructors,
-`from_wire`, `from_json`, `model_validate` and `model_validate_json` give the exact ones alone, located as for
-a decoded document; a `TypeAdapter`'s `validate_python` and `validate_json` show both.
+Errors: a tagged union, a property that may be left out but not null, and (in JSON text) a string
+enum are checked fast first and, only when that fails, exactly; pydantic then reports the errors of
+both under the labels `FAST` and `EXACT`. Where the value failed inside what both read alike, the
+exact check does not check it again but lets the fast check's errors stand, so a failure deep in
+nested unions is checked once. `violations`, `validate`, `validate_json`, the models'
+constructors, `from_wire`, `from_json`, `model_validate`, `model_validate_json` and
+`model_validate_strings` give the exact errors alone, each as it was raised, located as for a
+decoded document; a `TypeAdapter`'s `validate_python` and `validate_json` show both.
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ import importlib
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Final, Generic, TypeAlias, TypeVar, cast, get_args
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, Final, Generic, TypeAlias, TypeVar, cast
 
 from pydantic import AllowInfNan, BaseModel, ConfigDict, GetCoreSchemaHandler, Strict, TypeAdapter, ValidationError
 from pydantic import JsonValue as _JsonValue
@@ -154,6 +157,14 @@ class Model(BaseModel):
             raise _without_labels(e) from None
 
     @classmethod
+    def model_validate_strings(cls: type[_M], obj: Any, **kwargs: Any) -> _M:
+        """pydantic's `model_validate_strings`, its errors without the labels of the fast check."""
+        try:
+            return super().model_validate_strings(obj, **kwargs)
+        except ValidationError as e:
+            raise _without_labels(e) from None
+
+    @classmethod
     def model_validate_json(cls: type[_M], json_data: str | bytes | bytearray, **kwargs: Any) -> _M:
         """pydantic's `model_validate_json`, its errors located as for a decoded document (without
         the labels of the fast check: see the module's documentation)."""
@@ -234,6 +245,11 @@ def not_null(value: object) -> object:
     return value
 
 
+def _null_or_defer(value: object) -> object:
+    not_null(value)
+    raise _defer(0)
+
+
 # What a property's value can be but `None`: a decoded JSON value, or a model or mapping given in
 # Python (`isinstance` with these is pydantic-core's check, so `NOT_NULL` costs no call to Python).
 _NOT_NONE: Final = (str, dict, list, int, float, BaseModel, Mapping)
@@ -250,11 +266,13 @@ class NotNull:
             custom_error_type="null_type",
             custom_error_message="null is not allowed here; leave the property out instead",
         )
-        exact = core_schema.no_info_before_validator_function(not_null, schema)
         if schema["type"] == "nullable":
             # The value's own check first (it refuses null too), then, only when that fails, the
-            # exact one, under the labels `violations` reads.
-            return core_schema.union_schema([(schema["schema"], FAST), (exact, EXACT)], mode="left_to_right")
+            # exact one, under the labels `violations` reads: `null` refused as such, and for any
+            # other value the first check's errors, which are the exact ones (not checked again).
+            null = core_schema.no_info_plain_validator_function(_null_or_defer)
+            return core_schema.union_schema([(schema["schema"], FAST), (null, EXACT)], mode="left_to_right")
+        exact = core_schema.no_info_before_validator_function(not_null, schema)
         return core_schema.json_or_python_schema(
             json_schema=exact, python_schema=core_schema.chain_schema([refuse, schema])
         )
@@ -507,13 +525,22 @@ class EnumOf:
         return value
 
 
-_KNOWN_ERRORS: Final = frozenset(get_args(core_schema.ErrorType))
-
 FAST: Final = "\x00openagents.fast"
 """The label of an error from the fast check of JSON text: `violations` leaves it out."""
 
 EXACT: Final = "\x00openagents.exact"
 """The label of an error from the exact check of JSON text: `violations` leaves the label out."""
+
+_DEFER: Final = "\x00openagents.defer"
+
+
+# What an exact check raises where the fast check's errors are the exact ones (the value failed
+# inside what both checks read alike), so that nothing is checked twice: `_exact_errors` then
+# keeps the fast check's errors, without the label and the `skip` places after it (the tag that
+# pydantic-core's tagged union puts in the location). Checking again instead would check a
+# document nested n unions deep 2^n times.
+def _defer(skip: int) -> PydanticCustomError:
+    return PydanticCustomError(_DEFER, "the fast check's errors stand", {"skip": skip})
 
 
 def _at(key: str | int, error: PydanticCustomError | str, value: object) -> ValidationError:
@@ -561,6 +588,9 @@ class Tagged:
         if not isinstance(kind, str):
             raise _at(self.tag, PydanticCustomError("string_type", "Input should be a valid string"), kind)
         cls = self.branches.get(kind)
+        if cls is not None and value.__class__ is dict and kind.__class__ is str:
+            # The fast check took this branch by its tag and failed inside it: its errors stand.
+            raise _defer(1)
         if cls is None:
             if self.unknown is None or is_strict(info):
                 known = ", ".join(_show(k) for k in self.branches)
@@ -990,32 +1020,80 @@ def json_pointer(loc: Sequence[str | int]) -> str:
 
 
 def _exact_errors(error: ValidationError) -> list[ErrorDetails]:
-    """The errors of a document, as the exact checks found them: from JSON text, a union checked
-    fast and then exactly (see `Tagged`) reports both, under the labels `FAST` and `EXACT`; the
-    fast check's are left out, and the labels too."""
+    """The errors of a document, as the exact checks found them. A union checked fast and then
+    exactly (`Tagged`, `NotNull`, `EnumOf` on JSON text) reports the errors of both, under the
+    labels `FAST` and `EXACT`: the exact check's are kept, or, where it deferred (`_DEFER`), the
+    fast check's; the labels go. Never empty for an error that has errors."""
     errors = error.errors(include_url=False)
     if not any(FAST in d["loc"] or EXACT in d["loc"] for d in errors):
         return errors
-    exact = [d for d in errors if FAST not in d["loc"]] or errors
-    for d in exact:
-        d["loc"] = tuple(p for p in d["loc"] if p != EXACT and p != FAST)
+    exact = _resolve(errors, 0)
+    if not exact:
+        # Only where a document's own keys look like the labels: every error, unlabelled.
+        exact = errors
+        for d in exact:
+            d["loc"] = tuple(p for p in d["loc"] if p != FAST and p != EXACT)
     return exact
 
 
+def _resolve(errors: list[ErrorDetails], start: int) -> list[ErrorDetails]:
+    """`_exact_errors` for errors whose locations hold no label before `start`: each union's
+    errors (those sharing the location before their first label) resolved in turn, in order."""
+    # In order: an error without a label, or the place (location) of a union's errors.
+    slots: list[ErrorDetails | tuple[Any, ...]] = []
+    unions: dict[tuple[Any, ...], _Union] = {}
+    for d in errors:
+        loc = d["loc"]
+        at = next((i for i in range(start, len(loc)) if loc[i] == FAST or loc[i] == EXACT), None)
+        if at is None:
+            slots.append(d)
+            continue
+        place = tuple(loc[:at])
+        if place not in unions:
+            unions[place] = _Union()
+            slots.append(place)
+        union = unions[place]
+        if loc[at] == FAST:
+            union.fast.append((at, d))
+        elif d["type"] == _DEFER:
+            union.skip = int((d.get("ctx") or {}).get("skip", 0))
+        else:
+            union.exact.append((at, d))
+    out: list[ErrorDetails] = []
+    for slot in slots:
+        if not isinstance(slot, tuple):
+            out.append(slot)
+            continue
+        union = unions[slot]
+        if union.skip is not None:
+            kept, skip = union.fast, union.skip
+        else:
+            kept, skip = union.exact or union.fast, 0
+        for at, d in kept:
+            d["loc"] = slot + tuple(d["loc"][at + 1 + skip :])
+        out.extend(_resolve([d for _, d in kept], len(slot)))
+    return out
+
+
+@dataclass
+class _Union:
+    """One union's errors in `_resolve`: each with where its label is."""
+
+    fast: list[tuple[int, ErrorDetails]] = field(default_factory=list)
+    exact: list[tuple[int, ErrorDetails]] = field(default_factory=list)
+    skip: int | None = None
+
+
 def _without_labels(error: ValidationError) -> ValidationError:
-    """The error with only its exact errors (`_exact_errors`), as pydantic would raise them."""
+    """The error with only its exact errors (`_exact_errors`), as pydantic would raise them: each
+    with its own type and message as they were (never written again for another input)."""
     errors = error.errors(include_url=False)
     if not any(FAST in d["loc"] or EXACT in d["loc"] for d in errors):
         return error
-    details: list[InitErrorDetails] = []
-    for d in _exact_errors(error):
-        kind: PydanticCustomError | str = d["type"]
-        if kind not in _KNOWN_ERRORS:
-            kind = PydanticCustomError(d["type"], d["msg"])
-        detail = InitErrorDetails(type=kind, loc=d["loc"], input=d["input"])
-        if "ctx" in d and isinstance(kind, str):
-            detail["ctx"] = d["ctx"]
-        details.append(detail)
+    details = [
+        InitErrorDetails(type=PydanticCustomError(d["type"], d["msg"]), loc=d["loc"], input=d["input"])
+        for d in _exact_errors(error)
+    ]
     return ValidationError.from_exception_data(error.title, details)
 
 
@@ -1036,7 +1114,10 @@ def violations(error: ValidationError) -> list[Violation]:
     return out
 
 
-_ADAPTERS: dict[tuple[int, str], TypeAdapter[Any]] = {}
+# Made once per mapping and name. Each entry holds its mapping, so that no other mapping can take
+# its `id` while the entry lasts.
+_ADAPTERS: dict[tuple[int, str], tuple[Mapping[str, object], TypeAdapter[Any]]] = {}
+_CHECKERS: dict[tuple[int, str], tuple[Mapping[str, object], SchemaValidator]] = {}
 
 
 def adapter(types: Mapping[str, object], type_name: str) -> TypeAdapter[Any]:
@@ -1046,11 +1127,8 @@ def adapter(types: Mapping[str, object], type_name: str) -> TypeAdapter[Any]:
     if found is None:
         if type_name not in types:
             raise UnknownTypeName(type_name, list(types))
-        found = _ADAPTERS[key] = TypeAdapter(cast(Any, types[type_name]))
-    return found
-
-
-_CHECKERS: dict[tuple[int, str], SchemaValidator] = {}
+        found = _ADAPTERS[key] = (types, TypeAdapter(cast(Any, types[type_name])))
+    return found[1]
 
 
 def checker(types: Mapping[str, object], type_name: str) -> SchemaValidator:
@@ -1058,17 +1136,19 @@ def checker(types: Mapping[str, object], type_name: str) -> SchemaValidator:
     errors, but without building what a check throws away. Each generated model checks its
     fields as the model does, and no model object is made; an open object's unknown members are
     not kept (they are not checked either way; an `additionalProperties` schema still checks
-    them). For decoded JSON documents and JSON text: a model object given in place of an object
-    is refused, where the models take it as it is."""
+    them). It is for decoded JSON documents and JSON text: a model object inside a document is
+    not what it checks (in place of a generated model, it is refused)."""
     key = (id(types), type_name)
     found = _CHECKERS.get(key)
     if found is None:
         models = adapter(types, type_name)
         models.rebuild()
-        # The schema and configuration the adapter's validator was built from (its pickle form).
-        built = cast(tuple[Any, tuple[Any, ...]], models.validator.__reduce__())[1]
-        found = _CHECKERS[key] = SchemaValidator(_fields_only(built[0]), built[1])
-    return found
+        # The schema and configuration the adapter's validator was built from (its pickle form),
+        # under the wrapper pydantic puts around it when plugins are installed.
+        validator = getattr(models.validator, "__pydantic_schema_validator__", models.validator)
+        built = cast(tuple[Any, tuple[Any, ...]], validator.__reduce__())[1]
+        found = _CHECKERS[key] = (types, SchemaValidator(_fields_only(built[0]), built[1]))
+    return found[1]
 
 
 # The configuration of a generated model (`OPEN`, `CLOSED`) as pydantic-core gets it. Its one
@@ -1077,18 +1157,21 @@ def checker(types: Mapping[str, object], type_name: str) -> SchemaValidator:
 _MODEL_CONFIG: Final = frozenset({"extra_fields_behavior", "serialize_by_alias", "allow_inf_nan", "title"})
 
 
-def _fields_only(schema: Any) -> Any:
+def _fields_only(schema: Any, model_wanted: bool = False) -> Any:
     """A core schema in which each generated model is the check of its fields alone (pydantic's
     `model-fields`, which the model itself runs), ignoring unknown members where the model keeps
-    them. Anything else, and any model of another kind, stays as it is."""
+    them. Anything else, any model of another kind, and a model a function is given (a model
+    validator's), stays as it is."""
     if isinstance(schema, (list, tuple)):
         return type(schema)(_fields_only(s) for s in schema)
     if not isinstance(schema, dict):
         return schema
-    out = {k: _fields_only(v) for k, v in schema.items()}
+    function = str(schema.get("type", "")).startswith("function-")
+    out = {k: _fields_only(v, function and k == "schema") for k, v in schema.items()}
     config = out.get("config")
     if (
-        out.get("type") != "model"
+        model_wanted
+        or out.get("type") != "model"
         or not isinstance(config, dict)
         or not set(config) <= _MODEL_CONFIG
         or config.get("allow_inf_nan") is not False

@@ -277,7 +277,7 @@ class AsyncClient(AsyncMethods):
         try:
             typed = spec.result.validate_python(result)
         except ValidationError as e:
-            raise ProtocolError(f"the `{spec.name}` result is not a valid result: {e}") from None
+            raise ProtocolError(f"the `{spec.name}` result is not a valid result: {_rt._without_labels(e)}") from None
         if isinstance(typed, RuntimeStatus):
             where = f"{self.transport.where}, in its `status` result"
             self.schema.check(RuntimeSchema(typed.schema_digest, typed.protocol_version, where))

@@ -170,7 +170,10 @@ def wire_params(spec: _rt.MethodSpec[Any], params: object) -> tuple[bool, JsonVa
     if spec.params_adapter is not None:
         if params is None and not spec.params_required:
             return False, None
-        spec.params_adapter.validate_python(params, context=_rt.STRICT)
+        try:
+            spec.params_adapter.validate_python(params, context=_rt.STRICT)
+        except ValidationError as e:
+            raise _rt._without_labels(e) from None
         return True, params  # type: ignore[return-value]
     return params is not None, params  # type: ignore[return-value]
 
@@ -201,7 +204,7 @@ def _result(spec: _rt.MethodSpec[_T], answer: object) -> _T:
     try:
         return spec.result.validate_python(answer["result"], context=_rt.STRICT)
     except ValidationError as e:
-        raise ProtocolError(f"the `{spec.name}` result is not what the schema says: {e}") from None
+        raise ProtocolError(f"the `{spec.name}` result is not what the schema says: {_rt._without_labels(e)}") from None
 
 
 def _http_result(spec: _rt.MethodSpec[_T], response: httpx.Response) -> _T:
