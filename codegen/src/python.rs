@@ -1134,7 +1134,7 @@ impl<'a> Emitter<'a> {
         body.blank();
         body.blank();
         body.line(0, "def validate_json(type_name: str, text: str | bytes) -> list[_rt.Violation]:");
-        body.doc(4, "`validate` for JSON text, read by pydantic's own parser (no `NaN`, nothing after the value).");
+        body.doc(4, "`validate` for JSON text, read by pydantic's own parser (nothing after the value).");
         body.line(4, "return _rt.validate_json(TYPES, type_name, text)");
         // Imports, now that the body says what it uses.
         let text = &body.text;

@@ -1202,8 +1202,8 @@ def validate(types: Mapping[str, object], type_name: str, document: object) -> l
 
 
 def validate_json(types: Mapping[str, object], type_name: str, text: str | bytes) -> list[Violation]:
-    """`validate` for JSON text, read by pydantic's own parser (no `NaN`, nothing after the
-    value)."""
+    """`validate` for JSON text, read by pydantic's own parser (nothing after the value; see
+    CONFORMANCE.md on `NaN`)."""
     try:
         checker(types, type_name).validate_json(text, context=STRICT)
     except ValidationError as e:

@@ -70,7 +70,7 @@ def validate(type_name: str, document: object) -> list[m.Violation]:
 
 
 def validate_json(type_name: str, text: str | bytes) -> list[m.Violation]:
-    """`validate` for JSON text (pydantic's own parser: no `NaN`, no trailing garbage)."""
+    """`validate` for JSON text (pydantic's own parser: nothing after the value)."""
     try:
         _checker(type_name).validate_json(text, context=_rt.STRICT)
     except ValidationError as e:

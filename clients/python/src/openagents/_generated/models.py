@@ -1354,5 +1354,5 @@ def validate(type_name: str, document: object) -> list[_rt.Violation]:
 
 
 def validate_json(type_name: str, text: str | bytes) -> list[_rt.Violation]:
-    """`validate` for JSON text, read by pydantic's own parser (no `NaN`, nothing after the value)."""
+    """`validate` for JSON text, read by pydantic's own parser (nothing after the value)."""
     return _rt.validate_json(TYPES, type_name, text)
