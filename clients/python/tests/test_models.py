@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, TypeAlias, Union
+from typing import Annotated, Any, Final, Literal, TypeAlias, Union
 
 import pytest
 from pydantic import Field, TypeAdapter, ValidationError
@@ -63,18 +63,22 @@ def test_a_model_built_in_python_reports_the_exact_errors_alone() -> None:
     assert models.ApprovalPrompt(request_id="r", prompt="p", timeout_ms=5).timeout_ms == 5
 
 
+# A `RuntimeStatus` with a state this version does not know and a member it does not declare.
+PAUSED_STATUS: Final[dict[str, Any]] = {
+    "state": "paused",
+    "active_turn": None,
+    "counters": {"submitted": 0, "completed": 0, "failed": 0, "interrupted": 0},
+    "last_seq": 0,
+    "subscribers": 0,
+    "lease": None,
+    "schema_version": "openagents.agent.runner.v1",
+    "limits": {"max_frame": 1, "max_output": 1, "max_line_bytes": 1, "event_channel_capacity": 1},
+    "uptime_ms": 5,
+}
+
+
 def test_an_unknown_enum_value_is_kept_as_a_string() -> None:
-    status = {
-        "state": "paused",
-        "active_turn": None,
-        "counters": {"submitted": 0, "completed": 0, "failed": 0, "interrupted": 0},
-        "last_seq": 0,
-        "subscribers": 0,
-        "lease": None,
-        "schema_version": "openagents.agent.runner.v1",
-        "limits": {"max_frame": 1, "max_output": 1, "max_line_bytes": 1, "event_channel_capacity": 1},
-        "uptime_ms": 5,
-    }
+    status = PAUSED_STATUS
     s = models.RuntimeStatus.from_wire(status)
     assert s.state == "paused" and not isinstance(s.state, models.RuntimeState)
     assert s.model_extra is not None and s.model_extra["uptime_ms"] == 5

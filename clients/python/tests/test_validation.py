@@ -11,6 +11,8 @@ from pydantic import Field, TypeAdapter, ValidationError
 from openagents import _rt
 from openagents._generated import models as gm
 
+from .test_models import PAUSED_STATUS
+
 
 def test_the_generated_validate_takes_any_schema_name_and_refuses_an_unknown_one() -> None:
     found = gm.validate("Turn", {})
@@ -46,17 +48,7 @@ def test_a_check_makes_no_model_and_keeps_the_verdicts_of_the_models() -> None:
         assert "model" not in _node_types(schema), f"{name}: a model is left in its check"
     # An open object's unknown member is accepted; a closed one's is refused, with the models'
     # own error, from a decoded document and from JSON text.
-    status = {
-        "state": "idle",
-        "active_turn": None,
-        "counters": {"submitted": 0, "completed": 0, "failed": 0, "interrupted": 0},
-        "last_seq": 0,
-        "subscribers": 0,
-        "lease": None,
-        "schema_version": "openagents.agent.runner.v1",
-        "limits": {"max_frame": 1, "max_output": 1, "max_line_bytes": 1, "event_channel_capacity": 1},
-        "uptime_ms": 5,
-    }
+    status = {**PAUSED_STATUS, "state": "idle"}
     assert gm.validate("RuntimeStatus", status) == []
     assert gm.RuntimeStatus.from_wire(status).model_extra == {"uptime_ms": 5}  # the models keep it
     closed = {"type": "text", "text": "hi", "extra": 1}
