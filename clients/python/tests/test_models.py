@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import Annotated, Any, Final, Literal, TypeAlias, Union
 
 import pytest
@@ -212,6 +214,8 @@ class _Leaf(_rt.Model):
 
     n: _rt.Int
 
+    note: Annotated[_rt.Str | None, _rt.NOT_NULL] = None
+
 
 class _Branch(_rt.Model):
     model_config = _rt.OPEN
@@ -275,3 +279,16 @@ def test_the_models_entry_points_keep_every_error_as_it_was_raised() -> None:
             with pytest.raises(ValidationError) as info:
                 read(document)
             assert [(e["loc"], e["type"], e["msg"]) for e in info.value.errors()] == expected
+
+
+def test_a_mapping_that_is_not_a_dict_is_an_object_and_its_errors_are_where_they_are() -> None:
+    # An `OrderedDict` (json.loads with `object_pairs_hook`) or a read-only mapping takes the
+    # exact check's slow path: its errors, and those of the checks inside it, keep their place.
+    adapter: TypeAdapter[Any] = TypeAdapter(_Tree)
+    for make in (OrderedDict, MappingProxyType, dict):
+        leaf = make({"kind": "leaf", "n": 1, "note": 5})
+        tree = make({"kind": "branch", "inner": leaf})
+        with pytest.raises(ValidationError) as info:
+            adapter.validate_python(tree, context=_rt.STRICT)
+        assert [(v.pointer, v.keyword) for v in _rt.violations(info.value)] == [("/inner/note", "type")], make
+        assert adapter.validate_python(make({"kind": "leaf", "n": 1}), context=_rt.STRICT).n == 1

@@ -580,7 +580,8 @@ class Tagged:
     def _slow(self, value: object, info: core_schema.ValidationInfo) -> object:
         if isinstance(value, self.classes):
             return value
-        if not isinstance(value, dict):
+        if not isinstance(value, Mapping):
+            # Any mapping is an object here, as the fast check and the models read one.
             raise PydanticCustomError("dict_type", "Input should be a valid dictionary")
         if self.tag not in value:
             raise _at(self.tag, "missing", value)
@@ -1055,7 +1056,8 @@ def _resolve(errors: list[ErrorDetails], start: int) -> list[ErrorDetails]:
         union = unions[place]
         if loc[at] == FAST:
             union.fast.append((at, d))
-        elif d["type"] == _DEFER:
+        elif d["type"] == _DEFER and len(loc) == at + 1:
+            # This union's own exact check deferred (a union inside it has its own place).
             union.skip = int((d.get("ctx") or {}).get("skip", 0))
         else:
             union.exact.append((at, d))
@@ -1091,7 +1093,7 @@ def _without_labels(error: ValidationError) -> ValidationError:
     if not any(FAST in d["loc"] or EXACT in d["loc"] for d in errors):
         return error
     details = [
-        InitErrorDetails(type=PydanticCustomError(d["type"], d["msg"]), loc=d["loc"], input=d["input"])
+        InitErrorDetails(type=PydanticCustomError(d["type"], d["msg"], d.get("ctx")), loc=d["loc"], input=d["input"])
         for d in _exact_errors(error)
     ]
     return ValidationError.from_exception_data(error.title, details)
