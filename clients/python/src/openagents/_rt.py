@@ -526,10 +526,10 @@ class EnumOf:
 
 
 FAST: Final = "\x00openagents.fast"
-"""The label of an error from the fast check of JSON text: `violations` leaves it out."""
+"""The label of an error from a union's fast check: `violations` leaves it out."""
 
 EXACT: Final = "\x00openagents.exact"
-"""The label of an error from the exact check of JSON text: `violations` leaves the label out."""
+"""The label of an error from a union's exact check: `violations` leaves the label out."""
 
 _DEFER: Final = "\x00openagents.defer"
 
