@@ -33,7 +33,8 @@ import enum
 import importlib
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Final, Generic, TypeAlias, TypeVar, cast
 
@@ -76,6 +77,7 @@ __all__ = [
     "json_equal",
     "json_pointer",
     "not_null",
+    "unlabelled",
     "validate",
     "validate_json",
     "violations",
@@ -119,10 +121,8 @@ class Model(BaseModel):
     def __init__(self, /, **data: Any) -> None:
         """pydantic's constructor, its errors without the labels of the fast check (see the
         module's documentation)."""
-        try:
+        with unlabelled():
             super().__init__(**data)
-        except ValidationError as e:
-            raise _without_labels(e) from None
 
     # pydantic's mark of a constructor that only validates (as `BaseModel`'s and `RootModel`'s):
     # without it, pydantic-core would call this one for every nested model, without the context.
@@ -151,27 +151,21 @@ class Model(BaseModel):
     def model_validate(cls: type[_M], obj: Any, **kwargs: Any) -> _M:
         """pydantic's `model_validate`, its errors without the labels of the fast check (see the
         module's documentation)."""
-        try:
+        with unlabelled():
             return super().model_validate(obj, **kwargs)
-        except ValidationError as e:
-            raise _without_labels(e) from None
 
     @classmethod
     def model_validate_strings(cls: type[_M], obj: Any, **kwargs: Any) -> _M:
         """pydantic's `model_validate_strings`, its errors without the labels of the fast check."""
-        try:
+        with unlabelled():
             return super().model_validate_strings(obj, **kwargs)
-        except ValidationError as e:
-            raise _without_labels(e) from None
 
     @classmethod
     def model_validate_json(cls: type[_M], json_data: str | bytes | bytearray, **kwargs: Any) -> _M:
         """pydantic's `model_validate_json`, its errors located as for a decoded document (without
         the labels of the fast check: see the module's documentation)."""
-        try:
+        with unlabelled():
             return super().model_validate_json(json_data, **kwargs)
-        except ValidationError as e:
-            raise _without_labels(e) from None
 
 
 # --- scalars --------------------------------------------------------------------------------------
@@ -261,11 +255,6 @@ class NotNull:
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
         schema = handler(source)
-        refuse = core_schema.custom_error_schema(
-            core_schema.is_instance_schema(_NOT_NONE),
-            custom_error_type="null_type",
-            custom_error_message="null is not allowed here; leave the property out instead",
-        )
         if schema["type"] == "nullable":
             # The value's own check first (it refuses null too), then, only when that fails, the
             # exact one, under the labels `violations` reads: `null` refused as such, and for any
@@ -273,6 +262,11 @@ class NotNull:
             null = core_schema.no_info_plain_validator_function(_null_or_defer)
             return core_schema.union_schema([(schema["schema"], FAST), (null, EXACT)], mode="left_to_right")
         exact = core_schema.no_info_before_validator_function(not_null, schema)
+        refuse = core_schema.custom_error_schema(
+            core_schema.is_instance_schema(_NOT_NONE),
+            custom_error_type="null_type",
+            custom_error_message="null is not allowed here; leave the property out instead",
+        )
         return core_schema.json_or_python_schema(
             json_schema=exact, python_schema=core_schema.chain_schema([refuse, schema])
         )
@@ -487,7 +481,8 @@ class EnumOf:
         if not members or not all(_plain_str(m.value) for m in members):
             # A value pydantic-core cannot hold as a literal (a lone surrogate): checked in Python.
             return core_schema.with_info_plain_validator_function(self._check)
-        member: core_schema.CoreSchema = core_schema.enum_schema(self.cls, members, sub_type="str")
+        fast = core_schema.enum_schema(self.cls, members, sub_type="str")
+        member: core_schema.CoreSchema = fast
         if self.open:
             check: core_schema.CoreSchema = core_schema.union_schema([member, _STR], mode="left_to_right")
         else:
@@ -503,7 +498,6 @@ class EnumOf:
         # string there), then, only when that fails, the exact check, under the labels
         # `violations` reads. A decoded value needs the string check first (the enum alone would
         # take `bytes`).
-        fast = core_schema.enum_schema(self.cls, members, sub_type="str")
         return core_schema.json_or_python_schema(
             json_schema=core_schema.union_schema([(fast, FAST), (exact, EXACT)], mode="left_to_right"),
             python_schema=exact,
@@ -634,21 +628,17 @@ def json_type(value: object) -> str | None:
 
 # The JSON types as pydantic-core checks them, each exactly as `json_type` tells them apart: a
 # whole float is an integer (and becomes an `int`), a boolean is never a number.
+_INT: Final = core_schema.int_schema(strict=True)
+# A whole float as the integer it is (`1.0` is `1`).
+_WHOLE_FLOAT: Final = core_schema.chain_schema(
+    [core_schema.float_schema(strict=True, allow_inf_nan=False), core_schema.int_schema()]
+)
 _JSON_TYPES: Final[dict[str, core_schema.CoreSchema]] = {
     "null": core_schema.none_schema(),
     "boolean": core_schema.bool_schema(strict=True),
-    "integer": core_schema.union_schema(
-        [
-            core_schema.int_schema(strict=True),
-            core_schema.chain_schema(
-                [core_schema.float_schema(strict=True, allow_inf_nan=False), core_schema.int_schema()]
-            ),
-        ],
-        mode="left_to_right",
-    ),
+    "integer": core_schema.union_schema([_INT, _WHOLE_FLOAT], mode="left_to_right"),
     "number": core_schema.union_schema(
-        [core_schema.int_schema(strict=True), core_schema.float_schema(strict=True, allow_inf_nan=False)],
-        mode="left_to_right",
+        [_INT, core_schema.float_schema(strict=True, allow_inf_nan=False)], mode="left_to_right"
     ),
     "string": _STR,
     "array": core_schema.list_schema(strict=True),
@@ -661,8 +651,8 @@ _JSON_TYPES: Final[dict[str, core_schema.CoreSchema]] = {
 _JSON_TYPES_BY_CLASS: Final[dict[str, dict[type, core_schema.CoreSchema]]] = {
     "null": {type(None): _JSON_TYPES["null"]},
     "boolean": {bool: _JSON_TYPES["boolean"]},
-    "integer": {int: core_schema.int_schema(strict=True), float: _JSON_TYPES["integer"]},
-    "number": {int: core_schema.int_schema(strict=True), float: _JSON_TYPES["number"]},
+    "integer": {int: _INT, float: _WHOLE_FLOAT},
+    "number": {int: _INT, float: _JSON_TYPES["number"]},
     "string": {str: _STR},
     "array": {list: _JSON_TYPES["array"]},
     "object": {dict: core_schema.dict_schema(strict=True)},
@@ -673,7 +663,7 @@ _JSON_TYPES_BY_CLASS: Final[dict[str, dict[type, core_schema.CoreSchema]]] = {
 # before a check, and a step that fails costs less than a union of steps that fails.
 _JSON_TEXT_STEPS: Final[dict[str, tuple[list[core_schema.CoreSchema], list[core_schema.CoreSchema]]]] = {
     "string": ([_STR], []),
-    "integer": ([core_schema.int_schema(strict=True)], [_JSON_TYPES["integer"]]),
+    "integer": ([_INT], [_WHOLE_FLOAT]),
     "number": ([_JSON_TYPES["number"]], []),
     "boolean": ([_JSON_TYPES["boolean"]], []),
     "null": ([_JSON_TYPES["null"]], []),
@@ -1025,8 +1015,16 @@ def _exact_errors(error: ValidationError) -> list[ErrorDetails]:
     exactly (`Tagged`, `NotNull`, `EnumOf` on JSON text) reports the errors of both, under the
     labels `FAST` and `EXACT`: the exact check's are kept, or, where it deferred (`_DEFER`), the
     fast check's; the labels go. Never empty for an error that has errors."""
-    errors = error.errors(include_url=False)
-    if not any(FAST in d["loc"] or EXACT in d["loc"] for d in errors):
+    return _exact(error.errors(include_url=False))
+
+
+def _labelled(errors: list[ErrorDetails]) -> bool:
+    return any(FAST in d["loc"] or EXACT in d["loc"] for d in errors)
+
+
+def _exact(errors: list[ErrorDetails]) -> list[ErrorDetails]:
+    """`_exact_errors` of a list of errors."""
+    if not _labelled(errors):
         return errors
     exact = _resolve(errors, 0)
     if not exact:
@@ -1088,15 +1086,25 @@ class _Union:
 
 def _without_labels(error: ValidationError) -> ValidationError:
     """The error with only its exact errors (`_exact_errors`), as pydantic would raise them: each
-    with its own type and message as they were (never written again for another input)."""
+    with its own type, message and context as they were (never written again for another input)."""
     errors = error.errors(include_url=False)
-    if not any(FAST in d["loc"] or EXACT in d["loc"] for d in errors):
+    if not _labelled(errors):
         return error
     details = [
         InitErrorDetails(type=PydanticCustomError(d["type"], d["msg"], d.get("ctx")), loc=d["loc"], input=d["input"])
-        for d in _exact_errors(error)
+        for d in _exact(errors)
     ]
     return ValidationError.from_exception_data(error.title, details)
+
+
+@contextmanager
+def unlabelled() -> Iterator[None]:
+    """Raises a `ValidationError` from within without the labels of the fast check
+    (`_without_labels`): for a validation whose errors a user reads."""
+    try:
+        yield
+    except ValidationError as e:
+        raise _without_labels(e) from None
 
 
 def violations(error: ValidationError) -> list[Violation]:

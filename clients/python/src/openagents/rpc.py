@@ -170,10 +170,8 @@ def wire_params(spec: _rt.MethodSpec[Any], params: object) -> tuple[bool, JsonVa
     if spec.params_adapter is not None:
         if params is None and not spec.params_required:
             return False, None
-        try:
+        with _rt.unlabelled():
             spec.params_adapter.validate_python(params, context=_rt.STRICT)
-        except ValidationError as e:
-            raise _rt._without_labels(e) from None
         return True, params  # type: ignore[return-value]
     return params is not None, params  # type: ignore[return-value]
 
