@@ -96,7 +96,7 @@ impl Default for Config {
             typescript: typescript::TypeScriptOptions::default(),
             methods: None,
             service: None,
-            objects_as_text: false,
+            objects_as_text: true,
         }
     }
 }
@@ -179,12 +179,13 @@ impl Config {
     }
 
     /// Whether a free-form object (an object schema that declares no properties, such as MCP's
-    /// tool `arguments`) is generated as `openagents_rt::RawObject`, the object's checked JSON
-    /// text, instead of a `serde_json::Map` (`openagents-codegen rust --objects-as-text`).
-    /// Decoding checks the same things either way; kept as text, the object is not built into a
-    /// map, so a server that hands it on, or reads it into its own type with
-    /// `RawObject::parse`, pays for one reading instead of two. Off by default; not with
-    /// [`Config::schemars`].
+    /// tool `arguments` or ACP's `_meta`) is generated as `openagents_rt::RawObject`, the
+    /// object's checked JSON text (the default), or as a `serde_json::Map` (`false`;
+    /// `openagents-codegen rust --objects-as-maps`). Decoding accepts and refuses the same
+    /// documents either way, with the same violations; kept as text, the object is not built
+    /// into a map, so a server that hands it on, or reads it into its own type with
+    /// `RawObject::parse`, pays for one reading instead of two. With [`Config::schemars`], the
+    /// generated crate's `schemars` feature must turn on `openagents-rt/schemars`.
     pub fn objects_as_text(mut self, on: bool) -> Self {
         self.objects_as_text = on;
         self
@@ -385,5 +386,5 @@ fn write_modules(dir: &Path, files: &[(String, String)], header: &str) -> Result
 pub fn rust_from_texts<'a>(texts: impl IntoIterator<Item = (&'a str, &'a str)>, runtime: &str) -> Result<String, SchemaError> {
     let docs = Documents::from_texts(texts)?;
     let space = lower::lower(&docs)?;
-    rust::emit(&space, &docs, &rust::RustOptions { runtime: runtime.into(), schemars: false, service: None, objects_as_text: false })
+    rust::emit(&space, &docs, &rust::RustOptions { runtime: runtime.into(), schemars: false, service: None, objects_as_text: true })
 }

@@ -60,7 +60,11 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         rpc_crate: Option<String>,
         /// Generate free-form objects (an object schema that declares no properties) as
-        /// `openagents_rt::RawObject`, their checked JSON text, instead of `serde_json::Map`.
+        /// `serde_json::Map`, built while decoding, instead of `openagents_rt::RawObject`, their
+        /// checked JSON text (the default).
+        #[arg(long, conflicts_with = "objects_as_text")]
+        objects_as_maps: bool,
+        /// Generate free-form objects as `openagents_rt::RawObject` (the default).
         #[arg(long)]
         objects_as_text: bool,
         /// Write to FILE instead of stdout.
@@ -194,8 +198,8 @@ fn run(command: Command) -> anyhow::Result<()> {
             };
             return Ok(config.write_typescript(&out_dir)?);
         }
-        Command::Rust { schema, runtime, service, rpc_crate, objects_as_text, out } => {
-            let config = config(&schema).runtime(runtime).service(service).objects_as_text(objects_as_text);
+        Command::Rust { schema, runtime, service, rpc_crate, objects_as_maps, objects_as_text: _, out } => {
+            let config = config(&schema).runtime(runtime).service(service).objects_as_text(!objects_as_maps);
             let config = match rpc_crate {
                 Some(path) => config.rpc_crate(path),
                 None => config,

@@ -115,9 +115,6 @@ fn f64_lit(f: f64) -> Literal {
 /// A [`SchemaError`] if the generated code does not parse (a generator bug).
 pub fn emit(space: &TypeSpace, docs: &Documents, opts: &RustOptions) -> Result<String, SchemaError> {
     let rt: TokenStream = opts.runtime.parse().map_err(|e| SchemaError::new("", "", "", format!("bad runtime path: {e}")))?;
-    if opts.schemars && opts.objects_as_text {
-        return Err(SchemaError::new("", "", "", "objects kept as text have no schemars schema: choose either the schemars derives or objects as text"));
-    }
     let mut e = Emitter {
         space,
         rt,

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 /// Each schema file, the module it is generated into, and whether free-form objects are kept as
 /// text (`Config::objects_as_text`).
 const SCHEMAS: &[(&str, &str, bool)] = &[
-    ("acp-v1.schema.json", "acp_v1", false),
-    ("mcp-2026-07-28.schema.json", "mcp_2026_07_28", false),
-    ("acp-v1.schema.json", "acp_v1_text", true),
-    ("mcp-2026-07-28.schema.json", "mcp_2026_07_28_text", true),
+    ("acp-v1.schema.json", "acp_v1", true),
+    ("mcp-2026-07-28.schema.json", "mcp_2026_07_28", true),
+    ("acp-v1.schema.json", "acp_v1_maps", false),
+    ("mcp-2026-07-28.schema.json", "mcp_2026_07_28_maps", false),
 ];
 
 fn main() {

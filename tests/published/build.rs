@@ -16,11 +16,11 @@ const RUNTIME: &str = "::openagents_rt";
 /// Each vendored schema, the module its Rust becomes, and whether free-form objects are kept as
 /// text (`Config::objects_as_text`).
 const SCHEMAS: &[(&str, &str, bool)] = &[
-    ("acp-v1.schema.json", "acp_v1", false),
-    ("mcp-2026-07-28.schema.json", "mcp_2026_07_28", false),
-    ("mcp-2025-11-25.schema.json", "mcp_2025_11_25", false),
-    ("acp-v1.schema.json", "acp_v1_text", true),
-    ("mcp-2026-07-28.schema.json", "mcp_2026_07_28_text", true),
+    ("acp-v1.schema.json", "acp_v1", true),
+    ("mcp-2026-07-28.schema.json", "mcp_2026_07_28", true),
+    ("mcp-2025-11-25.schema.json", "mcp_2025_11_25", true),
+    ("acp-v1.schema.json", "acp_v1_maps", false),
+    ("mcp-2026-07-28.schema.json", "mcp_2026_07_28_maps", false),
 ];
 
 fn main() {

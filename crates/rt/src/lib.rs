@@ -940,10 +940,9 @@ impl Wire for Map<String, Value> {
 }
 
 /// An object of any members, kept as JSON text: what a free-form object (an object schema that
-/// declares no properties, such as MCP's tool `arguments`) decodes to when the generator is
-/// asked to keep such objects as text (`openagents-codegen rust --objects-as-text`,
-/// `Config::objects_as_text`). Decoding accepts and refuses exactly what decoding the [`Map`] it
-/// otherwise is would (a JSON object, no key given twice at any depth, nested within the
+/// declares no properties, such as MCP's tool `arguments`) decodes to, unless the generator is
+/// asked for maps (`openagents-codegen rust --objects-as-maps`, `Config::objects_as_text(false)`).
+/// Decoding accepts and refuses exactly what decoding the [`Map`] it otherwise is would (a JSON object, no key given twice at any depth, nested within the
 /// document's limit), with the same errors. The runtime's reader does so without building the
 /// map and keeps the text as it arrived. Whoever uses it reads it into their own type with
 /// [`RawObject::parse`], once they know what it should hold; passed on, it is written out as
@@ -997,6 +996,19 @@ impl RawObject {
         Ok(raw)
     }
 
+    /// `value` written as an object: a struct of your own, a map, a `json!` object.
+    ///
+    /// # Errors
+    ///
+    /// When `value` does not serialize, is not written as a JSON object, gives a key twice, or
+    /// nests deeper than serde_json reads.
+    pub fn from_serialize<T: Serialize + ?Sized>(value: &T) -> Result<Self, serde_json::Error> {
+        let raw = serde_json::value::to_raw_value(value)?;
+        let raw = RawObject::checked(raw).map_err(<serde_json::Error as de::Error>::custom)?;
+        check_text(raw.get())?;
+        Ok(raw)
+    }
+
     /// serde_json's writing of `map`.
     fn written<E: de::Error>(map: &Map<String, Value>) -> Result<Self, E> {
         serde_json::value::to_raw_value(map).map(RawObject).map_err(E::custom)
@@ -1042,6 +1054,26 @@ impl TryFrom<String> for RawObject {
         let raw = RawObject::checked(raw).map_err(<serde_json::Error as de::Error>::custom)?;
         check_text(raw.get())?;
         Ok(raw)
+    }
+}
+
+/// The schema of the map a free-form object otherwise is: any object.
+#[cfg(feature = "schemars")]
+impl schemars::JsonSchema for RawObject {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        <Map<String, Value> as schemars::JsonSchema>::schema_name()
+    }
+
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        <Map<String, Value> as schemars::JsonSchema>::schema_id()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        <Map<String, Value> as schemars::JsonSchema>::json_schema(generator)
     }
 }
 

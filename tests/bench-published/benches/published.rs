@@ -14,9 +14,9 @@
 //!   validator compiled once from `{"$ref": "#/$defs/<T>", "$defs": <the schema's $defs>}`;
 //! - `c_typed_from_slice`: `serde_json::from_slice::<T>(bytes)`: the generated type's serde
 //!   `Deserialize` (the same exact decoder as (a)) without the checks;
-//! - `a3_objects_as_text`, `c3_objects_as_text`: (a) and (c) for the type generated with
-//!   free-form objects kept as checked text (`Config::objects_as_text`: MCP's tool `arguments`,
-//!   ACP's `_meta`), which are then not built into maps.
+//! - `a3_objects_as_maps`, `c3_objects_as_maps`: (a) and (c) for the type generated with
+//!   free-form objects built as maps (`Config::objects_as_text(false)`: MCP's tool `arguments`,
+//!   ACP's `_meta`), where (a) and (c) keep them as checked text (the default).
 //!
 //! Criterion measures each case; then an interleaved loop (short batches, the cases round-robin
 //! with the order rotating each round) gives the medians the ratios are read from, so load from
@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
 use openagents_bench_published::{
-    DocumentSet, acp_v1, acp_v1_text, corpus, mcp_2026_07_28, mcp_2026_07_28_text, schema_text,
+    DocumentSet, acp_v1, acp_v1_maps, corpus, mcp_2026_07_28, mcp_2026_07_28_maps, schema_text,
 };
 use openagents_rt as rt;
 use serde_json::Value;
@@ -40,8 +40,8 @@ const CASES: [&str; 6] = [
     "a2_validate_document",
     "b_value_jsonschema",
     "c_typed_from_slice",
-    "a3_objects_as_text",
-    "c3_objects_as_text",
+    "a3_objects_as_maps",
+    "c3_objects_as_maps",
 ];
 /// The cases that check the schema (each must refuse a broken document).
 const CHECKING: [usize; 4] = [0, 1, 2, 4];
@@ -60,8 +60,8 @@ struct Set {
     typed: OverDocs,
     by_name: OverDocsByName,
     decode: OverDocs,
-    typed_text: OverDocs,
-    decode_text: OverDocs,
+    typed_maps: OverDocs,
+    decode_maps: OverDocs,
 }
 
 #[inline(never)]
@@ -109,8 +109,8 @@ fn run_case(case: usize, s: &Set) -> usize {
         1 => (s.by_name)(&s.type_name, docs),
         2 => b_value_jsonschema(&s.validator, docs),
         3 => (s.decode)(docs),
-        4 => (s.typed_text)(docs),
-        _ => (s.decode_text)(docs),
+        4 => (s.typed_maps)(docs),
+        _ => (s.decode_maps)(docs),
     }
 }
 
@@ -129,7 +129,7 @@ fn validator(schema: &str, type_name: &str) -> jsonschema::Validator {
 fn prepare(set: DocumentSet) -> Set {
     let validator = validator(&set.schema, &set.type_name);
     let docs = set.docs.into_iter().map(String::into_bytes).collect();
-    let (typed, by_name, decode, typed_text, decode_text): (
+    let (typed, by_name, decode, typed_maps, decode_maps): (
         OverDocs,
         OverDocsByName,
         OverDocs,
@@ -140,15 +140,15 @@ fn prepare(set: DocumentSet) -> Set {
                 a_typed_validated::<acp_v1::SessionNotification>,
                 a2_acp,
                 c_typed_from_slice::<acp_v1::SessionNotification>,
-                a_typed_validated::<acp_v1_text::SessionNotification>,
-                c_typed_from_slice::<acp_v1_text::SessionNotification>,
+                a_typed_validated::<acp_v1_maps::SessionNotification>,
+                c_typed_from_slice::<acp_v1_maps::SessionNotification>,
             ),
             ("mcp-2026-07-28", "CallToolRequest") => (
                 a_typed_validated::<mcp_2026_07_28::CallToolRequest>,
                 a2_mcp,
                 c_typed_from_slice::<mcp_2026_07_28::CallToolRequest>,
-                a_typed_validated::<mcp_2026_07_28_text::CallToolRequest>,
-                c_typed_from_slice::<mcp_2026_07_28_text::CallToolRequest>,
+                a_typed_validated::<mcp_2026_07_28_maps::CallToolRequest>,
+                c_typed_from_slice::<mcp_2026_07_28_maps::CallToolRequest>,
             ),
             (schema, name) => panic!("no benchmark case for {schema} {name}"),
         };
@@ -160,8 +160,8 @@ fn prepare(set: DocumentSet) -> Set {
         typed,
         by_name,
         decode,
-        typed_text,
-        decode_text,
+        typed_maps,
+        decode_maps,
     }
 }
 
@@ -220,8 +220,8 @@ fn clone_set(s: &Set) -> Set {
         typed: s.typed,
         by_name: s.by_name,
         decode: s.decode,
-        typed_text: s.typed_text,
-        decode_text: s.decode_text,
+        typed_maps: s.typed_maps,
+        decode_maps: s.decode_maps,
     }
 }
 
@@ -314,7 +314,7 @@ fn main() {
         .unwrap_or(3.0);
     println!("\ninterleaved timing loop ({seconds} s per set), ns per document, median (p10):");
     println!(
-        "| set | docs | bytes | (a) typed + checks | (a2) validate_document | (b) Value + jsonschema | (c) typed decode | b/a (target >= 2) | a/c (target <= 1.2) | (a3) objects as text | (c3) its typed decode | b/a3 | a3/c3 |"
+        "| set | docs | bytes | (a) typed + checks | (a2) validate_document | (b) Value + jsonschema | (c) typed decode | b/a (target >= 2) | a/c (target <= 1.2) | (a3) objects as maps | (c3) its typed decode | b/a3 | a3/c3 |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for s in &sets {

@@ -1,5 +1,5 @@
 //! The Rust generated from two vendored published schemas (each twice: free-form objects as
-//! `serde_json::Map` and as text), and the corpus the benchmarks in
+//! text, the default, and as `serde_json::Map`), and the corpus the benchmarks in
 //! `benches/published.rs`, `ts/bench.mjs` and `py/bench.py` time (`corpus.json`, written by
 //! `corpus.py`).
 
@@ -15,17 +15,17 @@ pub mod mcp_2026_07_28 {
     include!(concat!(env!("OUT_DIR"), "/mcp_2026_07_28.rs"));
 }
 
-/// [`acp_v1`] with free-form objects kept as text (`openagents_rt::RawObject`).
+/// [`acp_v1`] with free-form objects built as maps (`serde_json::Map`, `--objects-as-maps`).
 #[allow(clippy::all, clippy::pedantic)]
-pub mod acp_v1_text {
-    include!(concat!(env!("OUT_DIR"), "/acp_v1_text.rs"));
+pub mod acp_v1_maps {
+    include!(concat!(env!("OUT_DIR"), "/acp_v1_maps.rs"));
 }
 
-/// [`mcp_2026_07_28`] with free-form objects kept as text (`openagents_rt::RawObject`), such as
-/// a tool call's `arguments`.
+/// [`mcp_2026_07_28`] with free-form objects built as maps (`serde_json::Map`,
+/// `--objects-as-maps`), such as a tool call's `arguments`.
 #[allow(clippy::all, clippy::pedantic)]
-pub mod mcp_2026_07_28_text {
-    include!(concat!(env!("OUT_DIR"), "/mcp_2026_07_28_text.rs"));
+pub mod mcp_2026_07_28_maps {
+    include!(concat!(env!("OUT_DIR"), "/mcp_2026_07_28_maps.rs"));
 }
 
 /// The benchmark corpus: sets of JSON texts, each a valid document of one named type.

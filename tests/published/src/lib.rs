@@ -5,8 +5,9 @@
 //! the generated types, their exact `Wire` decoders and validators, `TYPES`,
 //! `validate_document(type_name, bytes)` (the typed path) and `check_document(type_name, value)`
 //! (the untyped path: the full-schema check of a parsed value). Any compiler warning in the
-//! generated code fails the build (`deny(warnings)` on each module). [`acp_v1_text`] and
-//! [`mcp_2026_07_28_text`] are the same schemas generated with free-form objects kept as text.
+//! generated code fails the build (`deny(warnings)` on each module). Free-form objects are
+//! kept as text (the default); [`acp_v1_maps`] and [`mcp_2026_07_28_maps`] are the same schemas
+//! generated with them built as `serde_json::Map`s.
 
 /// ACP v1 (`tests/third-party-schemas/acp-v1.schema.json`).
 #[deny(warnings)]
@@ -29,18 +30,20 @@ pub mod mcp_2025_11_25 {
     include!(concat!(env!("OUT_DIR"), "/mcp_2025_11_25.rs"));
 }
 
-/// [`acp_v1`] with free-form objects kept as text (`openagents_rt::RawObject`).
+/// [`acp_v1`] with free-form objects built as maps (`serde_json::Map`, `--objects-as-maps`)
+/// instead of kept as text.
 #[deny(warnings)]
 #[allow(clippy::all)]
-pub mod acp_v1_text {
-    include!(concat!(env!("OUT_DIR"), "/acp_v1_text.rs"));
+pub mod acp_v1_maps {
+    include!(concat!(env!("OUT_DIR"), "/acp_v1_maps.rs"));
 }
 
-/// [`mcp_2026_07_28`] with free-form objects kept as text (`openagents_rt::RawObject`).
+/// [`mcp_2026_07_28`] with free-form objects built as maps (`serde_json::Map`,
+/// `--objects-as-maps`) instead of kept as text.
 #[deny(warnings)]
 #[allow(clippy::all)]
-pub mod mcp_2026_07_28_text {
-    include!(concat!(env!("OUT_DIR"), "/mcp_2026_07_28_text.rs"));
+pub mod mcp_2026_07_28_maps {
+    include!(concat!(env!("OUT_DIR"), "/mcp_2026_07_28_maps.rs"));
 }
 
 pub mod agreement;

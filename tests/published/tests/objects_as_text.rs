@@ -1,12 +1,12 @@
-//! The published schemas generated with free-form objects kept as text
-//! (`Config::objects_as_text`) against the same schemas generated with `serde_json::Map`: on
+//! The published schemas generated with free-form objects kept as text (the default) against
+//! the same schemas generated with `serde_json::Map` (`Config::objects_as_text(false)`): on
 //! every document of the agreement corpus the typed path gives the same verdict and the same
 //! violations, word for word, and a decoded `tools/call` request or `session/update`
 //! notification writes out as the same JSON.
 
 use openagents_published::corpus::{self, PROTOCOLS};
 use openagents_published::{GENERATED, ValidateDocument};
-use openagents_published::{acp_v1, acp_v1_text, mcp_2026_07_28, mcp_2026_07_28_text};
+use openagents_published::{acp_v1, acp_v1_maps, mcp_2026_07_28, mcp_2026_07_28_maps};
 use openagents_rt as rt;
 
 /// `text` decoded as `A` and as `B`, each written back out as a JSON value.
@@ -24,10 +24,10 @@ where
 #[test]
 fn objects_kept_as_text_give_the_verdicts_maps_give() {
     let pairs: [(&str, ValidateDocument); 2] = [
-        ("acp-v1", acp_v1_text::validate_document),
-        ("mcp-2026-07-28", mcp_2026_07_28_text::validate_document),
+        ("acp-v1", acp_v1_maps::validate_document),
+        ("mcp-2026-07-28", mcp_2026_07_28_maps::validate_document),
     ];
-    for (name, as_text) in pairs {
+    for (name, as_maps) in pairs {
         let (protocol, g) = PROTOCOLS
             .iter()
             .zip(GENERATED.iter())
@@ -37,8 +37,8 @@ fn objects_kept_as_text_give_the_verdicts_maps_give() {
         let (mut accepted, mut refused, mut written_alike) = (0, 0, 0);
         for doc in &c.docs {
             let ty = g.type_of(&doc.def).expect("a generated type");
-            let as_map = (g.validate_document)(ty, doc.text.as_bytes());
-            let kept = as_text(ty, doc.text.as_bytes());
+            let as_map = as_maps(ty, doc.text.as_bytes());
+            let kept = (g.validate_document)(ty, doc.text.as_bytes());
             match &as_map {
                 Some(Ok(())) => accepted += 1,
                 _ => refused += 1,
@@ -46,11 +46,11 @@ fn objects_kept_as_text_give_the_verdicts_maps_give() {
             assert_eq!(kept, as_map, "{name} {ty} ({}): {}", doc.origin, doc.text);
             let (a, b) = match (name, ty) {
                 ("mcp-2026-07-28", "CallToolRequest") => written::<
+                    mcp_2026_07_28_maps::CallToolRequest,
                     mcp_2026_07_28::CallToolRequest,
-                    mcp_2026_07_28_text::CallToolRequest,
                 >(&doc.text),
                 ("acp-v1", "SessionNotification") => {
-                    written::<acp_v1::SessionNotification, acp_v1_text::SessionNotification>(
+                    written::<acp_v1_maps::SessionNotification, acp_v1::SessionNotification>(
                         &doc.text,
                     )
                 }
@@ -85,8 +85,8 @@ fn an_object_kept_as_text_nests_as_deep_before_a_tag_as_after_it() {
             .into_iter()
             .flat_map(|before| {
                 let text = update_with_meta(depth, before);
-                let as_map = rt::parse_validated::<acp_v1::SessionNotification>(text.as_bytes()).is_ok();
-                let kept = rt::parse_validated::<acp_v1_text::SessionNotification>(text.as_bytes()).is_ok();
+                let as_map = rt::parse_validated::<acp_v1_maps::SessionNotification>(text.as_bytes()).is_ok();
+                let kept = rt::parse_validated::<acp_v1::SessionNotification>(text.as_bytes()).is_ok();
                 [as_map, kept]
             })
             .collect();

@@ -3,6 +3,7 @@
 //! and an open object (decoded exactly); a result the schema refuses is a `ClientError::Decode`.
 
 use openagents_rpc::{ClientError, Context, LineTransport, RpcError, RpcServer, serve_lines};
+use openagents_rt::RawObject;
 use openagents_services_check::results::{self, ByName, Item, Nothing, service};
 
 /// Answers by the request; `item` of the name `bad` answers a size the schema refuses.
@@ -18,10 +19,8 @@ impl service::Service for Shop {
     async fn name(&self, _: &Context, _: Option<Nothing>) -> Result<String, RpcError> {
         Ok("shop".into())
     }
-    async fn info(&self, cx: &Context, _: Option<Nothing>) -> Result<serde_json::Map<String, serde_json::Value>, RpcError> {
-        let mut m = serde_json::Map::new();
-        m.insert("caller".into(), cx.identity().name().into());
-        Ok(m)
+    async fn info(&self, cx: &Context, _: Option<Nothing>) -> Result<RawObject, RpcError> {
+        RawObject::from_serialize(&serde_json::json!({ "caller": cx.identity().name() })).map_err(|e| RpcError::new(openagents_rpc::codes::INTERNAL_ERROR, e.to_string()))
     }
 }
 
@@ -37,7 +36,8 @@ async fn results_of_every_shape_reach_the_generated_client() {
     assert_eq!(shop.list(None).await.expect("list").len(), 2);
     assert_eq!(shop.list(Some(Nothing::default())).await.expect("list with {}").len(), 2);
     assert_eq!(shop.name(None).await.expect("name"), "shop");
-    assert_eq!(shop.info(None).await.expect("info").get("caller"), Some(&serde_json::json!("stdio")));
+    let info = shop.info(None).await.expect("info").parse::<serde_json::Value>().expect("an object");
+    assert_eq!(info.get("caller"), Some(&serde_json::json!("stdio")));
     // The server answered a size below the schema's minimum: the client refuses the result.
     match shop.item(ByName { name: "bad".into() }).await {
         Err(ClientError::Decode(m)) => assert!(m.contains("item") && m.contains("/size"), "{m}"),

@@ -11,7 +11,7 @@ use openagents_protocol::acp;
 use openagents_protocol::rt::{self, BoundedError, Skip};
 use serde::Serialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// `v` as a JSON value (a generated type always encodes).
 pub fn value<T: Serialize>(v: &T) -> Value {
@@ -32,12 +32,9 @@ pub const APPROVE_OPTION: &str = "approve";
 /// The permission option that denies.
 pub const DENY_OPTION: &str = "deny";
 
-/// `v` (one of our `_meta` records) as a `_meta` object.
-fn meta<T: Serialize>(v: &T) -> Option<Map<String, Value>> {
-    match value(v) {
-        Value::Object(m) => Some(m),
-        _ => None,
-    }
+/// `v` (one of our `_meta` records, each a struct of named members) as a `_meta` object.
+fn meta<T: Serialize>(v: &T) -> Option<rt::RawObject> {
+    rt::RawObject::from_serialize(v).ok()
 }
 
 /// Our members of `initialize`'s `_meta`.
@@ -449,6 +446,6 @@ mod tests {
         assert!(why.contains("MAX_ACP_VALUES") && v.is_empty(), "{why}");
         let few = r#"{"cwd":"/","mcpServers":[{"name":"fs","command":"/bin/fs","args":[],"env":[]}],"_meta":{"openagents/runner":"echo"}}"#;
         let req: acp::NewSessionRequest = decode(Some(few)).unwrap();
-        assert_eq!(req.meta.and_then(|m| m.get("openagents/runner").cloned()), Some(Value::from("echo")));
+        assert_eq!(req.meta.map(|m| m.get().to_owned()).as_deref(), Some(r#"{"openagents/runner":"echo"}"#));
     }
 }
