@@ -594,7 +594,10 @@ impl<'a> Lowerer<'a> {
                 self.insert(name, description, origin, TypeKind::StringEnum(e));
                 return Ok(());
             }
-            if self.declares_object(file, pointer, map)? {
+            // An object with rules of its own is a struct; one without (`{"type": "object"}`,
+            // `_meta`-style) is the free-form object a property of that schema would be, kept
+            // whole, not a struct of no fields that drops every member.
+            if self.declares_object(file, pointer, map)? && has_object_rules(map) {
                 let def = self.struct_def(file, pointer, map, name)?;
                 self.insert(name, description, origin, TypeKind::Struct(def));
                 return Ok(());
@@ -1330,12 +1333,7 @@ impl<'a> Lowerer<'a> {
             node.literals = Some(vec![c.clone()]);
             node.is_const = true;
         }
-        // `additionalProperties: true` (or `{}`) alone says what an object already is: a map of
-        // anything, kept whole (`_meta`-style extension bags), not a struct that drops its keys.
-        let open_only = |v: &Value| v == &Value::Bool(true) || v.as_object().is_some_and(Map::is_empty);
-        let has_object_rules = map.contains_key("properties")
-            || map.contains_key("required")
-            || map.get("additionalProperties").is_some_and(|v| !open_only(v));
+        let has_object_rules = has_object_rules(map);
         if has_object_rules && types.contains(Types::OBJECT) {
             let own = types.without_null() == Types::OBJECT && node.literals.is_none() && !composed;
             let name = if own { self.named(file, pointer, hint) } else { self.named(file, &format!("{pointer}{OBJECT_PART}"), &format!("{hint}Object")) };
@@ -1502,6 +1500,14 @@ pub fn any_node() -> Node {
         unevaluated: None,
         repr: Repr::Value,
     }
+}
+
+/// Whether a schema object says anything of an object's members. `additionalProperties: true`
+/// (or `{}`) alone says what an object already is: a map of anything, kept whole (`_meta`-style
+/// extension bags), not a struct that drops its keys.
+fn has_object_rules(map: &Map<String, Value>) -> bool {
+    let open_only = |v: &Value| v == &Value::Bool(true) || v.as_object().is_some_and(Map::is_empty);
+    map.contains_key("properties") || map.contains_key("required") || map.get("additionalProperties").is_some_and(|v| !open_only(v))
 }
 
 fn choose_repr(node: &Node) -> Repr {

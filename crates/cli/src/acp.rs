@@ -641,14 +641,10 @@ impl Adapter {
     /// session closed to make room for it (if any), whose runner process is to be ended.
     #[allow(clippy::type_complexity)]
     fn new_session(&self, req: acp::NewSessionRequest) -> Result<(acp::NewSessionResponse, String, Option<SessionUpdate>, Option<String>), RuntimeSubmitError> {
-        // Our one member of `_meta`; the others are the client's, read by no one here.
-        #[derive(serde::Deserialize)]
-        struct Meta {
-            #[serde(rename = "openagents/runner")]
-            runner: Option<Value>,
-        }
-        let asked = req.meta.as_ref().and_then(|m| m.parse::<Meta>().ok()).and_then(|m| m.runner);
-        let runner = match asked.as_ref() {
+        // Our one member of `_meta` (present, even as `null`, it must name a runner); the
+        // others are the client's, read by no one here.
+        let meta = req.meta.as_ref().map(rt::RawObject::to_map).transpose().map_err(|e| err(ErrorCode::InvalidParams, format!("`_meta`: {e}")))?;
+        let runner = match meta.as_ref().and_then(|m| m.get("openagents/runner")) {
             None => self.runners[0].clone(),
             Some(Value::String(r)) if self.runners.contains(r) => r.clone(),
             Some(Value::String(r)) => return Err(err(ErrorCode::InvalidParams, format!("`_meta.openagents/runner` \"{}\" is not one of this agent's runners ({})", r.escape_debug(), self.runners.join(", ")))),

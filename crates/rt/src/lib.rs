@@ -957,7 +957,7 @@ impl Wire for Map<String, Value> {
 ///
 /// Other deserializers (serde's buffering ones, behind an `untagged` enum or a `flatten`ed field
 /// of a type of your own) give it the map, as serde_json's path does. A serializer other than
-/// serde_json's writes it as serde_json's raw value struct.
+/// serde_json's (TOML, YAML, CBOR…) is given the object's members, as the map would give them.
 #[derive(Clone)]
 pub struct RawObject(Box<serde_json::value::RawValue>);
 
@@ -1101,10 +1101,24 @@ impl PartialEq for RawObject {
     }
 }
 
+/// serde_json's serializers (to text, where the object is written as the text it holds, and to
+/// a `Value`) take the raw value; any other (TOML, YAML, CBOR…), which would write serde_json's
+/// private raw-value struct, is given the object's members, as the map would give them.
 impl Serialize for RawObject {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(s)
+        if writes_raw_values::<S>() {
+            return self.0.serialize(s);
+        }
+        self.to_map().map_err(serde::ser::Error::custom)?.serialize(s)
     }
+}
+
+/// Whether `S` is one of serde_json's serializers, which know its raw values. Told by the type's
+/// name: a serializer not recognised (a future name, a wrapper) is given the members, which is
+/// always right, only slower.
+fn writes_raw_values<S>() -> bool {
+    let name = std::any::type_name::<S>();
+    name.starts_with("&mut serde_json::ser::Serializer<") || name == "serde_json::value::ser::Serializer"
 }
 
 impl<'de> Deserialize<'de> for RawObject {

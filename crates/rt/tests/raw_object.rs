@@ -61,3 +61,24 @@ fn its_schemars_schema_is_the_maps() {
     let schema = serde_json::to_value(schemars::schema_for!(RawObject)).expect("JSON");
     assert_eq!(schema.get("type"), Some(&json!("object")));
 }
+
+#[derive(Serialize)]
+struct Holder {
+    name: &'static str,
+    meta: RawObject,
+}
+
+#[test]
+fn serde_json_writes_the_text_as_it_came_and_other_formats_get_the_members() {
+    let meta = RawObject::try_from(r#"{ "b" : [1, 2.50],"a":{"c":true} }"#.to_owned()).expect("an object");
+    let holder = Holder { name: "x", meta };
+    // serde_json: the text as it arrived, and the same value through `to_value`.
+    assert_eq!(serde_json::to_string(&holder).expect("JSON"), r#"{"name":"x","meta":{ "b" : [1, 2.50],"a":{"c":true} }}"#);
+    assert_eq!(serde_json::to_value(&holder).expect("a value"), json!({"name": "x", "meta": {"b": [1, 2.5], "a": {"c": true}}}));
+    // TOML: the members, as a table, not serde_json's private raw-value struct.
+    let text = toml::to_string(&holder).expect("TOML");
+    let back: toml::Value = toml::from_str(&text).expect("reads back");
+    assert_eq!(back["meta"]["a"]["c"].as_bool(), Some(true), "{text}");
+    assert_eq!(back["meta"]["b"][1].as_float(), Some(2.5), "{text}");
+    assert!(!text.contains("serde_json"), "{text}");
+}

@@ -456,12 +456,21 @@ test("session/new: a relative cwd is refused like Turn.cwd; client MCP servers a
     await initialize(ctx, { clientCapabilities: { session: { notices: {} } } });
     const relative = await newSession(ctx, { cwd: "relative/path" }).catch((e) => e);
     const other = await ctx.request(acp.methods.agent.session.new, { cwd: root, mcpServers: [], _meta: { "openagents/runner": "not-mine" } }).catch((e) => e);
+    // Present but not a runner's name: refused, never the default runner.
+    const unnamed = [];
+    for (const runner of [null, 7, ["echo"]]) {
+      unnamed.push(await ctx.request(acp.methods.agent.session.new, { cwd: root, mcpServers: [], _meta: { "openagents/runner": runner } }).catch((e) => e));
+    }
     const mcp = await newSession(ctx, { mcpServers: [{ name: "files", command: "/usr/bin/true", args: [], env: [] }, { type: "http", name: "web", url: "http://127.0.0.1:1/", headers: [] }] });
-    return { relative, other, mcp };
+    return { relative, other, unnamed, mcp };
   });
   assert.equal(result.relative.code, -32602);
   assert.equal(result.relative.data.details.violations[0].pointer, "/cwd");
   assert.equal(result.other.code, -32602);
+  for (const e of result.unnamed) {
+    assert.equal(e.code, -32602, JSON.stringify(e));
+    assert.match(e.message, /must be a string naming one of this agent's runners/);
+  }
   assert.deepEqual(result.mcp._meta["openagents/ignoredMcpServers"], ["files", "web"]);
   const response = agent.lines.findIndex((m) => m.result?.sessionId === result.mcp.sessionId);
   const notice = agent.lines.findIndex((m) => m.method === "session/update" && m.params.update.sessionUpdate === "notice");

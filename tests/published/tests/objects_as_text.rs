@@ -99,3 +99,23 @@ fn an_object_kept_as_text_nests_as_deep_before_a_tag_as_after_it() {
     }
     assert!(accepted > 0 && refused > 0, "the depths straddle the limit: {accepted} accepted, {refused} refused");
 }
+
+/// `text` decoded as `T` and written back out, as a JSON value.
+fn round_trip<T: rt::Wire + rt::Validate + rt::SchemaCheck + serde::Serialize>(text: &str) -> serde_json::Value {
+    let decoded = rt::parse_validated::<T>(text.as_bytes()).unwrap_or_else(|e| panic!("{text}: {e:?}"));
+    serde_json::to_value(decoded).expect("writes out")
+}
+
+#[test]
+fn an_object_named_in_defs_that_says_nothing_of_its_members_keeps_them() {
+    // MCP's `MetaObject` (`_meta` on 53 types) and ACP's `NoticeCapabilities` are
+    // `{"type": "object"}` in `$defs`: each member must come back out, in both forms.
+    let image = r#"{"type":"image","data":"aGk=","mimeType":"image/png","_meta":{"io.example/trace":{"id":7,"tags":["a"]},"n":null}}"#;
+    let expected: serde_json::Value = serde_json::from_str(image).expect("JSON");
+    assert_eq!(round_trip::<mcp_2026_07_28::ImageContent>(image), expected);
+    assert_eq!(round_trip::<mcp_2026_07_28_maps::ImageContent>(image), expected);
+    let session = r#"{"notices":{"levels":["info"],"x":{"y":true}}}"#;
+    let expected: serde_json::Value = serde_json::from_str(session).expect("JSON");
+    assert_eq!(round_trip::<acp_v1::ClientSessionCapabilities>(session), expected);
+    assert_eq!(round_trip::<acp_v1_maps::ClientSessionCapabilities>(session), expected);
+}
