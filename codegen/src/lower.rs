@@ -1503,11 +1503,17 @@ pub fn any_node() -> Node {
 }
 
 /// Whether a schema object says anything of an object's members. `additionalProperties: true`
-/// (or `{}`) alone says what an object already is: a map of anything, kept whole (`_meta`-style
-/// extension bags), not a struct that drops its keys.
+/// (or `{}`), `properties: {}` and `required: []` say what an object already is: a map of
+/// anything, kept whole (`_meta`-style extension bags), not a struct that drops its keys.
 fn has_object_rules(map: &Map<String, Value>) -> bool {
     let open_only = |v: &Value| v == &Value::Bool(true) || v.as_object().is_some_and(Map::is_empty);
-    map.contains_key("properties") || map.contains_key("required") || map.get("additionalProperties").is_some_and(|v| !open_only(v))
+    let non_empty = |k: &str| match map.get(k) {
+        Some(Value::Object(m)) => !m.is_empty(),
+        Some(Value::Array(a)) => !a.is_empty(),
+        Some(_) => true,
+        None => false,
+    };
+    non_empty("properties") || non_empty("required") || map.get("additionalProperties").is_some_and(|v| !open_only(v))
 }
 
 fn choose_repr(node: &Node) -> Repr {
@@ -1546,6 +1552,32 @@ mod tests {
     const CODES: &str = r##"{"type": "string", "enum": ["busy", "bad"], "x-extensible": true, "x-enum": {
         "busy": {"description": "Busy.", "retryable": true, "rpc_code": -32001},
         "bad": {"description": "Bad.", "retryable": false, "rpc_code": -32602}}}"##;
+
+    #[test]
+    fn an_object_that_says_nothing_of_its_members_is_free_form_named_or_not() {
+        // Named in `$defs` or a property's own schema, `{"type": "object"}` (with nothing, an open
+        // `additionalProperties`, no properties, no required members) keeps every member: the
+        // free-form object, not a struct of no fields. Any rule on the members makes a struct.
+        let text = r##"{"$defs": {
+            "Bare": {"type": "object", "description": "d", "x-note": 1},
+            "Open": {"type": "object", "additionalProperties": true},
+            "Empty": {"type": "object", "properties": {}, "required": []},
+            "Nullable": {"type": ["object", "null"]},
+            "Closed": {"type": "object", "additionalProperties": false},
+            "Props": {"type": "object", "properties": {"a": {"type": "string"}}},
+            "Holder": {"type": "object", "properties": {"inline": {"type": "object", "properties": {}}}}}}"##;
+        let space = lower_text(text).expect("lowers");
+        let kind = |n: &str| &space.types.get(n).unwrap_or_else(|| panic!("{n}")).kind;
+        for name in ["Bare", "Open", "Empty"] {
+            assert!(matches!(kind(name), TypeKind::Alias(Node { repr: Repr::Object, .. })), "{name}: {:?}", kind(name));
+        }
+        assert!(matches!(kind("Nullable"), TypeKind::Alias(n) if matches!(&n.repr, Repr::Nullable(r) if **r == Repr::Object)), "{:?}", kind("Nullable"));
+        for name in ["Closed", "Props"] {
+            assert!(matches!(kind(name), TypeKind::Struct(_)), "{name}: {:?}", kind(name));
+        }
+        let TypeKind::Struct(holder) = kind("Holder") else { panic!("Holder is a struct") };
+        assert_eq!(holder.fields[0].node.repr, Repr::Object);
+    }
 
     #[test]
     fn every_refusal_is_reported_at_once() {

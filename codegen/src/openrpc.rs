@@ -121,6 +121,8 @@ impl Printer<'_> {
                         params.push(Value::Object(d));
                     }
                 }
+                // Params that may be any object: by name, none declared.
+                None if self.free_form(&field.node) => {}
                 None => {
                     m.insert("paramStructure".into(), json!("by-position"));
                     params.push(json!({"name": params_field, "required": field.required, "schema": self.node_schema(&field.node)}));
@@ -144,6 +146,26 @@ impl Printer<'_> {
     }
 
     /// The struct a params node stands for, through references and aliases.
+    /// Whether `node` (through aliases) is a free-form object: any members.
+    fn free_form(&self, node: &Node) -> bool {
+        let mut node = node;
+        for _ in 0..32 {
+            let repr = match &node.repr {
+                Repr::Nullable(r) => r.as_ref(),
+                r => r,
+            };
+            match repr {
+                Repr::Object => return true,
+                Repr::Named(name) => match self.space.types.get(name).map(|t| &t.kind) {
+                    Some(TypeKind::Alias(inner)) => node = inner,
+                    _ => return false,
+                },
+                _ => return false,
+            }
+        }
+        false
+    }
+
     fn struct_of<'n>(&'n self, node: &'n Node) -> Option<&'n StructDef> {
         let mut node = node;
         for _ in 0..32 {

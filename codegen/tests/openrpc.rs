@@ -286,3 +286,37 @@ fn component_schemas_accept_what_the_source_schemas_accept() {
     }
     assert!(checked > 20, "only {checked} vectors were checked");
 }
+
+#[test]
+fn params_that_may_be_any_object_are_by_name_with_none_declared() {
+    // Named in `$defs` or inline, `{"type": "object"}` params are an object of any members: by
+    // name, never one positional argument called `params`.
+    let dir = std::env::temp_dir().join(format!("oa-free-params-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("free.json");
+    let branch = |title: &str, method: &str, params: &str| {
+        format!(r#"{{"title": "{title}", "type": "object", "additionalProperties": false, "required": ["method", "params"],
+            "properties": {{"id": {{"type": ["string", "integer"]}}, "method": {{"const": "{method}"}}, "params": {params}}}, "x-result": {{"type": "string"}}}}"#)
+    };
+    let schema = format!(
+        r##"{{"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "free.json", "title": "Request",
+            "oneOf": [{}, {}, {}],
+            "$defs": {{"Meta": {{"type": "object", "description": "any members"}}, "Named": {{"type": "object", "properties": {{"n": {{"type": "integer"}}}}}}}}}}"##,
+        branch("Named", "named", r##"{"$ref": "#/$defs/Meta"}"##),
+        branch("Inline", "inline", r#"{"type": "object"}"#),
+        branch("Fields", "fields", r##"{"$ref": "#/$defs/Named"}"##),
+    );
+    std::fs::write(&file, schema).expect("writes");
+    let doc = Config::new().schema_dir(&file).generate_openrpc();
+    let _ = std::fs::remove_dir_all(&dir);
+    let doc = doc.expect("an OpenRPC document");
+    let method = |name: &str| doc["methods"].as_array().expect("methods").iter().find(|m| m["name"] == name).unwrap_or_else(|| panic!("{name}")).clone();
+    for name in ["named", "inline"] {
+        let m = method(name);
+        assert_eq!(m["paramStructure"], "by-name", "{name}: {m}");
+        assert_eq!(m["params"], serde_json::json!([]), "{name}: {m}");
+    }
+    let fields = method("fields");
+    assert_eq!(fields["paramStructure"], "by-name");
+    assert_eq!(fields["params"][0]["name"], "n");
+}

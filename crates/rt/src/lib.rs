@@ -945,8 +945,9 @@ impl Wire for Map<String, Value> {
 /// Decoding accepts and refuses exactly what decoding the [`Map`] it otherwise is would (a JSON object, no key given twice at any depth, nested within the
 /// document's limit), with the same errors. The runtime's reader does so without building the
 /// map and keeps the text as it arrived. Whoever uses it reads it into their own type with
-/// [`RawObject::parse`], once they know what it should hold; passed on, it is written out as
-/// its text.
+/// [`RawObject::parse`], once they know what it should hold; passed on, serde_json's own
+/// serializers write out its text (a serializer over theirs, such as a `flatten`ed field's or an
+/// internally tagged enum's, writes its members).
 ///
 /// The text is the one that arrived when the runtime's reader read the document, as it does
 /// every ordinary one. When serde_json reads it instead (a number the reader leaves to it, or a
