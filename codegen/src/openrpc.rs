@@ -145,7 +145,6 @@ impl Printer<'_> {
         Value::Object(m)
     }
 
-    /// The struct a params node stands for, through references and aliases.
     /// Whether `node` (through aliases) is a free-form object: any members.
     fn free_form(&self, node: &Node) -> bool {
         let mut node = node;
@@ -166,6 +165,7 @@ impl Printer<'_> {
         false
     }
 
+    /// The struct a params node stands for, through references and aliases.
     fn struct_of<'n>(&'n self, node: &'n Node) -> Option<&'n StructDef> {
         let mut node = node;
         for _ in 0..32 {
