@@ -145,38 +145,36 @@ impl Printer<'_> {
         Value::Object(m)
     }
 
-    /// Whether `node` (through aliases) is a free-form object: any members.
-    fn free_form(&self, node: &Node) -> bool {
+    /// `node` through the aliases it names, and the named type other than an alias it stands for
+    /// (`None`: it names none, or one that does not exist, or aliases nest past 32).
+    fn through_aliases<'n>(&'n self, node: &'n Node) -> (&'n Node, Option<&'n TypeKind>) {
         let mut node = node;
         for _ in 0..32 {
-            let repr = match &node.repr {
-                Repr::Nullable(r) => r.as_ref(),
-                r => r,
-            };
-            match repr {
-                Repr::Object => return true,
-                Repr::Named(name) => match self.space.types.get(name).map(|t| &t.kind) {
-                    Some(TypeKind::Alias(inner)) => node = inner,
-                    _ => return false,
-                },
-                _ => return false,
+            let Some(name) = node.reference.as_ref().or(node.object.as_ref()) else { return (node, None) };
+            match self.space.types.get(name).map(|t| &t.kind) {
+                Some(TypeKind::Alias(inner)) => node = inner,
+                kind => return (node, kind),
             }
         }
-        false
+        (node, None)
+    }
+
+    /// Whether `node` (through aliases) is a free-form object: any members.
+    fn free_form(&self, node: &Node) -> bool {
+        let (node, kind) = self.through_aliases(node);
+        let repr = match &node.repr {
+            Repr::Nullable(r) => r.as_ref(),
+            r => r,
+        };
+        kind.is_none() && *repr == Repr::Object
     }
 
     /// The struct a params node stands for, through references and aliases.
     fn struct_of<'n>(&'n self, node: &'n Node) -> Option<&'n StructDef> {
-        let mut node = node;
-        for _ in 0..32 {
-            let name = node.reference.as_ref().or(node.object.as_ref())?;
-            match &self.space.types.get(name)?.kind {
-                TypeKind::Struct(s) => return Some(s),
-                TypeKind::Alias(inner) => node = inner,
-                _ => return None,
-            }
+        match self.through_aliases(node).1 {
+            Some(TypeKind::Struct(s)) => Some(s),
+            _ => None,
         }
-        None
     }
 
     fn events(&self) -> Option<Value> {

@@ -942,8 +942,9 @@ impl Wire for Map<String, Value> {
 /// An object of any members, kept as JSON text: what a free-form object (an object schema that
 /// declares no properties, such as MCP's tool `arguments`) decodes to, unless the generator is
 /// asked for maps (`openagents-codegen rust --objects-as-maps`, `Config::objects_as_text(false)`).
-/// Decoding accepts and refuses exactly what decoding the [`Map`] it otherwise is would (a JSON object, no key given twice at any depth, nested within the
-/// document's limit), with the same errors. The runtime's reader does so without building the
+/// Decoding accepts and refuses exactly what decoding the [`Map`] it otherwise is would (a JSON
+/// object, no key given twice at any depth, nested within the document's limit), with the same
+/// errors. The runtime's reader does so without building the
 /// map and keeps the text as it arrived. Whoever uses it reads it into their own type with
 /// [`RawObject::parse`], once they know what it should hold; passed on, serde_json's own
 /// serializers write out its text (a serializer over theirs, such as a `flatten`ed field's or an
@@ -992,9 +993,7 @@ impl RawObject {
     ///
     /// When the map nests deeper than serde_json reads (it could not be read back).
     pub fn from_map(map: &Map<String, Value>) -> Result<Self, serde_json::Error> {
-        let raw = RawObject::written(map)?;
-        check_text(raw.get())?;
-        Ok(raw)
+        RawObject::verified(serde_json::value::to_raw_value(map)?)
     }
 
     /// `value` written as an object: a struct of your own, a map, a `json!` object.
@@ -1004,7 +1003,12 @@ impl RawObject {
     /// When `value` does not serialize, is not written as a JSON object, gives a key twice, or
     /// nests deeper than serde_json reads.
     pub fn from_serialize<T: Serialize + ?Sized>(value: &T) -> Result<Self, serde_json::Error> {
-        let raw = serde_json::value::to_raw_value(value)?;
+        RawObject::verified(serde_json::value::to_raw_value(value)?)
+    }
+
+    /// `raw` as a [`RawObject`], when it is what decoding one accepts: an object, every key
+    /// once, nested within what serde_json reads.
+    fn verified(raw: Box<serde_json::value::RawValue>) -> Result<Self, serde_json::Error> {
         let raw = RawObject::checked(raw).map_err(<serde_json::Error as de::Error>::custom)?;
         check_text(raw.get())?;
         Ok(raw)
@@ -1051,10 +1055,7 @@ impl TryFrom<String> for RawObject {
     /// The text, when it is one JSON object that decoding a [`RawObject`] accepts (surrounding
     /// whitespace dropped).
     fn try_from(text: String) -> Result<Self, serde_json::Error> {
-        let raw = serde_json::value::RawValue::from_string(text)?;
-        let raw = RawObject::checked(raw).map_err(<serde_json::Error as de::Error>::custom)?;
-        check_text(raw.get())?;
-        Ok(raw)
+        RawObject::verified(serde_json::value::RawValue::from_string(text)?)
     }
 }
 

@@ -629,22 +629,18 @@ def json_type(value: object) -> str | None:
 # The JSON types as pydantic-core checks them, each exactly as `json_type` tells them apart: a
 # whole float is an integer (and becomes an `int`), a boolean is never a number.
 _INT: Final = core_schema.int_schema(strict=True)
+_FLOAT: Final = core_schema.float_schema(strict=True, allow_inf_nan=False)
+_DICT: Final = core_schema.dict_schema(strict=True)
 # A whole float as the integer it is (`1.0` is `1`).
-_WHOLE_FLOAT: Final = core_schema.chain_schema(
-    [core_schema.float_schema(strict=True, allow_inf_nan=False), core_schema.int_schema()]
-)
+_WHOLE_FLOAT: Final = core_schema.chain_schema([_FLOAT, core_schema.int_schema()])
 _JSON_TYPES: Final[dict[str, core_schema.CoreSchema]] = {
     "null": core_schema.none_schema(),
     "boolean": core_schema.bool_schema(strict=True),
     "integer": core_schema.union_schema([_INT, _WHOLE_FLOAT], mode="left_to_right"),
-    "number": core_schema.union_schema(
-        [_INT, core_schema.float_schema(strict=True, allow_inf_nan=False)], mode="left_to_right"
-    ),
+    "number": core_schema.union_schema([_INT, _FLOAT], mode="left_to_right"),
     "string": _STR,
     "array": core_schema.list_schema(strict=True),
-    "object": core_schema.union_schema(
-        [core_schema.dict_schema(strict=True), core_schema.is_instance_schema(BaseModel)], mode="left_to_right"
-    ),
+    "object": core_schema.union_schema([_DICT, core_schema.is_instance_schema(BaseModel)], mode="left_to_right"),
 }
 
 # The branch of `_JSON_TYPES` that takes a value of exactly that Python type, by type.
@@ -655,20 +651,20 @@ _JSON_TYPES_BY_CLASS: Final[dict[str, dict[type, core_schema.CoreSchema]]] = {
     "number": {int: _INT, float: _JSON_TYPES["number"]},
     "string": {str: _STR},
     "array": {list: _JSON_TYPES["array"]},
-    "object": {dict: core_schema.dict_schema(strict=True)},
+    "object": {dict: _DICT},
 }
 
-# The same checks on JSON text, as single steps: what each type takes straight from the text, then
-# (an integer written `1.0`) what it takes after a conversion. On the text nothing tells the type
-# before a check, and a step that fails costs less than a union of steps that fails.
-_JSON_TEXT_STEPS: Final[dict[str, tuple[list[core_schema.CoreSchema], list[core_schema.CoreSchema]]]] = {
-    "string": ([_STR], []),
-    "integer": ([_INT], [_WHOLE_FLOAT]),
-    "number": ([_JSON_TYPES["number"]], []),
-    "boolean": ([_JSON_TYPES["boolean"]], []),
-    "null": ([_JSON_TYPES["null"]], []),
-    "object": ([core_schema.dict_schema(strict=True)], []),
-    "array": ([_JSON_TYPES["array"]], []),
+# The same checks on JSON text, as single steps: what each type takes straight from the text, in
+# this order; an integer written `1.0` is tried last (`_WHOLE_FLOAT`). On the text nothing tells
+# the type before a check, and a step that fails costs less than a union of steps that fails.
+_JSON_TEXT_STEPS: Final[dict[str, core_schema.CoreSchema]] = {
+    "string": _STR,
+    "integer": _INT,
+    "number": _JSON_TYPES["number"],
+    "boolean": _JSON_TYPES["boolean"],
+    "null": _JSON_TYPES["null"],
+    "object": _DICT,
+    "array": _JSON_TYPES["array"],
 }
 
 
@@ -746,11 +742,10 @@ class Json:
             python = core_schema.union_schema(
                 [core_schema.tagged_union_schema(by_type, type), each], mode="left_to_right"
             )
-            steps = [_JSON_TEXT_STEPS[t] for t in _JSON_TEXT_STEPS if t in self.types]
             in_order: list[core_schema.CoreSchema | tuple[core_schema.CoreSchema, str]] = [
-                step for first, _ in steps for step in first
+                s for t, s in _JSON_TEXT_STEPS.items() if t in self.types
             ]
-            in_order += [step for _, then in steps for step in then]
+            in_order += [_WHOLE_FLOAT] if "integer" in self.types else []
             text = core_schema.union_schema(in_order, mode="left_to_right")
             return core_schema.custom_error_schema(
                 core_schema.json_or_python_schema(json_schema=text, python_schema=python),

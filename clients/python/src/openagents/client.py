@@ -275,9 +275,10 @@ class AsyncClient(AsyncMethods):
     def _typed(self, spec: _rt.MethodSpec[_T], result: JsonValue) -> _T:
         """A method's result as its type (and the runtime's schema checked, from `status`)."""
         try:
-            typed = spec.result.validate_python(result)
+            with _rt.unlabelled():
+                typed = spec.result.validate_python(result)
         except ValidationError as e:
-            raise ProtocolError(f"the `{spec.name}` result is not a valid result: {_rt._without_labels(e)}") from None
+            raise ProtocolError(f"the `{spec.name}` result is not a valid result: {e}") from None
         if isinstance(typed, RuntimeStatus):
             where = f"{self.transport.where}, in its `status` result"
             self.schema.check(RuntimeSchema(typed.schema_digest, typed.protocol_version, where))

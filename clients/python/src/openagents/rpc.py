@@ -200,9 +200,10 @@ def _result(spec: _rt.MethodSpec[_T], answer: object) -> _T:
     if "result" not in answer:
         raise ProtocolError(f"the answer to `{spec.name}` has neither `result` nor `error`")
     try:
-        return spec.result.validate_python(answer["result"], context=_rt.STRICT)
+        with _rt.unlabelled():
+            return spec.result.validate_python(answer["result"], context=_rt.STRICT)
     except ValidationError as e:
-        raise ProtocolError(f"the `{spec.name}` result is not what the schema says: {_rt._without_labels(e)}") from None
+        raise ProtocolError(f"the `{spec.name}` result is not what the schema says: {e}") from None
 
 
 def _http_result(spec: _rt.MethodSpec[_T], response: httpx.Response) -> _T:

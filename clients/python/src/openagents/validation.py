@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
-from pydantic_core import SchemaValidator
 
 from . import _rt
 from ._generated import models as m
@@ -34,9 +33,14 @@ def pointer(loc: tuple[str | int, ...]) -> str:
     return _rt.json_pointer(loc)
 
 
+def _ours(found: list[_rt.Violation]) -> list[m.Violation]:
+    # The runtime's violations as the schema's own `Violation` model.
+    return [m.Violation(pointer=v.pointer, keyword=v.keyword, message=v.message) for v in found]
+
+
 def violations(error: ValidationError) -> list[m.Violation]:
     """Every error pydantic found, as a violation: pointer, keyword and message."""
-    return [m.Violation(pointer=v.pointer, keyword=v.keyword, message=v.message) for v in _rt.violations(error)]
+    return _ours(_rt.violations(error))
 
 
 def type_names() -> list[str]:
@@ -49,27 +53,14 @@ def _adapter(type_name: str) -> TypeAdapter[Any]:
     return _rt.adapter(m.TYPES, type_name)
 
 
-def _checker(type_name: str) -> SchemaValidator:
-    # The models' check without what it would throw away (`_rt.checker`).
-    return _rt.checker(m.TYPES, type_name)
-
-
 def validate(type_name: str, document: object) -> list[m.Violation]:
     """Checks a decoded JSON document against the named type strictly; `[]` when it is valid."""
-    try:
-        _checker(type_name).validate_python(document, context=_rt.STRICT)
-    except ValidationError as e:
-        return violations(e)
-    return []
+    return _ours(_rt.validate(m.TYPES, type_name, document))
 
 
 def validate_json(type_name: str, text: str | bytes) -> list[m.Violation]:
     """`validate` for JSON text (pydantic's own parser: nothing after the value)."""
-    try:
-        _checker(type_name).validate_json(text, context=_rt.STRICT)
-    except ValidationError as e:
-        return violations(e)
-    return []
+    return _ours(_rt.validate_json(m.TYPES, type_name, text))
 
 
 def check(type_name: str, document: object) -> Any:
