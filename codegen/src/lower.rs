@@ -457,6 +457,20 @@ struct Lowerer<'a> {
     untyped: BTreeSet<(String, String)>,
 }
 
+/// The name hint of a `$ref` target at `pointer` in `file`: the file's name for its root, else the
+/// pointer's last step.
+fn ref_hint(file: &str, pointer: &str) -> String {
+    if pointer.is_empty() { pascal(stem(file), "Root") } else { pascal(pointer.rsplit('/').next().unwrap_or(""), "Ref") }
+}
+
+/// Where a schema sits: its file, its pointer there, and the name hint for what it declares.
+#[derive(Clone, Copy)]
+struct Here<'a> {
+    file: &'a str,
+    pointer: &'a str,
+    hint: &'a str,
+}
+
 fn err(file: &str, pointer: &str, keyword: &str, message: impl Into<String>) -> SchemaError {
     SchemaError::new(file, pointer, keyword, message)
 }
@@ -1129,8 +1143,7 @@ impl<'a> Lowerer<'a> {
         {
             let r = r.as_str().ok_or_else(|| err(file, pointer, "$ref", "must be a string"))?;
             let (f, p) = self.docs.resolve_ref(file, r).map_err(|m| err(file, pointer, "$ref", m))?;
-            let target_hint = if p.is_empty() { pascal(stem(&f), "Root") } else { pascal(p.rsplit('/').next().unwrap_or(""), "Ref") };
-            let name = self.named(&f, &p, &target_hint);
+            let name = self.named(&f, &p, &ref_hint(&f, &p));
             let target = self.docs.get(&f, &p).cloned().unwrap_or(Value::Null);
             let types = self.ref_types(&f, &p, &target, 0);
             let repr = if types.contains(Types::NULL) && types != Types::NULL && !types.contains(Types::ALL.without_null()) {
@@ -1185,34 +1198,45 @@ impl<'a> Lowerer<'a> {
         }
         let at = push_pointer(pointer, "unevaluatedProperties");
         let schema = self.node(file, &at, &map["unevaluatedProperties"], &format!("{hint}Unevaluated"))?;
-        let fail = |m: String| err(file, pointer, "unevaluatedProperties", m);
+        let owner = (file, pointer);
         let mut always = PropSet::default();
+        let mut nested = Vec::new();
         let mut own = map.clone();
         own.remove("anyOf");
         own.remove("oneOf");
         own.remove("unevaluatedProperties");
-        self.evaluated(file, &Value::Object(own), &mut always, 0).map_err(fail)?;
-        let branches = |k: &str| -> Result<Vec<PropSet>, SchemaError> {
+        let here = Here { file, pointer, hint };
+        self.evaluated(owner, here, &Value::Object(own), &mut always, &[], &mut nested, 0)?;
+        let mut branches = |k: &str, label: &str| -> Result<Vec<PropSet>, SchemaError> {
             let Some(Value::Array(list)) = map.get(k) else { return Ok(Vec::new()) };
-            list.iter()
-                .map(|b| {
-                    let mut set = PropSet::default();
-                    self.evaluated(file, b, &mut set, 0).map(|()| set).map_err(|m| err(file, pointer, "unevaluatedProperties", m))
-                })
-                .collect()
+            let mut sets = Vec::new();
+            for (i, b) in list.iter().enumerate() {
+                let at = push_pointer(&push_pointer(pointer, k), &i.to_string());
+                let hint = format!("{hint}{label}{i}");
+                // The branch as the applicators lowered it: the same pointer, so the same types.
+                let guard = self.node(file, &at, b, &hint)?;
+                let mut set = PropSet::default();
+                self.evaluated(owner, Here { file, pointer: &at, hint: &hint }, b, &mut set, &[guard], &mut nested, 0)?;
+                sets.push(set);
+            }
+            Ok(sets)
         };
-        let any_of = branches("anyOf")?;
-        let one_of = branches("oneOf")?;
-        Ok(Some(Box::new(Unevaluated { schema: Box::new(schema), always, any_of, one_of })))
+        let any_of = branches("anyOf", "AnyOf")?;
+        let one_of = branches("oneOf", "OneOf")?;
+        Ok(Some(Box::new(Unevaluated { schema: Box::new(schema), always, any_of, one_of, nested })))
     }
 
-    /// Adds to `set` the properties `schema` evaluates whenever it matches: its `properties`,
-    /// every property when it has `additionalProperties` or `unevaluatedProperties`, and those of
-    /// its `$ref` target and `allOf` members. A branch of an `anyOf` or `oneOf` inside evaluates
-    /// only when it matches, which this static set cannot say: refused.
-    fn evaluated(&self, file: &str, schema: &Value, set: &mut PropSet, depth: usize) -> Result<(), String> {
+    /// Adds to `set` the properties `schema` (at `here`) evaluates whenever it matches: its
+    /// `properties`, every property when it has `additionalProperties` or
+    /// `unevaluatedProperties`, and those of its `$ref` target and `allOf` members. Each branch of
+    /// an `anyOf` or `oneOf` inside evaluates only when the value matches it: it goes to `nested`,
+    /// guarded by itself after `guards` (the branches it sits in), with what it evaluates.
+    /// `owner` is the schema whose `unevaluatedProperties` this is, where errors point.
+    #[allow(clippy::too_many_arguments)]
+    fn evaluated(&mut self, owner: (&str, &str), here: Here<'_>, schema: &Value, set: &mut PropSet, guards: &[Node], nested: &mut Vec<Guarded>, depth: usize) -> Result<(), SchemaError> {
+        let fail = |m: &str| err(owner.0, owner.1, "unevaluatedProperties", m);
         if depth > 32 {
-            return Err("the schemas `unevaluatedProperties` sees through nest deeper than 32 `$ref`s".into());
+            return Err(fail("the schemas `unevaluatedProperties` sees through nest deeper than 32 `$ref`s, `allOf` members and branches"));
         }
         let Some(map) = schema.as_object() else { return Ok(()) };
         if let Some(Value::Object(props)) = map.get("properties") {
@@ -1221,17 +1245,31 @@ impl<'a> Lowerer<'a> {
         if map.contains_key("additionalProperties") || map.contains_key("unevaluatedProperties") {
             set.all = true;
         }
-        if map.contains_key("anyOf") || map.contains_key("oneOf") {
-            return Err("an `anyOf` or `oneOf` inside what `unevaluatedProperties` sees through (a `$ref` target, an `allOf` member or a branch) is not supported: which properties it evaluates depends on the branch that matches".into());
-        }
         if let Some(r) = map.get("$ref").and_then(Value::as_str) {
-            let (f, p) = self.docs.resolve_ref(file, r)?;
+            let (f, p) = self.docs.resolve_ref(here.file, r).map_err(|m| fail(&m))?;
             let target = self.docs.get(&f, &p).cloned().unwrap_or(Value::Bool(false));
-            self.evaluated(&f, &target, set, depth + 1)?;
+            let name = self.named(&f, &p, &ref_hint(&f, &p));
+            self.evaluated(owner, Here { file: &f, pointer: &p, hint: &name }, &target, set, guards, nested, depth + 1)?;
         }
         if let Some(Value::Array(parts)) = map.get("allOf") {
-            for part in parts {
-                self.evaluated(file, part, set, depth + 1)?;
+            for (i, part) in parts.iter().enumerate() {
+                let at = push_pointer(&push_pointer(here.pointer, "allOf"), &i.to_string());
+                let hint = format!("{}AllOf{i}", here.hint);
+                self.evaluated(owner, Here { file: here.file, pointer: &at, hint: &hint }, part, set, guards, nested, depth + 1)?;
+            }
+        }
+        for (k, label) in [("anyOf", "AnyOf"), ("oneOf", "OneOf")] {
+            let Some(Value::Array(list)) = map.get(k) else { continue };
+            for (i, b) in list.iter().enumerate() {
+                let at = push_pointer(&push_pointer(here.pointer, k), &i.to_string());
+                let hint = format!("{}{label}{i}", here.hint);
+                let mut when = guards.to_vec();
+                when.push(self.node(here.file, &at, b, &hint)?);
+                let mut inner = PropSet::default();
+                self.evaluated(owner, Here { file: here.file, pointer: &at, hint: &hint }, b, &mut inner, &when, nested, depth + 1)?;
+                if inner.all || !inner.names.is_empty() {
+                    nested.push(Guarded { when, set: inner });
+                }
             }
         }
         set.names.sort();

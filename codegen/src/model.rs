@@ -359,7 +359,7 @@ pub struct Node {
 /// `unevaluatedProperties` (other than `true`): what an object's properties that no other keyword
 /// of the schema evaluated must match. A property is evaluated by `properties` and
 /// `additionalProperties` of the schema itself, of its `$ref` target and `allOf` members (through
-/// their own, recursively), and of each `anyOf`/`oneOf` branch the value matches.
+/// their own, recursively), and of each `anyOf`/`oneOf` branch the value matches, at any depth.
 #[derive(Debug, Clone)]
 pub struct Unevaluated {
     /// The schema the other properties must match (`false`: no other property is allowed).
@@ -367,10 +367,25 @@ pub struct Unevaluated {
     /// The properties evaluated whatever the branches: the schema's own, its `$ref` target's and
     /// its `allOf` members'.
     pub always: PropSet,
-    /// For each `anyOf` branch, the properties it evaluates when the value matches it.
+    /// For each `anyOf` branch of the schema itself, the properties it evaluates when the value
+    /// matches it (not counting the branches nested inside it: those are in `nested`).
     pub any_of: Vec<PropSet>,
-    /// For each `oneOf` branch, the same.
+    /// For each `oneOf` branch of the schema itself, the same.
     pub one_of: Vec<PropSet>,
+    /// The branches of an `anyOf` or `oneOf` nested inside what the schema sees through (a `$ref`
+    /// target, an `allOf` member, a branch), each with the properties it evaluates.
+    pub nested: Vec<Guarded>,
+}
+
+/// Properties evaluated only when the value matches every schema of `when`: a nested branch, and
+/// the branches it sits in, outermost first. (A branch that matches inside one that does not
+/// evaluates nothing: a failing schema's annotations are dropped.)
+#[derive(Debug, Clone)]
+pub struct Guarded {
+    /// The branches the value must match, outermost first.
+    pub when: Vec<Node>,
+    /// What the innermost one evaluates.
+    pub set: PropSet,
 }
 
 /// A set of evaluated property names, or every property (`all`: an `additionalProperties` or a

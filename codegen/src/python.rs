@@ -798,6 +798,14 @@ impl<'a> Emitter<'a> {
                     args.push(atom(format!("{k}=[{}]", sets.iter().map(set).collect::<Vec<_>>().join(", "))));
                 }
             }
+            if !u.nested.is_empty() {
+                let mut each = Vec::new();
+                for g in &u.nested {
+                    let when = g.when.iter().map(|n| self.ann(n, ctx).map(|a| a.flat())).collect::<Result<Vec<_>, _>>()?;
+                    each.push(format!("([{}], {})", when.join(", "), set(&g.set)));
+                }
+                args.push(atom(format!("nested_evaluated=lambda: [{}]", each.join(", "))));
+            }
         }
         Ok(call("_rt.Json", args))
     }

@@ -1374,8 +1374,8 @@ impl Emitter<'_> {
     }
 
     /// The `unevaluatedProperties` check of an object `v` at `path`: the properties evaluated
-    /// whatever the branches, those of each `anyOf`/`oneOf` branch `v` matches, then every other
-    /// property against the schema.
+    /// whatever the branches, those of each `anyOf`/`oneOf` branch `v` matches (nested ones too,
+    /// when `v` matches every branch on the way), then every other property against the schema.
     fn unevaluated_check(&self, node: &Node, v: TokenStream, path: TokenStream) -> TokenStream {
         let rt = &self.rt;
         let Some(u) = &node.unevaluated else { return quote!() };
@@ -1397,12 +1397,18 @@ impl Emitter<'_> {
                 branches.push(quote!({ let mut __o: Vec<#rt::Violation> = Vec::new(); { let out = &mut __o; #c } if __o.is_empty() { #add } }));
             }
         }
+        for g in &u.nested {
+            // Every branch on the way must match: all their checks, one list of violations.
+            let c: Vec<TokenStream> = g.when.iter().map(|n| self.dyn_check(n, v.clone(), path.clone())).collect();
+            let add = set(&g.set);
+            branches.push(quote!({ let mut __o: Vec<#rt::Violation> = Vec::new(); { let out = &mut __o; #(#c)* } if __o.is_empty() { #add } }));
+        }
         let other = if u.schema.types == Types::NONE && u.schema.literals.is_none() {
             quote!(#rt::report(out, &__p, "unevaluatedProperties", format!("property `{}` is not allowed here: no keyword of the schema evaluates it", #rt::preview(__k)));)
         } else {
             self.dyn_check(&u.schema, quote!(__x), quote!(&__p))
         };
-        let sets = || std::iter::once(&u.always).chain(&u.any_of).chain(&u.one_of);
+        let sets = || std::iter::once(&u.always).chain(&u.any_of).chain(&u.one_of).chain(u.nested.iter().map(|g| &g.set));
         let all_mut = if sets().any(|s| s.all) { quote!(mut) } else { quote!() };
         let names_mut = if sets().any(|s| !s.names.is_empty()) { quote!(mut) } else { quote!() };
         quote!(if let serde_json::Value::Object(__m) = #v {

@@ -1119,8 +1119,9 @@ impl<'a> Emitter<'a> {
     }
 
     /// `unevaluatedProperties` on `x`: the properties the schema's other keywords evaluate (always,
-    /// and for each `anyOf`/`oneOf` branch `x` matches), then every other property against its
-    /// schema. With `p` (a path expression) the checks explain; without, they `return false`.
+    /// and for each `anyOf`/`oneOf` branch `x` matches, nested ones too when `x` matches every
+    /// branch on the way), then every other property against its schema. With `p` (a path
+    /// expression) the checks explain; without, they `return false`.
     fn unevaluated(&self, w: &mut Out, node: &Node, u: &crate::model::Unevaluated, x: &str, p: Option<&str>) {
         let names_of = |s: &crate::model::PropSet| s.names.iter().map(|n| js_str(n)).collect::<Vec<_>>().join(", ");
         let all = self.fresh("all");
@@ -1146,6 +1147,25 @@ impl<'a> Emitter<'a> {
                 }
                 w.close("}");
             }
+        }
+        for g in &u.nested {
+            // Every branch on the way must match.
+            let matched: Vec<String> = g
+                .when
+                .iter()
+                .map(|sub| match p {
+                    None => self.fast_branch(w, sub, x),
+                    Some(p) => format!("{}.length === 0", self.check_branch(w, sub, x, p)),
+                })
+                .collect();
+            w.open(&format!("if ({}) {{", matched.join(" && ")));
+            if g.set.all {
+                w.line(&format!("{all} = true;"));
+            }
+            if !g.set.names.is_empty() {
+                w.line(&format!("{names}.push({});", names_of(&g.set)));
+            }
+            w.close("}");
         }
         let k = self.fresh("k");
         let y = self.fresh("x");

@@ -43,7 +43,7 @@ const REFUSED: &[(&str, &str)] = &[
     ("extensible oneOf with a shared tag value", r#"{"x-extensible": true, "oneOf": [{"type": "object", "required": ["k"], "properties": {"k": {"const": "a"}}}, {"type": "object", "required": ["k"], "properties": {"k": {"const": "a"}}}]}"#),
     ("extensible oneOf whose tag one branch does not require", r#"{"x-extensible": true, "oneOf": [{"type": "object", "required": ["k"], "properties": {"k": {"const": "a"}}}, {"type": "object", "properties": {"k": {"const": "b"}}}]}"#),
     ("a reference cycle at one place of a document", r##"{"$defs": {"A": {"anyOf": [{"$ref": "#/$defs/A"}, {"type": "string"}]}}, "$ref": "#/$defs/A"}"##),
-    ("unevaluatedProperties over a nested anyOf", r#"{"type": "object", "allOf": [{"anyOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}]}], "unevaluatedProperties": false}"#),
+    ("unevaluatedProperties over a cycle of allOf members", r##"{"type": "object", "$defs": {"A": {"properties": {"a": {}}, "allOf": [{"$ref": "#/$defs/B"}]}, "B": {"allOf": [{"$ref": "#/$defs/A"}]}}, "properties": {"x": {"$ref": "#/$defs/A"}}, "allOf": [{"$ref": "#/$defs/A"}], "unevaluatedProperties": false}"##),
     ("unevaluatedProperties that is no schema", r#"{"type": "object", "unevaluatedProperties": 3}"#),
     ("discriminator without propertyName", r#"{"discriminator": {}, "oneOf": [{"type": "object", "required": ["k"], "properties": {"k": {"const": "a"}}}]}"#),
     ("invalid ECMA-262 pattern", r#"{"type": "string", "pattern": "^(a$"}"#),

@@ -164,6 +164,24 @@ fn json_schema_test_suite() {
     assert!(o.disagreements.is_empty(), "{} disagreement(s) with the suite:\n{}", o.disagreements.len(), o.disagreements.join("\n"));
 }
 
+/// `CONFORMANCE.md` is written from `conformance_template.md` (`CONFORMANCE_WRITE=1`): every
+/// line of the template's own text must be in it, so an edit made to one alone is caught before a
+/// rewrite from the other undoes it.
+#[test]
+fn conformance_page_keeps_the_template_text() {
+    let template = include_str!("conformance_template.md");
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../CONFORMANCE.md")).expect("CONFORMANCE.md is readable");
+    let lines: std::collections::HashSet<&str> = page.lines().collect();
+    let missing: Vec<&str> = template.lines().filter(|l| !l.contains("{{") && !l.trim().is_empty() && !lines.contains(l)).collect();
+    assert!(
+        missing.is_empty(),
+        "CONFORMANCE.md and tests/conformance/tests/conformance_template.md differ (edit the template, then \
+         CONFORMANCE_WRITE=1 cargo nextest run -p openagents-conformance -E 'test(json_schema_test_suite)'); \
+         the template's lines not in the page:\n{}",
+        missing.join("\n")
+    );
+}
+
 #[test]
 fn extra_semantics_cases() {
     let o = run(EXTRA_GROUPS);

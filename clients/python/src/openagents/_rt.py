@@ -698,6 +698,7 @@ class Json:
         evaluated: tuple[Sequence[str], bool] = ((), False),
         any_of_evaluated: Sequence[tuple[Sequence[str], bool]] = (),
         one_of_evaluated: Sequence[tuple[Sequence[str], bool]] = (),
+        nested_evaluated: Callable[[], Sequence[tuple[Sequence[Any], tuple[Sequence[str], bool]]]] | None = None,
     ) -> None:
         self.types = frozenset(types.split())
         self.min_length, self.max_length, self.pattern = min_length, max_length, pattern
@@ -711,12 +712,15 @@ class Json:
         self.values = values
         self._applied = (all_of, any_of, one_of, not_)
         # `unevaluatedProperties`: its schema (or `unevaluated_false`: nothing else allowed), and
-        # what the other keywords evaluate (always, and per `anyOf`/`oneOf` branch that matches).
+        # what the other keywords evaluate (always, per `anyOf`/`oneOf` branch that matches, and
+        # per nested branch that matches with every branch it sits in).
         self._unevaluated = unevaluated
         self._unevaluated_false = unevaluated_false
         self._unevaluated_adapter: TypeAdapter[Any] | None = None
         self._evaluated = evaluated
         self._branch_evaluated = (any_of_evaluated, one_of_evaluated)
+        self._nested = nested_evaluated
+        self._nested_adapters: list[tuple[list[TypeAdapter[Any]], tuple[Sequence[str], bool]]] | None = None
         self._types_only = (
             all(v is None for v in (min_length, max_length, pattern, minimum, maximum, exclusive_minimum))
             and all(v is None for v in (exclusive_maximum, min_items, max_items, items, model, values))
@@ -842,6 +846,13 @@ class Json:
                 if result is None:
                     names.update(branch_names)
                     every = every or branch_all
+        if self._nested is not None:
+            if self._nested_adapters is None:
+                self._nested_adapters = [([TypeAdapter(a) for a in when], s) for when, s in self._nested()]
+            for adapters, (branch_names, branch_all) in self._nested_adapters:
+                if all(_matches(a, value, info) for a in adapters):
+                    names.update(branch_names)
+                    every = every or branch_all
         if every:
             return
         errors: list[InitErrorDetails] = []
@@ -922,6 +933,14 @@ class Json:
         if isinstance(value, dict) and self._model is not None:
             return self._model().__pydantic_validator__.validate_python(value, context=info.context)
         return value
+
+
+def _matches(adapter: TypeAdapter[Any], value: object, info: core_schema.ValidationInfo) -> bool:
+    try:
+        adapter.validate_python(value, context=info.context)
+    except ValidationError:
+        return False
+    return True
 
 
 def _reraise(d: Any, prefix: tuple[str | int, ...]) -> InitErrorDetails:
