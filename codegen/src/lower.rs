@@ -232,7 +232,7 @@ fn keyword_refusals(file: &str, pointer: &str, map: &Map<String, Value>, is_root
 
 /// The lowering proper: every named type lowered on its own, each refusal kept in `refusals`.
 fn lower_each(docs: &Documents, refusals: &mut Vec<SchemaError>) -> TypeSpace {
-    let mut cx = Lowerer { docs, space: TypeSpace::default(), names: BTreeMap::new(), taken: BTreeSet::new(), queue: VecDeque::new(), error_codes: Vec::new(), untyped: BTreeSet::new() };
+    let mut cx = Lowerer { docs, space: TypeSpace::default(), names: BTreeMap::new(), taken: BTreeSet::new(), queue: VecDeque::new(), error_codes: Vec::new(), untyped: BTreeSet::new(), guard_index: BTreeMap::new(), pending_guards: Vec::new() };
     // Names first, so they do not depend on the order references are met in.
     for (file, doc) in &docs.files {
         let name = cx.root_name(file, doc);
@@ -255,9 +255,23 @@ fn lower_each(docs: &Documents, refusals: &mut Vec<SchemaError>) -> TypeSpace {
             refusals.push(e);
         }
     }
-    while let Some((file, pointer, name)) = cx.queue.pop_front() {
-        if let Err(e) = cx.lower_named(&file, &pointer, &name) {
-            refusals.push(e);
+    loop {
+        while let Some((file, pointer, name)) = cx.queue.pop_front() {
+            if let Err(e) = cx.lower_named(&file, &pointer, &name) {
+                refusals.push(e);
+            }
+        }
+        // The branches nested `unevaluatedProperties` checks test, once every type reachable
+        // otherwise has its name (lowering one may queue more types, and more branches).
+        let pending = std::mem::take(&mut cx.pending_guards);
+        if pending.is_empty() {
+            break;
+        }
+        for (i, g) in pending {
+            match cx.node(&g.file, &g.pointer, &g.schema, &g.hint) {
+                Ok(n) => cx.space.guards[i] = Guard::Matches(n),
+                Err(e) => refusals.push(e),
+            }
         }
     }
     for (file, doc) in &docs.files {
@@ -455,12 +469,41 @@ struct Lowerer<'a> {
     /// Locations that look like a tagged union but whose branches typed code cannot hold
     /// exactly: lowered as checked values instead.
     untyped: BTreeSet<(String, String)>,
+    /// `(file, pointer)` of each entry of `space.guards`, to its index.
+    guard_index: BTreeMap<(String, String), usize>,
+    /// The `Guard::Matches` entries of `space.guards` still to lower (index and where), lowered
+    /// once every named type is, so that a branch's types get the names its own place gives.
+    pending_guards: Vec<(usize, GuardKey)>,
 }
+
+/// A nested branch an `unevaluatedProperties` check tests, before it has an index.
+#[derive(Clone)]
+struct GuardKey {
+    file: String,
+    pointer: String,
+    hint: String,
+    schema: Value,
+    /// For a branch of a tagged union: its tag property and value.
+    tag: Option<(String, String)>,
+}
+
+/// How many ways of reaching a nested branch one `unevaluatedProperties` may see (each is checked
+/// for every object it applies to).
+const MAX_NESTED_BRANCHES: usize = 256;
 
 /// The name hint of a `$ref` target at `pointer` in `file`: the file's name for its root, else the
 /// pointer's last step.
 fn ref_hint(file: &str, pointer: &str) -> String {
     if pointer.is_empty() { pascal(stem(file), "Root") } else { pascal(pointer.rsplit('/').next().unwrap_or(""), "Ref") }
+}
+
+/// What `Lowerer::evaluated` gathers for one `unevaluatedProperties`: the schema it belongs to
+/// (where errors point), the nested branches found so far (each with its guards, outermost
+/// first, and what it evaluates), and the `$ref` targets on the way.
+struct Walk<'a> {
+    owner: (&'a str, &'a str),
+    nested: Vec<(Vec<GuardKey>, PropSet)>,
+    refs: Vec<(String, String)>,
 }
 
 /// Where a schema sits: its file, its pointer there, and the name hint for what it declares.
@@ -1198,43 +1241,66 @@ impl<'a> Lowerer<'a> {
         }
         let at = push_pointer(pointer, "unevaluatedProperties");
         let schema = self.node(file, &at, &map["unevaluatedProperties"], &format!("{hint}Unevaluated"))?;
-        let owner = (file, pointer);
+        let mut walk = Walk { owner: (file, pointer), nested: Vec::new(), refs: Vec::new() };
         let mut always = PropSet::default();
-        let mut nested = Vec::new();
         let mut own = map.clone();
         own.remove("anyOf");
         own.remove("oneOf");
         own.remove("unevaluatedProperties");
-        let here = Here { file, pointer, hint };
-        self.evaluated(owner, here, &Value::Object(own), &mut always, &[], &mut nested, 0)?;
+        self.evaluated(&mut walk, Here { file, pointer, hint }, &Value::Object(own), &mut always, &[], 0)?;
+        // The schema's own branches: what each evaluates, from the results of their own checks;
+        // the branches nested in them are guarded by them, as they sit at the same place.
         let mut branches = |k: &str, label: &str| -> Result<Vec<PropSet>, SchemaError> {
             let Some(Value::Array(list)) = map.get(k) else { return Ok(Vec::new()) };
             let mut sets = Vec::new();
             for (i, b) in list.iter().enumerate() {
                 let at = push_pointer(&push_pointer(pointer, k), &i.to_string());
                 let hint = format!("{hint}{label}{i}");
-                // The branch as the applicators lowered it: the same pointer, so the same types.
-                let guard = self.node(file, &at, b, &hint)?;
+                let key = GuardKey { file: file.to_owned(), pointer: at.clone(), hint: hint.clone(), schema: b.clone(), tag: None };
                 let mut set = PropSet::default();
-                self.evaluated(owner, Here { file, pointer: &at, hint: &hint }, b, &mut set, &[guard], &mut nested, 0)?;
+                self.evaluated(&mut walk, Here { file, pointer: &at, hint: &hint }, b, &mut set, &[key], 1)?;
                 sets.push(set);
             }
             Ok(sets)
         };
         let any_of = branches("anyOf", "AnyOf")?;
         let one_of = branches("oneOf", "OneOf")?;
+        let mut nested = Vec::new();
+        for (when, set) in walk.nested {
+            let when = when.into_iter().map(|k| self.guard(k)).collect();
+            nested.push(Guarded { when, set });
+        }
         Ok(Some(Box::new(Unevaluated { schema: Box::new(schema), always, any_of, one_of, nested })))
+    }
+
+    /// The index in `space.guards` of the branch `key` names, made on first use (a schema to
+    /// lower once every named type is, or a tag to compare).
+    fn guard(&mut self, key: GuardKey) -> usize {
+        let place = (key.file.clone(), key.pointer.clone());
+        if let Some(&i) = self.guard_index.get(&place) {
+            return i;
+        }
+        let i = self.space.guards.len();
+        match &key.tag {
+            Some((name, value)) => self.space.guards.push(Guard::Tag { name: name.clone(), value: value.clone() }),
+            None => {
+                self.space.guards.push(Guard::Matches(any_node()));
+                self.pending_guards.push((i, key));
+            }
+        }
+        self.guard_index.insert(place, i);
+        i
     }
 
     /// Adds to `set` the properties `schema` (at `here`) evaluates whenever it matches: its
     /// `properties`, every property when it has `additionalProperties` or
     /// `unevaluatedProperties`, and those of its `$ref` target and `allOf` members. Each branch of
-    /// an `anyOf` or `oneOf` inside evaluates only when the value matches it: it goes to `nested`,
-    /// guarded by itself after `guards` (the branches it sits in), with what it evaluates.
-    /// `owner` is the schema whose `unevaluatedProperties` this is, where errors point.
-    #[allow(clippy::too_many_arguments)]
-    fn evaluated(&mut self, owner: (&str, &str), here: Here<'_>, schema: &Value, set: &mut PropSet, guards: &[Node], nested: &mut Vec<Guarded>, depth: usize) -> Result<(), SchemaError> {
-        let fail = |m: &str| err(owner.0, owner.1, "unevaluatedProperties", m);
+    /// an `anyOf` or `oneOf` inside evaluates only when the value matches it: it goes to
+    /// `walk.nested`, guarded by itself after `guards` (the branches it sits in), with what it
+    /// evaluates. A `$ref` back to a target on the way is a cycle at one place, which
+    /// `same_place_cycles` refuses: not followed again.
+    fn evaluated(&self, walk: &mut Walk<'_>, here: Here<'_>, schema: &Value, set: &mut PropSet, guards: &[GuardKey], depth: usize) -> Result<(), SchemaError> {
+        let fail = |m: &str| err(walk.owner.0, walk.owner.1, "unevaluatedProperties", m);
         if depth > 32 {
             return Err(fail("the schemas `unevaluatedProperties` sees through nest deeper than 32 `$ref`s, `allOf` members and branches"));
         }
@@ -1247,28 +1313,45 @@ impl<'a> Lowerer<'a> {
         }
         if let Some(r) = map.get("$ref").and_then(Value::as_str) {
             let (f, p) = self.docs.resolve_ref(here.file, r).map_err(|m| fail(&m))?;
-            let target = self.docs.get(&f, &p).cloned().unwrap_or(Value::Bool(false));
-            let name = self.named(&f, &p, &ref_hint(&f, &p));
-            self.evaluated(owner, Here { file: &f, pointer: &p, hint: &name }, &target, set, guards, nested, depth + 1)?;
+            let place = (f.clone(), p.clone());
+            if !walk.refs.contains(&place) {
+                let target = self.docs.get(&f, &p).cloned().unwrap_or(Value::Bool(false));
+                let hint = self.names.get(&place).cloned().unwrap_or_else(|| ref_hint(&f, &p));
+                walk.refs.push(place);
+                self.evaluated(walk, Here { file: &f, pointer: &p, hint: &hint }, &target, set, guards, depth + 1)?;
+                walk.refs.pop();
+            }
         }
         if let Some(Value::Array(parts)) = map.get("allOf") {
             for (i, part) in parts.iter().enumerate() {
                 let at = push_pointer(&push_pointer(here.pointer, "allOf"), &i.to_string());
                 let hint = format!("{}AllOf{i}", here.hint);
-                self.evaluated(owner, Here { file: here.file, pointer: &at, hint: &hint }, part, set, guards, nested, depth + 1)?;
+                self.evaluated(walk, Here { file: here.file, pointer: &at, hint: &hint }, part, set, guards, depth + 1)?;
             }
         }
+        let tagged = self.union_key(here.file, here.pointer, map);
         for (k, label) in [("anyOf", "AnyOf"), ("oneOf", "OneOf")] {
             let Some(Value::Array(list)) = map.get(k) else { continue };
+            // A tagged union's branch is told by its tag (see `Guard::Tag`).
+            let tags: Option<(String, Vec<BranchMap>)> = (tagged == Some(k))
+                .then(|| self.branch_maps(here.file, list).and_then(|b| self.find_tag(map, &b).map(|t| (t, b))))
+                .flatten();
             for (i, b) in list.iter().enumerate() {
                 let at = push_pointer(&push_pointer(here.pointer, k), &i.to_string());
                 let hint = format!("{}{label}{i}", here.hint);
+                let tag = tags.as_ref().and_then(|(t, bs)| {
+                    let value = bs[i].2.get("properties")?.get(t)?.get("const")?.as_str()?;
+                    Some((t.clone(), value.to_owned()))
+                });
                 let mut when = guards.to_vec();
-                when.push(self.node(here.file, &at, b, &hint)?);
+                when.push(GuardKey { file: here.file.to_owned(), pointer: at.clone(), hint: hint.clone(), schema: b.clone(), tag });
                 let mut inner = PropSet::default();
-                self.evaluated(owner, Here { file: here.file, pointer: &at, hint: &hint }, b, &mut inner, &when, nested, depth + 1)?;
+                self.evaluated(walk, Here { file: here.file, pointer: &at, hint: &hint }, b, &mut inner, &when, depth + 1)?;
                 if inner.all || !inner.names.is_empty() {
-                    nested.push(Guarded { when, set: inner });
+                    if walk.nested.len() == MAX_NESTED_BRANCHES {
+                        return Err(fail(&format!("the schemas `unevaluatedProperties` sees through reach more than {MAX_NESTED_BRANCHES} nested `anyOf`/`oneOf` branches (each way of reaching one counts): not supported")));
+                    }
+                    walk.nested.push((when, inner));
                 }
             }
         }
@@ -1590,6 +1673,56 @@ mod tests {
     const CODES: &str = r##"{"type": "string", "enum": ["busy", "bad"], "x-extensible": true, "x-enum": {
         "busy": {"description": "Busy.", "retryable": true, "rpc_code": -32001},
         "bad": {"description": "Bad.", "retryable": false, "rpc_code": -32602}}}"##;
+
+    /// The type names of `defs` (a `$defs` object's members, as JSON text) with a root that
+    /// says only `{"type": "object"}`, and with a root whose `unevaluatedProperties` sees
+    /// through every one of them.
+    fn names_without_and_with_unevaluated(defs: &str) -> (Vec<String>, Vec<String>) {
+        let keys: Vec<String> = serde_json::from_str::<Map<String, Value>>(defs).expect("JSON").keys().cloned().collect();
+        let refs = keys.iter().map(|k| format!(r##"{{"$ref": "#/$defs/{k}"}}"##)).collect::<Vec<_>>().join(", ");
+        let plain = format!(r#"{{"type": "object", "$defs": {defs}}}"#);
+        let seeing = format!(r#"{{"type": "object", "$defs": {defs}, "anyOf": [{refs}], "unevaluatedProperties": false}}"#);
+        let names = |t: &str| lower_text(t).expect("lowers").types.keys().filter(|n| *n != "Case").cloned().collect::<Vec<_>>();
+        (names(&plain), names(&seeing))
+    }
+
+    #[test]
+    fn unevaluated_properties_seeing_through_nested_branches_names_no_type_anew() {
+        // The branches it tests are lowered where the schema has them, once every named type is:
+        // a single `allOf` or a nullable `anyOf` around them, which pass their parent's name on,
+        // name them as without it; a tagged union's branches are told by their tag, not made
+        // into types of their own; a method union's `x-result` branches are not refused.
+        let obj = |p: &str| format!(r#"{{"type": "object", "properties": {{"{p}": {{"type": "string"}}}}, "required": ["{p}"]}}"#);
+        let tagged = |k: &str| format!(r#"{{"type": "object", "properties": {{"kind": {{"const": "{k}"}}, "r": {{"type": "number"}}}}, "required": ["kind", "r"]}}"#);
+        let defs = format!(
+            r#"{{"X": {{"description": "d", "allOf": [{{"anyOf": [{}, {}]}}]}}, "N": {{"anyOf": [{}, {{"type": "null"}}]}}, "Shape": {{"oneOf": [{}, {}]}}}}"#,
+            obj("a"),
+            obj("b"),
+            obj("p"),
+            tagged("circle"),
+            tagged("square")
+        );
+        let (plain, seeing) = names_without_and_with_unevaluated(&defs);
+        assert_eq!(plain, seeing, "the same types, with the same names");
+        let method = |m: &str| format!(r#"{{"type": "object", "properties": {{"method": {{"const": "{m}"}}, "params": {{"type": "object"}}}}, "required": ["method"], "x-result": {{"type": "string"}}}}"#);
+        let defs = format!(r#"{{"Call": {{"oneOf": [{}, {}]}}}}"#, method("a"), method("b"));
+        let (plain, seeing) = names_without_and_with_unevaluated(&defs);
+        assert_eq!(plain, seeing);
+        let text = format!(r##"{{"type": "object", "$defs": {defs}, "allOf": [{{"$ref": "#/$defs/Call"}}], "unevaluatedProperties": false}}"##);
+        let space = lower_text(&text).expect("a method union seen through is not refused");
+        assert!(space.guards.iter().all(|g| matches!(g, Guard::Tag { name, .. } if name == "method")), "{:?}", space.guards);
+    }
+
+    #[test]
+    fn unevaluated_properties_refuses_more_branch_paths_than_it_checks() {
+        // d0 .. d8: each an `anyOf` of two `$ref`s to the next, 2^9 ways to the last one.
+        let mut defs: Vec<String> = (0..9).map(|i| format!(r##""d{i}": {{"anyOf": [{{"$ref": "#/$defs/d{n}"}}, {{"$ref": "#/$defs/d{n}"}}]}}"##, n = i + 1)).collect();
+        defs.push(r#""d9": {"properties": {"z": {}}}"#.to_owned());
+        let text = format!(r##"{{"type": "object", "$defs": {{{}}}, "allOf": [{{"$ref": "#/$defs/d0"}}], "unevaluatedProperties": false}}"##, defs.join(", "));
+        let e = lower_text(&text).expect_err("refused");
+        assert_eq!((e.pointer.as_str(), e.keyword.as_str()), ("", "unevaluatedProperties"), "{e}");
+        assert!(e.message.contains("more than 256"), "{e}");
+    }
 
     #[test]
     fn an_object_that_says_nothing_of_its_members_is_free_form_named_or_not() {

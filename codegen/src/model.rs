@@ -22,6 +22,9 @@ pub struct TypeSpace {
     pub errors: Option<ErrorSet>,
     /// Every distinct `pattern`, in first-seen order; nodes refer to them by index.
     pub patterns: Vec<Pattern>,
+    /// The branches nested `unevaluatedProperties` checks test, one per place in a schema;
+    /// [`Guarded::when`] refers to them by index.
+    pub guards: Vec<Guard>,
     /// The methods a schema marks on its params types with `x-method` and `x-side` (ACP's
     /// convention), grouped by the side that handles them, in side-name order.
     pub sides: Vec<Side>,
@@ -373,19 +376,38 @@ pub struct Unevaluated {
     /// For each `oneOf` branch of the schema itself, the same.
     pub one_of: Vec<PropSet>,
     /// The branches of an `anyOf` or `oneOf` nested inside what the schema sees through (a `$ref`
-    /// target, an `allOf` member, a branch), each with the properties it evaluates.
+    /// target, an `allOf` member, a branch), each with the properties it evaluates; one entry
+    /// per way of reaching a branch.
     pub nested: Vec<Guarded>,
 }
 
-/// Properties evaluated only when the value matches every schema of `when`: a nested branch, and
-/// the branches it sits in, outermost first. (A branch that matches inside one that does not
-/// evaluates nothing: a failing schema's annotations are dropped.)
+/// Properties evaluated only when every guard of `when` holds: a nested branch, and the branches
+/// it sits in, outermost first. (A branch that matches inside one that does not evaluates
+/// nothing: a failing schema's annotations are dropped.)
 #[derive(Debug, Clone)]
 pub struct Guarded {
-    /// The branches the value must match, outermost first.
-    pub when: Vec<Node>,
-    /// What the innermost one evaluates.
+    /// Indexes into [`TypeSpace::guards`], outermost first.
+    pub when: Vec<usize>,
+    /// What the innermost branch evaluates.
     pub set: PropSet,
+}
+
+/// How to tell that the value matches a branch nested inside what an `unevaluatedProperties`
+/// sees through.
+#[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // a schema has a few of them
+pub enum Guard {
+    /// The value matches this schema (the branch, lowered where the schema has it).
+    Matches(Node),
+    /// A branch of a tagged union: the value's `name` is the string `value`. The union itself
+    /// must match for the value to be valid, and then its branch is the one its tag names, so
+    /// nothing else needs checking.
+    Tag {
+        /// The tag property.
+        name: String,
+        /// The branch's tag value.
+        value: String,
+    },
 }
 
 /// A set of evaluated property names, or every property (`all`: an `additionalProperties` or a

@@ -799,12 +799,25 @@ impl<'a> Emitter<'a> {
                 }
             }
             if !u.nested.is_empty() {
-                let mut each = Vec::new();
-                for g in &u.nested {
-                    let when = g.when.iter().map(|n| self.ann(n, ctx).map(|a| a.flat())).collect::<Result<Vec<_>, _>>()?;
-                    each.push(format!("([{}], {})", when.join(", "), set(&g.set)));
+                // The nested branches this check tests, each once (an annotation, or a tag's name
+                // and value), then each way of reaching one: their positions there, and what it
+                // evaluates.
+                let used: BTreeSet<usize> = u.nested.iter().flat_map(|g| g.when.iter().copied()).collect();
+                let local: BTreeMap<usize, usize> = used.iter().enumerate().map(|(k, &i)| (i, k)).collect();
+                let mut guards = Vec::new();
+                for &i in &used {
+                    guards.push(match &self.space.guards[i] {
+                        crate::model::Guard::Matches(n) => self.ann(n, ctx)?.flat(),
+                        crate::model::Guard::Tag { name, value } => format!("({}, {})", py_str(name), py_str(value)),
+                    });
                 }
-                args.push(atom(format!("nested_evaluated=lambda: [{}]", each.join(", "))));
+                args.push(atom(format!("guards=lambda: [{}]", guards.join(", "))));
+                let each: Vec<String> = u
+                    .nested
+                    .iter()
+                    .map(|g| format!("([{}], {})", g.when.iter().map(|i| local[i].to_string()).collect::<Vec<_>>().join(", "), set(&g.set)))
+                    .collect();
+                args.push(atom(format!("nested_evaluated=[{}]", each.join(", "))));
             }
         }
         Ok(call("_rt.Json", args))

@@ -1397,12 +1397,28 @@ impl Emitter<'_> {
                 branches.push(quote!({ let mut __o: Vec<#rt::Violation> = Vec::new(); { let out = &mut __o; #c } if __o.is_empty() { #add } }));
             }
         }
-        for g in &u.nested {
-            // Every branch on the way must match: all their checks, one list of violations.
-            let c: Vec<TokenStream> = g.when.iter().map(|n| self.dyn_check(n, v.clone(), path.clone())).collect();
-            let add = set(&g.set);
-            branches.push(quote!({ let mut __o: Vec<#rt::Violation> = Vec::new(); { let out = &mut __o; #(#c)* } if __o.is_empty() { #add } }));
+        // Each nested branch is tested once (`__g<index>`), then each way of reaching one adds
+        // what it evaluates when every guard on the way holds.
+        let used: BTreeSet<usize> = u.nested.iter().flat_map(|g| g.when.iter().copied()).collect();
+        let guard = |i: usize| format_ident!("__g{}", i);
+        let mut tests = Vec::new();
+        for &i in &used {
+            let g = guard(i);
+            let test = match &self.space.guards[i] {
+                crate::model::Guard::Matches(n) => {
+                    let c = self.dyn_check(n, v.clone(), path.clone());
+                    quote!({ let mut __o: Vec<#rt::Violation> = Vec::new(); { let out = &mut __o; #c } __o.is_empty() })
+                }
+                crate::model::Guard::Tag { name, value } => quote!(matches!(__m.get(#name), Some(serde_json::Value::String(__s)) if __s == #value)),
+            };
+            tests.push(quote!(let #g: bool = #test;));
         }
+        for g in &u.nested {
+            let when = g.when.iter().map(|&i| guard(i));
+            let add = set(&g.set);
+            branches.push(quote!(if #(#when)&&* { #add }));
+        }
+        branches.splice(0..0, tests);
         let other = if u.schema.types == Types::NONE && u.schema.literals.is_none() {
             quote!(#rt::report(out, &__p, "unevaluatedProperties", format!("property `{}` is not allowed here: no keyword of the schema evaluates it", #rt::preview(__k)));)
         } else {

@@ -1148,16 +1148,24 @@ impl<'a> Emitter<'a> {
                 w.close("}");
             }
         }
-        for g in &u.nested {
-            // Every branch on the way must match.
-            let matched: Vec<String> = g
-                .when
-                .iter()
-                .map(|sub| match p {
+        // Each nested branch is tested once, then each way of reaching one adds what it
+        // evaluates when every guard on the way holds.
+        let used: std::collections::BTreeSet<usize> = u.nested.iter().flat_map(|g| g.when.iter().copied()).collect();
+        let mut tested = BTreeMap::new();
+        for i in used {
+            let test = match &self.space.guards[i] {
+                crate::model::Guard::Matches(sub) => match p {
                     None => self.fast_branch(w, sub, x),
                     Some(p) => format!("{}.length === 0", self.check_branch(w, sub, x, p)),
-                })
-                .collect();
+                },
+                crate::model::Guard::Tag { name, value } => format!("$own({x}, {}) === {}", js_str(name), js_str(value)),
+            };
+            let g = self.fresh("g");
+            w.line(&format!("const {g}: boolean = {test};"));
+            tested.insert(i, g);
+        }
+        for g in &u.nested {
+            let matched: Vec<&str> = g.when.iter().map(|i| tested[i].as_str()).collect();
             w.open(&format!("if ({}) {{", matched.join(" && ")));
             if g.set.all {
                 w.line(&format!("{all} = true;"));

@@ -698,7 +698,8 @@ class Json:
         evaluated: tuple[Sequence[str], bool] = ((), False),
         any_of_evaluated: Sequence[tuple[Sequence[str], bool]] = (),
         one_of_evaluated: Sequence[tuple[Sequence[str], bool]] = (),
-        nested_evaluated: Callable[[], Sequence[tuple[Sequence[Any], tuple[Sequence[str], bool]]]] | None = None,
+        guards: Callable[[], Sequence[Any]] | None = None,
+        nested_evaluated: Sequence[tuple[Sequence[int], tuple[Sequence[str], bool]]] = (),
     ) -> None:
         self.types = frozenset(types.split())
         self.min_length, self.max_length, self.pattern = min_length, max_length, pattern
@@ -719,8 +720,11 @@ class Json:
         self._unevaluated_adapter: TypeAdapter[Any] | None = None
         self._evaluated = evaluated
         self._branch_evaluated = (any_of_evaluated, one_of_evaluated)
+        # The nested branches tested (an annotation, or a tagged union's tag name and value),
+        # each once per value, and per way of reaching one the positions of its guards there.
+        self._guards = guards
+        self._guard_checks: list[TypeAdapter[Any] | tuple[str, str]] | None = None
         self._nested = nested_evaluated
-        self._nested_adapters: list[tuple[list[TypeAdapter[Any]], tuple[Sequence[str], bool]]] | None = None
         self._types_only = (
             all(v is None for v in (min_length, max_length, pattern, minimum, maximum, exclusive_minimum))
             and all(v is None for v in (exclusive_maximum, min_items, max_items, items, model, values))
@@ -846,11 +850,25 @@ class Json:
                 if result is None:
                     names.update(branch_names)
                     every = every or branch_all
-        if self._nested is not None:
-            if self._nested_adapters is None:
-                self._nested_adapters = [([TypeAdapter(a) for a in when], s) for when, s in self._nested()]
-            for adapters, (branch_names, branch_all) in self._nested_adapters:
-                if all(_matches(a, value, info) for a in adapters):
+        if self._nested:
+            if self._guard_checks is None:
+                assert self._guards is not None
+                self._guard_checks = [g if isinstance(g, tuple) else TypeAdapter(g) for g in self._guards()]
+            checks = self._guard_checks
+            held: dict[int, bool] = {}
+
+            def holds(i: int) -> bool:
+                if i not in held:
+                    g = checks[i]
+                    if isinstance(g, tuple):
+                        tag = value.get(g[0])
+                        held[i] = type(tag) is str and tag == g[1]
+                    else:
+                        held[i] = _matches(g, value, info)
+                return held[i]
+
+            for when, (branch_names, branch_all) in self._nested:
+                if all(holds(i) for i in when):
                     names.update(branch_names)
                     every = every or branch_all
         if every:
