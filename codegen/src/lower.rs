@@ -491,6 +491,21 @@ struct GuardKey {
 /// for every object it applies to).
 const MAX_NESTED_BRANCHES: usize = 256;
 
+/// Whether a value of `types` may be `v` (a whole number is an integer, `1.0` included).
+fn value_allowed(types: Types, v: &Value) -> bool {
+    match v {
+        Value::Null => types.contains(Types::NULL),
+        Value::Bool(_) => types.contains(Types::BOOLEAN),
+        Value::Number(n) => {
+            let whole = n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0);
+            if whole { types.contains(Types::INTEGER) } else { types.allows_fraction() }
+        }
+        Value::String(_) => types.contains(Types::STRING),
+        Value::Array(_) => types.contains(Types::ARRAY),
+        Value::Object(_) => types.contains(Types::OBJECT),
+    }
+}
+
 /// The name hint of a `$ref` target at `pointer` in `file`: the file's name for its root, else the
 /// pointer's last step.
 fn ref_hint(file: &str, pointer: &str) -> String {
@@ -1453,6 +1468,16 @@ impl<'a> Lowerer<'a> {
             }
             node.literals = Some(vec![c.clone()]);
             node.is_const = true;
+        }
+        // A listed value of a type `type` does not allow is not allowed (`{"type": "string",
+        // "enum": ["a", null]}` refuses `null`); with none left, nothing is.
+        if let Some(values) = &mut node.literals {
+            values.retain(|v| value_allowed(types, v));
+            if values.is_empty() {
+                node.literals = None;
+                node.is_const = false;
+                node.types = Types::NONE;
+            }
         }
         let has_object_rules = has_object_rules(map);
         if has_object_rules && types.contains(Types::OBJECT) {
