@@ -2,12 +2,13 @@
 //! be UTF-8, for [`crate::parse_validated`].
 //!
 //! It accepts a subset of what serde_json accepts and decodes what it accepts to the same values
-//! (the same numbers, bit for bit; the same strings; the same nesting limit of 127). Anything it
-//! does not read the quick way, it refuses: a number it cannot read to the same bits as this
-//! build's serde_json ([`rounding`]), a `\u` escape of a lone surrogate, a value asked for as a
-//! raw value, an enum, bytes or a 128-bit integer, and anything that is not JSON. The caller then
-//! reads the document again with serde_json, whose verdict and error messages are the ones
-//! reported. So this reader's errors are never shown, and carry no position.
+//! (the same numbers, bit for bit, each the nearest double to its text; the same strings; the same
+//! nesting limit of 127). Anything it does not read the quick way, it refuses: a number too long
+//! to read here, every number when this build's serde_json does not read it as the nearest double
+//! ([`rounding`]), a `\u` escape of a lone surrogate, a value asked for as a raw value, an enum,
+//! bytes or a 128-bit integer, and anything that is not JSON. The caller then reads the document
+//! again with serde_json, whose verdict and error messages are the ones reported. So this
+//! reader's errors are never shown, and carry no position.
 //!
 //! A free-form object kept as text ([`crate::RawObject`]) asks by a private name ([`TEXT`]): the
 //! reader checks the value as building the map would and hands over its text, building nothing.
@@ -48,24 +49,26 @@ const SLACK: usize = 256;
 /// copied.
 const HAND_OVER: usize = 4096;
 
-/// `significand` times ten to `exponent`, whose power of ten is `pow`: as serde_json computes it.
+/// `significand` times ten to `exponent`, whose power of ten is `pow`: the nearest double when
+/// both are exact doubles (at most 2^53, at most 10^22), rounded once.
 #[inline]
 fn times(significand: u64, exponent: i64, pow: f64) -> f64 {
     let f = significand as f64;
     if exponent >= 0 { f * pow } else { f / pow }
 }
 
-/// How the serde_json of this build turns a number's digits into a float. Feature unification
-/// can turn on its `float_roundtrip` (correctly rounded) or `arbitrary_precision` (numbers kept
-/// as text) for the whole build, so it is asked once, by reading a number on which the ways
-/// differ.
+/// How the serde_json of this build turns a number's digits into a float. This crate turns on
+/// its `float_roundtrip` (the nearest double, every time) for every build it is part of; without
+/// it serde_json would use its own arithmetic (the significand as an `f64`, times or over a power
+/// of ten), which rounds twice and can land one double away: `100.00000000000001` on 100. Feature
+/// unification can also turn on `arbitrary_precision` (numbers kept as text, handed to visitors
+/// otherwise), so it is asked once, by reading a number its own arithmetic gets wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Rounding {
-    /// Its own arithmetic: the significand as an `f64`, times or over a power of ten.
-    Parts,
-    /// Correctly rounded (`float_roundtrip`).
+    /// The nearest double (`float_roundtrip`): the reader reads every number so too.
     Correct,
-    /// Neither (`arbitrary_precision`, or something new): the fast reader is not used at all.
+    /// Anything else (`arbitrary_precision`, or a serde_json that stopped rounding correctly):
+    /// the fast reader is not used at all, and serde_json's verdict stands.
     Other,
 }
 
@@ -79,14 +82,8 @@ pub(crate) fn rounding() -> Rounding {
         let parts = times(9_007_199_254_740_993, -7, 1e7);
         let correct = PROBE.parse::<f64>().unwrap_or(0.0);
         match (zero, probe.ok().and_then(|v| v.as_f64())) {
-            (Ok(z), Some(f)) if z.is_f64() && parts != correct => {
-                if f.to_bits() == parts.to_bits() {
-                    Rounding::Parts
-                } else if f.to_bits() == correct.to_bits() {
-                    Rounding::Correct
-                } else {
-                    Rounding::Other
-                }
+            (Ok(z), Some(f)) if z.is_f64() && parts != correct && f.to_bits() == correct.to_bits() => {
+                Rounding::Correct
             }
             _ => Rounding::Other,
         }
@@ -313,13 +310,11 @@ impl<'de> Reader<'de> {
             .and_then(|e| POW10.get(e));
         let f = match (pow, overflow, rounding()) {
             // An exact significand times or over an exact power of ten, rounded once: the
-            // correctly rounded value, which serde_json computes however it was built.
-            (Some(&pow), false, _) if significand <= 1 << 53 => times(significand, exponent, pow),
-            // serde_json's own arithmetic, step for step, when it was built with it.
-            (Some(&pow), false, Rounding::Parts) => times(significand, exponent, pow),
-            // Correctly rounded, as serde_json built with `float_roundtrip` reads every number.
-            // (serde_json's correct rounding looks at 768 digits at most: a longer number is left
-            // to it.)
+            // nearest double, quickly.
+            (Some(&pow), false, Rounding::Correct) if significand <= 1 << 53 => times(significand, exponent, pow),
+            // The nearest double, as serde_json with `float_roundtrip` reads every number: more
+            // digits than a double holds, or a power of ten past 10^22. (serde_json's correct
+            // rounding looks at 768 digits at most: a longer number is left to it.)
             (_, _, Rounding::Correct) if i - start <= MAX_DIGITS => {
                 match self.text[start..i].parse::<f64>() {
                     Ok(f) if f.is_finite() => f.abs(),
@@ -1028,7 +1023,7 @@ mod tests {
             );
             assert!(agrees(&format!("[{n}, {n}]")), "{n} in an array");
         }
-        // Refused, or left to serde_json (past 64 bits, exponents past 22): never read wrong.
+        // Refused, or read as serde_json reads them: never read wrong.
         for n in [
             "01",
             "-01",
@@ -1065,32 +1060,45 @@ mod tests {
             agrees(n);
         }
         assert!(!agrees("01") && !agrees("1.") && !agrees("+1"));
-        // Past 2^53 digits within 22 of the point, what serde_json gives depends on how it was
-        // built; the reader asks it once (`rounding`) and reads these too.
-        assert_ne!(
+        // This crate turns on serde_json's `float_roundtrip`: it reads every number as the
+        // nearest double, here too, where nothing else in the build asks for the feature.
+        assert_eq!(
             super::rounding(),
-            super::Rounding::Other,
-            "serde_json reads numbers as floats here"
+            super::Rounding::Correct,
+            "serde_json reads numbers as the nearest double"
         );
+        // The probe is a number serde_json's own arithmetic (without the feature) gets wrong.
+        assert_ne!(
+            super::times(9_007_199_254_740_993, -7, 1e7).to_bits(),
+            "9007199254740993e-7".parse::<f64>().map(f64::to_bits).ok().unwrap_or(0)
+        );
+        // Past 2^53 digits, past 64 bits of digits, past 10^22: read the quick way, each as the
+        // nearest double. (Without `float_roundtrip`, the first ones and the bound-crossing ones
+        // read as a neighbour: `100.00000000000001` as 100, `0.9999999999999999` as 1.)
         for n in [
             "0.30000000000000004",
             "9007199254740993e-7",
             "-9007199254740993E-7",
             "0.9007199254740993",
             "1234567890123456789e-22",
-        ] {
-            assert!(agrees(n), "{n} is read the quick way");
-        }
-        // Past 64 bits of digits: read the quick way only when serde_json rounds correctly.
-        for n in [
+            "100.00000000000001",
+            "0.9999999999999999",
+            "11757771.948286951",
             "18446744073709551615.5",
             "123456789012345678901234567890",
             "-0.123456789012345678901234e-3",
+            "1e23",
+            "1.0e-22",
+            "5e-324",
+            "1.7976931348623157e308",
+            "-9223372036854775809",
         ] {
+            assert!(agrees(n), "{n} is read the quick way");
+            let float = ours(n).and_then(|v| v.as_f64());
             assert_eq!(
-                agrees(n),
-                super::rounding() == super::Rounding::Correct,
-                "{n}"
+                float.map(f64::to_bits),
+                n.parse::<f64>().ok().map(f64::to_bits),
+                "{n} is the nearest double"
             );
         }
         // A halfway value written with 769 digits, which serde_json's correct rounding cuts and
@@ -1336,12 +1344,9 @@ mod tests {
             }
         }
         assert!(valid > 2000, "the generator makes JSON ({valid} of 3000)");
-        // Only numbers past 64 bits, 2^53 digits in a float, or an exponent past 22 are left to
-        // serde_json.
-        assert!(
-            read * 10 > valid * 6,
-            "the reader reads most of them itself ({read} of {valid})"
-        );
+        // Every number the generator writes is read the quick way (only one longer than
+        // `MAX_DIGITS` is left to serde_json).
+        assert_eq!(read, valid, "the reader reads every one of them itself");
     }
 
     /// `text` decoded as `T` by the reader (`ours`) and by serde_json (`theirs`, with its error).

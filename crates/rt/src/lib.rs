@@ -750,11 +750,19 @@ impl Visitor<'_> for IntVisitor {
         i64::try_from(v).map_err(|_| E::custom(format!("integer {v} is beyond the supported range of -2^63..2^63")))
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<i64, E> {
-        // JSON Schema counts 1.0 as an integer.
-        if v.fract() == 0.0 && (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&v) {
+        // JSON Schema counts 1.0 as an integer. A double is the nearest one to the text, not the
+        // text: every integer from about -2^63 - 1024 down reads as -2^63 itself (serde_json
+        // hands an integer past 64 bits over as a double), and every one from about 2^63 - 512
+        // up as 2^63. Only a double strictly between the two can only have come from an integer
+        // inside the range (an `i64` written as an integer arrives through `visit_i64` or
+        // `visit_u64`, exactly).
+        const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+        if v.fract() == 0.0 && v.abs() < TWO_63 {
             Ok(v as i64)
         } else if v.fract() == 0.0 {
-            Err(E::custom(format!("integer {v} is beyond the supported range of -2^63..2^63")))
+            // The text is not at hand here, and the double printed would look exact (-2^63 - 1
+            // would print as -9223372036854775808): no figure.
+            Err(E::custom("integer is beyond the supported range of -2^63..2^63"))
         } else {
             Err(E::invalid_type(de::Unexpected::Float(v), &self))
         }
@@ -953,9 +961,9 @@ impl Wire for Map<String, Value> {
 /// The text is the one that arrived when the runtime's reader read the document, as it does
 /// every ordinary one. When serde_json reads it instead (a number the reader leaves to it, or a
 /// tagged union's member that came before the tag), the object is built as the map and kept as
-/// serde_json writes it: the same JSON value as serde_json reads it, perhaps not the same text
-/// (read back by a serde_json without its `float_roundtrip` feature, a float in it can come out
-/// one unit in the last place apart). Equality compares the values, not the texts.
+/// serde_json writes it: the same JSON value as serde_json reads it (every number the nearest
+/// double, written so as to read back as the same one), perhaps not the same text (`1E2` comes
+/// back `100.0`). Equality compares the values, not the texts.
 ///
 /// Other deserializers (serde's buffering ones, behind an `untagged` enum or a `flatten`ed field
 /// of a type of your own) give it the map, as serde_json's path does. A serializer other than
