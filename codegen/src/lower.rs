@@ -1712,6 +1712,20 @@ mod tests {
     }
 
     #[test]
+    fn every_defs_key_names_its_type_for_the_validation_entry_points() {
+        // `Result` is reserved, `foo` is not PascalCase, and `Foo` is the generated name of
+        // `foo` too: each key names its own type, the key first.
+        let space = lower_text(r#"{"type": "object", "$defs": {"Result": {"type": "string"}, "foo": {"type": "integer"}, "Foo": {"type": "boolean"}, "Plain": {"type": "number"}, "Obj": {"type": "object", "properties": {"a": {}}}}}"#).expect("lowers");
+        let names = space.schema_names();
+        let of = |key: &str| names.iter().find(|(k, _)| k == key).map(|(_, n)| n.clone()).unwrap_or_else(|| key.to_owned());
+        for key in ["Result", "foo", "Foo", "Plain", "Obj"] {
+            let t = &space.types[&of(key)];
+            assert_eq!(t.origin.pointer, format!("/$defs/{key}"), "`{key}` names {}", t.name);
+        }
+        assert!(names.iter().all(|(k, n)| k != n && k != "Plain" && k != "Obj"), "{names:?}");
+    }
+
+    #[test]
     fn unevaluated_properties_seeing_through_nested_branches_names_no_type_anew() {
         // The branches it tests are lowered where the schema has them, once every named type is:
         // a single `allOf` or a nullable `anyOf` around them, which pass their parent's name on,

@@ -1,7 +1,7 @@
 //! The one model every emitter reads: a deterministic, `BTreeMap`-ordered type space lowered from
 //! the schema files. Emitters never look at raw schema JSON.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
@@ -28,6 +28,33 @@ pub struct TypeSpace {
     /// The methods a schema marks on its params types with `x-method` and `x-side` (ACP's
     /// convention), grouped by the side that handles them, in side-name order.
     pub sides: Vec<Side>,
+}
+
+impl TypeSpace {
+    /// The `$defs` keys that are not their type's generated name (a reserved word such as
+    /// `Result`, or a key that is not PascalCase), each with that name, in key order: the
+    /// validation entry points take a type by either, the key first (where a key is another
+    /// type's generated name, the key wins: that type is still named by its own key). A key two
+    /// files both use is left out.
+    pub fn schema_names(&self) -> Vec<(String, String)> {
+        // Every type whose origin is a `$defs` member, by key (a member can be the origin of more
+        // than one type: a type with the key's own name and a part of it).
+        let mut by_key: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
+        for t in self.types.values() {
+            let Some(key) = t.origin.pointer.strip_prefix("/$defs/") else { continue };
+            if key.contains('/') || key.contains('\u{0}') {
+                continue;
+            }
+            by_key.entry(key.replace("~1", "/").replace("~0", "~")).or_default().insert(&t.name);
+        }
+        by_key
+            .into_iter()
+            .filter_map(|(key, names)| {
+                let only = (names.len() == 1).then(|| names.first().copied()).flatten()?;
+                (only != key).then(|| (key, only.to_owned()))
+            })
+            .collect()
+    }
 }
 
 /// The methods one side of a protocol handles, from the `x-method`/`x-side` marks on the schema's

@@ -1149,14 +1149,26 @@ impl<'a> Emitter<'a> {
         }
         body.blank();
         body.blank();
+        let aliases = self.space.schema_names();
+        let lookup = if aliases.is_empty() {
+            "type_name"
+        } else {
+            let entries: Vec<Ex> = aliases.iter().map(|(k, n)| atom(format!("{}: {}", py_str(k), py_str(n)))).collect();
+            body.stmt(0, "SCHEMA_NAMES: Final[dict[str, str]] = ", &group("", "{", "}", entries), "");
+            body.doc(0, "The `$defs` keys that are not their type's name in `TYPES` (a reserved word, or a key that is not\nPascalCase), each with that name: `validate` and `validate_json` take either, the key first.");
+            body.blank();
+            body.blank();
+            all.push("SCHEMA_NAMES".to_owned());
+            "SCHEMA_NAMES.get(type_name, type_name)"
+        };
         body.line(0, "def validate(type_name: str, document: object) -> list[_rt.Violation]:");
-        body.doc(4, "Every violation of a decoded JSON document as the named type (a key of `TYPES`), checked\nstrictly; `[]` when it is valid. Raises `_rt.UnknownTypeName` for a name the schema does not have.");
-        body.line(4, "return _rt.validate(TYPES, type_name, document)");
+        body.doc(4, "Every violation of a decoded JSON document as the named type (a key of `TYPES`, or the `$defs`\nkey it was generated from), checked strictly; `[]` when it is valid. Raises\n`_rt.UnknownTypeName` for a name the schema does not have.");
+        body.line(4, &format!("return _rt.validate(TYPES, {lookup}, document)"));
         body.blank();
         body.blank();
         body.line(0, "def validate_json(type_name: str, text: str | bytes) -> list[_rt.Violation]:");
         body.doc(4, "`validate` for JSON text, read by pydantic's own parser (nothing after the value).");
-        body.line(4, "return _rt.validate_json(TYPES, type_name, text)");
+        body.line(4, &format!("return _rt.validate_json(TYPES, {lookup}, text)"));
         // Imports, now that the body says what it uses.
         let text = &body.text;
         let mut out = Out::default();

@@ -1583,6 +1583,7 @@ impl Emitter<'_> {
         let openrpc = serde_json::to_string(&crate::openrpc::document(self.space, &digest)).unwrap_or_default();
         let mut infos = Vec::new();
         let mut arms = Vec::new();
+        let mut checks: BTreeMap<String, TokenStream> = BTreeMap::new();
         for t in self.space.types.values() {
             let name = &t.name;
             let pointer = Documents::bundle_pointer(&t.origin.file, &t.origin.pointer);
@@ -1590,19 +1591,31 @@ impl Emitter<'_> {
             let description = t.description.clone().unwrap_or_default();
             infos.push(quote!(#rt::TypeInfo { name: #name, pointer: #pointer, root: #root, description: #description }));
             let id = type_ident(name);
-            if self.is_alias(name) {
+            let check = if self.is_alias(name) {
                 let (vname, cname) = self.check_fn_names(name);
-                arms.push(quote!(#name => Some(#rt::parse_validated_with::<#id>(input, #vname, #cname).map(drop)),));
+                quote!(Some(#rt::parse_validated_with::<#id>(input, #vname, #cname).map(drop)))
             } else if matches!(&t.kind, TypeKind::Struct(s) if s.nullable) {
                 // `"type": ["object", "null"]`: the document may be `null` itself.
-                arms.push(quote!(#name => Some(#rt::parse_validated_with::<Option<#id>>(
+                quote!(Some(#rt::parse_validated_with::<Option<#id>>(
                     input,
                     |v, p, o| if let Some(v) = v { #rt::Validate::validate_at(v, p, o) },
                     <#id as #rt::SchemaCheck>::check_value,
-                ).map(drop)),));
+                ).map(drop)))
             } else {
-                arms.push(quote!(#name => Some(#rt::parse_validated::<#id>(input).map(drop)),));
+                quote!(Some(#rt::parse_validated::<#id>(input).map(drop)))
+            };
+            checks.insert(name.clone(), check);
+        }
+        // A `$defs` key that is not its type's name (`Result`, `session_id`) names it too, first.
+        let aliases = self.space.schema_names();
+        for (name, check) in &checks {
+            if !aliases.iter().any(|(k, _)| k == name) {
+                arms.push(quote!(#name => #check,));
             }
+        }
+        for (key, name) in &aliases {
+            let check = &checks[name];
+            arms.push(quote!(#key => #check,));
         }
         quote! {
             /// Every schema file bundled into one document; root type `T` is at `#/$defs/T`.
@@ -1622,12 +1635,14 @@ impl Emitter<'_> {
             /// root of a schema file.
             pub const TYPES: &[#rt::TypeInfo] = &[#(#infos),*];
 
-            /// Decodes and validates `input` as the named type; `None` when no type has that name.
+            /// Decodes and validates `input` as the named type (its name in [`TYPES`], or the
+            /// `$defs` key it was generated from); `None` when no type has that name.
             pub fn validate_document(type_name: &str, input: &[u8]) -> Option<Result<(), #rt::DocumentError>> {
                 match type_name { #(#arms)* _ => None }
             }
 
-            /// Checks the JSON text `json` against the named type (any name in [`TYPES`]):
+            /// Checks the JSON text `json` against the named type (any name in [`TYPES`], or the
+            /// `$defs` key it was generated from where that differs, such as `Result`):
             /// `Ok` when it is valid, else every violation with its JSON pointer, keyword and
             /// message. Text that is not JSON is one violation at the root (keyword `json`); a
             /// name no type has is an error too (keyword `typeName`), never "valid".

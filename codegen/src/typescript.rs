@@ -605,8 +605,21 @@ impl<'a> Emitter<'a> {
         }
         w.close("};");
         w.blank();
+        let aliases = self.space.schema_names();
+        if !aliases.is_empty() {
+            w.doc("The `$defs` keys that are not their type's name (a reserved word, or a key that is not PascalCase),\neach with that name: `validate` takes either, the key first.");
+            w.open("const SCHEMA_NAMES: { readonly [key: string]: T.TypeName } = {");
+            for (k, n) in &aliases {
+                w.line(&format!("{}: {},", js_str(k), js_str(n)));
+            }
+            w.close("};");
+            w.blank();
+        }
         w.doc("The checks of the named type; a `RangeError` naming the known types for a name the schema does\nnot have (a name is never \"valid\" by default).");
         w.open("function checksOf(name: string): readonly [Fast, Explain] {");
+        if !aliases.is_empty() {
+            w.line("if (Object.prototype.hasOwnProperty.call(SCHEMA_NAMES, name)) name = SCHEMA_NAMES[name];");
+        }
         w.line("const found = Object.prototype.hasOwnProperty.call(CHECKS, name) ? CHECKS[name as T.TypeName] : undefined;");
         w.line("if (found === undefined) throw new RangeError(`no type is named ${JSON.stringify(name)}; the types are ${Object.keys(CHECKS).join(\", \")}`);");
         w.line("return found;");
@@ -617,7 +630,7 @@ impl<'a> Emitter<'a> {
         w.line("return checksOf(name)[0](value, lenient);");
         w.close("}");
         w.blank();
-        w.doc("Every violation of `value` as a document of the named type (any schema name, as a string);\nempty when it is valid. Throws a `RangeError` for a name the schema does not have.");
+        w.doc("Every violation of `value` as a document of the named type (its name, or the `$defs` key it was\ngenerated from, as a string); empty when it is valid. Throws a `RangeError` for a name the schema\ndoes not have.");
         w.open("export function validate(name: string, value: unknown, lenient = false): Violation[] {");
         w.line("const [fast, explain] = checksOf(name);");
         w.line("return fast(value, lenient) ? [] : explained(explain, value, lenient);");

@@ -6,11 +6,12 @@ CORPUS is a file `published-corpus write` made (each document with its `$defs` t
 generated type's name and its JSON text); SCHEMA the vendored schema; PACKAGE_ROOT/PACKAGE the
 generated Python package. Each document is checked by:
 
-- `python`: the generated `models.validate(type_name, document)` on `json.loads` of the text (the
-  models validated strictly, as `openagents.validation` does); valid when it lists no violation;
+- `python`: the generated `models.validate(key, document)` (the type by its `$defs` key) on
+  `json.loads` of the text (the models validated strictly, as `openagents.validation` does); valid
+  when it lists no violation;
 - `python-json`: the same models through pydantic's own JSON parser on the text
   (`TypeAdapter(models.TYPES[name]).validate_json(text, context=_rt.STRICT)`);
-- `python-check-json`: the generated `models.validate_json(type_name, text)`, the check that makes
+- `python-check-json`: the generated `models.validate_json(key, text)`, the check that makes
   no model, on the text; valid when it lists no violation;
 - `python-jsonschema`: the `jsonschema` package, Draft 2020-12, formats as annotations, against
   the schema's `$defs` with a root of `{"$ref": "#/$defs/<type>"}`.
@@ -86,9 +87,10 @@ def main() -> None:
                 f"no generated type for `{definition}`"
             )
         else:
-            verdicts["python"] = verdict(valid_value, models, name, value)
+            # The entry points by the `$defs` key, as a user of the schema names the type.
+            verdicts["python"] = verdict(valid_value, models, definition, value)
             verdicts["python-json"] = verdict(accepts, adapters[name], text)
-            verdicts["python-check-json"] = verdict(valid_text, models, name, text)
+            verdicts["python-check-json"] = verdict(valid_text, models, definition, text)
         out.append(verdicts)
     with open(out_path, "w", encoding="utf-8") as f:
         json.dump({"verdicts": out}, f)

@@ -6,7 +6,7 @@
 // compiled `validators.js` generated from it; AJV_DIR the TypeScript client's `node_modules/ajv`.
 // Each document is parsed with `JSON.parse` and checked by:
 //
-// - `typescript`: the generated `validate(name, value)`: valid when it lists no violation;
+// - `typescript`: the generated `validate(key, value)` (the type by its `$defs` key): valid when it lists no violation;
 // - `typescript-isValid`: the generated `isValid(name, value)`;
 // - `ajv`: Ajv2020 (`strict: false`, formats not validated: they are annotations), against the
 //   schema's `$defs` with a root of `{"$ref": "#/$defs/<type>"}`.
@@ -51,7 +51,7 @@ const out = corpus.docs.map((doc) => {
   if (doc.type === null) {
     verdicts.typescript = verdicts["typescript-isValid"] = `no generated type for \`${doc.def}\``;
   } else {
-    verdicts.typescript = verdict(() => validators.validate(doc.type, JSON.parse(doc.text)).length === 0);
+    verdicts.typescript = verdict(() => validators.validate(doc.def, JSON.parse(doc.text)).length === 0);
     verdicts["typescript-isValid"] = verdict(() => validators.isValid(doc.type, JSON.parse(doc.text)) === true);
   }
   return verdicts;

@@ -36,10 +36,12 @@ pub fn verdict_of(valid: Result<bool, String>) -> Value {
     }
 }
 
-/// The two Rust paths' verdicts on a document of the generated type `type_name`.
-pub fn rust_verdicts(g: &Generated, type_name: &str, text: &str) -> [(&'static str, Value); 2] {
-    let typed = match (g.validate_document)(type_name, text.as_bytes()) {
-        None => Err(format!("no generated type `{type_name}`")),
+/// The two Rust paths' verdicts on a document of `$defs/{def}`, the generated type `type_name`:
+/// the typed path is asked for the type by its `$defs` key, as a user of the schema names it
+/// (`Result`, where the type is `Result2`).
+pub fn rust_verdicts(g: &Generated, def: &str, type_name: &str, text: &str) -> [(&'static str, Value); 2] {
+    let typed = match (g.validate_document)(def, text.as_bytes()) {
+        None => Err(format!("no generated type named `{def}`")),
         Some(Ok(())) => Ok(true),
         Some(Err(_)) => Ok(false),
     };

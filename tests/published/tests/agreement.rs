@@ -30,7 +30,7 @@ fn the_generated_rust_agrees_with_the_jsonschema_crate_on_every_published_type()
                     protocol.name, doc.def
                 )
             });
-            let verdicts: BTreeMap<String, Value> = agreement::rust_verdicts(g, name, &doc.text)
+            let verdicts: BTreeMap<String, Value> = agreement::rust_verdicts(g, &doc.def, name, &doc.text)
                 .into_iter()
                 .map(|(k, v)| (k.to_owned(), v))
                 .collect();

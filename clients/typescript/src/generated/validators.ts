@@ -4128,8 +4128,9 @@ export function isValid<N extends T.TypeName>(name: N, value: unknown, lenient =
 }
 
 /**
- * Every violation of `value` as a document of the named type (any schema name, as a string);
- * empty when it is valid. Throws a `RangeError` for a name the schema does not have.
+ * Every violation of `value` as a document of the named type (its name, or the `$defs` key it was
+ * generated from, as a string); empty when it is valid. Throws a `RangeError` for a name the schema
+ * does not have.
  */
 export function validate(name: string, value: unknown, lenient = false): Violation[] {
   const [fast, explain] = checksOf(name);

@@ -141,7 +141,7 @@ fn compare(dir: &Path) -> Result<(), String> {
             let mut verdicts: BTreeMap<String, Value> = BTreeMap::new();
             match d["type"].as_str() {
                 Some(t) => verdicts.extend(
-                    agreement::rust_verdicts(g, t, &doc.text).map(|(k, v)| (k.to_owned(), v)),
+                    agreement::rust_verdicts(g, &doc.def, t, &doc.text).map(|(k, v)| (k.to_owned(), v)),
                 ),
                 None => {
                     for k in [RUST_TYPED, RUST_UNTYPED] {

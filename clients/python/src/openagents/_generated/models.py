@@ -1346,9 +1346,9 @@ TYPES: Final[dict[str, object]] = {
 
 
 def validate(type_name: str, document: object) -> list[_rt.Violation]:
-    """Every violation of a decoded JSON document as the named type (a key of `TYPES`), checked
-    strictly; `[]` when it is valid. Raises `_rt.UnknownTypeName` for a name the schema does not
-    have.
+    """Every violation of a decoded JSON document as the named type (a key of `TYPES`, or the `$defs`
+    key it was generated from), checked strictly; `[]` when it is valid. Raises
+    `_rt.UnknownTypeName` for a name the schema does not have.
     """
     return _rt.validate(TYPES, type_name, document)
 
