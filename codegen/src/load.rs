@@ -185,9 +185,9 @@ pub(crate) enum Sub {
 /// Which keywords hold subschemas (within the supported subset).
 pub(crate) fn subschema_keyword(keyword: &str) -> Option<Sub> {
     match keyword {
-        "items" | "additionalProperties" | "x-result" => Some(Sub::One),
+        "items" | "additionalProperties" | "unevaluatedProperties" | "not" | "x-result" => Some(Sub::One),
         "properties" | "$defs" => Some(Sub::Map),
-        "oneOf" => Some(Sub::List),
+        "oneOf" | "anyOf" | "allOf" => Some(Sub::List),
         _ => None,
     }
 }
@@ -299,6 +299,12 @@ pub fn load_path(path: &Path) -> Result<Documents, SchemaError> {
         if !b.is_file() {
             return Documents::load_dir(path);
         }
+        // A file of that name that is not a bundle is a schema file like the others.
+        let shown_b = b.display().to_string();
+        let text = std::fs::read_to_string(&b).map_err(|e| SchemaError::new(&shown_b, "", "", format!("cannot read: {e}")))?;
+        if !is_bundle(&parse_document(&shown_b, &text)?) {
+            return Documents::load_dir(path);
+        }
         let others = other_schema_files(path)?;
         if !others.is_empty() {
             return Err(SchemaError::new(
@@ -376,6 +382,49 @@ mod tests {
         assert!(e.file.ends_with("bundle.json"), "{e}");
         assert!(e.message.contains("`Other.json`"), "{e}");
         assert!(e.message.contains("replace them silently"), "{e}");
+    }
+
+    #[test]
+    fn a_schema_file_named_bundle_json_is_a_schema_file() {
+        let dir = folder("named-bundle");
+        std::fs::write(dir.join("bundle.json"), SCHEMA).expect("write");
+        let docs = load_path(&dir);
+        let _ = std::fs::remove_dir_all(&dir);
+        let names: Vec<String> = docs.expect("loads").files.into_keys().collect();
+        assert_eq!(names, ["bundle.json"]);
+    }
+
+    #[test]
+    fn a_bundle_points_every_reference_at_the_bundle_whatever_keyword_holds_it() {
+        // `$ref`s under `anyOf`, `allOf`, `not` and `unevaluatedProperties` as well as under
+        // `properties` and `oneOf`: each points inside the bundle, and the files it reads back
+        // as bundle to it again.
+        let a = r##"{"$defs": {"X": {"type": "string"}}, "type": "object",
+            "properties": {"p": {"$ref": "B.json"}},
+            "anyOf": [{"$ref": "#/$defs/X"}, {"type": "object"}], "allOf": [{"$ref": "B.json"}],
+            "not": {"$ref": "#/$defs/X"}, "unevaluatedProperties": {"$ref": "B.json"}}"##;
+        let docs = Documents::from_texts([("A.json", a), ("B.json", r#"{"type": "object"}"#)]).expect("loads");
+        let bundle = docs.bundle();
+        let refs = |v: &Value| {
+            let mut out = Vec::new();
+            fn walk(v: &Value, out: &mut Vec<String>) {
+                match v {
+                    Value::Object(m) => m.iter().for_each(|(k, x)| if k == "$ref" { out.push(x.as_str().unwrap_or_default().to_owned()) } else { walk(x, out) }),
+                    Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+                    _ => {}
+                }
+            }
+            walk(v, &mut out);
+            out
+        };
+        let found = refs(&bundle);
+        assert_eq!(found.len(), 5, "{found:?}");
+        for r in &found {
+            let pointer = r.strip_prefix('#').expect("inside the bundle");
+            assert!(bundle.pointer(pointer).is_some(), "`{r}` points at nothing in the bundle");
+        }
+        let back = documents_from_bundle("bundle.json", &bundle).expect("a bundle");
+        assert_eq!(back.bundle(), bundle, "the files come back to the same bundle");
     }
 
     #[test]
