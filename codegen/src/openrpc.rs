@@ -199,10 +199,10 @@ impl Printer<'_> {
             }
         }
         let mut e = Map::new();
-        e.insert(
-            "description".into(),
-            json!("Events the runtime pushes to its subscribers, each a ServerEvent: on stdio as `{\"event\": ServerEvent}` lines between responses; over HTTP as Server-Sent Events from `GET /events` (`data: <ServerEvent>`); over the WebSocket as `frontend.v2.event` notifications. New kinds may be added: a client meeting one it does not know keeps going."),
-        );
+        // The schema's own words: how a server delivers them is the server's to say.
+        if let Some(d) = &root.description {
+            e.insert("description".into(), json!(d));
+        }
         e.insert("schema".into(), json!({"$ref": schema_ref(&root.name)}));
         if let Some(u) = union_name {
             e.insert("kindSchema".into(), json!({"$ref": schema_ref(&u)}));
@@ -389,6 +389,19 @@ impl Printer<'_> {
                 Some(TypeKind::Struct(st)) => self.object_rules(&mut m, &st.fields, &st.additional, None),
                 _ => {}
             }
+        }
+        // The applicators and `unevaluatedProperties` of a checked value, as the schema has them.
+        let a = &node.applied;
+        for (k, list) in [("allOf", &a.all_of), ("anyOf", &a.any_of), ("oneOf", &a.one_of)] {
+            if !list.is_empty() {
+                m.insert(k.into(), Value::Array(list.iter().map(|n| self.node_schema(n)).collect()));
+            }
+        }
+        if let Some(n) = &a.not {
+            m.insert("not".into(), self.node_schema(n));
+        }
+        if let Some(u) = &node.unevaluated {
+            m.insert("unevaluatedProperties".into(), self.node_schema(&u.schema));
         }
         if let Some(d) = &node.default {
             m.insert("default".into(), d.clone());

@@ -320,3 +320,37 @@ fn params_that_may_be_any_object_are_by_name_with_none_declared() {
     assert_eq!(fields["paramStructure"], "by-name");
     assert_eq!(fields["params"][0]["name"], "n");
 }
+
+#[test]
+fn checked_values_keep_their_applicators_and_a_servers_events_speak_of_the_schema_alone() {
+    // A type kept as a checked value (`allOf`, `anyOf`, `not`, `unevaluatedProperties`) is
+    // written with those keywords, not as `true` (which would accept anything); a root named
+    // `ServerEvent` gets its own description in `x-events`, not this runtime's transports.
+    let dir = std::env::temp_dir().join(format!("oa-openrpc-applied-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(
+        dir.join("Request.json"),
+        r#"{"title": "Request", "oneOf": [{"title": "Ping", "type": "object", "required": ["method"], "properties": {"method": {"const": "ping"}, "params": {"$ref": "Shapes.json#/$defs/Odd"}}, "x-result": {"$ref": "Shapes.json#/$defs/Open"}}]}"#,
+    )
+    .expect("writes");
+    std::fs::write(
+        dir.join("Shapes.json"),
+        r#"{"type": "object", "$defs": {
+            "Odd": {"allOf": [{"type": "string"}, {"type": "integer"}]},
+            "Not": {"not": {"type": "string"}},
+            "Open": {"type": "object", "anyOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}], "unevaluatedProperties": false}}}"#,
+    )
+    .expect("writes");
+    std::fs::write(dir.join("ServerEvent.json"), r#"{"description": "What my server sends.", "type": "object", "properties": {"n": {"type": "integer"}}}"#).expect("writes");
+    let doc = Config::new().schema_dir(&dir).generate_openrpc();
+    let _ = std::fs::remove_dir_all(&dir);
+    let doc = doc.expect("an OpenRPC document");
+    let schemas = &doc["components"]["schemas"];
+    assert_eq!(schemas["Odd"]["allOf"].as_array().map(Vec::len), Some(2), "{}", schemas["Odd"]);
+    assert_eq!(schemas["Not"]["not"]["type"], "string", "{}", schemas["Not"]);
+    assert_eq!(schemas["Open"]["anyOf"].as_array().map(Vec::len), Some(2), "{}", schemas["Open"]);
+    assert_eq!(schemas["Open"]["unevaluatedProperties"], false, "{}", schemas["Open"]);
+    let events = &doc["x-events"];
+    assert_eq!(events["description"], "What my server sends.", "{events}");
+    assert!(!events.to_string().contains("frontend.v2"), "{events}");
+}
