@@ -45,6 +45,13 @@ pub const SUPPORTED_KEYWORDS: &[&str] = &[
     "minItems",
     "maxItems",
     "format",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "examples",
+    "contentEncoding",
+    "contentMediaType",
+    "contentSchema",
     "x-constants",
     "x-extensible",
     "x-enum",
@@ -59,8 +66,27 @@ type BranchMap = (String, String, Map<String, Value>);
 /// Marks the pseudo-location of the object rules of a schema that allows other types too.
 const OBJECT_PART: &str = "\u{0}object";
 
-/// Keywords that never change what a schema accepts, so they may stand beside `$ref` or a `oneOf`.
-const ANNOTATIONS: &[&str] = &["$comment", "title", "description", "default", "$defs", "$schema", "$id", "x-constants", "x-openrpc"];
+/// Keywords that never change what a schema accepts, so they may stand beside `$ref` or a `oneOf`:
+/// among them 2020-12's meta-data and content annotations (`deprecated`, `examples`,
+/// `contentMediaType`, … which its validators do not assert either), ignored.
+const ANNOTATIONS: &[&str] = &[
+    "$comment",
+    "title",
+    "description",
+    "default",
+    "$defs",
+    "$schema",
+    "$id",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "examples",
+    "contentEncoding",
+    "contentMediaType",
+    "contentSchema",
+    "x-constants",
+    "x-openrpc",
+];
 
 /// Whether `key` is an `x-…` keyword other than the generator's own (those in
 /// [`SUPPORTED_KEYWORDS`]): another tool's annotation, such as ACP's `x-method`, `x-side` or
@@ -182,7 +208,7 @@ fn scan_schema(file: &str, pointer: &str, schema: &Value, out: &mut Vec<SchemaEr
         match (key.as_str(), value) {
             ("$defs", _) if !is_root => {}
             ("items" | "additionalProperties" | "x-result" | "not" | "if" | "then" | "else" | "contains" | "propertyNames"
-            | "unevaluatedItems" | "unevaluatedProperties" | "additionalItems" | "contentSchema", Value::Object(_)) => {
+            | "unevaluatedItems" | "unevaluatedProperties" | "additionalItems", Value::Object(_)) => {
                 scan_schema(file, &at, value, out);
             }
             ("properties" | "$defs" | "definitions" | "patternProperties" | "dependentSchemas", Value::Object(m)) => {
