@@ -6,6 +6,14 @@ enums and tagged unions that can keep a value this version does not know, `null`
 same as a missing property, free-form values, and a dynamic check for schemas that allow several
 JSON types.
 
+Integers: a whole number is of JSON type `integer` whatever its size (`1.0`, `2^64`, `1e300`), as
+JSON Schema says. A value read as a typed integer (`Int`) must also fit the 64 bits the Rust side
+decodes: beyond them it is refused (keyword `type`), as the Rust validator refuses it ("cannot be
+represented"). Where a value is only tested against a schema and what the test makes of it is not
+kept (a branch of `allOf`, `anyOf`, `oneOf` or `not`, a guard, `unevaluatedProperties`), and in the
+dynamic `Json` check, an integer of any size is an integer, so that a check negated or counted
+never turns on the size: `{"not": {"type": "integer"}}` refuses `2^63` and `1e300`.
+
 Strictness: a document is read leniently by default, the way a client reads what a newer server
 sends (an unknown event kind becomes its `Unknown...` model, an unknown enum value a plain `str`).
 Validated with the context `STRICT`, it is held to the schema exactly, as the Rust validator does.
@@ -173,21 +181,82 @@ class Model(BaseModel):
 _I64_MIN: Final = -(2**63)
 _I64_MAX: Final = 2**63
 
-# An integer is checked in pydantic-core, in steps: a JSON number (an `int`, never a `bool`, or a
-# finite `float`), then whole (`1.0` becomes `1`), then within the 64 bits the Rust side holds,
-# then the schema's own bounds. Every step refuses with pydantic's own `int_type` error but the
-# range, which says what the range is.
+_TESTED_KEY: Final = "openagents.tested"
+"""The key of the validation context under which a value is only tested against a schema: an
+applicator's branch (`allOf`, `anyOf`, `oneOf`, `not`), a guard or `unevaluatedProperties`, whose
+result is never kept. A whole number of any size is an integer there, as JSON Schema says, so that
+a check negated or counted is decided on the JSON type alone (see `_tested`)."""
+
+_TESTED: Final[dict[str, Any]] = {_TESTED_KEY: True}
+_TESTED_STRICT: Final[dict[str, Any]] = {STRICT_KEY: True, _TESTED_KEY: True}
+
+
+def _tested(context: object) -> Mapping[str, Any]:
+    """The validation context for testing a value against an applicator's branch (`_TESTED_KEY`),
+    from the one the value is checked under."""
+    if context is None:
+        return _TESTED
+    if context is STRICT:
+        return _TESTED_STRICT
+    if isinstance(context, Mapping):
+        return context if context.get(_TESTED_KEY) else {**context, _TESTED_KEY: True}
+    return _TESTED
+
+
+def _whole(value: object) -> int:
+    """A whole float as the integer it is, whatever its size (`1e300` included): pydantic-core
+    converts only those within 64 bits. Called only where that conversion failed."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise PydanticCustomError("int_type", "Input should be a valid integer")
+
+
+_INT: Final = core_schema.int_schema(strict=True)
+_FLOAT: Final = core_schema.float_schema(strict=True, allow_inf_nan=False)
+# A whole float as the integer it is (`1.0` is `1`), whatever its size (`1e300` too: `_whole`).
+_WHOLE_FLOAT: Final = core_schema.chain_schema(
+    [
+        _FLOAT,
+        core_schema.union_schema(
+            [core_schema.int_schema(), core_schema.no_info_plain_validator_function(_whole)],
+            mode="left_to_right",
+            custom_error_type="int_type",
+        ),
+    ]
+)
+
+_RANGE_MESSAGE: Final = "integer is beyond the supported range of -2^63..2^63"
+
+
+def _beyond_64_bits(value: int, info: core_schema.ValidationInfo) -> int:
+    """An integer beyond `-2^63..2^63`: refused where it is read as a typed integer (the Rust side
+    decodes an `i64`, and refuses it as "cannot be represented"), kept where it is only tested
+    against a schema (`_TESTED_KEY`), where it is an integer like any other. Called only for an
+    integer beyond the range."""
+    ctx = info.context
+    if isinstance(ctx, Mapping) and ctx.get(_TESTED_KEY):
+        return value
+    raise PydanticCustomError("int_range", _RANGE_MESSAGE)
+
+
+# An integer is checked in pydantic-core, in steps: a JSON integer (an `int`, never a `bool`, or a
+# whole finite `float` of any size, which becomes the `int` it is), then the schema's own bounds
+# (`IntCheck`), then within the 64 bits the Rust side holds. The first step refuses with
+# pydantic's own `int_type` error, the range with `int_range`, which says what the range is. The
+# range is a limit of the typed models, not of the JSON type: where a value is only tested against
+# a schema (`_TESTED_KEY`) an integer of any size passes it, so that `{"not": {"type": "integer"}}`
+# refuses 2^63 and `1e300` as JSON Schema does. Python runs only for a whole float beyond 64 bits
+# and an integer beyond the range.
 _INT_STEPS: Final[list[core_schema.CoreSchema]] = [
+    core_schema.union_schema([_INT, _WHOLE_FLOAT], mode="left_to_right", custom_error_type="int_type"),
     core_schema.union_schema(
-        [core_schema.int_schema(strict=True), core_schema.float_schema(strict=True, allow_inf_nan=False)],
+        [
+            core_schema.int_schema(strict=True, ge=_I64_MIN, lt=_I64_MAX),
+            core_schema.with_info_plain_validator_function(_beyond_64_bits),
+        ],
         mode="left_to_right",
-        custom_error_type="int_type",
-    ),
-    core_schema.custom_error_schema(core_schema.int_schema(), custom_error_type="int_type"),
-    core_schema.custom_error_schema(
-        core_schema.int_schema(strict=True, ge=_I64_MIN, lt=_I64_MAX),
         custom_error_type="int_range",
-        custom_error_message="integer is beyond the supported range of -2^63..2^63",
+        custom_error_message=_RANGE_MESSAGE,
     ),
 ]
 
@@ -202,9 +271,13 @@ def _int_bound(schema: core_schema.CoreSchema, key: str, up: bool) -> int | None
 
 
 class IntCheck:
-    """A JSON integer (`1.0` included; never a boolean or a string) within `-2^63..2^63`, and
-    within the bounds of a `Field(...)` before it, all checked in pydantic-core:
-    `Annotated[int, Field(ge=0), INT]`."""
+    """A JSON integer (`1.0` included; never a boolean or a string) within the bounds of a
+    `Field(...)` before it and within `-2^63..2^63` (of any size where it is only tested against a
+    schema: see `_TESTED_KEY`), all checked in pydantic-core: `Annotated[int, Field(ge=0), INT]`.
+
+    The schema's bounds are checked before the range, so that an integer beyond both breaks the
+    bound (as the Rust side reports it too), and the range is not checked again where the bounds
+    already keep the integer within it."""
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
         inner = handler(source)
@@ -213,7 +286,11 @@ class IntCheck:
         if ge is None and le is None and gt is None and lt is None:
             return core_schema.chain_schema(_INT_STEPS)
         bounded = core_schema.int_schema(strict=True, ge=ge, le=le, gt=gt, lt=lt)
-        return core_schema.chain_schema([*_INT_STEPS, bounded])
+        lows = [b for b in (ge, None if gt is None else gt + 1) if b is not None]
+        highs = [b for b in (le, None if lt is None else lt - 1) if b is not None]
+        if lows and highs and max(lows) >= _I64_MIN and min(highs) < _I64_MAX:
+            return core_schema.chain_schema([_INT_STEPS[0], bounded])
+        return core_schema.chain_schema([_INT_STEPS[0], bounded, _INT_STEPS[1]])
 
 
 INT: Final = IntCheck()
@@ -627,12 +704,10 @@ def json_type(value: object) -> str | None:
 
 
 # The JSON types as pydantic-core checks them, each exactly as `json_type` tells them apart: a
-# whole float is an integer (and becomes an `int`), a boolean is never a number.
-_INT: Final = core_schema.int_schema(strict=True)
-_FLOAT: Final = core_schema.float_schema(strict=True, allow_inf_nan=False)
+# whole float is an integer (and becomes an `int`), a boolean is never a number. An integer's type
+# knows no range: that is only where a value is read as a typed integer (`IntCheck`).
+# (`_INT`, `_FLOAT` and `_WHOLE_FLOAT` are with the scalars.)
 _DICT: Final = core_schema.dict_schema(strict=True)
-# A whole float as the integer it is (`1.0` is `1`).
-_WHOLE_FLOAT: Final = core_schema.chain_schema([_FLOAT, core_schema.int_schema()])
 _JSON_TYPES: Final[dict[str, core_schema.CoreSchema]] = {
     "null": core_schema.none_schema(),
     "boolean": core_schema.bool_schema(strict=True),
@@ -767,11 +842,13 @@ class Json:
         return t in self.types or (t == "integer" and "number" in self.types)
 
     def _check(self, value: object, info: core_schema.ValidationInfo) -> object:
-        out = self._own(value, info)
         if any(f is not None for f in self._applied) or self._unevaluated is not None or self._unevaluated_false:
+            # The value is kept as it is: what the model or the items' check makes of it is not,
+            # so they only test it (an integer of any size is an integer there: `_TESTED_KEY`).
+            self._own(value, info, _tested(info.context))
             self._check_applied(value, info)
             return value
-        return out
+        return self._own(value, info, info.context)
 
     def _check_applied(self, value: object, info: core_schema.ValidationInfo) -> None:
         """`allOf`, `anyOf`, `oneOf` and `not`: each branch validates the value as it is."""
@@ -784,14 +861,17 @@ class Json:
                 [TypeAdapter(not_())] if not_ else [],
             )
         all_of_a, any_of_a, one_of_a, not_a = self._adapters
+        # Each branch only tests the value (what it makes of it is not kept), so a whole number is
+        # an integer there whatever its size: `not` and `oneOf` decide on the JSON type alone.
+        tested = _tested(info.context)
         for a in all_of_a:
-            a.validate_python(value, context=info.context)
+            a.validate_python(value, context=tested)
 
         def failures(adapters: list[TypeAdapter[Any]]) -> list[list[Any] | None]:
             out: list[list[Any] | None] = []
             for a in adapters:
                 try:
-                    a.validate_python(value, context=info.context)
+                    a.validate_python(value, context=tested)
                     out.append(None)
                 except ValidationError as e:
                     out.append(_exact_errors(e))
@@ -889,13 +969,15 @@ class Json:
                 assert self._unevaluated is not None
                 self._unevaluated_adapter = TypeAdapter(self._unevaluated())
             try:
-                self._unevaluated_adapter.validate_python(item, context=info.context)
+                self._unevaluated_adapter.validate_python(item, context=_tested(info.context))
             except ValidationError as e:
                 errors.extend(_reraise(d, (key,)) for d in _exact_errors(e))
         if errors:
             raise ValidationError.from_exception_data("value", errors)
 
-    def _own(self, value: object, info: core_schema.ValidationInfo) -> object:
+    def _own(self, value: object, info: core_schema.ValidationInfo, context: object) -> object:
+        """The JSON type and the rules for that type; the items and the model are checked under
+        `context`."""
         t = json_type(value)
         if isinstance(value, BaseModel) and "object" in self.types:
             return value
@@ -940,7 +1022,7 @@ class Json:
                 out, errors = [], []
                 for i, item in enumerate(value):
                     try:
-                        out.append(self._items_adapter.validate_python(item, context=info.context))
+                        out.append(self._items_adapter.validate_python(item, context=context))
                     except ValidationError as e:
                         for d in _exact_errors(e):
                             errors.append(_reraise(d, (i,)))
@@ -949,13 +1031,13 @@ class Json:
                 return out
             return value
         if isinstance(value, dict) and self._model is not None:
-            return self._model().__pydantic_validator__.validate_python(value, context=info.context)
+            return self._model().__pydantic_validator__.validate_python(value, context=context)
         return value
 
 
 def _matches(adapter: TypeAdapter[Any], value: object, info: core_schema.ValidationInfo) -> bool:
     try:
-        adapter.validate_python(value, context=info.context)
+        adapter.validate_python(value, context=_tested(info.context))
     except ValidationError:
         return False
     return True
