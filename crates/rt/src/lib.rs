@@ -314,7 +314,7 @@ pub fn explain<T: SchemaCheck>(input: &[u8], decode_error: &serde_json::Error) -
         // The schema accepts it but the typed form cannot hold it (an integer beyond 64 bits,
         // say): say so rather than call it valid.
         out.push(Violation {
-            pointer: String::new(),
+            pointer: pointer_at(input, decode_error.line(), decode_error.column()),
             keyword: "type".into(),
             message: format!("cannot be represented: {decode_error}"),
         });
@@ -357,7 +357,7 @@ pub fn parse_value_exact(input: &[u8]) -> Result<Value, DocumentError> {
     match Value::decode(&mut de).and_then(|v| de.end().map(|()| v)) {
         Ok(v) => Ok(v),
         Err(e) if e.is_data() => Err(DocumentError::Invalid(vec![Violation {
-            pointer: String::new(),
+            pointer: pointer_at(input, e.line(), e.column()),
             keyword: "type".into(),
             message: format!("cannot be represented: {}", describe_json_error(&e)),
         }])),
@@ -365,7 +365,77 @@ pub fn parse_value_exact(input: &[u8]) -> Result<Value, DocumentError> {
     }
 }
 
-/// A JSON syntax error as a sentence with its line and column.
+/// The JSON pointer of the value being read at `line` and `column` (1-based, as serde_json's
+/// errors give them) of `input`, a JSON document: where a value that cannot be represented, or a
+/// key given twice, sits. The members and items on the way are named by a scan of the text; ""
+/// for the document itself (or a position outside it).
+pub fn pointer_at(input: &[u8], line: usize, column: usize) -> String {
+    // The byte offset of the position.
+    let mut offset = 0;
+    for _ in 1..line {
+        match input[offset..].iter().position(|&b| b == b'\n') {
+            Some(i) => offset += i + 1,
+            None => return String::new(),
+        }
+    }
+    let end = (offset + column.saturating_sub(1)).min(input.len());
+    // Each open container: an object's current key (and whether its value has begun), or an
+    // array's current index.
+    enum Frame {
+        Object { key: Option<String>, in_value: bool },
+        Array(usize),
+    }
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut i = 0;
+    while i < end {
+        match input[i] {
+            b'{' => stack.push(Frame::Object { key: None, in_value: false }),
+            b'[' => stack.push(Frame::Array(0)),
+            b'}' | b']' => {
+                stack.pop();
+            }
+            b',' => match stack.last_mut() {
+                Some(Frame::Array(n)) => *n += 1,
+                Some(Frame::Object { key, in_value }) => {
+                    *key = None;
+                    *in_value = false;
+                }
+                None => {}
+            },
+            b':' => {
+                if let Some(Frame::Object { in_value, .. }) = stack.last_mut() {
+                    *in_value = true;
+                }
+            }
+            b'"' => {
+                // To the closing quote, past escapes.
+                let start = i;
+                i += 1;
+                while i < input.len() && input[i] != b'"' {
+                    i += if input[i] == b'\\' { 2 } else { 1 };
+                }
+                if let Some(Frame::Object { key, in_value: false }) = stack.last_mut() {
+                    *key = input.get(start..=i).and_then(|t| serde_json::from_slice::<String>(t).ok());
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    let mut out = String::new();
+    for f in &stack {
+        let token = match f {
+            Frame::Object { key: Some(k), .. } => k.replace('~', "~0").replace('/', "~1"),
+            Frame::Object { key: None, .. } => break,
+            Frame::Array(n) => n.to_string(),
+        };
+        out.push('/');
+        out.push_str(&token);
+    }
+    out
+}
+
+/// A JSON syntax error as a sentence with its line and column./// A JSON syntax error as a sentence with its line and column.
 pub fn describe_json_error(e: &serde_json::Error) -> String {
     let what = e.to_string();
     let what = what.split(" at line ").next().unwrap_or(&what).to_owned();
@@ -1511,7 +1581,7 @@ pub fn skim_exact(input: &[u8]) -> Result<(), DocumentError> {
     match Skip::deserialize(&mut de).and_then(|_| de.end()) {
         Ok(()) => Ok(()),
         Err(e) if e.is_data() => Err(DocumentError::Invalid(vec![Violation {
-            pointer: String::new(),
+            pointer: pointer_at(input, e.line(), e.column()),
             keyword: "type".into(),
             message: format!("cannot be represented: {}", describe_json_error(&e)),
         }])),
@@ -1817,7 +1887,7 @@ pub fn parse_validated_with<T: Wire>(
             let mut out = Vec::new();
             check(&value, &Path::Root, &mut out);
             if out.is_empty() {
-                out.push(Violation { pointer: String::new(), keyword: "type".into(), message: format!("cannot be represented: {e}") });
+                out.push(Violation { pointer: pointer_at(input, e.line(), e.column()), keyword: "type".into(), message: format!("cannot be represented: {e}") });
             }
             Err(DocumentError::Invalid(out))
         }
