@@ -49,7 +49,10 @@ fn verdict<T>(r: &Result<T, DocumentError>) -> String {
         Err(DocumentError::NotJson(m)) => format!("not JSON: {m}"),
         Err(DocumentError::Invalid(v)) => v
             .iter()
-            .map(|v| if v.keyword == "type" && v.message.starts_with("cannot be represented") { format!("{} type (cannot be represented)", v.pointer) } else { format!("{} {} {}", v.pointer, v.keyword, v.message) })
+            // Where a document that cannot be represented is refused (and so the pointer) is
+            // where each decoder meets the first problem, which may differ: a key twice before a
+            // bad value, say.
+            .map(|v| if v.keyword == "type" && v.message.starts_with("cannot be represented") { "type (cannot be represented)".to_owned() } else { format!("{} {} {}", v.pointer, v.keyword, v.message) })
             .collect::<Vec<_>>()
             .join("; "),
     }
