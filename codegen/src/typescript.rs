@@ -548,11 +548,12 @@ impl<'a> Emitter<'a> {
     fn validators_module(&self) -> String {
         let mut w = Out::new();
         w.line(HEADER);
-        w.doc("Validators for every named type, as plain functions: `isX` answers fast whether a value is\nvalid, `validateX` lists every violation with its JSON pointer and keyword (the same ones the\nRust validators report). Lengths count Unicode code points; simple patterns are compiled to\nloops, the others run as `RegExp` with the `u` flag (JSON Schema patterns are not anchored).\n\nBoth take `lenient`: when true, an unknown kind of an `x-extensible` union or an unknown value\nof an `x-extensible` enum is accepted (what a client does when reading); when false (the\ndefault) it is refused, as the schema says.");
+        w.doc("Validators for every named type, as plain functions: `isX` answers fast whether a value is\nvalid, `validateX` lists every violation with its JSON pointer and keyword (the same ones the\nRust validators report). Lengths count Unicode code points; simple patterns are compiled to\nloops, the others run as `RegExp` with the `u` flag (JSON Schema patterns are not anchored).\n\nThey check a value as the JSON document it stands for: a number must be finite (`NaN` and the\ninfinities are no JSON number), arrays and objects nest at most `MAX_DEPTH` (127) levels, as the\nRust runtime reads documents (deeper is a `json` violation, never a stack overflow), and an\nobject's members are its own enumerable properties, never inherited ones.\n\nBoth take `lenient`: when true, an unknown kind of an `x-extensible` union or an unknown value\nof an `x-extensible` enum is accepted (what a client does when reading); when false (the\ndefault) it is refused, as the schema says.");
         w.line("import type { Violation } from \"RUNTIME\";".replace("RUNTIME", &self.opts.runtime).as_str());
         let rt_names = [
-            "boundViolation", "constViolation", "enumViolation", "isArray", "isInteger", "isObject", "itemsViolation", "jsonEqual", "keyOf", "keysOf",
-            "maxLength", "maxLengthViolation", "minLength", "minLengthViolation", "own", "patternViolation", "regex", "report", "typeViolation",
+            "MAX_DEPTH", "boundViolation", "constViolation", "depthViolation", "enumViolation", "has", "isArray", "isInteger", "isNumber", "isObject", "isPlain",
+            "itemsViolation", "jsonEqual", "keyOf", "keysOf", "maxLength", "maxLengthViolation", "members", "minLength", "minLengthViolation", "own", "patternViolation",
+            "regex", "report", "typeViolation",
         ];
         let applied = ["anyOfViolation", "notViolation", "oneOfVerdict"];
         let uses_applicators = self.space.types.values().any(|t| kind_nodes(&t.kind).iter().any(|n| has_applied(n)));
@@ -595,8 +596,9 @@ impl<'a> Emitter<'a> {
         }
         w.close("];");
         w.blank();
-        w.line("type Fast = (v: unknown, lenient: boolean) => boolean;");
-        w.line("type Explain = (v: unknown, p: string, out: Violation[], lenient: boolean) => void;");
+        w.doc("The checks of one type, fast and explaining; `d` is the value's depth, the arrays and objects around it.");
+        w.line("type Fast = (v: unknown, lenient: boolean, d: number) => boolean;");
+        w.line("type Explain = (v: unknown, p: string, out: Violation[], lenient: boolean, d: number) => void;");
         w.blank();
         w.open("const CHECKS: { readonly [N in T.TypeName]: readonly [Fast, Explain] } = {");
         for t in self.space.types.values() {
@@ -627,18 +629,18 @@ impl<'a> Emitter<'a> {
         w.blank();
         w.doc("Whether `value` is a valid document of the named type.");
         w.open("export function isValid<N extends T.TypeName>(name: N, value: unknown, lenient = false): value is T.TypeMap[N] {");
-        w.line("return checksOf(name)[0](value, lenient);");
+        w.line("return checksOf(name)[0](value, lenient, 0);");
         w.close("}");
         w.blank();
         w.doc("Every violation of `value` as a document of the named type (its name, or the `$defs` key it was\ngenerated from, as a string); empty when it is valid. Throws a `RangeError` for a name the schema\ndoes not have.");
         w.open("export function validate(name: string, value: unknown, lenient = false): Violation[] {");
         w.line("const [fast, explain] = checksOf(name);");
-        w.line("return fast(value, lenient) ? [] : explained(explain, value, lenient);");
+        w.line("return fast(value, lenient, 0) ? [] : explained(explain, value, lenient, 0);");
         w.close("}");
         w.blank();
-        w.open("function explained(explain: Explain, value: unknown, lenient: boolean): Violation[] {");
+        w.open("function explained(explain: Explain, value: unknown, lenient: boolean, d: number): Violation[] {");
         w.line("const out: Violation[] = [];");
-        w.line("explain(value, \"\", out, lenient);");
+        w.line("explain(value, \"\", out, lenient, d);");
         w.line("if (out.length === 0) $report(out, \"\", \"type\", \"the fast and the explaining validator disagree; please report this\");");
         w.line("return out;");
         w.close("}");
@@ -670,8 +672,9 @@ impl<'a> Emitter<'a> {
                 let m = fn_suffix(&v.tag_value);
                 w.open(&format!("{}: {{", prop_key(&v.tag_value)));
                 w.line(&format!("paramsRequired: {},", params.required));
-                w.line(&format!("checkParams: (v, lenient = false) => (fp${m}(v, lenient) ? [] : explained(cp${m}, v, lenient)),"));
-                w.line(&format!("checkResult: (v, lenient = false) => (fr${m}(v, lenient) ? [] : explained(cr${m}, v, lenient)),"));
+                // Params and results sit one level down, in the JSON-RPC message.
+                w.line(&format!("checkParams: (v, lenient = false) => (fp${m}(v, lenient, 1) ? [] : explained(cp${m}, v, lenient, 1)),"));
+                w.line(&format!("checkResult: (v, lenient = false) => (fr${m}(v, lenient, 1) ? [] : explained(cr${m}, v, lenient, 1)),"));
                 w.close("},");
             }
             w.close("};");
@@ -683,20 +686,20 @@ impl<'a> Emitter<'a> {
     /// explanation are relative to the node (`""`).
     fn node_fns(&self, w: &mut Out, suffix: &str, node: &Node, optional: bool) {
         self.reset();
-        w.open(&format!("function f{suffix}(v: unknown, lenient: boolean): boolean {{"));
+        w.open(&format!("function f{suffix}(v: unknown, lenient: boolean, d: number): boolean {{"));
         if optional {
             w.line("if (v === undefined) return true;");
         }
-        self.fast_node(w, node, "v");
+        self.fast_node(w, node, "v", 0);
         w.line("return true;");
         w.close("}");
         w.blank();
         self.reset();
-        w.open(&format!("function c{suffix}(v: unknown, p: string, out: Violation[], lenient: boolean): void {{"));
+        w.open(&format!("function c{suffix}(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {{"));
         if optional {
             w.line("if (v === undefined) return;");
         }
-        self.check_node(w, node, "v", "p");
+        self.check_node(w, node, "v", "p", 0);
         w.close("}");
     }
 
@@ -707,28 +710,30 @@ impl<'a> Emitter<'a> {
         let is_name = if f == "Valid" { "isValid_".to_owned() } else { format!("is{f}") };
         w.doc(&format!("Whether `value` is a valid `{}` (see the module comment for `lenient`).", t.name));
         w.open(&format!("export function {is_name}(value: unknown, lenient = false): value is T.{id} {{"));
-        w.line(&format!("return f{f}(value, lenient);"));
+        w.line(&format!("return f{f}(value, lenient, 0);"));
         w.close("}");
         w.blank();
         w.doc(&format!("Every violation of `value` as a `{}`, each with its JSON pointer and keyword; empty when it is valid.", t.name));
         w.open(&format!("export function validate{f}(value: unknown, lenient = false): Violation[] {{"));
-        w.line(&format!("return f{f}(value, lenient) ? [] : explained(c{f}, value, lenient);"));
+        w.line(&format!("return f{f}(value, lenient, 0) ? [] : explained(c{f}, value, lenient, 0);"));
         w.close("}");
         w.blank();
         self.reset();
         match &t.kind {
             TypeKind::Struct(s) => {
-                w.open(&format!("function f{f}(v: unknown, lenient: boolean): boolean {{"));
+                w.open(&format!("function f{f}(v: unknown, lenient: boolean, d: number): boolean {{"));
                 if s.nullable {
                     w.line("if (v === null) return true;");
                 }
                 w.line("if (!$isObject(v)) return false;");
+                w.line("if (d >= $MAX_DEPTH) return false;");
+                self.members_only(w, &f, false, &s.fields, None);
                 self.fast_props(w, &s.fields, &s.additional, None, "v");
                 w.line("return true;");
                 w.close("}");
                 w.blank();
                 self.reset();
-                w.open(&format!("function c{f}(v: unknown, p: string, out: Violation[], lenient: boolean): void {{"));
+                w.open(&format!("function c{f}(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {{"));
                 if s.nullable {
                     w.line("if (v === null) return;");
                 }
@@ -737,13 +742,17 @@ impl<'a> Emitter<'a> {
                 w.line(&format!("$typeViolation(out, p, {}, v);", js_str(expected)));
                 w.line("return;");
                 w.close("}");
+                self.depth_stop(w);
+                self.members_only(w, &f, true, &s.fields, None);
                 self.check_props(w, &s.fields, &s.additional, None, "v");
                 w.close("}");
             }
             TypeKind::Union(u) => {
                 let tags: Vec<&str> = u.variants.iter().map(|v| v.tag_value.as_str()).collect();
-                w.open(&format!("function f{f}(v: unknown, lenient: boolean): boolean {{"));
+                w.open(&format!("function f{f}(v: unknown, lenient: boolean, d: number): boolean {{"));
                 w.line("if (!$isObject(v)) return false;");
+                w.line("if (d >= $MAX_DEPTH) return false;");
+                self.members_only(w, &f, false, &[], Some(&u.tag));
                 w.line(&format!("const tag = {};", self.read_prop("v", &u.tag)));
                 w.open("switch (tag) {");
                 for v in &u.variants {
@@ -764,11 +773,13 @@ impl<'a> Emitter<'a> {
                 w.close("}");
                 w.blank();
                 self.reset();
-                w.open(&format!("function c{f}(v: unknown, p: string, out: Violation[], lenient: boolean): void {{"));
+                w.open(&format!("function c{f}(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {{"));
                 w.open("if (!$isObject(v)) {");
                 w.line("$typeViolation(out, p, \"object\", v);");
                 w.line("return;");
                 w.close("}");
+                self.depth_stop(w);
+                self.members_only(w, &f, true, &[], Some(&u.tag));
                 w.line(&format!("const tag = {};", self.read_prop("v", &u.tag)));
                 w.line(&format!("const tagPath = p + {};", js_str(&push_pointer("", &u.tag))));
                 w.open("if (typeof tag === \"string\") {");
@@ -798,7 +809,7 @@ impl<'a> Emitter<'a> {
             }
             TypeKind::StringEnum(e) => {
                 let values: Vec<String> = e.values.iter().map(|v| js_str(&v.value)).collect();
-                w.open(&format!("function f{f}(v: unknown, lenient: boolean): boolean {{"));
+                w.open(&format!("function f{f}(v: unknown, lenient: boolean, d: number): boolean {{"));
                 w.line("if (typeof v !== \"string\") return false;");
                 w.open("switch (v) {");
                 for v in &values {
@@ -815,7 +826,7 @@ impl<'a> Emitter<'a> {
                 w.close("}");
                 w.blank();
                 self.reset();
-                w.open(&format!("function c{f}(v: unknown, p: string, out: Violation[], lenient: boolean): void {{"));
+                w.open(&format!("function c{f}(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {{"));
                 w.open("if (typeof v !== \"string\") {");
                 w.line("$typeViolation(out, p, \"string\", v);");
                 w.line("return;");
@@ -840,17 +851,46 @@ impl<'a> Emitter<'a> {
                 w.close("}");
             }
             TypeKind::Alias(node) => {
-                w.open(&format!("function f{f}(v: unknown, lenient: boolean): boolean {{"));
-                self.fast_node(w, node, "v");
+                w.open(&format!("function f{f}(v: unknown, lenient: boolean, d: number): boolean {{"));
+                self.fast_node(w, node, "v", 0);
                 w.line("return true;");
                 w.close("}");
                 w.blank();
                 self.reset();
-                w.open(&format!("function c{f}(v: unknown, p: string, out: Violation[], lenient: boolean): void {{"));
-                self.check_node(w, node, "v", "p");
+                w.open(&format!("function c{f}(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {{"));
+                self.check_node(w, node, "v", "p", 0);
                 w.close("}");
             }
         }
+    }
+
+    /// Where the checks of object `v` read its members by name: an object whose prototype is
+    /// neither `Object.prototype` nor `null` (`Object.create(proto)`, a class instance) is checked
+    /// as the copy of its own enumerable properties (`$members`), so no check reads an inherited
+    /// one and both checks read the same members. (The other properties are listed own ones only,
+    /// whatever the prototype: `$keysOf`, and `for...in` with `$has`.) `f`: the function's
+    /// suffix; `explain`: which check.
+    fn members_only(&self, w: &mut Out, f: &str, explain: bool, fields: &[Field], tag: Option<&str>) {
+        if fields.is_empty() && tag.is_none() {
+            return;
+        }
+        if explain {
+            w.open("if (!$isPlain(v)) {");
+            w.line(&format!("c{f}($members(v), p, out, lenient, d);"));
+            w.line("return;");
+            w.close("}");
+        } else {
+            w.line(&format!("if (!$isPlain(v)) return f{f}($members(v), lenient, d);"));
+        }
+    }
+
+    /// The explaining check's stop at an object nested deeper than `MAX_DEPTH` (the fast check's
+    /// `if (d >= $MAX_DEPTH) return false;`).
+    fn depth_stop(&self, w: &mut Out) {
+        w.open("if (d >= $MAX_DEPTH) {");
+        w.line("$depthViolation(out, p);");
+        w.line("return;");
+        w.close("}");
     }
 
     /// An expression reading property `name` of object `obj` (own properties only).
@@ -877,10 +917,10 @@ impl<'a> Emitter<'a> {
             w.line(&format!("const {x} = {};", self.read_prop(obj, &f.name)));
             if f.required {
                 w.line(&format!("if ({x} === undefined) return false;"));
-                self.fast_node(w, &f.node, &x);
+                self.fast_node(w, &f.node, &x, 1);
             } else {
                 let mut inner = Out { buf: String::new(), indent: w.indent + 1 };
-                self.fast_node(&mut inner, &f.node, &x);
+                self.fast_node(&mut inner, &f.node, &x, 1);
                 if !inner.buf.is_empty() {
                     w.open(&format!("if ({x} !== undefined) {{"));
                     w.append(inner);
@@ -893,10 +933,13 @@ impl<'a> Emitter<'a> {
             Additional::Any => {}
             Additional::Forbidden => {
                 let k = self.fresh("k");
+                // `for...in` also yields inherited enumerable keys: only own ones are members (as
+                // `$keysOf` lists them for the explaining check).
                 if known.is_empty() {
-                    w.line(&format!("for (const {k} in {obj}) return false;"));
+                    w.line(&format!("for (const {k} in {obj}) if ($has({obj}, {k})) return false;"));
                 } else {
                     w.open(&format!("for (const {k} in {obj}) {{"));
+                    w.line(&format!("if (!$has({obj}, {k})) continue;"));
                     w.open(&format!("switch ({k}) {{"));
                     for n in &known {
                         w.line(&format!("case {}:", js_str(n)));
@@ -916,11 +959,12 @@ impl<'a> Emitter<'a> {
                 let k = self.fresh("k");
                 let x = self.fresh("x");
                 w.open(&format!("for (const {k} in {obj}) {{"));
+                w.line(&format!("if (!$has({obj}, {k})) continue;"));
                 for n in &known {
                     w.line(&format!("if ({k} === {}) continue;", js_str(n)));
                 }
                 w.line(&format!("const {x} = {obj}[{k}];"));
-                self.fast_node(w, node, &x);
+                self.fast_node(w, node, &x, 1);
                 w.close("}");
             }
         }
@@ -933,7 +977,7 @@ impl<'a> Emitter<'a> {
             w.line(&format!("const {x} = {};", self.read_prop(obj, &f.name)));
             let path = format!("p + {}", js_str(&push_pointer("", &f.name)));
             let mut inner = Out { buf: String::new(), indent: w.indent + 1 };
-            self.check_node(&mut inner, &f.node, &x, &path);
+            self.check_node(&mut inner, &f.node, &x, &path, 1);
             if f.required {
                 w.open(&format!("if ({x} === undefined) {{"));
                 w.line(&format!("$report(out, p, \"required\", {});", js_str(&format!("missing required property `{}`", f.name))));
@@ -977,7 +1021,7 @@ impl<'a> Emitter<'a> {
                 }
                 let x = self.fresh("x");
                 w.line(&format!("const {x} = {obj}[{k}];"));
-                self.check_node(w, node, &x, &format!("$keyOf(p, {k})"));
+                self.check_node(w, node, &x, &format!("$keyOf(p, {k})"), 1);
                 w.close("}");
             }
         }
@@ -991,8 +1035,10 @@ impl<'a> Emitter<'a> {
         if t.contains(Types::BOOLEAN) {
             parts.push(format!("typeof {x} === \"boolean\""));
         }
+        // Finite numbers only: `NaN` and the infinities are no JSON number (`$isInteger` refuses
+        // them too).
         if t.allows_fraction() {
-            parts.push(format!("typeof {x} === \"number\""));
+            parts.push(format!("$isNumber({x})"));
         } else if t.contains(Types::INTEGER) {
             parts.push(format!("$isInteger({x})"));
         }
@@ -1023,9 +1069,10 @@ impl<'a> Emitter<'a> {
     }
 
     /// Fast checks of `x` against `node`: statements that `return false` when it breaks a rule.
-    fn fast_node(&self, w: &mut Out, node: &Node, x: &str) {
+    /// `x` sits `lv` arrays and objects below the function's value (at depth `d + lv`).
+    fn fast_node(&self, w: &mut Out, node: &Node, x: &str, lv: usize) {
         if let Some(r) = &node.reference {
-            let call = format!("f{}({x}, lenient)", fn_suffix(r));
+            let call = format!("f{}({x}, lenient, {})", fn_suffix(r), depth(lv));
             if node.types.contains(Types::NULL) {
                 w.line(&format!("if ({x} !== null && !{call}) return false;"));
             } else {
@@ -1064,8 +1111,13 @@ impl<'a> Emitter<'a> {
                 rules.push(format!("if ({x} {op} {}) return false;", js_num(b)));
             }
         }
+        if untyped_bounds(node) {
+            // Bounds with no `type`: a number must still be one JSON can hold (with a `type`, its
+            // check refuses `NaN` and the infinities).
+            w.line(&format!("if (typeof {x} === \"number\" && !Number.isFinite({x})) return false;"));
+        }
         let numeric = node.literals.is_none() && (t == Types::INTEGER || t == Types::NUMBER);
-        self.guarded(w, rules, !numeric, &format!("typeof {x} === \"number\""));
+        self.guarded(w, rules, !numeric, &format!("$isNumber({x})"));
         // Arrays.
         let a = &node.array;
         if a.items.is_some() || a.min_items.is_some() || a.max_items.is_some() {
@@ -1082,8 +1134,11 @@ impl<'a> Emitter<'a> {
                 let i = self.fresh("i");
                 let y = self.fresh("x");
                 let mut body = Out { buf: String::new(), indent: inner.indent + 1 };
-                self.fast_node(&mut body, items, &y);
+                self.fast_node(&mut body, items, &y, lv + 1);
                 if !body.buf.is_empty() {
+                    // Descending into an array nested deeper than a document may: refused, not
+                    // followed (a deep enough value would overflow the stack).
+                    inner.line(&format!("if ({} >= $MAX_DEPTH) return false;", depth(lv)));
                     inner.open(&format!("for (let {i} = 0; {i} < {x}.length; {i}++) {{"));
                     inner.line(&format!("const {y}: unknown = {x}[{i}];"));
                     inner.append(body);
@@ -1103,31 +1158,32 @@ impl<'a> Emitter<'a> {
         // Objects.
         if let Some(obj) = &node.object {
             let f = fn_suffix(obj);
+            let d = depth(lv);
             if only(Types::OBJECT) {
-                w.line(&format!("if (!f{f}({x}, lenient)) return false;"));
+                w.line(&format!("if (!f{f}({x}, lenient, {d})) return false;"));
             } else {
-                w.line(&format!("if ($isObject({x}) && !f{f}({x}, lenient)) return false;"));
+                w.line(&format!("if ($isObject({x}) && !f{f}({x}, lenient, {d})) return false;"));
             }
         }
         // Applicators: `allOf` inline, the others each branch in a function of its own.
         let a = &node.applied;
         for sub in &a.all_of {
-            self.fast_node(w, sub, x);
+            self.fast_node(w, sub, x, lv);
         }
         if !a.any_of.is_empty() {
-            let calls: Vec<String> = a.any_of.iter().map(|sub| self.fast_branch(w, sub, x)).collect();
+            let calls: Vec<String> = a.any_of.iter().map(|sub| self.fast_branch(w, sub, x, lv)).collect();
             w.line(&format!("if (!({})) return false;", calls.join(" || ")));
         }
         if !a.one_of.is_empty() {
-            let calls: Vec<String> = a.one_of.iter().map(|sub| format!("Number({})", self.fast_branch(w, sub, x))).collect();
+            let calls: Vec<String> = a.one_of.iter().map(|sub| format!("Number({})", self.fast_branch(w, sub, x, lv))).collect();
             w.line(&format!("if ({} !== 1) return false;", calls.join(" + ")));
         }
         if let Some(sub) = &a.not {
-            let call = self.fast_branch(w, sub, x);
+            let call = self.fast_branch(w, sub, x, lv);
             w.line(&format!("if ({call}) return false;"));
         }
         if let Some(u) = &node.unevaluated {
-            self.unevaluated(w, node, u, x, None);
+            self.unevaluated(w, node, u, x, None, lv);
         }
     }
 
@@ -1135,7 +1191,7 @@ impl<'a> Emitter<'a> {
     /// and for each `anyOf`/`oneOf` branch `x` matches, nested ones too when `x` matches every
     /// branch on the way), then every other property against its schema. With `p` (a path
     /// expression) the checks explain; without, they `return false`.
-    fn unevaluated(&self, w: &mut Out, node: &Node, u: &crate::model::Unevaluated, x: &str, p: Option<&str>) {
+    fn unevaluated(&self, w: &mut Out, node: &Node, u: &crate::model::Unevaluated, x: &str, p: Option<&str>, lv: usize) {
         let names_of = |s: &crate::model::PropSet| s.names.iter().map(|n| js_str(n)).collect::<Vec<_>>().join(", ");
         let all = self.fresh("all");
         let names = self.fresh("names");
@@ -1148,8 +1204,8 @@ impl<'a> Emitter<'a> {
                     continue;
                 }
                 let matched = match p {
-                    None => self.fast_branch(w, sub, x),
-                    Some(p) => format!("{}.length === 0", self.check_branch(w, sub, x, p)),
+                    None => self.fast_branch(w, sub, x, lv),
+                    Some(p) => format!("{}.length === 0", self.check_branch(w, sub, x, p, lv)),
                 };
                 w.open(&format!("if ({matched}) {{"));
                 if set.all {
@@ -1168,8 +1224,8 @@ impl<'a> Emitter<'a> {
         for i in used {
             let test = match &self.space.guards[i] {
                 crate::model::Guard::Matches(sub) => match p {
-                    None => self.fast_branch(w, sub, x),
-                    Some(p) => format!("{}.length === 0", self.check_branch(w, sub, x, p)),
+                    None => self.fast_branch(w, sub, x, lv),
+                    Some(p) => format!("{}.length === 0", self.check_branch(w, sub, x, p, lv)),
                 },
                 crate::model::Guard::Tag { name, value } => format!("$own({x}, {}) === {}", js_str(name), js_str(value)),
             };
@@ -1198,11 +1254,11 @@ impl<'a> Emitter<'a> {
             (Some(p), true) => w.line(&format!("$report(out, $keyOf({p}, {k}), \"unevaluatedProperties\", \"property `\" + {k} + \"` is not allowed here: no keyword of the schema evaluates it\");")),
             (None, false) => {
                 w.line(&format!("const {y}: unknown = $own({x}, {k});"));
-                self.fast_node(w, &u.schema, &y);
+                self.fast_node(w, &u.schema, &y, lv + 1);
             }
             (Some(p), false) => {
                 w.line(&format!("const {y}: unknown = $own({x}, {k});"));
-                self.check_node(w, &u.schema, &y, &format!("$keyOf({p}, {k})"));
+                self.check_node(w, &u.schema, &y, &format!("$keyOf({p}, {k})"), lv + 1);
             }
         }
         w.close("}");
@@ -1211,10 +1267,10 @@ impl<'a> Emitter<'a> {
 
     /// Declares a local function with the fast checks of `node` on `x` and returns the
     /// expression that calls it (`true` when `x` matches).
-    fn fast_branch(&self, w: &mut Out, node: &Node, x: &str) -> String {
+    fn fast_branch(&self, w: &mut Out, node: &Node, x: &str, lv: usize) -> String {
         let f = self.fresh("b");
         let mut body = Out { buf: String::new(), indent: w.indent + 1 };
-        self.fast_node(&mut body, node, x);
+        self.fast_node(&mut body, node, x, lv);
         w.open(&format!("const {f} = (): boolean => {{"));
         w.append(body);
         w.line("return true;");
@@ -1224,10 +1280,10 @@ impl<'a> Emitter<'a> {
 
     /// Declares a local function with the explaining checks of `node` on `x` at `p` and returns
     /// the expression that calls it (the branch's violations).
-    fn check_branch(&self, w: &mut Out, node: &Node, x: &str, p: &str) -> String {
+    fn check_branch(&self, w: &mut Out, node: &Node, x: &str, p: &str, lv: usize) -> String {
         let f = self.fresh("e");
         let mut body = Out { buf: String::new(), indent: w.indent + 1 };
-        self.check_node(&mut body, node, x, p);
+        self.check_node(&mut body, node, x, p, lv);
         w.open(&format!("const {f} = (): Violation[] => {{"));
         w.line("const out: Violation[] = [];");
         w.append(body);
@@ -1252,10 +1308,11 @@ impl<'a> Emitter<'a> {
     }
 
     /// Explaining checks of `x` at path `p` (a JavaScript string expression): the Rust
-    /// `dyn_check`, rule for rule, so pointers and keywords agree.
-    fn check_node(&self, w: &mut Out, node: &Node, x: &str, p: &str) {
+    /// `dyn_check`, rule for rule, so pointers and keywords agree. `x` sits `lv` arrays and objects
+    /// below the function's value, as in [`Emitter::fast_node`].
+    fn check_node(&self, w: &mut Out, node: &Node, x: &str, p: &str, lv: usize) {
         if let Some(r) = &node.reference {
-            let call = format!("c{}({x}, {p}, out, lenient);", fn_suffix(r));
+            let call = format!("c{}({x}, {p}, out, lenient, {});", fn_suffix(r), depth(lv));
             if node.types.contains(Types::NULL) {
                 w.line(&format!("if ({x} !== null) {call}"));
             } else {
@@ -1315,8 +1372,11 @@ impl<'a> Emitter<'a> {
                 rules.push(format!("if ({x} {op} {b}) $boundViolation(out, {p}, \"{kw}\", {x}, {b});"));
             }
         }
+        if untyped_bounds(node) {
+            body.line(&format!("if (typeof {x} === \"number\" && !Number.isFinite({x})) $report(out, {p}, \"type\", \"must be a finite number, found \" + String({x}));"));
+        }
         let numeric = node.literals.is_none() && (t == Types::INTEGER || t == Types::NUMBER);
-        self.guarded(&mut body, rules, !numeric, &format!("typeof {x} === \"number\""));
+        self.guarded(&mut body, rules, !numeric, &format!("$isNumber({x})"));
         let a = &node.array;
         if a.items.is_some() || a.min_items.is_some() || a.max_items.is_some() {
             let guard = !only(Types::ARRAY);
@@ -1332,12 +1392,17 @@ impl<'a> Emitter<'a> {
             if let Some(items) = &a.items {
                 let i = self.fresh("i");
                 let y = self.fresh("x");
-                let mut inner = Out { buf: String::new(), indent: body.indent + 1 };
-                self.check_node(&mut inner, items, &y, &format!("{p} + \"/\" + {i}"));
+                let mut inner = Out { buf: String::new(), indent: body.indent + 2 };
+                self.check_node(&mut inner, items, &y, &format!("{p} + \"/\" + {i}"), lv + 1);
                 if !inner.buf.is_empty() {
+                    body.open(&format!("if ({} >= $MAX_DEPTH) {{", depth(lv)));
+                    body.line(&format!("$depthViolation(out, {p});"));
+                    body.close("} else {");
+                    body.indent += 1;
                     body.open(&format!("for (let {i} = 0; {i} < {x}.length; {i}++) {{"));
                     body.line(&format!("const {y}: unknown = {x}[{i}];"));
                     body.append(inner);
+                    body.close("}");
                     body.close("}");
                 }
             }
@@ -1347,18 +1412,19 @@ impl<'a> Emitter<'a> {
         }
         if let Some(obj) = &node.object {
             let f = fn_suffix(obj);
+            let d = depth(lv);
             if only(Types::OBJECT) {
-                body.line(&format!("c{f}({x}, {p}, out, lenient);"));
+                body.line(&format!("c{f}({x}, {p}, out, lenient, {d});"));
             } else {
-                body.line(&format!("if ($isObject({x})) c{f}({x}, {p}, out, lenient);"));
+                body.line(&format!("if ($isObject({x})) c{f}({x}, {p}, out, lenient, {d});"));
             }
         }
         let a = &node.applied;
         for sub in &a.all_of {
-            self.check_node(&mut body, sub, x, p);
+            self.check_node(&mut body, sub, x, p, lv);
         }
         if !a.any_of.is_empty() {
-            let calls: Vec<String> = a.any_of.iter().map(|sub| self.check_branch(&mut body, sub, x, p)).collect();
+            let calls: Vec<String> = a.any_of.iter().map(|sub| self.check_branch(&mut body, sub, x, p, lv)).collect();
             let b = self.fresh("v");
             body.line(&format!("const {b}: Violation[][] = [];"));
             body.open("for (const run of [");
@@ -1375,17 +1441,17 @@ impl<'a> Emitter<'a> {
             body.line(&format!("if ({b}.length === {}) $anyOfViolation(out, {p}, {b});", calls.len()));
         }
         if !a.one_of.is_empty() {
-            let calls: Vec<String> = a.one_of.iter().map(|sub| self.check_branch(&mut body, sub, x, p)).collect();
+            let calls: Vec<String> = a.one_of.iter().map(|sub| self.check_branch(&mut body, sub, x, p, lv)).collect();
             let b = self.fresh("v");
             body.line(&format!("const {b}: Violation[][] = [{}];", calls.join(", ")));
             body.line(&format!("$oneOfVerdict(out, {p}, {b}.flatMap((v, i) => (v.length === 0 ? [i] : [])), {b});"));
         }
         if let Some(sub) = &a.not {
-            let call = self.check_branch(&mut body, sub, x, p);
+            let call = self.check_branch(&mut body, sub, x, p, lv);
             body.line(&format!("if ({call}.length === 0) $notViolation(out, {p});"));
         }
         if let Some(u) = &node.unevaluated {
-            self.unevaluated(&mut body, node, u, x, Some(p));
+            self.unevaluated(&mut body, node, u, x, Some(p), lv);
         }
         if body.buf.is_empty() {
             return;
@@ -1676,6 +1742,17 @@ fn additional_node(a: &Additional) -> Option<&Node> {
 /// Whether a node or any node inside it has applicators.
 fn has_applied(node: &Node) -> bool {
     !node.applied.is_empty() || node.unevaluated.is_some() || node.array.items.as_deref().is_some_and(has_applied)
+}
+
+/// The depth of a value `lv` arrays and objects below the function's value (at depth `d`).
+fn depth(lv: usize) -> String {
+    if lv == 0 { "d".to_owned() } else { format!("d + {lv}") }
+}
+
+/// Whether `node` bounds numbers with no `type` to refuse `NaN` and the infinities: then its
+/// checks refuse them themselves.
+fn untyped_bounds(node: &Node) -> bool {
+    node.reference.is_none() && node.types == Types::ALL && node.literals.is_none() && !node.number.is_empty()
 }
 
 fn json_inner(s: &str) -> String {

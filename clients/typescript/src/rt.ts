@@ -29,21 +29,70 @@ export function isArray(v: unknown): v is unknown[] {
   return Array.isArray(v);
 }
 
-/** Whether `v` is an integer in JSON Schema's sense: a number with no fractional part (`1.0` is one). */
+/**
+ * Whether `v` is a number JSON can hold: a finite one. `NaN` and the infinities are numbers to
+ * JavaScript but not to JSON (`JSON.stringify` writes them as `null`), so no schema's `number`
+ * allows them.
+ */
+export function isNumber(v: unknown): v is number {
+  return typeof v === "number" && Number.isFinite(v);
+}
+
+/** Whether `v` is an integer in JSON Schema's sense: a finite number with no fractional part (`1.0` is one). */
 export function isInteger(v: unknown): v is number {
   return typeof v === "number" && Number.isInteger(v);
 }
 
 const hasOwn = Object.prototype.hasOwnProperty;
+const OBJECT_PROTOTYPE: unknown = Object.prototype;
 
 /** Property `k` of `o` when it is `o`'s own (for names `Object.prototype` also answers to). */
 export function own(o: JsonObject, k: string): unknown {
   return hasOwn.call(o, k) ? Object.getOwnPropertyDescriptor(o, k)?.value : undefined;
 }
 
-/** The own property names of `o`. */
+/** Whether `k` is `o`'s own property: for the keys a `for...in` loop yields, where inherited ones are not members. */
+export function has(o: JsonObject, k: string): boolean {
+  return hasOwn.call(o, k);
+}
+
+/**
+ * Whether reading a property of `o` finds only its own members, what `JSON.parse` and object
+ * literals make: its prototype is `Object.prototype` (whose own names the validators read with
+ * `own`) or `null`. Otherwise (`Object.create(proto)`, a class instance) the validators check
+ * `members(o)` instead, since inherited properties are not members: JSON has no prototypes.
+ */
+export function isPlain(o: JsonObject): boolean {
+  const proto: unknown = Object.getPrototypeOf(o);
+  return proto === OBJECT_PROTOTYPE || proto === null;
+}
+
+/**
+ * The members of `o` as a JSON document has them, in an object with a `null` prototype: its own
+ * enumerable string-keyed properties, the ones `Object.keys` lists and `JSON.stringify` writes.
+ */
+export function members(o: JsonObject): JsonObject {
+  const copy = Object.create(null) as JsonObject;
+  for (const k of Object.keys(o)) copy[k] = o[k];
+  return copy;
+}
+
+/** The own property names of `o` (its own enumerable string keys, as `Object.keys` lists them). */
 export function keysOf(o: JsonObject): string[] {
   return Object.keys(o);
+}
+
+/**
+ * How deep arrays and objects may nest: 127 levels, the most the Rust runtime reads (serde_json's
+ * recursion limit: it refuses the 128th level). Where the validators descend into an array or
+ * object nested deeper they stop with a `json` violation (`depthViolation`), the same in the fast
+ * and the explaining check, rather than overflow the stack on a deeply nested value.
+ */
+export const MAX_DEPTH = 127;
+
+/** An array or object nested deeper than `MAX_DEPTH` levels (keyword `json`, as the Rust runtime reports a document it cannot read). */
+export function depthViolation(out: Violation[], p: string): void {
+  report(out, p, "json", `recursion limit exceeded: arrays and objects may nest at most ${MAX_DEPTH} levels deep`);
 }
 
 /** The JSON pointer of property `k` under pointer `p` (`~` and `/` escaped, RFC 6901). */
@@ -120,6 +169,8 @@ export function preview(s: string): string {
 
 function previewValue(v: unknown): string {
   if (typeof v === "string") return preview(v);
+  // `JSON.stringify` writes these as `null`: name them.
+  if (typeof v === "number" && !Number.isFinite(v)) return String(v);
   if (isArray(v)) return "an array";
   if (isObject(v)) return "an object";
   return String(JSON.stringify(v));
@@ -127,7 +178,12 @@ function previewValue(v: unknown): string {
 
 /** A `type` violation. */
 export function typeViolation(out: Violation[], p: string, expected: string, found: unknown): void {
-  report(out, p, "type", `must be ${expected}, found ${typeName(found)}`);
+  if (typeof found === "number" && !Number.isFinite(found)) {
+    // `NaN` or an infinity: a number to JavaScript, but not one JSON can hold.
+    report(out, p, "type", `must be ${expected}, found ${String(found)}, which is not a finite number`);
+  } else {
+    report(out, p, "type", `must be ${expected}, found ${typeName(found)}`);
+  }
 }
 
 /** Where the closest failed branch of an `anyOf` or `oneOf` fails (the fewest violations). */

@@ -5,12 +5,17 @@
  * Rust validators report). Lengths count Unicode code points; simple patterns are compiled to
  * loops, the others run as `RegExp` with the `u` flag (JSON Schema patterns are not anchored).
  *
+ * They check a value as the JSON document it stands for: a number must be finite (`NaN` and the
+ * infinities are no JSON number), arrays and objects nest at most `MAX_DEPTH` (127) levels, as the
+ * Rust runtime reads documents (deeper is a `json` violation, never a stack overflow), and an
+ * object's members are its own enumerable properties, never inherited ones.
+ *
  * Both take `lenient`: when true, an unknown kind of an `x-extensible` union or an unknown value
  * of an `x-extensible` enum is accepted (what a client does when reading); when false (the
  * default) it is refused, as the schema says.
  */
 import type { Violation } from "../rt.js";
-import { boundViolation as $boundViolation, constViolation as $constViolation, enumViolation as $enumViolation, isArray as $isArray, isInteger as $isInteger, isObject as $isObject, itemsViolation as $itemsViolation, jsonEqual as $jsonEqual, keyOf as $keyOf, keysOf as $keysOf, maxLength as $maxLength, maxLengthViolation as $maxLengthViolation, minLength as $minLength, minLengthViolation as $minLengthViolation, own as $own, patternViolation as $patternViolation, regex as $regex, report as $report, typeViolation as $typeViolation } from "../rt.js";
+import { MAX_DEPTH as $MAX_DEPTH, boundViolation as $boundViolation, constViolation as $constViolation, depthViolation as $depthViolation, enumViolation as $enumViolation, has as $has, isArray as $isArray, isInteger as $isInteger, isNumber as $isNumber, isObject as $isObject, isPlain as $isPlain, itemsViolation as $itemsViolation, jsonEqual as $jsonEqual, keyOf as $keyOf, keysOf as $keysOf, maxLength as $maxLength, maxLengthViolation as $maxLengthViolation, members as $members, minLength as $minLength, minLengthViolation as $minLengthViolation, own as $own, patternViolation as $patternViolation, regex as $regex, report as $report, typeViolation as $typeViolation } from "../rt.js";
 import type * as T from "./types.js";
 
 /** Whether a string matches `^[0-9a-f]{64}$` (ECMA-262, `u` flag, unanchored unless the pattern anchors it). */
@@ -88,16 +93,18 @@ function pattern2At(s: string, start: number): boolean {
 
 /** Whether `value` is a valid `ActiveTurn` (see the module comment for `lenient`). */
 export function isActiveTurn(value: unknown, lenient = false): value is T.ActiveTurn {
-  return fActiveTurn(value, lenient);
+  return fActiveTurn(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `ActiveTurn`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateActiveTurn(value: unknown, lenient = false): Violation[] {
-  return fActiveTurn(value, lenient) ? [] : explained(cActiveTurn, value, lenient);
+  return fActiveTurn(value, lenient, 0) ? [] : explained(cActiveTurn, value, lenient, 0);
 }
 
-function fActiveTurn(v: unknown, lenient: boolean): boolean {
+function fActiveTurn(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fActiveTurn($members(v), lenient, d);
   const x0 = v.assignment;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -114,9 +121,17 @@ function fActiveTurn(v: unknown, lenient: boolean): boolean {
   return true;
 }
 
-function cActiveTurn(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cActiveTurn(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cActiveTurn($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.assignment;
@@ -168,20 +183,23 @@ function cActiveTurn(v: unknown, p: string, out: Violation[], lenient: boolean):
 
 /** Whether `value` is a valid `AgentSpec` (see the module comment for `lenient`). */
 export function isAgentSpec(value: unknown, lenient = false): value is T.AgentSpec {
-  return fAgentSpec(value, lenient);
+  return fAgentSpec(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `AgentSpec`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateAgentSpec(value: unknown, lenient = false): Violation[] {
-  return fAgentSpec(value, lenient) ? [] : explained(cAgentSpec, value, lenient);
+  return fAgentSpec(value, lenient, 0) ? [] : explained(cAgentSpec, value, lenient, 0);
 }
 
-function fAgentSpec(v: unknown, lenient: boolean): boolean {
+function fAgentSpec(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fAgentSpec($members(v), lenient, d);
   const x0 = v.runner;
   if (x0 === undefined) return false;
-  if (!fId(x0, lenient)) return false;
+  if (!fId(x0, lenient, d + 1)) return false;
   for (const k1 in v) {
+    if (!$has(v, k1)) continue;
     switch (k1) {
       case "runner":
         break;
@@ -192,16 +210,24 @@ function fAgentSpec(v: unknown, lenient: boolean): boolean {
   return true;
 }
 
-function cAgentSpec(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cAgentSpec(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cAgentSpec($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.runner;
   if (x0 === undefined) {
     $report(out, p, "required", "missing required property `runner`");
   } else {
-    cId(x0, p + "/runner", out, lenient);
+    cId(x0, p + "/runner", out, lenient, d + 1);
   }
   for (const k1 of $keysOf(v)) {
     if (k1 === "runner") continue;
@@ -211,22 +237,24 @@ function cAgentSpec(v: unknown, p: string, out: Violation[], lenient: boolean): 
 
 /** Whether `value` is a valid `ApprovalAnswer` (see the module comment for `lenient`). */
 export function isApprovalAnswer(value: unknown, lenient = false): value is T.ApprovalAnswer {
-  return fApprovalAnswer(value, lenient);
+  return fApprovalAnswer(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `ApprovalAnswer`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateApprovalAnswer(value: unknown, lenient = false): Violation[] {
-  return fApprovalAnswer(value, lenient) ? [] : explained(cApprovalAnswer, value, lenient);
+  return fApprovalAnswer(value, lenient, 0) ? [] : explained(cApprovalAnswer, value, lenient, 0);
 }
 
-function fApprovalAnswer(v: unknown, lenient: boolean): boolean {
+function fApprovalAnswer(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fApprovalAnswer($members(v), lenient, d);
   const x0 = v.type;
   if (x0 === undefined) return false;
   if (!(x0 === "approval_answer")) return false;
   const x1 = v.id;
   if (x1 === undefined) return false;
-  if (!fId(x1, lenient)) return false;
+  if (!fId(x1, lenient, d + 1)) return false;
   const x2 = v.approved;
   if (x2 === undefined) return false;
   if (!(typeof x2 === "boolean")) return false;
@@ -236,6 +264,7 @@ function fApprovalAnswer(v: unknown, lenient: boolean): boolean {
     if (!$maxLength(x3, 16384)) return false;
   }
   for (const k4 in v) {
+    if (!$has(v, k4)) continue;
     switch (k4) {
       case "type":
       case "id":
@@ -249,9 +278,17 @@ function fApprovalAnswer(v: unknown, lenient: boolean): boolean {
   return true;
 }
 
-function cApprovalAnswer(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cApprovalAnswer(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cApprovalAnswer($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.type;
@@ -269,7 +306,7 @@ function cApprovalAnswer(v: unknown, p: string, out: Violation[], lenient: boole
   if (x2 === undefined) {
     $report(out, p, "required", "missing required property `id`");
   } else {
-    cId(x2, p + "/id", out, lenient);
+    cId(x2, p + "/id", out, lenient, d + 1);
   }
   const x3 = v.approved;
   if (x3 === undefined) {
@@ -300,16 +337,18 @@ function cApprovalAnswer(v: unknown, p: string, out: Violation[], lenient: boole
 
 /** Whether `value` is a valid `ApprovalPrompt` (see the module comment for `lenient`). */
 export function isApprovalPrompt(value: unknown, lenient = false): value is T.ApprovalPrompt {
-  return fApprovalPrompt(value, lenient);
+  return fApprovalPrompt(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `ApprovalPrompt`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateApprovalPrompt(value: unknown, lenient = false): Violation[] {
-  return fApprovalPrompt(value, lenient) ? [] : explained(cApprovalPrompt, value, lenient);
+  return fApprovalPrompt(value, lenient, 0) ? [] : explained(cApprovalPrompt, value, lenient, 0);
 }
 
-function fApprovalPrompt(v: unknown, lenient: boolean): boolean {
+function fApprovalPrompt(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fApprovalPrompt($members(v), lenient, d);
   const x0 = v.request_id;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -324,9 +363,17 @@ function fApprovalPrompt(v: unknown, lenient: boolean): boolean {
   return true;
 }
 
-function cApprovalPrompt(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cApprovalPrompt(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cApprovalPrompt($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.request_id;
@@ -365,16 +412,18 @@ function cApprovalPrompt(v: unknown, p: string, out: Violation[], lenient: boole
 
 /** Whether `value` is a valid `ApprovalReply` (see the module comment for `lenient`). */
 export function isApprovalReply(value: unknown, lenient = false): value is T.ApprovalReply {
-  return fApprovalReply(value, lenient);
+  return fApprovalReply(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `ApprovalReply`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateApprovalReply(value: unknown, lenient = false): Violation[] {
-  return fApprovalReply(value, lenient) ? [] : explained(cApprovalReply, value, lenient);
+  return fApprovalReply(value, lenient, 0) ? [] : explained(cApprovalReply, value, lenient, 0);
 }
 
-function fApprovalReply(v: unknown, lenient: boolean): boolean {
+function fApprovalReply(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fApprovalReply($members(v), lenient, d);
   const x0 = v.approved;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "boolean")) return false;
@@ -384,6 +433,7 @@ function fApprovalReply(v: unknown, lenient: boolean): boolean {
     if (!$maxLength(x1, 16384)) return false;
   }
   for (const k2 in v) {
+    if (!$has(v, k2)) continue;
     switch (k2) {
       case "approved":
       case "answer":
@@ -395,9 +445,17 @@ function fApprovalReply(v: unknown, lenient: boolean): boolean {
   return true;
 }
 
-function cApprovalReply(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cApprovalReply(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cApprovalReply($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.approved;
@@ -429,22 +487,25 @@ function cApprovalReply(v: unknown, p: string, out: Violation[], lenient: boolea
 
 /** Whether `value` is a valid `CallerGrant` (see the module comment for `lenient`). */
 export function isCallerGrant(value: unknown, lenient = false): value is T.CallerGrant {
-  return fCallerGrant(value, lenient);
+  return fCallerGrant(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `CallerGrant`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateCallerGrant(value: unknown, lenient = false): Violation[] {
-  return fCallerGrant(value, lenient) ? [] : explained(cCallerGrant, value, lenient);
+  return fCallerGrant(value, lenient, 0) ? [] : explained(cCallerGrant, value, lenient, 0);
 }
 
-function fCallerGrant(v: unknown, lenient: boolean): boolean {
+function fCallerGrant(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fCallerGrant($members(v), lenient, d);
   const x0 = v.name;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
   const x1 = v.methods;
   if (x1 === undefined) return false;
   if (!($isArray(x1))) return false;
+  if (d + 1 >= $MAX_DEPTH) return false;
   for (let i2 = 0; i2 < x1.length; i2++) {
     const x3: unknown = x1[i2];
     if (!(typeof x3 === "string")) return false;
@@ -458,9 +519,17 @@ function fCallerGrant(v: unknown, lenient: boolean): boolean {
   return true;
 }
 
-function cCallerGrant(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cCallerGrant(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cCallerGrant($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.name;
@@ -483,12 +552,16 @@ function cCallerGrant(v: unknown, p: string, out: Violation[], lenient: boolean)
         $typeViolation(out, p + "/methods", "array", x2);
         break n3;
       }
-      for (let i4 = 0; i4 < x2.length; i4++) {
-        const x5: unknown = x2[i4];
-        n6: {
-          if (!(typeof x5 === "string")) {
-            $typeViolation(out, p + "/methods" + "/" + i4, "string", x5);
-            break n6;
+      if (d + 1 >= $MAX_DEPTH) {
+        $depthViolation(out, p + "/methods");
+      } else {
+        for (let i4 = 0; i4 < x2.length; i4++) {
+          const x5: unknown = x2[i4];
+          n6: {
+            if (!(typeof x5 === "string")) {
+              $typeViolation(out, p + "/methods" + "/" + i4, "string", x5);
+              break n6;
+            }
           }
         }
       }
@@ -520,28 +593,31 @@ function cCallerGrant(v: unknown, p: string, out: Violation[], lenient: boolean)
 
 /** Whether `value` is a valid `ConversationParams` (see the module comment for `lenient`). */
 export function isConversationParams(value: unknown, lenient = false): value is T.ConversationParams {
-  return fConversationParams(value, lenient);
+  return fConversationParams(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `ConversationParams`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateConversationParams(value: unknown, lenient = false): Violation[] {
-  return fConversationParams(value, lenient) ? [] : explained(cConversationParams, value, lenient);
+  return fConversationParams(value, lenient, 0) ? [] : explained(cConversationParams, value, lenient, 0);
 }
 
-function fConversationParams(v: unknown, lenient: boolean): boolean {
+function fConversationParams(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fConversationParams($members(v), lenient, d);
   const x0 = v.id;
   if (x0 === undefined) return false;
-  if (!fId(x0, lenient)) return false;
+  if (!fId(x0, lenient, d + 1)) return false;
   const x1 = v.limit;
   if (x1 !== undefined) {
-    if (!fHistoryLimit(x1, lenient)) return false;
+    if (!fHistoryLimit(x1, lenient, d + 1)) return false;
   }
   const x2 = v.cursor;
   if (x2 !== undefined) {
-    if (!fHistoryCursor(x2, lenient)) return false;
+    if (!fHistoryCursor(x2, lenient, d + 1)) return false;
   }
   for (const k3 in v) {
+    if (!$has(v, k3)) continue;
     switch (k3) {
       case "id":
       case "limit":
@@ -554,24 +630,32 @@ function fConversationParams(v: unknown, lenient: boolean): boolean {
   return true;
 }
 
-function cConversationParams(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cConversationParams(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cConversationParams($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.id;
   if (x0 === undefined) {
     $report(out, p, "required", "missing required property `id`");
   } else {
-    cId(x0, p + "/id", out, lenient);
+    cId(x0, p + "/id", out, lenient, d + 1);
   }
   const x1 = v.limit;
   if (x1 !== undefined) {
-    cHistoryLimit(x1, p + "/limit", out, lenient);
+    cHistoryLimit(x1, p + "/limit", out, lenient, d + 1);
   }
   const x2 = v.cursor;
   if (x2 !== undefined) {
-    cHistoryCursor(x2, p + "/cursor", out, lenient);
+    cHistoryCursor(x2, p + "/cursor", out, lenient, d + 1);
   }
   for (const k3 of $keysOf(v)) {
     if (k3 === "id" || k3 === "limit" || k3 === "cursor") continue;
@@ -581,43 +665,54 @@ function cConversationParams(v: unknown, p: string, out: Violation[], lenient: b
 
 /** Whether `value` is a valid `ConversationResult` (see the module comment for `lenient`). */
 export function isConversationResult(value: unknown, lenient = false): value is T.ConversationResult {
-  return fConversationResult(value, lenient);
+  return fConversationResult(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `ConversationResult`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateConversationResult(value: unknown, lenient = false): Violation[] {
-  return fConversationResult(value, lenient) ? [] : explained(cConversationResult, value, lenient);
+  return fConversationResult(value, lenient, 0) ? [] : explained(cConversationResult, value, lenient, 0);
 }
 
-function fConversationResult(v: unknown, lenient: boolean): boolean {
+function fConversationResult(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fConversationResult($members(v), lenient, d);
   const x0 = v.conversation;
   if (x0 === undefined) return false;
-  if (!fConversationSummary(x0, lenient)) return false;
+  if (!fConversationSummary(x0, lenient, d + 1)) return false;
   const x1 = v.turns;
   if (x1 === undefined) return false;
   if (!($isArray(x1))) return false;
+  if (d + 1 >= $MAX_DEPTH) return false;
   for (let i2 = 0; i2 < x1.length; i2++) {
     const x3: unknown = x1[i2];
-    if (!fTurnSummary(x3, lenient)) return false;
+    if (!fTurnSummary(x3, lenient, d + 2)) return false;
   }
   const x4 = v.next;
   if (x4 !== undefined) {
-    if (!fHistoryCursor(x4, lenient)) return false;
+    if (!fHistoryCursor(x4, lenient, d + 1)) return false;
   }
   return true;
 }
 
-function cConversationResult(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cConversationResult(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cConversationResult($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.conversation;
   if (x0 === undefined) {
     $report(out, p, "required", "missing required property `conversation`");
   } else {
-    cConversationSummary(x0, p + "/conversation", out, lenient);
+    cConversationSummary(x0, p + "/conversation", out, lenient, d + 1);
   }
   const x1 = v.turns;
   if (x1 === undefined) {
@@ -628,30 +723,36 @@ function cConversationResult(v: unknown, p: string, out: Violation[], lenient: b
         $typeViolation(out, p + "/turns", "array", x1);
         break n2;
       }
-      for (let i3 = 0; i3 < x1.length; i3++) {
-        const x4: unknown = x1[i3];
-        cTurnSummary(x4, p + "/turns" + "/" + i3, out, lenient);
+      if (d + 1 >= $MAX_DEPTH) {
+        $depthViolation(out, p + "/turns");
+      } else {
+        for (let i3 = 0; i3 < x1.length; i3++) {
+          const x4: unknown = x1[i3];
+          cTurnSummary(x4, p + "/turns" + "/" + i3, out, lenient, d + 2);
+        }
       }
     }
   }
   const x5 = v.next;
   if (x5 !== undefined) {
-    cHistoryCursor(x5, p + "/next", out, lenient);
+    cHistoryCursor(x5, p + "/next", out, lenient, d + 1);
   }
 }
 
 /** Whether `value` is a valid `ConversationSummary` (see the module comment for `lenient`). */
 export function isConversationSummary(value: unknown, lenient = false): value is T.ConversationSummary {
-  return fConversationSummary(value, lenient);
+  return fConversationSummary(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `ConversationSummary`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateConversationSummary(value: unknown, lenient = false): Violation[] {
-  return fConversationSummary(value, lenient) ? [] : explained(cConversationSummary, value, lenient);
+  return fConversationSummary(value, lenient, 0) ? [] : explained(cConversationSummary, value, lenient, 0);
 }
 
-function fConversationSummary(v: unknown, lenient: boolean): boolean {
+function fConversationSummary(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fConversationSummary($members(v), lenient, d);
   const x0 = v.id;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -676,9 +777,17 @@ function fConversationSummary(v: unknown, lenient: boolean): boolean {
   return true;
 }
 
-function cConversationSummary(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cConversationSummary(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cConversationSummary($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.id;
@@ -754,26 +863,29 @@ function cConversationSummary(v: unknown, p: string, out: Violation[], lenient: 
 
 /** Whether `value` is a valid `ConversationsParams` (see the module comment for `lenient`). */
 export function isConversationsParams(value: unknown, lenient = false): value is T.ConversationsParams {
-  return fConversationsParams(value, lenient);
+  return fConversationsParams(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `ConversationsParams`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateConversationsParams(value: unknown, lenient = false): Violation[] {
-  return fConversationsParams(value, lenient) ? [] : explained(cConversationsParams, value, lenient);
+  return fConversationsParams(value, lenient, 0) ? [] : explained(cConversationsParams, value, lenient, 0);
 }
 
-function fConversationsParams(v: unknown, lenient: boolean): boolean {
+function fConversationsParams(v: unknown, lenient: boolean, d: number): boolean {
   if (v === null) return true;
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fConversationsParams($members(v), lenient, d);
   const x0 = v.limit;
   if (x0 !== undefined) {
-    if (!fHistoryLimit(x0, lenient)) return false;
+    if (!fHistoryLimit(x0, lenient, d + 1)) return false;
   }
   const x1 = v.cursor;
   if (x1 !== undefined) {
-    if (!fHistoryCursor(x1, lenient)) return false;
+    if (!fHistoryCursor(x1, lenient, d + 1)) return false;
   }
   for (const k2 in v) {
+    if (!$has(v, k2)) continue;
     switch (k2) {
       case "limit":
       case "cursor":
@@ -785,19 +897,27 @@ function fConversationsParams(v: unknown, lenient: boolean): boolean {
   return true;
 }
 
-function cConversationsParams(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cConversationsParams(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (v === null) return;
   if (!$isObject(v)) {
     $typeViolation(out, p, "object or null", v);
     return;
   }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cConversationsParams($members(v), p, out, lenient, d);
+    return;
+  }
   const x0 = v.limit;
   if (x0 !== undefined) {
-    cHistoryLimit(x0, p + "/limit", out, lenient);
+    cHistoryLimit(x0, p + "/limit", out, lenient, d + 1);
   }
   const x1 = v.cursor;
   if (x1 !== undefined) {
-    cHistoryCursor(x1, p + "/cursor", out, lenient);
+    cHistoryCursor(x1, p + "/cursor", out, lenient, d + 1);
   }
   for (const k2 of $keysOf(v)) {
     if (k2 === "limit" || k2 === "cursor") continue;
@@ -807,33 +927,44 @@ function cConversationsParams(v: unknown, p: string, out: Violation[], lenient: 
 
 /** Whether `value` is a valid `ConversationsResult` (see the module comment for `lenient`). */
 export function isConversationsResult(value: unknown, lenient = false): value is T.ConversationsResult {
-  return fConversationsResult(value, lenient);
+  return fConversationsResult(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `ConversationsResult`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateConversationsResult(value: unknown, lenient = false): Violation[] {
-  return fConversationsResult(value, lenient) ? [] : explained(cConversationsResult, value, lenient);
+  return fConversationsResult(value, lenient, 0) ? [] : explained(cConversationsResult, value, lenient, 0);
 }
 
-function fConversationsResult(v: unknown, lenient: boolean): boolean {
+function fConversationsResult(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fConversationsResult($members(v), lenient, d);
   const x0 = v.conversations;
   if (x0 === undefined) return false;
   if (!($isArray(x0))) return false;
+  if (d + 1 >= $MAX_DEPTH) return false;
   for (let i1 = 0; i1 < x0.length; i1++) {
     const x2: unknown = x0[i1];
-    if (!fConversationSummary(x2, lenient)) return false;
+    if (!fConversationSummary(x2, lenient, d + 2)) return false;
   }
   const x3 = v.next;
   if (x3 !== undefined) {
-    if (!fHistoryCursor(x3, lenient)) return false;
+    if (!fHistoryCursor(x3, lenient, d + 1)) return false;
   }
   return true;
 }
 
-function cConversationsResult(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cConversationsResult(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cConversationsResult($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.conversations;
@@ -845,30 +976,36 @@ function cConversationsResult(v: unknown, p: string, out: Violation[], lenient: 
         $typeViolation(out, p + "/conversations", "array", x0);
         break n1;
       }
-      for (let i2 = 0; i2 < x0.length; i2++) {
-        const x3: unknown = x0[i2];
-        cConversationSummary(x3, p + "/conversations" + "/" + i2, out, lenient);
+      if (d + 1 >= $MAX_DEPTH) {
+        $depthViolation(out, p + "/conversations");
+      } else {
+        for (let i2 = 0; i2 < x0.length; i2++) {
+          const x3: unknown = x0[i2];
+          cConversationSummary(x3, p + "/conversations" + "/" + i2, out, lenient, d + 2);
+        }
       }
     }
   }
   const x4 = v.next;
   if (x4 !== undefined) {
-    cHistoryCursor(x4, p + "/next", out, lenient);
+    cHistoryCursor(x4, p + "/next", out, lenient, d + 1);
   }
 }
 
 /** Whether `value` is a valid `EarlierTurn` (see the module comment for `lenient`). */
 export function isEarlierTurn(value: unknown, lenient = false): value is T.EarlierTurn {
-  return fEarlierTurn(value, lenient);
+  return fEarlierTurn(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `EarlierTurn`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateEarlierTurn(value: unknown, lenient = false): Violation[] {
-  return fEarlierTurn(value, lenient) ? [] : explained(cEarlierTurn, value, lenient);
+  return fEarlierTurn(value, lenient, 0) ? [] : explained(cEarlierTurn, value, lenient, 0);
 }
 
-function fEarlierTurn(v: unknown, lenient: boolean): boolean {
+function fEarlierTurn(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fEarlierTurn($members(v), lenient, d);
   const x0 = v.task;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -879,6 +1016,7 @@ function fEarlierTurn(v: unknown, lenient: boolean): boolean {
   if (!(typeof x1 === "string")) return false;
   if (!$maxLength(x1, 98304)) return false;
   for (const k2 in v) {
+    if (!$has(v, k2)) continue;
     switch (k2) {
       case "task":
       case "result":
@@ -890,9 +1028,17 @@ function fEarlierTurn(v: unknown, lenient: boolean): boolean {
   return true;
 }
 
-function cEarlierTurn(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cEarlierTurn(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cEarlierTurn($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.task;
@@ -928,15 +1074,15 @@ function cEarlierTurn(v: unknown, p: string, out: Violation[], lenient: boolean)
 
 /** Whether `value` is a valid `ErrorCode` (see the module comment for `lenient`). */
 export function isErrorCode(value: unknown, lenient = false): value is T.ErrorCode {
-  return fErrorCode(value, lenient);
+  return fErrorCode(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `ErrorCode`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateErrorCode(value: unknown, lenient = false): Violation[] {
-  return fErrorCode(value, lenient) ? [] : explained(cErrorCode, value, lenient);
+  return fErrorCode(value, lenient, 0) ? [] : explained(cErrorCode, value, lenient, 0);
 }
 
-function fErrorCode(v: unknown, lenient: boolean): boolean {
+function fErrorCode(v: unknown, lenient: boolean, d: number): boolean {
   if (typeof v !== "string") return false;
   switch (v) {
     case "parse_error":
@@ -964,7 +1110,7 @@ function fErrorCode(v: unknown, lenient: boolean): boolean {
   }
 }
 
-function cErrorCode(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cErrorCode(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (typeof v !== "string") {
     $typeViolation(out, p, "string", v);
     return;
@@ -997,23 +1143,26 @@ function cErrorCode(v: unknown, p: string, out: Violation[], lenient: boolean): 
 
 /** Whether `value` is a valid `ErrorDetails` (see the module comment for `lenient`). */
 export function isErrorDetails(value: unknown, lenient = false): value is T.ErrorDetails {
-  return fErrorDetails(value, lenient);
+  return fErrorDetails(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `ErrorDetails`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateErrorDetails(value: unknown, lenient = false): Violation[] {
-  return fErrorDetails(value, lenient) ? [] : explained(cErrorDetails, value, lenient);
+  return fErrorDetails(value, lenient, 0) ? [] : explained(cErrorDetails, value, lenient, 0);
 }
 
-function fErrorDetails(v: unknown, lenient: boolean): boolean {
+function fErrorDetails(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fErrorDetails($members(v), lenient, d);
   const x0 = v.violations;
   if (x0 !== undefined) {
     if (!($isArray(x0))) return false;
     if (x0.length > 1000) return false;
+    if (d + 1 >= $MAX_DEPTH) return false;
     for (let i1 = 0; i1 < x0.length; i1++) {
       const x2: unknown = x0[i1];
-      if (!fViolation(x2, lenient)) return false;
+      if (!fViolation(x2, lenient, d + 2)) return false;
     }
   }
   const x3 = v.violations_omitted;
@@ -1024,6 +1173,7 @@ function fErrorDetails(v: unknown, lenient: boolean): boolean {
   const x4 = v.known;
   if (x4 !== undefined) {
     if (!($isArray(x4))) return false;
+    if (d + 1 >= $MAX_DEPTH) return false;
     for (let i5 = 0; i5 < x4.length; i5++) {
       const x6: unknown = x4[i5];
       if (!(typeof x6 === "string")) return false;
@@ -1046,9 +1196,17 @@ function fErrorDetails(v: unknown, lenient: boolean): boolean {
   return true;
 }
 
-function cErrorDetails(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cErrorDetails(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cErrorDetails($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.violations;
@@ -1059,9 +1217,13 @@ function cErrorDetails(v: unknown, p: string, out: Violation[], lenient: boolean
         break n1;
       }
       if (x0.length > 1000) $itemsViolation(out, p + "/violations", "maxItems", x0.length, 1000);
-      for (let i2 = 0; i2 < x0.length; i2++) {
-        const x3: unknown = x0[i2];
-        cViolation(x3, p + "/violations" + "/" + i2, out, lenient);
+      if (d + 1 >= $MAX_DEPTH) {
+        $depthViolation(out, p + "/violations");
+      } else {
+        for (let i2 = 0; i2 < x0.length; i2++) {
+          const x3: unknown = x0[i2];
+          cViolation(x3, p + "/violations" + "/" + i2, out, lenient, d + 2);
+        }
       }
     }
   }
@@ -1082,12 +1244,16 @@ function cErrorDetails(v: unknown, p: string, out: Violation[], lenient: boolean
         $typeViolation(out, p + "/known", "array", x6);
         break n7;
       }
-      for (let i8 = 0; i8 < x6.length; i8++) {
-        const x9: unknown = x6[i8];
-        n10: {
-          if (!(typeof x9 === "string")) {
-            $typeViolation(out, p + "/known" + "/" + i8, "string", x9);
-            break n10;
+      if (d + 1 >= $MAX_DEPTH) {
+        $depthViolation(out, p + "/known");
+      } else {
+        for (let i8 = 0; i8 < x6.length; i8++) {
+          const x9: unknown = x6[i8];
+          n10: {
+            if (!(typeof x9 === "string")) {
+              $typeViolation(out, p + "/known" + "/" + i8, "string", x9);
+              break n10;
+            }
           }
         }
       }
@@ -1126,16 +1292,18 @@ function cErrorDetails(v: unknown, p: string, out: Violation[], lenient: boolean
 
 /** Whether `value` is a valid `Event` (see the module comment for `lenient`). */
 export function isEvent(value: unknown, lenient = false): value is T.Event {
-  return fEvent(value, lenient);
+  return fEvent(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `Event`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateEvent(value: unknown, lenient = false): Violation[] {
-  return fEvent(value, lenient) ? [] : explained(cEvent, value, lenient);
+  return fEvent(value, lenient, 0) ? [] : explained(cEvent, value, lenient, 0);
 }
 
-function fEvent(v: unknown, lenient: boolean): boolean {
+function fEvent(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fEvent($members(v), lenient, d);
   const tag = v.type;
   switch (tag) {
     case "text": {
@@ -1144,6 +1312,7 @@ function fEvent(v: unknown, lenient: boolean): boolean {
       if (!(typeof x0 === "string")) return false;
       if (!$maxLength(x0, 98304)) return false;
       for (const k1 in v) {
+        if (!$has(v, k1)) continue;
         switch (k1) {
           case "text":
           case "type":
@@ -1157,13 +1326,14 @@ function fEvent(v: unknown, lenient: boolean): boolean {
     case "approval_request": {
       const x2 = v.id;
       if (x2 === undefined) return false;
-      if (!fId(x2, lenient)) return false;
+      if (!fId(x2, lenient, d + 1)) return false;
       const x3 = v.prompt;
       if (x3 === undefined) return false;
       if (!(typeof x3 === "string")) return false;
       if (!$minLength(x3, 1)) return false;
       if (!$maxLength(x3, 16384)) return false;
       for (const k4 in v) {
+        if (!$has(v, k4)) continue;
         switch (k4) {
           case "id":
           case "prompt":
@@ -1181,6 +1351,7 @@ function fEvent(v: unknown, lenient: boolean): boolean {
       if (!(typeof x5 === "string")) return false;
       if (!$maxLength(x5, 98304)) return false;
       for (const k6 in v) {
+        if (!$has(v, k6)) continue;
         switch (k6) {
           case "result":
           case "type":
@@ -1197,6 +1368,7 @@ function fEvent(v: unknown, lenient: boolean): boolean {
       if (!(typeof x7 === "string")) return false;
       if (!$maxLength(x7, 98304)) return false;
       for (const k8 in v) {
+        if (!$has(v, k8)) continue;
         switch (k8) {
           case "message":
           case "type":
@@ -1212,9 +1384,17 @@ function fEvent(v: unknown, lenient: boolean): boolean {
   }
 }
 
-function cEvent(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cEvent(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cEvent($members(v), p, out, lenient, d);
     return;
   }
   const tag = v.type;
@@ -1245,7 +1425,7 @@ function cEvent(v: unknown, p: string, out: Violation[], lenient: boolean): void
         if (x3 === undefined) {
           $report(out, p, "required", "missing required property `id`");
         } else {
-          cId(x3, p + "/id", out, lenient);
+          cId(x3, p + "/id", out, lenient, d + 1);
         }
         const x4 = v.prompt;
         if (x4 === undefined) {
@@ -1316,19 +1496,21 @@ function cEvent(v: unknown, p: string, out: Violation[], lenient: boolean): void
 
 /** Whether `value` is a valid `FrontendApprovalRequest` (see the module comment for `lenient`). */
 export function isFrontendApprovalRequest(value: unknown, lenient = false): value is T.FrontendApprovalRequest {
-  return fFrontendApprovalRequest(value, lenient);
+  return fFrontendApprovalRequest(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `FrontendApprovalRequest`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateFrontendApprovalRequest(value: unknown, lenient = false): Violation[] {
-  return fFrontendApprovalRequest(value, lenient) ? [] : explained(cFrontendApprovalRequest, value, lenient);
+  return fFrontendApprovalRequest(value, lenient, 0) ? [] : explained(cFrontendApprovalRequest, value, lenient, 0);
 }
 
-function fFrontendApprovalRequest(v: unknown, lenient: boolean): boolean {
+function fFrontendApprovalRequest(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fFrontendApprovalRequest($members(v), lenient, d);
   const x0 = v.jsonrpc;
   if (x0 === undefined) return false;
-  if (!fJsonRpcVersion(x0, lenient)) return false;
+  if (!fJsonRpcVersion(x0, lenient, d + 1)) return false;
   const x1 = v.id;
   if (x1 === undefined) return false;
   if (!(typeof x1 === "string")) return false;
@@ -1337,20 +1519,28 @@ function fFrontendApprovalRequest(v: unknown, lenient: boolean): boolean {
   if (!(x2 === "frontend.v2.approval")) return false;
   const x3 = v.params;
   if (x3 === undefined) return false;
-  if (!fApprovalPrompt(x3, lenient)) return false;
+  if (!fApprovalPrompt(x3, lenient, d + 1)) return false;
   return true;
 }
 
-function cFrontendApprovalRequest(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cFrontendApprovalRequest(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cFrontendApprovalRequest($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.jsonrpc;
   if (x0 === undefined) {
     $report(out, p, "required", "missing required property `jsonrpc`");
   } else {
-    cJsonRpcVersion(x0, p + "/jsonrpc", out, lenient);
+    cJsonRpcVersion(x0, p + "/jsonrpc", out, lenient, d + 1);
   }
   const x1 = v.id;
   if (x1 === undefined) {
@@ -1378,45 +1568,55 @@ function cFrontendApprovalRequest(v: unknown, p: string, out: Violation[], lenie
   if (x5 === undefined) {
     $report(out, p, "required", "missing required property `params`");
   } else {
-    cApprovalPrompt(x5, p + "/params", out, lenient);
+    cApprovalPrompt(x5, p + "/params", out, lenient, d + 1);
   }
 }
 
 /** Whether `value` is a valid `FrontendApprovalResolved` (see the module comment for `lenient`). */
 export function isFrontendApprovalResolved(value: unknown, lenient = false): value is T.FrontendApprovalResolved {
-  return fFrontendApprovalResolved(value, lenient);
+  return fFrontendApprovalResolved(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `FrontendApprovalResolved`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateFrontendApprovalResolved(value: unknown, lenient = false): Violation[] {
-  return fFrontendApprovalResolved(value, lenient) ? [] : explained(cFrontendApprovalResolved, value, lenient);
+  return fFrontendApprovalResolved(value, lenient, 0) ? [] : explained(cFrontendApprovalResolved, value, lenient, 0);
 }
 
-function fFrontendApprovalResolved(v: unknown, lenient: boolean): boolean {
+function fFrontendApprovalResolved(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fFrontendApprovalResolved($members(v), lenient, d);
   const x0 = v.jsonrpc;
   if (x0 === undefined) return false;
-  if (!fJsonRpcVersion(x0, lenient)) return false;
+  if (!fJsonRpcVersion(x0, lenient, d + 1)) return false;
   const x1 = v.method;
   if (x1 === undefined) return false;
   if (!(x1 === "frontend.v2.approval_resolved")) return false;
   const x2 = v.params;
   if (x2 === undefined) return false;
   if (!($isObject(x2))) return false;
-  if (!fFrontendApprovalResolvedParams(x2, lenient)) return false;
+  if (!fFrontendApprovalResolvedParams(x2, lenient, d + 1)) return false;
   return true;
 }
 
-function cFrontendApprovalResolved(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cFrontendApprovalResolved(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cFrontendApprovalResolved($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.jsonrpc;
   if (x0 === undefined) {
     $report(out, p, "required", "missing required property `jsonrpc`");
   } else {
-    cJsonRpcVersion(x0, p + "/jsonrpc", out, lenient);
+    cJsonRpcVersion(x0, p + "/jsonrpc", out, lenient, d + 1);
   }
   const x1 = v.method;
   if (x1 === undefined) {
@@ -1438,23 +1638,25 @@ function cFrontendApprovalResolved(v: unknown, p: string, out: Violation[], leni
         $typeViolation(out, p + "/params", "object", x3);
         break n4;
       }
-      cFrontendApprovalResolvedParams(x3, p + "/params", out, lenient);
+      cFrontendApprovalResolvedParams(x3, p + "/params", out, lenient, d + 1);
     }
   }
 }
 
 /** Whether `value` is a valid `FrontendApprovalResolvedParams` (see the module comment for `lenient`). */
 export function isFrontendApprovalResolvedParams(value: unknown, lenient = false): value is T.FrontendApprovalResolvedParams {
-  return fFrontendApprovalResolvedParams(value, lenient);
+  return fFrontendApprovalResolvedParams(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `FrontendApprovalResolvedParams`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateFrontendApprovalResolvedParams(value: unknown, lenient = false): Violation[] {
-  return fFrontendApprovalResolvedParams(value, lenient) ? [] : explained(cFrontendApprovalResolvedParams, value, lenient);
+  return fFrontendApprovalResolvedParams(value, lenient, 0) ? [] : explained(cFrontendApprovalResolvedParams, value, lenient, 0);
 }
 
-function fFrontendApprovalResolvedParams(v: unknown, lenient: boolean): boolean {
+function fFrontendApprovalResolvedParams(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fFrontendApprovalResolvedParams($members(v), lenient, d);
   const x0 = v.request_id;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -1468,9 +1670,17 @@ function fFrontendApprovalResolvedParams(v: unknown, lenient: boolean): boolean 
   return true;
 }
 
-function cFrontendApprovalResolvedParams(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cFrontendApprovalResolvedParams(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cFrontendApprovalResolvedParams($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.request_id;
@@ -1508,38 +1718,48 @@ function cFrontendApprovalResolvedParams(v: unknown, p: string, out: Violation[]
 
 /** Whether `value` is a valid `FrontendEventNotification` (see the module comment for `lenient`). */
 export function isFrontendEventNotification(value: unknown, lenient = false): value is T.FrontendEventNotification {
-  return fFrontendEventNotification(value, lenient);
+  return fFrontendEventNotification(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `FrontendEventNotification`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateFrontendEventNotification(value: unknown, lenient = false): Violation[] {
-  return fFrontendEventNotification(value, lenient) ? [] : explained(cFrontendEventNotification, value, lenient);
+  return fFrontendEventNotification(value, lenient, 0) ? [] : explained(cFrontendEventNotification, value, lenient, 0);
 }
 
-function fFrontendEventNotification(v: unknown, lenient: boolean): boolean {
+function fFrontendEventNotification(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fFrontendEventNotification($members(v), lenient, d);
   const x0 = v.jsonrpc;
   if (x0 === undefined) return false;
-  if (!fJsonRpcVersion(x0, lenient)) return false;
+  if (!fJsonRpcVersion(x0, lenient, d + 1)) return false;
   const x1 = v.method;
   if (x1 === undefined) return false;
   if (!(x1 === "frontend.v2.event")) return false;
   const x2 = v.params;
   if (x2 === undefined) return false;
-  if (!fServerEvent(x2, lenient)) return false;
+  if (!fServerEvent(x2, lenient, d + 1)) return false;
   return true;
 }
 
-function cFrontendEventNotification(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cFrontendEventNotification(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cFrontendEventNotification($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.jsonrpc;
   if (x0 === undefined) {
     $report(out, p, "required", "missing required property `jsonrpc`");
   } else {
-    cJsonRpcVersion(x0, p + "/jsonrpc", out, lenient);
+    cJsonRpcVersion(x0, p + "/jsonrpc", out, lenient, d + 1);
   }
   const x1 = v.method;
   if (x1 === undefined) {
@@ -1556,28 +1776,28 @@ function cFrontendEventNotification(v: unknown, p: string, out: Violation[], len
   if (x3 === undefined) {
     $report(out, p, "required", "missing required property `params`");
   } else {
-    cServerEvent(x3, p + "/params", out, lenient);
+    cServerEvent(x3, p + "/params", out, lenient, d + 1);
   }
 }
 
 /** Whether `value` is a valid `HistoryCursor` (see the module comment for `lenient`). */
 export function isHistoryCursor(value: unknown, lenient = false): value is T.HistoryCursor {
-  return fHistoryCursor(value, lenient);
+  return fHistoryCursor(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `HistoryCursor`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateHistoryCursor(value: unknown, lenient = false): Violation[] {
-  return fHistoryCursor(value, lenient) ? [] : explained(cHistoryCursor, value, lenient);
+  return fHistoryCursor(value, lenient, 0) ? [] : explained(cHistoryCursor, value, lenient, 0);
 }
 
-function fHistoryCursor(v: unknown, lenient: boolean): boolean {
+function fHistoryCursor(v: unknown, lenient: boolean, d: number): boolean {
   if (!(typeof v === "string")) return false;
   if (!$minLength(v, 1)) return false;
   if (!$maxLength(v, 512)) return false;
   return true;
 }
 
-function cHistoryCursor(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cHistoryCursor(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   n0: {
     if (!(typeof v === "string")) {
       $typeViolation(out, p, "string", v);
@@ -1590,22 +1810,22 @@ function cHistoryCursor(v: unknown, p: string, out: Violation[], lenient: boolea
 
 /** Whether `value` is a valid `HistoryLimit` (see the module comment for `lenient`). */
 export function isHistoryLimit(value: unknown, lenient = false): value is T.HistoryLimit {
-  return fHistoryLimit(value, lenient);
+  return fHistoryLimit(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `HistoryLimit`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateHistoryLimit(value: unknown, lenient = false): Violation[] {
-  return fHistoryLimit(value, lenient) ? [] : explained(cHistoryLimit, value, lenient);
+  return fHistoryLimit(value, lenient, 0) ? [] : explained(cHistoryLimit, value, lenient, 0);
 }
 
-function fHistoryLimit(v: unknown, lenient: boolean): boolean {
+function fHistoryLimit(v: unknown, lenient: boolean, d: number): boolean {
   if (!($isInteger(v))) return false;
   if (v < 1) return false;
   if (v > 100) return false;
   return true;
 }
 
-function cHistoryLimit(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cHistoryLimit(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   n0: {
     if (!($isInteger(v))) {
       $typeViolation(out, p, "integer", v);
@@ -1618,15 +1838,15 @@ function cHistoryLimit(v: unknown, p: string, out: Violation[], lenient: boolean
 
 /** Whether `value` is a valid `Id` (see the module comment for `lenient`). */
 export function isId(value: unknown, lenient = false): value is T.Id {
-  return fId(value, lenient);
+  return fId(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `Id`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateId(value: unknown, lenient = false): Violation[] {
-  return fId(value, lenient) ? [] : explained(cId, value, lenient);
+  return fId(value, lenient, 0) ? [] : explained(cId, value, lenient, 0);
 }
 
-function fId(v: unknown, lenient: boolean): boolean {
+function fId(v: unknown, lenient: boolean, d: number): boolean {
   if (!(typeof v === "string")) return false;
   if (!$minLength(v, 1)) return false;
   if (!$maxLength(v, 128)) return false;
@@ -1634,7 +1854,7 @@ function fId(v: unknown, lenient: boolean): boolean {
   return true;
 }
 
-function cId(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cId(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   n0: {
     if (!(typeof v === "string")) {
       $typeViolation(out, p, "string", v);
@@ -1648,22 +1868,25 @@ function cId(v: unknown, p: string, out: Violation[], lenient: boolean): void {
 
 /** Whether `value` is a valid `InterruptParams` (see the module comment for `lenient`). */
 export function isInterruptParams(value: unknown, lenient = false): value is T.InterruptParams {
-  return fInterruptParams(value, lenient);
+  return fInterruptParams(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `InterruptParams`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateInterruptParams(value: unknown, lenient = false): Violation[] {
-  return fInterruptParams(value, lenient) ? [] : explained(cInterruptParams, value, lenient);
+  return fInterruptParams(value, lenient, 0) ? [] : explained(cInterruptParams, value, lenient, 0);
 }
 
-function fInterruptParams(v: unknown, lenient: boolean): boolean {
+function fInterruptParams(v: unknown, lenient: boolean, d: number): boolean {
   if (v === null) return true;
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fInterruptParams($members(v), lenient, d);
   const x0 = v.assignment;
   if (x0 !== undefined) {
-    if (!fId(x0, lenient)) return false;
+    if (!fId(x0, lenient, d + 1)) return false;
   }
   for (const k1 in v) {
+    if (!$has(v, k1)) continue;
     switch (k1) {
       case "assignment":
         break;
@@ -1674,15 +1897,23 @@ function fInterruptParams(v: unknown, lenient: boolean): boolean {
   return true;
 }
 
-function cInterruptParams(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cInterruptParams(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (v === null) return;
   if (!$isObject(v)) {
     $typeViolation(out, p, "object or null", v);
     return;
   }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cInterruptParams($members(v), p, out, lenient, d);
+    return;
+  }
   const x0 = v.assignment;
   if (x0 !== undefined) {
-    cId(x0, p + "/assignment", out, lenient);
+    cId(x0, p + "/assignment", out, lenient, d + 1);
   }
   for (const k1 of $keysOf(v)) {
     if (k1 === "assignment") continue;
@@ -1692,25 +1923,35 @@ function cInterruptParams(v: unknown, p: string, out: Violation[], lenient: bool
 
 /** Whether `value` is a valid `InterruptResult` (see the module comment for `lenient`). */
 export function isInterruptResult(value: unknown, lenient = false): value is T.InterruptResult {
-  return fInterruptResult(value, lenient);
+  return fInterruptResult(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `InterruptResult`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateInterruptResult(value: unknown, lenient = false): Violation[] {
-  return fInterruptResult(value, lenient) ? [] : explained(cInterruptResult, value, lenient);
+  return fInterruptResult(value, lenient, 0) ? [] : explained(cInterruptResult, value, lenient, 0);
 }
 
-function fInterruptResult(v: unknown, lenient: boolean): boolean {
+function fInterruptResult(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fInterruptResult($members(v), lenient, d);
   const x0 = v.interrupted;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "boolean")) return false;
   return true;
 }
 
-function cInterruptResult(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cInterruptResult(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cInterruptResult($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.interrupted;
@@ -1728,20 +1969,20 @@ function cInterruptResult(v: unknown, p: string, out: Violation[], lenient: bool
 
 /** Whether `value` is a valid `JsonRpcVersion` (see the module comment for `lenient`). */
 export function isJsonRpcVersion(value: unknown, lenient = false): value is T.JsonRpcVersion {
-  return fJsonRpcVersion(value, lenient);
+  return fJsonRpcVersion(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `JsonRpcVersion`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateJsonRpcVersion(value: unknown, lenient = false): Violation[] {
-  return fJsonRpcVersion(value, lenient) ? [] : explained(cJsonRpcVersion, value, lenient);
+  return fJsonRpcVersion(value, lenient, 0) ? [] : explained(cJsonRpcVersion, value, lenient, 0);
 }
 
-function fJsonRpcVersion(v: unknown, lenient: boolean): boolean {
+function fJsonRpcVersion(v: unknown, lenient: boolean, d: number): boolean {
   if (!(v === "2.0")) return false;
   return true;
 }
 
-function cJsonRpcVersion(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cJsonRpcVersion(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   n0: {
     if (!(v === "2.0")) {
       $constViolation(out, p, v, "2.0");
@@ -1752,16 +1993,18 @@ function cJsonRpcVersion(v: unknown, p: string, out: Violation[], lenient: boole
 
 /** Whether `value` is a valid `Lease` (see the module comment for `lenient`). */
 export function isLease(value: unknown, lenient = false): value is T.Lease {
-  return fLease(value, lenient);
+  return fLease(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `Lease`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateLease(value: unknown, lenient = false): Violation[] {
-  return fLease(value, lenient) ? [] : explained(cLease, value, lenient);
+  return fLease(value, lenient, 0) ? [] : explained(cLease, value, lenient, 0);
 }
 
-function fLease(v: unknown, lenient: boolean): boolean {
+function fLease(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fLease($members(v), lenient, d);
   const x0 = v.holder;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -1772,9 +2015,17 @@ function fLease(v: unknown, lenient: boolean): boolean {
   return true;
 }
 
-function cLease(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cLease(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cLease($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.holder;
@@ -1804,16 +2055,18 @@ function cLease(v: unknown, p: string, out: Violation[], lenient: boolean): void
 
 /** Whether `value` is a valid `Limits` (see the module comment for `lenient`). */
 export function isLimits(value: unknown, lenient = false): value is T.Limits {
-  return fLimits(value, lenient);
+  return fLimits(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `Limits`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateLimits(value: unknown, lenient = false): Violation[] {
-  return fLimits(value, lenient) ? [] : explained(cLimits, value, lenient);
+  return fLimits(value, lenient, 0) ? [] : explained(cLimits, value, lenient, 0);
 }
 
-function fLimits(v: unknown, lenient: boolean): boolean {
+function fLimits(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fLimits($members(v), lenient, d);
   const x0 = v.max_frame;
   if (x0 === undefined) return false;
   if (!($isInteger(x0))) return false;
@@ -1833,9 +2086,17 @@ function fLimits(v: unknown, lenient: boolean): boolean {
   return true;
 }
 
-function cLimits(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cLimits(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cLimits($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.max_frame;
@@ -1890,25 +2151,30 @@ function cLimits(v: unknown, p: string, out: Violation[], lenient: boolean): voi
 
 /** Whether `value` is a valid `NoParams` (see the module comment for `lenient`). */
 export function isNoParams(value: unknown, lenient = false): value is T.NoParams {
-  return fNoParams(value, lenient);
+  return fNoParams(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `NoParams`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateNoParams(value: unknown, lenient = false): Violation[] {
-  return fNoParams(value, lenient) ? [] : explained(cNoParams, value, lenient);
+  return fNoParams(value, lenient, 0) ? [] : explained(cNoParams, value, lenient, 0);
 }
 
-function fNoParams(v: unknown, lenient: boolean): boolean {
+function fNoParams(v: unknown, lenient: boolean, d: number): boolean {
   if (v === null) return true;
   if (!$isObject(v)) return false;
-  for (const k0 in v) return false;
+  if (d >= $MAX_DEPTH) return false;
+  for (const k0 in v) if ($has(v, k0)) return false;
   return true;
 }
 
-function cNoParams(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cNoParams(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (v === null) return;
   if (!$isObject(v)) {
     $typeViolation(out, p, "object or null", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
     return;
   }
   for (const k0 of $keysOf(v)) {
@@ -1918,25 +2184,35 @@ function cNoParams(v: unknown, p: string, out: Violation[], lenient: boolean): v
 
 /** Whether `value` is a valid `ReleaseResult` (see the module comment for `lenient`). */
 export function isReleaseResult(value: unknown, lenient = false): value is T.ReleaseResult {
-  return fReleaseResult(value, lenient);
+  return fReleaseResult(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `ReleaseResult`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateReleaseResult(value: unknown, lenient = false): Violation[] {
-  return fReleaseResult(value, lenient) ? [] : explained(cReleaseResult, value, lenient);
+  return fReleaseResult(value, lenient, 0) ? [] : explained(cReleaseResult, value, lenient, 0);
 }
 
-function fReleaseResult(v: unknown, lenient: boolean): boolean {
+function fReleaseResult(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fReleaseResult($members(v), lenient, d);
   const x0 = v.released;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "boolean")) return false;
   return true;
 }
 
-function cReleaseResult(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cReleaseResult(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cReleaseResult($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.released;
@@ -1954,25 +2230,25 @@ function cReleaseResult(v: unknown, p: string, out: Violation[], lenient: boolea
 
 /** Whether `value` is a valid `RequestId` (see the module comment for `lenient`). */
 export function isRequestId(value: unknown, lenient = false): value is T.RequestId {
-  return fRequestId(value, lenient);
+  return fRequestId(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `RequestId`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateRequestId(value: unknown, lenient = false): Violation[] {
-  return fRequestId(value, lenient) ? [] : explained(cRequestId, value, lenient);
+  return fRequestId(value, lenient, 0) ? [] : explained(cRequestId, value, lenient, 0);
 }
 
-function fRequestId(v: unknown, lenient: boolean): boolean {
-  if (!(v === null || typeof v === "number" || typeof v === "string")) return false;
+function fRequestId(v: unknown, lenient: boolean, d: number): boolean {
+  if (!(v === null || $isNumber(v) || typeof v === "string")) return false;
   if (typeof v === "string") {
     if (!$maxLength(v, 256)) return false;
   }
   return true;
 }
 
-function cRequestId(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cRequestId(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   n0: {
-    if (!(v === null || typeof v === "number" || typeof v === "string")) {
+    if (!(v === null || $isNumber(v) || typeof v === "string")) {
       $typeViolation(out, p, "null or number or string", v);
       break n0;
     }
@@ -1984,16 +2260,18 @@ function cRequestId(v: unknown, p: string, out: Violation[], lenient: boolean): 
 
 /** Whether `value` is a valid `RpcError` (see the module comment for `lenient`). */
 export function isRpcError(value: unknown, lenient = false): value is T.RpcError {
-  return fRpcError(value, lenient);
+  return fRpcError(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `RpcError`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateRpcError(value: unknown, lenient = false): Violation[] {
-  return fRpcError(value, lenient) ? [] : explained(cRpcError, value, lenient);
+  return fRpcError(value, lenient, 0) ? [] : explained(cRpcError, value, lenient, 0);
 }
 
-function fRpcError(v: unknown, lenient: boolean): boolean {
+function fRpcError(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fRpcError($members(v), lenient, d);
   const x0 = v.code;
   if (x0 === undefined) return false;
   if (!($isInteger(x0))) return false;
@@ -2002,13 +2280,21 @@ function fRpcError(v: unknown, lenient: boolean): boolean {
   if (!(typeof x1 === "string")) return false;
   const x2 = v.data;
   if (x2 === undefined) return false;
-  if (!fRuntimeSubmitError(x2, lenient)) return false;
+  if (!fRuntimeSubmitError(x2, lenient, d + 1)) return false;
   return true;
 }
 
-function cRpcError(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cRpcError(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cRpcError($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.code;
@@ -2037,68 +2323,81 @@ function cRpcError(v: unknown, p: string, out: Violation[], lenient: boolean): v
   if (x4 === undefined) {
     $report(out, p, "required", "missing required property `data`");
   } else {
-    cRuntimeSubmitError(x4, p + "/data", out, lenient);
+    cRuntimeSubmitError(x4, p + "/data", out, lenient, d + 1);
   }
 }
 
 /** Whether `value` is a valid `RpcNotification` (see the module comment for `lenient`). */
 export function isRpcNotification(value: unknown, lenient = false): value is T.RpcNotification {
-  return fRpcNotification(value, lenient);
+  return fRpcNotification(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `RpcNotification`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateRpcNotification(value: unknown, lenient = false): Violation[] {
-  return fRpcNotification(value, lenient) ? [] : explained(cRpcNotification, value, lenient);
+  return fRpcNotification(value, lenient, 0) ? [] : explained(cRpcNotification, value, lenient, 0);
 }
 
-function fRpcNotification(v: unknown, lenient: boolean): boolean {
+function fRpcNotification(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fRpcNotification($members(v), lenient, d);
   const x0 = v.event;
   if (x0 === undefined) return false;
-  if (!fServerEvent(x0, lenient)) return false;
+  if (!fServerEvent(x0, lenient, d + 1)) return false;
   return true;
 }
 
-function cRpcNotification(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cRpcNotification(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cRpcNotification($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.event;
   if (x0 === undefined) {
     $report(out, p, "required", "missing required property `event`");
   } else {
-    cServerEvent(x0, p + "/event", out, lenient);
+    cServerEvent(x0, p + "/event", out, lenient, d + 1);
   }
 }
 
 /** Whether `value` is a valid `RpcRequest` (see the module comment for `lenient`). */
 export function isRpcRequest(value: unknown, lenient = false): value is T.RpcRequest {
-  return fRpcRequest(value, lenient);
+  return fRpcRequest(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `RpcRequest`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateRpcRequest(value: unknown, lenient = false): Violation[] {
-  return fRpcRequest(value, lenient) ? [] : explained(cRpcRequest, value, lenient);
+  return fRpcRequest(value, lenient, 0) ? [] : explained(cRpcRequest, value, lenient, 0);
 }
 
-function fRpcRequest(v: unknown, lenient: boolean): boolean {
+function fRpcRequest(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fRpcRequest($members(v), lenient, d);
   const tag = v.method;
   switch (tag) {
     case "submit": {
       const x0 = v.jsonrpc;
       if (x0 !== undefined) {
-        if (!fJsonRpcVersion(x0, lenient)) return false;
+        if (!fJsonRpcVersion(x0, lenient, d + 1)) return false;
       }
       const x1 = v.id;
       if (x1 !== undefined) {
-        if (x1 !== null && !fRequestId(x1, lenient)) return false;
+        if (x1 !== null && !fRequestId(x1, lenient, d + 1)) return false;
       }
       const x2 = v.params;
       if (x2 === undefined) return false;
-      if (!fSubmitParams(x2, lenient)) return false;
+      if (!fSubmitParams(x2, lenient, d + 1)) return false;
       for (const k3 in v) {
+        if (!$has(v, k3)) continue;
         switch (k3) {
           case "jsonrpc":
           case "id":
@@ -2114,17 +2413,18 @@ function fRpcRequest(v: unknown, lenient: boolean): boolean {
     case "interrupt": {
       const x4 = v.jsonrpc;
       if (x4 !== undefined) {
-        if (!fJsonRpcVersion(x4, lenient)) return false;
+        if (!fJsonRpcVersion(x4, lenient, d + 1)) return false;
       }
       const x5 = v.id;
       if (x5 !== undefined) {
-        if (x5 !== null && !fRequestId(x5, lenient)) return false;
+        if (x5 !== null && !fRequestId(x5, lenient, d + 1)) return false;
       }
       const x6 = v.params;
       if (x6 !== undefined) {
-        if (x6 !== null && !fInterruptParams(x6, lenient)) return false;
+        if (x6 !== null && !fInterruptParams(x6, lenient, d + 1)) return false;
       }
       for (const k7 in v) {
+        if (!$has(v, k7)) continue;
         switch (k7) {
           case "jsonrpc":
           case "id":
@@ -2140,17 +2440,18 @@ function fRpcRequest(v: unknown, lenient: boolean): boolean {
     case "status": {
       const x8 = v.jsonrpc;
       if (x8 !== undefined) {
-        if (!fJsonRpcVersion(x8, lenient)) return false;
+        if (!fJsonRpcVersion(x8, lenient, d + 1)) return false;
       }
       const x9 = v.id;
       if (x9 !== undefined) {
-        if (x9 !== null && !fRequestId(x9, lenient)) return false;
+        if (x9 !== null && !fRequestId(x9, lenient, d + 1)) return false;
       }
       const x10 = v.params;
       if (x10 !== undefined) {
-        if (x10 !== null && !fNoParams(x10, lenient)) return false;
+        if (x10 !== null && !fNoParams(x10, lenient, d + 1)) return false;
       }
       for (const k11 in v) {
+        if (!$has(v, k11)) continue;
         switch (k11) {
           case "jsonrpc":
           case "id":
@@ -2166,17 +2467,18 @@ function fRpcRequest(v: unknown, lenient: boolean): boolean {
     case "shutdown": {
       const x12 = v.jsonrpc;
       if (x12 !== undefined) {
-        if (!fJsonRpcVersion(x12, lenient)) return false;
+        if (!fJsonRpcVersion(x12, lenient, d + 1)) return false;
       }
       const x13 = v.id;
       if (x13 !== undefined) {
-        if (x13 !== null && !fRequestId(x13, lenient)) return false;
+        if (x13 !== null && !fRequestId(x13, lenient, d + 1)) return false;
       }
       const x14 = v.params;
       if (x14 !== undefined) {
-        if (x14 !== null && !fNoParams(x14, lenient)) return false;
+        if (x14 !== null && !fNoParams(x14, lenient, d + 1)) return false;
       }
       for (const k15 in v) {
+        if (!$has(v, k15)) continue;
         switch (k15) {
           case "jsonrpc":
           case "id":
@@ -2192,17 +2494,18 @@ function fRpcRequest(v: unknown, lenient: boolean): boolean {
     case "release": {
       const x16 = v.jsonrpc;
       if (x16 !== undefined) {
-        if (!fJsonRpcVersion(x16, lenient)) return false;
+        if (!fJsonRpcVersion(x16, lenient, d + 1)) return false;
       }
       const x17 = v.id;
       if (x17 !== undefined) {
-        if (x17 !== null && !fRequestId(x17, lenient)) return false;
+        if (x17 !== null && !fRequestId(x17, lenient, d + 1)) return false;
       }
       const x18 = v.params;
       if (x18 !== undefined) {
-        if (x18 !== null && !fNoParams(x18, lenient)) return false;
+        if (x18 !== null && !fNoParams(x18, lenient, d + 1)) return false;
       }
       for (const k19 in v) {
+        if (!$has(v, k19)) continue;
         switch (k19) {
           case "jsonrpc":
           case "id":
@@ -2218,17 +2521,18 @@ function fRpcRequest(v: unknown, lenient: boolean): boolean {
     case "subscribe": {
       const x20 = v.jsonrpc;
       if (x20 !== undefined) {
-        if (!fJsonRpcVersion(x20, lenient)) return false;
+        if (!fJsonRpcVersion(x20, lenient, d + 1)) return false;
       }
       const x21 = v.id;
       if (x21 !== undefined) {
-        if (x21 !== null && !fRequestId(x21, lenient)) return false;
+        if (x21 !== null && !fRequestId(x21, lenient, d + 1)) return false;
       }
       const x22 = v.params;
       if (x22 !== undefined) {
-        if (x22 !== null && !fSubscribeParams(x22, lenient)) return false;
+        if (x22 !== null && !fSubscribeParams(x22, lenient, d + 1)) return false;
       }
       for (const k23 in v) {
+        if (!$has(v, k23)) continue;
         switch (k23) {
           case "jsonrpc":
           case "id":
@@ -2244,17 +2548,18 @@ function fRpcRequest(v: unknown, lenient: boolean): boolean {
     case "rpc.discover": {
       const x24 = v.jsonrpc;
       if (x24 !== undefined) {
-        if (!fJsonRpcVersion(x24, lenient)) return false;
+        if (!fJsonRpcVersion(x24, lenient, d + 1)) return false;
       }
       const x25 = v.id;
       if (x25 !== undefined) {
-        if (x25 !== null && !fRequestId(x25, lenient)) return false;
+        if (x25 !== null && !fRequestId(x25, lenient, d + 1)) return false;
       }
       const x26 = v.params;
       if (x26 !== undefined) {
-        if (x26 !== null && !fNoParams(x26, lenient)) return false;
+        if (x26 !== null && !fNoParams(x26, lenient, d + 1)) return false;
       }
       for (const k27 in v) {
+        if (!$has(v, k27)) continue;
         switch (k27) {
           case "jsonrpc":
           case "id":
@@ -2270,17 +2575,18 @@ function fRpcRequest(v: unknown, lenient: boolean): boolean {
     case "conversations": {
       const x28 = v.jsonrpc;
       if (x28 !== undefined) {
-        if (!fJsonRpcVersion(x28, lenient)) return false;
+        if (!fJsonRpcVersion(x28, lenient, d + 1)) return false;
       }
       const x29 = v.id;
       if (x29 !== undefined) {
-        if (x29 !== null && !fRequestId(x29, lenient)) return false;
+        if (x29 !== null && !fRequestId(x29, lenient, d + 1)) return false;
       }
       const x30 = v.params;
       if (x30 !== undefined) {
-        if (x30 !== null && !fConversationsParams(x30, lenient)) return false;
+        if (x30 !== null && !fConversationsParams(x30, lenient, d + 1)) return false;
       }
       for (const k31 in v) {
+        if (!$has(v, k31)) continue;
         switch (k31) {
           case "jsonrpc":
           case "id":
@@ -2296,16 +2602,17 @@ function fRpcRequest(v: unknown, lenient: boolean): boolean {
     case "conversation": {
       const x32 = v.jsonrpc;
       if (x32 !== undefined) {
-        if (!fJsonRpcVersion(x32, lenient)) return false;
+        if (!fJsonRpcVersion(x32, lenient, d + 1)) return false;
       }
       const x33 = v.id;
       if (x33 !== undefined) {
-        if (x33 !== null && !fRequestId(x33, lenient)) return false;
+        if (x33 !== null && !fRequestId(x33, lenient, d + 1)) return false;
       }
       const x34 = v.params;
       if (x34 === undefined) return false;
-      if (!fConversationParams(x34, lenient)) return false;
+      if (!fConversationParams(x34, lenient, d + 1)) return false;
       for (const k35 in v) {
+        if (!$has(v, k35)) continue;
         switch (k35) {
           case "jsonrpc":
           case "id":
@@ -2323,9 +2630,17 @@ function fRpcRequest(v: unknown, lenient: boolean): boolean {
   }
 }
 
-function cRpcRequest(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cRpcRequest(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cRpcRequest($members(v), p, out, lenient, d);
     return;
   }
   const tag = v.method;
@@ -2335,17 +2650,17 @@ function cRpcRequest(v: unknown, p: string, out: Violation[], lenient: boolean):
       case "submit": {
         const x0 = v.jsonrpc;
         if (x0 !== undefined) {
-          cJsonRpcVersion(x0, p + "/jsonrpc", out, lenient);
+          cJsonRpcVersion(x0, p + "/jsonrpc", out, lenient, d + 1);
         }
         const x1 = v.id;
         if (x1 !== undefined) {
-          if (x1 !== null) cRequestId(x1, p + "/id", out, lenient);
+          if (x1 !== null) cRequestId(x1, p + "/id", out, lenient, d + 1);
         }
         const x2 = v.params;
         if (x2 === undefined) {
           $report(out, p, "required", "missing required property `params`");
         } else {
-          cSubmitParams(x2, p + "/params", out, lenient);
+          cSubmitParams(x2, p + "/params", out, lenient, d + 1);
         }
         for (const k3 of $keysOf(v)) {
           if (k3 === "jsonrpc" || k3 === "id" || k3 === "params" || k3 === "method") continue;
@@ -2356,15 +2671,15 @@ function cRpcRequest(v: unknown, p: string, out: Violation[], lenient: boolean):
       case "interrupt": {
         const x4 = v.jsonrpc;
         if (x4 !== undefined) {
-          cJsonRpcVersion(x4, p + "/jsonrpc", out, lenient);
+          cJsonRpcVersion(x4, p + "/jsonrpc", out, lenient, d + 1);
         }
         const x5 = v.id;
         if (x5 !== undefined) {
-          if (x5 !== null) cRequestId(x5, p + "/id", out, lenient);
+          if (x5 !== null) cRequestId(x5, p + "/id", out, lenient, d + 1);
         }
         const x6 = v.params;
         if (x6 !== undefined) {
-          if (x6 !== null) cInterruptParams(x6, p + "/params", out, lenient);
+          if (x6 !== null) cInterruptParams(x6, p + "/params", out, lenient, d + 1);
         }
         for (const k7 of $keysOf(v)) {
           if (k7 === "jsonrpc" || k7 === "id" || k7 === "params" || k7 === "method") continue;
@@ -2375,15 +2690,15 @@ function cRpcRequest(v: unknown, p: string, out: Violation[], lenient: boolean):
       case "status": {
         const x8 = v.jsonrpc;
         if (x8 !== undefined) {
-          cJsonRpcVersion(x8, p + "/jsonrpc", out, lenient);
+          cJsonRpcVersion(x8, p + "/jsonrpc", out, lenient, d + 1);
         }
         const x9 = v.id;
         if (x9 !== undefined) {
-          if (x9 !== null) cRequestId(x9, p + "/id", out, lenient);
+          if (x9 !== null) cRequestId(x9, p + "/id", out, lenient, d + 1);
         }
         const x10 = v.params;
         if (x10 !== undefined) {
-          if (x10 !== null) cNoParams(x10, p + "/params", out, lenient);
+          if (x10 !== null) cNoParams(x10, p + "/params", out, lenient, d + 1);
         }
         for (const k11 of $keysOf(v)) {
           if (k11 === "jsonrpc" || k11 === "id" || k11 === "params" || k11 === "method") continue;
@@ -2394,15 +2709,15 @@ function cRpcRequest(v: unknown, p: string, out: Violation[], lenient: boolean):
       case "shutdown": {
         const x12 = v.jsonrpc;
         if (x12 !== undefined) {
-          cJsonRpcVersion(x12, p + "/jsonrpc", out, lenient);
+          cJsonRpcVersion(x12, p + "/jsonrpc", out, lenient, d + 1);
         }
         const x13 = v.id;
         if (x13 !== undefined) {
-          if (x13 !== null) cRequestId(x13, p + "/id", out, lenient);
+          if (x13 !== null) cRequestId(x13, p + "/id", out, lenient, d + 1);
         }
         const x14 = v.params;
         if (x14 !== undefined) {
-          if (x14 !== null) cNoParams(x14, p + "/params", out, lenient);
+          if (x14 !== null) cNoParams(x14, p + "/params", out, lenient, d + 1);
         }
         for (const k15 of $keysOf(v)) {
           if (k15 === "jsonrpc" || k15 === "id" || k15 === "params" || k15 === "method") continue;
@@ -2413,15 +2728,15 @@ function cRpcRequest(v: unknown, p: string, out: Violation[], lenient: boolean):
       case "release": {
         const x16 = v.jsonrpc;
         if (x16 !== undefined) {
-          cJsonRpcVersion(x16, p + "/jsonrpc", out, lenient);
+          cJsonRpcVersion(x16, p + "/jsonrpc", out, lenient, d + 1);
         }
         const x17 = v.id;
         if (x17 !== undefined) {
-          if (x17 !== null) cRequestId(x17, p + "/id", out, lenient);
+          if (x17 !== null) cRequestId(x17, p + "/id", out, lenient, d + 1);
         }
         const x18 = v.params;
         if (x18 !== undefined) {
-          if (x18 !== null) cNoParams(x18, p + "/params", out, lenient);
+          if (x18 !== null) cNoParams(x18, p + "/params", out, lenient, d + 1);
         }
         for (const k19 of $keysOf(v)) {
           if (k19 === "jsonrpc" || k19 === "id" || k19 === "params" || k19 === "method") continue;
@@ -2432,15 +2747,15 @@ function cRpcRequest(v: unknown, p: string, out: Violation[], lenient: boolean):
       case "subscribe": {
         const x20 = v.jsonrpc;
         if (x20 !== undefined) {
-          cJsonRpcVersion(x20, p + "/jsonrpc", out, lenient);
+          cJsonRpcVersion(x20, p + "/jsonrpc", out, lenient, d + 1);
         }
         const x21 = v.id;
         if (x21 !== undefined) {
-          if (x21 !== null) cRequestId(x21, p + "/id", out, lenient);
+          if (x21 !== null) cRequestId(x21, p + "/id", out, lenient, d + 1);
         }
         const x22 = v.params;
         if (x22 !== undefined) {
-          if (x22 !== null) cSubscribeParams(x22, p + "/params", out, lenient);
+          if (x22 !== null) cSubscribeParams(x22, p + "/params", out, lenient, d + 1);
         }
         for (const k23 of $keysOf(v)) {
           if (k23 === "jsonrpc" || k23 === "id" || k23 === "params" || k23 === "method") continue;
@@ -2451,15 +2766,15 @@ function cRpcRequest(v: unknown, p: string, out: Violation[], lenient: boolean):
       case "rpc.discover": {
         const x24 = v.jsonrpc;
         if (x24 !== undefined) {
-          cJsonRpcVersion(x24, p + "/jsonrpc", out, lenient);
+          cJsonRpcVersion(x24, p + "/jsonrpc", out, lenient, d + 1);
         }
         const x25 = v.id;
         if (x25 !== undefined) {
-          if (x25 !== null) cRequestId(x25, p + "/id", out, lenient);
+          if (x25 !== null) cRequestId(x25, p + "/id", out, lenient, d + 1);
         }
         const x26 = v.params;
         if (x26 !== undefined) {
-          if (x26 !== null) cNoParams(x26, p + "/params", out, lenient);
+          if (x26 !== null) cNoParams(x26, p + "/params", out, lenient, d + 1);
         }
         for (const k27 of $keysOf(v)) {
           if (k27 === "jsonrpc" || k27 === "id" || k27 === "params" || k27 === "method") continue;
@@ -2470,15 +2785,15 @@ function cRpcRequest(v: unknown, p: string, out: Violation[], lenient: boolean):
       case "conversations": {
         const x28 = v.jsonrpc;
         if (x28 !== undefined) {
-          cJsonRpcVersion(x28, p + "/jsonrpc", out, lenient);
+          cJsonRpcVersion(x28, p + "/jsonrpc", out, lenient, d + 1);
         }
         const x29 = v.id;
         if (x29 !== undefined) {
-          if (x29 !== null) cRequestId(x29, p + "/id", out, lenient);
+          if (x29 !== null) cRequestId(x29, p + "/id", out, lenient, d + 1);
         }
         const x30 = v.params;
         if (x30 !== undefined) {
-          if (x30 !== null) cConversationsParams(x30, p + "/params", out, lenient);
+          if (x30 !== null) cConversationsParams(x30, p + "/params", out, lenient, d + 1);
         }
         for (const k31 of $keysOf(v)) {
           if (k31 === "jsonrpc" || k31 === "id" || k31 === "params" || k31 === "method") continue;
@@ -2489,17 +2804,17 @@ function cRpcRequest(v: unknown, p: string, out: Violation[], lenient: boolean):
       case "conversation": {
         const x32 = v.jsonrpc;
         if (x32 !== undefined) {
-          cJsonRpcVersion(x32, p + "/jsonrpc", out, lenient);
+          cJsonRpcVersion(x32, p + "/jsonrpc", out, lenient, d + 1);
         }
         const x33 = v.id;
         if (x33 !== undefined) {
-          if (x33 !== null) cRequestId(x33, p + "/id", out, lenient);
+          if (x33 !== null) cRequestId(x33, p + "/id", out, lenient, d + 1);
         }
         const x34 = v.params;
         if (x34 === undefined) {
           $report(out, p, "required", "missing required property `params`");
         } else {
-          cConversationParams(x34, p + "/params", out, lenient);
+          cConversationParams(x34, p + "/params", out, lenient, d + 1);
         }
         for (const k35 of $keysOf(v)) {
           if (k35 === "jsonrpc" || k35 === "id" || k35 === "params" || k35 === "method") continue;
@@ -2519,65 +2834,77 @@ function cRpcRequest(v: unknown, p: string, out: Violation[], lenient: boolean):
 
 /** Whether `value` is a valid `RpcResponse` (see the module comment for `lenient`). */
 export function isRpcResponse(value: unknown, lenient = false): value is T.RpcResponse {
-  return fRpcResponse(value, lenient);
+  return fRpcResponse(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `RpcResponse`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateRpcResponse(value: unknown, lenient = false): Violation[] {
-  return fRpcResponse(value, lenient) ? [] : explained(cRpcResponse, value, lenient);
+  return fRpcResponse(value, lenient, 0) ? [] : explained(cRpcResponse, value, lenient, 0);
 }
 
-function fRpcResponse(v: unknown, lenient: boolean): boolean {
+function fRpcResponse(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fRpcResponse($members(v), lenient, d);
   const x0 = v.jsonrpc;
   if (x0 !== undefined) {
-    if (!fJsonRpcVersion(x0, lenient)) return false;
+    if (!fJsonRpcVersion(x0, lenient, d + 1)) return false;
   }
   const x1 = v.id;
   if (x1 === undefined) return false;
-  if (x1 !== null && !fRequestId(x1, lenient)) return false;
+  if (x1 !== null && !fRequestId(x1, lenient, d + 1)) return false;
   const x2 = v.result;
   const x3 = v.error;
   if (x3 !== undefined) {
-    if (!fRpcError(x3, lenient)) return false;
+    if (!fRpcError(x3, lenient, d + 1)) return false;
   }
   return true;
 }
 
-function cRpcResponse(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cRpcResponse(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
     return;
   }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cRpcResponse($members(v), p, out, lenient, d);
+    return;
+  }
   const x0 = v.jsonrpc;
   if (x0 !== undefined) {
-    cJsonRpcVersion(x0, p + "/jsonrpc", out, lenient);
+    cJsonRpcVersion(x0, p + "/jsonrpc", out, lenient, d + 1);
   }
   const x1 = v.id;
   if (x1 === undefined) {
     $report(out, p, "required", "missing required property `id`");
   } else {
-    if (x1 !== null) cRequestId(x1, p + "/id", out, lenient);
+    if (x1 !== null) cRequestId(x1, p + "/id", out, lenient, d + 1);
   }
   const x2 = v.result;
   const x4 = v.error;
   if (x4 !== undefined) {
-    cRpcError(x4, p + "/error", out, lenient);
+    cRpcError(x4, p + "/error", out, lenient, d + 1);
   }
 }
 
 /** Whether `value` is a valid `RuntimeEvent` (see the module comment for `lenient`). */
 export function isRuntimeEvent(value: unknown, lenient = false): value is T.RuntimeEvent {
-  return fRuntimeEvent(value, lenient);
+  return fRuntimeEvent(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `RuntimeEvent`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateRuntimeEvent(value: unknown, lenient = false): Violation[] {
-  return fRuntimeEvent(value, lenient) ? [] : explained(cRuntimeEvent, value, lenient);
+  return fRuntimeEvent(value, lenient, 0) ? [] : explained(cRuntimeEvent, value, lenient, 0);
 }
 
-function fRuntimeEvent(v: unknown, lenient: boolean): boolean {
+function fRuntimeEvent(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fRuntimeEvent($members(v), lenient, d);
   const tag = v.type;
   switch (tag) {
     case "turn_started": {
@@ -2607,7 +2934,7 @@ function fRuntimeEvent(v: unknown, lenient: boolean): boolean {
     case "turn_failed": {
       const x5 = v.error;
       if (x5 === undefined) return false;
-      if (!fRuntimeSubmitError(x5, lenient)) return false;
+      if (!fRuntimeSubmitError(x5, lenient, d + 1)) return false;
       return true;
     }
     case "approval_requested": {
@@ -2670,9 +2997,17 @@ function fRuntimeEvent(v: unknown, lenient: boolean): boolean {
   }
 }
 
-function cRuntimeEvent(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cRuntimeEvent(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cRuntimeEvent($members(v), p, out, lenient, d);
     return;
   }
   const tag = v.type;
@@ -2748,7 +3083,7 @@ function cRuntimeEvent(v: unknown, p: string, out: Violation[], lenient: boolean
         if (x10 === undefined) {
           $report(out, p, "required", "missing required property `error`");
         } else {
-          cRuntimeSubmitError(x10, p + "/error", out, lenient);
+          cRuntimeSubmitError(x10, p + "/error", out, lenient, d + 1);
         }
         return;
       }
@@ -2905,15 +3240,15 @@ function cRuntimeEvent(v: unknown, p: string, out: Violation[], lenient: boolean
 
 /** Whether `value` is a valid `RuntimeState` (see the module comment for `lenient`). */
 export function isRuntimeState(value: unknown, lenient = false): value is T.RuntimeState {
-  return fRuntimeState(value, lenient);
+  return fRuntimeState(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `RuntimeState`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateRuntimeState(value: unknown, lenient = false): Violation[] {
-  return fRuntimeState(value, lenient) ? [] : explained(cRuntimeState, value, lenient);
+  return fRuntimeState(value, lenient, 0) ? [] : explained(cRuntimeState, value, lenient, 0);
 }
 
-function fRuntimeState(v: unknown, lenient: boolean): boolean {
+function fRuntimeState(v: unknown, lenient: boolean, d: number): boolean {
   if (typeof v !== "string") return false;
   switch (v) {
     case "idle":
@@ -2925,7 +3260,7 @@ function fRuntimeState(v: unknown, lenient: boolean): boolean {
   }
 }
 
-function cRuntimeState(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cRuntimeState(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (typeof v !== "string") {
     $typeViolation(out, p, "string", v);
     return;
@@ -2942,25 +3277,27 @@ function cRuntimeState(v: unknown, p: string, out: Violation[], lenient: boolean
 
 /** Whether `value` is a valid `RuntimeStatus` (see the module comment for `lenient`). */
 export function isRuntimeStatus(value: unknown, lenient = false): value is T.RuntimeStatus {
-  return fRuntimeStatus(value, lenient);
+  return fRuntimeStatus(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `RuntimeStatus`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateRuntimeStatus(value: unknown, lenient = false): Violation[] {
-  return fRuntimeStatus(value, lenient) ? [] : explained(cRuntimeStatus, value, lenient);
+  return fRuntimeStatus(value, lenient, 0) ? [] : explained(cRuntimeStatus, value, lenient, 0);
 }
 
-function fRuntimeStatus(v: unknown, lenient: boolean): boolean {
+function fRuntimeStatus(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fRuntimeStatus($members(v), lenient, d);
   const x0 = v.state;
   if (x0 === undefined) return false;
-  if (!fRuntimeState(x0, lenient)) return false;
+  if (!fRuntimeState(x0, lenient, d + 1)) return false;
   const x1 = v.active_turn;
   if (x1 === undefined) return false;
-  if (x1 !== null && !fActiveTurn(x1, lenient)) return false;
+  if (x1 !== null && !fActiveTurn(x1, lenient, d + 1)) return false;
   const x2 = v.counters;
   if (x2 === undefined) return false;
-  if (!fTurnCounters(x2, lenient)) return false;
+  if (!fTurnCounters(x2, lenient, d + 1)) return false;
   const x3 = v.last_seq;
   if (x3 === undefined) return false;
   if (!($isInteger(x3))) return false;
@@ -2971,13 +3308,13 @@ function fRuntimeStatus(v: unknown, lenient: boolean): boolean {
   if (x4 < 0) return false;
   const x5 = v.lease;
   if (x5 === undefined) return false;
-  if (x5 !== null && !fLease(x5, lenient)) return false;
+  if (x5 !== null && !fLease(x5, lenient, d + 1)) return false;
   const x6 = v.schema_version;
   if (x6 === undefined) return false;
   if (!(typeof x6 === "string")) return false;
   const x7 = v.limits;
   if (x7 === undefined) return false;
-  if (!fLimits(x7, lenient)) return false;
+  if (!fLimits(x7, lenient, d + 1)) return false;
   const x8 = v.protocol_version;
   if (x8 !== undefined) {
     if (!(typeof x8 === "string")) return false;
@@ -2989,33 +3326,41 @@ function fRuntimeStatus(v: unknown, lenient: boolean): boolean {
   }
   const x10 = v.caller;
   if (x10 !== undefined) {
-    if (!fCallerGrant(x10, lenient)) return false;
+    if (!fCallerGrant(x10, lenient, d + 1)) return false;
   }
   return true;
 }
 
-function cRuntimeStatus(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cRuntimeStatus(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cRuntimeStatus($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.state;
   if (x0 === undefined) {
     $report(out, p, "required", "missing required property `state`");
   } else {
-    cRuntimeState(x0, p + "/state", out, lenient);
+    cRuntimeState(x0, p + "/state", out, lenient, d + 1);
   }
   const x1 = v.active_turn;
   if (x1 === undefined) {
     $report(out, p, "required", "missing required property `active_turn`");
   } else {
-    if (x1 !== null) cActiveTurn(x1, p + "/active_turn", out, lenient);
+    if (x1 !== null) cActiveTurn(x1, p + "/active_turn", out, lenient, d + 1);
   }
   const x2 = v.counters;
   if (x2 === undefined) {
     $report(out, p, "required", "missing required property `counters`");
   } else {
-    cTurnCounters(x2, p + "/counters", out, lenient);
+    cTurnCounters(x2, p + "/counters", out, lenient, d + 1);
   }
   const x3 = v.last_seq;
   if (x3 === undefined) {
@@ -3045,7 +3390,7 @@ function cRuntimeStatus(v: unknown, p: string, out: Violation[], lenient: boolea
   if (x7 === undefined) {
     $report(out, p, "required", "missing required property `lease`");
   } else {
-    if (x7 !== null) cLease(x7, p + "/lease", out, lenient);
+    if (x7 !== null) cLease(x7, p + "/lease", out, lenient, d + 1);
   }
   const x8 = v.schema_version;
   if (x8 === undefined) {
@@ -3062,7 +3407,7 @@ function cRuntimeStatus(v: unknown, p: string, out: Violation[], lenient: boolea
   if (x10 === undefined) {
     $report(out, p, "required", "missing required property `limits`");
   } else {
-    cLimits(x10, p + "/limits", out, lenient);
+    cLimits(x10, p + "/limits", out, lenient, d + 1);
   }
   const x11 = v.protocol_version;
   if (x11 !== undefined) {
@@ -3085,25 +3430,27 @@ function cRuntimeStatus(v: unknown, p: string, out: Violation[], lenient: boolea
   }
   const x15 = v.caller;
   if (x15 !== undefined) {
-    cCallerGrant(x15, p + "/caller", out, lenient);
+    cCallerGrant(x15, p + "/caller", out, lenient, d + 1);
   }
 }
 
 /** Whether `value` is a valid `RuntimeSubmitError` (see the module comment for `lenient`). */
 export function isRuntimeSubmitError(value: unknown, lenient = false): value is T.RuntimeSubmitError {
-  return fRuntimeSubmitError(value, lenient);
+  return fRuntimeSubmitError(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `RuntimeSubmitError`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateRuntimeSubmitError(value: unknown, lenient = false): Violation[] {
-  return fRuntimeSubmitError(value, lenient) ? [] : explained(cRuntimeSubmitError, value, lenient);
+  return fRuntimeSubmitError(value, lenient, 0) ? [] : explained(cRuntimeSubmitError, value, lenient, 0);
 }
 
-function fRuntimeSubmitError(v: unknown, lenient: boolean): boolean {
+function fRuntimeSubmitError(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fRuntimeSubmitError($members(v), lenient, d);
   const x0 = v.code;
   if (x0 === undefined) return false;
-  if (!fErrorCode(x0, lenient)) return false;
+  if (!fErrorCode(x0, lenient, d + 1)) return false;
   const x1 = v.message;
   if (x1 === undefined) return false;
   if (!(typeof x1 === "string")) return false;
@@ -3112,21 +3459,29 @@ function fRuntimeSubmitError(v: unknown, lenient: boolean): boolean {
   if (!(typeof x2 === "boolean")) return false;
   const x3 = v.details;
   if (x3 !== undefined) {
-    if (!fErrorDetails(x3, lenient)) return false;
+    if (!fErrorDetails(x3, lenient, d + 1)) return false;
   }
   return true;
 }
 
-function cRuntimeSubmitError(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cRuntimeSubmitError(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cRuntimeSubmitError($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.code;
   if (x0 === undefined) {
     $report(out, p, "required", "missing required property `code`");
   } else {
-    cErrorCode(x0, p + "/code", out, lenient);
+    cErrorCode(x0, p + "/code", out, lenient, d + 1);
   }
   const x1 = v.message;
   if (x1 === undefined) {
@@ -3152,22 +3507,24 @@ function cRuntimeSubmitError(v: unknown, p: string, out: Violation[], lenient: b
   }
   const x5 = v.details;
   if (x5 !== undefined) {
-    cErrorDetails(x5, p + "/details", out, lenient);
+    cErrorDetails(x5, p + "/details", out, lenient, d + 1);
   }
 }
 
 /** Whether `value` is a valid `ServerEvent` (see the module comment for `lenient`). */
 export function isServerEvent(value: unknown, lenient = false): value is T.ServerEvent {
-  return fServerEvent(value, lenient);
+  return fServerEvent(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `ServerEvent`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateServerEvent(value: unknown, lenient = false): Violation[] {
-  return fServerEvent(value, lenient) ? [] : explained(cServerEvent, value, lenient);
+  return fServerEvent(value, lenient, 0) ? [] : explained(cServerEvent, value, lenient, 0);
 }
 
-function fServerEvent(v: unknown, lenient: boolean): boolean {
+function fServerEvent(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fServerEvent($members(v), lenient, d);
   const x0 = v.seq;
   if (x0 === undefined) return false;
   if (!($isInteger(x0))) return false;
@@ -3180,13 +3537,21 @@ function fServerEvent(v: unknown, lenient: boolean): boolean {
   }
   const x2 = v.event;
   if (x2 === undefined) return false;
-  if (!fRuntimeEvent(x2, lenient)) return false;
+  if (!fRuntimeEvent(x2, lenient, d + 1)) return false;
   return true;
 }
 
-function cServerEvent(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cServerEvent(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cServerEvent($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.seq;
@@ -3216,31 +3581,41 @@ function cServerEvent(v: unknown, p: string, out: Violation[], lenient: boolean)
   if (x4 === undefined) {
     $report(out, p, "required", "missing required property `event`");
   } else {
-    cRuntimeEvent(x4, p + "/event", out, lenient);
+    cRuntimeEvent(x4, p + "/event", out, lenient, d + 1);
   }
 }
 
 /** Whether `value` is a valid `ShutdownResult` (see the module comment for `lenient`). */
 export function isShutdownResult(value: unknown, lenient = false): value is T.ShutdownResult {
-  return fShutdownResult(value, lenient);
+  return fShutdownResult(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `ShutdownResult`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateShutdownResult(value: unknown, lenient = false): Violation[] {
-  return fShutdownResult(value, lenient) ? [] : explained(cShutdownResult, value, lenient);
+  return fShutdownResult(value, lenient, 0) ? [] : explained(cShutdownResult, value, lenient, 0);
 }
 
-function fShutdownResult(v: unknown, lenient: boolean): boolean {
+function fShutdownResult(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fShutdownResult($members(v), lenient, d);
   const x0 = v.shutting_down;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "boolean")) return false;
   return true;
 }
 
-function cShutdownResult(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cShutdownResult(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cShutdownResult($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.shutting_down;
@@ -3258,16 +3633,18 @@ function cShutdownResult(v: unknown, p: string, out: Violation[], lenient: boole
 
 /** Whether `value` is a valid `SubmitParams` (see the module comment for `lenient`). */
 export function isSubmitParams(value: unknown, lenient = false): value is T.SubmitParams {
-  return fSubmitParams(value, lenient);
+  return fSubmitParams(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `SubmitParams`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateSubmitParams(value: unknown, lenient = false): Violation[] {
-  return fSubmitParams(value, lenient) ? [] : explained(cSubmitParams, value, lenient);
+  return fSubmitParams(value, lenient, 0) ? [] : explained(cSubmitParams, value, lenient, 0);
 }
 
-function fSubmitParams(v: unknown, lenient: boolean): boolean {
+function fSubmitParams(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fSubmitParams($members(v), lenient, d);
   const x0 = v.task;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -3275,7 +3652,7 @@ function fSubmitParams(v: unknown, lenient: boolean): boolean {
   if (!$maxLength(x0, 98304)) return false;
   const x1 = v.runner;
   if (x1 !== undefined) {
-    if (!fId(x1, lenient)) return false;
+    if (!fId(x1, lenient, d + 1)) return false;
   }
   const x2 = v.cwd;
   if (x2 !== undefined) {
@@ -3286,13 +3663,14 @@ function fSubmitParams(v: unknown, lenient: boolean): boolean {
   }
   const x3 = v.assignment;
   if (x3 !== undefined) {
-    if (!fId(x3, lenient)) return false;
+    if (!fId(x3, lenient, d + 1)) return false;
   }
   const x4 = v.conversation;
   if (x4 !== undefined) {
-    if (!fId(x4, lenient)) return false;
+    if (!fId(x4, lenient, d + 1)) return false;
   }
   for (const k5 in v) {
+    if (!$has(v, k5)) continue;
     switch (k5) {
       case "task":
       case "runner":
@@ -3307,9 +3685,17 @@ function fSubmitParams(v: unknown, lenient: boolean): boolean {
   return true;
 }
 
-function cSubmitParams(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cSubmitParams(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cSubmitParams($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.task;
@@ -3327,7 +3713,7 @@ function cSubmitParams(v: unknown, p: string, out: Violation[], lenient: boolean
   }
   const x2 = v.runner;
   if (x2 !== undefined) {
-    cId(x2, p + "/runner", out, lenient);
+    cId(x2, p + "/runner", out, lenient, d + 1);
   }
   const x3 = v.cwd;
   if (x3 !== undefined) {
@@ -3343,11 +3729,11 @@ function cSubmitParams(v: unknown, p: string, out: Violation[], lenient: boolean
   }
   const x5 = v.assignment;
   if (x5 !== undefined) {
-    cId(x5, p + "/assignment", out, lenient);
+    cId(x5, p + "/assignment", out, lenient, d + 1);
   }
   const x6 = v.conversation;
   if (x6 !== undefined) {
-    cId(x6, p + "/conversation", out, lenient);
+    cId(x6, p + "/conversation", out, lenient, d + 1);
   }
   for (const k7 of $keysOf(v)) {
     if (k7 === "task" || k7 === "runner" || k7 === "cwd" || k7 === "assignment" || k7 === "conversation") continue;
@@ -3357,16 +3743,18 @@ function cSubmitParams(v: unknown, p: string, out: Violation[], lenient: boolean
 
 /** Whether `value` is a valid `SubmitResult` (see the module comment for `lenient`). */
 export function isSubmitResult(value: unknown, lenient = false): value is T.SubmitResult {
-  return fSubmitResult(value, lenient);
+  return fSubmitResult(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `SubmitResult`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateSubmitResult(value: unknown, lenient = false): Violation[] {
-  return fSubmitResult(value, lenient) ? [] : explained(cSubmitResult, value, lenient);
+  return fSubmitResult(value, lenient, 0) ? [] : explained(cSubmitResult, value, lenient, 0);
 }
 
-function fSubmitResult(v: unknown, lenient: boolean): boolean {
+function fSubmitResult(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fSubmitResult($members(v), lenient, d);
   const x0 = v.assignment;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -3379,9 +3767,17 @@ function fSubmitResult(v: unknown, lenient: boolean): boolean {
   return true;
 }
 
-function cSubmitResult(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cSubmitResult(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cSubmitResult($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.assignment;
@@ -3421,23 +3817,26 @@ function cSubmitResult(v: unknown, p: string, out: Violation[], lenient: boolean
 
 /** Whether `value` is a valid `SubscribeParams` (see the module comment for `lenient`). */
 export function isSubscribeParams(value: unknown, lenient = false): value is T.SubscribeParams {
-  return fSubscribeParams(value, lenient);
+  return fSubscribeParams(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `SubscribeParams`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateSubscribeParams(value: unknown, lenient = false): Violation[] {
-  return fSubscribeParams(value, lenient) ? [] : explained(cSubscribeParams, value, lenient);
+  return fSubscribeParams(value, lenient, 0) ? [] : explained(cSubscribeParams, value, lenient, 0);
 }
 
-function fSubscribeParams(v: unknown, lenient: boolean): boolean {
+function fSubscribeParams(v: unknown, lenient: boolean, d: number): boolean {
   if (v === null) return true;
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fSubscribeParams($members(v), lenient, d);
   const x0 = v.since;
   if (x0 !== undefined) {
     if (!($isInteger(x0))) return false;
     if (x0 < 0) return false;
   }
   for (const k1 in v) {
+    if (!$has(v, k1)) continue;
     switch (k1) {
       case "since":
         break;
@@ -3448,10 +3847,18 @@ function fSubscribeParams(v: unknown, lenient: boolean): boolean {
   return true;
 }
 
-function cSubscribeParams(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cSubscribeParams(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (v === null) return;
   if (!$isObject(v)) {
     $typeViolation(out, p, "object or null", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cSubscribeParams($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.since;
@@ -3472,16 +3879,18 @@ function cSubscribeParams(v: unknown, p: string, out: Violation[], lenient: bool
 
 /** Whether `value` is a valid `SubscribeResult` (see the module comment for `lenient`). */
 export function isSubscribeResult(value: unknown, lenient = false): value is T.SubscribeResult {
-  return fSubscribeResult(value, lenient);
+  return fSubscribeResult(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `SubscribeResult`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateSubscribeResult(value: unknown, lenient = false): Violation[] {
-  return fSubscribeResult(value, lenient) ? [] : explained(cSubscribeResult, value, lenient);
+  return fSubscribeResult(value, lenient, 0) ? [] : explained(cSubscribeResult, value, lenient, 0);
 }
 
-function fSubscribeResult(v: unknown, lenient: boolean): boolean {
+function fSubscribeResult(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fSubscribeResult($members(v), lenient, d);
   const x0 = v.last_seq;
   if (x0 === undefined) return false;
   if (!($isInteger(x0))) return false;
@@ -3489,9 +3898,17 @@ function fSubscribeResult(v: unknown, lenient: boolean): boolean {
   return true;
 }
 
-function cSubscribeResult(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cSubscribeResult(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cSubscribeResult($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.last_seq;
@@ -3510,28 +3927,30 @@ function cSubscribeResult(v: unknown, p: string, out: Violation[], lenient: bool
 
 /** Whether `value` is a valid `Turn` (see the module comment for `lenient`). */
 export function isTurn(value: unknown, lenient = false): value is T.Turn {
-  return fTurn(value, lenient);
+  return fTurn(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `Turn`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateTurn(value: unknown, lenient = false): Violation[] {
-  return fTurn(value, lenient) ? [] : explained(cTurn, value, lenient);
+  return fTurn(value, lenient, 0) ? [] : explained(cTurn, value, lenient, 0);
 }
 
-function fTurn(v: unknown, lenient: boolean): boolean {
+function fTurn(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fTurn($members(v), lenient, d);
   const x0 = v.schema;
   if (x0 === undefined) return false;
   if (!(x0 === "openagents.agent.runner.v1")) return false;
   const x1 = v.assignment;
   if (x1 === undefined) return false;
-  if (!fId(x1, lenient)) return false;
+  if (!fId(x1, lenient, d + 1)) return false;
   const x2 = v.conversation;
   if (x2 === undefined) return false;
-  if (!fId(x2, lenient)) return false;
+  if (!fId(x2, lenient, d + 1)) return false;
   const x3 = v.agent;
   if (x3 === undefined) return false;
-  if (!fAgentSpec(x3, lenient)) return false;
+  if (!fAgentSpec(x3, lenient, d + 1)) return false;
   const x4 = v.task;
   if (x4 === undefined) return false;
   if (!(typeof x4 === "string")) return false;
@@ -3546,12 +3965,14 @@ function fTurn(v: unknown, lenient: boolean): boolean {
   const x6 = v.history;
   if (x6 !== undefined) {
     if (!($isArray(x6))) return false;
+    if (d + 1 >= $MAX_DEPTH) return false;
     for (let i7 = 0; i7 < x6.length; i7++) {
       const x8: unknown = x6[i7];
-      if (!fEarlierTurn(x8, lenient)) return false;
+      if (!fEarlierTurn(x8, lenient, d + 2)) return false;
     }
   }
   for (const k9 in v) {
+    if (!$has(v, k9)) continue;
     switch (k9) {
       case "schema":
       case "assignment":
@@ -3568,9 +3989,17 @@ function fTurn(v: unknown, lenient: boolean): boolean {
   return true;
 }
 
-function cTurn(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cTurn(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cTurn($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.schema;
@@ -3588,19 +4017,19 @@ function cTurn(v: unknown, p: string, out: Violation[], lenient: boolean): void 
   if (x2 === undefined) {
     $report(out, p, "required", "missing required property `assignment`");
   } else {
-    cId(x2, p + "/assignment", out, lenient);
+    cId(x2, p + "/assignment", out, lenient, d + 1);
   }
   const x3 = v.conversation;
   if (x3 === undefined) {
     $report(out, p, "required", "missing required property `conversation`");
   } else {
-    cId(x3, p + "/conversation", out, lenient);
+    cId(x3, p + "/conversation", out, lenient, d + 1);
   }
   const x4 = v.agent;
   if (x4 === undefined) {
     $report(out, p, "required", "missing required property `agent`");
   } else {
-    cAgentSpec(x4, p + "/agent", out, lenient);
+    cAgentSpec(x4, p + "/agent", out, lenient, d + 1);
   }
   const x5 = v.task;
   if (x5 === undefined) {
@@ -3636,9 +4065,13 @@ function cTurn(v: unknown, p: string, out: Violation[], lenient: boolean): void 
         $typeViolation(out, p + "/history", "array", x9);
         break n10;
       }
-      for (let i11 = 0; i11 < x9.length; i11++) {
-        const x12: unknown = x9[i11];
-        cEarlierTurn(x12, p + "/history" + "/" + i11, out, lenient);
+      if (d + 1 >= $MAX_DEPTH) {
+        $depthViolation(out, p + "/history");
+      } else {
+        for (let i11 = 0; i11 < x9.length; i11++) {
+          const x12: unknown = x9[i11];
+          cEarlierTurn(x12, p + "/history" + "/" + i11, out, lenient, d + 2);
+        }
       }
     }
   }
@@ -3650,16 +4083,18 @@ function cTurn(v: unknown, p: string, out: Violation[], lenient: boolean): void 
 
 /** Whether `value` is a valid `TurnCounters` (see the module comment for `lenient`). */
 export function isTurnCounters(value: unknown, lenient = false): value is T.TurnCounters {
-  return fTurnCounters(value, lenient);
+  return fTurnCounters(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `TurnCounters`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateTurnCounters(value: unknown, lenient = false): Violation[] {
-  return fTurnCounters(value, lenient) ? [] : explained(cTurnCounters, value, lenient);
+  return fTurnCounters(value, lenient, 0) ? [] : explained(cTurnCounters, value, lenient, 0);
 }
 
-function fTurnCounters(v: unknown, lenient: boolean): boolean {
+function fTurnCounters(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fTurnCounters($members(v), lenient, d);
   const x0 = v.submitted;
   if (x0 === undefined) return false;
   if (!($isInteger(x0))) return false;
@@ -3679,9 +4114,17 @@ function fTurnCounters(v: unknown, lenient: boolean): boolean {
   return true;
 }
 
-function cTurnCounters(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cTurnCounters(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cTurnCounters($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.submitted;
@@ -3736,15 +4179,15 @@ function cTurnCounters(v: unknown, p: string, out: Violation[], lenient: boolean
 
 /** Whether `value` is a valid `TurnOutcome` (see the module comment for `lenient`). */
 export function isTurnOutcome(value: unknown, lenient = false): value is T.TurnOutcome {
-  return fTurnOutcome(value, lenient);
+  return fTurnOutcome(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `TurnOutcome`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateTurnOutcome(value: unknown, lenient = false): Violation[] {
-  return fTurnOutcome(value, lenient) ? [] : explained(cTurnOutcome, value, lenient);
+  return fTurnOutcome(value, lenient, 0) ? [] : explained(cTurnOutcome, value, lenient, 0);
 }
 
-function fTurnOutcome(v: unknown, lenient: boolean): boolean {
+function fTurnOutcome(v: unknown, lenient: boolean, d: number): boolean {
   if (typeof v !== "string") return false;
   switch (v) {
     case "running":
@@ -3757,7 +4200,7 @@ function fTurnOutcome(v: unknown, lenient: boolean): boolean {
   }
 }
 
-function cTurnOutcome(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cTurnOutcome(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (typeof v !== "string") {
     $typeViolation(out, p, "string", v);
     return;
@@ -3775,16 +4218,18 @@ function cTurnOutcome(v: unknown, p: string, out: Violation[], lenient: boolean)
 
 /** Whether `value` is a valid `TurnSummary` (see the module comment for `lenient`). */
 export function isTurnSummary(value: unknown, lenient = false): value is T.TurnSummary {
-  return fTurnSummary(value, lenient);
+  return fTurnSummary(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `TurnSummary`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateTurnSummary(value: unknown, lenient = false): Violation[] {
-  return fTurnSummary(value, lenient) ? [] : explained(cTurnSummary, value, lenient);
+  return fTurnSummary(value, lenient, 0) ? [] : explained(cTurnSummary, value, lenient, 0);
 }
 
-function fTurnSummary(v: unknown, lenient: boolean): boolean {
+function fTurnSummary(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fTurnSummary($members(v), lenient, d);
   const x0 = v.assignment;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -3796,14 +4241,14 @@ function fTurnSummary(v: unknown, lenient: boolean): boolean {
   if (!(typeof x2 === "string")) return false;
   const x3 = v.outcome;
   if (x3 === undefined) return false;
-  if (!fTurnOutcome(x3, lenient)) return false;
+  if (!fTurnOutcome(x3, lenient, d + 1)) return false;
   const x4 = v.result;
   if (x4 !== undefined) {
     if (!(typeof x4 === "string")) return false;
   }
   const x5 = v.error;
   if (x5 !== undefined) {
-    if (!fRuntimeSubmitError(x5, lenient)) return false;
+    if (!fRuntimeSubmitError(x5, lenient, d + 1)) return false;
   }
   const x6 = v.started_at_ms;
   if (x6 === undefined) return false;
@@ -3826,9 +4271,17 @@ function fTurnSummary(v: unknown, lenient: boolean): boolean {
   return true;
 }
 
-function cTurnSummary(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cTurnSummary(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cTurnSummary($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.assignment;
@@ -3868,7 +4321,7 @@ function cTurnSummary(v: unknown, p: string, out: Violation[], lenient: boolean)
   if (x6 === undefined) {
     $report(out, p, "required", "missing required property `outcome`");
   } else {
-    cTurnOutcome(x6, p + "/outcome", out, lenient);
+    cTurnOutcome(x6, p + "/outcome", out, lenient, d + 1);
   }
   const x7 = v.result;
   if (x7 !== undefined) {
@@ -3881,7 +4334,7 @@ function cTurnSummary(v: unknown, p: string, out: Violation[], lenient: boolean)
   }
   const x9 = v.error;
   if (x9 !== undefined) {
-    cRuntimeSubmitError(x9, p + "/error", out, lenient);
+    cRuntimeSubmitError(x9, p + "/error", out, lenient, d + 1);
   }
   const x10 = v.started_at_ms;
   if (x10 === undefined) {
@@ -3931,16 +4384,18 @@ function cTurnSummary(v: unknown, p: string, out: Violation[], lenient: boolean)
 
 /** Whether `value` is a valid `Violation` (see the module comment for `lenient`). */
 export function isViolation(value: unknown, lenient = false): value is T.Violation {
-  return fViolation(value, lenient);
+  return fViolation(value, lenient, 0);
 }
 
 /** Every violation of `value` as a `Violation`, each with its JSON pointer and keyword; empty when it is valid. */
 export function validateViolation(value: unknown, lenient = false): Violation[] {
-  return fViolation(value, lenient) ? [] : explained(cViolation, value, lenient);
+  return fViolation(value, lenient, 0) ? [] : explained(cViolation, value, lenient, 0);
 }
 
-function fViolation(v: unknown, lenient: boolean): boolean {
+function fViolation(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
+  if (d >= $MAX_DEPTH) return false;
+  if (!$isPlain(v)) return fViolation($members(v), lenient, d);
   const x0 = v.pointer;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -3953,9 +4408,17 @@ function fViolation(v: unknown, lenient: boolean): boolean {
   return true;
 }
 
-function cViolation(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cViolation(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (!$isObject(v)) {
     $typeViolation(out, p, "object", v);
+    return;
+  }
+  if (d >= $MAX_DEPTH) {
+    $depthViolation(out, p);
+    return;
+  }
+  if (!$isPlain(v)) {
+    cViolation($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.pointer;
@@ -4057,8 +4520,9 @@ export const TYPES: readonly TypeInfo[] = [
   { name: "Violation", pointer: "#/$defs/RuntimeSubmitError/$defs/Violation", root: false, description: "One way a document breaks its schema." },
 ];
 
-type Fast = (v: unknown, lenient: boolean) => boolean;
-type Explain = (v: unknown, p: string, out: Violation[], lenient: boolean) => void;
+/** The checks of one type, fast and explaining; `d` is the value's depth, the arrays and objects around it. */
+type Fast = (v: unknown, lenient: boolean, d: number) => boolean;
+type Explain = (v: unknown, p: string, out: Violation[], lenient: boolean, d: number) => void;
 
 const CHECKS: { readonly [N in T.TypeName]: readonly [Fast, Explain] } = {
   ActiveTurn: [fActiveTurn, cActiveTurn],
@@ -4124,7 +4588,7 @@ function checksOf(name: string): readonly [Fast, Explain] {
 
 /** Whether `value` is a valid document of the named type. */
 export function isValid<N extends T.TypeName>(name: N, value: unknown, lenient = false): value is T.TypeMap[N] {
-  return checksOf(name)[0](value, lenient);
+  return checksOf(name)[0](value, lenient, 0);
 }
 
 /**
@@ -4134,12 +4598,12 @@ export function isValid<N extends T.TypeName>(name: N, value: unknown, lenient =
  */
 export function validate(name: string, value: unknown, lenient = false): Violation[] {
   const [fast, explain] = checksOf(name);
-  return fast(value, lenient) ? [] : explained(explain, value, lenient);
+  return fast(value, lenient, 0) ? [] : explained(explain, value, lenient, 0);
 }
 
-function explained(explain: Explain, value: unknown, lenient: boolean): Violation[] {
+function explained(explain: Explain, value: unknown, lenient: boolean, d: number): Violation[] {
   const out: Violation[] = [];
-  explain(value, "", out, lenient);
+  explain(value, "", out, lenient, d);
   if (out.length === 0) $report(out, "", "type", "the fast and the explaining validator disagree; please report this");
   return out;
 }
@@ -4154,141 +4618,141 @@ export interface MethodCheck {
   readonly checkResult: (result: unknown, lenient?: boolean) => Violation[];
 }
 
-function fp$Submit(v: unknown, lenient: boolean): boolean {
-  if (!fSubmitParams(v, lenient)) return false;
+function fp$Submit(v: unknown, lenient: boolean, d: number): boolean {
+  if (!fSubmitParams(v, lenient, d)) return false;
   return true;
 }
 
-function cp$Submit(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  cSubmitParams(v, p, out, lenient);
+function cp$Submit(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
+  cSubmitParams(v, p, out, lenient, d);
 }
 
-function fr$Submit(v: unknown, lenient: boolean): boolean {
-  if (!fSubmitResult(v, lenient)) return false;
+function fr$Submit(v: unknown, lenient: boolean, d: number): boolean {
+  if (!fSubmitResult(v, lenient, d)) return false;
   return true;
 }
 
-function cr$Submit(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  cSubmitResult(v, p, out, lenient);
+function cr$Submit(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
+  cSubmitResult(v, p, out, lenient, d);
 }
 
-function fp$Interrupt(v: unknown, lenient: boolean): boolean {
+function fp$Interrupt(v: unknown, lenient: boolean, d: number): boolean {
   if (v === undefined) return true;
-  if (v !== null && !fInterruptParams(v, lenient)) return false;
+  if (v !== null && !fInterruptParams(v, lenient, d)) return false;
   return true;
 }
 
-function cp$Interrupt(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cp$Interrupt(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (v === undefined) return;
-  if (v !== null) cInterruptParams(v, p, out, lenient);
+  if (v !== null) cInterruptParams(v, p, out, lenient, d);
 }
 
-function fr$Interrupt(v: unknown, lenient: boolean): boolean {
-  if (!fInterruptResult(v, lenient)) return false;
+function fr$Interrupt(v: unknown, lenient: boolean, d: number): boolean {
+  if (!fInterruptResult(v, lenient, d)) return false;
   return true;
 }
 
-function cr$Interrupt(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  cInterruptResult(v, p, out, lenient);
+function cr$Interrupt(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
+  cInterruptResult(v, p, out, lenient, d);
 }
 
-function fp$Status(v: unknown, lenient: boolean): boolean {
+function fp$Status(v: unknown, lenient: boolean, d: number): boolean {
   if (v === undefined) return true;
-  if (v !== null && !fNoParams(v, lenient)) return false;
+  if (v !== null && !fNoParams(v, lenient, d)) return false;
   return true;
 }
 
-function cp$Status(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cp$Status(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (v === undefined) return;
-  if (v !== null) cNoParams(v, p, out, lenient);
+  if (v !== null) cNoParams(v, p, out, lenient, d);
 }
 
-function fr$Status(v: unknown, lenient: boolean): boolean {
-  if (!fRuntimeStatus(v, lenient)) return false;
+function fr$Status(v: unknown, lenient: boolean, d: number): boolean {
+  if (!fRuntimeStatus(v, lenient, d)) return false;
   return true;
 }
 
-function cr$Status(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  cRuntimeStatus(v, p, out, lenient);
+function cr$Status(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
+  cRuntimeStatus(v, p, out, lenient, d);
 }
 
-function fp$Shutdown(v: unknown, lenient: boolean): boolean {
+function fp$Shutdown(v: unknown, lenient: boolean, d: number): boolean {
   if (v === undefined) return true;
-  if (v !== null && !fNoParams(v, lenient)) return false;
+  if (v !== null && !fNoParams(v, lenient, d)) return false;
   return true;
 }
 
-function cp$Shutdown(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cp$Shutdown(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (v === undefined) return;
-  if (v !== null) cNoParams(v, p, out, lenient);
+  if (v !== null) cNoParams(v, p, out, lenient, d);
 }
 
-function fr$Shutdown(v: unknown, lenient: boolean): boolean {
-  if (!fShutdownResult(v, lenient)) return false;
+function fr$Shutdown(v: unknown, lenient: boolean, d: number): boolean {
+  if (!fShutdownResult(v, lenient, d)) return false;
   return true;
 }
 
-function cr$Shutdown(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  cShutdownResult(v, p, out, lenient);
+function cr$Shutdown(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
+  cShutdownResult(v, p, out, lenient, d);
 }
 
-function fp$Release(v: unknown, lenient: boolean): boolean {
+function fp$Release(v: unknown, lenient: boolean, d: number): boolean {
   if (v === undefined) return true;
-  if (v !== null && !fNoParams(v, lenient)) return false;
+  if (v !== null && !fNoParams(v, lenient, d)) return false;
   return true;
 }
 
-function cp$Release(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cp$Release(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (v === undefined) return;
-  if (v !== null) cNoParams(v, p, out, lenient);
+  if (v !== null) cNoParams(v, p, out, lenient, d);
 }
 
-function fr$Release(v: unknown, lenient: boolean): boolean {
-  if (!fReleaseResult(v, lenient)) return false;
+function fr$Release(v: unknown, lenient: boolean, d: number): boolean {
+  if (!fReleaseResult(v, lenient, d)) return false;
   return true;
 }
 
-function cr$Release(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  cReleaseResult(v, p, out, lenient);
+function cr$Release(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
+  cReleaseResult(v, p, out, lenient, d);
 }
 
-function fp$Subscribe(v: unknown, lenient: boolean): boolean {
+function fp$Subscribe(v: unknown, lenient: boolean, d: number): boolean {
   if (v === undefined) return true;
-  if (v !== null && !fSubscribeParams(v, lenient)) return false;
+  if (v !== null && !fSubscribeParams(v, lenient, d)) return false;
   return true;
 }
 
-function cp$Subscribe(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cp$Subscribe(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (v === undefined) return;
-  if (v !== null) cSubscribeParams(v, p, out, lenient);
+  if (v !== null) cSubscribeParams(v, p, out, lenient, d);
 }
 
-function fr$Subscribe(v: unknown, lenient: boolean): boolean {
-  if (!fSubscribeResult(v, lenient)) return false;
+function fr$Subscribe(v: unknown, lenient: boolean, d: number): boolean {
+  if (!fSubscribeResult(v, lenient, d)) return false;
   return true;
 }
 
-function cr$Subscribe(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  cSubscribeResult(v, p, out, lenient);
+function cr$Subscribe(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
+  cSubscribeResult(v, p, out, lenient, d);
 }
 
-function fp$RpcDiscover(v: unknown, lenient: boolean): boolean {
+function fp$RpcDiscover(v: unknown, lenient: boolean, d: number): boolean {
   if (v === undefined) return true;
-  if (v !== null && !fNoParams(v, lenient)) return false;
+  if (v !== null && !fNoParams(v, lenient, d)) return false;
   return true;
 }
 
-function cp$RpcDiscover(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cp$RpcDiscover(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (v === undefined) return;
-  if (v !== null) cNoParams(v, p, out, lenient);
+  if (v !== null) cNoParams(v, p, out, lenient, d);
 }
 
-function fr$RpcDiscover(v: unknown, lenient: boolean): boolean {
+function fr$RpcDiscover(v: unknown, lenient: boolean, d: number): boolean {
   if (!($isObject(v))) return false;
   return true;
 }
 
-function cr$RpcDiscover(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cr$RpcDiscover(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   n0: {
     if (!($isObject(v))) {
       $typeViolation(out, p, "object", v);
@@ -4297,89 +4761,89 @@ function cr$RpcDiscover(v: unknown, p: string, out: Violation[], lenient: boolea
   }
 }
 
-function fp$Conversations(v: unknown, lenient: boolean): boolean {
+function fp$Conversations(v: unknown, lenient: boolean, d: number): boolean {
   if (v === undefined) return true;
-  if (v !== null && !fConversationsParams(v, lenient)) return false;
+  if (v !== null && !fConversationsParams(v, lenient, d)) return false;
   return true;
 }
 
-function cp$Conversations(v: unknown, p: string, out: Violation[], lenient: boolean): void {
+function cp$Conversations(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
   if (v === undefined) return;
-  if (v !== null) cConversationsParams(v, p, out, lenient);
+  if (v !== null) cConversationsParams(v, p, out, lenient, d);
 }
 
-function fr$Conversations(v: unknown, lenient: boolean): boolean {
-  if (!fConversationsResult(v, lenient)) return false;
+function fr$Conversations(v: unknown, lenient: boolean, d: number): boolean {
+  if (!fConversationsResult(v, lenient, d)) return false;
   return true;
 }
 
-function cr$Conversations(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  cConversationsResult(v, p, out, lenient);
+function cr$Conversations(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
+  cConversationsResult(v, p, out, lenient, d);
 }
 
-function fp$Conversation(v: unknown, lenient: boolean): boolean {
-  if (!fConversationParams(v, lenient)) return false;
+function fp$Conversation(v: unknown, lenient: boolean, d: number): boolean {
+  if (!fConversationParams(v, lenient, d)) return false;
   return true;
 }
 
-function cp$Conversation(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  cConversationParams(v, p, out, lenient);
+function cp$Conversation(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
+  cConversationParams(v, p, out, lenient, d);
 }
 
-function fr$Conversation(v: unknown, lenient: boolean): boolean {
-  if (!fConversationResult(v, lenient)) return false;
+function fr$Conversation(v: unknown, lenient: boolean, d: number): boolean {
+  if (!fConversationResult(v, lenient, d)) return false;
   return true;
 }
 
-function cr$Conversation(v: unknown, p: string, out: Violation[], lenient: boolean): void {
-  cConversationResult(v, p, out, lenient);
+function cr$Conversation(v: unknown, p: string, out: Violation[], lenient: boolean, d: number): void {
+  cConversationResult(v, p, out, lenient, d);
 }
 
 /** The checks of every method, by name. */
 export const METHOD_CHECKS: { readonly [M in T.MethodName]: MethodCheck } = {
   submit: {
     paramsRequired: true,
-    checkParams: (v, lenient = false) => (fp$Submit(v, lenient) ? [] : explained(cp$Submit, v, lenient)),
-    checkResult: (v, lenient = false) => (fr$Submit(v, lenient) ? [] : explained(cr$Submit, v, lenient)),
+    checkParams: (v, lenient = false) => (fp$Submit(v, lenient, 1) ? [] : explained(cp$Submit, v, lenient, 1)),
+    checkResult: (v, lenient = false) => (fr$Submit(v, lenient, 1) ? [] : explained(cr$Submit, v, lenient, 1)),
   },
   interrupt: {
     paramsRequired: false,
-    checkParams: (v, lenient = false) => (fp$Interrupt(v, lenient) ? [] : explained(cp$Interrupt, v, lenient)),
-    checkResult: (v, lenient = false) => (fr$Interrupt(v, lenient) ? [] : explained(cr$Interrupt, v, lenient)),
+    checkParams: (v, lenient = false) => (fp$Interrupt(v, lenient, 1) ? [] : explained(cp$Interrupt, v, lenient, 1)),
+    checkResult: (v, lenient = false) => (fr$Interrupt(v, lenient, 1) ? [] : explained(cr$Interrupt, v, lenient, 1)),
   },
   status: {
     paramsRequired: false,
-    checkParams: (v, lenient = false) => (fp$Status(v, lenient) ? [] : explained(cp$Status, v, lenient)),
-    checkResult: (v, lenient = false) => (fr$Status(v, lenient) ? [] : explained(cr$Status, v, lenient)),
+    checkParams: (v, lenient = false) => (fp$Status(v, lenient, 1) ? [] : explained(cp$Status, v, lenient, 1)),
+    checkResult: (v, lenient = false) => (fr$Status(v, lenient, 1) ? [] : explained(cr$Status, v, lenient, 1)),
   },
   shutdown: {
     paramsRequired: false,
-    checkParams: (v, lenient = false) => (fp$Shutdown(v, lenient) ? [] : explained(cp$Shutdown, v, lenient)),
-    checkResult: (v, lenient = false) => (fr$Shutdown(v, lenient) ? [] : explained(cr$Shutdown, v, lenient)),
+    checkParams: (v, lenient = false) => (fp$Shutdown(v, lenient, 1) ? [] : explained(cp$Shutdown, v, lenient, 1)),
+    checkResult: (v, lenient = false) => (fr$Shutdown(v, lenient, 1) ? [] : explained(cr$Shutdown, v, lenient, 1)),
   },
   release: {
     paramsRequired: false,
-    checkParams: (v, lenient = false) => (fp$Release(v, lenient) ? [] : explained(cp$Release, v, lenient)),
-    checkResult: (v, lenient = false) => (fr$Release(v, lenient) ? [] : explained(cr$Release, v, lenient)),
+    checkParams: (v, lenient = false) => (fp$Release(v, lenient, 1) ? [] : explained(cp$Release, v, lenient, 1)),
+    checkResult: (v, lenient = false) => (fr$Release(v, lenient, 1) ? [] : explained(cr$Release, v, lenient, 1)),
   },
   subscribe: {
     paramsRequired: false,
-    checkParams: (v, lenient = false) => (fp$Subscribe(v, lenient) ? [] : explained(cp$Subscribe, v, lenient)),
-    checkResult: (v, lenient = false) => (fr$Subscribe(v, lenient) ? [] : explained(cr$Subscribe, v, lenient)),
+    checkParams: (v, lenient = false) => (fp$Subscribe(v, lenient, 1) ? [] : explained(cp$Subscribe, v, lenient, 1)),
+    checkResult: (v, lenient = false) => (fr$Subscribe(v, lenient, 1) ? [] : explained(cr$Subscribe, v, lenient, 1)),
   },
   "rpc.discover": {
     paramsRequired: false,
-    checkParams: (v, lenient = false) => (fp$RpcDiscover(v, lenient) ? [] : explained(cp$RpcDiscover, v, lenient)),
-    checkResult: (v, lenient = false) => (fr$RpcDiscover(v, lenient) ? [] : explained(cr$RpcDiscover, v, lenient)),
+    checkParams: (v, lenient = false) => (fp$RpcDiscover(v, lenient, 1) ? [] : explained(cp$RpcDiscover, v, lenient, 1)),
+    checkResult: (v, lenient = false) => (fr$RpcDiscover(v, lenient, 1) ? [] : explained(cr$RpcDiscover, v, lenient, 1)),
   },
   conversations: {
     paramsRequired: false,
-    checkParams: (v, lenient = false) => (fp$Conversations(v, lenient) ? [] : explained(cp$Conversations, v, lenient)),
-    checkResult: (v, lenient = false) => (fr$Conversations(v, lenient) ? [] : explained(cr$Conversations, v, lenient)),
+    checkParams: (v, lenient = false) => (fp$Conversations(v, lenient, 1) ? [] : explained(cp$Conversations, v, lenient, 1)),
+    checkResult: (v, lenient = false) => (fr$Conversations(v, lenient, 1) ? [] : explained(cr$Conversations, v, lenient, 1)),
   },
   conversation: {
     paramsRequired: true,
-    checkParams: (v, lenient = false) => (fp$Conversation(v, lenient) ? [] : explained(cp$Conversation, v, lenient)),
-    checkResult: (v, lenient = false) => (fr$Conversation(v, lenient) ? [] : explained(cr$Conversation, v, lenient)),
+    checkParams: (v, lenient = false) => (fp$Conversation(v, lenient, 1) ? [] : explained(cp$Conversation, v, lenient, 1)),
+    checkResult: (v, lenient = false) => (fr$Conversation(v, lenient, 1) ? [] : explained(cr$Conversation, v, lenient, 1)),
   },
 };
