@@ -185,7 +185,7 @@ pub(crate) enum Sub {
 /// Which keywords hold subschemas (within the supported subset).
 pub(crate) fn subschema_keyword(keyword: &str) -> Option<Sub> {
     match keyword {
-        "items" | "additionalProperties" | "unevaluatedProperties" | "not" | "x-result" => Some(Sub::One),
+        "items" | "additionalProperties" | "unevaluatedProperties" | "not" | "contentSchema" | "x-result" => Some(Sub::One),
         "properties" | "$defs" => Some(Sub::Map),
         "oneOf" | "anyOf" | "allOf" => Some(Sub::List),
         _ => None,
@@ -396,13 +396,14 @@ mod tests {
 
     #[test]
     fn a_bundle_points_every_reference_at_the_bundle_whatever_keyword_holds_it() {
-        // `$ref`s under `anyOf`, `allOf`, `not` and `unevaluatedProperties` as well as under
+        // `$ref`s under `anyOf`, `allOf`, `not`, `unevaluatedProperties` and `contentSchema` as under
         // `properties` and `oneOf`: each points inside the bundle, and the files it reads back
         // as bundle to it again.
         let a = r##"{"$defs": {"X": {"type": "string"}}, "type": "object",
             "properties": {"p": {"$ref": "B.json"}},
             "anyOf": [{"$ref": "#/$defs/X"}, {"type": "object"}], "allOf": [{"$ref": "B.json"}],
-            "not": {"$ref": "#/$defs/X"}, "unevaluatedProperties": {"$ref": "B.json"}}"##;
+            "not": {"$ref": "#/$defs/X"}, "unevaluatedProperties": {"$ref": "B.json"},
+            "contentMediaType": "application/json", "contentSchema": {"$ref": "B.json"}}"##;
         let docs = Documents::from_texts([("A.json", a), ("B.json", r#"{"type": "object"}"#)]).expect("loads");
         let bundle = docs.bundle();
         let refs = |v: &Value| {
@@ -418,7 +419,7 @@ mod tests {
             out
         };
         let found = refs(&bundle);
-        assert_eq!(found.len(), 5, "{found:?}");
+        assert_eq!(found.len(), 6, "{found:?}");
         for r in &found {
             let pointer = r.strip_prefix('#').expect("inside the bundle");
             assert!(bundle.pointer(pointer).is_some(), "`{r}` points at nothing in the bundle");

@@ -264,13 +264,20 @@ fn lower_each(docs: &Documents, refusals: &mut Vec<SchemaError>) -> TypeSpace {
         let name = cx.root_name(file, doc);
         cx.claim(file, "", name);
     }
-    for (file, doc) in &docs.files {
-        if let Some(Value::Object(defs)) = doc.get("$defs") {
-            for key in defs.keys() {
-                let pointer = push_pointer("/$defs", key);
-                let base = pascal(key, "Def");
-                let name = if cx.taken.contains(&base) { format!("{}{}", pascal(stem(file), "Schema"), base) } else { base };
-                cx.claim(file, &pointer, name);
+    // A key that is already its own name first, so that no other key's name takes it (`foo`
+    // would be `Foo`, and so would `Foo`): every key a name can be is that name.
+    for exact in [true, false] {
+        for (file, doc) in &docs.files {
+            if let Some(Value::Object(defs)) = doc.get("$defs") {
+                for key in defs.keys() {
+                    let base = pascal(key, "Def");
+                    if (base == *key) != exact {
+                        continue;
+                    }
+                    let pointer = push_pointer("/$defs", key);
+                    let name = if cx.taken.contains(&base) { format!("{}{}", pascal(stem(file), "Schema"), base) } else { base };
+                    cx.claim(file, &pointer, name);
+                }
             }
         }
     }
@@ -821,8 +828,12 @@ impl<'a> Lowerer<'a> {
     fn find_tag(&self, map: &Map<String, Value>, branches: &[BranchMap]) -> Option<String> {
         let tag_of = |m: &Map<String, Value>, k: &str| -> Option<String> {
             let required = m.get("required").and_then(Value::as_array).is_some_and(|r| r.iter().any(|v| v == k));
-            let c = m.get("properties").and_then(|p| p.get(k)).and_then(|s| s.get("const")).and_then(Value::as_str)?;
-            required.then(|| c.to_owned())
+            let s = m.get("properties").and_then(|p| p.get(k))?;
+            // A `type` beside the `const` that does not allow a string leaves the branch nothing
+            // to match: not a tag.
+            let typed_string = s.get("type").is_none_or(|t| t == "string" || t.as_array().is_some_and(|a| a.iter().any(|x| x == "string")));
+            let c = s.get("const").and_then(Value::as_str)?;
+            (required && typed_string).then(|| c.to_owned())
         };
         let hint = map.get("discriminator").and_then(|d| d.get("propertyName")).and_then(Value::as_str).map(str::to_owned);
         let first: Vec<String> = branches[0].2.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
@@ -1739,8 +1750,8 @@ mod tests {
 
     #[test]
     fn every_defs_key_names_its_type_for_the_validation_entry_points() {
-        // `Result` is reserved, `foo` is not PascalCase, and `Foo` is the generated name of
-        // `foo` too: each key names its own type, the key first.
+        // `Result` is reserved, `foo` is not PascalCase, and `Foo` is what `foo` would be named
+        // (met first): `Foo` keeps its own name, and each key names its own type.
         let space = lower_text(r#"{"type": "object", "$defs": {"Result": {"type": "string"}, "foo": {"type": "integer"}, "Foo": {"type": "boolean"}, "Plain": {"type": "number"}, "Obj": {"type": "object", "properties": {"a": {}}}}}"#).expect("lowers");
         let names = space.schema_names();
         let of = |key: &str| names.iter().find(|(k, _)| k == key).map(|(_, n)| n.clone()).unwrap_or_else(|| key.to_owned());
@@ -1748,7 +1759,11 @@ mod tests {
             let t = &space.types[&of(key)];
             assert_eq!(t.origin.pointer, format!("/$defs/{key}"), "`{key}` names {}", t.name);
         }
-        assert!(names.iter().all(|(k, n)| k != n && k != "Plain" && k != "Obj"), "{names:?}");
+        assert!(names.iter().all(|(k, n)| k != n && !space.types.contains_key(k)), "{names:?}");
+        // A root titled like a key keeps its name; the key's type is named by its generated name.
+        let space = lower_text(r#"{"title": "Item", "type": "object", "$defs": {"Item": {"type": "integer"}}}"#).expect("lowers");
+        assert_eq!(space.types["Item"].origin.pointer, "");
+        assert!(space.schema_names().is_empty(), "{:?}", space.schema_names());
     }
 
     #[test]

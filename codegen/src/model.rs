@@ -33,9 +33,9 @@ pub struct TypeSpace {
 impl TypeSpace {
     /// The `$defs` keys that are not their type's generated name (a reserved word such as
     /// `Result`, or a key that is not PascalCase), each with that name, in key order: the
-    /// validation entry points take a type by either, the key first (where a key is another
-    /// type's generated name, the key wins: that type is still named by its own key). A key two
-    /// files both use is left out.
+    /// validation entry points take a type by either. A name in `types` always names its own
+    /// type, so a key that is another type's generated name (a file's root titled like it) is
+    /// left out; so is a key two files both use.
     pub fn schema_names(&self) -> Vec<(String, String)> {
         // Every type whose origin is a `$defs` member, by key (a member can be the origin of more
         // than one type: a type with the key's own name and a part of it).
@@ -51,7 +51,7 @@ impl TypeSpace {
             .into_iter()
             .filter_map(|(key, names)| {
                 let only = (names.len() == 1).then(|| names.first().copied()).flatten()?;
-                (only != key).then(|| (key, only.to_owned()))
+                (only != key && !self.types.contains_key(&key)).then(|| (key, only.to_owned()))
             })
             .collect()
     }

@@ -377,7 +377,7 @@ impl Printer<'_> {
         if let Some(name) = &node.object {
             let own = node.types.without_null() == Types::OBJECT && node.literals.is_none();
             match self.space.types.get(name).map(|t| &t.kind) {
-                Some(TypeKind::Struct(_)) if own => {
+                Some(TypeKind::Struct(_)) if own && node.applied.is_empty() && node.unevaluated.is_none() => {
                     // The object's own named struct says everything (nullability included).
                     let mut r = Map::new();
                     if let Some(d) = &node.description {
@@ -385,6 +385,11 @@ impl Printer<'_> {
                     }
                     r.insert("$ref".into(), json!(schema_ref(name)));
                     return Value::Object(r);
+                }
+                Some(TypeKind::Struct(_)) if own => {
+                    // Its struct, and beside it the applicators below (2020-12 reads a `$ref`
+                    // beside other keywords as one more of them).
+                    m.insert("$ref".into(), json!(schema_ref(name)));
                 }
                 Some(TypeKind::Struct(st)) => self.object_rules(&mut m, &st.fields, &st.additional, None),
                 _ => {}

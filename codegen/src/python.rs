@@ -1155,7 +1155,7 @@ impl<'a> Emitter<'a> {
         } else {
             let entries: Vec<Ex> = aliases.iter().map(|(k, n)| atom(format!("{}: {}", py_str(k), py_str(n)))).collect();
             body.stmt(0, "SCHEMA_NAMES: Final[dict[str, str]] = ", &group("", "{", "}", entries), "");
-            body.doc(0, "The `$defs` keys that are not their type's name in `TYPES` (a reserved word, or a key that is not\nPascalCase), each with that name: `validate` and `validate_json` take either, the key first.");
+            body.doc(0, "The `$defs` keys that are not their type's name in `TYPES` (a reserved word, or a key that is not\nPascalCase), each with that name: `validate` and `validate_json` take either.");
             body.blank();
             body.blank();
             all.push("SCHEMA_NAMES".to_owned());

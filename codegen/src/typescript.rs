@@ -609,7 +609,7 @@ impl<'a> Emitter<'a> {
         w.blank();
         let aliases = self.space.schema_names();
         if !aliases.is_empty() {
-            w.doc("The `$defs` keys that are not their type's name (a reserved word, or a key that is not PascalCase),\neach with that name: `validate` takes either, the key first.");
+            w.doc("The `$defs` keys that are not their type's name (a reserved word, or a key that is not PascalCase),\neach with that name: `validate` takes either.");
             w.open("const SCHEMA_NAMES: { readonly [key: string]: T.TypeName } = {");
             for (k, n) in &aliases {
                 w.line(&format!("{}: {},", js_str(k), js_str(n)));

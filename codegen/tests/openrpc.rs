@@ -338,7 +338,8 @@ fn checked_values_keep_their_applicators_and_a_servers_events_speak_of_the_schem
         r#"{"type": "object", "$defs": {
             "Odd": {"allOf": [{"type": "string"}, {"type": "integer"}]},
             "Not": {"not": {"type": "string"}},
-            "Open": {"type": "object", "anyOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}], "unevaluatedProperties": false}}}"#,
+            "Open": {"type": "object", "anyOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}], "unevaluatedProperties": false},
+            "Either": {"type": "object", "properties": {"k": {"type": "integer"}}, "anyOf": [{"required": ["a"]}, {"required": ["b"]}], "not": {"required": ["z"]}}}}"#,
     )
     .expect("writes");
     std::fs::write(dir.join("ServerEvent.json"), r#"{"description": "What my server sends.", "type": "object", "properties": {"n": {"type": "integer"}}}"#).expect("writes");
@@ -350,6 +351,11 @@ fn checked_values_keep_their_applicators_and_a_servers_events_speak_of_the_schem
     assert_eq!(schemas["Not"]["not"]["type"], "string", "{}", schemas["Not"]);
     assert_eq!(schemas["Open"]["anyOf"].as_array().map(Vec::len), Some(2), "{}", schemas["Open"]);
     assert_eq!(schemas["Open"]["unevaluatedProperties"], false, "{}", schemas["Open"]);
+    // An object with properties of its own and applicators: its struct, and the applicators.
+    let either = &schemas["Either"];
+    assert!(either["$ref"].as_str().is_some_and(|r| r.starts_with("#/components/schemas/")), "{either}");
+    assert_eq!(either["anyOf"].as_array().map(Vec::len), Some(2), "{either}");
+    assert_eq!(either["not"]["required"][0], "z", "{either}");
     let events = &doc["x-events"];
     assert_eq!(events["description"], "What my server sends.", "{events}");
     assert!(!events.to_string().contains("frontend.v2"), "{events}");

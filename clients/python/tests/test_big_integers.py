@@ -347,3 +347,19 @@ def test_the_expected_verdicts_are_json_schemas() -> None:
     verdicts = json.loads(done.stdout)
     wrong = [(text, schema) for (schema, text, want), got in zip(cases, verdicts, strict=True) if got != want]
     assert not wrong
+
+
+def test_the_double_minus_two_to_the_63_is_not_taken_for_the_integer() -> None:
+    # Every integer from about -2^63 - 1024 up reads as that double: as in Rust, a typed integer
+    # refuses it written as a float (written as an integer, -2^63 is exact and kept).
+    from pydantic_core import SchemaValidator, core_schema
+
+    typed = SchemaValidator(core_schema.chain_schema(_rt._INT_STEPS))
+    assert typed.validate_python(-(2**63)) == -(2**63)
+    for value in (-9223372036854775808.0, -9223372036854775809.0):
+        with pytest.raises(ValidationError, match="beyond the supported range"):
+            typed.validate_python(value)
+        with pytest.raises(ValidationError, match="beyond the supported range"):
+            typed.validate_json("-9223372036854775808.0")
+    # Only tested against a schema, it is an integer all the same.
+    assert isinstance(typed.validate_python(-9223372036854775808.0, context=_rt._TESTED), int)

@@ -314,7 +314,7 @@ pub fn explain<T: SchemaCheck>(input: &[u8], decode_error: &serde_json::Error) -
         // The schema accepts it but the typed form cannot hold it (an integer beyond 64 bits,
         // say): say so rather than call it valid.
         out.push(Violation {
-            pointer: pointer_at(input, decode_error.line(), decode_error.column()),
+            pointer: locate(input, &value, decode_error),
             keyword: "type".into(),
             message: format!("cannot be represented: {decode_error}"),
         });
@@ -378,7 +378,7 @@ pub fn pointer_at(input: &[u8], line: usize, column: usize) -> String {
             None => return String::new(),
         }
     }
-    let end = (offset + column.saturating_sub(1)).min(input.len());
+    let end = offset.saturating_add(column.saturating_sub(1)).min(input.len());
     // Each open container: an object's current key (and whether its value has begun), or an
     // array's current index.
     enum Frame {
@@ -433,6 +433,45 @@ pub fn pointer_at(input: &[u8], line: usize, column: usize) -> String {
         out.push_str(&token);
     }
     out
+}
+
+/// Where in `value` (parsed from `input`) the typed decoding failed with `e`: its position, as
+/// [`pointer_at`] reads it, unless the failure is not there. A tagged union decodes a member that
+/// came before its tag only once the tag is read, and its error then carries the tag's
+/// position: the key a duplicate error names, or the first integer beyond 64 bits, is looked
+/// for in the object around that position instead.
+fn locate(input: &[u8], value: &Value, e: &serde_json::Error) -> String {
+    let at = pointer_at(input, e.line(), e.column());
+    let message = e.to_string();
+    let parent = || at.rsplit_once('/').map_or(String::new(), |(p, _)| p.to_owned());
+    let escape = |k: &str| k.replace('~', "~0").replace('/', "~1");
+    if let Some(key) = message.split_once("duplicate property `").and_then(|(_, rest)| rest.rsplit_once('`')).map(|(k, _)| k) {
+        if at.rsplit_once('/').is_some_and(|(_, last)| last == escape(key)) {
+            return at;
+        }
+        return format!("{}/{}", parent(), escape(key));
+    }
+    if message.contains("beyond the supported range") {
+        let wide = |v: &Value| matches!(v, Value::Number(n) if n.as_i64().is_none() && (n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)));
+        if value.pointer(&at).is_some_and(wide) {
+            return at;
+        }
+        fn first_wide(v: &Value, here: String, wide: &dyn Fn(&Value) -> bool) -> Option<String> {
+            if wide(v) {
+                return Some(here);
+            }
+            match v {
+                Value::Object(m) => m.iter().find_map(|(k, x)| first_wide(x, format!("{here}/{}", k.replace('~', "~0").replace('/', "~1")), wide)),
+                Value::Array(a) => a.iter().enumerate().find_map(|(i, x)| first_wide(x, format!("{here}/{i}"), wide)),
+                _ => None,
+            }
+        }
+        let around = parent();
+        if let Some(p) = value.pointer(&around).and_then(|v| first_wide(v, around.clone(), &wide)) {
+            return p;
+        }
+    }
+    at
 }
 
 /// A JSON syntax error as a sentence with its line and column./// A JSON syntax error as a sentence with its line and column.
@@ -1887,7 +1926,7 @@ pub fn parse_validated_with<T: Wire>(
             let mut out = Vec::new();
             check(&value, &Path::Root, &mut out);
             if out.is_empty() {
-                out.push(Violation { pointer: pointer_at(input, e.line(), e.column()), keyword: "type".into(), message: format!("cannot be represented: {e}") });
+                out.push(Violation { pointer: locate(input, &value, &e), keyword: "type".into(), message: format!("cannot be represented: {e}") });
             }
             Err(DocumentError::Invalid(out))
         }

@@ -204,21 +204,31 @@ def _tested(context: object) -> Mapping[str, Any]:
 
 
 def _whole(value: object) -> int:
-    """A whole float as the integer it is, whatever its size (`1e300` included): pydantic-core
-    converts only those within 64 bits. Called only where that conversion failed."""
+    """A whole float of `2^63` or more either way as an integer beyond the 64-bit range, whatever
+    its size (`1e300` included): pydantic-core converts only those within 64 bits. The double
+    `-2^63` is the nearest to every integer from about `-2^63 - 1024` up, so it is not taken for
+    `-2^63` itself (the Rust side refuses it too): it becomes `-2^63 - 1`. Called only where the
+    conversion within the range failed."""
     if isinstance(value, float) and value.is_integer():
-        return int(value)
+        n = int(value)
+        return n - 1 if n == _I64_MIN else n
     raise PydanticCustomError("int_type", "Input should be a valid integer")
 
 
 _INT: Final = core_schema.int_schema(strict=True)
 _FLOAT: Final = core_schema.float_schema(strict=True, allow_inf_nan=False)
-# A whole float as the integer it is (`1.0` is `1`), whatever its size (`1e300` too: `_whole`).
+# A whole float as the integer it is (`1.0` is `1`): one strictly inside `-2^63..2^63` in
+# pydantic-core, any other through `_whole` (`1e300` too).
 _WHOLE_FLOAT: Final = core_schema.chain_schema(
     [
         _FLOAT,
         core_schema.union_schema(
-            [core_schema.int_schema(), core_schema.no_info_plain_validator_function(_whole)],
+            [
+                core_schema.chain_schema(
+                    [core_schema.float_schema(gt=float(_I64_MIN), lt=float(_I64_MAX)), core_schema.int_schema()]
+                ),
+                core_schema.no_info_plain_validator_function(_whole),
+            ],
             mode="left_to_right",
             custom_error_type="int_type",
         ),
