@@ -6,12 +6,12 @@
 
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { test } from "node:test";
 
-import { PKG, ROOT } from "./helpers.js";
+import { PKG, ROOT, compileGenerated, rng } from "./helpers.js";
 
 const CODEGEN = process.env.OPENAGENTS_CODEGEN_BIN ?? join(ROOT, "target/debug/openagents-codegen");
 const FIXTURES = join(ROOT, "codegen/tests/fixtures");
@@ -21,18 +21,6 @@ interface Generated {
   TYPES: readonly { name: string }[];
   isValid(name: string, value: unknown, lenient?: boolean): boolean;
   validate(name: string, value: unknown, lenient?: boolean): { pointer: string; keyword: string }[];
-}
-
-function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 0x100000000;
-  };
 }
 
 const SCALARS: unknown[] = [null, true, false, 0, 1, 2, 2.0, 2.5, -1, 11, 1e300, "", "a", "x1", "é😀", "\n", "9", [], [1], [{}], {}];
@@ -64,16 +52,7 @@ test("the emitter's output for every fixture schema compiles strictly and valida
     const text = readdirSync(join(dir, "schema")).map((f) => spawnSync("cat", [join(dir, "schema", f)], { encoding: "utf8" }).stdout).join("");
     keysByFixture.set(name, [...new Set([...text.matchAll(/"([a-z_][a-z_0-9]*)"\s*:/gi)].map((m) => m[1]!))]);
   }
-  writeFileSync(join(WORK, "package.json"), JSON.stringify({ type: "module" }));
-  writeFileSync(
-    join(WORK, "tsconfig.json"),
-    JSON.stringify({
-      compilerOptions: { target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", lib: ["ES2022", "DOM"], types: [], strict: true, noImplicitOverride: true, verbatimModuleSyntax: true, outDir: "out", rootDir: "." },
-      include: ["*/src/**/*.ts"],
-    }),
-  );
-  const tsc = spawnSync(process.execPath, [join(PKG, "node_modules/typescript/bin/tsc"), "-p", join(WORK, "tsconfig.json")], { encoding: "utf8" });
-  assert.equal(tsc.status, 0, `tsc --strict on the generated fixtures:\n${tsc.stdout}${tsc.stderr}`);
+  compileGenerated(WORK, "the generated fixtures");
   let checked = 0;
   for (const name of names) {
     const mod = (await import(pathToFileURL(join(WORK, "out", name, "src/generated/validators.js")).href)) as Generated;

@@ -148,3 +148,31 @@ export async function checkResumeAhead(client: OpenAgentsClient, ahead = 100): P
   const expected = Array.from({ length: last - gap.resumed_at }, (_, i) => gap.resumed_at + 1 + i);
   assert.deepEqual(seen.slice(1).map((e) => e.seq), expected, "every event held, in order, once");
 }
+
+/** A small deterministic generator (xorshift), so failures reproduce. */
+export function rng(seed: number): () => number {
+  let x = seed >>> 0 || 1;
+  return () => {
+    x ^= x << 13;
+    x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    return x / 0x100000000;
+  };
+}
+
+/** Compiles, with `tsc --strict`, the generated modules under `work/<name>/src/` (each beside its
+ * own copy of `rt.ts`) into `work/out/`; `what` names them in the failure. */
+export function compileGenerated(work: string, what: string): void {
+  writeFileSync(join(work, "package.json"), JSON.stringify({ type: "module" }));
+  writeFileSync(
+    join(work, "tsconfig.json"),
+    JSON.stringify({
+      compilerOptions: { target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", lib: ["ES2022", "DOM"], types: [], strict: true, noImplicitOverride: true, verbatimModuleSyntax: true, outDir: "out", rootDir: "." },
+      include: ["*/src/**/*.ts"],
+    }),
+  );
+  const tsc = spawnSync(process.execPath, [join(PKG, "node_modules/typescript/bin/tsc"), "-p", join(work, "tsconfig.json")], { encoding: "utf8" });
+  assert.equal(tsc.status, 0, `tsc --strict on ${what}:\n${tsc.stdout}${tsc.stderr}`);
+}

@@ -14,6 +14,8 @@ import { join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { before, test } from "node:test";
 
+import { compileGenerated, rng } from "./helpers.js";
+
 /** `clients/typescript/` (tests run from `build/test/`). */
 const PKG = resolve(fileURLToPath(new URL("../../", import.meta.url)));
 const ROOT = resolve(PKG, "../..");
@@ -91,16 +93,7 @@ before(async () => {
     assert.equal(out.status, 0, `${name}: ${out.stderr}`);
     copyFileSync(join(PKG, "src/rt.ts"), join(dir, "src/rt.ts"));
   }
-  writeFileSync(join(WORK, "package.json"), JSON.stringify({ type: "module" }));
-  writeFileSync(
-    join(WORK, "tsconfig.json"),
-    JSON.stringify({
-      compilerOptions: { target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", lib: ["ES2022", "DOM"], types: [], strict: true, noImplicitOverride: true, verbatimModuleSyntax: true, outDir: "out", rootDir: "." },
-      include: ["*/src/**/*.ts"],
-    }),
-  );
-  const tsc = spawnSync(process.execPath, [join(PKG, "node_modules/typescript/bin/tsc"), "-p", join(WORK, "tsconfig.json")], { encoding: "utf8" });
-  assert.equal(tsc.status, 0, `tsc --strict on the generated validators:\n${tsc.stdout}${tsc.stderr}`);
+  compileGenerated(WORK, "the generated validators");
   for (const [name] of schemas) {
     modules.set(name, (await import(pathToFileURL(join(WORK, "out", name, "src/generated/validators.js")).href)) as Generated);
   }
@@ -280,18 +273,6 @@ test("an enumerable property added to Object.prototype is not a member of every 
   }
 });
 
-/** A small deterministic generator (xorshift), so failures reproduce. */
-function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 0x100000000;
-  };
-}
 
 const SCALARS: unknown[] = [null, true, 0, 1, 2.5, -1, 1e300, NaN, Infinity, -Infinity, "", "a", "x1", "circle", "num", "neg", [], {}];
 

@@ -25,18 +25,8 @@ import {
 } from "@openagents/client";
 import type { RuntimeEvent, RuntimeState, ServerEvent, TypeName } from "@openagents/client";
 
-/** A small deterministic generator (xorshift), so failures reproduce. */
-function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 0x100000000;
-  };
-}
+import { rng } from "./helpers.js";
+
 
 /** Characters that probe the patterns' classes: edges, newlines, NUL, non-ASCII, astral, lone surrogates. */
 const ALPHABET = ["a", "Z", "0", "9", ".", "_", ":", "-", "/", " ", "\n", "\r", "\u0000", "\u2028", "é", "中", "😀", "\ud800", "\udc00", "$", "^", "A", "z"];
