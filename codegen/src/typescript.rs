@@ -548,11 +548,11 @@ impl<'a> Emitter<'a> {
     fn validators_module(&self) -> String {
         let mut w = Out::new();
         w.line(HEADER);
-        w.doc("Validators for every named type, as plain functions: `isX` answers fast whether a value is\nvalid, `validateX` lists every violation with its JSON pointer and keyword (the same ones the\nRust validators report). Lengths count Unicode code points; simple patterns are compiled to\nloops, the others run as `RegExp` with the `u` flag (JSON Schema patterns are not anchored).\n\nThey check a value as the JSON document it stands for: a number must be finite (`NaN` and the\ninfinities are no JSON number), arrays and objects nest at most `MAX_DEPTH` (127) levels, as the\nRust runtime reads documents (deeper is a `json` violation, never a stack overflow), and an\nobject's members are its own enumerable properties, never inherited ones.\n\nBoth take `lenient`: when true, an unknown kind of an `x-extensible` union or an unknown value\nof an `x-extensible` enum is accepted (what a client does when reading); when false (the\ndefault) it is refused, as the schema says.");
+        w.doc("Validators for every named type, as plain functions: `isX` answers fast whether a value is\nvalid, `validateX` lists every violation with its JSON pointer and keyword (the same ones the\nRust validators report). Lengths count Unicode code points; simple patterns are compiled to\nloops, the others run as `RegExp` with the `u` flag (JSON Schema patterns are not anchored).\n\nThey check a value as the JSON document it stands for: a number must be finite (`NaN` and the\ninfinities are no JSON number), arrays and objects nest at most `MAX_DEPTH` (127) levels, as the\nRust runtime reads documents (deeper is a `json` violation, never a stack overflow), and the\nmembers an object has beside its declared properties are its own enumerable ones (a declared\nproperty is read as the object gives it).\n\nBoth take `lenient`: when true, an unknown kind of an `x-extensible` union or an unknown value\nof an `x-extensible` enum is accepted (what a client does when reading); when false (the\ndefault) it is refused, as the schema says.");
         w.line("import type { Violation } from \"RUNTIME\";".replace("RUNTIME", &self.opts.runtime).as_str());
         let rt_names = [
-            "MAX_DEPTH", "boundViolation", "constViolation", "depthViolation", "enumViolation", "has", "isArray", "isInteger", "isNumber", "isObject", "isPlain",
-            "itemsViolation", "jsonEqual", "keyOf", "keysOf", "maxLength", "maxLengthViolation", "members", "minLength", "minLengthViolation", "own", "patternViolation",
+            "MAX_DEPTH", "boundViolation", "constViolation", "depthViolation", "enumViolation", "has", "isArray", "isInteger", "isNumber", "isObject",
+            "itemsViolation", "jsonEqual", "keyOf", "keysOf", "maxLength", "maxLengthViolation", "minLength", "minLengthViolation", "own", "patternViolation",
             "regex", "report", "typeViolation",
         ];
         let applied = ["anyOfViolation", "notViolation", "oneOfVerdict"];
@@ -727,7 +727,6 @@ impl<'a> Emitter<'a> {
                 }
                 w.line("if (!$isObject(v)) return false;");
                 w.line("if (d >= $MAX_DEPTH) return false;");
-                self.members_only(w, &f, false, &s.fields, None);
                 self.fast_props(w, &s.fields, &s.additional, None, "v");
                 w.line("return true;");
                 w.close("}");
@@ -743,7 +742,6 @@ impl<'a> Emitter<'a> {
                 w.line("return;");
                 w.close("}");
                 self.depth_stop(w);
-                self.members_only(w, &f, true, &s.fields, None);
                 self.check_props(w, &s.fields, &s.additional, None, "v");
                 w.close("}");
             }
@@ -752,7 +750,6 @@ impl<'a> Emitter<'a> {
                 w.open(&format!("function f{f}(v: unknown, lenient: boolean, d: number): boolean {{"));
                 w.line("if (!$isObject(v)) return false;");
                 w.line("if (d >= $MAX_DEPTH) return false;");
-                self.members_only(w, &f, false, &[], Some(&u.tag));
                 w.line(&format!("const tag = {};", self.read_prop("v", &u.tag)));
                 w.open("switch (tag) {");
                 for v in &u.variants {
@@ -779,7 +776,6 @@ impl<'a> Emitter<'a> {
                 w.line("return;");
                 w.close("}");
                 self.depth_stop(w);
-                self.members_only(w, &f, true, &[], Some(&u.tag));
                 w.line(&format!("const tag = {};", self.read_prop("v", &u.tag)));
                 w.line(&format!("const tagPath = p + {};", js_str(&push_pointer("", &u.tag))));
                 w.open("if (typeof tag === \"string\") {");
@@ -861,26 +857,6 @@ impl<'a> Emitter<'a> {
                 self.check_node(w, node, "v", "p", 0);
                 w.close("}");
             }
-        }
-    }
-
-    /// Where the checks of object `v` read its members by name: an object whose prototype is
-    /// neither `Object.prototype` nor `null` (`Object.create(proto)`, a class instance) is checked
-    /// as the copy of its own enumerable properties (`$members`), so no check reads an inherited
-    /// one and both checks read the same members. (The other properties are listed own ones only,
-    /// whatever the prototype: `$keysOf`, and `for...in` with `$has`.) `f`: the function's
-    /// suffix; `explain`: which check.
-    fn members_only(&self, w: &mut Out, f: &str, explain: bool, fields: &[Field], tag: Option<&str>) {
-        if fields.is_empty() && tag.is_none() {
-            return;
-        }
-        if explain {
-            w.open("if (!$isPlain(v)) {");
-            w.line(&format!("c{f}($members(v), p, out, lenient, d);"));
-            w.line("return;");
-            w.close("}");
-        } else {
-            w.line(&format!("if (!$isPlain(v)) return f{f}($members(v), lenient, d);"));
         }
     }
 

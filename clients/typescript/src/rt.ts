@@ -44,7 +44,6 @@ export function isInteger(v: unknown): v is number {
 }
 
 const hasOwn = Object.prototype.hasOwnProperty;
-const OBJECT_PROTOTYPE: unknown = Object.prototype;
 
 /** Property `k` of `o` when it is `o`'s own (for names `Object.prototype` also answers to). */
 export function own(o: JsonObject, k: string): unknown {
@@ -54,27 +53,6 @@ export function own(o: JsonObject, k: string): unknown {
 /** Whether `k` is `o`'s own property: for the keys a `for...in` loop yields, where inherited ones are not members. */
 export function has(o: JsonObject, k: string): boolean {
   return hasOwn.call(o, k);
-}
-
-/**
- * Whether reading a property of `o` finds only its own members, what `JSON.parse` and object
- * literals make: its prototype is `Object.prototype` (whose own names the validators read with
- * `own`) or `null`. Otherwise (`Object.create(proto)`, a class instance) the validators check
- * `members(o)` instead, since inherited properties are not members: JSON has no prototypes.
- */
-export function isPlain(o: JsonObject): boolean {
-  const proto: unknown = Object.getPrototypeOf(o);
-  return proto === OBJECT_PROTOTYPE || proto === null;
-}
-
-/**
- * The members of `o` as a JSON document has them, in an object with a `null` prototype: its own
- * enumerable string-keyed properties, the ones `Object.keys` lists and `JSON.stringify` writes.
- */
-export function members(o: JsonObject): JsonObject {
-  const copy = Object.create(null) as JsonObject;
-  for (const k of Object.keys(o)) copy[k] = o[k];
-  return copy;
 }
 
 /** The own property names of `o` (its own enumerable string keys, as `Object.keys` lists them). */

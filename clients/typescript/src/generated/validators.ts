@@ -7,15 +7,16 @@
  *
  * They check a value as the JSON document it stands for: a number must be finite (`NaN` and the
  * infinities are no JSON number), arrays and objects nest at most `MAX_DEPTH` (127) levels, as the
- * Rust runtime reads documents (deeper is a `json` violation, never a stack overflow), and an
- * object's members are its own enumerable properties, never inherited ones.
+ * Rust runtime reads documents (deeper is a `json` violation, never a stack overflow), and the
+ * members an object has beside its declared properties are its own enumerable ones (a declared
+ * property is read as the object gives it).
  *
  * Both take `lenient`: when true, an unknown kind of an `x-extensible` union or an unknown value
  * of an `x-extensible` enum is accepted (what a client does when reading); when false (the
  * default) it is refused, as the schema says.
  */
 import type { Violation } from "../rt.js";
-import { MAX_DEPTH as $MAX_DEPTH, boundViolation as $boundViolation, constViolation as $constViolation, depthViolation as $depthViolation, enumViolation as $enumViolation, has as $has, isArray as $isArray, isInteger as $isInteger, isNumber as $isNumber, isObject as $isObject, isPlain as $isPlain, itemsViolation as $itemsViolation, jsonEqual as $jsonEqual, keyOf as $keyOf, keysOf as $keysOf, maxLength as $maxLength, maxLengthViolation as $maxLengthViolation, members as $members, minLength as $minLength, minLengthViolation as $minLengthViolation, own as $own, patternViolation as $patternViolation, regex as $regex, report as $report, typeViolation as $typeViolation } from "../rt.js";
+import { MAX_DEPTH as $MAX_DEPTH, boundViolation as $boundViolation, constViolation as $constViolation, depthViolation as $depthViolation, enumViolation as $enumViolation, has as $has, isArray as $isArray, isInteger as $isInteger, isNumber as $isNumber, isObject as $isObject, itemsViolation as $itemsViolation, jsonEqual as $jsonEqual, keyOf as $keyOf, keysOf as $keysOf, maxLength as $maxLength, maxLengthViolation as $maxLengthViolation, minLength as $minLength, minLengthViolation as $minLengthViolation, own as $own, patternViolation as $patternViolation, regex as $regex, report as $report, typeViolation as $typeViolation } from "../rt.js";
 import type * as T from "./types.js";
 
 /** Whether a string matches `^[0-9a-f]{64}$` (ECMA-262, `u` flag, unanchored unless the pattern anchors it). */
@@ -104,7 +105,6 @@ export function validateActiveTurn(value: unknown, lenient = false): Violation[]
 function fActiveTurn(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fActiveTurn($members(v), lenient, d);
   const x0 = v.assignment;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -128,10 +128,6 @@ function cActiveTurn(v: unknown, p: string, out: Violation[], lenient: boolean, 
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cActiveTurn($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.assignment;
@@ -194,7 +190,6 @@ export function validateAgentSpec(value: unknown, lenient = false): Violation[] 
 function fAgentSpec(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fAgentSpec($members(v), lenient, d);
   const x0 = v.runner;
   if (x0 === undefined) return false;
   if (!fId(x0, lenient, d + 1)) return false;
@@ -217,10 +212,6 @@ function cAgentSpec(v: unknown, p: string, out: Violation[], lenient: boolean, d
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cAgentSpec($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.runner;
@@ -248,7 +239,6 @@ export function validateApprovalAnswer(value: unknown, lenient = false): Violati
 function fApprovalAnswer(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fApprovalAnswer($members(v), lenient, d);
   const x0 = v.type;
   if (x0 === undefined) return false;
   if (!(x0 === "approval_answer")) return false;
@@ -285,10 +275,6 @@ function cApprovalAnswer(v: unknown, p: string, out: Violation[], lenient: boole
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cApprovalAnswer($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.type;
@@ -348,7 +334,6 @@ export function validateApprovalPrompt(value: unknown, lenient = false): Violati
 function fApprovalPrompt(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fApprovalPrompt($members(v), lenient, d);
   const x0 = v.request_id;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -370,10 +355,6 @@ function cApprovalPrompt(v: unknown, p: string, out: Violation[], lenient: boole
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cApprovalPrompt($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.request_id;
@@ -423,7 +404,6 @@ export function validateApprovalReply(value: unknown, lenient = false): Violatio
 function fApprovalReply(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fApprovalReply($members(v), lenient, d);
   const x0 = v.approved;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "boolean")) return false;
@@ -452,10 +432,6 @@ function cApprovalReply(v: unknown, p: string, out: Violation[], lenient: boolea
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cApprovalReply($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.approved;
@@ -498,7 +474,6 @@ export function validateCallerGrant(value: unknown, lenient = false): Violation[
 function fCallerGrant(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fCallerGrant($members(v), lenient, d);
   const x0 = v.name;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -526,10 +501,6 @@ function cCallerGrant(v: unknown, p: string, out: Violation[], lenient: boolean,
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cCallerGrant($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.name;
@@ -604,7 +575,6 @@ export function validateConversationParams(value: unknown, lenient = false): Vio
 function fConversationParams(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fConversationParams($members(v), lenient, d);
   const x0 = v.id;
   if (x0 === undefined) return false;
   if (!fId(x0, lenient, d + 1)) return false;
@@ -637,10 +607,6 @@ function cConversationParams(v: unknown, p: string, out: Violation[], lenient: b
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cConversationParams($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.id;
@@ -676,7 +642,6 @@ export function validateConversationResult(value: unknown, lenient = false): Vio
 function fConversationResult(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fConversationResult($members(v), lenient, d);
   const x0 = v.conversation;
   if (x0 === undefined) return false;
   if (!fConversationSummary(x0, lenient, d + 1)) return false;
@@ -702,10 +667,6 @@ function cConversationResult(v: unknown, p: string, out: Violation[], lenient: b
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cConversationResult($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.conversation;
@@ -752,7 +713,6 @@ export function validateConversationSummary(value: unknown, lenient = false): Vi
 function fConversationSummary(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fConversationSummary($members(v), lenient, d);
   const x0 = v.id;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -784,10 +744,6 @@ function cConversationSummary(v: unknown, p: string, out: Violation[], lenient: 
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cConversationSummary($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.id;
@@ -875,7 +831,6 @@ function fConversationsParams(v: unknown, lenient: boolean, d: number): boolean 
   if (v === null) return true;
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fConversationsParams($members(v), lenient, d);
   const x0 = v.limit;
   if (x0 !== undefined) {
     if (!fHistoryLimit(x0, lenient, d + 1)) return false;
@@ -907,10 +862,6 @@ function cConversationsParams(v: unknown, p: string, out: Violation[], lenient: 
     $depthViolation(out, p);
     return;
   }
-  if (!$isPlain(v)) {
-    cConversationsParams($members(v), p, out, lenient, d);
-    return;
-  }
   const x0 = v.limit;
   if (x0 !== undefined) {
     cHistoryLimit(x0, p + "/limit", out, lenient, d + 1);
@@ -938,7 +889,6 @@ export function validateConversationsResult(value: unknown, lenient = false): Vi
 function fConversationsResult(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fConversationsResult($members(v), lenient, d);
   const x0 = v.conversations;
   if (x0 === undefined) return false;
   if (!($isArray(x0))) return false;
@@ -961,10 +911,6 @@ function cConversationsResult(v: unknown, p: string, out: Violation[], lenient: 
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cConversationsResult($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.conversations;
@@ -1005,7 +951,6 @@ export function validateEarlierTurn(value: unknown, lenient = false): Violation[
 function fEarlierTurn(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fEarlierTurn($members(v), lenient, d);
   const x0 = v.task;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -1035,10 +980,6 @@ function cEarlierTurn(v: unknown, p: string, out: Violation[], lenient: boolean,
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cEarlierTurn($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.task;
@@ -1154,7 +1095,6 @@ export function validateErrorDetails(value: unknown, lenient = false): Violation
 function fErrorDetails(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fErrorDetails($members(v), lenient, d);
   const x0 = v.violations;
   if (x0 !== undefined) {
     if (!($isArray(x0))) return false;
@@ -1203,10 +1143,6 @@ function cErrorDetails(v: unknown, p: string, out: Violation[], lenient: boolean
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cErrorDetails($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.violations;
@@ -1303,7 +1239,6 @@ export function validateEvent(value: unknown, lenient = false): Violation[] {
 function fEvent(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fEvent($members(v), lenient, d);
   const tag = v.type;
   switch (tag) {
     case "text": {
@@ -1391,10 +1326,6 @@ function cEvent(v: unknown, p: string, out: Violation[], lenient: boolean, d: nu
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cEvent($members(v), p, out, lenient, d);
     return;
   }
   const tag = v.type;
@@ -1507,7 +1438,6 @@ export function validateFrontendApprovalRequest(value: unknown, lenient = false)
 function fFrontendApprovalRequest(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fFrontendApprovalRequest($members(v), lenient, d);
   const x0 = v.jsonrpc;
   if (x0 === undefined) return false;
   if (!fJsonRpcVersion(x0, lenient, d + 1)) return false;
@@ -1530,10 +1460,6 @@ function cFrontendApprovalRequest(v: unknown, p: string, out: Violation[], lenie
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cFrontendApprovalRequest($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.jsonrpc;
@@ -1585,7 +1511,6 @@ export function validateFrontendApprovalResolved(value: unknown, lenient = false
 function fFrontendApprovalResolved(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fFrontendApprovalResolved($members(v), lenient, d);
   const x0 = v.jsonrpc;
   if (x0 === undefined) return false;
   if (!fJsonRpcVersion(x0, lenient, d + 1)) return false;
@@ -1606,10 +1531,6 @@ function cFrontendApprovalResolved(v: unknown, p: string, out: Violation[], leni
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cFrontendApprovalResolved($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.jsonrpc;
@@ -1656,7 +1577,6 @@ export function validateFrontendApprovalResolvedParams(value: unknown, lenient =
 function fFrontendApprovalResolvedParams(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fFrontendApprovalResolvedParams($members(v), lenient, d);
   const x0 = v.request_id;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -1677,10 +1597,6 @@ function cFrontendApprovalResolvedParams(v: unknown, p: string, out: Violation[]
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cFrontendApprovalResolvedParams($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.request_id;
@@ -1729,7 +1645,6 @@ export function validateFrontendEventNotification(value: unknown, lenient = fals
 function fFrontendEventNotification(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fFrontendEventNotification($members(v), lenient, d);
   const x0 = v.jsonrpc;
   if (x0 === undefined) return false;
   if (!fJsonRpcVersion(x0, lenient, d + 1)) return false;
@@ -1749,10 +1664,6 @@ function cFrontendEventNotification(v: unknown, p: string, out: Violation[], len
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cFrontendEventNotification($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.jsonrpc;
@@ -1880,7 +1791,6 @@ function fInterruptParams(v: unknown, lenient: boolean, d: number): boolean {
   if (v === null) return true;
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fInterruptParams($members(v), lenient, d);
   const x0 = v.assignment;
   if (x0 !== undefined) {
     if (!fId(x0, lenient, d + 1)) return false;
@@ -1907,10 +1817,6 @@ function cInterruptParams(v: unknown, p: string, out: Violation[], lenient: bool
     $depthViolation(out, p);
     return;
   }
-  if (!$isPlain(v)) {
-    cInterruptParams($members(v), p, out, lenient, d);
-    return;
-  }
   const x0 = v.assignment;
   if (x0 !== undefined) {
     cId(x0, p + "/assignment", out, lenient, d + 1);
@@ -1934,7 +1840,6 @@ export function validateInterruptResult(value: unknown, lenient = false): Violat
 function fInterruptResult(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fInterruptResult($members(v), lenient, d);
   const x0 = v.interrupted;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "boolean")) return false;
@@ -1948,10 +1853,6 @@ function cInterruptResult(v: unknown, p: string, out: Violation[], lenient: bool
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cInterruptResult($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.interrupted;
@@ -2004,7 +1905,6 @@ export function validateLease(value: unknown, lenient = false): Violation[] {
 function fLease(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fLease($members(v), lenient, d);
   const x0 = v.holder;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -2022,10 +1922,6 @@ function cLease(v: unknown, p: string, out: Violation[], lenient: boolean, d: nu
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cLease($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.holder;
@@ -2066,7 +1962,6 @@ export function validateLimits(value: unknown, lenient = false): Violation[] {
 function fLimits(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fLimits($members(v), lenient, d);
   const x0 = v.max_frame;
   if (x0 === undefined) return false;
   if (!($isInteger(x0))) return false;
@@ -2093,10 +1988,6 @@ function cLimits(v: unknown, p: string, out: Violation[], lenient: boolean, d: n
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cLimits($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.max_frame;
@@ -2195,7 +2086,6 @@ export function validateReleaseResult(value: unknown, lenient = false): Violatio
 function fReleaseResult(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fReleaseResult($members(v), lenient, d);
   const x0 = v.released;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "boolean")) return false;
@@ -2209,10 +2099,6 @@ function cReleaseResult(v: unknown, p: string, out: Violation[], lenient: boolea
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cReleaseResult($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.released;
@@ -2271,7 +2157,6 @@ export function validateRpcError(value: unknown, lenient = false): Violation[] {
 function fRpcError(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fRpcError($members(v), lenient, d);
   const x0 = v.code;
   if (x0 === undefined) return false;
   if (!($isInteger(x0))) return false;
@@ -2291,10 +2176,6 @@ function cRpcError(v: unknown, p: string, out: Violation[], lenient: boolean, d:
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cRpcError($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.code;
@@ -2340,7 +2221,6 @@ export function validateRpcNotification(value: unknown, lenient = false): Violat
 function fRpcNotification(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fRpcNotification($members(v), lenient, d);
   const x0 = v.event;
   if (x0 === undefined) return false;
   if (!fServerEvent(x0, lenient, d + 1)) return false;
@@ -2354,10 +2234,6 @@ function cRpcNotification(v: unknown, p: string, out: Violation[], lenient: bool
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cRpcNotification($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.event;
@@ -2381,7 +2257,6 @@ export function validateRpcRequest(value: unknown, lenient = false): Violation[]
 function fRpcRequest(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fRpcRequest($members(v), lenient, d);
   const tag = v.method;
   switch (tag) {
     case "submit": {
@@ -2639,10 +2514,6 @@ function cRpcRequest(v: unknown, p: string, out: Violation[], lenient: boolean, 
     $depthViolation(out, p);
     return;
   }
-  if (!$isPlain(v)) {
-    cRpcRequest($members(v), p, out, lenient, d);
-    return;
-  }
   const tag = v.method;
   const tagPath = p + "/method";
   if (typeof tag === "string") {
@@ -2845,7 +2716,6 @@ export function validateRpcResponse(value: unknown, lenient = false): Violation[
 function fRpcResponse(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fRpcResponse($members(v), lenient, d);
   const x0 = v.jsonrpc;
   if (x0 !== undefined) {
     if (!fJsonRpcVersion(x0, lenient, d + 1)) return false;
@@ -2868,10 +2738,6 @@ function cRpcResponse(v: unknown, p: string, out: Violation[], lenient: boolean,
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cRpcResponse($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.jsonrpc;
@@ -2904,7 +2770,6 @@ export function validateRuntimeEvent(value: unknown, lenient = false): Violation
 function fRuntimeEvent(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fRuntimeEvent($members(v), lenient, d);
   const tag = v.type;
   switch (tag) {
     case "turn_started": {
@@ -3004,10 +2869,6 @@ function cRuntimeEvent(v: unknown, p: string, out: Violation[], lenient: boolean
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cRuntimeEvent($members(v), p, out, lenient, d);
     return;
   }
   const tag = v.type;
@@ -3288,7 +3149,6 @@ export function validateRuntimeStatus(value: unknown, lenient = false): Violatio
 function fRuntimeStatus(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fRuntimeStatus($members(v), lenient, d);
   const x0 = v.state;
   if (x0 === undefined) return false;
   if (!fRuntimeState(x0, lenient, d + 1)) return false;
@@ -3338,10 +3198,6 @@ function cRuntimeStatus(v: unknown, p: string, out: Violation[], lenient: boolea
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cRuntimeStatus($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.state;
@@ -3447,7 +3303,6 @@ export function validateRuntimeSubmitError(value: unknown, lenient = false): Vio
 function fRuntimeSubmitError(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fRuntimeSubmitError($members(v), lenient, d);
   const x0 = v.code;
   if (x0 === undefined) return false;
   if (!fErrorCode(x0, lenient, d + 1)) return false;
@@ -3471,10 +3326,6 @@ function cRuntimeSubmitError(v: unknown, p: string, out: Violation[], lenient: b
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cRuntimeSubmitError($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.code;
@@ -3524,7 +3375,6 @@ export function validateServerEvent(value: unknown, lenient = false): Violation[
 function fServerEvent(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fServerEvent($members(v), lenient, d);
   const x0 = v.seq;
   if (x0 === undefined) return false;
   if (!($isInteger(x0))) return false;
@@ -3548,10 +3398,6 @@ function cServerEvent(v: unknown, p: string, out: Violation[], lenient: boolean,
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cServerEvent($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.seq;
@@ -3598,7 +3444,6 @@ export function validateShutdownResult(value: unknown, lenient = false): Violati
 function fShutdownResult(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fShutdownResult($members(v), lenient, d);
   const x0 = v.shutting_down;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "boolean")) return false;
@@ -3612,10 +3457,6 @@ function cShutdownResult(v: unknown, p: string, out: Violation[], lenient: boole
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cShutdownResult($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.shutting_down;
@@ -3644,7 +3485,6 @@ export function validateSubmitParams(value: unknown, lenient = false): Violation
 function fSubmitParams(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fSubmitParams($members(v), lenient, d);
   const x0 = v.task;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -3692,10 +3532,6 @@ function cSubmitParams(v: unknown, p: string, out: Violation[], lenient: boolean
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cSubmitParams($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.task;
@@ -3754,7 +3590,6 @@ export function validateSubmitResult(value: unknown, lenient = false): Violation
 function fSubmitResult(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fSubmitResult($members(v), lenient, d);
   const x0 = v.assignment;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -3774,10 +3609,6 @@ function cSubmitResult(v: unknown, p: string, out: Violation[], lenient: boolean
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cSubmitResult($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.assignment;
@@ -3829,7 +3660,6 @@ function fSubscribeParams(v: unknown, lenient: boolean, d: number): boolean {
   if (v === null) return true;
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fSubscribeParams($members(v), lenient, d);
   const x0 = v.since;
   if (x0 !== undefined) {
     if (!($isInteger(x0))) return false;
@@ -3855,10 +3685,6 @@ function cSubscribeParams(v: unknown, p: string, out: Violation[], lenient: bool
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cSubscribeParams($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.since;
@@ -3890,7 +3716,6 @@ export function validateSubscribeResult(value: unknown, lenient = false): Violat
 function fSubscribeResult(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fSubscribeResult($members(v), lenient, d);
   const x0 = v.last_seq;
   if (x0 === undefined) return false;
   if (!($isInteger(x0))) return false;
@@ -3905,10 +3730,6 @@ function cSubscribeResult(v: unknown, p: string, out: Violation[], lenient: bool
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cSubscribeResult($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.last_seq;
@@ -3938,7 +3759,6 @@ export function validateTurn(value: unknown, lenient = false): Violation[] {
 function fTurn(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fTurn($members(v), lenient, d);
   const x0 = v.schema;
   if (x0 === undefined) return false;
   if (!(x0 === "openagents.agent.runner.v1")) return false;
@@ -3996,10 +3816,6 @@ function cTurn(v: unknown, p: string, out: Violation[], lenient: boolean, d: num
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cTurn($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.schema;
@@ -4094,7 +3910,6 @@ export function validateTurnCounters(value: unknown, lenient = false): Violation
 function fTurnCounters(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fTurnCounters($members(v), lenient, d);
   const x0 = v.submitted;
   if (x0 === undefined) return false;
   if (!($isInteger(x0))) return false;
@@ -4121,10 +3936,6 @@ function cTurnCounters(v: unknown, p: string, out: Violation[], lenient: boolean
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cTurnCounters($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.submitted;
@@ -4229,7 +4040,6 @@ export function validateTurnSummary(value: unknown, lenient = false): Violation[
 function fTurnSummary(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fTurnSummary($members(v), lenient, d);
   const x0 = v.assignment;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -4278,10 +4088,6 @@ function cTurnSummary(v: unknown, p: string, out: Violation[], lenient: boolean,
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cTurnSummary($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.assignment;
@@ -4395,7 +4201,6 @@ export function validateViolation(value: unknown, lenient = false): Violation[] 
 function fViolation(v: unknown, lenient: boolean, d: number): boolean {
   if (!$isObject(v)) return false;
   if (d >= $MAX_DEPTH) return false;
-  if (!$isPlain(v)) return fViolation($members(v), lenient, d);
   const x0 = v.pointer;
   if (x0 === undefined) return false;
   if (!(typeof x0 === "string")) return false;
@@ -4415,10 +4220,6 @@ function cViolation(v: unknown, p: string, out: Violation[], lenient: boolean, d
   }
   if (d >= $MAX_DEPTH) {
     $depthViolation(out, p);
-    return;
-  }
-  if (!$isPlain(v)) {
-    cViolation($members(v), p, out, lenient, d);
     return;
   }
   const x0 = v.pointer;
