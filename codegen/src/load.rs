@@ -241,7 +241,7 @@ pub fn documents_from_bundle(name: &str, bundle: &Value) -> Result<Documents, Sc
     Ok(Documents::from_values(files))
 }
 
-fn unescape_token(t: &str) -> String {
+pub(crate) fn unescape_token(t: &str) -> String {
     t.replace("~1", "/").replace("~0", "~")
 }
 

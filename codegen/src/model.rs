@@ -45,7 +45,7 @@ impl TypeSpace {
             if key.contains('/') || key.contains('\u{0}') {
                 continue;
             }
-            by_key.entry(key.replace("~1", "/").replace("~0", "~")).or_default().insert(&t.name);
+            by_key.entry(crate::load::unescape_token(key)).or_default().insert(&t.name);
         }
         by_key
             .into_iter()

@@ -365,6 +365,11 @@ pub fn parse_value_exact(input: &[u8]) -> Result<Value, DocumentError> {
     }
 }
 
+/// `k` as one token of a JSON pointer (`~` and `/` escaped, RFC 6901).
+fn pointer_token(k: &str) -> String {
+    k.replace('~', "~0").replace('/', "~1")
+}
+
 /// The JSON pointer of the value being read at `line` and `column` (1-based, as serde_json's
 /// errors give them) of `input`, a JSON document: where a value that cannot be represented, or a
 /// key given twice, sits. The members and items on the way are named by a scan of the text; ""
@@ -425,7 +430,7 @@ pub fn pointer_at(input: &[u8], line: usize, column: usize) -> String {
     let mut out = String::new();
     for f in &stack {
         let token = match f {
-            Frame::Object { key: Some(k), .. } => k.replace('~', "~0").replace('/', "~1"),
+            Frame::Object { key: Some(k), .. } => pointer_token(k),
             Frame::Object { key: None, .. } => break,
             Frame::Array(n) => n.to_string(),
         };
@@ -444,12 +449,11 @@ fn locate(input: &[u8], value: &Value, e: &serde_json::Error) -> String {
     let at = pointer_at(input, e.line(), e.column());
     let message = e.to_string();
     let parent = || at.rsplit_once('/').map_or(String::new(), |(p, _)| p.to_owned());
-    let escape = |k: &str| k.replace('~', "~0").replace('/', "~1");
     if let Some(key) = message.split_once("duplicate property `").and_then(|(_, rest)| rest.rsplit_once('`')).map(|(k, _)| k) {
-        if at.rsplit_once('/').is_some_and(|(_, last)| last == escape(key)) {
+        if at.rsplit_once('/').is_some_and(|(_, last)| last == pointer_token(key)) {
             return at;
         }
-        return format!("{}/{}", parent(), escape(key));
+        return format!("{}/{}", parent(), pointer_token(key));
     }
     if message.contains("beyond the supported range") {
         let wide = |v: &Value| matches!(v, Value::Number(n) if n.as_i64().is_none() && (n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)));
@@ -461,7 +465,7 @@ fn locate(input: &[u8], value: &Value, e: &serde_json::Error) -> String {
                 return Some(here);
             }
             match v {
-                Value::Object(m) => m.iter().find_map(|(k, x)| first_wide(x, format!("{here}/{}", k.replace('~', "~0").replace('/', "~1")), wide)),
+                Value::Object(m) => m.iter().find_map(|(k, x)| first_wide(x, format!("{here}/{}", pointer_token(k)), wide)),
                 Value::Array(a) => a.iter().enumerate().find_map(|(i, x)| first_wide(x, format!("{here}/{i}"), wide)),
                 _ => None,
             }
