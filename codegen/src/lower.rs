@@ -823,25 +823,78 @@ impl<'a> Lowerer<'a> {
             .collect()
     }
 
-    /// The tag of a union's branches: a property every branch requires as a `const` string,
-    /// each branch's value its own; `discriminator.propertyName` is tried first.
-    fn find_tag(&self, map: &Map<String, Value>, branches: &[BranchMap]) -> Option<String> {
-        let tag_of = |m: &Map<String, Value>, k: &str| -> Option<String> {
-            let required = m.get("required").and_then(Value::as_array).is_some_and(|r| r.iter().any(|v| v == k));
-            let s = m.get("properties").and_then(|p| p.get(k))?;
-            // A `type` beside the `const` that does not allow a string leaves the branch nothing
-            // to match: not a tag.
-            let typed_string = s.get("type").is_none_or(|t| t == "string" || t.as_array().is_some_and(|a| a.iter().any(|x| x == "string")));
-            let c = s.get("const").and_then(Value::as_str)?;
-            (required && typed_string).then(|| c.to_owned())
+    /// The schemas a union branch is made of: the branch itself, each member of its `allOf`
+    /// (inline, or a `$ref` with only annotations beside it) and the target of a `$ref` that
+    /// stands beside other keywords (one more member of the `allOf`). `None` when a member is not
+    /// an object schema or cannot be resolved.
+    fn branch_parts(&self, file: &str, m: &Map<String, Value>) -> Option<Vec<Map<String, Value>>> {
+        let mut parts = vec![m.clone()];
+        let mut refs = Vec::new();
+        if let Some(r) = m.get("$ref") {
+            refs.push(r.as_str()?);
+        }
+        if let Some(all) = m.get("allOf") {
+            for part in all.as_array()? {
+                let o = part.as_object()?;
+                match o.get("$ref") {
+                    Some(r) if o.keys().all(|k| k == "$ref" || is_annotation(k)) => refs.push(r.as_str()?),
+                    Some(_) => return None,
+                    None => parts.push(o.clone()),
+                }
+            }
+        }
+        for r in refs {
+            let (f, p) = self.docs.resolve_ref(file, r).ok()?;
+            match self.docs.get(&f, &p)? {
+                Value::Object(o) => parts.push(o.clone()),
+                _ => return None,
+            }
+        }
+        Some(parts)
+    }
+
+    /// A branch's value of the tag `k`, when `k` can tag it: the branch is an object (one of its
+    /// parts says `"type": "object"`, none says otherwise), one of its parts requires `k`, and one
+    /// gives it a `const` string that every other part declaring `k` allows (a string type, an
+    /// `enum` listing it, the same `const`). A branch built by inheritance
+    /// (`allOf: [{"$ref": Base}, {...}]`) takes its tag from any of its parts.
+    fn tag_value(&self, file: &str, m: &Map<String, Value>, k: &str) -> Option<String> {
+        let parts = self.branch_parts(file, m)?;
+        let object = parts.iter().all(|p| p.get("type").is_none_or(|t| t == "object")) && parts.iter().any(|p| p.get("type").is_some_and(|t| t == "object"));
+        let required = parts.iter().any(|p| p.get("required").and_then(Value::as_array).is_some_and(|r| r.iter().any(|v| v == k)));
+        let decls: Vec<&Value> = parts.iter().filter_map(|p| p.get("properties").and_then(|ps| ps.get(k))).collect();
+        let strings = |s: &Value| s.get("type").is_none_or(|t| t == "string" || t.as_array().is_some_and(|a| a.iter().any(|x| x == "string")));
+        // A `type` beside the `const` that does not allow a string leaves the branch nothing to
+        // match: not a tag.
+        let tagged = decls.iter().position(|s| s.get("const").is_some_and(Value::is_string) && strings(s))?;
+        let c = decls[tagged].get("const")?;
+        let allows = |s: &Value| {
+            let Some(o) = s.as_object() else { return false };
+            strings(s)
+                && o.get("const").is_none_or(|x| x == c)
+                && o.get("enum").is_none_or(|e| e.as_array().is_some_and(|a| a.contains(c)))
+                && o.keys().all(|k| matches!(k.as_str(), "type" | "const" | "enum") || is_annotation(k))
         };
+        let inherited = decls.iter().enumerate().all(|(i, s)| i == tagged || allows(s));
+        (object && required && inherited).then(|| c.as_str().map(str::to_owned)).flatten()
+    }
+
+    /// The tag of a union's branches: a property every branch requires as a `const` string,
+    /// each branch's value its own (see [`Self::tag_value`]); `discriminator.propertyName` is
+    /// tried first.
+    fn find_tag(&self, map: &Map<String, Value>, branches: &[BranchMap]) -> Option<String> {
         let hint = map.get("discriminator").and_then(|d| d.get("propertyName")).and_then(Value::as_str).map(str::to_owned);
-        let first: Vec<String> = branches[0].2.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
+        let (f0, _, m0) = &branches[0];
+        let first: Vec<String> = self
+            .branch_parts(f0, m0)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|p| p.get("properties").and_then(Value::as_object))
+            .flat_map(|p| p.keys().cloned())
+            .collect();
         hint.into_iter().chain(first).find(|k| {
             let mut seen = BTreeSet::new();
-            branches.iter().all(|(_, _, m)| {
-                m.get("type").is_some_and(|t| t == "object") && tag_of(m, k).is_some_and(|v| seen.insert(v))
-            })
+            branches.iter().all(|(f, _, m)| self.tag_value(f, m, k).is_some_and(|v| seen.insert(v)))
         })
     }
 
@@ -1099,16 +1152,25 @@ impl<'a> Lowerer<'a> {
         let mut seen = BTreeSet::new();
         let mut methods = 0;
         for (bf, bp, m, via_ref) in &resolved {
-            if m.get("type").is_some_and(|t| t != "object") || !m.contains_key("type") {
+            // `find_tag` found the tag in every branch, each an object (through its parts).
+            let Some(tag_value) = self.tag_value(bf, m, &tag) else {
                 return Err(err(bf, bp, "type", format!("each branch of a tagged `{key}` is `\"type\": \"object\"`")));
-            }
-            if has_applicators_besides(m, &["allOf"]) {
+            };
+            if has_applicators_besides(m, &["allOf", "$ref"]) {
                 return Ok(None);
             }
-            let tag_schema = m.get("properties").and_then(|p| p.get(&tag)).cloned().unwrap_or(Value::Null);
-            let tag_value = tag_schema.get("const").and_then(Value::as_str).unwrap_or_default().to_owned();
+            // The tag's `const`, in the branch itself or in a part it composes.
+            let parts = self.branch_parts(bf, m).unwrap_or_default();
+            let tag_schema = parts
+                .iter()
+                .filter_map(|p| p.get("properties").and_then(|ps| ps.get(&tag)))
+                .find(|s| s.get("const").and_then(Value::as_str) == Some(tag_value.as_str()))
+                .cloned()
+                .unwrap_or(Value::Null);
             if let Some(k) = tag_schema.as_object().and_then(|t| t.keys().find(|k| !matches!(k.as_str(), "const" | "description" | "$comment" | "type"))) {
-                return Err(err(bf, &push_pointer(&push_pointer(bp, "properties"), &tag), k, "the tag property holds only `const` (and `description`)"));
+                let own = m.get("properties").and_then(|ps| ps.get(&tag)).is_some_and(|s| s == &tag_schema);
+                let at = if own { push_pointer(&push_pointer(bp, "properties"), &tag) } else { bp.clone() };
+                return Err(err(bf, &at, k, "the tag property holds only `const` (and `description`)"));
             }
             if !seen.insert(tag_value.clone()) {
                 return Err(err(bf, bp, "const", format!("tag value `{tag_value}` is used by two branches")));
@@ -1168,18 +1230,33 @@ impl<'a> Lowerer<'a> {
     }
 
     /// The fields of an object schema together with those of the objects its `allOf` composes
-    /// (each through `$ref`), when together they are exactly one set of fields: every part
-    /// allows other properties (`additionalProperties` absent or `true`: in 2020-12 it only sees
-    /// its own schema's `properties`), no property is declared by two parts, and no part
-    /// composes further. `None` otherwise.
+    /// (inline or through `$ref`) and of the target of a `$ref` beside its other keywords, when
+    /// together they are exactly one set of fields: every part allows other properties
+    /// (`additionalProperties` absent or `true`: in 2020-12 it only sees its own schema's
+    /// `properties`), no property is declared by two parts (one part may require what another
+    /// declares), and no part composes further. `None` otherwise.
     #[allow(clippy::type_complexity)]
     fn composed_fields(&mut self, file: &str, pointer: &str, map: &Map<String, Value>, parent: &str, skip: Option<&str>) -> Result<Option<(Vec<Field>, Additional)>, SchemaError> {
-        let Some(parts) = map.get("allOf") else { return self.fields(file, pointer, map, parent, skip).map(Some) };
-        let Value::Array(parts) = parts else { return Err(err(file, pointer, "allOf", "must be an array of schemas")) };
-        let (mut fields, additional) = self.fields(file, pointer, map, parent, skip)?;
+        // A `$ref` beside other keywords is one more member of the `allOf`.
+        let mut parts = match map.get("allOf") {
+            None => Vec::new(),
+            Some(Value::Array(parts)) => parts.clone(),
+            Some(_) => return Err(err(file, pointer, "allOf", "must be an array of schemas")),
+        };
+        if let Some(r) = map.get("$ref") {
+            parts.push(Value::Object(Map::from_iter([("$ref".to_owned(), r.clone())])));
+        }
+        if parts.is_empty() {
+            return self.fields(file, pointer, map, parent, skip).map(Some);
+        }
+        let (own, additional) = self.fields(file, pointer, map, parent, skip)?;
         if !matches!(additional, Additional::Any) {
             return Ok(None);
         }
+        // A part may require a property another part declares (`required` only, in a part open
+        // to other properties, says nothing of its value): the declared field stands, required.
+        let declares = |m: &Map<String, Value>, f: &Field| m.get("properties").and_then(|p| p.get(&f.name)).is_some();
+        let mut fields: Vec<(Field, bool)> = own.into_iter().map(|f| { let d = declares(map, &f); (f, d) }).collect();
         for (i, part) in parts.iter().enumerate() {
             let (pf, pp, pm) = match part.get("$ref").and_then(Value::as_str) {
                 Some(r) if part.as_object().is_some_and(|o| o.keys().all(|k| k == "$ref" || is_annotation(k))) => {
@@ -1202,13 +1279,19 @@ impl<'a> Lowerer<'a> {
                 return Ok(None);
             }
             for f in more {
-                if fields.iter().any(|g| g.name == f.name) {
-                    return Ok(None);
+                let declared = declares(&pm, &f);
+                match fields.iter_mut().find(|(g, _)| g.name == f.name) {
+                    None => fields.push((f, declared)),
+                    Some((g, true)) if !declared => g.required |= f.required,
+                    Some((g, d)) if !*d => {
+                        let required = g.required || f.required;
+                        (*g, *d) = (Field { required, ..f }, declared);
+                    }
+                    Some(_) => return Ok(None),
                 }
-                fields.push(f);
             }
         }
-        Ok(Some((fields, additional)))
+        Ok(Some((fields.into_iter().map(|(f, _)| f).collect(), additional)))
     }
 
     /// Lowers the schema used at one place.
@@ -1391,10 +1474,7 @@ impl<'a> Lowerer<'a> {
             for (i, b) in list.iter().enumerate() {
                 let at = push_pointer(&push_pointer(here.pointer, k), &i.to_string());
                 let hint = format!("{}{label}{i}", here.hint);
-                let tag = tags.as_ref().and_then(|(t, bs)| {
-                    let value = bs[i].2.get("properties")?.get(t)?.get("const")?.as_str()?;
-                    Some((t.clone(), value.to_owned()))
-                });
+                let tag = tags.as_ref().and_then(|(t, bs)| Some((t.clone(), self.tag_value(&bs[i].0, &bs[i].2, t)?)));
                 let mut when = guards.to_vec();
                 when.push(GuardKey { file: here.file.to_owned(), pointer: at.clone(), hint: hint.clone(), schema: b.clone(), tag });
                 let mut inner = PropSet::default();
@@ -1764,6 +1844,40 @@ mod tests {
         let space = lower_text(r#"{"title": "Item", "type": "object", "$defs": {"Item": {"type": "integer"}}}"#).expect("lowers");
         assert_eq!(space.types["Item"].origin.pointer, "");
         assert!(space.schema_names().is_empty(), "{:?}", space.schema_names());
+    }
+
+    #[test]
+    fn a_union_built_by_inheritance_is_a_tagged_union() {
+        // Each branch composes a base (through `allOf`, or a `$ref` beside its own properties):
+        // the tag is required by the base and given its `const` by the branch, and the variant's
+        // fields are the base's and the branch's; a member one part requires and another declares
+        // is that declared member, required.
+        let text = r##"{"oneOf": [{"$ref": "#/$defs/Circle"}, {"$ref": "#/$defs/Square"}, {"$ref": "#/$defs/Label"}], "$defs": {
+            "Base": {"type": "object", "properties": {"kind": {"type": "string"}, "id": {"type": "string"}}, "required": ["kind", "id"]},
+            "Circle": {"allOf": [{"$ref": "#/$defs/Base"}, {"type": "object", "properties": {"kind": {"const": "circle"}, "r": {"type": "number"}}, "required": ["r"]}]},
+            "Square": {"$ref": "#/$defs/Base", "properties": {"kind": {"const": "square"}, "side": {"type": "number"}}},
+            "Label": {"type": "object", "allOf": [{"$ref": "#/$defs/Base"}], "properties": {"kind": {"const": "label"}, "text": {"type": "string"}}, "required": ["text", "id"]}}}"##;
+        let space = lower_text(text).expect("lowers");
+        let TypeKind::Union(u) = &space.types["Case"].kind else { panic!("a checked value: {:?}", space.types["Case"].kind) };
+        assert_eq!(u.tag, "kind");
+        let fields = |v: &Variant| v.fields.iter().map(|f| (f.name.clone(), f.required, f.node.types == Types::STRING)).collect::<Vec<_>>();
+        let want = |w: [(&str, bool, bool); 2]| w.map(|(n, r, s)| (n.to_owned(), r, s)).to_vec();
+        let by_tag = |t: &str| u.variants.iter().find(|v| v.tag_value == t).expect("variant");
+        assert_eq!(fields(by_tag("circle")), want([("id", true, true), ("r", true, false)]));
+        assert_eq!(fields(by_tag("square")), want([("side", false, false), ("id", true, true)]));
+        assert_eq!(fields(by_tag("label")), want([("text", true, true), ("id", true, true)]));
+        // A base whose own rule on the tag leaves a branch's value out, or a part closed to the
+        // other parts' members, leaves the union a checked value (exact either way).
+        for (base_tag, closed) in [(r#"{"enum": ["circle"]}"#, ""), (r#"{"type": "string"}"#, r#", "additionalProperties": false"#)] {
+            let text = format!(
+                r##"{{"oneOf": [{{"$ref": "#/$defs/Circle"}}, {{"$ref": "#/$defs/Square"}}], "$defs": {{
+                "Base": {{"type": "object", "properties": {{"kind": {base_tag}}}, "required": ["kind"]}},
+                "Circle": {{"allOf": [{{"$ref": "#/$defs/Base"}}, {{"type": "object", "properties": {{"kind": {{"const": "circle"}}}}{closed}}}]}},
+                "Square": {{"allOf": [{{"$ref": "#/$defs/Base"}}, {{"type": "object", "properties": {{"kind": {{"const": "square"}}}}}}]}}}}}}"##
+            );
+            let space = lower_text(&text).expect("lowers");
+            assert!(matches!(space.types["Case"].kind, TypeKind::Alias(_)), "{base_tag}{closed}: {:?}", space.types["Case"].kind);
+        }
     }
 
     #[test]
