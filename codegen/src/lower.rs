@@ -593,6 +593,48 @@ fn literal_types(v: &Value) -> Types {
     }
 }
 
+/// Whether every value the schema `b` accepts, `a` accepts too, as far as a property declared by
+/// two parts of an object built by inheritance shows it: `a` is `b`, or says nothing, or only a
+/// `type` and an `enum` or `const` that `b`'s own type or values keep to (a base's
+/// `{"type": "string"}` beside a derived schema's `{"const": "circle"}`).
+fn implies(b: &Value, a: &Value) -> bool {
+    if a == b || a == &Value::Bool(true) {
+        return true;
+    }
+    let (Some(am), Some(bm)) = (a.as_object(), b.as_object()) else { return false };
+    if !am.keys().all(|k| matches!(k.as_str(), "type" | "enum" | "const") || is_annotation(k)) {
+        return false;
+    }
+    let type_set = |m: &Map<String, Value>| -> Option<Types> {
+        let one = |v: &Value| match v.as_str()? {
+            "null" => Some(Types::NULL),
+            "boolean" => Some(Types::BOOLEAN),
+            "integer" => Some(Types::INTEGER),
+            "number" => Some(Types::NUMBER),
+            "string" => Some(Types::STRING),
+            "array" => Some(Types::ARRAY),
+            "object" => Some(Types::OBJECT),
+            _ => None,
+        };
+        match m.get("type")? {
+            Value::Array(list) => list.iter().try_fold(Types::NONE, |t, v| Some(t.union(one(v)?))),
+            v => one(v),
+        }
+    };
+    let literals = |m: &Map<String, Value>| m.get("const").map(|c| vec![c.clone()]).or_else(|| m.get("enum").and_then(Value::as_array).cloned());
+    let b_values = literals(bm);
+    if let Some(allowed) = literals(am)
+        && !b_values.as_ref().is_some_and(|bv| bv.iter().all(|v| allowed.contains(v)))
+    {
+        return false;
+    }
+    match (type_set(am), &b_values) {
+        (None, _) => true,
+        (Some(at), Some(bv)) => bv.iter().all(|v| at.contains(literal_types(v))),
+        (Some(at), None) => type_set(bm).is_some_and(|bt| at.contains(bt)),
+    }
+}
+
 impl<'a> Lowerer<'a> {
     fn root_name(&self, file: &str, doc: &Value) -> String {
         let base = doc.get("title").and_then(Value::as_str).map(|t| pascal(t, "Root")).unwrap_or_else(|| pascal(stem(file), "Root"));
@@ -686,6 +728,13 @@ impl<'a> Lowerer<'a> {
                     return Ok(());
                 }
                 self.untyped.insert((file.to_owned(), pointer.to_owned()));
+            }
+            if self.composes_object(file, pointer, map) {
+                let Some((fields, additional)) = self.composed_fields(file, pointer, map, name, None)? else {
+                    unreachable!("composes_object checked that the parts are one set of fields")
+                };
+                self.insert(name, description, origin, TypeKind::Struct(StructDef { fields, additional, nullable: false }));
+                return Ok(());
             }
             if has_applicators(map) {
                 let node = self.node(file, pointer, &schema, name)?;
@@ -823,34 +872,11 @@ impl<'a> Lowerer<'a> {
             .collect()
     }
 
-    /// The schemas a union branch is made of: the branch itself, each member of its `allOf`
-    /// (inline, or a `$ref` with only annotations beside it) and the target of a `$ref` that
-    /// stands beside other keywords (one more member of the `allOf`). `None` when a member is not
-    /// an object schema or cannot be resolved.
+    /// The schemas a union branch is made of: the branch itself and the parts it composes (see
+    /// [`Self::composed_parts`]).
     fn branch_parts(&self, file: &str, m: &Map<String, Value>) -> Option<Vec<Map<String, Value>>> {
-        let mut parts = vec![m.clone()];
-        let mut refs = Vec::new();
-        if let Some(r) = m.get("$ref") {
-            refs.push(r.as_str()?);
-        }
-        if let Some(all) = m.get("allOf") {
-            for part in all.as_array()? {
-                let o = part.as_object()?;
-                match o.get("$ref") {
-                    Some(r) if o.keys().all(|k| k == "$ref" || is_annotation(k)) => refs.push(r.as_str()?),
-                    Some(_) => return None,
-                    None => parts.push(o.clone()),
-                }
-            }
-        }
-        for r in refs {
-            let (f, p) = self.docs.resolve_ref(file, r).ok()?;
-            match self.docs.get(&f, &p)? {
-                Value::Object(o) => parts.push(o.clone()),
-                _ => return None,
-            }
-        }
-        Some(parts)
+        let parts = self.composed_parts(file, "", m)?;
+        Some(std::iter::once(m.clone()).chain(parts.into_iter().map(|(_, _, p)| p)).collect())
     }
 
     /// A branch's value of the tag `k`, when `k` can tag it: the branch is an object (one of its
@@ -1229,6 +1255,86 @@ impl<'a> Lowerer<'a> {
         Ok(Some(UnionDef { tag, variants, extensible, unknown_type_name: None }))
     }
 
+    /// The parts an object schema composes: each member of its `allOf` (inline, or a `$ref` with
+    /// only annotations beside it) and the target of a `$ref` beside its other keywords, each as
+    /// (file, pointer, schema). `None` when a part is neither, or is not an object schema.
+    fn composed_parts(&self, file: &str, pointer: &str, map: &Map<String, Value>) -> Option<Vec<BranchMap>> {
+        let target = |r: &Value| -> Option<BranchMap> {
+            let (f, p) = self.docs.resolve_ref(file, r.as_str()?).ok()?;
+            let Some(Value::Object(o)) = self.docs.get(&f, &p) else { return None };
+            let o = o.clone();
+            Some((f, p, o))
+        };
+        // The `$ref` first, as `applicators` lowers it, then the `allOf` in order.
+        let mut out = Vec::new();
+        if let Some(r) = map.get("$ref") {
+            out.push(target(r)?);
+        }
+        if let Some(all) = map.get("allOf") {
+            for (i, part) in all.as_array()?.iter().enumerate() {
+                let o = part.as_object()?;
+                match o.get("$ref") {
+                    Some(r) if o.keys().all(|k| k == "$ref" || is_annotation(k)) => out.push(target(r)?),
+                    Some(_) => return None,
+                    None => out.push((file.to_owned(), push_pointer(&push_pointer(pointer, "allOf"), &i.to_string()), o.clone())),
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// Whether an object schema and the parts it composes are together exactly one set of
+    /// fields (what [`Self::composed_fields`] merges): every one allows other properties
+    /// (`additionalProperties` absent, `true` or `{}`: in 2020-12 it only sees its own schema's
+    /// `properties`), no part composes further or is anything but an object, and no property
+    /// (but `skip`, a union's tag) is declared twice.
+    fn exact_composition(&self, file: &str, pointer: &str, map: &Map<String, Value>, skip: Option<&str>) -> bool {
+        let open = |m: &Map<String, Value>| m.get("additionalProperties").is_none_or(|a| a == &Value::Bool(true) || a.as_object().is_some_and(Map::is_empty));
+        let Some(parts) = self.composed_parts(file, pointer, map) else { return false };
+        // Each property's strongest declaration: one declared twice is one field when one of the
+        // two declarations implies the other (a base's `{"type": "string"}`, a derived `const`).
+        let mut declared: BTreeMap<String, Value> = BTreeMap::new();
+        let mut declare = |m: &Map<String, Value>| {
+            m.get("properties").and_then(Value::as_object).is_none_or(|ps| {
+                ps.iter().filter(|(k, _)| Some(k.as_str()) != skip).all(|(k, schema)| match declared.get(k) {
+                    None => declared.insert(k.clone(), schema.clone()).is_none(),
+                    Some(before) if implies(schema, before) => declared.insert(k.clone(), schema.clone()).is_some(),
+                    Some(before) => implies(before, schema),
+                })
+            })
+        };
+        open(map)
+            && declare(map)
+            && parts.iter().all(|(_, _, pm)| {
+                open(pm)
+                    && !has_applicators(pm)
+                    && pm.get("type").is_none_or(|t| t == "object")
+                    && !["enum", "const"].iter().any(|k| pm.contains_key(*k))
+                    && declare(pm)
+            })
+    }
+
+    /// Whether a schema outside a union is an object built by composition that typed code holds
+    /// as one struct: an `allOf` (or a `$ref` beside other keywords) and nothing else that
+    /// composes, an object (one of it and its parts says `"type": "object"`, none says otherwise,
+    /// no rule for other types), with members of its own, exactly one set of fields.
+    fn composes_object(&self, file: &str, pointer: &str, map: &Map<String, Value>) -> bool {
+        // A `$ref` or an `allOf` of one schema with only annotations beside is that schema (an
+        // alias), not a composition.
+        let beside = |k: &str| map.keys().any(|key| key != k && !is_annotation_in(key, map));
+        let composes = (map.contains_key("allOf") && (map.get("allOf").and_then(Value::as_array).is_some_and(|a| a.len() > 1) || beside("allOf")))
+            || (map.contains_key("$ref") && beside("$ref"));
+        if !composes || has_applicators_besides(map, &["allOf", "$ref"]) || !self.exact_composition(file, pointer, map, None) {
+            return false;
+        }
+        if ["enum", "const", "minLength", "maxLength", "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "items", "minItems", "maxItems"].iter().any(|k| map.contains_key(*k)) {
+            return false;
+        }
+        let Some(parts) = self.composed_parts(file, pointer, map) else { return false };
+        let maps = || std::iter::once(map).chain(parts.iter().map(|(_, _, m)| m));
+        maps().all(|m| m.get("type").is_none_or(|t| t == "object")) && maps().any(|m| m.get("type").is_some_and(|t| t == "object")) && maps().any(has_object_rules)
+    }
+
     /// The fields of an object schema together with those of the objects its `allOf` composes
     /// (inline or through `$ref`) and of the target of a `$ref` beside its other keywords, when
     /// together they are exactly one set of fields: every part allows other properties
@@ -1237,57 +1343,39 @@ impl<'a> Lowerer<'a> {
     /// declares), and no part composes further. `None` otherwise.
     #[allow(clippy::type_complexity)]
     fn composed_fields(&mut self, file: &str, pointer: &str, map: &Map<String, Value>, parent: &str, skip: Option<&str>) -> Result<Option<(Vec<Field>, Additional)>, SchemaError> {
-        // A `$ref` beside other keywords is one more member of the `allOf`.
-        let mut parts = match map.get("allOf") {
-            None => Vec::new(),
-            Some(Value::Array(parts)) => parts.clone(),
-            Some(_) => return Err(err(file, pointer, "allOf", "must be an array of schemas")),
-        };
-        if let Some(r) = map.get("$ref") {
-            parts.push(Value::Object(Map::from_iter([("$ref".to_owned(), r.clone())])));
-        }
-        if parts.is_empty() {
+        if !map.contains_key("allOf") && !map.contains_key("$ref") {
             return self.fields(file, pointer, map, parent, skip).map(Some);
         }
-        let (own, additional) = self.fields(file, pointer, map, parent, skip)?;
-        if !matches!(additional, Additional::Any) {
+        if !self.exact_composition(file, pointer, map, skip) {
             return Ok(None);
         }
+        let Some(parts) = self.composed_parts(file, pointer, map) else { return Ok(None) };
+        let (own, additional) = self.fields(file, pointer, map, parent, skip)?;
         // A part may require a property another part declares (`required` only, in a part open
         // to other properties, says nothing of its value): the declared field stands, required.
-        let declares = |m: &Map<String, Value>, f: &Field| m.get("properties").and_then(|p| p.get(&f.name)).is_some();
-        let mut fields: Vec<(Field, bool)> = own.into_iter().map(|f| { let d = declares(map, &f); (f, d) }).collect();
-        for (i, part) in parts.iter().enumerate() {
-            let (pf, pp, pm) = match part.get("$ref").and_then(Value::as_str) {
-                Some(r) if part.as_object().is_some_and(|o| o.keys().all(|k| k == "$ref" || is_annotation(k))) => {
-                    let (f, p) = self.docs.resolve_ref(file, r).map_err(|m| err(file, pointer, "$ref", m))?;
-                    let Some(Value::Object(m)) = self.docs.get(&f, &p).cloned() else { return Ok(None) };
-                    (f, p, m)
-                }
-                Some(_) => return Ok(None),
-                None => {
-                    let Value::Object(m) = part else { return Ok(None) };
-                    (file.to_owned(), push_pointer(&push_pointer(pointer, "allOf"), &i.to_string()), m.clone())
-                }
-            };
-            self.check_keywords(&pf, &pp, &pm, false)?;
-            if has_applicators(&pm) || pm.get("type").is_some_and(|t| t != "object") || ["enum", "const"].iter().any(|k| pm.contains_key(*k)) {
-                return Ok(None);
-            }
-            let (more, extra) = self.fields(&pf, &pp, &pm, parent, skip)?;
-            if !matches!(extra, Additional::Any) {
-                return Ok(None);
-            }
+        // A property declared by two parts is the field of the declaration that implies the other
+        // (`exact_composition` checked that one does).
+        let declaration = |m: &Map<String, Value>, f: &Field| m.get("properties").and_then(|p| p.get(&f.name)).cloned();
+        let mut fields: Vec<(Field, Option<Value>)> = own.into_iter().map(|f| { let d = declaration(map, &f); (f, d) }).collect();
+        for (pf, pp, pm) in &parts {
+            self.check_keywords(pf, pp, pm, false)?;
+            let (more, _) = self.fields(pf, pp, pm, parent, skip)?;
             for f in more {
-                let declared = declares(&pm, &f);
+                let declared = declaration(pm, &f);
                 match fields.iter_mut().find(|(g, _)| g.name == f.name) {
                     None => fields.push((f, declared)),
-                    Some((g, true)) if !declared => g.required |= f.required,
-                    Some((g, d)) if !*d => {
+                    Some((g, d)) => {
                         let required = g.required || f.required;
-                        (*g, *d) = (Field { required, ..f }, declared);
+                        let stronger = match (&*d, &declared) {
+                            (_, None) => false,
+                            (None, Some(_)) => true,
+                            (Some(before), Some(now)) => implies(now, before),
+                        };
+                        if stronger {
+                            (*g, *d) = (f, declared);
+                        }
+                        g.required = required;
                     }
-                    Some(_) => return Ok(None),
                 }
             }
         }
@@ -1353,6 +1441,10 @@ impl<'a> Lowerer<'a> {
             return Ok(Node { types: Types::STRING, reference: Some(name.clone()), description, default, repr: Repr::Named(name), ..any_node() });
         }
         if self.union_key(file, pointer, map).is_some() {
+            let name = self.named(file, pointer, hint);
+            return Ok(Node { types: Types::OBJECT, reference: Some(name.clone()), description, default, repr: Repr::Named(name), ..any_node() });
+        }
+        if self.composes_object(file, pointer, map) {
             let name = self.named(file, pointer, hint);
             return Ok(Node { types: Types::OBJECT, reference: Some(name.clone()), description, default, repr: Repr::Named(name), ..any_node() });
         }
@@ -1878,6 +1970,61 @@ mod tests {
             let space = lower_text(&text).expect("lowers");
             assert!(matches!(space.types["Case"].kind, TypeKind::Alias(_)), "{base_tag}{closed}: {:?}", space.types["Case"].kind);
         }
+    }
+
+    #[test]
+    fn an_object_derived_from_a_base_is_one_struct() {
+        let lowered = |derived: &str| {
+            let text = format!(
+                r##"{{"type": "object", "properties": {{"d": {{"$ref": "#/$defs/D"}}, "inline": {derived}}}, "$defs": {{
+                "Base": {{"type": "object", "properties": {{"kind": {{"type": "string"}}, "id": {{"type": "string"}}}}, "required": ["kind", "id"]}},
+                "D": {derived}}}}}"##
+            );
+            let space = lower_text(&text).expect("lowers");
+            let inline = match &space.types["Case"].kind {
+                TypeKind::Struct(s) => s.fields.iter().find(|f| f.name == "inline").expect("inline").node.reference.clone(),
+                k => panic!("{k:?}"),
+            };
+            let d = space.types["D"].kind.clone();
+            (d, inline.map(|n| space.types[&n].kind.clone()))
+        };
+        let names = |k: &TypeKind| match k {
+            TypeKind::Struct(s) => s.fields.iter().map(|f| format!("{}{}", f.name, if f.required { "!" } else { "" })).collect::<Vec<_>>(),
+            k => panic!("not a struct: {k:?}"),
+        };
+        // `allOf` of the base and the derived part, a `$ref` beside properties, the derived
+        // `const` on a property the base types as a string, a member required by one part and
+        // declared by another: one struct, in `$defs` and inline alike.
+        for derived in [
+            r##"{"allOf": [{"$ref": "#/$defs/Base"}, {"type": "object", "properties": {"kind": {"const": "c"}, "r": {"type": "number"}}, "required": ["r"]}]}"##,
+            r##"{"$ref": "#/$defs/Base", "properties": {"kind": {"const": "c"}, "r": {"type": "number"}}, "required": ["r"]}"##,
+        ] {
+            let (d, inline) = lowered(derived);
+            let want: Vec<String> = ["kind!", "id!", "r!"].map(str::to_owned).to_vec();
+            let mut got = names(&d);
+            got.sort();
+            let mut w = want.clone();
+            w.sort();
+            assert_eq!(got, w, "{derived}");
+            assert_eq!(names(&inline.expect("inline is named")), names(&d), "{derived}");
+            let TypeKind::Struct(s) = &d else { unreachable!() };
+            let kind = s.fields.iter().find(|f| f.name == "kind").expect("kind");
+            assert_eq!(kind.node.literals, Some(vec![Value::from("c")]), "the derived declaration is the field: {derived}");
+        }
+        // Not one set of fields: a part closed to the others' members, a property two parts
+        // declare in ways neither implies, a part composing further. A checked value each.
+        for derived in [
+            r##"{"allOf": [{"$ref": "#/$defs/Base"}, {"type": "object", "properties": {"r": {}}, "additionalProperties": false}]}"##,
+            r##"{"allOf": [{"$ref": "#/$defs/Base"}, {"type": "object", "properties": {"kind": {"type": "integer"}}}]}"##,
+            r##"{"allOf": [{"$ref": "#/$defs/Base"}, {"type": "object", "properties": {"r": {}}, "anyOf": [{"required": ["r"]}, {"required": ["id"]}]}]}"##,
+        ] {
+            let (d, inline) = lowered(derived);
+            assert!(matches!(d, TypeKind::Alias(ref n) if !n.applied.is_empty()), "{derived}: {d:?}");
+            assert!(inline.is_none(), "{derived}");
+        }
+        // A `$ref` with only annotations beside it is the type it names, not a struct of its own.
+        let space = lower_text(r##"{"type": "object", "$defs": {"Base": {"type": "object", "properties": {"a": {}}}, "D": {"$ref": "#/$defs/Base", "description": "d"}}}"##).expect("lowers");
+        assert!(matches!(&space.types["D"].kind, TypeKind::Alias(n) if n.reference.as_deref() == Some("Base")), "{:?}", space.types["D"].kind);
     }
 
     #[test]
