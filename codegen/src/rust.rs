@@ -97,8 +97,10 @@ fn field_idents(names: &[&str], reserved: &[&str]) -> Vec<Ident> {
         if seen.insert(base.to_string()) {
             return base;
         }
-        let stem = base.to_string().trim_start_matches("r#").to_owned();
-        let id = crate::naming::unique_snake(&stem, |c| c == stem || seen.contains(c));
+        // `self_` taken: `self_2`, not `self__2` (not snake case, which the lint would report).
+        let stem = base.to_string().trim_start_matches("r#").trim_end_matches('_').to_owned();
+        let stem = if stem.is_empty() { "field".to_owned() } else { stem };
+        let id = crate::naming::unique_snake(&stem, |c| c == stem || seen.contains(c) || KEYWORDS.contains(&c));
         seen.insert(id.clone());
         format_ident!("{}", id)
     }).collect()
@@ -1798,9 +1800,11 @@ fn compile_simple(p: &Simple) -> TokenStream {
     // No atoms (`^$`): nothing reads the bytes or moves the position.
     let bytes = if byte && !steps.is_empty() { quote!(let b = s.as_bytes();) } else { quote!() };
     let mutable = if steps.is_empty() { quote!() } else { quote!(mut) };
+    // No atoms and no `$` (`""`, `^`): every position matches, and nothing reads it.
+    let position = if steps.is_empty() && !p.anchored_end { quote!(let _ = start;) } else { quote!(let #mutable i = start;) };
     let matcher = quote!(|start: usize| -> bool {
         #bytes
-        let #mutable i = start;
+        #position
         #(#steps)*
         #end
     });

@@ -610,17 +610,19 @@ impl<'a> Emitter<'a> {
         let aliases = self.space.schema_names();
         if !aliases.is_empty() {
             w.doc("The `$defs` keys that are not their type's name (a reserved word, or a key that is not PascalCase),\neach with that name: `validate` takes either.");
-            w.open("const SCHEMA_NAMES: { readonly [key: string]: T.TypeName } = {");
+            // A `Map`: in an object literal, a key such as `__proto__` would set the prototype and
+            // one such as `constructor` would not type-check.
+            w.open("const SCHEMA_NAMES: ReadonlyMap<string, T.TypeName> = new Map<string, T.TypeName>([");
             for (k, n) in &aliases {
-                w.line(&format!("{}: {},", js_str(k), js_str(n)));
+                w.line(&format!("[{}, {}],", js_str(k), js_str(n)));
             }
-            w.close("};");
+            w.close("]);");
             w.blank();
         }
         w.doc("The checks of the named type; a `RangeError` naming the known types for a name the schema does\nnot have (a name is never \"valid\" by default).");
         w.open("function checksOf(name: string): readonly [Fast, Explain] {");
         if !aliases.is_empty() {
-            w.line("if (Object.prototype.hasOwnProperty.call(SCHEMA_NAMES, name)) name = SCHEMA_NAMES[name];");
+            w.line("name = SCHEMA_NAMES.get(name) ?? name;");
         }
         w.line("const found = Object.prototype.hasOwnProperty.call(CHECKS, name) ? CHECKS[name as T.TypeName] : undefined;");
         w.line("if (found === undefined) throw new RangeError(`no type is named ${JSON.stringify(name)}; the types are ${Object.keys(CHECKS).join(\", \")}`);");

@@ -1,8 +1,9 @@
 //! Methods named as types (`tests/clash/shop.schema.json`): a method union's branch titled `Item`
 //! whose result is the `$defs` type `Item`, one whose params are `Item`, branches titled `Option`
 //! and `String`, `x-side` methods whose markers are `Result` and `Some`, and types named as what
-//! the generated code needs itself (`Method`, `Vec`, `RawValue`). The Rust generated with and
-//! without the service module compiles (`cargo check`, offline, into the shared target folder),
+//! the generated code needs itself (`Method`, `Vec`, `RawValue`, `Json`, `Document`), and
+//! properties whose Rust names clash (`self` and `Self`). The Rust generated with and without the
+//! service module compiles without a warning (`cargo check`, offline, into the shared target folder),
 //! each marker names the schema's types, and no language declares a name twice.
 
 use std::collections::BTreeMap;
@@ -22,6 +23,7 @@ fn shop() -> Config {
 /// A crate holding the generated Rust, as a user's would: `plain` without the service module,
 /// `served` with it, and compile-time checks that each marker's types are the schema's.
 const LIB_RS: &str = r#"
+#![deny(warnings)]
 pub mod plain { include!("plain.rs"); }
 pub mod served { include!("served.rs"); }
 

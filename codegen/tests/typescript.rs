@@ -49,7 +49,7 @@ fn typescript_output_is_deterministic() {
 
 /// A schema with every place a number, a nesting or an object's members are checked: bounded and
 /// multi-type numbers, bounds with no `type`, a recursive object, array and tagged union, and
-/// closed and open objects.
+/// closed and open objects; and `$defs` keys that are names of `Object.prototype`.
 const EDGES: &str = r##"{
   "$schema": "https://json-schema.org/draft/2020-12/schema",
   "$id": "edges.json",
@@ -70,7 +70,10 @@ const EDGES: &str = r##"{
       { "title": "Neg", "type": "object", "additionalProperties": false, "required": ["kind", "arg"], "properties": { "kind": { "const": "neg" }, "arg": { "$ref": "#/$defs/Expr" } } }
     ] },
     "Closed": { "type": "object", "additionalProperties": false, "properties": { "a": { "type": "integer" } } },
-    "Needs": { "type": "object", "required": ["a"], "properties": { "a": { "type": "integer" } } }
+    "Needs": { "type": "object", "required": ["a"], "properties": { "a": { "type": "integer" } } },
+    "constructor": { "type": "integer" },
+    "__proto__": { "type": "string" },
+    "toString": { "type": "boolean" }
   }
 }"##;
 
@@ -186,5 +189,12 @@ assert.deepEqual(both("Closed", Object.create({ a: "x" }), "Closed inheriting a"
 assert.deepEqual(both("Needs", Object.create({ a: 1 }), "Needs inheriting a"), []);
 assert.deepEqual(both("Expr", Object.create({ kind: "num", value: 1 }), "Expr inheriting its tag"), []);
 assert.deepEqual(both("Needs", Object.assign(Object.create({ a: "x" }), { a: 1 }), "Needs with an own a"), []);
+
+// 4. `$defs` keys that are names of `Object.prototype` name their own types.
+for (const [key, good, bad] of [["constructor", 1, "x"], ["__proto__", "x", 1], ["toString", true, 1]]) {
+  assert.deepEqual(validate(key, good), [], key);
+  assert.deepEqual(validate(key, bad).map((v) => v.keyword), ["type"], key);
+}
+assert.throws(() => validate("hasOwnProperty", 1), RangeError);
 console.log("ok");
 "#;
