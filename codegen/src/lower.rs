@@ -226,6 +226,17 @@ fn scan_schema(file: &str, pointer: &str, schema: &Value, out: &mut Vec<SchemaEr
     }
 }
 
+/// A number inside an `enum` or `const` value that is whole but was not read as a 64-bit integer
+/// and is beyond 2^53, where doubles stop holding every integer (`1e18`, `2^70`), written as read.
+fn inexact_number(v: &Value) -> Option<String> {
+    match v {
+        Value::Number(n) if n.is_f64() => n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() > 9_007_199_254_740_992.0).map(|_| n.to_string()),
+        Value::Array(items) => items.iter().find_map(inexact_number),
+        Value::Object(members) => members.values().find_map(inexact_number),
+        _ => None,
+    }
+}
+
 /// Every keyword refusal of one schema object: keywords outside the subset, root-only keywords
 /// elsewhere, a foreign dialect, a `$id` other than the file's name.
 fn keyword_refusals(file: &str, pointer: &str, map: &Map<String, Value>, is_root: bool) -> Vec<SchemaError> {
@@ -242,6 +253,16 @@ fn keyword_refusals(file: &str, pointer: &str, map: &Map<String, Value>, is_root
     }
     if map.get("format").is_some_and(|f| !f.is_string()) {
         out.push(err(file, pointer, "format", "must be a string"));
+    }
+    for key in ["enum", "const"] {
+        let values = match map.get(key) {
+            Some(Value::Array(list)) if key == "enum" => list.iter().collect::<Vec<_>>(),
+            Some(v) if key == "const" => vec![v],
+            _ => continue,
+        };
+        if let Some(n) = values.into_iter().find_map(inexact_number) {
+            out.push(err(file, pointer, key, format!("the whole number `{n}` is written with a fraction or an exponent, or is beyond 64 bits: the schema's numbers are read as 64-bit integers or doubles, and a document's integer could not be compared with it exactly in every language; write it as an integer within -2^63..2^64")));
+        }
     }
     if let Some(s) = map.get("$schema")
         && s.as_str() != Some(DIALECT)
@@ -1969,6 +1990,18 @@ mod tests {
             );
             let space = lower_text(&text).expect("lowers");
             assert!(matches!(space.types["Case"].kind, TypeKind::Alias(_)), "{base_tag}{closed}: {:?}", space.types["Case"].kind);
+        }
+    }
+
+    #[test]
+    fn enum_and_const_numbers_not_held_exactly_are_refused() {
+        for text in [r#"{"const": 1e21}"#, r#"{"const": 1e18}"#, r#"{"enum": [0, 123456789012345678901234567890]}"#, r#"{"enum": [{"a": [1e300]}]}"#, r#"{"const": -1e19}"#] {
+            let e = lower_text(text).expect_err(text);
+            assert!(e.keyword == "enum" || e.keyword == "const", "{text}: {e}");
+            assert!(e.message.contains("write it as an integer"), "{text}: {e}");
+        }
+        for text in [r#"{"const": 9007199254740993}"#, r#"{"const": 18446744073709551615}"#, r#"{"const": -9223372036854775808}"#, r#"{"enum": [1.0, 2.5, 1e15, 9007199254740992.0]}"#] {
+            lower_text(text).unwrap_or_else(|e| panic!("{text}: {e}"));
         }
     }
 
