@@ -79,8 +79,9 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
-    /// Load and lower the schema without generating anything: print how many types, roots and
-    /// constants it has, or every refusal at once (on stderr, exit 1).
+    /// Load and lower the schema without writing anything: print how many types, roots and
+    /// constants it has, or every refusal at once (on stderr, exit 1); a construct one language
+    /// cannot generate (a pattern Python's `re` has no exact form for) is a note on stderr.
     Check {
         #[command(flatten)]
         schema: Schema,
@@ -211,8 +212,19 @@ fn run(command: Command) -> anyhow::Result<()> {
             (serde_json::to_string_pretty(&docs.bundle())? + "\n", out)
         }
         Command::Check { schema } => {
-            let (_, space) = config(&schema).load()?;
-            (format!("{}, {}, {}: ok\n", count(space.types.len(), "type", "types"), count(space.roots.len(), "root", "roots"), count(space.constants.len(), "constant", "constants")), None)
+            let config = config(&schema);
+            let (_, space) = config.load()?;
+            // What one language's emitter cannot generate (a pattern Python's `re` has no exact
+            // form for): the schema is fine, but that command would refuse it.
+            let mut refusing = Vec::new();
+            for (language, result) in [("rust", config.generate_rust().err()), ("typescript", config.generate_typescript().err()), ("python", config.generate_python().err())] {
+                if let Some(e) = result {
+                    eprintln!("note: `openagents-codegen {language}` refuses this schema: {e}");
+                    refusing.push(format!("`{language}`"));
+                }
+            }
+            let only = if refusing.is_empty() { String::new() } else { format!(", but {} cannot generate it (see the note)", refusing.join(" and ")) };
+            (format!("{}, {}, {}: ok{only}\n", count(space.types.len(), "type", "types"), count(space.roots.len(), "root", "roots"), count(space.constants.len(), "constant", "constants")), None)
         }
     };
     match out {

@@ -120,6 +120,24 @@ fn check_loads_the_schema() {
 }
 
 #[test]
+fn check_notes_what_one_language_cannot_generate() {
+    // A backreference: Rust and TypeScript generate it, Python's `re` has no exact form for it.
+    let dir = std::env::temp_dir().join(format!("openagents-codegen-check-note-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch folder");
+    let file = dir.join("re.schema.json");
+    std::fs::write(&file, r#"{"title": "Twice", "type": "string", "pattern": "^(a+)b\\1$"}"#).expect("writes");
+    let out = codegen(&["check", "--schema", file.to_str().expect("a UTF-8 path")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "1 type, 1 root, 0 constants: ok, but `python` cannot generate it (see the note)\n");
+    let note = stderr(&out);
+    assert!(note.starts_with("note: `openagents-codegen python` refuses this schema: "), "{note}");
+    assert!(note.contains("keyword `pattern`") && note.contains("backreferences"), "{note}");
+    let python = codegen(&["python", "--schema", file.to_str().expect("a UTF-8 path"), "--out-dir", dir.join("py").to_str().expect("a UTF-8 path")]);
+    assert_eq!(python.status.code(), Some(1), "the note says what `python` does");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn the_runtime_modules_are_options_of_the_python_and_typescript_commands() {
     let dir = std::env::temp_dir().join(format!("openagents-codegen-runtime-{}", std::process::id()));
     let schema = schema_dir().display().to_string();

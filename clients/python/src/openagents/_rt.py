@@ -1109,7 +1109,20 @@ KEYWORDS: Final[dict[str, str]] = {
     "too_long": "maxItems",
     "int_range": "type",
     "literal_error": "enum",
+    "recursion_depth_exceeded": "json",
+    "json_invalid": "json",
 }
+
+_TOO_DEEP: Final = "the document is nested too deeply to check (recursion limit exceeded)"
+
+
+def _too_deep(title: str, value: object) -> ValidationError:
+    """A document nested deeper than Python's recursion limit lets a check go, as a validation
+    error (keyword `json`, as the Rust validator reports its nesting limit) rather than a
+    `RecursionError`."""
+    return ValidationError.from_exception_data(
+        title, [InitErrorDetails(type="recursion_depth_exceeded", loc=(), input=value)]
+    )
 
 
 @dataclass(frozen=True)
@@ -1229,6 +1242,8 @@ def unlabelled() -> Iterator[None]:
         yield
     except ValidationError as e:
         raise _without_labels(e) from None
+    except RecursionError:
+        raise _too_deep("document", None) from None
 
 
 def violations(error: ValidationError) -> list[Violation]:
@@ -1242,6 +1257,8 @@ def violations(error: ValidationError) -> list[Violation]:
         if keyword == "required" and loc:
             message = f"the required property `{loc[-1]}` is missing"
             loc = loc[:-1]
+        elif kind == "recursion_depth_exceeded":
+            message = _TOO_DEEP
         elif keyword == "additionalProperties" and loc:
             message = f"property `{loc[-1]}` is not allowed here"
         out.append(Violation(pointer=json_pointer(loc), keyword=keyword, message=message))
@@ -1332,6 +1349,8 @@ def validate(types: Mapping[str, object], type_name: str, document: object) -> l
         checker(types, type_name).validate_python(document, context=STRICT)
     except ValidationError as e:
         return violations(e)
+    except RecursionError:
+        return [Violation(pointer="", keyword="json", message=_TOO_DEEP)]
     return []
 
 
@@ -1342,4 +1361,6 @@ def validate_json(types: Mapping[str, object], type_name: str, text: str | bytes
         checker(types, type_name).validate_json(text, context=STRICT)
     except ValidationError as e:
         return violations(e)
+    except RecursionError:
+        return [Violation(pointer="", keyword="json", message=_TOO_DEEP)]
     return []
