@@ -12,10 +12,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from types import ModuleType
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from pydantic import ValidationError
+
+from openagents import _rt
 
 from .conftest import binary
 
@@ -114,3 +116,12 @@ def test_the_models_raise_a_validation_error_not_a_recursion_error(models: Modul
 def test_text_that_is_not_json_is_a_json_violation(models: ModuleType) -> None:
     for bad in ("[1,", "{]", "nul", "[1] 2"):
         assert [v.keyword for v in models.validate_json("JsonV", bad)] == ["json"], bad
+
+
+def test_the_closest_branch_names_the_root_as_rust_and_typescript_do() -> None:
+    # Both branches refuse `1.5` at the root: the closest (the first) is named there.
+    free = "null boolean number string array object"
+    either = Annotated[_rt.JsonValue, _rt.Json(free, any_of=lambda: [_rt.Int, _rt.Str])]
+    (found,) = _rt.validate({"Either": either}, "Either", 1.5)
+    assert found.keyword == "anyOf"
+    assert "the closest, branch 0, fails at (root): " in found.message, found.message

@@ -892,8 +892,9 @@ class Json:
             if not failed:
                 return ""
             _, i, errors = min(failed, key=lambda f: (f[0], f[1]))
-            shown = "; ".join("/" + "/".join(str(p) for p in e["loc"]) + ": " + str(e["msg"]) for e in errors[:3])
-            return f"; the closest, branch {i}, fails at {shown}"
+            shown = "; ".join(f"{json_pointer(tuple(e['loc'])) or '(root)'}: {e['msg']}" for e in errors[:3])
+            more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+            return f"; the closest, branch {i}, fails at {shown}{more}"
 
         any_results: list[list[Any] | None] = []
         one_results: list[list[Any] | None] = []
