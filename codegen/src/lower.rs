@@ -1307,8 +1307,8 @@ impl<'a> Lowerer<'a> {
     /// Whether an object schema and the parts it composes are together exactly one set of
     /// fields (what [`Self::composed_fields`] merges): every one allows other properties
     /// (`additionalProperties` absent, `true` or `{}`: in 2020-12 it only sees its own schema's
-    /// `properties`), no part composes further or is anything but an object, and no property
-    /// (but `skip`, a union's tag) is declared twice.
+    /// `properties`), no part composes further (an applicator, or a `$ref` of its own) or is
+    /// anything but an object, and no property (but `skip`, a union's tag) is declared twice.
     fn exact_composition(&self, file: &str, pointer: &str, map: &Map<String, Value>, skip: Option<&str>) -> bool {
         let open = |m: &Map<String, Value>| m.get("additionalProperties").is_none_or(|a| a == &Value::Bool(true) || a.as_object().is_some_and(Map::is_empty));
         let Some(parts) = self.composed_parts(file, pointer, map) else { return false };
@@ -1327,7 +1327,9 @@ impl<'a> Lowerer<'a> {
         open(map)
             && declare(map)
             && parts.iter().all(|(_, _, pm)| {
+                // A part that refers on (`{"$ref": ...}` alone is no applicator) is not read here.
                 open(pm)
+                    && !pm.contains_key("$ref")
                     && !has_applicators(pm)
                     && pm.get("type").is_none_or(|t| t == "object")
                     && !["enum", "const"].iter().any(|k| pm.contains_key(*k))
@@ -2011,6 +2013,7 @@ mod tests {
             let text = format!(
                 r##"{{"type": "object", "properties": {{"d": {{"$ref": "#/$defs/D"}}, "inline": {derived}}}, "$defs": {{
                 "Base": {{"type": "object", "properties": {{"kind": {{"type": "string"}}, "id": {{"type": "string"}}}}, "required": ["kind", "id"]}},
+                "Alias": {{"$ref": "#/$defs/Base"}},
                 "D": {derived}}}}}"##
             );
             let space = lower_text(&text).expect("lowers");
@@ -2045,8 +2048,10 @@ mod tests {
             assert_eq!(kind.node.literals, Some(vec![Value::from("c")]), "the derived declaration is the field: {derived}");
         }
         // Not one set of fields: a part closed to the others' members, a property two parts
-        // declare in ways neither implies, a part composing further. A checked value each.
+        // declare in ways neither implies, a part composing further (an applicator, a `$ref` of
+        // its own, here to the base). A checked value each.
         for derived in [
+            r##"{"allOf": [{"$ref": "#/$defs/Alias"}, {"type": "object", "properties": {"r": {}}}]}"##,
             r##"{"allOf": [{"$ref": "#/$defs/Base"}, {"type": "object", "properties": {"r": {}}, "additionalProperties": false}]}"##,
             r##"{"allOf": [{"$ref": "#/$defs/Base"}, {"type": "object", "properties": {"kind": {"type": "integer"}}}]}"##,
             r##"{"allOf": [{"$ref": "#/$defs/Base"}, {"type": "object", "properties": {"r": {}}, "anyOf": [{"required": ["r"]}, {"required": ["id"]}]}]}"##,
