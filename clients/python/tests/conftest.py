@@ -32,6 +32,18 @@ def binary(name: str) -> Path:
     return path
 
 
+def generate_python(schema: Path, out_dir: Path) -> None:
+    """`openagents-codegen python` for `schema` into the package folder `out_dir`; a refusal fails
+    the test with the generator's message."""
+    done = subprocess.run(
+        [str(binary("openagents-codegen")), "python", "--schema", str(schema), "--out-dir", str(out_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+
+
 @dataclass
 class Setup:
     """A temporary operator setup: where the config and registry are, and the environment."""

@@ -21,7 +21,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from openagents import _rt
 
-from .conftest import binary
+from .conftest import generate_python
 
 # JSON numbers at and beyond the 64-bit range, as JSON text, with whole and fractional ones inside.
 NUMBERS = [
@@ -146,19 +146,12 @@ def _root(name: str) -> str:
 def generated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ModuleType]]:
     """Each schema of `SCHEMAS` generated into a package `bigint_<name>`, its `models` module."""
     root = tmp_path_factory.mktemp("big_integers")
-    codegen = binary("openagents-codegen")
     for name, (schema, _, _) in SCHEMAS.items():
         path = root / "schemas" / f"{name}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         document = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": _root(name), **schema}
         path.write_text(json.dumps(document))
-        done = subprocess.run(
-            [str(codegen), "python", "--schema", str(path), "--out-dir", str(root / f"bigint_{name}")],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stderr
+        generate_python(path, root / f"bigint_{name}")
     sys.path.insert(0, str(root))
     try:
         yield {name: importlib.import_module(f"bigint_{name}.models") for name in SCHEMAS}

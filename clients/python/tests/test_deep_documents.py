@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import subprocess
 import sys
 from collections.abc import Iterator
 from types import ModuleType
@@ -19,7 +18,7 @@ from pydantic import ValidationError
 
 from openagents import _rt
 
-from .conftest import binary
+from .conftest import generate_python
 
 SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -47,13 +46,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType]:
     root = tmp_path_factory.mktemp("deep")
     path = root / "deep.schema.json"
     path.write_text(json.dumps(SCHEMA))
-    done = subprocess.run(
-        [str(binary("openagents-codegen")), "python", "--schema", str(path), "--out-dir", str(root / "deep_docs")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    generate_python(path, root / "deep_docs")
     sys.path.insert(0, str(root))
     try:
         yield importlib.import_module("deep_docs.models")

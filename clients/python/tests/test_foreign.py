@@ -12,19 +12,13 @@ from pathlib import Path
 
 from openagents import OpenAgentsError, _rt
 
-from .conftest import REPO, binary
+from .conftest import REPO, generate_python
 
 SCHEMA = REPO / "codegen" / "tests" / "foreign" / "notes.schema.json"
 
 
 def generate(root: Path) -> None:
-    done = subprocess.run(
-        [str(binary("openagents-codegen")), "python", "--schema", str(SCHEMA), "--out-dir", str(root / "notes_gen")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    generate_python(SCHEMA, root / "notes_gen")
 
 
 def test_error_classes_of_another_schema_derive_from_the_runtime_root(tmp_path: Path) -> None:
