@@ -562,8 +562,16 @@ pub fn items_violation(out: &mut Vec<Violation>, path: &Path<'_>, keyword: &str,
     report(out, path, keyword, format!("must have {rel} {bound} items, has {len}"));
 }
 
+/// A number for a message: whole numbers as integers, and very small or very large ones with an
+/// exponent (`1e-300`, not three hundred digits), as JavaScript writes them.
 fn num(f: f64) -> String {
-    if f.fract() == 0.0 && f.abs() < 1e16 { format!("{}", f as i64) } else { format!("{f}") }
+    if f.fract() == 0.0 && f.abs() < 1e16 {
+        format!("{}", f as i64)
+    } else if f != 0.0 && (f.abs() < 1e-6 || f.abs() >= 1e21) {
+        format!("{f:e}")
+    } else {
+        format!("{f}")
+    }
 }
 
 /// A short, quoted preview of a string for messages.

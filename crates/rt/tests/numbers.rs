@@ -383,3 +383,14 @@ fn the_integer_decoder_takes_a_double_only_strictly_inside_the_range() {
     let e = i64::decode(IntoDeserializer::<de::value::Error>::into_deserializer(9_223_372_036_854_775_808_u64)).expect_err("past i64");
     assert_eq!(e.to_string(), "integer 9223372036854775808 is beyond the supported range of -2^63..2^63");
 }
+
+#[test]
+fn bounds_in_messages_are_written_short() {
+    let mut out = Vec::new();
+    openagents_rt::bound_violation(&mut out, &Path::Root, "exclusiveMaximum", 1e-299, 1e-300);
+    openagents_rt::bound_violation(&mut out, &Path::Root, "maximum", 2e300, 1e300);
+    openagents_rt::bound_violation(&mut out, &Path::Root, "minimum", 0.5, 2.25);
+    openagents_rt::bound_violation(&mut out, &Path::Root, "minimum", -3.0, 0.0);
+    let messages: Vec<&str> = out.iter().map(|v| v.message.as_str()).collect();
+    assert_eq!(messages, ["must be less than 1e-300, is 1e-299", "must be at most 1e300, is 2e300", "must be at least 2.25, is 0.5", "must be at least 0, is -3"]);
+}
