@@ -614,12 +614,22 @@ fn literal_types(v: &Value) -> Types {
     }
 }
 
+/// Whether a schema holds a `$ref` anywhere inside.
+fn has_ref(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => m.contains_key("$ref") || m.values().any(has_ref),
+        Value::Array(items) => items.iter().any(has_ref),
+        _ => false,
+    }
+}
+
 /// Whether every value the schema `b` accepts, `a` accepts too, as far as a property declared by
 /// two parts of an object built by inheritance shows it: `a` is `b`, or says nothing, or only a
 /// `type` and an `enum` or `const` that `b`'s own type or values keep to (a base's
 /// `{"type": "string"}` beside a derived schema's `{"const": "circle"}`).
-fn implies(b: &Value, a: &Value) -> bool {
-    if a == b || a == &Value::Bool(true) {
+fn implies(b: &Value, a: &Value, same_file: bool) -> bool {
+    // The same text is the same schema only where its `$ref`s resolve alike.
+    if a == &Value::Bool(true) || (a == b && (same_file || !has_ref(a))) {
         return true;
     }
     let (Some(am), Some(bm)) = (a.as_object(), b.as_object()) else { return false };
@@ -877,7 +887,9 @@ impl<'a> Lowerer<'a> {
         branches
             .iter()
             .map(|b| {
-                let (f, p, s) = match b.get("$ref").and_then(Value::as_str) {
+                // A `$ref` beside other keywords composes with them (`composed_parts`): the
+                // branch is the inline schema, not the target.
+                let (f, p, s) = match b.get("$ref").and_then(Value::as_str).filter(|_| ref_alone(b)) {
                     Some(r) => {
                         let (f, p) = self.docs.resolve_ref(file, r).ok()?;
                         let s = self.docs.get(&f, &p)?.clone();
@@ -894,10 +906,12 @@ impl<'a> Lowerer<'a> {
     }
 
     /// The schemas a union branch is made of: the branch itself and the parts it composes (see
-    /// [`Self::composed_parts`]).
-    fn branch_parts(&self, file: &str, m: &Map<String, Value>) -> Option<Vec<Map<String, Value>>> {
-        let parts = self.composed_parts(file, "", m)?;
-        Some(std::iter::once(m.clone()).chain(parts.into_iter().map(|(_, _, p)| p)).collect())
+    /// [`Self::composed_parts`]), when it can read them.
+    fn branch_parts(&self, file: &str, m: &Map<String, Value>) -> Vec<Map<String, Value>> {
+        // Parts `composed_parts` cannot read leave the branch itself (its fields are then no
+        // exact set: `union` makes the union a checked value).
+        let parts = self.composed_parts(file, "", m).unwrap_or_default();
+        std::iter::once(m.clone()).chain(parts.into_iter().map(|(_, _, p)| p)).collect()
     }
 
     /// A branch's value of the tag `k`, when `k` can tag it: the branch is an object (one of its
@@ -906,8 +920,8 @@ impl<'a> Lowerer<'a> {
     /// `enum` listing it, the same `const`). A branch built by inheritance
     /// (`allOf: [{"$ref": Base}, {...}]`) takes its tag from any of its parts.
     fn tag_value(&self, file: &str, m: &Map<String, Value>, k: &str) -> Option<String> {
-        let parts = self.branch_parts(file, m)?;
-        let object = parts.iter().all(|p| p.get("type").is_none_or(|t| t == "object")) && parts.iter().any(|p| p.get("type").is_some_and(|t| t == "object"));
+        let parts = self.branch_parts(file, m);
+        let object = all_object(parts.iter());
         let required = parts.iter().any(|p| p.get("required").and_then(Value::as_array).is_some_and(|r| r.iter().any(|v| v == k)));
         let decls: Vec<&Value> = parts.iter().filter_map(|p| p.get("properties").and_then(|ps| ps.get(k))).collect();
         let strings = |s: &Value| s.get("type").is_none_or(|t| t == "string" || t.as_array().is_some_and(|a| a.iter().any(|x| x == "string")));
@@ -934,7 +948,6 @@ impl<'a> Lowerer<'a> {
         let (f0, _, m0) = &branches[0];
         let first: Vec<String> = self
             .branch_parts(f0, m0)
-            .unwrap_or_default()
             .iter()
             .filter_map(|p| p.get("properties").and_then(Value::as_object))
             .flat_map(|p| p.keys().cloned())
@@ -1113,8 +1126,8 @@ impl<'a> Lowerer<'a> {
     }
 
     fn struct_def(&mut self, file: &str, pointer: &str, map: &Map<String, Value>, name: &str) -> Result<StructDef, SchemaError> {
-        for k in ["enum", "const", "minLength", "maxLength", "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "items", "minItems", "maxItems"] {
-            if map.contains_key(k) {
+        for k in NON_OBJECT_RULES {
+            if map.contains_key(*k) {
                 // Rules for other types are inert on an object-only schema; a mix is a modelling error.
                 return Err(err(file, pointer, k, format!("`{k}` does not apply to an object schema")));
             }
@@ -1154,7 +1167,7 @@ impl<'a> Lowerer<'a> {
             let mut bf = file.to_owned();
             let mut schema = b.clone();
             let mut via_ref = None;
-            if let Some(r) = b.get("$ref").and_then(Value::as_str) {
+            if let Some(r) = b.get("$ref").and_then(Value::as_str).filter(|_| ref_alone(b)) {
                 let (f, p) = self.docs.resolve_ref(file, r).map_err(|m| err(file, &bp, "$ref", m))?;
                 via_ref = Some(self.named(&f, &p, "Variant"));
                 schema = self.docs.get(&f, &p).cloned().unwrap_or(Value::Null);
@@ -1162,34 +1175,36 @@ impl<'a> Lowerer<'a> {
                 bp = p;
             }
             let Value::Object(m) = &schema else { return Err(err(&bf, &bp, key, SUPPORTED)) };
-            self.check_keywords(&bf, &bp, m, false)?;
+            self.check_keywords(&bf, &bp, m, bp.is_empty())?;
             resolved.push((bf, bp, m.clone(), via_ref));
         }
         let maps: Vec<BranchMap> = resolved.iter().map(|(f, p, m, _)| (f.clone(), p.clone(), m.clone())).collect();
         let Some(tag) = self.find_tag(map, &maps) else {
             // Only our own conventions get here (see `union_key`): say which branch breaks them.
-            for (bf, bp, m, _) in &resolved {
-                if !m.get("type").is_some_and(|t| t == "object") {
-                    return Err(err(bf, bp, "type", format!("each branch of a tagged `{key}` is `\"type\": \"object\"`")));
+            // Each branch is read with the parts it composes, as `find_tag` reads it.
+            let parts: Vec<Vec<Map<String, Value>>> = resolved.iter().map(|(bf, _, m, _)| self.branch_parts(bf, m)).collect();
+            for ((bf, bp, _, _), ps) in resolved.iter().zip(&parts) {
+                if !all_object(ps.iter()) {
+                    return Err(err(bf, bp, "type", format!("each branch of a tagged `{key}` is `\"type\": \"object\"` (itself or through a part it composes)")));
                 }
             }
-            let first: Vec<String> = maps[0].2.get("properties").and_then(Value::as_object).map(|p| {
-                p.iter().filter(|(_, s)| s.get("const").is_some_and(Value::is_string)).map(|(k, _)| k.clone()).collect()
-            }).unwrap_or_default();
+            let consts = |ps: &[Map<String, Value>], k: &str| -> Vec<Value> {
+                ps.iter().filter_map(|p| p.get("properties")?.get(k)?.get("const").filter(|c| c.is_string()).cloned()).collect()
+            };
+            let first: Vec<String> = parts[0].iter().filter_map(|p| p.get("properties").and_then(Value::as_object)).flat_map(|p| p.keys().cloned()).filter(|k| !consts(&parts[0], k).is_empty()).collect();
             for k in &first {
                 let mut seen = BTreeSet::new();
-                for (bf, bp, m, _) in &resolved {
-                    let required = m.get("required").and_then(Value::as_array).is_some_and(|r| r.iter().any(|v| v == k));
-                    let value = m.get("properties").and_then(|p| p.get(k)).and_then(|s| s.get("const")).and_then(Value::as_str);
-                    let c = value.is_some();
-                    if let Some(v) = value
-                        && required
-                        && !seen.insert(v.to_owned())
-                    {
+                for ((bf, bp, m, _), ps) in resolved.iter().zip(&parts) {
+                    let required = ps.iter().any(|p| p.get("required").and_then(Value::as_array).is_some_and(|r| r.iter().any(|v| v == k)));
+                    let Some(v) = consts(ps, k).first().and_then(Value::as_str).map(str::to_owned) else { continue };
+                    if required && !seen.insert(v.clone()) {
                         return Err(err(bf, bp, "const", format!("tag value `{v}` is used by two branches")));
                     }
-                    if c && !required {
+                    if !required {
                         return Err(err(bf, bp, "required", format!("this branch gives the tag `{k}` a `const` but does not list it in `required`, so a value without `{k}` could match it; add `\"required\": [\"{k}\"]`")));
+                    }
+                    if self.tag_value(bf, m, k).is_none() {
+                        return Err(err(bf, bp, "const", format!("the tag `{k}` is `{v}` here, but a part this branch composes declares `{k}` in a way that does not allow `{v}` (or not as a string), so the branch matches nothing")));
                     }
                 }
             }
@@ -1207,7 +1222,7 @@ impl<'a> Lowerer<'a> {
                 return Ok(None);
             }
             // The tag's `const`, in the branch itself or in a part it composes.
-            let parts = self.branch_parts(bf, m).unwrap_or_default();
+            let parts = self.branch_parts(bf, m);
             let tag_schema = parts
                 .iter()
                 .filter_map(|p| p.get("properties").and_then(|ps| ps.get(&tag)))
@@ -1237,8 +1252,8 @@ impl<'a> Lowerer<'a> {
                 }
                 None => None,
             };
-            for k in ["enum", "const", "items", "minLength", "maxLength", "pattern", "minimum", "maximum"] {
-                if m.contains_key(k) {
+            for k in NON_OBJECT_RULES {
+                if m.contains_key(*k) {
                     return Err(err(bf, bp, k, format!("`{k}` does not apply to an object branch")));
                 }
             }
@@ -1314,26 +1329,26 @@ impl<'a> Lowerer<'a> {
         let Some(parts) = self.composed_parts(file, pointer, map) else { return false };
         // Each property's strongest declaration: one declared twice is one field when one of the
         // two declarations implies the other (a base's `{"type": "string"}`, a derived `const`).
-        let mut declared: BTreeMap<String, Value> = BTreeMap::new();
-        let mut declare = |m: &Map<String, Value>| {
+        let mut declared: BTreeMap<String, (String, Value)> = BTreeMap::new();
+        let mut declare = |f: &str, m: &Map<String, Value>| {
             m.get("properties").and_then(Value::as_object).is_none_or(|ps| {
                 ps.iter().filter(|(k, _)| Some(k.as_str()) != skip).all(|(k, schema)| match declared.get(k) {
-                    None => declared.insert(k.clone(), schema.clone()).is_none(),
-                    Some(before) if implies(schema, before) => declared.insert(k.clone(), schema.clone()).is_some(),
-                    Some(before) => implies(before, schema),
+                    None => declared.insert(k.clone(), (f.to_owned(), schema.clone())).is_none(),
+                    Some((bf, before)) if implies(schema, before, bf == f) => declared.insert(k.clone(), (f.to_owned(), schema.clone())).is_some(),
+                    Some((bf, before)) => implies(before, schema, bf == f),
                 })
             })
         };
         open(map)
-            && declare(map)
-            && parts.iter().all(|(_, _, pm)| {
+            && declare(file, map)
+            && parts.iter().all(|(pf, _, pm)| {
                 // A part that refers on (`{"$ref": ...}` alone is no applicator) is not read here.
                 open(pm)
                     && !pm.contains_key("$ref")
                     && !has_applicators(pm)
-                    && pm.get("type").is_none_or(|t| t == "object")
+                    && pm.get("type").is_none_or(|t| t == "object" || t.as_array().is_some_and(|a| a.iter().any(|x| x == "object")))
                     && !["enum", "const"].iter().any(|k| pm.contains_key(*k))
-                    && declare(pm)
+                    && declare(pf, pm)
             })
     }
 
@@ -1350,20 +1365,20 @@ impl<'a> Lowerer<'a> {
         if !composes || has_applicators_besides(map, &["allOf", "$ref"]) || !self.exact_composition(file, pointer, map, None) {
             return false;
         }
-        if ["enum", "const", "minLength", "maxLength", "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "items", "minItems", "maxItems"].iter().any(|k| map.contains_key(*k)) {
+        if NON_OBJECT_RULES.iter().any(|k| map.contains_key(*k)) {
             return false;
         }
         let Some(parts) = self.composed_parts(file, pointer, map) else { return false };
         let maps = || std::iter::once(map).chain(parts.iter().map(|(_, _, m)| m));
-        maps().all(|m| m.get("type").is_none_or(|t| t == "object")) && maps().any(|m| m.get("type").is_some_and(|t| t == "object")) && maps().any(has_object_rules)
+        all_object(maps()) && maps().any(has_object_rules)
     }
 
-    /// The fields of an object schema together with those of the objects its `allOf` composes
-    /// (inline or through `$ref`) and of the target of a `$ref` beside its other keywords, when
-    /// together they are exactly one set of fields: every part allows other properties
-    /// (`additionalProperties` absent or `true`: in 2020-12 it only sees its own schema's
-    /// `properties`), no property is declared by two parts (one part may require what another
-    /// declares), and no part composes further. `None` otherwise.
+    /// The fields of an object schema together with those of the parts it composes (see
+    /// [`Self::composed_parts`]), when [`Self::exact_composition`] finds them exactly one set of
+    /// fields; `None` otherwise. The parts' fields come first, in order (a base's before what a
+    /// type derived from it adds), then the schema's own. A property one part only requires and
+    /// another declares is the declared field, required; one two parts declare is the field of
+    /// the declaration that implies the other ([`implies`]).
     #[allow(clippy::type_complexity)]
     fn composed_fields(&mut self, file: &str, pointer: &str, map: &Map<String, Value>, parent: &str, skip: Option<&str>) -> Result<Option<(Vec<Field>, Additional)>, SchemaError> {
         if !map.contains_key("allOf") && !map.contains_key("$ref") {
@@ -1373,18 +1388,21 @@ impl<'a> Lowerer<'a> {
             return Ok(None);
         }
         let Some(parts) = self.composed_parts(file, pointer, map) else { return Ok(None) };
-        let (own, additional) = self.fields(file, pointer, map, parent, skip)?;
-        // A part may require a property another part declares (`required` only, in a part open
-        // to other properties, says nothing of its value): the declared field stands, required.
-        // A property declared by two parts is the field of the declaration that implies the other
-        // (`exact_composition` checked that one does).
-        let declaration = |m: &Map<String, Value>, f: &Field| m.get("properties").and_then(|p| p.get(&f.name)).cloned();
-        let mut fields: Vec<(Field, Option<Value>)> = own.into_iter().map(|f| { let d = declaration(map, &f); (f, d) }).collect();
-        for (pf, pp, pm) in &parts {
-            self.check_keywords(pf, pp, pm, false)?;
-            let (more, _) = self.fields(pf, pp, pm, parent, skip)?;
+        // Each field with the declaration it came from (none: `required` only) and its file.
+        let mut fields: Vec<(Field, Option<(String, Value)>)> = Vec::new();
+        let mut additional = Additional::Any;
+        let own = (file.to_owned(), pointer.to_owned(), map.clone());
+        for (i, (pf, pp, pm)) in parts.iter().chain(std::iter::once(&own)).enumerate() {
+            let is_own = i == parts.len();
+            if !is_own {
+                self.check_keywords(pf, pp, pm, pp.is_empty())?;
+            }
+            let (more, extra) = self.fields(pf, pp, pm, parent, skip)?;
+            if is_own {
+                additional = extra;
+            }
             for f in more {
-                let declared = declaration(pm, &f);
+                let declared = pm.get("properties").and_then(|p| p.get(&f.name)).map(|d| (pf.clone(), d.clone()));
                 match fields.iter_mut().find(|(g, _)| g.name == f.name) {
                     None => fields.push((f, declared)),
                     Some((g, d)) => {
@@ -1392,7 +1410,7 @@ impl<'a> Lowerer<'a> {
                         let stronger = match (&*d, &declared) {
                             (_, None) => false,
                             (None, Some(_)) => true,
-                            (Some(before), Some(now)) => implies(now, before),
+                            (Some((bf, before)), Some((nf, now))) => implies(now, before, bf == nf),
                         };
                         if stronger {
                             (*g, *d) = (f, declared);
@@ -1837,9 +1855,33 @@ fn has_applicators_besides(map: &Map<String, Value>, except: &[&str]) -> bool {
     has_unevaluated(map)
         || present("allOf")
         || present("not")
-        || (present("anyOf") && nullable_key(map) != Some("anyOf"))
-        || (present("oneOf") && nullable_key(map) != Some("oneOf"))
+        || (present("anyOf") && !nullable_alone(map, "anyOf"))
+        || (present("oneOf") && !nullable_alone(map, "oneOf"))
         || (present("$ref") && map.keys().any(|k| k != "$ref" && !is_annotation_in(k, map)))
+}
+
+/// Whether `map` is the nullable form of `key` (see [`nullable_key`]) and nothing else but
+/// annotations: what `node` reads as a nullable X. Beside other rules (an object's properties) the
+/// form is an applicator like any other.
+fn nullable_alone(map: &Map<String, Value>, key: &str) -> bool {
+    nullable_key(map) == Some(key) && map.keys().all(|k| k == key || is_annotation_in(k, map))
+}
+
+/// Whether schemas that all apply to one value make it an object: none has a `type` that leaves
+/// objects out, and one says `"type": "object"` alone (`["object", "null"]` beside it is an
+/// object too).
+fn all_object<'m>(parts: impl Iterator<Item = &'m Map<String, Value>> + Clone) -> bool {
+    let allows = |t: &Value| t == "object" || t.as_array().is_some_and(|a| a.iter().any(|x| x == "object"));
+    parts.clone().all(|m| m.get("type").is_none_or(allows)) && parts.into_iter().any(|m| m.get("type").is_some_and(|t| t == "object"))
+}
+
+/// The keywords an object schema (a struct, a union's branch) does not take: `enum`/`const`, and
+/// the rules of other types, inert on an object.
+const NON_OBJECT_RULES: &[&str] = &["enum", "const", "minLength", "maxLength", "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "items", "minItems", "maxItems"];
+
+/// Whether a schema is a `$ref` with only annotations beside it (the type it names).
+fn ref_alone(schema: &Value) -> bool {
+    schema.as_object().is_some_and(|o| o.contains_key("$ref") && o.keys().all(|k| k == "$ref" || is_annotation(k)))
 }
 
 /// `oneOf` or `anyOf` when `map` is the nullable form `[X, {"type": "null"}]` of that keyword
@@ -1965,8 +2007,8 @@ mod tests {
     fn a_union_built_by_inheritance_is_a_tagged_union() {
         // Each branch composes a base (through `allOf`, or a `$ref` beside its own properties):
         // the tag is required by the base and given its `const` by the branch, and the variant's
-        // fields are the base's and the branch's; a member one part requires and another declares
-        // is that declared member, required.
+        // fields are the base's, then the branch's; a member one part requires and another
+        // declares is that declared member, required.
         let text = r##"{"oneOf": [{"$ref": "#/$defs/Circle"}, {"$ref": "#/$defs/Square"}, {"$ref": "#/$defs/Label"}], "$defs": {
             "Base": {"type": "object", "properties": {"kind": {"type": "string"}, "id": {"type": "string"}}, "required": ["kind", "id"]},
             "Circle": {"allOf": [{"$ref": "#/$defs/Base"}, {"type": "object", "properties": {"kind": {"const": "circle"}, "r": {"type": "number"}}, "required": ["r"]}]},
@@ -1979,8 +2021,8 @@ mod tests {
         let want = |w: [(&str, bool, bool); 2]| w.map(|(n, r, s)| (n.to_owned(), r, s)).to_vec();
         let by_tag = |t: &str| u.variants.iter().find(|v| v.tag_value == t).expect("variant");
         assert_eq!(fields(by_tag("circle")), want([("id", true, true), ("r", true, false)]));
-        assert_eq!(fields(by_tag("square")), want([("side", false, false), ("id", true, true)]));
-        assert_eq!(fields(by_tag("label")), want([("text", true, true), ("id", true, true)]));
+        assert_eq!(fields(by_tag("square")), want([("id", true, true), ("side", false, false)]));
+        assert_eq!(fields(by_tag("label")), want([("id", true, true), ("text", true, true)]));
         // A base whose own rule on the tag leaves a branch's value out, or a part closed to the
         // other parts' members, leaves the union a checked value (exact either way).
         for (base_tag, closed) in [(r#"{"enum": ["circle"]}"#, ""), (r#"{"type": "string"}"#, r#", "additionalProperties": false"#)] {
@@ -1993,6 +2035,45 @@ mod tests {
             let space = lower_text(&text).expect("lowers");
             assert!(matches!(space.types["Case"].kind, TypeKind::Alias(_)), "{base_tag}{closed}: {:?}", space.types["Case"].kind);
         }
+    }
+
+    #[test]
+    fn composition_across_files_reads_each_part_where_it_stands() {
+        let lowered = |files: &[(&str, &str)]| lower(&Documents::from_texts(files.iter().copied()).expect("loads"));
+        // The same `$ref` text in two files names two schemas: not one declaration.
+        let root = r##"{"type": "object", "$defs": {"T": {"type": "integer"}, "D": {"allOf": [{"$ref": "other.json#/$defs/B"}, {"type": "object", "properties": {"p": {"$ref": "#/$defs/T"}}}]}}}"##;
+        let other = r##"{"$defs": {"T": {"type": "string"}, "B": {"type": "object", "properties": {"p": {"$ref": "#/$defs/T"}}}}}"##;
+        let space = lowered(&[("root.json", root), ("other.json", other)]).expect("lowers");
+        let d = space.types.values().find(|t| t.origin.pointer == "/$defs/D").expect("D");
+        assert!(matches!(d.kind, TypeKind::Alias(_)), "{:?}", d.kind);
+        // A base that is a whole file (its root keywords included) is a part like any other.
+        let base = r##"{"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "base.json", "title": "Base", "type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}"##;
+        for d in [r##"{"allOf": [{"$ref": "base.json"}, {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}]}"##, r##"{"$ref": "base.json", "properties": {"x": {"type": "integer"}}, "required": ["x"]}"##] {
+            let root = format!(r##"{{"type": "object", "$defs": {{"D": {d}}}}}"##);
+            let space = lowered(&[("root.json", &root), ("base.json", base)]).unwrap_or_else(|e| panic!("{d}: {e}"));
+            let t = space.types.values().find(|t| t.origin.pointer == "/$defs/D").expect("D");
+            let TypeKind::Struct(s) = &t.kind else { panic!("{d}: {:?}", t.kind) };
+            assert_eq!(s.fields.iter().map(|f| (f.name.as_str(), f.required)).collect::<Vec<_>>(), [("a", true), ("x", true)], "{d}");
+        }
+    }
+
+    #[test]
+    fn an_extensible_union_says_which_branch_cannot_match() {
+        // The base's `enum` leaves out the `const` one branch gives its tag.
+        let text = r##"{"$defs": {"Base": {"type": "object", "properties": {"kind": {"enum": ["s"]}}, "required": ["kind"]},
+            "C": {"allOf": [{"$ref": "#/$defs/Base"}, {"properties": {"kind": {"const": "c"}}}]},
+            "S": {"allOf": [{"$ref": "#/$defs/Base"}, {"properties": {"kind": {"const": "s"}}}]},
+            "D": {"oneOf": [{"$ref": "#/$defs/C"}, {"$ref": "#/$defs/S"}], "x-extensible": true}}}"##;
+        let e = lower_text(text).expect_err("refused");
+        assert_eq!((e.pointer.as_str(), e.keyword.as_str()), ("/$defs/C", "const"), "{e}");
+        assert!(e.message.contains("does not allow `c`"), "{e}");
+        // A branch composing a part no struct can hold is a checked value, not an error.
+        let text = r##"{"$defs": {"Mixin": {"type": "object", "properties": {"m": {"type": "string"}}},
+            "C": {"type": "object", "properties": {"kind": {"const": "c"}, "m": {}}, "required": ["kind"], "allOf": [{"$ref": "#/$defs/Mixin", "required": ["m"]}]},
+            "S": {"type": "object", "properties": {"kind": {"const": "s"}}, "required": ["kind"]},
+            "D": {"oneOf": [{"$ref": "#/$defs/C"}, {"$ref": "#/$defs/S"}], "x-extensible": true}}}"##;
+        let space = lower_text(text).expect("lowers");
+        assert!(matches!(space.types["D"].kind, TypeKind::Alias(_)), "{:?}", space.types["D"].kind);
     }
 
     #[test]

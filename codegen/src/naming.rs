@@ -27,11 +27,9 @@ pub const RESERVED_TYPE_NAMES: &[&str] = &[
     // Python keywords that are PascalCase, and the names the generated Python modules import.
     "False", "None", "True", "Annotated", "Any", "ClassVar", "Field", "Final", "JsonValue", "Literal", "Strict", "StringConstraints",
     "TypeAlias", "TypeVar", "Union",
-    // Rust: `Self`, the prelude names the generated Rust uses unqualified, `Method`, the enum of
-    // a method union's calls beside the types, and the two names whose checkers
-    // (`validate_<name>`) would be the module's entry points `validate_json` and
-    // `validate_document`.
-    "Self", "Option", "Some", "Result", "Ok", "Err", "Vec", "Box", "Method", "Json", "Document",
+    // Rust: `Self`, the prelude names the generated Rust uses unqualified, and `Method`, the
+    // enum of a method union's calls beside the types.
+    "Self", "Option", "Some", "Result", "Ok", "Err", "Vec", "Box", "Method",
 ];
 
 /// The hand-written base classes the generated TypeScript error classes extend

@@ -310,9 +310,14 @@ impl Emitter<'_> {
         quote!(#(#items)*)
     }
 
+    /// The checkers of an alias type: `validate_<name>` and `check_<name>` in snake case, with a
+    /// trailing `_` where the first would be one of the module's entry points (`Json`,
+    /// `Document`). A type's name never gives a snake case name ending in `_`, so no other type's
+    /// checker can be that.
     fn check_fn_names(&self, name: &str) -> (Ident, Ident) {
         let snake = name.to_snake_case();
-        (format_ident!("validate_{}", snake), format_ident!("check_{}", snake))
+        let tail = if matches!(snake.as_str(), "json" | "document") { "_" } else { "" };
+        (format_ident!("validate_{}{}", snake, tail), format_ident!("check_{}{}", snake, tail))
     }
 
     fn named_type(&self, t: &NamedType) -> TokenStream {

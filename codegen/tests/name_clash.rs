@@ -1,8 +1,9 @@
 //! Methods named as types (`tests/clash/shop.schema.json`): a method union's branch titled `Item`
 //! whose result is the `$defs` type `Item`, one whose params are `Item`, branches titled `Option`
 //! and `String`, `x-side` methods whose markers are `Result` and `Some`, and types named as what
-//! the generated code needs itself (`Method`, `Vec`, `RawValue`, `Json`, `Document`), and
-//! properties whose Rust names clash (`self` and `Self`). The Rust generated with and without the
+//! the generated code needs itself (`Method`, `Vec`, `RawValue`), aliases whose checkers would be
+//! named as the entry points (`Json`, `Document`), and properties whose Rust names clash (`self`
+//! and `Self`). The Rust generated with and without the
 //! service module compiles without a warning (`cargo check`, offline, into the shared target folder),
 //! each marker names the schema's types, and no language declares a name twice.
 
