@@ -246,8 +246,18 @@ pub enum Token {
         /// The quantifier as written (`{2,5}?`).
         source: String,
     },
-    /// `\1`…`\9…` (false) or `\k<name>` (true).
-    Backreference(bool),
+    /// `\1`…`\9…` or `\k<name>`.
+    Backreference(Reference),
+}
+
+/// The group a backreference names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reference {
+    /// `\1`…: the group of that number (capturing groups, named ones included, counted by
+    /// their opening parenthesis).
+    Number(u32),
+    /// `\k<name>` (an empty name for a `\k` without one).
+    Name(String),
 }
 
 /// What one escape (after `\`) stands for.
@@ -257,7 +267,7 @@ enum Escape {
     Lone(u32),
     Property(Property),
     Boundary(bool),
-    Backreference(bool),
+    Backreference(Reference),
 }
 
 struct Parser<'a> {
@@ -365,16 +375,16 @@ impl Parser<'_> {
                 Escape::Property(Property { negated: c == 'P', name })
             }
             'k' => {
-                if self.eat('<') {
-                    self.until('>').ok_or("unclosed `\\k<`")?;
-                }
-                Escape::Backreference(true)
+                let name = if self.eat('<') { self.until('>').ok_or("unclosed `\\k<`")? } else { String::new() };
+                Escape::Backreference(Reference::Name(name))
             }
             '1'..='9' => {
-                while self.peek().is_some_and(|c| c.is_ascii_digit()) {
+                let mut n = c.to_digit(10).unwrap_or_default();
+                while let Some(d) = self.peek().and_then(|c| c.to_digit(10)) {
+                    n = n.saturating_mul(10).saturating_add(d);
                     self.pos += 1;
                 }
-                Escape::Backreference(false)
+                Escape::Backreference(Reference::Number(n))
             }
             c if SYNTAX.contains(c) => single(c as u32),
             c => return Err(format!("`\\{c}` is not a valid escape in Unicode mode")),
@@ -488,7 +498,7 @@ pub fn tokens(source: &str) -> Result<Vec<Token>, String> {
                 Escape::Lone(v) => Token::LoneSurrogate(v),
                 Escape::Property(prop) => Token::Property(prop),
                 Escape::Boundary(negated) => Token::WordBoundary(negated),
-                Escape::Backreference(named) => Token::Backreference(named),
+                Escape::Backreference(r) => Token::Backreference(r),
             },
             '^' => Token::Start,
             '$' => Token::End,
@@ -588,7 +598,7 @@ mod tests {
         assert_eq!(t[8], Token::WordBoundary(false));
         assert_eq!(t[9], Token::Close);
         assert_eq!(t[10], Token::Quantifier { min: 2, max: Some(3), lazy: true, source: "{2,3}?".into() });
-        assert_eq!(t[11], Token::Backreference(false));
+        assert_eq!(t[11], Token::Backreference(Reference::Number(1)));
         assert_eq!(t[12], Token::End);
         assert_eq!(t.len(), 13);
         assert_eq!(tokens("\\ud800").unwrap(), vec![Token::LoneSurrogate(0xD800)]);
