@@ -226,10 +226,12 @@ fn scan_schema(file: &str, pointer: &str, schema: &Value, out: &mut Vec<SchemaEr
     }
 }
 
-/// A number inside an `enum` or `const` value that is whole but was not read as a 64-bit integer
-/// and is beyond 2^53, where doubles stop holding every integer (`1e18`, `2^70`), written as read.
+/// A number inside an `enum` or `const` value that is whole but was not read as a signed 64-bit
+/// integer and is beyond 2^53, where doubles stop holding every integer (`1e18`, `2^70`), or an
+/// integer beyond the signed 64 bits the typed Rust path holds (`2^64 - 1`), written as read.
 fn inexact_number(v: &Value) -> Option<String> {
     match v {
+        Value::Number(n) if n.is_u64() => n.as_u64().filter(|u| i64::try_from(*u).is_err()).map(|_| n.to_string()),
         Value::Number(n) if n.is_f64() => n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() > 9_007_199_254_740_992.0).map(|_| n.to_string()),
         Value::Array(items) => items.iter().find_map(inexact_number),
         Value::Object(members) => members.values().find_map(inexact_number),
@@ -261,7 +263,7 @@ fn keyword_refusals(file: &str, pointer: &str, map: &Map<String, Value>, is_root
             _ => continue,
         };
         if let Some(n) = values.into_iter().find_map(inexact_number) {
-            out.push(err(file, pointer, key, format!("the whole number `{n}` is written with a fraction or an exponent, or is beyond 64 bits: the schema's numbers are read as 64-bit integers or doubles, and a document's integer could not be compared with it exactly in every language; write it as an integer within -2^63..2^64")));
+            out.push(err(file, pointer, key, format!("the whole number `{n}` is written with a fraction or an exponent, or is beyond 64 bits: the schema's numbers are read as 64-bit integers or doubles, and a document's integer could not be compared with it exactly in every language; write it as an integer within -2^63..2^63")));
         }
     }
     if let Some(s) = map.get("$schema")
@@ -1095,7 +1097,7 @@ impl<'a> Lowerer<'a> {
             let p = push_pointer(&props_pointer, key);
             let hint = format!("{parent}{}", pascal(key, "Field"));
             let node = self.node(file, &p, schema, &hint)?;
-            fields.push(Field { name: key.clone(), required: required.contains(key), node });
+            fields.push(Field { name: key.clone(), required: required.contains(key), node, forbidden: false });
         }
         let additional = match map.get("additionalProperties") {
             None | Some(Value::Bool(true)) => Additional::Any,
@@ -1120,7 +1122,8 @@ impl<'a> Lowerer<'a> {
                 Additional::Forbidden => Node { types: Types::NONE, repr: Repr::Never, ..any_node() },
                 Additional::Schema(node) => (**node).clone(),
             };
-            fields.push(Field { name: key.clone(), required: true, node });
+            let forbidden = matches!(additional, Additional::Forbidden);
+            fields.push(Field { name: key.clone(), required: true, node, forbidden });
         }
         Ok((fields, additional))
     }
@@ -2078,12 +2081,12 @@ mod tests {
 
     #[test]
     fn enum_and_const_numbers_not_held_exactly_are_refused() {
-        for text in [r#"{"const": 1e21}"#, r#"{"const": 1e18}"#, r#"{"enum": [0, 123456789012345678901234567890]}"#, r#"{"enum": [{"a": [1e300]}]}"#, r#"{"const": -1e19}"#] {
+        for text in [r#"{"const": 1e21}"#, r#"{"const": 1e18}"#, r#"{"const": 18446744073709551615}"#, r#"{"const": 9223372036854775808}"#, r#"{"enum": [0, 123456789012345678901234567890]}"#, r#"{"enum": [{"a": [1e300]}]}"#, r#"{"const": -1e19}"#] {
             let e = lower_text(text).expect_err(text);
             assert!(e.keyword == "enum" || e.keyword == "const", "{text}: {e}");
             assert!(e.message.contains("write it as an integer"), "{text}: {e}");
         }
-        for text in [r#"{"const": 9007199254740993}"#, r#"{"const": 18446744073709551615}"#, r#"{"const": -9223372036854775808}"#, r#"{"enum": [1.0, 2.5, 1e15, 9007199254740992.0]}"#] {
+        for text in [r#"{"const": 9007199254740993}"#, r#"{"const": 9223372036854775807}"#, r#"{"const": -9223372036854775808}"#, r#"{"enum": [1.0, 2.5, 1e15, 9007199254740992.0]}"#] {
             lower_text(text).unwrap_or_else(|e| panic!("{text}: {e}"));
         }
     }

@@ -152,6 +152,10 @@ pub struct Field {
     pub required: bool,
     /// Its schema.
     pub node: Node,
+    /// Listed in `required` of an object closed by `additionalProperties: false` without being
+    /// declared: no value can stand there. Present, it is an undeclared member (keyword
+    /// `additionalProperties`, as JSON Schema reports it); absent, a missing one.
+    pub forbidden: bool,
 }
 
 /// A tagged union.

@@ -1374,7 +1374,12 @@ impl<'a> Emitter<'a> {
         }
         for (f, id) in fields.iter().zip(&idents[idx..]) {
             out.blank();
-            let ann = self.ann(&f.node, In::Models).map_err(|m| SchemaError::new(&origin.file, crate::error::push_pointer(&crate::error::push_pointer(&origin.pointer, "properties"), &f.name), "pattern", m))?;
+            let ann = if f.forbidden {
+                // Required, and allowed by nothing: present, an undeclared member.
+                sub("Annotated", vec![atom("None"), atom("_rt.FORBIDDEN")])
+            } else {
+                self.ann(&f.node, In::Models).map_err(|m| SchemaError::new(&origin.file, crate::error::push_pointer(&crate::error::push_pointer(&origin.pointer, "properties"), &f.name), "pattern", m))?
+            };
             // An alias goes in a `Field(...)` default, where type checkers read it (dataclass_transform).
             let alias = (id != &f.name).then(|| py_str(&f.name));
             let default = match (&alias, f.required) {

@@ -388,8 +388,9 @@ impl Emitter<'_> {
         let d = doc_or(t.description.as_deref(), &format!("The `{}` object.", t.name));
         let (idents, decls, decode_tys, finals) = self.field_parts(&t.name, &s.fields, &s.additional);
         let (decls, sattrs) = (self.sx.with_fields(&s.fields, decls, false), self.sx.struct_attrs(s));
-        let names: Vec<&str> = s.fields.iter().map(|f| f.name.as_str()).collect();
         let locals: Vec<Ident> = idents.iter().map(|i| format_ident!("__{}", i.to_string().trim_start_matches("r#"))).collect();
+        // A forbidden member has no arm (present, it is an unknown one); its slot stays empty.
+        let (names, arm_locals): (Vec<&str>, Vec<&Ident>) = s.fields.iter().zip(&locals).filter(|(f, _)| !f.forbidden).map(|(f, l)| (f.name.as_str(), l)).unzip();
         let (extra_decl, extra_init, extra_final, other_arm) = match &s.additional {
             Additional::Forbidden => (quote!(), quote!(), quote!(), quote!(other => return Err(#rt::unknown(other, FIELDS)),)),
             Additional::Any => (quote!(), quote!(), quote!(), quote!(_ => { map.next_value::<#rt::Skip>()?; })),
@@ -437,8 +438,8 @@ impl Emitter<'_> {
                             while let Some(#key_binding) = map.next_key::<#rt::Key<'de>>()? {
                                 match key.as_str() {
                                     #(#names => {
-                                        if #locals.is_some() { return Err(#rt::duplicate(#names)); }
-                                        map.next_value_seed(#rt::IntoSeed(&mut #locals))?;
+                                        if #arm_locals.is_some() { return Err(#rt::duplicate(#names)); }
+                                        map.next_value_seed(#rt::IntoSeed(&mut #arm_locals))?;
                                     })*
                                     #other_arm
                                 }
@@ -514,7 +515,8 @@ impl Emitter<'_> {
         let mut out = Vec::new();
         for f in fields {
             let name = &f.name;
-            let c = self.dyn_check(&f.node, quote!(__v), quote!(&__p));
+            // A forbidden member, present, is reported with the other undeclared ones below.
+            let c = if f.forbidden { quote!(let _ = (__v, &__p);) } else { self.dyn_check(&f.node, quote!(__v), quote!(&__p)) };
             let missing = if f.required {
                 let msg = format!("missing required property `{name}`");
                 quote!(None => #rt::report(out, path, "required", #msg.to_owned()),)
@@ -523,7 +525,7 @@ impl Emitter<'_> {
             };
             out.push(quote!(match obj.get(#name) { Some(__v) => { let __p = path.key(#name); #c } #missing }));
         }
-        let mut known: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
+        let mut known: Vec<&str> = fields.iter().filter(|f| !f.forbidden).map(|f| f.name.as_str()).collect();
         if let Some(t) = tag {
             known.push(t);
         }
@@ -758,6 +760,7 @@ impl Emitter<'_> {
             dty: TokenStream,
             required: bool,
             nullable: bool,
+            forbidden: bool,
         }
         let per_variant: Vec<Vec<F>> = u
             .variants
@@ -768,7 +771,7 @@ impl Emitter<'_> {
                     .iter()
                     .zip(idents)
                     .zip(decode_tys)
-                    .map(|((f, ident), dty)| F { name: f.name.clone(), ident, dty, required: f.required, nullable: matches!(f.node.repr, Repr::Nullable(_)) })
+                    .map(|((f, ident), dty)| F { name: f.name.clone(), ident, dty, required: f.required, nullable: matches!(f.node.repr, Repr::Nullable(_)), forbidden: f.forbidden })
                     .collect()
             })
             .collect();
@@ -779,7 +782,7 @@ impl Emitter<'_> {
         } else {
             per_variant[0]
                 .iter()
-                .filter(|f| per_variant.iter().all(|fs| fs.iter().any(|g| g.name == f.name && g.dty.to_string() == f.dty.to_string())))
+                .filter(|f| !f.forbidden && per_variant.iter().all(|fs| fs.iter().any(|g| g.name == f.name && !g.forbidden && g.dty.to_string() == f.dty.to_string())))
                 .map(|f| (f.name.clone(), f.dty.clone()))
                 .collect()
         };
@@ -802,17 +805,22 @@ impl Emitter<'_> {
                     None => {
                         let l = format_ident!("__v{}", i);
                         decls.push(quote!(let mut #l: Option<#dty> = None;));
-                        raw_arms.push(quote!(#name => {
-                            if #l.is_some() { return Err(#rt::duplicate(#name)); }
-                            #l = Some(#rt::from_buffered::<#dty, __A::Error>(__x)?);
-                        }));
+                        // A forbidden member has no arm: present, it is an unknown one.
+                        if !f.forbidden {
+                            raw_arms.push(quote!(#name => {
+                                if #l.is_some() { return Err(#rt::duplicate(#name)); }
+                                #l = Some(#rt::from_buffered::<#dty, __A::Error>(__x)?);
+                            }));
+                        }
                         l
                     }
                 };
-                stream_arms.push(quote!(#name => {
-                    if #local.is_some() { return Err(#rt::duplicate(#name)); }
-                    map.next_value_seed(#rt::IntoSeed(&mut #local))?;
-                }));
+                if !f.forbidden {
+                    stream_arms.push(quote!(#name => {
+                        if #local.is_some() { return Err(#rt::duplicate(#name)); }
+                        map.next_value_seed(#rt::IntoSeed(&mut #local))?;
+                    }));
+                }
                 let fid = &f.ident;
                 inits.push(if f.required {
                     quote!(#fid: match #local { Some(__x) => __x, None => return Err(#rt::missing(#name)) })
@@ -822,7 +830,7 @@ impl Emitter<'_> {
                     quote!(#fid: #local)
                 });
             }
-            let names: Vec<&str> = v.fields.iter().map(|f| f.name.as_str()).chain(std::iter::once(tag.as_str())).collect();
+            let names: Vec<&str> = v.fields.iter().filter(|f| !f.forbidden).map(|f| f.name.as_str()).chain(std::iter::once(tag.as_str())).collect();
             let (raw_other, stream_other) = match &v.additional {
                 Additional::Forbidden => (
                     quote!(__other => return Err(#rt::after_rest(&mut map, #rt::unknown(__other, &[#(#names),*]))),),

@@ -955,7 +955,10 @@ impl<'a> Emitter<'a> {
             w.line(&format!("const {x} = {};", self.read_prop(obj, &f.name)));
             let path = format!("p + {}", js_str(&push_pointer("", &f.name)));
             let mut inner = Out { buf: String::new(), indent: w.indent + 1 };
-            self.check_node(&mut inner, &f.node, &x, &path, 1);
+            // A forbidden member, present, is reported with the other undeclared ones below.
+            if !f.forbidden {
+                self.check_node(&mut inner, &f.node, &x, &path, 1);
+            }
             if f.required {
                 w.open(&format!("if ({x} === undefined) {{"));
                 w.line(&format!("$report(out, p, \"required\", {});", js_str(&format!("missing required property `{}`", f.name))));
@@ -973,7 +976,7 @@ impl<'a> Emitter<'a> {
                 w.close("}");
             }
         }
-        let known: Vec<&str> = fields.iter().map(|f| f.name.as_str()).chain(tag).collect();
+        let known: Vec<&str> = fields.iter().filter(|f| !f.forbidden).map(|f| f.name.as_str()).chain(tag).collect();
         let listed = if known.is_empty() { "none".to_owned() } else { backticked(&known) };
         match additional {
             Additional::Any => {}

@@ -49,7 +49,8 @@ fn typescript_output_is_deterministic() {
 
 /// A schema with every place a number, a nesting or an object's members are checked: bounded and
 /// multi-type numbers, bounds with no `type`, a recursive object, array and tagged union, and
-/// closed and open objects; and `$defs` keys that are names of `Object.prototype`.
+/// closed and open objects (one requiring a member it does not declare); and `$defs` keys that are
+/// names of `Object.prototype`.
 const EDGES: &str = r##"{
   "$schema": "https://json-schema.org/draft/2020-12/schema",
   "$id": "edges.json",
@@ -71,6 +72,7 @@ const EDGES: &str = r##"{
     ] },
     "Closed": { "type": "object", "additionalProperties": false, "properties": { "a": { "type": "integer" } } },
     "Needs": { "type": "object", "required": ["a"], "properties": { "a": { "type": "integer" } } },
+    "Ghost": { "type": "object", "additionalProperties": false, "required": ["a", "ghost"], "properties": { "a": { "type": "integer" } } },
     "constructor": { "type": "integer" },
     "__proto__": { "type": "string" },
     "toString": { "type": "boolean" }
@@ -196,5 +198,10 @@ for (const [key, good, bad] of [["constructor", 1, "x"], ["__proto__", "x", 1], 
   assert.deepEqual(validate(key, bad).map((v) => v.keyword), ["type"], key);
 }
 assert.throws(() => validate("hasOwnProperty", 1), RangeError);
+
+// 5. A member a closed object requires without declaring it: given, an undeclared member; left
+// out, a missing one (never keyword `false`).
+assert.deepEqual(both("Ghost", { a: 1, ghost: 1 }, "Ghost given").map((v) => [v.pointer, v.keyword]), [["/ghost", "additionalProperties"]]);
+assert.deepEqual(both("Ghost", { a: 1 }, "Ghost left out").map((v) => [v.pointer, v.keyword]), [["", "required"]]);
 console.log("ok");
 "#;

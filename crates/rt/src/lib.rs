@@ -658,16 +658,26 @@ pub fn not_violation(out: &mut Vec<Violation>, path: &Path<'_>) {
 /// JSON Schema equality: numbers compare by value (`1 == 1.0`), objects ignore key order.
 pub fn json_equal(a: &Value, b: &Value) -> bool {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64(), x.as_u64(), y.as_u64()) {
-            (Some(i), Some(j), _, _) => i == j,
-            (_, _, Some(i), Some(j)) => i == j,
-            _ => x.as_f64() == y.as_f64(),
-        },
+        (Value::Number(x), Value::Number(y)) => numbers_equal(x, y),
         (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_equal(a, b)),
         (Value::Object(x), Value::Object(y)) => {
             x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
         }
         (a, b) => a == b,
+    }
+}
+
+/// Two JSON numbers are equal when they are the same number, exactly: an integer and a double
+/// only when the double is that whole number (`9007199254740993` is not the double
+/// `9007199254740992.0` it would round to, nor is `2^64` the `u64` maximum).
+fn numbers_equal(x: &serde_json::Number, y: &serde_json::Number) -> bool {
+    let whole = |n: &serde_json::Number| n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from));
+    let exact = |f: f64, i: i128| f.is_finite() && f.fract() == 0.0 && f.abs() < 2f64.powi(100) && f as i128 == i;
+    match (whole(x), whole(y)) {
+        (Some(i), Some(j)) => i == j,
+        (Some(i), None) => y.as_f64().is_some_and(|f| exact(f, i)),
+        (None, Some(j)) => x.as_f64().is_some_and(|f| exact(f, j)),
+        (None, None) => x.as_f64() == y.as_f64(),
     }
 }
 

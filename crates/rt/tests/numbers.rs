@@ -394,3 +394,16 @@ fn bounds_in_messages_are_written_short() {
     let messages: Vec<&str> = out.iter().map(|v| v.message.as_str()).collect();
     assert_eq!(messages, ["must be less than 1e-300, is 1e-299", "must be at most 1e300, is 2e300", "must be at least 2.25, is 0.5", "must be at least 0, is -3"]);
 }
+
+#[test]
+fn numbers_are_equal_only_when_they_are_the_same_number() {
+    let n = |t: &str| serde_json::from_str::<Value>(t).expect("JSON");
+    let eq = |a: &str, b: &str| openagents_rt::json_equal(&n(a), &n(b));
+    for (a, b) in [("1", "1.0"), ("-7", "-7.0"), ("9007199254740993", "9007199254740993"), ("18446744073709551615", "18446744073709551615"), ("0.5", "5e-1"), ("[1, {\"a\": 2}]", "[1.0, {\"a\": 2.0}]")] {
+        assert!(eq(a, b) && eq(b, a), "{a} == {b}");
+    }
+    // A double is only the whole number it is: not the integer it would round from.
+    for (a, b) in [("9007199254740993", "9007199254740993.0"), ("9007199254740993", "9.007199254740993e15"), ("18446744073709551615", "18446744073709551616"), ("18446744073709551615", "1.8446744073709552e19"), ("9223372036854775807", "9223372036854775808"), ("1", "1.5"), ("1", "true")] {
+        assert!(!eq(a, b) && !eq(b, a), "{a} != {b}");
+    }
+}

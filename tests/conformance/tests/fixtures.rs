@@ -31,6 +31,7 @@ fn bad(validate: fn(&str, &[u8]) -> Option<Result<(), DocumentError>>, ty: &str,
 fn every_fixture_lists_its_root_type() {
     let lists: &[(&str, &[rt::TypeInfo])] = &[
         ("Additional", additional::TYPES),
+        ("Closed", closed_required::TYPES),
         ("Arrays", arrays::TYPES),
         ("Const", const_values::TYPES),
         ("Limits", x_constants::TYPES),
@@ -82,6 +83,30 @@ fn closed_object() {
     let o: object::Object2 = rt::parse_validated(br#"{"label":"y","id":"x"}"#).expect("valid");
     assert_eq!(o, object::Object2 { id: "x".into(), label: Some("y".into()) });
     assert!(rt::parse_validated::<object::Object2>(br#"{"id":"x","id":"y"}"#).is_err(), "a duplicate key is refused");
+}
+
+#[test]
+fn a_required_member_a_closed_object_does_not_declare() {
+    // Given, it is an undeclared member; left out, a missing one: JSON Schema's keywords, on both
+    // Rust paths (the typed decoder and the check of an untyped value).
+    let v = closed_required::validate_document;
+    bad(v, "Closed", r#"{"id":"x"}"#, "required");
+    bad(v, "Closed", r#"{"id":"x","ghost":1}"#, "additionalProperties");
+    bad(v, "Kinds", r#"{"kind":"a"}"#, "required");
+    bad(v, "Kinds", r#"{"kind":"a","ghost":null}"#, "additionalProperties");
+    ok(v, "Kinds", r#"{"kind":"b","ghost":1}"#);
+    let check = |doc: &str, f: fn(&serde_json::Value, &rt::Path<'_>, &mut Vec<rt::Violation>)| {
+        let mut out = Vec::new();
+        f(&serde_json::from_str(doc).expect("JSON"), &rt::Path::Root, &mut out);
+        out.into_iter().map(|v| (v.pointer, v.keyword)).collect::<Vec<_>>()
+    };
+    let closed = <closed_required::Closed as rt::SchemaCheck>::check_value;
+    let kinds = <closed_required::Kinds as rt::SchemaCheck>::check_value;
+    assert_eq!(check(r#"{"id":"x","ghost":1}"#, closed), [("/ghost".to_owned(), "additionalProperties".to_owned())]);
+    assert_eq!(check(r#"{"id":"x"}"#, closed), [(String::new(), "required".to_owned())]);
+    assert_eq!(check(r#"{"kind":"a","ghost":1}"#, kinds), [("/ghost".to_owned(), "additionalProperties".to_owned())]);
+    let d = closed_required::validate_document("Closed", br#"{"id":"x","ghost":1}"#).expect("a type").expect_err("invalid");
+    assert!(!keywords(Err(d)).iter().any(|k| k == "false"), "never keyword `false`");
 }
 
 #[test]

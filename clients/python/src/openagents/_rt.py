@@ -54,6 +54,7 @@ __all__ = [
     "CLOSED",
     "EXACT",
     "FAST",
+    "FORBIDDEN",
     "OPEN",
     "STRICT",
     "Bool",
@@ -361,6 +362,23 @@ class NotNull:
 
 NOT_NULL: Final = NotNull()
 """The `NotNull` check, as generated models use it."""
+
+
+def _forbidden(value: object) -> object:
+    raise PydanticCustomError("extra_forbidden", "Extra inputs are not permitted")
+
+
+class Forbidden:
+    """A property an object closed by `additionalProperties: false` lists in `required` without
+    declaring it: no value can stand there, and one that does is an undeclared member (keyword
+    `additionalProperties`, as JSON Schema reports it)."""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(_forbidden)
+
+
+FORBIDDEN: Final = Forbidden()
+"""The `Forbidden` check, as generated models use it."""
 
 
 # --- free-form values ----------------------------------------------------------------------------
