@@ -3,13 +3,16 @@ a temporary runner registry holding the Rust echo and ask runners and the Python
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -30,6 +33,20 @@ def binary(name: str) -> Path:
         build = "cargo build -p openagents-cli -p openagents-runner -p openagents-codegen"
         pytest.fail(f"{path} is missing: build it with `{build}`")
     return path
+
+
+@contextmanager
+def generated_models(schema: Path, root: Path, package: str) -> Iterator[ModuleType]:
+    """The `models` module generated for `schema` into `root/package`, importable while the
+    context lasts (the package is forgotten after it)."""
+    generate_python(schema, root / package)
+    sys.path.insert(0, str(root))
+    try:
+        yield importlib.import_module(f"{package}.models")
+    finally:
+        sys.path.remove(str(root))
+        for name in [m for m in sys.modules if m == package or m.startswith(f"{package}.")]:
+            del sys.modules[name]
 
 
 def generate_python(schema: Path, out_dir: Path) -> None:

@@ -5,31 +5,22 @@ left out, a missing one (keyword `required`); never keyword `type`."""
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from collections.abc import Iterator
 from types import ModuleType
 
 import pytest
 from pydantic import ValidationError
 
-from .conftest import REPO, generate_python
+from .conftest import REPO, generated_models
 
 SCHEMA = REPO / "codegen" / "tests" / "fixtures" / "closed_required.json"
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType]:
-    root = tmp_path_factory.mktemp("closed_required")
-    generate_python(SCHEMA, root / "closed_required_gen")
-    sys.path.insert(0, str(root))
-    try:
-        yield importlib.import_module("closed_required_gen.models")
-    finally:
-        sys.path.remove(str(root))
-        for name in [m for m in sys.modules if m == "closed_required_gen" or m.startswith("closed_required_gen.")]:
-            del sys.modules[name]
+    with generated_models(SCHEMA, tmp_path_factory.mktemp("closed_required"), "closed_required_gen") as models:
+        yield models
 
 
 @pytest.mark.parametrize(

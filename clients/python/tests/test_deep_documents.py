@@ -6,9 +6,7 @@ runtime's own (a recursive `anyOf`, checked in Python)."""
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Annotated, Any
@@ -18,7 +16,7 @@ from pydantic import ValidationError
 
 from openagents import _rt
 
-from .conftest import generate_python
+from .conftest import generated_models
 
 SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -46,14 +44,8 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType]:
     root = tmp_path_factory.mktemp("deep")
     path = root / "deep.schema.json"
     path.write_text(json.dumps(SCHEMA))
-    generate_python(path, root / "deep_docs")
-    sys.path.insert(0, str(root))
-    try:
-        yield importlib.import_module("deep_docs.models")
-    finally:
-        sys.path.remove(str(root))
-        for name in [m for m in sys.modules if m == "deep_docs" or m.startswith("deep_docs.")]:
-            del sys.modules[name]
+    with generated_models(path, root, "deep_docs") as models:
+        yield models
 
 
 def nested_arrays(depth: int) -> Any:
