@@ -1,8 +1,9 @@
-"""Documents nested deeper than Python's recursion limit lets a check go: `validate`,
-`validate_json` and the models' readers report a violation with keyword `json` (as the Rust
-validator reports its nesting limit, and as both report text that is not JSON) and never raise
-`RecursionError`, whether the recursion is pydantic's (a recursive model, its JSON parser) or the
-runtime's own (a recursive `anyOf`, checked in Python)."""
+"""Violations a person reads. Documents nested deeper than Python's recursion limit lets a check
+go: `validate`, `validate_json` and the models' readers report a violation with keyword `json` (as
+the Rust validator reports its nesting limit, and as both report text that is not JSON) and never
+raise `RecursionError`, whether the recursion is pydantic's (a recursive model, its JSON parser) or
+the runtime's own (a recursive `anyOf`, checked in Python). The closest failing branch and number
+bounds are written as Rust and TypeScript write them."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from types import ModuleType
 from typing import Annotated, Any
 
 import pytest
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from openagents import _rt
 
@@ -110,3 +111,13 @@ def test_the_closest_branch_names_the_root_as_rust_and_typescript_do() -> None:
     (found,) = _rt.validate({"Either": either}, "Either", 1.5)
     assert found.keyword == "anyOf"
     assert "the closest, branch 0, fails at (root): " in found.message, found.message
+
+
+def test_a_bound_is_written_short_in_the_message() -> None:
+    # pydantic writes 1e-300 with three hundred digits; the violation says it as Python does.
+    small = Annotated[_rt.Float, Field(lt=1e-300)]
+    (found,) = _rt.validate({"Small": small}, "Small", 1e-299)
+    assert (found.keyword, found.message) == ("exclusiveMaximum", "Input should be less than 1e-300")
+    whole = Annotated[_rt.Float, Field(ge=5.0)]
+    (found,) = _rt.validate({"Whole": whole}, "Whole", 1)
+    assert (found.keyword, found.message) == ("minimum", "Input should be greater than or equal to 5")

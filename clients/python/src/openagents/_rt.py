@@ -1280,8 +1280,27 @@ def violations(error: ValidationError) -> list[Violation]:
             message = _TOO_DEEP
         elif keyword == "additionalProperties" and loc:
             message = f"property `{loc[-1]}` is not allowed here"
+        elif kind in _BOUNDS and isinstance(bound := d.get("ctx", {}).get(_BOUNDS[kind][0]), (int, float)):
+            message = f"Input should be {_BOUNDS[kind][1]} {_number(bound)}"
         out.append(Violation(pointer=json_pointer(loc), keyword=keyword, message=message))
     return out
+
+
+# pydantic's number bound errors: the bound's key in the error's context, and the relation.
+_BOUNDS: Final[dict[str, tuple[str, str]]] = {
+    "greater_than": ("gt", "greater than"),
+    "greater_than_equal": ("ge", "greater than or equal to"),
+    "less_than": ("lt", "less than"),
+    "less_than_equal": ("le", "less than or equal to"),
+}
+
+
+def _number(n: float) -> str:
+    """A bound for a message: a whole number as an integer, others as Python writes them (with an
+    exponent when very small or very large: `1e-300`, not three hundred digits)."""
+    if isinstance(n, float) and n.is_integer() and abs(n) < 1e16:
+        return str(int(n))
+    return repr(n)
 
 
 # Made once per mapping and name. Each entry holds its mapping, so that no other mapping can take
