@@ -625,6 +625,25 @@ fn has_ref(v: &Value) -> bool {
     }
 }
 
+/// The JSON types one name in `type` stands for (`number` includes `integer`).
+fn type_name(v: &Value) -> Option<Types> {
+    Some(match v.as_str()? {
+        "null" => Types::NULL,
+        "boolean" => Types::BOOLEAN,
+        "integer" => Types::INTEGER,
+        "number" => Types::NUMBER,
+        "string" => Types::STRING,
+        "array" => Types::ARRAY,
+        "object" => Types::OBJECT,
+        _ => return None,
+    })
+}
+
+/// Whether a `type` allows objects (`"object"`, or a list naming it).
+fn allows_object(t: &Value) -> bool {
+    t == "object" || t.as_array().is_some_and(|a| a.iter().any(|x| x == "object"))
+}
+
 /// Whether every value the schema `b` accepts, `a` accepts too, as far as a property declared by
 /// two parts of an object built by inheritance shows it: `a` is `b`, or says nothing, or only a
 /// `type` and an `enum` or `const` that `b`'s own type or values keep to (a base's
@@ -639,19 +658,9 @@ fn implies(b: &Value, a: &Value, same_file: bool) -> bool {
         return false;
     }
     let type_set = |m: &Map<String, Value>| -> Option<Types> {
-        let one = |v: &Value| match v.as_str()? {
-            "null" => Some(Types::NULL),
-            "boolean" => Some(Types::BOOLEAN),
-            "integer" => Some(Types::INTEGER),
-            "number" => Some(Types::NUMBER),
-            "string" => Some(Types::STRING),
-            "array" => Some(Types::ARRAY),
-            "object" => Some(Types::OBJECT),
-            _ => None,
-        };
         match m.get("type")? {
-            Value::Array(list) => list.iter().try_fold(Types::NONE, |t, v| Some(t.union(one(v)?))),
-            v => one(v),
+            Value::Array(list) => list.iter().try_fold(Types::NONE, |t, v| Some(t.union(type_name(v)?))),
+            v => type_name(v),
         }
     };
     let literals = |m: &Map<String, Value>| m.get("const").map(|c| vec![c.clone()]).or_else(|| m.get("enum").and_then(Value::as_array).cloned());
@@ -800,18 +809,7 @@ impl<'a> Lowerer<'a> {
     }
 
     fn types_of(&self, file: &str, pointer: &str, map: &Map<String, Value>) -> Result<Types, SchemaError> {
-        let one = |v: &Value| -> Result<Types, SchemaError> {
-            Ok(match v.as_str() {
-                Some("null") => Types::NULL,
-                Some("boolean") => Types::BOOLEAN,
-                Some("integer") => Types::INTEGER,
-                Some("number") => Types::NUMBER,
-                Some("string") => Types::STRING,
-                Some("array") => Types::ARRAY,
-                Some("object") => Types::OBJECT,
-                _ => return Err(err(file, pointer, "type", format!("`{v}` is not a JSON Schema type"))),
-            })
-        };
+        let one = |v: &Value| type_name(v).ok_or_else(|| err(file, pointer, "type", format!("`{v}` is not a JSON Schema type")));
         let mut types = match map.get("type") {
             None => Types::ALL,
             Some(Value::Array(list)) => {
@@ -1349,7 +1347,7 @@ impl<'a> Lowerer<'a> {
                 open(pm)
                     && !pm.contains_key("$ref")
                     && !has_applicators(pm)
-                    && pm.get("type").is_none_or(|t| t == "object" || t.as_array().is_some_and(|a| a.iter().any(|x| x == "object")))
+                    && pm.get("type").is_none_or(allows_object)
                     && !["enum", "const"].iter().any(|k| pm.contains_key(*k))
                     && declare(pf, pm)
             })
@@ -1875,8 +1873,7 @@ fn nullable_alone(map: &Map<String, Value>, key: &str) -> bool {
 /// objects out, and one says `"type": "object"` alone (`["object", "null"]` beside it is an
 /// object too).
 fn all_object<'m>(parts: impl Iterator<Item = &'m Map<String, Value>> + Clone) -> bool {
-    let allows = |t: &Value| t == "object" || t.as_array().is_some_and(|a| a.iter().any(|x| x == "object"));
-    parts.clone().all(|m| m.get("type").is_none_or(allows)) && parts.into_iter().any(|m| m.get("type").is_some_and(|t| t == "object"))
+    parts.clone().all(|m| m.get("type").is_none_or(allows_object)) && parts.into_iter().any(|m| m.get("type").is_some_and(|t| t == "object"))
 }
 
 /// The keywords an object schema (a struct, a union's branch) does not take: `enum`/`const`, and
