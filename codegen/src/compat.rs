@@ -155,6 +155,8 @@ kinds! {
     MaxItemsRelaxed => "max_items_relaxed", "`maxItems` was removed or raised. Output: breaking. Input: compatible.";
     MinItemsTightened => "min_items_tightened", "`minItems` was added or raised. Output: compatible. Input: breaking.";
     MinItemsRelaxed => "min_items_relaxed", "`minItems` was removed or lowered. Output: breaking. Input: compatible.";
+    UniqueItemsAdded => "unique_items_added", "`uniqueItems: true` was added. Output: compatible. Input: breaking.";
+    UniqueItemsRemoved => "unique_items_removed", "`uniqueItems: true` was removed. Output: breaking. Input: compatible.";
     ConstAdded => "const_added", "A free value was pinned with `const`. Output: compatible. Input: breaking.";
     ConstRemoved => "const_removed", "A `const` was dropped. Output: breaking. Input: compatible.";
     ConstChanged => "const_changed", "A `const` value changed. Breaking both ways.";
@@ -972,6 +974,11 @@ impl<'a> Cx<'a> {
             self.push(narrowing(dir), dir, Kind::MinItemsTightened, &at("minItems"), format!("minItems raised from {a} to {b}"));
         } else if b < a {
             self.push(widening(dir), dir, Kind::MinItemsRelaxed, &at("minItems"), format!("minItems lowered from {a} to {b}"));
+        }
+        match (o.unique_items, n.unique_items) {
+            (false, true) => self.push(narrowing(dir), dir, Kind::UniqueItemsAdded, &at("uniqueItems"), "uniqueItems added".into()),
+            (true, false) => self.push(widening(dir), dir, Kind::UniqueItemsRemoved, &at("uniqueItems"), "uniqueItems removed".into()),
+            _ => {}
         }
         if o.items.is_none() && n.items.is_none() {
             return;

@@ -44,6 +44,7 @@ pub const SUPPORTED_KEYWORDS: &[&str] = &[
     "items",
     "minItems",
     "maxItems",
+    "uniqueItems",
     "format",
     "deprecated",
     "readOnly",
@@ -989,7 +990,9 @@ impl<'a> Lowerer<'a> {
         for v in values {
             let s = v.as_str().unwrap_or_default().to_owned();
             if !seen.insert(s.clone()) {
-                return Err(err(file, pointer, "enum", format!("`{s}` is listed twice")));
+                // Listed again: the same set of values (JSON Schema asks for unique values
+                // without giving a repeat another meaning).
+                continue;
             }
             let doc = docs.get(&s);
             if !docs.is_empty() && doc.is_none() {
@@ -1710,6 +1713,11 @@ impl<'a> Lowerer<'a> {
         }
         node.array.min_items = map.get("minItems").map(|v| whole(file, pointer, "minItems", v)).transpose()?;
         node.array.max_items = map.get("maxItems").map(|v| whole(file, pointer, "maxItems", v)).transpose()?;
+        node.array.unique_items = match map.get("uniqueItems") {
+            None | Some(Value::Bool(false)) => false,
+            Some(Value::Bool(true)) => true,
+            Some(_) => return Err(err(file, pointer, "uniqueItems", "must be a boolean")),
+        };
         if let Some(e) = map.get("enum") {
             let Value::Array(values) = e else { return Err(err(file, pointer, "enum", "must be an array")) };
             node.literals = Some(values.clone());
@@ -2218,13 +2226,13 @@ mod tests {
         // A refused type does not hide the next one's refusals, and what sits under a refused
         // keyword (`anyOf`'s branch) is reported too; the lowering's own refusals come with them.
         let text = r##"{"$defs": {
-            "A": {"type": "string", "uniqueItems": true},
-            "B": {"anyOf": [{"type": "string", "uniqueItems": true}]},
+            "A": {"type": "array", "contains": {"type": "string"}},
+            "B": {"anyOf": [{"type": "array", "contains": {"type": "string"}}]},
             "C": {"oneOf": [{"type": "string"}, {"type": "integer"}], "x-extensible": true},
             "D": {"type": "string", "maxLength": 3}}}"##;
         let r = lower_all(&Documents::from_texts([("case.json", text)]).expect("JSON")).expect_err("refused");
         let got: Vec<(&str, &str, &str)> = r.iter().map(|e| (e.file.as_str(), e.pointer.as_str(), e.keyword.as_str())).collect();
-        assert_eq!(got, [("case.json", "/$defs/A", "uniqueItems"), ("case.json", "/$defs/B/anyOf/0", "uniqueItems"), ("case.json", "/$defs/C/oneOf/0", "type")]);
+        assert_eq!(got, [("case.json", "/$defs/A", "contains"), ("case.json", "/$defs/B/anyOf/0", "contains"), ("case.json", "/$defs/C/oneOf/0", "type")]);
         assert_eq!(lower(&Documents::from_texts([("case.json", text)]).expect("JSON")).expect_err("refused"), *r.first());
     }
 

@@ -350,6 +350,9 @@ pub struct ArrayRules {
     pub min_items: Option<u64>,
     /// `maxItems`.
     pub max_items: Option<u64>,
+    /// `uniqueItems: true`: no two elements are equal as JSON values (`1` and `1.0` are equal,
+    /// object members in any order). `false`, the default, says nothing.
+    pub unique_items: bool,
 }
 
 /// One place a schema is used: the JSON types it allows and the rules for each.

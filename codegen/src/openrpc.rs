@@ -374,6 +374,9 @@ impl Printer<'_> {
         if let Some(v) = node.array.max_items {
             m.insert("maxItems".into(), json!(v));
         }
+        if node.array.unique_items {
+            m.insert("uniqueItems".into(), json!(true));
+        }
         if let Some(name) = &node.object {
             let own = node.types.without_null() == Types::OBJECT && node.literals.is_none();
             match self.space.types.get(name).map(|t| &t.kind) {

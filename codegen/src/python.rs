@@ -832,6 +832,9 @@ impl<'a> Emitter<'a> {
         if let Some(n) = node.array.max_items {
             args.push(atom(format!("max_items={n}")));
         }
+        if node.array.unique_items {
+            args.push(atom("unique_items=True"));
+        }
         if let Some(items) = &node.array.items {
             let ann = self.ann(items, ctx)?;
             args.push(atom(format!("items=lambda: {}", ann.flat())));
@@ -929,7 +932,7 @@ impl<'a> Emitter<'a> {
         }
         Ok(match repr {
             Repr::Value | Repr::Never => {
-                if node.applied.is_empty() && node.unevaluated.is_none() && node.types == Types::ALL && !has_string_rules && !has_number_rules && node.array.items.is_none() && node.array.min_items.is_none() && node.array.max_items.is_none() && node.object.is_none() {
+                if node.applied.is_empty() && node.unevaluated.is_none() && node.types == Types::ALL && !has_string_rules && !has_number_rules && node.array.items.is_none() && node.array.min_items.is_none() && node.array.max_items.is_none() && !node.array.unique_items && node.object.is_none() {
                     atom(JSON_VALUE)
                 } else {
                     sub("Annotated", vec![atom(self.json_py_type(node, ctx)), self.json_check(node, ctx)?])
@@ -996,6 +999,9 @@ impl<'a> Emitter<'a> {
                 }
                 if !f.is_empty() {
                     items.push(call("Field", f));
+                }
+                if node.array.unique_items {
+                    items.push(atom("_rt.UNIQUE"));
                 }
                 sub("Annotated", items)
             }

@@ -202,13 +202,13 @@ impl Emitter<'_> {
 
     fn node_needs_check(&self, node: &Node, repr: &Repr, known: &BTreeSet<String>) -> bool {
         match repr {
-            Repr::Value => !node.applied.is_empty() || node.unevaluated.is_some() || node.types != Types::ALL || node.reference.is_some() || node.literals.is_some() || !node.string.is_empty() || !node.number.is_empty() || node.array.items.is_some() || node.array.min_items.is_some() || node.array.max_items.is_some() || node.object.is_some(),
+            Repr::Value => !node.applied.is_empty() || node.unevaluated.is_some() || node.types != Types::ALL || node.reference.is_some() || node.literals.is_some() || !node.string.is_empty() || !node.number.is_empty() || node.array.items.is_some() || node.array.min_items.is_some() || node.array.max_items.is_some() || node.array.unique_items || node.object.is_some(),
             Repr::Never | Repr::Null | Repr::Object => false,
             Repr::Bool => node.literals.is_some(),
             Repr::Integer | Repr::Number => node.literals.is_some() || !node.number.is_empty(),
             Repr::String => node.literals.is_some() || !node.string.is_empty(),
             Repr::Array(inner) => {
-                node.array.min_items.is_some() || node.array.max_items.is_some() || node.array.items.as_ref().is_some_and(|i| self.node_needs_check(i, inner, known))
+                node.array.min_items.is_some() || node.array.max_items.is_some() || node.array.unique_items || node.array.items.as_ref().is_some_and(|i| self.node_needs_check(i, inner, known))
             }
             Repr::Map(_) => true,
             Repr::Named(n) => known.contains(n),
@@ -1143,6 +1143,9 @@ impl Emitter<'_> {
                 if let Some(max) = node.array.max_items {
                     out.push(quote!(if (#v.len() as u64) > #max { #rt::items_violation(out, #path, "maxItems", #v.len(), #max); }));
                 }
+                if node.array.unique_items {
+                    out.push(quote!(#rt::unique_items_of(out, #path, &(#v)[..]);));
+                }
                 if let Some(items) = &node.array.items {
                     let c = self.typed_check(items, inner, quote!(__item), quote!(&__ip), owner);
                     if !c.is_empty() {
@@ -1228,13 +1231,16 @@ impl Emitter<'_> {
             arms.push(quote!(serde_json::Value::Number(__n) => { let __f = __n.as_f64().unwrap_or(f64::NAN); #nrules }));
         }
         let a = &node.array;
-        if a.items.is_some() || a.min_items.is_some() || a.max_items.is_some() {
+        if a.items.is_some() || a.min_items.is_some() || a.max_items.is_some() || a.unique_items {
             let mut checks = Vec::new();
             if let Some(min) = a.min_items {
                 checks.push(quote!(if (__a.len() as u64) < #min { #rt::items_violation(out, #path, "minItems", __a.len(), #min); }));
             }
             if let Some(max) = a.max_items {
                 checks.push(quote!(if (__a.len() as u64) > #max { #rt::items_violation(out, #path, "maxItems", __a.len(), #max); }));
+            }
+            if a.unique_items {
+                checks.push(quote!(#rt::unique_items(out, #path, __a);));
             }
             if let Some(items) = &a.items {
                 let c = self.dyn_check(items, quote!(__item), quote!(&__ip));

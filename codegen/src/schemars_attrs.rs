@@ -300,6 +300,9 @@ impl<'a> Schemars<'a> {
                 extend.push(("maxItems".into(), Value::from(max)));
             }
         }
+        if a.unique_items {
+            extend.push(("uniqueItems".into(), Value::Bool(true)));
+        }
         if !extend.is_empty() {
             let parts = extend.iter().map(|(k, v)| {
                 let v = json_tokens(v);
@@ -348,6 +351,7 @@ impl<'a> Schemars<'a> {
         put(&mut m, "exclusiveMaximum", n.number.exclusive_maximum.map(bound));
         put(&mut m, "minItems", n.array.min_items.map(Value::from));
         put(&mut m, "maxItems", n.array.max_items.map(Value::from));
+        put(&mut m, "uniqueItems", n.array.unique_items.then_some(Value::Bool(true)));
         m
     }
 

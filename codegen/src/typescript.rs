@@ -557,7 +557,10 @@ impl<'a> Emitter<'a> {
         ];
         let applied = ["anyOfViolation", "notViolation", "oneOfVerdict"];
         let uses_applicators = self.space.types.values().any(|t| kind_nodes(&t.kind).iter().any(|n| has_applied(n)));
-        let rt_names: Vec<&str> = if uses_applicators { rt_names.iter().chain(&applied).copied().collect() } else { rt_names.to_vec() };
+        let mut rt_names: Vec<&str> = if uses_applicators { rt_names.iter().chain(&applied).copied().collect() } else { rt_names.to_vec() };
+        if self.space.types.values().any(|t| kind_nodes(&t.kind).iter().any(|n| has_unique(n))) {
+            rt_names.extend(["firstRepeat", "uniqueViolation"]);
+        }
         // Aliased with `$`, a prefix no generated name has, so no type's `isX` can shadow them.
         let aliased: Vec<String> = rt_names.iter().map(|n| format!("{n} as ${n}")).collect();
         w.line(&format!("import {{ {} }} from {};", aliased.join(", "), js_str(&self.opts.runtime)));
@@ -1101,7 +1104,7 @@ impl<'a> Emitter<'a> {
         self.guarded(w, rules, !numeric, &format!("$isNumber({x})"));
         // Arrays.
         let a = &node.array;
-        if a.items.is_some() || a.min_items.is_some() || a.max_items.is_some() {
+        if a.items.is_some() || a.min_items.is_some() || a.max_items.is_some() || a.unique_items {
             let mut inner = Out { buf: String::new(), indent: 0 };
             let guard = !only(Types::ARRAY);
             inner.indent = w.indent + usize::from(guard);
@@ -1110,6 +1113,9 @@ impl<'a> Emitter<'a> {
             }
             if let Some(max) = a.max_items {
                 inner.line(&format!("if ({x}.length > {max}) return false;"));
+            }
+            if a.unique_items {
+                inner.line(&format!("if ($firstRepeat({x}) !== null) return false;"));
             }
             if let Some(items) = &a.items {
                 let i = self.fresh("i");
@@ -1359,7 +1365,7 @@ impl<'a> Emitter<'a> {
         let numeric = node.literals.is_none() && (t == Types::INTEGER || t == Types::NUMBER);
         self.guarded(&mut body, rules, !numeric, &format!("$isNumber({x})"));
         let a = &node.array;
-        if a.items.is_some() || a.min_items.is_some() || a.max_items.is_some() {
+        if a.items.is_some() || a.min_items.is_some() || a.max_items.is_some() || a.unique_items {
             let guard = !only(Types::ARRAY);
             if guard {
                 body.open(&format!("if ($isArray({x})) {{"));
@@ -1369,6 +1375,9 @@ impl<'a> Emitter<'a> {
             }
             if let Some(max) = a.max_items {
                 body.line(&format!("if ({x}.length > {max}) $itemsViolation(out, {p}, \"maxItems\", {x}.length, {max});"));
+            }
+            if a.unique_items {
+                body.line(&format!("$uniqueViolation(out, {p}, {x});"));
             }
             if let Some(items) = &a.items {
                 let i = self.fresh("i");
@@ -1723,6 +1732,16 @@ fn additional_node(a: &Additional) -> Option<&Node> {
 /// Whether a node or any node inside it has applicators.
 fn has_applied(node: &Node) -> bool {
     !node.applied.is_empty() || node.unevaluated.is_some() || node.array.items.as_deref().is_some_and(has_applied)
+}
+
+/// Whether `node` or a schema inside it asks for `uniqueItems` (the validators then import its
+/// checks).
+fn has_unique(node: &Node) -> bool {
+    let a = &node.applied;
+    node.array.unique_items
+        || node.array.items.as_deref().is_some_and(has_unique)
+        || a.all_of.iter().chain(&a.any_of).chain(&a.one_of).chain(a.not.as_deref()).any(has_unique)
+        || node.unevaluated.as_ref().is_some_and(|u| has_unique(&u.schema))
 }
 
 /// The depth of a value `lv` arrays and objects below the function's value (at depth `d`).

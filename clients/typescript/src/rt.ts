@@ -240,6 +240,47 @@ export function itemsViolation(out: Violation[], p: string, keyword: string, len
 }
 
 /**
+ * `uniqueItems`: the positions of the first element equal, as JSON, to an earlier one (objects
+ * with the same members in any order are equal), or `null` when every element differs. Each
+ * element is written once in a canonical form and looked up in a `Map`: linear time.
+ */
+export function firstRepeat(items: readonly unknown[]): [number, number] | null {
+  const seen = new Map<string, number>();
+  for (let i = 0; i < items.length; i++) {
+    const key = canonical(items[i]);
+    const first = seen.get(key);
+    if (first !== undefined) return [first, i];
+    seen.set(key, i);
+  }
+  return null;
+}
+
+/** A `uniqueItems` violation, when two elements of `items` are equal. */
+export function uniqueViolation(out: Violation[], p: string, items: readonly unknown[]): void {
+  const repeat = firstRepeat(items);
+  if (repeat) report(out, p, "uniqueItems", `items ${repeat[0]} and ${repeat[1]} are equal; the items must be unique`);
+}
+
+let unlike = 0;
+
+// One text per JSON value, the same for equal values: strings and names prefixed with their
+// length, object members sorted by name (`String(-0)` is "0", as JSON equality has it). A value
+// nested deeper than `MAX_DEPTH` is not followed: it is taken as unlike any other.
+function canonical(v: unknown, d = 0): string {
+  if (v === null) return "n";
+  if (typeof v === "boolean") return v ? "t" : "f";
+  if (typeof v === "number") return `d${String(v)};`;
+  if (typeof v === "string") return `s${v.length}:${v}`;
+  if (d >= MAX_DEPTH) return `x${unlike++};`;
+  if (isArray(v)) return `a${v.length}:${v.map((x) => canonical(x, d + 1)).join("")}`;
+  if (isObject(v)) {
+    const keys = Object.keys(v).sort();
+    return `o${keys.length}:${keys.map((k) => `${k.length}:${k}${canonical(v[k], d + 1)}`).join("")}`;
+  }
+  return `?${typeof v}`;
+}
+
+/**
  * The exhaustiveness check for discriminated unions: call it in the `default` branch of a
  * `switch` over every known kind, and the compiler refuses the `switch` once a kind is added to
  * the schema and not handled. At run time (a value the types did not foresee) it throws.

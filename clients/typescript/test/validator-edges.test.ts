@@ -353,3 +353,40 @@ test("on random values with NaN, infinities, deep nesting and inherited members,
   }
   assert.ok(checked > 10_000, `checked ${checked}`);
 });
+
+test("uniqueItems: two elements equal as JSON values are a violation, in every form of array", { skip: SKIP }, () => {
+  const m = modules.get("unique_items");
+  assert.ok(m, "the generated unique_items module");
+  const valid: [string, unknown][] = [
+    ["Unique", { tags: ["a", "b"], scores: [1, 1.5], points: [{ x: 1 }, { x: 1, y: 2 }], kinds: ["a", "b"] }],
+    ["Unique", { anything: [1, true, "1", [1], [true], { a: 1 }, { a: true }, null, 0, false, "", [], {}] }],
+    ["Unique", { points: null, loose: ["a", "a"] }],
+    ["Unique", { points: [{ x: 1, z: 1 }, { x: 1 }] }],
+    // Lengths keep strings and names apart however they are cut.
+    ["Unique", { anything: [{ ab: "c" }, { a: "bc" }, ["ab", "c"], ["a", "bc"]] }],
+    ["Mixed", "aa"],
+    ["Mixed", ["a", "b"]],
+  ];
+  for (const [type, value] of valid) {
+    assert.deepEqual(check(m, type, value, `${type} ${JSON.stringify(value)}`), [], `${type} ${JSON.stringify(value)}`);
+  }
+  const repeated: [string, unknown, string][] = [
+    ["Unique", { tags: ["a", "b", "a"] }, "/tags"],
+    ["Unique", { scores: [1, 1.0] }, "/scores"],
+    ["Unique", { scores: [0, -0] }, "/scores"],
+    ["Unique", { points: [{ x: 1, y: 2 }, { y: 2, x: 1 }] }, "/points"],
+    ["Unique", { kinds: ["b", "b"] }, "/kinds"],
+    ["Unique", { anything: [{ a: [1, { b: null }] }, { a: [1, { b: null }] }] }, "/anything"],
+    ["Mixed", ["a", 1, "a"], ""],
+  ];
+  for (const [type, value, pointer] of repeated) {
+    const what = `${type} ${JSON.stringify(value)}`;
+    const found = check(m, type, value, what);
+    assert.deepEqual(found.map((v) => [v.pointer, v.keyword]), [[pointer, "uniqueItems"]], what);
+    assert.match(found[0]!.message, /items \d+ and \d+ are equal/, what);
+  }
+  // A free-form element nested far deeper than a document may is compared without overflowing the stack.
+  let deep: unknown = [];
+  for (let i = 0; i < 100_000; i++) deep = [deep];
+  check(m, "Unique", { anything: [deep, deep] }, "two deep elements");
+});

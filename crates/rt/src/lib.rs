@@ -262,7 +262,7 @@ where
     if let Some(value) = read_fast::<T>(input) {
         return match value.validate() {
             Ok(()) => Ok(value),
-            Err(v) => Err(DocumentError::Invalid(v)),
+            Err(v) => confirmed(value, v, input.as_bytes(), T::check_value),
         };
     }
     decode_validated(serde_json::Deserializer::from_str(input), input.as_bytes())
@@ -294,11 +294,28 @@ where
     if let Err(e) = T::decode_into(&mut de, &mut place).and_then(|()| de.end()) {
         return Err(explain::<T>(input, &e));
     }
-    match place.as_ref().map(Validate::validate) {
-        Some(Ok(())) => place.ok_or_else(|| explain::<T>(input, &decoded_nothing())),
-        Some(Err(v)) => Err(DocumentError::Invalid(v)),
-        None => Err(explain::<T>(input, &decoded_nothing())),
+    match (place.as_ref().map(Validate::validate), place) {
+        (Some(Ok(())), Some(value)) => Ok(value),
+        (Some(Err(v)), Some(value)) => confirmed(value, v, input, T::check_value),
+        _ => Err(explain::<T>(input, &decoded_nothing())),
     }
+}
+
+/// The typed checks' violations of a decoded document, unless one is `uniqueItems`: then the
+/// document itself is checked, untyped, and its verdict stands. The typed elements are compared
+/// as the JSON they are written as, and decoding may have left out what made two elements differ
+/// (an undeclared member of an open object, digits of a `number` beyond a double's precision);
+/// two elements the document repeats are always repeated in their typed form, so only a repeat
+/// needs this second look.
+#[cold]
+fn confirmed<T>(value: T, violations: Vec<Violation>, input: &[u8], check: fn(&Value, &Path<'_>, &mut Vec<Violation>)) -> Result<T, DocumentError> {
+    if !violations.iter().any(|v| v.keyword == "uniqueItems") {
+        return Err(DocumentError::Invalid(violations));
+    }
+    let document = parse_value(input)?;
+    let mut out = Vec::new();
+    check(&document, &Path::Root, &mut out);
+    if out.is_empty() { Ok(value) } else { Err(DocumentError::Invalid(out)) }
 }
 
 /// Explains why `input` did not decode as `T`.
@@ -560,6 +577,71 @@ pub fn bound_violation(out: &mut Vec<Violation>, path: &Path<'_>, keyword: &str,
 pub fn items_violation(out: &mut Vec<Violation>, path: &Path<'_>, keyword: &str, len: usize, bound: u64) {
     let rel = if keyword == "minItems" { "at least" } else { "at most" };
     report(out, path, keyword, format!("must have {rel} {bound} items, has {len}"));
+}
+
+/// `uniqueItems`: reports the first element equal, as JSON, to an earlier one (`1` and `1.0` are
+/// equal, and so are objects with the same members in any order). Each element is written once
+/// in a canonical form and looked up in a hash set, so a long array costs linear time.
+pub fn unique_items(out: &mut Vec<Violation>, path: &Path<'_>, items: &[Value]) {
+    unique_in(out, path, items.iter().map(std::borrow::Cow::Borrowed));
+}
+
+/// [`unique_items`] for the elements of a typed array, each compared as the JSON it is written as.
+pub fn unique_items_of<T: serde::Serialize>(out: &mut Vec<Violation>, path: &Path<'_>, items: &[T]) {
+    unique_in(out, path, items.iter().map(|item| std::borrow::Cow::Owned(serde_json::to_value(item).unwrap_or(Value::Null))));
+}
+
+fn unique_in<'a>(out: &mut Vec<Violation>, path: &Path<'_>, items: impl Iterator<Item = std::borrow::Cow<'a, Value>>) {
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for (i, item) in items.enumerate() {
+        let mut key = String::new();
+        canonical(&item, &mut key);
+        if let Some(first) = seen.insert(key, i) {
+            report(out, path, "uniqueItems", format!("items {first} and {i} are equal; the items must be unique"));
+            return;
+        }
+    }
+}
+
+/// One text per JSON value, equal for values JSON Schema calls equal: object members sorted by
+/// name, and a number written as its integer when it is a whole one (so `1.0` is `1`, and `2^53`
+/// read as a double is not `2^53 + 1` read as an integer).
+fn canonical(v: &Value, out: &mut String) {
+    use std::fmt::Write;
+    match v {
+        Value::Null => out.push('n'),
+        Value::Bool(b) => out.push(if *b { 't' } else { 'f' }),
+        Value::Number(n) => {
+            let whole = n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from)).or_else(|| {
+                let f = n.as_f64()?;
+                (f.is_finite() && f.fract() == 0.0 && f.abs() < 2f64.powi(100)).then_some(f as i128)
+            });
+            match whole {
+                Some(i) => _ = write!(out, "i{i};"),
+                None => _ = write!(out, "d{:e};", n.as_f64().unwrap_or(f64::NAN)),
+            }
+        }
+        Value::String(s) => {
+            _ = write!(out, "s{}:", s.len());
+            out.push_str(s);
+        }
+        Value::Array(a) => {
+            _ = write!(out, "a{}:", a.len());
+            for x in a {
+                canonical(x, out);
+            }
+        }
+        Value::Object(m) => {
+            _ = write!(out, "o{}:", m.len());
+            let mut members: Vec<(&String, &Value)> = m.iter().collect();
+            members.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            for (k, x) in members {
+                _ = write!(out, "{}:", k.len());
+                out.push_str(k);
+                canonical(x, out);
+            }
+        }
+    }
 }
 
 /// A number for a message: whole numbers as integers, and very small or very large ones with an
@@ -1803,21 +1885,32 @@ pub fn parse_params_with<T: Wire>(input: &str, validate: fn(&T, &Path<'_>, &mut 
     if input.len() <= EXPLAIN_MAX_BYTES {
         return parse_validated_with(input.as_bytes(), validate, check);
     }
+    let typed = |value: T| {
+        let mut out = Vec::new();
+        validate(&value, &Path::Root, &mut out);
+        if out.is_empty() { Ok(value) } else { Err(DocumentError::Invalid(out)) }
+    };
     if let Some(value) = read_fast::<T>(input) {
-        return checked_by(value, validate);
+        return typed(value);
     }
     let mut de = serde_json::Deserializer::from_str(input);
     match T::decode(&mut de).and_then(|v| de.end().map(|()| v)) {
-        Ok(value) => checked_by(value, validate),
+        Ok(value) => typed(value),
         Err(e) => Err(first_problem(&e)),
     }
 }
 
-/// `value` when `validate` finds nothing wrong with it, else what it found.
-fn checked_by<T>(value: T, validate: fn(&T, &Path<'_>, &mut Vec<Violation>)) -> Result<T, DocumentError> {
+/// `value`, decoded from `input`, when `validate` finds nothing wrong with it, else what it
+/// found ([`confirmed`] by `check` on `input`).
+fn checked_by<T>(
+    value: T,
+    validate: fn(&T, &Path<'_>, &mut Vec<Violation>),
+    input: &[u8],
+    check: fn(&Value, &Path<'_>, &mut Vec<Violation>),
+) -> Result<T, DocumentError> {
     let mut out = Vec::new();
     validate(&value, &Path::Root, &mut out);
-    if out.is_empty() { Ok(value) } else { Err(DocumentError::Invalid(out)) }
+    if out.is_empty() { Ok(value) } else { confirmed(value, out, input, check) }
 }
 
 /// A large document's decode error as its one violation.
@@ -1938,11 +2031,11 @@ pub fn parse_validated_with<T: Wire>(
     check: fn(&Value, &Path<'_>, &mut Vec<Violation>),
 ) -> Result<T, DocumentError> {
     if let Some(value) = utf8(input).ok().and_then(read_fast::<T>) {
-        return checked_by(value, validate);
+        return checked_by(value, validate, input, check);
     }
     let mut de = serde_json::Deserializer::from_slice(input);
     match T::decode(&mut de).and_then(|v| de.end().map(|()| v)) {
-        Ok(value) => checked_by(value, validate),
+        Ok(value) => checked_by(value, validate, input, check),
         Err(e) => {
             let value = parse_value(input)?;
             let mut out = Vec::new();

@@ -48,6 +48,7 @@ fn every_fixture_lists_its_root_type() {
         ("Color", string_enum::TYPES),
         ("Shape", tagged_union::TYPES),
         ("Types", types::TYPES),
+        ("Unique", unique_items::TYPES),
     ];
     for (root, types) in lists {
         let roots: Vec<&str> = types.iter().filter(|t| t.root).map(|t| t.name).collect();
@@ -107,6 +108,43 @@ fn a_required_member_a_closed_object_does_not_declare() {
     assert_eq!(check(r#"{"kind":"a","ghost":1}"#, kinds), [("/ghost".to_owned(), "additionalProperties".to_owned())]);
     let d = closed_required::validate_document("Closed", br#"{"id":"x","ghost":1}"#).expect("a type").expect_err("invalid");
     assert!(!keywords(Err(d)).iter().any(|k| k == "false"), "never keyword `false`");
+}
+
+#[test]
+fn unique_items() {
+    // No two elements equal as JSON values, on both Rust paths: the typed decoder (each typed
+    // element compared as the JSON it is written as) and the check of an untyped value.
+    let v = unique_items::validate_document;
+    ok(v, "Unique", r#"{"tags":["a","b"],"scores":[1,1.5],"points":[{"x":1},{"x":1,"y":2}],"kinds":["a","b"],"anything":[1,true,"1",[1],[true],{"a":1},{"a":true}]}"#);
+    ok(v, "Unique", r#"{"points":null,"loose":["a","a"]}"#);
+    bad(v, "Unique", r#"{"tags":["a","b","a"]}"#, "uniqueItems");
+    bad(v, "Unique", r#"{"scores":[1,1.0]}"#, "uniqueItems");
+    bad(v, "Unique", r#"{"points":[{"x":1,"y":2},{"y":2,"x":1}]}"#, "uniqueItems");
+    // What the typed form leaves out (an undeclared member, digits past a double's precision)
+    // still tells two elements apart: the document itself is checked again.
+    ok(v, "Unique", r#"{"points":[{"x":1,"z":1},{"x":1}]}"#);
+    ok(v, "Unique", r#"{"scores":[9007199254740993,9007199254740992]}"#);
+    bad(v, "Unique", r#"{"points":[{"x":1,"z":[1]},{"x":1,"z":[1.0]}]}"#, "uniqueItems");
+    bad(v, "Unique", r#"{"kinds":["b","b"]}"#, "uniqueItems");
+    bad(v, "Unique", r#"{"anything":[{"a":[1,{"b":null}]},{"a":[1.0,{"b":null}]}]}"#, "uniqueItems");
+    // An integer and the double it would round to are not equal (2^53 + 1 is not 2^53).
+    ok(v, "Unique", r#"{"anything":[9007199254740993,9007199254740992.0]}"#);
+    bad(v, "Unique", r#"{"anything":[9007199254740992,9007199254740992.0]}"#, "uniqueItems");
+    ok(v, "Mixed", r#""aa""#);
+    ok(v, "Mixed", r#"["a","b"]"#);
+    bad(v, "Mixed", r#"["a",1,"a"]"#, "uniqueItems");
+    let check = |doc: &str| {
+        let mut out = Vec::new();
+        <unique_items::Unique as rt::SchemaCheck>::check_value(&serde_json::from_str(doc).expect("JSON"), &rt::Path::Root, &mut out);
+        out.into_iter().map(|v| (v.pointer, v.keyword, v.message)).collect::<Vec<_>>()
+    };
+    let found = check(r#"{"tags":["x","y","x"]}"#);
+    assert_eq!(found, [("/tags".to_owned(), "uniqueItems".to_owned(), "items 0 and 2 are equal; the items must be unique".to_owned())]);
+    let typed: unique_items::Unique = rt::parse_validated(br#"{"scores":[1,2.5]}"#).expect("valid");
+    let mut out = Vec::new();
+    let doubled = unique_items::Unique { scores: Some(vec![2.5, 2.5]), ..typed };
+    doubled.validate_at(&rt::Path::Root, &mut out);
+    assert_eq!(out.iter().map(|v| (v.pointer.as_str(), v.keyword.as_str())).collect::<Vec<_>>(), [("/scores", "uniqueItems")]);
 }
 
 #[test]

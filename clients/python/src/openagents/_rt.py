@@ -57,6 +57,7 @@ __all__ = [
     "FORBIDDEN",
     "OPEN",
     "STRICT",
+    "UNIQUE",
     "Bool",
     "Const",
     "EnumOf",
@@ -77,6 +78,7 @@ __all__ = [
     "Str",
     "Tagged",
     "TypedError",
+    "Unique",
     "UnknownTypeName",
     "Violation",
     "WireEnum",
@@ -464,6 +466,61 @@ def json_equal(a: object, b: object) -> bool:
     return False
 
 
+def _canonical(value: object) -> object:
+    """A hashable form of a JSON value, equal for values JSON Schema calls equal: `1` and `1.0`
+    (Python compares an integer with a float exactly), objects whose members are equal in any
+    order; `true` is not `1`. A model or enum member is taken as the JSON it is written as."""
+    if isinstance(value, bool):
+        return (1, value)
+    if isinstance(value, (int, float)):
+        return (2, value)
+    if isinstance(value, str):
+        return (3, str(value))
+    if value is None:
+        return (0,)
+    if isinstance(value, (list, tuple)):
+        return (4, tuple(map(_canonical, value)))
+    if isinstance(value, dict):
+        return (5, frozenset((k, _canonical(v)) for k, v in value.items()))
+    if isinstance(value, BaseModel):
+        return _canonical(value.model_dump(mode="json", by_alias=True, exclude_unset=True))
+    if isinstance(value, enum.Enum):
+        return _canonical(value.value)
+    return (6, id(value))
+
+
+def _unique(items: list[Any]) -> list[Any]:
+    """`uniqueItems`: the first element equal, as JSON, to an earlier one is refused."""
+    seen: dict[object, int] = {}
+    for i, item in enumerate(items):
+        first = seen.setdefault(_canonical(item), i)
+        if first != i:
+            raise PydanticCustomError(
+                "uniqueItems", "items {first} and {i} are equal; the items must be unique", {"first": first, "i": i}
+            )
+    return items
+
+
+def _unique_as_given(value: Any, handler: core_schema.ValidatorFunctionWrapHandler) -> Any:
+    out = handler(value)
+    if isinstance(value, list):
+        _unique(value)
+    return out
+
+
+class Unique:
+    """`uniqueItems: true` on an array: no two elements are equal as JSON values. The elements
+    are compared as given (a decoded document's, or JSON text's as parsed), not as the models
+    made of them, so an integer read into a `float` field keeps every digit."""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_wrap_validator_function(_unique_as_given, handler(source))
+
+
+UNIQUE: Final = Unique()
+"""The `Unique` check, as generated models use it."""
+
+
 def _plain_str(value: object) -> bool:
     """Whether a value is a `str` pydantic-core can hold (no lone surrogate), and so a literal it
     can check."""
@@ -788,6 +845,7 @@ class Json:
         exclusive_maximum: float | None = None,
         min_items: int | None = None,
         max_items: int | None = None,
+        unique_items: bool = False,
         items: Callable[[], Any] | None = None,
         model: Callable[[], type[Model]] | None = None,
         const: object = ...,
@@ -808,7 +866,7 @@ class Json:
         self.min_length, self.max_length, self.pattern = min_length, max_length, pattern
         self.minimum, self.maximum = minimum, maximum
         self.exclusive_minimum, self.exclusive_maximum = exclusive_minimum, exclusive_maximum
-        self.min_items, self.max_items = min_items, max_items
+        self.min_items, self.max_items, self.unique_items = min_items, max_items, unique_items
         self._items = items
         self._items_adapter: TypeAdapter[Any] | None = None
         self._model = model
@@ -831,6 +889,7 @@ class Json:
         self._types_only = (
             all(v is None for v in (min_length, max_length, pattern, minimum, maximum, exclusive_minimum))
             and all(v is None for v in (exclusive_maximum, min_items, max_items, items, model, values))
+            and not unique_items
             and all(v is None for v in (all_of, any_of, one_of, not_, unevaluated))
             and const is ...
             and not unevaluated_false
@@ -1045,6 +1104,8 @@ class Json:
                 raise PydanticCustomError("minItems", "must have at least {n} items", {"n": self.min_items})
             if self.max_items is not None and len(value) > self.max_items:
                 raise PydanticCustomError("maxItems", "must have at most {n} items", {"n": self.max_items})
+            if self.unique_items:
+                _unique(value)
             if self._items is not None:
                 if self._items_adapter is None:
                     self._items_adapter = TypeAdapter(self._items())
