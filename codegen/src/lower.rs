@@ -11,8 +11,9 @@ use crate::model::*;
 use crate::naming::{self, Names, pascal};
 use crate::pattern;
 
-/// Every keyword the generator understands. Anything else is refused, except other `x-…`
-/// keywords (see [`is_foreign_extension`]), which are ignored.
+/// Every keyword the generator understands. Anything else is refused, except other tools'
+/// annotations (`x-…` keywords and [`TOOL_ANNOTATIONS`], see [`is_foreign_extension`]), which
+/// are ignored.
 pub const SUPPORTED_KEYWORDS: &[&str] = &[
     "$schema",
     "$id",
@@ -89,14 +90,36 @@ const ANNOTATIONS: &[&str] = &[
     "x-openrpc",
 ];
 
-/// Whether `key` is an `x-…` keyword other than the generator's own (those in
-/// [`SUPPORTED_KEYWORDS`]): another tool's annotation, such as ACP's `x-method`, `x-side` or
-/// `x-deserialize-default-on-error`. JSON Schema ignores keywords it does not know, so the
-/// lowering ignores these wherever they appear: they are neither refused nor kept in the model.
-/// Our own extensions keep their meaning and their checks; a misspelling of one of them (such as
-/// `x-extensibel`) is, like any other tool's keyword, ignored.
+/// Keywords other tools define for editors and messages, which never change what a document is
+/// valid against: the extensions of the JSON language service of VS Code and other editors
+/// (`markdownDescription`, `enumDescriptions`, `defaultSnippets`, `allowComments`, …), the
+/// custom messages of ajv-errors (`errorMessage`) and OpenAPI's `example`. A keyword outside this
+/// list and outside the subset is refused, so a misspelled rule (`minLenght`) is never ignored.
+pub const TOOL_ANNOTATIONS: &[&str] = &[
+    "markdownDescription",
+    "enumDescriptions",
+    "markdownEnumDescriptions",
+    "enumItemLabels",
+    "deprecationMessage",
+    "errorMessage",
+    "patternErrorMessage",
+    "defaultSnippets",
+    "doNotSuggest",
+    "suggestSortText",
+    "allowComments",
+    "allowTrailingCommas",
+    "example",
+];
+
+/// Whether `key` is another tool's annotation: an `x-…` keyword other than the generator's own
+/// (those in [`SUPPORTED_KEYWORDS`]), such as ACP's `x-method`, `x-side` or
+/// `x-deserialize-default-on-error`, or one of [`TOOL_ANNOTATIONS`]. JSON Schema ignores
+/// keywords it does not know, so the lowering ignores these wherever they appear: they are
+/// neither refused nor kept in the model. Our own extensions keep their meaning and their
+/// checks; a misspelling of one of them (such as `x-extensibel`) is, like any other tool's
+/// keyword, ignored.
 pub fn is_foreign_extension(key: &str) -> bool {
-    key.starts_with("x-") && !SUPPORTED_KEYWORDS.contains(&key)
+    (key.starts_with("x-") && !SUPPORTED_KEYWORDS.contains(&key)) || TOOL_ANNOTATIONS.contains(&key)
 }
 
 /// Whether `key` is an annotation: one of [`ANNOTATIONS`] or a foreign `x-…` keyword.
@@ -2259,6 +2282,24 @@ mod tests {
         let bare = without_foreign_extensions(&serde_json::from_str(text).expect("JSON")).to_string();
         assert_ne!(bare, text, "the fixture holds foreign keywords");
         assert_eq!(format!("{with:?}"), format!("{:?}", lower_text(&bare).expect("lowers")));
+    }
+
+    #[test]
+    fn editor_annotations_are_ignored_and_a_misspelled_rule_is_not() {
+        // VS Code's JSON language service keywords, ajv-errors' `errorMessage` and OpenAPI's
+        // `example`, where editors' schemas put them: the model is the one without them.
+        let text = r##"{"title": "Settings", "type": "object", "allowComments": true, "allowTrailingCommas": true,
+            "errorMessage": {"required": "give a name"}, "defaultSnippets": [{"label": "new", "body": {"name": "$1"}}],
+            "properties": {
+                "name": {"type": "string", "markdownDescription": "The **name**", "patternErrorMessage": "letters only", "pattern": "^[a-z]+$", "example": "ada"},
+                "level": {"enum": ["low", "high"], "enumDescriptions": ["Low", "High"], "markdownEnumDescriptions": ["*Low*", "*High*"], "enumItemLabels": ["L", "H"]},
+                "old": {"type": "boolean", "deprecationMessage": "use level", "doNotSuggest": true, "suggestSortText": "z"}}}"##;
+        let with = lower_text(text).expect("editor annotations are ignored");
+        let bare = without_foreign_extensions(&serde_json::from_str(text).expect("JSON")).to_string();
+        assert!(!bare.contains("markdownDescription") && !bare.contains("example"), "{bare}");
+        assert_eq!(format!("{with:?}"), format!("{:?}", lower_text(&bare).expect("lowers")));
+        let misspelled = lower_text(r##"{"type": "string", "minLenght": 1, "markdownDescription": "x"}"##).expect_err("refused");
+        assert_eq!(misspelled.keyword, "minLenght");
     }
 
     #[test]
