@@ -382,6 +382,7 @@ impl Emitter<'_> {
         let mut request_arms = Vec::new();
         let mut notification_arms = Vec::new();
         let mut send_arms = Vec::new();
+        let mut try_send_arms = Vec::new();
         for (m, ident) in all.iter().zip(idents) {
             let pid = type_ident(&m.params);
             let vid = type_ident(&m.variant);
@@ -399,6 +400,7 @@ impl Emitter<'_> {
                     fns.push(quote!(#d #[doc = ""] #[doc = #nd] fn #ident(&self, cx: &#rpc::Context, params: #pid) -> impl std::future::Future<Output = ()> + Send { let _ = (cx, params); async {} }));
                     notification_arms.push(quote!(#enums::Notification::#vid(p) => service.#ident(cx, p).await,));
                     send_arms.push(quote!(super::#module::Notification::#vid(p) => peer.notify(#wire, p).await,));
+                    try_send_arms.push(quote!(super::#module::Notification::#vid(p) => peer.try_notify(#wire, p),));
                     calls.push(Call { wire: wire.clone(), ident: ident.clone(), doc: d, params_ty: quote!(#pid), result_ty: None, decode_result: quote!(), encode_params: quote!(encode_params(&params)?) });
                 }
             }
@@ -453,8 +455,23 @@ impl Emitter<'_> {
                     /// # Errors
                     ///
                     /// The peer's: its transport cannot, or its connection is closed.
+                    ///
+                    /// It waits for room in the peer's outbound queue as long as the peer takes to
+                    /// read: for the caller of the call that sends it. To tell other connections
+                    /// (watchers, subscribers), use [`Self::try_send`], which never waits.
                     pub async fn send(&self, peer: &#rpc::Peer) -> Result<(), #rpc::PeerError> {
                         match self { #(#send_arms)* }
+                    }
+
+                    /// [`Self::send`] without waiting: a peer that stopped reading
+                    /// ([`PeerError::Full`](#rpc::PeerError::Full)) does not get it, and no other
+                    /// call waits for that peer.
+                    ///
+                    /// # Errors
+                    ///
+                    /// The peer's: its transport cannot, its connection is closed, or its queue is full.
+                    pub fn try_send(&self, peer: &#rpc::Peer) -> Result<(), #rpc::PeerError> {
+                        match self { #(#try_send_arms)* }
                     }
                 }
             )

@@ -308,6 +308,10 @@ pub enum PeerError {
     /// The caller's connection has closed.
     #[error("the caller's connection is closed")]
     Closed,
+    /// The caller reads too slowly: [`OUTBOUND_QUEUE`] messages already wait for it, and
+    /// [`Peer::try_notify`] does not wait for room (the notification was not sent).
+    #[error("the caller is not reading: {OUTBOUND_QUEUE} messages already wait for it")]
+    Full,
     /// The params could not be encoded as JSON.
     #[error("the message's params cannot be encoded: {0}")]
     Encode(String),
@@ -496,6 +500,38 @@ impl Peer {
     pub async fn notify_raw(&self, method: &str, params: Option<&RawValue>) -> Result<(), PeerError> {
         let Some(tx) = &self.tx else { return Err(PeerError::Unsupported) };
         tx.send(client::request(None, method, params)).await.map_err(|_| PeerError::Closed)
+    }
+
+    /// Sends the caller the notification `method` with `params` without waiting: when
+    /// [`OUTBOUND_QUEUE`] messages already wait for the caller (it stopped reading), the
+    /// notification is not sent and the error is [`PeerError::Full`].
+    ///
+    /// [`Peer::notify`] waits for room, as long as the caller takes to read: right for the
+    /// caller of the call that sends it (its own reading paces its own call), wrong for telling
+    /// other connections (watchers, subscribers): one caller that stops reading would hold every
+    /// call that notifies it. Send those with `try_notify`, and drop (or close) a caller it
+    /// reports `Full`.
+    ///
+    /// # Errors
+    ///
+    /// [`PeerError`]: the transport cannot, the connection is closed, the caller's queue is full,
+    /// or the params do not encode.
+    pub fn try_notify(&self, method: &str, params: &impl Serialize) -> Result<(), PeerError> {
+        let params = serde_json::value::to_raw_value(params).map_err(|e| PeerError::Encode(e.to_string()))?;
+        self.try_notify_raw(method, Some(&params))
+    }
+
+    /// [`Peer::try_notify`] with raw params (`None`: the notification has no `params` member).
+    ///
+    /// # Errors
+    ///
+    /// As [`Peer::try_notify`].
+    pub fn try_notify_raw(&self, method: &str, params: Option<&RawValue>) -> Result<(), PeerError> {
+        let Some(tx) = &self.tx else { return Err(PeerError::Unsupported) };
+        tx.try_send(client::request(None, method, params)).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => PeerError::Full,
+            mpsc::error::TrySendError::Closed(_) => PeerError::Closed,
+        })
     }
 
     /// Queues a whole message encoded by the core (one line of JSON).

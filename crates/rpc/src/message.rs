@@ -311,13 +311,27 @@ fn encode_result_head(id: Option<&RawValue>, out: &mut Vec<u8>) {
 /// Calls the handler for `method`, its result's JSON text written at the end of `out`: straight
 /// from its encoder when the handler can ([`crate::Handler::call_into`]), else copied from the
 /// raw value [`crate::Handler::call`] returns. On an error, `out` may hold part of a result.
+/// The handler's answer to one call. A handler that panics answers `-32603` (Internal error):
+/// the call gets its reply, the batch it sits in the others', and the connection goes on; the
+/// panic's own text stays in the server's log (the panic hook's), never in the reply.
 async fn call_handler(server: &RpcServer, cx: &Context, method: &str, params: Option<&RawValue>, out: &mut Vec<u8>) -> Result<(), RpcError> {
-    if let Some(call) = server.handler.call_into(cx, method, params, out) {
-        return call.await;
+    use futures_util::FutureExt as _;
+    let start = out.len();
+    let run = async {
+        if let Some(call) = server.handler.call_into(cx, method, params, out) {
+            return call.await;
+        }
+        let result = server.handler.call(cx, method, params).await?;
+        out.extend_from_slice(result.get().as_bytes());
+        Ok(())
+    };
+    match std::panic::AssertUnwindSafe(run).catch_unwind().await {
+        Ok(outcome) => outcome,
+        Err(_) => {
+            out.truncate(start);
+            Err(RpcError::internal(format!("the handler of `{}` failed", crate::bounded(method, 128))))
+        }
     }
-    let result = server.handler.call(cx, method, params).await?;
-    out.extend_from_slice(result.get().as_bytes());
-    Ok(())
 }
 
 /// The error object, its message at most [`MAX_ERROR_MESSAGE`] bytes.

@@ -148,3 +148,18 @@ async fn hostile_input_never_panics_and_gets_a_bounded_answer() {
         assert_eq!(code, expected, "{got}");
     }
 }
+
+#[tokio::test]
+async fn a_handler_that_panics_answers_internal_error_and_the_rest_of_its_batch_is_answered() {
+    check(br#"{"jsonrpc":"2.0","id":1,"method":"panic"}"#, Some(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32603}}"#)).await;
+    check(
+        br#"[{"jsonrpc":"2.0","id":2,"method":"panic"},{"jsonrpc":"2.0","id":3,"method":"add","params":{"a":1,"b":1}}]"#,
+        Some(r#"[{"jsonrpc":"2.0","id":2,"error":{"code":-32603}},{"jsonrpc":"2.0","id":3,"result":2}]"#),
+    )
+    .await;
+    // A notification's panic is answered by nothing, as any notification; the server goes on.
+    check(br#"{"jsonrpc":"2.0","method":"panic"}"#, None).await;
+    check(br#"{"jsonrpc":"2.0","id":4,"method":"add","params":{"a":2,"b":2}}"#, Some(r#"{"jsonrpc":"2.0","id":4,"result":4}"#)).await;
+    let message = reply(br#"{"jsonrpc":"2.0","id":5,"method":"panic"}"#).await.expect("a reply");
+    assert!(message.contains("the handler of `panic` failed") && !message.contains("on purpose"), "{message}");
+}

@@ -251,3 +251,23 @@ async fn an_answer_is_taken_when_the_connection_is_full() {
     release.notify_one();
     conn.finish().await;
 }
+
+#[tokio::test]
+async fn try_notify_never_waits_for_a_caller_that_stopped_reading() {
+    // The caller reads nothing: once its outbound queue is full, `notify` waits (as long as the
+    // caller takes to read) and `try_notify` says `Full` at once, sending nothing.
+    let server = RpcServer::new(Waits { release: Arc::new(Notify::new()), done: Arc::new(AtomicUsize::new(0)) });
+    let (conn, mut rx) = Connection::new(&server, Identity::new("slow"));
+    let peer = conn.peer().clone();
+    for i in 0..openagents_rpc::OUTBOUND_QUEUE {
+        peer.try_notify("tick", &i).expect("room in the queue");
+    }
+    assert_eq!(peer.try_notify("tick", &"one more"), Err(openagents_rpc::PeerError::Full));
+    assert!(tokio::time::timeout(Duration::from_millis(50), peer.notify("tick", &"waits")).await.is_err(), "notify waits for room");
+    // Once the caller reads one, there is room again.
+    let first: Value = serde_json::from_slice(&rx.recv().await.expect("a message")).expect("JSON");
+    assert_eq!(first, serde_json::json!({"jsonrpc": "2.0", "method": "tick", "params": 0}));
+    peer.try_notify("tick", &"room").expect("room after a read");
+    drop(rx);
+    assert_eq!(peer.try_notify("tick", &"gone"), Err(openagents_rpc::PeerError::Closed));
+}

@@ -139,10 +139,24 @@ impl<'a> Path<'a> {
     }
 }
 
-/// Records a violation at `path`.
+/// The most violations one check lists: past [`MAX_REPORTED`]` - 1`, one last violation (keyword
+/// `maxViolations`, at the root) says that more were found, and the rest are not kept. A hostile
+/// document of millions of bad elements then costs the memory of a thousand violations, not of
+/// one per element.
+pub const MAX_REPORTED: usize = 1000;
+
+/// Records a violation at `path` (while fewer than [`MAX_REPORTED`] are listed).
 #[cold]
 pub fn report(out: &mut Vec<Violation>, path: &Path<'_>, keyword: &str, message: String) {
-    out.push(Violation { pointer: path.to_pointer(), keyword: keyword.to_owned(), message });
+    match out.len().cmp(&(MAX_REPORTED - 1)) {
+        std::cmp::Ordering::Less => out.push(Violation { pointer: path.to_pointer(), keyword: keyword.to_owned(), message }),
+        std::cmp::Ordering::Equal => out.push(Violation {
+            pointer: String::new(),
+            keyword: "maxViolations".to_owned(),
+            message: format!("more than {} violations were found; the rest are not listed", MAX_REPORTED - 1),
+        }),
+        std::cmp::Ordering::Greater => {}
+    }
 }
 
 /// A generated type's checks for everything its Rust type does not already guarantee.

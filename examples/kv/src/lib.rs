@@ -35,8 +35,12 @@ impl Store {
         }
         let note = client_side::Notification::Changed(Changed { key: key.to_owned(), version, value: value.cloned() });
         for peer in peers {
-            // A watcher that went away meanwhile misses it; the next change prunes it.
-            let _ = note.send(&peer).await;
+            // Never waits for a watcher: one that stopped reading (its queue full) is dropped
+            // from the watchers rather than hold this call and every call after it; one that
+            // went away meanwhile misses it, and the next change prunes it.
+            if let Err(PeerError::Full) = note.try_send(&peer) {
+                self.watchers.lock().unwrap_or_else(|p| p.into_inner()).retain(|(_, p)| !p.same_connection(&peer));
+            }
         }
     }
 

@@ -308,6 +308,21 @@ fn arrays() {
 }
 
 #[test]
+fn a_check_lists_at_most_max_reported_violations() {
+    // Five thousand bad elements: the first violations, then one that says more were found, on
+    // both paths (the typed decoder's checks, and the untyped check after a decode error).
+    let long = format!("[{}]", vec![r#""abcd""#; 5000].join(","));
+    let mixed = format!("[{}]", vec!["1"; 5000].join(","));
+    for doc in [long, mixed] {
+        let Some(Err(DocumentError::Invalid(found))) = arrays::validate_document("Arrays", doc.as_bytes()) else { panic!("invalid") };
+        assert_eq!(found.len(), rt::MAX_REPORTED);
+        let last = found.last().expect("violations");
+        assert_eq!((last.pointer.as_str(), last.keyword.as_str()), ("", "maxViolations"));
+        assert!(found[..found.len() - 1].iter().all(|v| v.keyword != "maxViolations"));
+    }
+}
+
+#[test]
 fn constants() {
     assert_eq!(x_constants::MAX_NAME_CHARS, 64);
     assert_eq!(x_constants::PROTOCOL, "openagents.fixture.v1");

@@ -59,6 +59,8 @@ impl Handler for TestHandler {
                 }
                 "fail" => Err(RpcError::new(-32050, "it failed").with_data(serde_json::json!({"why": "asked to"}))),
                 "whoami" => Ok(raw(serde_json::json!(cx.identity().name()))),
+                // A handler with a bug (not among the methods it names).
+                "panic" => panic!("the test handler panics on purpose"),
                 "notify_me" => match cx.peer().notify("hello", &serde_json::json!({"to": cx.identity().name()})).await {
                     Ok(()) => Ok(raw(serde_json::json!(true))),
                     Err(openagents_rpc::PeerError::Unsupported) => Ok(raw(serde_json::json!("unsupported"))),
