@@ -14,9 +14,10 @@
 //!   outcome. A batch is an array of at most [`crate::Limits::max_batch`] entries (an empty one
 //!   is -32600), each handled as above; its reply is the array of its entries' replies, and no
 //!   reply when every entry was a notification.
-//! - The reply echoes the `id` exactly as the request wrote it, but for -32700: a message the
-//!   parser cannot read — params a handler's decoder finds are no JSON it reads (a lone
-//!   surrogate, a number out of range) included — is answered with a `null` id.
+//! - The reply echoes the `id` exactly as the request wrote it, but for a message the parser
+//!   cannot read (-32700 with a `null` id). Params a handler's decoder finds are no JSON it reads
+//!   (a lone surrogate, a number out of range) are -32700 too, with the id: the request was read,
+//!   and its caller must be able to tell which call failed.
 //! - An error reply takes at most twice its request or [`crate::REPLY_FLOOR`], whichever is more
 //!   (a batch's entries share the floor): past that, the longest list in its `data` (the
 //!   violations of an invalid-params error) loses entries from its end, each counted in a
@@ -701,8 +702,6 @@ async fn call_prepared(server: &RpcServer, cx: &Context, call: Prepared<'_>, bud
         Ok(()) => out.push(b'}'),
         Err(e) => {
             out.truncate(start);
-            // A message the parser cannot read is answered without its id, whoever found it.
-            let id = if e.code == crate::codes::PARSE_ERROR { None } else { id };
             Reply { id, outcome: Err(e) }.encode_within(budget, out);
         }
     }

@@ -164,7 +164,7 @@ async fn core_errors_shapes_every_error_the_core_makes() {
 async fn core_errors_leaves_a_handlers_own_parse_error_alone() {
     let server = RpcServer::new(Probe::default()).core_errors(shape);
     let reply = ask(&server, br#"{"jsonrpc":"2.0","id":9,"method":"parse_fail"}"#).await;
-    assert_eq!(reply, json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error: the message is not JSON: the handler's own decoder gave up"}}));
+    assert_eq!(reply, json!({"jsonrpc": "2.0", "id": 9, "error": {"code": -32700, "message": "Parse error: the message is not JSON: the handler's own decoder gave up"}}));
 }
 
 #[tokio::test]
@@ -341,20 +341,22 @@ async fn a_line_connection_goes_on_after_an_id_it_cannot_read() {
     c.close().await;
 }
 
-// 6. A handler's own -32700.
+// 6. A handler's own -32700: with the request's id.
 
 #[tokio::test]
-async fn a_handlers_parse_error_is_answered_with_a_null_id() {
+async fn a_handlers_parse_error_is_answered_with_the_requests_id() {
+    // The request was read: its caller must be able to tell which call failed.
     let server = RpcServer::new(Probe::default());
     for id in ["1", r#""abc""#, "null"] {
         let got = ask_text(&server, format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"parse_fail","params":{{"x":1}}}}"#).as_bytes()).await;
-        assert_eq!(got.as_deref(), Some(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: the message is not JSON: the handler's own decoder gave up"}}"#), "id {id}");
+        let expected = format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32700,"message":"Parse error: the message is not JSON: the handler's own decoder gave up"}}}}"#);
+        assert_eq!(got.as_deref(), Some(expected.as_str()), "id {id}");
     }
     // As a notification: no reply.
     assert_eq!(ask_text(&server, br#"{"jsonrpc":"2.0","method":"parse_fail"}"#).await, None);
     // In a batch: that entry's id only.
     let batch = ask(&server, br#"[{"jsonrpc":"2.0","id":1,"method":"parse_fail"},{"jsonrpc":"2.0","id":2,"method":"fail"}]"#).await;
-    assert_eq!((id_and_code(&batch[0]), id_and_code(&batch[1])), ((Value::Null, -32700), (json!(2), -32050)), "{batch}");
+    assert_eq!((id_and_code(&batch[0]), id_and_code(&batch[1])), ((json!(1), -32700), (json!(2), -32050)), "{batch}");
 }
 
 // 7. What `params` reaches the handler.
