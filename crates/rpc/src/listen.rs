@@ -52,7 +52,8 @@ use tokio_util::sync::CancellationToken;
 
 /// The default most connections served at once: 256. One more takes the place of the oldest
 /// connection that has not authenticated and is waiting for bytes (see
-/// [`MAX_CONNECTIONS_PER_PEER`]); when there is none, it is closed on arrival.
+/// [`MAX_CONNECTIONS_PER_PEER`]); when there is none, it is answered 503 (`Retry-After: 1`,
+/// a JSON-RPC busy error) and closed.
 pub const MAX_CONNECTIONS: usize = 256;
 /// The default most connections one peer address may hold at once (64), so one client cannot
 /// take every slot. On loopback every local process is the same peer, so a connection that has
@@ -60,7 +61,8 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// the newcomer takes the place of that peer's oldest connection that has not authenticated and
 /// was found waiting for bytes (one not read yet only when there is none such, so a client that
 /// sends its request at once keeps its place). Only when every connection of the peer has
-/// authenticated is a newcomer closed on arrival.
+/// authenticated is a newcomer refused: answered 503 (`Retry-After: 1`, a JSON-RPC busy error)
+/// and closed.
 pub const MAX_CONNECTIONS_PER_PEER: usize = 64;
 /// The default largest request header block: 64 KiB. Headers arrive before authentication, so
 /// they are bounded far below the body limit.
@@ -271,7 +273,8 @@ impl<'a> HeadWatch<'a> {
 ///
 /// - every connection takes a slot; none left, or its peer's all taken, it takes the place of
 ///   the oldest connection that has not authenticated and waits for bytes with no request open
-///   (that one is closed), or is closed on arrival when there is none ([`ConnectionSlots`]). A
+///   (that one is closed), or is refused when there is none ([`ConnectionSlots`]): answered
+///   503 with `Retry-After: 1` and a JSON-RPC busy error, then closed ([`refuse_connection`]). A
 ///   request is open from its head to its response's end (an event stream's too): a connection
 ///   is never evicted in the middle of a call. A server marks an authenticated connection with
 ///   [`Slot::trust`];
@@ -299,6 +302,7 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let slots = ConnectionSlots::new(limits.max_connections, limits.max_connections_per_peer);
+    let refusing = Arc::new(Semaphore::new(MAX_REFUSING));
     // Every connection's task holds a sender: when none is left, all have ended.
     let (open, mut all_closed) = tokio::sync::mpsc::channel::<()>(1);
     {
@@ -315,7 +319,7 @@ where
             };
             let _ = stream.set_nodelay(true);
             let Some(slot) = slots.try_take(peer.ip()) else {
-                drop(stream);
+                refuse_connection(stream, &refusing, limits.max_connections_per_peer);
                 continue;
             };
             let standing = Arc::clone(&slot.standing);
@@ -580,6 +584,52 @@ impl<B: hyper::body::Body + Unpin> hyper::body::Body for Tracked<B> {
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
     }
+}
+
+/// The most connections refused at once with a written answer ([`refuse_connection`]); past it a
+/// refused connection is closed without one.
+const MAX_REFUSING: usize = 64;
+
+/// A connection past the listener's caps: answered `503 Service Unavailable` with
+/// `Retry-After: 1` and a JSON-RPC busy error (so a client sees why, rather than a connection
+/// closed on arrival), then closed once the client has had a moment to read it (its request read
+/// and dropped meanwhile: at most 64 KiB and one second, so a close with unread bytes does not
+/// reset the answer away). At most [`MAX_REFUSING`] at once; past that it is closed at once.
+fn refuse_connection(stream: tokio::net::TcpStream, refusing: &Arc<Semaphore>, per_peer: usize) {
+    let Ok(permit) = Arc::clone(refusing).try_acquire_owned() else { return };
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let _permit = permit;
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":null,"error":{{"code":{},"message":"Busy: the server holds its most connections (at most {per_peer} from one address); retry later"}}}}"#,
+            crate::codes::BUSY
+        );
+        let head = format!(
+            "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n",
+            body.len()
+        );
+        let mut stream = stream;
+        let deadline = Duration::from_secs(1);
+        let write = async {
+            stream.write_all(head.as_bytes()).await?;
+            stream.write_all(body.as_bytes()).await?;
+            stream.shutdown().await
+        };
+        if !matches!(tokio::time::timeout(deadline, write).await, Ok(Ok(()))) {
+            return;
+        }
+        let mut buf = [0u8; 4096];
+        let mut left = 64 * 1024usize;
+        let _ = tokio::time::timeout(deadline, async {
+            while left > 0 {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => left = left.saturating_sub(n),
+                }
+            }
+        })
+        .await;
+    });
 }
 
 /// A listener's connections: at most `cap` in all and `per_peer` from one peer address; past

@@ -227,6 +227,20 @@ async fn closed(s: &mut TcpStream) -> Result<(), String> {
     }
 }
 
+/// A connection refused past the caps: answered 503 with `Retry-After` and a JSON-RPC busy
+/// error, then closed.
+async fn refused(s: &mut TcpStream) -> Result<(), String> {
+    let mut got = Vec::new();
+    match tokio::time::timeout(STEP, s.read_to_end(&mut got)).await {
+        Err(_) => return Err(format!("still open after {STEP:?}")),
+        Ok(Err(e)) => return Err(format!("the read failed: {e} (after {:?})", String::from_utf8_lossy(&got))),
+        Ok(Ok(_)) => {}
+    }
+    let text = String::from_utf8_lossy(&got);
+    let ok = text.starts_with("HTTP/1.1 503 ") && text.contains("retry-after: 1\r\n") && text.contains(r#""code":-32003"#);
+    if ok { Ok(()) } else { Err(format!("not a 503 busy answer: {text:?}")) }
+}
+
 /// Whether `s` is still open: nothing to read, and no end, for a moment.
 async fn still_open(s: &mut TcpStream) -> bool {
     let mut b = [0u8; 1];
@@ -266,11 +280,11 @@ async fn connections_that_authenticated_keep_their_places_and_a_newcomer_is_clos
     exchange(&mut first, &post(addr, Some("secret-token"))).await.assert_echoed();
     let mut second = connect(addr).await;
     exchange(&mut second, &post(addr, Some("secret-token"))).await.assert_echoed();
-    // Both are idle now, but authenticated: a third from the same address is closed on arrival,
+    // Both are idle now, but authenticated: a third from the same address is refused (503),
     // its request unanswered.
     let mut third = connect(addr).await;
     let _ = third.write_all(&post(addr, Some("secret-token"))).await;
-    closed(&mut third).await.expect("the newcomer is closed on arrival, with no answer");
+    refused(&mut third).await.expect("the newcomer is refused");
     // The two keep their places and are served.
     exchange(&mut first, &post(addr, Some("secret-token"))).await.assert_echoed();
     exchange(&mut second, &post(addr, Some("secret-token"))).await.assert_echoed();
@@ -302,10 +316,10 @@ async fn an_authenticated_websocket_keeps_its_place() {
     let mut request = format!("ws://{addr}/rpc").into_client_request().expect("a request");
     request.headers_mut().insert("authorization", "Bearer secret-token".parse().expect("a header value"));
     let (mut ws, _) = tokio_tungstenite::connect_async(request).await.expect("the authenticated WebSocket opens");
-    // Idle, authenticated, holding the address's only place: a newcomer is closed on arrival.
+    // Idle, authenticated, holding the address's only place: a newcomer is refused (503).
     let mut newcomer = connect(addr).await;
     let _ = newcomer.write_all(&post(addr, Some("secret-token"))).await;
-    closed(&mut newcomer).await.expect("the newcomer is closed on arrival");
+    refused(&mut newcomer).await.expect("the newcomer is refused");
     // The socket still answers.
     ws.send(Message::text(r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":["hi"]}"#)).await.expect("send");
     let reply = tokio::time::timeout(STEP, ws.next()).await.expect("a reply in time").expect("a message").expect("a frame");
@@ -328,10 +342,10 @@ async fn past_the_global_cap_a_newcomer_from_any_peer_takes_the_place_of_an_idle
     exchange(&mut third, &post(addr, Some("secret-token"))).await.assert_echoed();
     closed(&mut waiting).await.expect("the idle connection of another peer is closed");
     wait_until("the listener to hold its cap, no more", || http_connections(&metrics) == 2).await;
-    // Every place held by an authenticated connection: a fourth peer is closed on arrival.
+    // Every place held by an authenticated connection: a fourth peer is refused (503).
     let mut fourth = connect_from(Ipv4Addr::new(127, 0, 0, 4), addr).await;
     let _ = fourth.write_all(&post(addr, Some("secret-token"))).await;
-    closed(&mut fourth).await.expect("the fourth peer is closed on arrival");
+    refused(&mut fourth).await.expect("the fourth peer is refused");
     exchange(&mut trusted, &post(addr, Some("secret-token"))).await.assert_echoed();
     exchange(&mut third, &post(addr, Some("secret-token"))).await.assert_echoed();
 }
@@ -731,10 +745,10 @@ async fn a_connection_with_a_call_in_flight_is_never_evicted() {
     busy.write_all(&request).await.expect("the request is written");
     probe.sleeping(1).await;
     // The peer's only place is held by a connection whose call runs (and whose reads wait for
-    // nothing): a newcomer is closed on arrival instead of cutting the call off.
+    // nothing): a newcomer is refused (503) instead of cutting the call off.
     tokio::time::sleep(Duration::from_millis(30)).await;
     let mut newcomer = connect(addr).await;
-    closed(&mut newcomer).await.expect("the newcomer is closed on arrival");
+    refused(&mut newcomer).await.expect("the newcomer is refused");
     assert!(still_open(&mut busy).await, "the connection with a call in flight keeps its place");
     assert_eq!(http_connections(&metrics), 1);
 }
@@ -753,7 +767,7 @@ async fn an_authenticated_event_stream_keeps_its_place() {
     assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&buf[..n]));
     tokio::time::sleep(Duration::from_millis(30)).await;
     let mut newcomer = connect(addr).await;
-    closed(&mut newcomer).await.expect("the newcomer is closed on arrival");
+    refused(&mut newcomer).await.expect("the newcomer is refused");
     log.publish("tick", &1);
     let n = tokio::time::timeout(STEP, stream.read(&mut buf)).await.expect("the event in time").expect("reads");
     assert!(String::from_utf8_lossy(&buf[..n]).contains("event: tick"), "the stream still delivers: {}", String::from_utf8_lossy(&buf[..n]));
