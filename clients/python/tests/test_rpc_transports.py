@@ -396,3 +396,31 @@ def test_async_close_stops_the_child_and_fails_calls() -> None:
             await client._call(ECHO, 1)
 
     asyncio.run(main())
+
+
+def test_a_connection_the_server_closes_says_so_with_a_reason() -> None:
+    # A server that accepts and closes at once (as one past its connection caps did before it
+    # answered 503): "failed", with the error's kind when httpx gives no text; a port nothing
+    # listens on: "cannot reach".
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        port = listener.getsockname()[1]
+
+        def close_each() -> None:
+            with contextlib.suppress(OSError):
+                while True:
+                    conn, _ = listener.accept()
+                    conn.close()
+
+        threading.Thread(target=close_each, daemon=True).start()
+        with RpcClient(f"http://127.0.0.1:{port}/rpc", timeout=5) as client, pytest.raises(TransportError) as caught:
+            client._call(ECHO, [1])
+        message = str(caught.value)
+        assert "failed" in message and not message.rstrip().endswith(":"), message
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    with RpcClient(f"http://127.0.0.1:{port}/rpc", timeout=5) as client, pytest.raises(TransportError) as caught:
+        client._call(ECHO, [1])
+    assert str(caught.value).startswith(f"cannot reach http://127.0.0.1:{port}/rpc: "), str(caught.value)

@@ -31,6 +31,17 @@ class TransportError(OpenAgentsError):
     connection failed or was closed."""
 
 
+def http_failure(url: str, e: BaseException) -> TransportError:
+    """The `TransportError` for an HTTP request to `url` that failed with httpx's `e`: "cannot
+    reach" when no connection was made, else what happened on the connection (the server closed
+    or reset it); the exception's kind when its text is empty, as httpx's often is."""
+    reason = str(e) or type(e).__name__
+    connecting = type(e).__name__ in ("ConnectError", "ConnectTimeout")
+    if connecting:
+        return TransportError(f"cannot reach {url}: {reason}")
+    return TransportError(f"the connection to {url} failed: {reason} (the server closed or reset it)")
+
+
 class ProtocolError(TransportError):
     """The runtime answered with something that is not a valid response."""
 

@@ -59,7 +59,7 @@ from websockets.sync.client import ClientConnection as _SyncWs
 from websockets.sync.client import connect as _connect_sync
 
 from . import _rt
-from .errors import ProtocolError, TransportError, WebSocketClosed
+from .errors import ProtocolError, TransportError, WebSocketClosed, http_failure
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
@@ -716,7 +716,7 @@ class RpcClient:
         try:
             response = self._http.post(self.url, content=body)
         except httpx.TransportError as e:
-            raise TransportError(f"cannot reach {self.url}: {e}") from e
+            raise http_failure(str(self.url), e) from e
         return _http_result(spec, response)
 
     def close(self) -> None:
@@ -1077,7 +1077,7 @@ class AsyncRpcClient:
             try:
                 response = await self._http.post(self.url, content=body)
             except httpx.TransportError as e:
-                raise TransportError(f"cannot reach {self.url}: {e}") from e
+                raise http_failure(str(self.url), e) from e
             return _http_result(spec, response)
         await self.connect()
         assert self._link is not None

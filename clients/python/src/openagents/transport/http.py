@@ -17,7 +17,7 @@ from pydantic import JsonValue
 
 from .._generated.constants import SERVER_MAX_LINE_BYTES
 from .._generated.models import RuntimeEventShuttingDown, ServerEvent
-from ..errors import ProtocolError, TransportError
+from ..errors import ProtocolError, TransportError, http_failure
 from .base import EventSource, Transport, _Omit, decode_response, encode_request, schema_from_headers
 from .connection import Sequencer
 from .events import decode_event
@@ -281,7 +281,7 @@ class HttpTransport(Transport):
         except httpx.TimeoutException:
             raise TimeoutError(f"no answer to `{method}` within {timeout} s") from None
         except httpx.TransportError as e:
-            raise TransportError(f"cannot reach {self.url}: {e}") from e
+            raise http_failure(str(self.url), e) from e
 
     def _note_schema(self, response: httpx.Response) -> None:
         if self.runtime_schema is None:
