@@ -1181,7 +1181,11 @@ impl Emitter<'_> {
                 let id = type_ident(n);
                 quote!(<#id as #rt::SchemaCheck>::check_value(#v, #path, out);)
             };
-            return if node.types.contains(Types::NULL) { quote!(if !#v.is_null() { #call }) } else { call };
+            // `null` is skipped only where the place itself allows it beside the type (`[X,
+            // {"type": "null"}]`, a nullable repr): a plain `$ref` leaves `null` to the target's
+            // check, since `types` there is only what the target might allow (a `oneOf` of
+            // untyped branches says every type, yet two branches matching `null` refuse it).
+            return if matches!(node.repr, Repr::Nullable(_)) { quote!(if !#v.is_null() { #call }) } else { call };
         }
         if node.types == Types::NONE && node.literals.is_none() {
             return quote!(#rt::report(out, #path, "false", "no value is allowed here".to_owned()););

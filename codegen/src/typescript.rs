@@ -1057,7 +1057,8 @@ impl<'a> Emitter<'a> {
     fn fast_node(&self, w: &mut Out, node: &Node, x: &str, lv: usize) {
         if let Some(r) = &node.reference {
             let call = format!("f{}({x}, lenient, {})", fn_suffix(r), depth(lv));
-            if node.types.contains(Types::NULL) {
+            // As Rust's `dyn_check`: `null` skipped only where the place allows it (a nullable repr).
+            if matches!(node.repr, Repr::Nullable(_)) {
                 w.line(&format!("if ({x} !== null && !{call}) return false;"));
             } else {
                 w.line(&format!("if (!{call}) return false;"));
@@ -1300,7 +1301,7 @@ impl<'a> Emitter<'a> {
     fn check_node(&self, w: &mut Out, node: &Node, x: &str, p: &str, lv: usize) {
         if let Some(r) = &node.reference {
             let call = format!("c{}({x}, {p}, out, lenient, {});", fn_suffix(r), depth(lv));
-            if node.types.contains(Types::NULL) {
+            if matches!(node.repr, Repr::Nullable(_)) {
                 w.line(&format!("if ({x} !== null) {call}"));
             } else {
                 w.line(&call);
