@@ -36,11 +36,17 @@ const KEYWORDS: &[&str] = &[
     "return", "try", "while", "with", "yield",
 ];
 
-/// Names a pydantic model (or our `_rt.Model` base) already uses; a field never takes one.
+/// Names a pydantic model (or our `_rt.Model` base, or the `ABCMeta` pydantic's metaclass
+/// derives from: `register`) already uses; a field never takes one.
 const MODEL_RESERVED: &[&str] = &[
     "copy", "dict", "json", "parse_obj", "parse_raw", "parse_file", "from_orm", "construct", "schema", "schema_json", "validate",
-    "update_forward_refs", "to_wire", "to_json", "from_wire", "from_json", "fields",
+    "update_forward_refs", "to_wire", "to_json", "from_wire", "from_json", "fields", "register",
 ];
+
+/// The builtins generated annotations name (`str`, `list[...]`, …): a field by that name would
+/// be a class attribute that the model's annotations (evaluated in the class's namespace) read
+/// instead of the builtin, so a field never takes one.
+const ANNOTATION_BUILTINS: &[&str] = &["str", "int", "float", "bool", "list", "dict"];
 
 /// The type of a free-form value (`{}` or `true`): the runtime's `JsonValue`, which mypy reads as
 /// pydantic's and which checks a decoded document's values in pydantic-core.
@@ -631,7 +637,7 @@ fn field_ident(name: &str) -> String {
     if s.starts_with(|c: char| c.is_ascii_digit()) {
         s.insert_str(0, "f_");
     }
-    if KEYWORDS.contains(&s.as_str()) || MODEL_RESERVED.contains(&s.as_str()) || s.starts_with("model_") {
+    if KEYWORDS.contains(&s.as_str()) || MODEL_RESERVED.contains(&s.as_str()) || ANNOTATION_BUILTINS.contains(&s.as_str()) || s.starts_with("model_") {
         s.push('_');
     }
     s
