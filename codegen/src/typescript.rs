@@ -204,7 +204,32 @@ struct Emitter<'a> {
     idents: BTreeMap<String, String>,
     /// (union, variant name) -> the variant's interface name.
     variant_idents: BTreeMap<(String, String), String>,
+    /// Model name -> the suffix of its functions (`isX`, `validateX`, `fX`, `cX`): PascalCase,
+    /// unique whatever the case (`ABc` and `ABC` would both be `Abc`).
+    suffixes: BTreeMap<String, String>,
+    /// Method name -> the suffix of its params' and result's functions, unique the same way.
+    method_suffixes: BTreeMap<String, String>,
     counter: std::cell::Cell<usize>,
+}
+
+/// Each name's [`fn_suffix`], made unique with `2`, `3`, … in `names`' order.
+fn unique_suffixes<'n>(names: impl IntoIterator<Item = &'n String>) -> BTreeMap<String, String> {
+    let mut taken = BTreeSet::new();
+    let mut out = BTreeMap::new();
+    for name in names {
+        if out.contains_key(name) {
+            continue;
+        }
+        let base = fn_suffix(name);
+        let mut suffix = base.clone();
+        let mut n = 2;
+        while !taken.insert(suffix.to_lowercase()) {
+            suffix = format!("{base}{n}");
+            n += 1;
+        }
+        out.insert(name.clone(), suffix);
+    }
+    out
 }
 
 impl<'a> Emitter<'a> {
@@ -232,7 +257,23 @@ impl<'a> Emitter<'a> {
                 }
             }
         }
-        Emitter { space, opts, idents, variant_idents, counter: std::cell::Cell::new(0) }
+        let suffixes = unique_suffixes(space.types.keys());
+        let tags: Vec<String> = match space.methods.as_ref().and_then(|ms| space.types.get(&ms.union)).map(|t| &t.kind) {
+            Some(TypeKind::Union(u)) => u.variants.iter().map(|v| v.tag_value.clone()).collect(),
+            _ => Vec::new(),
+        };
+        let method_suffixes = unique_suffixes(&tags);
+        Emitter { space, opts, idents, variant_idents, suffixes, method_suffixes, counter: std::cell::Cell::new(0) }
+    }
+
+    /// The suffix of a named type's functions ([`Emitter::suffixes`]).
+    fn suffix(&self, name: &str) -> String {
+        self.suffixes.get(name).cloned().unwrap_or_else(|| fn_suffix(name))
+    }
+
+    /// The suffix of a method's functions ([`Emitter::method_suffixes`]).
+    fn method_suffix(&self, tag: &str) -> String {
+        self.method_suffixes.get(tag).cloned().unwrap_or_else(|| fn_suffix(tag))
     }
 
     fn id<'s>(&'s self, name: &'s str) -> &'s str {
@@ -605,7 +646,7 @@ impl<'a> Emitter<'a> {
         w.blank();
         w.open("const CHECKS: { readonly [N in T.TypeName]: readonly [Fast, Explain] } = {");
         for t in self.space.types.values() {
-            let f = fn_suffix(&t.name);
+            let f = self.suffix(&t.name);
             w.line(&format!("{}: [f{f}, c{f}],", prop_key(&t.name)));
         }
         w.close("};");
@@ -662,7 +703,7 @@ impl<'a> Emitter<'a> {
             w.close("}");
             for v in &u.variants {
                 let Some(params) = v.fields.iter().find(|f| f.name == ms.params_field) else { continue };
-                let m = fn_suffix(&v.tag_value);
+                let m = self.method_suffix(&v.tag_value);
                 w.blank();
                 self.node_fns(&mut w, &format!("p${m}"), &params.node, !params.required);
                 w.blank();
@@ -674,7 +715,7 @@ impl<'a> Emitter<'a> {
             w.open("export const METHOD_CHECKS: { readonly [M in T.MethodName]: MethodCheck } = {");
             for v in &u.variants {
                 let Some(params) = v.fields.iter().find(|f| f.name == ms.params_field) else { continue };
-                let m = fn_suffix(&v.tag_value);
+                let m = self.method_suffix(&v.tag_value);
                 w.open(&format!("{}: {{", prop_key(&v.tag_value)));
                 w.line(&format!("paramsRequired: {},", params.required));
                 // Params and results sit one level down, in the JSON-RPC message.
@@ -710,7 +751,7 @@ impl<'a> Emitter<'a> {
 
     fn named_validators(&self, w: &mut Out, t: &NamedType) {
         let id = self.id(&t.name);
-        let f = fn_suffix(&t.name);
+        let f = self.suffix(&t.name);
         // `isValid` and `validate` are the registry's: a type named `Valid` gets `isValid_`.
         let is_name = if f == "Valid" { "isValid_".to_owned() } else { format!("is{f}") };
         w.doc(&format!("Whether `value` is a valid `{}` (see the module comment for `lenient`).", t.name));
@@ -1056,7 +1097,7 @@ impl<'a> Emitter<'a> {
     /// `x` sits `lv` arrays and objects below the function's value (at depth `d + lv`).
     fn fast_node(&self, w: &mut Out, node: &Node, x: &str, lv: usize) {
         if let Some(r) = &node.reference {
-            let call = format!("f{}({x}, lenient, {})", fn_suffix(r), depth(lv));
+            let call = format!("f{}({x}, lenient, {})", self.suffix(r), depth(lv));
             // As Rust's `dyn_check`: `null` skipped only where the place allows it (a nullable repr).
             if matches!(node.repr, Repr::Nullable(_)) {
                 w.line(&format!("if ({x} !== null && !{call}) return false;"));
@@ -1145,7 +1186,7 @@ impl<'a> Emitter<'a> {
         }
         // Objects.
         if let Some(obj) = &node.object {
-            let f = fn_suffix(obj);
+            let f = self.suffix(obj);
             let d = depth(lv);
             if only(Types::OBJECT) {
                 w.line(&format!("if (!f{f}({x}, lenient, {d})) return false;"));
@@ -1300,7 +1341,7 @@ impl<'a> Emitter<'a> {
     /// below the function's value, as in [`Emitter::fast_node`].
     fn check_node(&self, w: &mut Out, node: &Node, x: &str, p: &str, lv: usize) {
         if let Some(r) = &node.reference {
-            let call = format!("c{}({x}, {p}, out, lenient, {});", fn_suffix(r), depth(lv));
+            let call = format!("c{}({x}, {p}, out, lenient, {});", self.suffix(r), depth(lv));
             if matches!(node.repr, Repr::Nullable(_)) {
                 w.line(&format!("if ({x} !== null) {call}"));
             } else {
@@ -1402,7 +1443,7 @@ impl<'a> Emitter<'a> {
             }
         }
         if let Some(obj) = &node.object {
-            let f = fn_suffix(obj);
+            let f = self.suffix(obj);
             let d = depth(lv);
             if only(Types::OBJECT) {
                 body.line(&format!("c{f}({x}, {p}, out, lenient, {d});"));

@@ -390,3 +390,14 @@ test("uniqueItems: two elements equal as JSON values are a violation, in every f
   for (let i = 0; i < 100_000; i++) deep = [deep];
   check(m, "Unique", { anything: [deep, deep] }, "two deep elements");
 });
+
+test("types whose names differ only in case keep functions of their own", { skip: SKIP }, () => {
+  // `A`'s inline property `bC` is the type `ABC` (an object), the `$defs` entry `ABC` the type
+  // `Abc` (a string): one suffix each (`Abc`, `Abc2`), where both were `Abc` and did not compile.
+  const m = modules.get("case_names");
+  assert.ok(m, "the generated case_names module");
+  assert.deepEqual(check(m, "CaseNames", { a: { bC: { x: "y" } }, abc: "xy" }, "both"), []);
+  assert.deepEqual(check(m, "Abc", "x", "Abc").map((v) => v.keyword), ["minLength"]);
+  assert.deepEqual(check(m, "ABC", { x: 1 }, "ABC").map((v) => [v.pointer, v.keyword]), [["/x", "type"]]);
+  assert.deepEqual(check(m, "CaseNames", { a: { bC: { x: 1 } }, abc: "x" }, "both wrong").map((v) => v.pointer), ["/a/bC/x", "/abc"]);
+});
