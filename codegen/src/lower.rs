@@ -1256,10 +1256,10 @@ impl<'a> Lowerer<'a> {
                 .find(|s| s.get("const").and_then(Value::as_str) == Some(tag_value.as_str()))
                 .cloned()
                 .unwrap_or(Value::Null);
-            if let Some(k) = tag_schema.as_object().and_then(|t| t.keys().find(|k| !matches!(k.as_str(), "const" | "description" | "$comment" | "type"))) {
+            if let Some(k) = tag_schema.as_object().and_then(|t| t.keys().find(|k| !matches!(k.as_str(), "const" | "type") && !is_annotation(k))) {
                 let own = m.get("properties").and_then(|ps| ps.get(&tag)).is_some_and(|s| s == &tag_schema);
                 let at = if own { push_pointer(&push_pointer(bp, "properties"), &tag) } else { bp.clone() };
-                return Err(err(bf, &at, k, "the tag property holds only `const` (and `description`)"));
+                return Err(err(bf, &at, k, "the tag property holds only `const` (and annotations: `description`, `title`, …)"));
             }
             if !seen.insert(tag_value.clone()) {
                 return Err(err(bf, bp, "const", format!("tag value `{tag_value}` is used by two branches")));
@@ -1734,7 +1734,8 @@ impl<'a> Lowerer<'a> {
             let p = push_pointer(pointer, "items");
             node.array.items = Some(Box::new(self.node(file, &p, items, &format!("{hint}Item"))?));
         }
-        node.array.min_items = map.get("minItems").map(|v| whole(file, pointer, "minItems", v)).transpose()?;
+        // `minItems: 0` says nothing (every array has at least no items).
+        node.array.min_items = map.get("minItems").map(|v| whole(file, pointer, "minItems", v)).transpose()?.filter(|n| *n > 0);
         node.array.max_items = map.get("maxItems").map(|v| whole(file, pointer, "maxItems", v)).transpose()?;
         node.array.unique_items = match map.get("uniqueItems") {
             None | Some(Value::Bool(false)) => false,
@@ -1823,7 +1824,8 @@ impl<'a> Lowerer<'a> {
             Some(_) => return Err(err(file, pointer, "pattern", "must be a string")),
         };
         Ok(StringRules {
-            min_length: map.get("minLength").map(|v| whole(file, pointer, "minLength", v)).transpose()?,
+            // `minLength: 0` says nothing.
+            min_length: map.get("minLength").map(|v| whole(file, pointer, "minLength", v)).transpose()?.filter(|n| *n > 0),
             max_length: map.get("maxLength").map(|v| whole(file, pointer, "maxLength", v)).transpose()?,
             pattern,
         })
@@ -2300,6 +2302,19 @@ mod tests {
         assert_eq!(format!("{with:?}"), format!("{:?}", lower_text(&bare).expect("lowers")));
         let misspelled = lower_text(r##"{"type": "string", "minLenght": 1, "markdownDescription": "x"}"##).expect_err("refused");
         assert_eq!(misspelled.keyword, "minLenght");
+    }
+
+    #[test]
+    fn a_tags_annotations_leave_the_union_tagged() {
+        // `title`, `examples`, `default`, `deprecated` and another tool's `x-…` beside the tag's
+        // `const` change nothing (they were refused); another rule there still is.
+        let text = r##"{"oneOf": [
+            {"type": "object", "required": ["k"], "properties": {"k": {"const": "a", "title": "Kind", "examples": ["a"], "default": "a", "deprecated": false, "x-foo": 1}}},
+            {"type": "object", "required": ["k"], "properties": {"k": {"const": "b", "markdownDescription": "B"}}}]}"##;
+        let space = lower_text(text).expect("annotations on the tag are accepted");
+        assert!(space.types.values().any(|t| matches!(&t.kind, TypeKind::Union(u) if u.variants.len() == 2)), "a tagged union");
+        let ruled = lower_text(r##"{"oneOf": [{"type": "object", "required": ["k"], "properties": {"k": {"const": "a", "maxLength": 1}}}], "x-extensible": true}"##);
+        assert_eq!(ruled.expect_err("a rule on the tag").keyword, "maxLength");
     }
 
     #[test]

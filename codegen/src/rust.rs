@@ -77,16 +77,77 @@ fn doc_safe(text: &str) -> String {
     text.chars().map(|c| if c.is_control() && c != '\t' { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
 
-fn doc(text: &str) -> TokenStream {
-    let lines: Vec<TokenStream> = text.lines().map(|l| {
+pub(crate) fn doc(text: &str) -> TokenStream {
+    let lines: Vec<TokenStream> = no_doctests(text).iter().map(|l| {
         let l = format!(" {}", doc_safe(l));
         quote!(#[doc = #l])
     }).collect();
     quote!(#(#lines)*)
 }
 
+/// A schema's description as documentation text that holds no doctest: rustdoc runs a code block
+/// with no language (or a Rust one) as a test, and a description's example (`key: value`, a
+/// shell command) is no Rust. Fenced blocks are marked `text`; an indented block is fenced as
+/// `text`, its lines kept.
+fn no_doctests(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut fence: Option<String> = None;
+    let mut indented = false;
+    let mut blank_before = true;
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        let lead = line.len() - trimmed.len();
+        if let Some(f) = &fence {
+            if lead < 4 && trimmed.starts_with(f.as_str()) && trimmed.trim_end().chars().all(|c| c == f.as_bytes()[0] as char) {
+                fence = None;
+            }
+            out.push(line.to_owned());
+            blank_before = false;
+            continue;
+        }
+        if indented {
+            if trimmed.is_empty() || lead >= 4 || line.starts_with('\t') {
+                out.push(line.to_owned());
+                continue;
+            }
+            // Blank lines that ended the block stay after its fence.
+            let blanks = out.iter().rev().take_while(|l| l.trim().is_empty()).count();
+            out.insert(out.len() - blanks, "```".to_owned());
+            indented = false;
+        }
+        let opener = ["```", "~~~"].into_iter().find(|f| lead < 4 && trimmed.starts_with(f));
+        if let Some(f) = opener {
+            let marks = trimmed.chars().take_while(|c| *c == f.as_bytes()[0] as char).count();
+            let info = trimmed[marks..].trim();
+            let lang = info.split([',', ' ']).next().unwrap_or("");
+            let rust = lang.is_empty() || ["rust", "ignore", "should_panic", "no_run", "compile_fail", "edition2015", "edition2018", "edition2021", "edition2024"].contains(&lang);
+            fence = Some(f[..1].repeat(marks));
+            out.push(if rust { format!("{}{}text", &line[..lead], &trimmed[..marks]) } else { line.to_owned() });
+            blank_before = false;
+            continue;
+        }
+        if blank_before && !trimmed.is_empty() && (lead >= 4 || line.starts_with('\t')) {
+            out.push("```text".to_owned());
+            out.push(line.to_owned());
+            indented = true;
+            continue;
+        }
+        blank_before = trimmed.is_empty();
+        out.push(line.to_owned());
+    }
+    if indented {
+        let blanks = out.iter().rev().take_while(|l| l.trim().is_empty()).count();
+        out.insert(out.len() - blanks, "```".to_owned());
+    }
+    if let Some(f) = fence {
+        out.push(f);
+    }
+    out
+}
+
+/// `text` as documentation, or `fallback` when there is none (an empty `description` included).
 fn doc_or(text: Option<&str>, fallback: &str) -> TokenStream {
-    doc(text.unwrap_or(fallback))
+    doc(text.filter(|t| !t.trim().is_empty()).unwrap_or(fallback))
 }
 
 /// Unique field identifiers for a list of JSON names, avoiding the `reserved` ones.
@@ -1835,5 +1896,23 @@ fn compile_simple(p: &Simple) -> TokenStream {
         quote!(let m = #matcher; m(0))
     } else {
         quote!(let m = #matcher; s.char_indices().map(|(i, _)| i).chain(std::iter::once(s.len())).any(m))
+    }
+}
+
+#[cfg(test)]
+mod doc_tests {
+    use super::no_doctests;
+
+    #[test]
+    fn a_descriptions_code_blocks_are_no_doctests() {
+        let fenced = "Example:\n\n```\nkey: value\n```\nthen ```json\n~~~rust,ignore\nx\n~~~";
+        assert_eq!(no_doctests(fenced), ["Example:", "", "```text", "key: value", "```", "then ```json", "~~~text", "x", "~~~"]);
+        let indented = "Run:\n\n    cargo run\n      --release\n\nThen read.";
+        assert_eq!(no_doctests(indented), ["Run:", "", "```text", "    cargo run", "      --release", "```", "", "Then read."]);
+        // A paragraph's wrapped line is no block; a fence left open is closed; JSON stays JSON.
+        assert_eq!(no_doctests("one\n    two"), ["one", "    two"]);
+        assert_eq!(no_doctests("```\nopen"), ["```text", "open", "```"]);
+        assert_eq!(no_doctests("```json\n{}\n```"), ["```json", "{}", "```"]);
+        assert_eq!(no_doctests("    at the start"), ["```text", "    at the start", "```"]);
     }
 }

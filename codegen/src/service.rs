@@ -186,7 +186,7 @@ impl Emitter<'_> {
                 None => (quote!(serde_json::Value), exact(&quote!(serde_json::Value))),
             };
             let encode_params = if optional { quote!(match &params { Some(p) => encode_params(p)?, None => None }) } else { quote!(encode_params(&params)?) };
-            let d = doc(v.description.as_deref().unwrap_or(&format!("`{wire}`.")));
+            let d = doc(v.description.as_deref().filter(|t| !t.trim().is_empty()).unwrap_or(&format!("`{wire}`.")));
             out.push(Call { wire, ident, doc: d, params_ty, result_ty: Some(result_ty), decode_result, encode_params });
         }
         Ok(Some(out))
@@ -387,7 +387,7 @@ impl Emitter<'_> {
             let pid = type_ident(&m.params);
             let vid = type_ident(&m.variant);
             let wire = m.method.clone();
-            let d = doc(m.description.as_deref().unwrap_or(&format!("`{wire}`.")));
+            let d = doc(m.description.as_deref().filter(|t| !t.trim().is_empty()).unwrap_or(&format!("`{wire}`.")));
             match &m.result {
                 Some(r) => {
                     let rid = type_ident(r);
