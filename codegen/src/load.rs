@@ -90,6 +90,9 @@ impl Documents {
         };
         let target_file = if target.is_empty() {
             file.to_owned()
+        } else if let Some(named) = self.file_with_id(target) {
+            // A file's own absolute `$id` (`https://example.com/x.json`) names that file.
+            named.to_owned()
         } else if target.contains(':') || target.contains('/') || !target.ends_with(".json") {
             return Err(format!(
                 "`{reference}` is not supported: references must stay inside the schema folder, \
@@ -112,6 +115,11 @@ impl Documents {
             return Err(format!("`{reference}` points at nothing: `{target_file}` has no `{pointer}`"));
         }
         Ok((target_file, pointer))
+    }
+
+    /// The file whose root `$id` is the absolute URI `uri` (a trailing empty fragment aside).
+    fn file_with_id(&self, uri: &str) -> Option<&str> {
+        self.files.iter().find(|(_, doc)| doc.get("$id").and_then(Value::as_str).is_some_and(|id| is_absolute_uri(id) && id.trim_end_matches('#') == uri)).map(|(name, _)| name.as_str())
     }
 
     /// The value at `pointer` in `file`.
@@ -145,6 +153,14 @@ impl Documents {
         out.push_str(pointer);
         out
     }
+}
+
+/// Whether `s` is an absolute URI (RFC 3986: a scheme, then `:`), with at most an empty
+/// fragment: what a root `$id` may be besides the file's own name.
+pub fn is_absolute_uri(s: &str) -> bool {
+    let Some((scheme, rest)) = s.split_once(':') else { return false };
+    let scheme_ok = scheme.chars().next().is_some_and(|c| c.is_ascii_alphabetic()) && scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    scheme_ok && !rest.is_empty() && rest.split_once('#').is_none_or(|(_, f)| f.is_empty())
 }
 
 /// The file name without `.json`.

@@ -297,8 +297,9 @@ fn keyword_refusals(file: &str, pointer: &str, map: &Map<String, Value>, is_root
     }
     if let Some(id) = map.get("$id")
         && id.as_str().unwrap_or_default() != file
+        && !id.as_str().is_some_and(crate::load::is_absolute_uri)
     {
-        out.push(err(file, pointer, "$id", format!("`$id` must be the file's own name (`{file}`); base URIs are not supported")));
+        out.push(err(file, pointer, "$id", format!("`$id` must be the file's own name (`{file}`) or an absolute URI naming the file (`https://…/{file}`)")));
     }
     out
 }
@@ -2315,6 +2316,21 @@ mod tests {
         assert!(space.types.values().any(|t| matches!(&t.kind, TypeKind::Union(u) if u.variants.len() == 2)), "a tagged union");
         let ruled = lower_text(r##"{"oneOf": [{"type": "object", "required": ["k"], "properties": {"k": {"const": "a", "maxLength": 1}}}], "x-extensible": true}"##);
         assert_eq!(ruled.expect_err("a rule on the tag").keyword, "maxLength");
+    }
+
+    #[test]
+    fn an_absolute_root_id_names_the_file() {
+        // As published schemas write it: a `$ref` by the file's own URI is the file; another
+        // URI is still a remote reference, and a relative `$id` must be the file's name.
+        let text = r##"{"$id": "https://example.com/s/case.json", "type": "object",
+            "properties": {"a": {"$ref": "#/$defs/A"}, "b": {"$ref": "https://example.com/s/case.json#/$defs/A"}}, "$defs": {"A": {"type": "string"}}}"##;
+        let space = lower_text(text).expect("an absolute $id is the file's");
+        let TypeKind::Struct(root) = &space.types[&space.roots[0]].kind else { panic!("a struct") };
+        assert_eq!(root.fields[1].node.reference.as_deref(), Some("A"));
+        let remote = lower_text(r##"{"$id": "https://example.com/s/case.json", "$ref": "https://example.com/other.json"}"##);
+        assert_eq!(remote.expect_err("remote").keyword, "$ref");
+        assert_eq!(lower_text(r##"{"$id": "other.json", "type": "string"}"##).expect_err("not the file's name").keyword, "$id");
+        assert_eq!(lower_text(r##"{"$id": "https://example.com/x.json#frag", "type": "string"}"##).expect_err("a fragment").keyword, "$id");
     }
 
     #[test]
