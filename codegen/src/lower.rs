@@ -263,6 +263,22 @@ fn inexact_number(v: &Value) -> Option<String> {
     }
 }
 
+/// Whether two values of a schema are the same JSON value (`1` and `1.0` are).
+fn same_json(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            let whole = |n: &serde_json::Number| n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from));
+            match (whole(x), whole(y)) {
+                (Some(i), Some(j)) => i == j,
+                _ => x.as_f64() == y.as_f64(),
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same_json(a, b)),
+        (Value::Object(x), Value::Object(y)) => x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w))),
+        _ => a == b,
+    }
+}
+
 /// Every keyword refusal of one schema object: keywords outside the subset, root-only keywords
 /// elsewhere, a foreign dialect, a `$id` other than the file's name.
 fn keyword_refusals(file: &str, pointer: &str, map: &Map<String, Value>, is_root: bool) -> Vec<SchemaError> {
@@ -1748,8 +1764,11 @@ impl<'a> Lowerer<'a> {
             node.literals = Some(values.clone());
         }
         if let Some(c) = map.get("const") {
-            if node.literals.is_some() {
-                return Err(err(file, pointer, "const", "`const` beside `enum` is not supported"));
+            // Beside `enum`, a value must be both: the `const`, when the `enum` lists it.
+            if let Some(values) = &node.literals
+                && !values.iter().any(|v| same_json(v, c))
+            {
+                return Err(err(file, pointer, "const", "the `enum` beside it does not list the `const` value: no value can match both"));
             }
             node.literals = Some(vec![c.clone()]);
             node.is_const = true;
@@ -2331,6 +2350,16 @@ mod tests {
         assert_eq!(remote.expect_err("remote").keyword, "$ref");
         assert_eq!(lower_text(r##"{"$id": "other.json", "type": "string"}"##).expect_err("not the file's name").keyword, "$id");
         assert_eq!(lower_text(r##"{"$id": "https://example.com/x.json#frag", "type": "string"}"##).expect_err("a fragment").keyword, "$id");
+    }
+
+    #[test]
+    fn const_beside_enum_is_the_const_when_the_enum_lists_it() {
+        let space = lower_text(r##"{"type": "string", "enum": ["a", "b"], "const": "a"}"##).expect("both");
+        let TypeKind::Alias(node) = &space.types[&space.roots[0]].kind else { panic!("an alias") };
+        assert!(node.is_const);
+        assert_eq!(node.literals, Some(vec![serde_json::json!("a")]));
+        assert!(lower_text(r##"{"enum": [1, 2], "const": 1.0}"##).is_ok(), "1.0 is 1");
+        assert_eq!(lower_text(r##"{"enum": ["b"], "const": "a"}"##).expect_err("nothing matches").keyword, "const");
     }
 
     #[test]
