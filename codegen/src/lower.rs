@@ -1511,16 +1511,18 @@ impl<'a> Lowerer<'a> {
             let Some(Value::Array(b)) = map.get(key) else { unreachable!("checked by nullable_key") };
             let idx = if is_null_schema(&b[0]) { 1 } else { 0 };
             let inner = self.node(file, &push_pointer(&push_pointer(pointer, key), &idx.to_string()), &b[idx], hint)?;
-            if key == "oneOf" && inner.types.contains(Types::NULL) {
-                // `null` would match both branches, and `oneOf` refuses a value two branches match.
-                return Err(err(file, pointer, "oneOf", "in `[X, {\"type\": \"null\"}]`, X must not allow null itself (null would match both branches, which `oneOf` refuses)"));
+            // A nullable X, unless X might take `null` itself (its own types say so, or rules the
+            // nullable form would apply to `null` too: an applicator's): then `oneOf` (which
+            // refuses a value both branches match) and `anyOf` are checked as they are, below.
+            let plain = inner.applied.is_empty() && inner.unevaluated.is_none();
+            if plain && !(key == "oneOf" && inner.types.contains(Types::NULL)) {
+                let repr = match inner.repr.clone() {
+                    Repr::Nullable(r) => Repr::Nullable(r),
+                    Repr::Value => Repr::Value,
+                    r => Repr::Nullable(Box::new(r)),
+                };
+                return Ok(Node { types: inner.types.union(Types::NULL), description: description.or(inner.description.clone()), default, repr, ..inner });
             }
-            let repr = match inner.repr.clone() {
-                Repr::Nullable(r) => Repr::Nullable(r),
-                Repr::Value => Repr::Value,
-                r => Repr::Nullable(Box::new(r)),
-            };
-            return Ok(Node { types: inner.types.union(Types::NULL), description: description.or(inner.description.clone()), default, repr, ..inner });
         }
         if const_enum(map).is_some() {
             let name = self.named(file, pointer, hint);
