@@ -641,8 +641,18 @@ fn whole(file: &str, pointer: &str, keyword: &str, v: &Value) -> Result<u64, Sch
     }
 }
 
+/// A bound, as the double every language compares with. An integer no double holds exactly
+/// (beyond 2^53: `9007199254740993`) is refused: Python compares integers with it exactly, Rust
+/// and TypeScript as doubles, and they would disagree next to it.
 fn number(file: &str, pointer: &str, keyword: &str, v: &Value) -> Result<f64, SchemaError> {
-    v.as_f64().ok_or_else(|| err(file, pointer, keyword, "must be a number"))
+    let f = v.as_f64().ok_or_else(|| err(file, pointer, keyword, "must be a number"))?;
+    let whole = v.as_i64().map(i128::from).or_else(|| v.as_u64().map(i128::from));
+    if let Some(i) = whole
+        && (f as i128 != i || f.abs() >= 2f64.powi(127))
+    {
+        return Err(err(file, pointer, keyword, format!("`{i}` is no double exactly (the nearest is {f:e}): the bounds are compared as doubles, and an integer next to this one would be judged differently in each language; write a bound a double holds")));
+    }
+    Ok(f)
 }
 
 fn literal_types(v: &Value) -> Types {
@@ -2362,6 +2372,15 @@ mod tests {
         assert_eq!(node.literals, Some(vec![serde_json::json!("a")]));
         assert!(lower_text(r##"{"enum": [1, 2], "const": 1.0}"##).is_ok(), "1.0 is 1");
         assert_eq!(lower_text(r##"{"enum": ["b"], "const": "a"}"##).expect_err("nothing matches").keyword, "const");
+    }
+
+    #[test]
+    fn a_bound_no_double_holds_is_refused() {
+        assert_eq!(lower_text(r##"{"type": "integer", "maximum": 9007199254740993}"##).expect_err("2^53 + 1").keyword, "maximum");
+        assert_eq!(lower_text(r##"{"type": "integer", "exclusiveMinimum": -9007199254740995}"##).expect_err("-(2^53 + 3)").keyword, "exclusiveMinimum");
+        for ok in [r##"{"type": "integer", "maximum": 9007199254740992}"##, r##"{"type": "integer", "minimum": -9223372036854775808}"##, r##"{"maximum": 1e300}"##] {
+            assert!(lower_text(ok).is_ok(), "{ok}");
+        }
     }
 
     #[test]
