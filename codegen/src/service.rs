@@ -105,11 +105,56 @@ impl Emitter<'_> {
         });
         if let Some(errors) = &self.space.errors {
             let code = type_ident(&errors.enum_name);
-            let d = format!(" An error of code `{}` as the JSON-RPC error object: its `rpc_code`, `message`, and `data: {{\"code\": \"<the code>\"}}`.", doc_safe(&errors.enum_name));
+            // With a carrier (`{code, message, …}`), the data is one: the code, the message, and
+            // `retryable` when the carrier has it (the code knows it).
+            let carrier = errors.carrier.as_ref().and_then(|c| match self.space.types.get(c).map(|t| &t.kind) {
+                Some(TypeKind::Struct(st)) => Some((c, st)),
+                _ => None,
+            });
+            let (data, d) = match carrier {
+                Some((name, st)) => {
+                    let retryable = st.fields.iter().any(|f| f.name == "retryable");
+                    let data = if retryable {
+                        quote!(serde_json::json!({"code": code.as_str(), "message": message, "retryable": code.retryable()}))
+                    } else {
+                        quote!(serde_json::json!({"code": code.as_str(), "message": message}))
+                    };
+                    let fields = if retryable { "`code`, `message` and `retryable`" } else { "`code` and `message`" };
+                    (data, format!(" An error of code `{}` as the JSON-RPC error object: its `rpc_code`, `message`, and as `data` a [`{}`] of its {fields} (for its other members, [`error_from`]).", doc_safe(&errors.enum_name), doc_safe(name)))
+                }
+                None => (quote!(), format!(" An error of code `{}` as the JSON-RPC error object: its `rpc_code`, `message`, and `data: {{\"code\": \"<the code>\"}}`.", doc_safe(&errors.enum_name))),
+            };
+            let body = if carrier.is_some() {
+                quote!(let message = message.into(); #rpc::RpcError::new(code.rpc_code(), message.clone()).with_data(#data))
+            } else {
+                quote!(#rpc::RpcError::new(code.rpc_code(), message).with_data(serde_json::json!({"code": code.as_str()})))
+            };
+            if let Some((name, st)) = carrier {
+                let required = |n: &str| st.fields.iter().any(|f| f.name == n && f.required && !matches!(f.node.repr, Repr::Nullable(_)));
+                if required("code") && required("message") {
+                    let names: Vec<&str> = st.fields.iter().map(|f| f.name.as_str()).collect();
+                    let reserved: &[&str] = if matches!(st.additional, crate::model::Additional::Schema(_)) { &["additional"] } else { &[] };
+                    let idents = field_idents(&names, reserved);
+                    let ident = |n: &str| names.iter().position(|x| *x == n).map(|i| idents[i].clone());
+                    let (c, m) = (ident("code"), ident("message"));
+                    let ty = type_ident(name);
+                    let fd = format!(" The error a [`{}`] stands for: its code's `rpc_code`, its `message`, and the whole object as `data`.", doc_safe(name));
+                    items.push(quote! {
+                        #[doc = #fd]
+                        pub fn error_from(error: &#ty) -> #rpc::RpcError {
+                            let e = #rpc::RpcError::new(error.#c.rpc_code(), error.#m.clone());
+                            match serde_json::to_value(error) {
+                                Ok(data) => e.with_data(data),
+                                Err(_) => e,
+                            }
+                        }
+                    });
+                }
+            }
             items.push(quote! {
                 #[doc = #d]
                 pub fn error(code: #code, message: impl Into<String>) -> #rpc::RpcError {
-                    #rpc::RpcError::new(code.rpc_code(), message).with_data(serde_json::json!({"code": code.as_str()}))
+                    #body
                 }
                 /// The code of an error made by [`error`] (`data.code`), when it is one.
                 pub fn error_code(e: &#rpc::RpcError) -> Option<#code> {

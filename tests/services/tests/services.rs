@@ -121,3 +121,20 @@ fn our_method_union_decodes_by_where_the_problem_is() {
     let pointers: Vec<&str> = e.data.as_ref().and_then(|d| d["violations"].as_array()).into_iter().flatten().filter_map(|v| v["pointer"].as_str()).collect();
     assert!(pointers.contains(&"/params/task"), "{e:?}");
 }
+
+#[test]
+fn an_error_carries_the_schemas_error_object_as_its_data() {
+    // Our schema's carrier `RuntimeSubmitError` requires `code`, `message` and `retryable`:
+    // `service::error` sends all three, and `service::error_from` the whole object.
+    use openagents::{ErrorCode, RuntimeSubmitError, service};
+    let e = service::error(ErrorCode::UnknownMethod, "no such method");
+    assert_eq!(e.code, ErrorCode::UnknownMethod.rpc_code());
+    let data = e.data.clone().expect("data");
+    assert_eq!(data, serde_json::json!({"code": "unknown_method", "message": "no such method", "retryable": false}));
+    assert_eq!(openagents::validate_json("RuntimeSubmitError", data.to_string().as_bytes()), Ok(()));
+    assert_eq!(service::error_code(&e), Some(ErrorCode::UnknownMethod));
+    let full: RuntimeSubmitError = openagents_rt::parse_validated(br#"{"code":"unknown_method","message":"m","retryable":false}"#).expect("valid");
+    let e = service::error_from(&full);
+    assert_eq!((e.code, e.message.as_str()), (ErrorCode::UnknownMethod.rpc_code(), "m"));
+    assert_eq!(openagents::validate_json("RuntimeSubmitError", e.data.expect("data").to_string().as_bytes()), Ok(()));
+}
