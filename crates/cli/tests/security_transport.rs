@@ -233,6 +233,8 @@ fn headers_declared_lengths_and_connections_per_peer_are_capped_before_authentic
         streams.push(s);
     }
     let refused = http_from(addr, Ipv4Addr::LOCALHOST, status.as_bytes());
-    assert!(refused.is_none(), "one connection past the per-peer cap of authenticated connections is closed unanswered: {refused:?}");
+    let (code, body) = refused.expect("one connection past the per-peer cap of authenticated connections is answered");
+    assert_eq!(code, 503, "answered busy, then closed: {body}");
+    assert!(body.contains("-32003"), "a JSON-RPC busy error: {body}");
     drop(streams);
 }

@@ -193,8 +193,15 @@ impl RpcError {
     /// [`MAX_VIOLATIONS`] in `data.violations` (each text at most [`MAX_VIOLATION_TEXT`] bytes),
     /// the rest counted in `data.violations_omitted`.
     pub fn invalid_params_violations(violations: impl IntoIterator<Item = (String, String, String)>) -> RpcError {
-        let all: Vec<(String, String, String)> = violations.into_iter().collect();
-        let total = all.len();
+        let mut all: Vec<(String, String, String)> = violations.into_iter().collect();
+        // A check lists at most a thousand violations and counts the rest in a last one of
+        // keyword `maxViolations` (`openagents_rt::UNLISTED`), its message starting with their
+        // number: counted here as omitted, not listed.
+        let mut unlisted = 0;
+        if all.last().is_some_and(|(_, k, _)| k == "maxViolations") {
+            unlisted = all.pop().and_then(|(_, _, m)| m.split(' ').next()?.parse::<usize>().ok()).unwrap_or(0);
+        }
+        let total = all.len() + unlisted;
         let kept: Vec<serde_json::Value> = all
             .iter()
             .take(MAX_VIOLATIONS)

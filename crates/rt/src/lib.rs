@@ -140,23 +140,42 @@ impl<'a> Path<'a> {
 }
 
 /// The most violations one check lists: past [`MAX_REPORTED`]` - 1`, one last violation (keyword
-/// `maxViolations`, at the root) says that more were found, and the rest are not kept. A hostile
-/// document of millions of bad elements then costs the memory of a thousand violations, not of
-/// one per element.
+/// [`UNLISTED`], at the root) counts the others, which are not kept. A hostile document of
+/// millions of bad elements then costs the memory of a thousand violations, not of one per
+/// element.
 pub const MAX_REPORTED: usize = 1000;
 
-/// Records a violation at `path` (while fewer than [`MAX_REPORTED`] are listed).
+/// The keyword of the violation that counts the violations past [`MAX_REPORTED`]; its message
+/// starts with their number ([`unlisted`]).
+pub const UNLISTED: &str = "maxViolations";
+
+/// Records a violation at `path` (while fewer than [`MAX_REPORTED`] are listed; past that, it is
+/// counted).
 #[cold]
 pub fn report(out: &mut Vec<Violation>, path: &Path<'_>, keyword: &str, message: String) {
     match out.len().cmp(&(MAX_REPORTED - 1)) {
         std::cmp::Ordering::Less => out.push(Violation { pointer: path.to_pointer(), keyword: keyword.to_owned(), message }),
-        std::cmp::Ordering::Equal => out.push(Violation {
-            pointer: String::new(),
-            keyword: "maxViolations".to_owned(),
-            message: format!("more than {} violations were found; the rest are not listed", MAX_REPORTED - 1),
-        }),
-        std::cmp::Ordering::Greater => {}
+        std::cmp::Ordering::Equal => out.push(Violation { pointer: String::new(), keyword: UNLISTED.to_owned(), message: unlisted_message(1) }),
+        std::cmp::Ordering::Greater => {
+            if let Some(last) = out.last_mut().filter(|v| v.keyword == UNLISTED) {
+                last.message = unlisted_message(unlisted(std::slice::from_ref(last)) + 1);
+            }
+        }
     }
+}
+
+fn unlisted_message(n: usize) -> String {
+    format!("{n} more violations were found and are not listed (a check lists at most {})", MAX_REPORTED - 1)
+}
+
+/// How many violations `violations` counts without listing them (its [`UNLISTED`] one's number).
+pub fn unlisted(violations: &[Violation]) -> usize {
+    violations
+        .iter()
+        .rev()
+        .find(|v| v.keyword == UNLISTED)
+        .and_then(|v| v.message.split(' ').next()?.parse().ok())
+        .unwrap_or(0)
 }
 
 /// A generated type's checks for everything its Rust type does not already guarantee.

@@ -164,8 +164,9 @@ fn hostile_bodies_get_their_documented_errors_and_the_runtime_keeps_serving() {
     for (what, body, expect) in &cases {
         let r = post_rpc(server.addr, Some(&admin), body);
         check_reply(what, &r, *expect);
-        // A request that is not JSON never echoes an id.
-        if serde_json::from_slice::<Value>(body).is_err() {
+        // A request that is not JSON text never echoes an id (one whose params hold what the
+        // decoder cannot read, a number out of range, is read, and echoes its id).
+        if serde_json::from_slice::<serde::de::IgnoredAny>(body).is_err() {
             assert!(r.json()["id"].is_null(), "{what}: {}", r.text());
         }
         still_serving(what, &server);
