@@ -33,6 +33,8 @@ pub const JSON_CONTENT_TYPES: &[&str] = &["application/json", "application/json-
 mod close {
     /// The server is shutting down.
     pub const GOING_AWAY: u16 = 1001;
+    /// A text message that is not UTF-8.
+    pub const INVALID_PAYLOAD: u16 = 1007;
     /// A message over the frame bound.
     pub const TOO_BIG: u16 = 1009;
     /// The connection gave its place to a newcomer (it had not authenticated and was idle).
@@ -473,10 +475,13 @@ async fn ws_connection(server: RpcServer, identity: Identity, socket: WebSocket,
             Some(Ok(Message::Binary(b))) => conn.take(b).await,
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
             Some(Err(e)) => {
-                let too_big = std::error::Error::source(&e)
-                    .and_then(|s| s.downcast_ref::<tokio_tungstenite::tungstenite::Error>())
-                    .is_some_and(|t| matches!(t, tokio_tungstenite::tungstenite::Error::Capacity(_)));
-                break too_big.then_some((close::TOO_BIG, "a message is longer than the server's frame bound"));
+                use tokio_tungstenite::tungstenite::Error as WsError;
+                let cause = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<WsError>());
+                break match cause {
+                    Some(WsError::Capacity(_)) => Some((close::TOO_BIG, "a message is longer than the server's frame bound")),
+                    Some(WsError::Utf8(_)) => Some((close::INVALID_PAYLOAD, "a text message is not UTF-8")),
+                    _ => None,
+                };
             }
         }
     };

@@ -280,3 +280,17 @@ async fn bytes_that_are_not_utf8_get_a_parse_error_on_every_transport() {
     let reply = ws.next().await.expect("a reply").expect("a message");
     assert!(reply.to_text().expect("text").contains(r#""id":3,"result":null"#), "{reply:?}");
 }
+
+#[tokio::test]
+async fn a_websocket_text_message_that_is_not_utf8_is_closed_with_1007() {
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+    let (addr, _task) = listen(RpcServer::new(TestHandler::new())).await;
+    let (mut raw, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/rpc")).await.expect("connects");
+    let bad: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"echo\",\"params\":[\"\xff\"]}";
+    raw.send(Message::Frame(Frame::message(bad.to_vec(), OpCode::Data(Data::Text), true))).await.expect("send");
+    match raw.next().await {
+        Some(Ok(Message::Close(Some(f)))) => assert_eq!(u16::from(f.code), 1007, "{f:?}"),
+        other => panic!("expected a close 1007: {other:?}"),
+    }
+}
