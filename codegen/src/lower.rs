@@ -1180,11 +1180,9 @@ impl<'a> Lowerer<'a> {
     }
 
     fn struct_def(&mut self, file: &str, pointer: &str, map: &Map<String, Value>, name: &str) -> Result<StructDef, SchemaError> {
-        for k in NON_OBJECT_RULES {
-            if map.contains_key(*k) {
-                // Rules for other types are inert on an object-only schema; a mix is a modelling error.
-                return Err(err(file, pointer, k, format!("`{k}` does not apply to an object schema")));
-            }
+        if let Some(k) = misplaced_rule(map) {
+            // A schema of objects and other types at once, or `enum`/`const` on an object.
+            return Err(err(file, pointer, k, format!("`{k}` does not apply to an object schema")));
         }
         let (fields, additional) = self.fields(file, pointer, map, name, None)?;
         let types = self.types_of(file, pointer, map)?;
@@ -1306,10 +1304,8 @@ impl<'a> Lowerer<'a> {
                 }
                 None => None,
             };
-            for k in NON_OBJECT_RULES {
-                if m.contains_key(*k) {
-                    return Err(err(bf, bp, k, format!("`{k}` does not apply to an object branch")));
-                }
+            if let Some(k) = misplaced_rule(m) {
+                return Err(err(bf, bp, k, format!("`{k}` does not apply to an object branch")));
             }
             variants.push(Variant {
                 tag_value,
@@ -1419,7 +1415,7 @@ impl<'a> Lowerer<'a> {
         if !composes || has_applicators_besides(map, &["allOf", "$ref"]) || !self.exact_composition(file, pointer, map, None) {
             return false;
         }
-        if NON_OBJECT_RULES.iter().any(|k| map.contains_key(*k)) {
+        if misplaced_rule(map).is_some() {
             return false;
         }
         let Some(parts) = self.composed_parts(file, pointer, map) else { return false };
@@ -1945,6 +1941,19 @@ fn all_object<'m>(parts: impl Iterator<Item = &'m Map<String, Value>> + Clone) -
 /// the rules of other types, inert on an object.
 const NON_OBJECT_RULES: &[&str] = &["enum", "const", "minLength", "maxLength", "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "items", "minItems", "maxItems"];
 
+/// The first of [`NON_OBJECT_RULES`] an object schema cannot take: `enum` or `const` (which
+/// would restrict the objects), or a rule for strings, numbers or arrays where `type` allows
+/// those too. Where `type` is `"object"` (or it and `null`), those rules are inert, as 2020-12
+/// has them, and are ignored.
+fn misplaced_rule(map: &Map<String, Value>) -> Option<&'static str> {
+    let object_only = match map.get("type") {
+        Some(Value::String(t)) => t == "object",
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == "object") && ts.iter().all(|t| t == "object" || t == "null"),
+        _ => false,
+    };
+    NON_OBJECT_RULES.iter().copied().find(|k| map.contains_key(*k) && (matches!(*k, "enum" | "const") || !object_only))
+}
+
 /// Whether a schema is a `$ref` with only annotations beside it (the type it names).
 fn ref_alone(schema: &Value) -> bool {
     schema.as_object().is_some_and(|o| o.contains_key("$ref") && o.keys().all(|k| k == "$ref" || is_annotation(k)))
@@ -2381,6 +2390,21 @@ mod tests {
         for ok in [r##"{"type": "integer", "maximum": 9007199254740992}"##, r##"{"type": "integer", "minimum": -9223372036854775808}"##, r##"{"maximum": 1e300}"##] {
             assert!(lower_text(ok).is_ok(), "{ok}");
         }
+    }
+
+    #[test]
+    fn rules_for_other_types_on_an_object_only_schema_are_inert() {
+        // As 2020-12 has them: `minItems` or `maxLength` beside `"type": "object"` constrain
+        // nothing (they were refused); `enum` beside an object's properties keeps it a checked
+        // value.
+        let space = lower_text(r##"{"type": "object", "minItems": 1, "maxLength": 3, "pattern": "x", "properties": {"a": {"type": "string"}}}"##).expect("inert");
+        assert!(matches!(space.types[&space.roots[0]].kind, TypeKind::Struct(_)));
+        assert!(lower_text(r##"{"type": ["object", "null"], "minimum": 1, "properties": {"a": {}}}"##).is_ok());
+        // Objects and strings at once: a checked value whose strings keep the rule.
+        let mixed = lower_text(r##"{"type": ["object", "string"], "minLength": 1, "properties": {"a": {}}}"##).expect("a mix");
+        assert!(matches!(&mixed.types[&mixed.roots[0]].kind, TypeKind::Alias(n) if n.string.min_length == Some(1)));
+        let listed = lower_text(r##"{"type": "object", "enum": [{}], "properties": {"a": {}}}"##).expect("a checked value");
+        assert!(matches!(&listed.types[&listed.roots[0]].kind, TypeKind::Alias(n) if n.literals.is_some()), "enum restricts the objects");
     }
 
     #[test]
