@@ -1504,7 +1504,11 @@ impl<'a> Lowerer<'a> {
             let name = self.named(&f, &p, &ref_hint(&f, &p));
             let target = self.docs.get(&f, &p).cloned().unwrap_or(Value::Null);
             let types = self.ref_types(&f, &p, &target, 0);
-            let repr = if types.contains(Types::NULL) && types != Types::NULL && !types.contains(Types::ALL.without_null()) {
+            // Nullable only where the target surely takes `null` (its `type` says so and nothing
+            // else of it could refuse it): `types` is what the target might allow, and a target
+            // that decides `null` by its applicators (two `oneOf` branches that both take it, a
+            // `not`) is left to decide it.
+            let repr = if surely_takes_null(&target) && types != Types::NULL && !types.contains(Types::ALL.without_null()) {
                 Repr::Nullable(Box::new(Repr::Named(name.clone())))
             } else {
                 Repr::Named(name.clone())
@@ -1940,6 +1944,18 @@ fn all_object<'m>(parts: impl Iterator<Item = &'m Map<String, Value>> + Clone) -
 /// The keywords an object schema (a struct, a union's branch) does not take: `enum`/`const`, and
 /// the rules of other types, inert on an object.
 const NON_OBJECT_RULES: &[&str] = &["enum", "const", "minLength", "maxLength", "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "items", "minItems", "maxItems"];
+
+/// Whether `schema` takes `null` whatever else it says: its `type` allows it, and it has no
+/// keyword that could refuse it (`enum`, `const`, an applicator, a `$ref`).
+fn surely_takes_null(schema: &Value) -> bool {
+    let Some(map) = schema.as_object() else { return schema == &Value::Bool(true) };
+    let typed = match map.get("type") {
+        Some(Value::String(t)) => t == "null",
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == "null"),
+        _ => false,
+    };
+    typed && !["enum", "const", "allOf", "anyOf", "oneOf", "not", "$ref", "unevaluatedProperties"].iter().any(|k| map.contains_key(*k))
+}
 
 /// The first of [`NON_OBJECT_RULES`] an object schema cannot take: `enum` or `const` (which
 /// would restrict the objects), or a rule for strings, numbers or arrays where `type` allows

@@ -1189,7 +1189,7 @@ impl Adapter {
         if let Some((request_id, waiting)) = card.request {
             waiting.abort();
             if let Some((peer, _)) = self.editor.get() {
-                let cancel = acp::CancelRequestNotification { request_id: Some(Value::from(request_id)), meta: None };
+                let cancel = acp::CancelRequestNotification { request_id: Value::from(request_id), meta: None };
                 let _ = acp::protocol_side::Notification::CancelRequest(cancel).send(peer).await;
             }
         }
@@ -1241,7 +1241,7 @@ impl Adapter {
             return true;
         };
         waiting.abort();
-        let cancel = acp::CancelRequestNotification { request_id: Some(Value::from(id)), meta: None };
+        let cancel = acp::CancelRequestNotification { request_id: Value::from(id), meta: None };
         let _ = acp::protocol_side::Notification::CancelRequest(cancel).send(peer).await;
         settled
     }

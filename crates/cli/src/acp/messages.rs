@@ -351,7 +351,7 @@ pub fn vectors() -> Vec<(&'static str, Value)> {
         ("SessionNotification", update(card_closed("approval-1".into(), false))),
         ("SessionNotification", update(warning("ignored".into()))),
         ("RequestPermissionRequest", value(&permission_request("acp-1".into(), "approval-1".into(), "May I?".into()))),
-        ("CancelRequestNotification", value(&acp::CancelRequestNotification { request_id: Some(Value::from(7)), meta: None })),
+        ("CancelRequestNotification", value(&acp::CancelRequestNotification { request_id: Value::from(7), meta: None })),
         ("Error", value(&openagents_rpc::RpcError::new(-32007, "the runner failed").with_data(serde_json::json!({"code": "runner_failed", "message": "the runner failed", "retryable": true})))),
     ]
 }
