@@ -90,7 +90,7 @@ impl Documents {
         };
         let target_file = if target.is_empty() {
             file.to_owned()
-        } else if let Some(named) = self.file_with_id(target) {
+        } else if let Some(named) = self.file_with_id(target)? {
             // A file's own absolute `$id` (`https://example.com/x.json`) names that file.
             named.to_owned()
         } else if target.contains(':') || target.contains('/') || !target.ends_with(".json") {
@@ -117,9 +117,14 @@ impl Documents {
         Ok((target_file, pointer))
     }
 
-    /// The file whose root `$id` is the absolute URI `uri` (a trailing empty fragment aside).
-    fn file_with_id(&self, uri: &str) -> Option<&str> {
-        self.files.iter().find(|(_, doc)| doc.get("$id").and_then(Value::as_str).is_some_and(|id| is_absolute_uri(id) && id.trim_end_matches('#') == uri)).map(|(name, _)| name.as_str())
+    /// The file whose root `$id` is the absolute URI `uri` (a trailing empty fragment aside); an
+    /// error when two files claim it.
+    fn file_with_id(&self, uri: &str) -> Result<Option<&str>, String> {
+        let mut named = self.files.iter().filter(|(_, doc)| doc.get("$id").and_then(Value::as_str).is_some_and(|id| is_absolute_uri(id) && id.trim_end_matches('#') == uri)).map(|(name, _)| name.as_str());
+        match (named.next(), named.next()) {
+            (Some(a), Some(b)) => Err(format!("`{uri}` is the `$id` of both `{a}` and `{b}`: a `$ref` by it names no one file")),
+            (one, _) => Ok(one),
+        }
     }
 
     /// The value at `pointer` in `file`.

@@ -267,10 +267,14 @@ fn inexact_number(v: &Value) -> Option<String> {
 fn same_json(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => {
+            // An integer equals a double only when the double is that whole number.
             let whole = |n: &serde_json::Number| n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from));
+            let exact = |f: Option<f64>, i: i128| f.is_some_and(|f| f.is_finite() && f.fract() == 0.0 && f.abs() < 2f64.powi(100) && f as i128 == i);
             match (whole(x), whole(y)) {
                 (Some(i), Some(j)) => i == j,
-                _ => x.as_f64() == y.as_f64(),
+                (Some(i), None) => exact(y.as_f64(), i),
+                (None, Some(j)) => exact(x.as_f64(), j),
+                (None, None) => x.as_f64() == y.as_f64(),
             }
         }
         (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same_json(a, b)),
@@ -2396,6 +2400,7 @@ mod tests {
         assert!(node.is_const);
         assert_eq!(node.literals, Some(vec![serde_json::json!("a")]));
         assert!(lower_text(r##"{"enum": [1, 2], "const": 1.0}"##).is_ok(), "1.0 is 1");
+        assert_eq!(lower_text(r##"{"enum": [9007199254740992.0], "const": 9007199254740993}"##).expect_err("2^53 + 1 is not 2^53").keyword, "const");
         assert_eq!(lower_text(r##"{"enum": ["b"], "const": "a"}"##).expect_err("nothing matches").keyword, "const");
     }
 

@@ -93,10 +93,22 @@ fn no_doctests(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut fence: Option<String> = None;
     let mut indented = false;
+    let mut in_quote = false;
     let mut blank_before = true;
     for line in text.lines() {
         let trimmed = line.trim_start();
         let lead = line.len() - trimmed.len();
+        // A fence inside a quote (`> ```) is a code block too.
+        let quoted = trimmed.strip_prefix('>').map(str::trim_start);
+        if fence.is_none() && !indented && let Some(q) = quoted && (q.starts_with("```") || q.starts_with("~~~")) {
+            let marks = q.chars().take_while(|c| *c == q.as_bytes()[0] as char).count();
+            let lang = q[marks..].trim().split([',', ' ']).next().unwrap_or("");
+            let opening = !in_quote;
+            in_quote = !in_quote;
+            out.push(if opening && (lang.is_empty() || lang == "rust") { format!("{}text", &line[..line.len() - q.len() + marks]) } else { line.to_owned() });
+            blank_before = false;
+            continue;
+        }
         if let Some(f) = &fence {
             if lead < 4 && trimmed.starts_with(f.as_str()) && trimmed.trim_end().chars().all(|c| c == f.as_bytes()[0] as char) {
                 fence = None;
@@ -125,6 +137,15 @@ fn no_doctests(text: &str) -> Vec<String> {
             out.push(if rust { format!("{}{}text", &line[..lead], &trimmed[..marks]) } else { line.to_owned() });
             blank_before = false;
             continue;
+        }
+        // After a heading, a setext underline or a closing fence, an indented line starts a
+        // code block as after a blank line.
+        let ends_block = |l: &str| {
+            let t = l.trim();
+            t.starts_with('#') || (!t.is_empty() && (t.chars().all(|c| c == '=') || t.chars().all(|c| c == '-'))) || t.starts_with("```") || t.starts_with("~~~")
+        };
+        if !blank_before && out.last().is_some_and(|l| ends_block(l)) && lead >= 4 && !trimmed.is_empty() {
+            blank_before = true;
         }
         if blank_before && !trimmed.is_empty() && (lead >= 4 || line.starts_with('\t')) {
             out.push("```text".to_owned());
@@ -1914,5 +1935,9 @@ mod doc_tests {
         assert_eq!(no_doctests("```\nopen"), ["```text", "open", "```"]);
         assert_eq!(no_doctests("```json\n{}\n```"), ["```json", "{}", "```"]);
         assert_eq!(no_doctests("    at the start"), ["```text", "    at the start", "```"]);
+        assert_eq!(no_doctests("# Example\n    let x = 1;"), ["# Example", "```text", "    let x = 1;", "```"]);
+        assert_eq!(no_doctests("Title\n-----\n    code"), ["Title", "-----", "```text", "    code", "```"]);
+        assert_eq!(no_doctests("```json\n{}\n```\n    code"), ["```json", "{}", "```", "```text", "    code", "```"]);
+        assert_eq!(no_doctests("> ```\n> x\n> ```"), ["> ```text", "> x", "> ```"]);
     }
 }

@@ -319,7 +319,7 @@ where
             };
             let _ = stream.set_nodelay(true);
             let Some(slot) = slots.try_take(peer.ip()) else {
-                refuse_connection(stream, &refusing, limits.max_connections_per_peer);
+                refuse_connection(stream, &refusing, limits.max_connections, limits.max_connections_per_peer);
                 continue;
             };
             let standing = Arc::clone(&slot.standing);
@@ -595,13 +595,13 @@ const MAX_REFUSING: usize = 64;
 /// closed on arrival), then closed once the client has had a moment to read it (its request read
 /// and dropped meanwhile: at most 64 KiB and one second, so a close with unread bytes does not
 /// reset the answer away). At most [`MAX_REFUSING`] at once; past that it is closed at once.
-fn refuse_connection(stream: tokio::net::TcpStream, refusing: &Arc<Semaphore>, per_peer: usize) {
+fn refuse_connection(stream: tokio::net::TcpStream, refusing: &Arc<Semaphore>, cap: usize, per_peer: usize) {
     let Ok(permit) = Arc::clone(refusing).try_acquire_owned() else { return };
     tokio::spawn(async move {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let _permit = permit;
         let body = format!(
-            r#"{{"jsonrpc":"2.0","id":null,"error":{{"code":{},"message":"Busy: the server holds its most connections (at most {per_peer} from one address); retry later"}}}}"#,
+            r#"{{"jsonrpc":"2.0","id":null,"error":{{"code":{},"message":"Busy: the server holds its most connections (at most {cap} in all, {per_peer} from one address); retry later"}}}}"#,
             crate::codes::BUSY
         );
         let head = format!(

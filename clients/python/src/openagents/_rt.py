@@ -468,12 +468,17 @@ def json_equal(a: object, b: object) -> bool:
 
 def _canonical(value: object) -> object:
     """A hashable form of a JSON value, equal for values JSON Schema calls equal: `1` and `1.0`
-    (Python compares an integer with a float exactly), objects whose members are equal in any
-    order; `true` is not `1`. A model or enum member is taken as the JSON it is written as."""
+    (each number as the exact text of its value), objects whose members are equal in any order;
+    `true` is not `1`. A model or enum member is taken as the JSON it is written as."""
     if isinstance(value, bool):
         return (1, value)
-    if isinstance(value, (int, float)):
-        return (2, value)
+    if isinstance(value, int):
+        # As text: Python's number hashes are not randomised (multiples of 2**61 - 1 all hash
+        # alike), its text hashes are, so a hostile array cannot make the lookup quadratic.
+        return (2, str(int(value)))
+    if isinstance(value, float):
+        # A whole float is the integer it equals (`1.0` is `1`), written exactly.
+        return (2, str(int(value)) if value.is_integer() else repr(value))
     if isinstance(value, str):
         return (3, str(value))
     if value is None:
