@@ -1949,16 +1949,20 @@ fn all_object<'m>(parts: impl Iterator<Item = &'m Map<String, Value>> + Clone) -
 /// the rules of other types, inert on an object.
 const NON_OBJECT_RULES: &[&str] = &["enum", "const", "minLength", "maxLength", "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "items", "minItems", "maxItems"];
 
+/// The types a schema's own `type` keyword names ([`type_name`] for each); `None` when it has
+/// none or names one that is no JSON type.
+fn declared_types(map: &Map<String, Value>) -> Option<Types> {
+    match map.get("type")? {
+        Value::Array(ts) => ts.iter().try_fold(Types::NONE, |acc, t| Some(acc.union(type_name(t)?))),
+        t => type_name(t),
+    }
+}
+
 /// Whether `schema` takes `null` whatever else it says: its `type` allows it, and it has no
 /// keyword that could refuse it (`enum`, `const`, an applicator, a `$ref`).
 fn surely_takes_null(schema: &Value) -> bool {
     let Some(map) = schema.as_object() else { return schema == &Value::Bool(true) };
-    let typed = match map.get("type") {
-        Some(Value::String(t)) => t == "null",
-        Some(Value::Array(ts)) => ts.iter().any(|t| t == "null"),
-        _ => false,
-    };
-    typed && !["enum", "const", "allOf", "anyOf", "oneOf", "not", "$ref", "unevaluatedProperties"].iter().any(|k| map.contains_key(*k))
+    declared_types(map).is_some_and(|t| t.contains(Types::NULL)) && !["enum", "const", "allOf", "anyOf", "oneOf", "not", "$ref", "unevaluatedProperties"].iter().any(|k| map.contains_key(*k))
 }
 
 /// The first of [`NON_OBJECT_RULES`] an object schema cannot take: `enum` or `const` (which
@@ -1966,11 +1970,7 @@ fn surely_takes_null(schema: &Value) -> bool {
 /// those too. Where `type` is `"object"` (or it and `null`), those rules are inert, as 2020-12
 /// has them, and are ignored.
 fn misplaced_rule(map: &Map<String, Value>) -> Option<&'static str> {
-    let object_only = match map.get("type") {
-        Some(Value::String(t)) => t == "object",
-        Some(Value::Array(ts)) => ts.iter().any(|t| t == "object") && ts.iter().all(|t| t == "object" || t == "null"),
-        _ => false,
-    };
+    let object_only = declared_types(map).is_some_and(|t| t.contains(Types::OBJECT) && Types::OBJECT.union(Types::NULL).contains(t));
     NON_OBJECT_RULES.iter().copied().find(|k| map.contains_key(*k) && (matches!(*k, "enum" | "const") || !object_only))
 }
 

@@ -645,11 +645,7 @@ fn canonical(v: &Value, out: &mut String) {
         Value::Null => out.push('n'),
         Value::Bool(b) => out.push(if *b { 't' } else { 'f' }),
         Value::Number(n) => {
-            let whole = n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from)).or_else(|| {
-                let f = n.as_f64()?;
-                (f.is_finite() && f.fract() == 0.0 && f.abs() < 2f64.powi(100)).then_some(f as i128)
-            });
-            match whole {
+            match whole_number(n) {
                 Some(i) => _ = write!(out, "i{i};"),
                 None => _ = write!(out, "d{:e};", n.as_f64().unwrap_or(f64::NAN)),
             }
@@ -786,14 +782,21 @@ pub fn json_equal(a: &Value, b: &Value) -> bool {
 /// only when the double is that whole number (`9007199254740993` is not the double
 /// `9007199254740992.0` it would round to, nor is `2^64` the `u64` maximum).
 fn numbers_equal(x: &serde_json::Number, y: &serde_json::Number) -> bool {
-    let whole = |n: &serde_json::Number| n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from));
-    let exact = |f: f64, i: i128| f.is_finite() && f.fract() == 0.0 && f.abs() < 2f64.powi(100) && f as i128 == i;
-    match (whole(x), whole(y)) {
+    match (whole_number(x), whole_number(y)) {
         (Some(i), Some(j)) => i == j,
-        (Some(i), None) => y.as_f64().is_some_and(|f| exact(f, i)),
-        (None, Some(j)) => x.as_f64().is_some_and(|f| exact(f, j)),
         (None, None) => x.as_f64() == y.as_f64(),
+        _ => false,
     }
+}
+
+/// A number's exact value when it is a whole one: an integer, or a double that is that whole
+/// number (below 2^100, where the conversion is exact). What [`numbers_equal`] and
+/// [`canonical`] compare by.
+fn whole_number(n: &serde_json::Number) -> Option<i128> {
+    n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from)).or_else(|| {
+        let f = n.as_f64()?;
+        (f.is_finite() && f.fract() == 0.0 && f.abs() < 2f64.powi(100)).then_some(f as i128)
+    })
 }
 
 /// A regular expression compiled once, on first use, by an ECMA-262 engine (`regress`).
