@@ -37,6 +37,8 @@
 
 pub mod compat;
 #[doc(hidden)]
+pub mod dialect;
+#[doc(hidden)]
 pub mod digest;
 pub mod error;
 pub mod history;

@@ -72,7 +72,9 @@ impl Documents {
 
     /// Documents from already-parsed values.
     pub fn from_values(values: impl IntoIterator<Item = (String, Value)>) -> Documents {
-        Documents { files: values.into_iter().collect() }
+        let mut files: BTreeMap<String, Value> = values.into_iter().collect();
+        files.values_mut().for_each(crate::dialect::upgrade);
+        Documents { files }
     }
 
     /// Resolves a `$ref` written in `file` to `(file, pointer)`.
@@ -173,10 +175,13 @@ pub fn stem(file: &str) -> &str {
     file.strip_suffix(".json").unwrap_or(file)
 }
 
+/// A schema file's JSON, read in 2020-12 (see [`crate::dialect`]).
 fn parse_document(name: &str, text: &str) -> Result<Value, SchemaError> {
-    serde_json::from_str(text).map_err(|e| {
+    let mut value = serde_json::from_str(text).map_err(|e| {
         SchemaError::new(name, "", "", format!("not valid JSON at line {}, column {}: {e}", e.line(), e.column()))
-    })
+    })?;
+    crate::dialect::upgrade(&mut value);
+    Ok(value)
 }
 
 fn percent_decode(s: &str) -> Option<String> {
@@ -207,7 +212,7 @@ pub(crate) enum Sub {
 pub(crate) fn subschema_keyword(keyword: &str) -> Option<Sub> {
     match keyword {
         "items" | "additionalProperties" | "unevaluatedProperties" | "not" | "contentSchema" | "x-result" => Some(Sub::One),
-        "properties" | "$defs" => Some(Sub::Map),
+        "properties" | "$defs" | "definitions" => Some(Sub::Map),
         "oneOf" | "anyOf" | "allOf" => Some(Sub::List),
         _ => None,
     }

@@ -19,6 +19,7 @@ pub const SUPPORTED_KEYWORDS: &[&str] = &[
     "$id",
     "$ref",
     "$defs",
+    "definitions",
     "$comment",
     "title",
     "description",
@@ -33,6 +34,9 @@ pub const SUPPORTED_KEYWORDS: &[&str] = &[
     "anyOf",
     "oneOf",
     "not",
+    "if",
+    "then",
+    "else",
     "discriminator",
     "unevaluatedProperties",
     "pattern",
@@ -62,6 +66,11 @@ pub const SUPPORTED_KEYWORDS: &[&str] = &[
     "x-echoed",
 ];
 
+/// Where a file keeps its named schemas: `$defs`, and `definitions`, the place earlier dialects
+/// keep them (2020-12's own meta-schema still declares it, as `$defs` under another name). Each
+/// member of either at a file's root is a named type.
+pub const DEFS_KEYWORDS: [&str; 2] = ["$defs", "definitions"];
+
 /// A union branch resolved through one `$ref`: its file, its pointer and its schema object.
 type BranchMap = (String, String, Map<String, Value>);
 
@@ -77,6 +86,7 @@ const ANNOTATIONS: &[&str] = &[
     "description",
     "default",
     "$defs",
+    "definitions",
     "$schema",
     "$id",
     "deprecated",
@@ -134,6 +144,7 @@ fn is_annotation_in(key: &str, map: &Map<String, Value>) -> bool {
         || (key == "format" && integer_format(map).is_none())
         || (key == "unevaluatedProperties" && map.get(key) == Some(&Value::Bool(true)))
         || key == "discriminator"
+        || (matches!(key, "if" | "then" | "else") && !has_conditional(map))
 }
 
 /// The smallest `f64` above -2^63 (that is -2^63 + 1024). Bounds are compared as `f64` (see
@@ -230,7 +241,7 @@ fn scan_schema(file: &str, pointer: &str, schema: &Value, out: &mut Vec<SchemaEr
     for (key, value) in map {
         let at = push_pointer(pointer, key);
         match (key.as_str(), value) {
-            ("$defs", _) if !is_root => {}
+            ("$defs" | "definitions", _) if !is_root => {}
             ("items" | "additionalProperties" | "x-result" | "not" | "if" | "then" | "else" | "contains" | "propertyNames"
             | "unevaluatedItems" | "unevaluatedProperties" | "additionalItems", Value::Object(_)) => {
                 scan_schema(file, &at, value, out);
@@ -313,7 +324,7 @@ fn keyword_refusals(file: &str, pointer: &str, map: &Map<String, Value>, is_root
     if let Some(s) = map.get("$schema")
         && s.as_str() != Some(DIALECT)
     {
-        out.push(err(file, pointer, "$schema", format!("only the 2020-12 dialect (`{DIALECT}`) is supported")));
+        out.push(err(file, pointer, "$schema", format!("only the 2020-12 dialect (`{DIALECT}`) and the earlier ones it reads ({}) are supported", crate::dialect::EARLIER_DIALECTS.join(", "))));
     }
     if let Some(id) = map.get("$id")
         && id.as_str().unwrap_or_default() != file
@@ -336,13 +347,13 @@ fn lower_each(docs: &Documents, refusals: &mut Vec<SchemaError>) -> TypeSpace {
     // would be `Foo`, and so would `Foo`): every key a name can be is that name.
     for exact in [true, false] {
         for (file, doc) in &docs.files {
-            if let Some(Value::Object(defs)) = doc.get("$defs") {
+            for (keyword, defs) in DEFS_KEYWORDS.iter().filter_map(|k| Some((*k, doc.get(*k)?.as_object()?))) {
                 for key in defs.keys() {
                     let base = pascal(key, "Def");
                     if (base == *key) != exact {
                         continue;
                     }
-                    let pointer = push_pointer("/$defs", key);
+                    let pointer = push_pointer(&format!("/{keyword}"), key);
                     let name = if cx.taken.contains(&base) { format!("{}{}", pascal(stem(file), "Schema"), base) } else { base };
                     cx.claim(file, &pointer, name);
                 }
@@ -647,13 +658,19 @@ fn whole(file: &str, pointer: &str, keyword: &str, v: &Value) -> Result<u64, Sch
 
 /// A bound, as the double every language compares with. An integer no double holds exactly
 /// (beyond 2^53: `9007199254740993`) is refused: Python compares integers with it exactly, Rust
-/// and TypeScript as doubles, and they would disagree next to it.
+/// and TypeScript as doubles, and they would disagree next to it. `i64::MAX` as an upper bound
+/// is the exception: it is read as [`I64_SAFE_MAX`], as the `int64` format is.
 fn number(file: &str, pointer: &str, keyword: &str, v: &Value) -> Result<f64, SchemaError> {
     let f = v.as_f64().ok_or_else(|| err(file, pointer, keyword, "must be a number"))?;
     let whole = v.as_i64().map(i128::from).or_else(|| v.as_u64().map(i128::from));
     if let Some(i) = whole
         && (f as i128 != i || f.abs() >= 2f64.powi(127))
     {
+        // `i64::MAX`, which schemas write as the top of a 64-bit integer's range, is read as the
+        // `int64` format's top, [`I64_SAFE_MAX`] (its double, 2^63, is above it).
+        if i == i128::from(i64::MAX) && matches!(keyword, "maximum" | "exclusiveMaximum") {
+            return Ok(I64_SAFE_MAX);
+        }
         return Err(err(file, pointer, keyword, format!("`{i}` is no double exactly (the nearest is {f:e}): the bounds are compared as doubles, and an integer next to this one would be judged differently in each language; write a bound a double holds")));
     }
     Ok(f)
@@ -811,10 +828,11 @@ impl<'a> Lowerer<'a> {
         let description = schema.get("description").and_then(Value::as_str).map(str::to_owned);
         if let Value::Object(map) = &schema {
             self.check_keywords(file, pointer, map, pointer.is_empty())?;
-            if let Some(defs) = map.get("$defs")
-                && !defs.is_object() {
-                    return Err(err(file, pointer, "$defs", "must be an object of schemas"));
+            for keyword in DEFS_KEYWORDS {
+                if map.get(keyword).is_some_and(|defs| !defs.is_object()) {
+                    return Err(err(file, pointer, keyword, "must be an object of schemas"));
                 }
+            }
             if let Some(e) = const_enum(map) {
                 self.insert(name, description, origin, TypeKind::StringEnum(e));
                 return Ok(());
@@ -1634,6 +1652,10 @@ impl<'a> Lowerer<'a> {
             return Err(fail("the schemas `unevaluatedProperties` sees through nest deeper than 32 `$ref`s, `allOf` members and branches"));
         }
         let Some(map) = schema.as_object() else { return Ok(()) };
+        if map.contains_key("if") {
+            // Even alone, `if` evaluates what it declares when the value matches it.
+            return Err(err(here.file, here.pointer, "if", "`if`/`then`/`else` where `unevaluatedProperties` sees it (what they evaluate depends on the value) is not supported"));
+        }
         if let Some(Value::Object(props)) = map.get("properties") {
             set.names.extend(props.keys().cloned());
         }
@@ -1719,6 +1741,13 @@ impl<'a> Lowerer<'a> {
         }
         if let Some(n) = map.get("not") {
             out.not = Some(Box::new(self.node(file, &push_pointer(pointer, "not"), n, &format!("{hint}Not"))?));
+        }
+        if has_conditional(map) {
+            let mut sub = |k: &str, label: &str| map.get(k).map(|s| self.node(file, &push_pointer(pointer, k), s, &format!("{hint}{label}"))).transpose();
+            let condition = sub("if", "If")?.expect("has_conditional");
+            let then = sub("then", "Then")?;
+            let otherwise = sub("else", "Else")?;
+            out.conditional = Some(Box::new(Conditional { condition, then, otherwise }));
         }
         Ok(out)
     }
@@ -1920,12 +1949,19 @@ fn has_unevaluated(map: &Map<String, Value>) -> bool {
     map.get("unevaluatedProperties").is_some_and(|u| u != &Value::Bool(true))
 }
 
+/// Whether `map`'s `if` applies: it has `then`, `else` or both (`if` alone only annotates, and
+/// `then` or `else` without `if` is ignored).
+fn has_conditional(map: &Map<String, Value>) -> bool {
+    map.contains_key("if") && (map.contains_key("then") || map.contains_key("else"))
+}
+
 /// [`has_applicators`], not counting the keywords in `except`.
 fn has_applicators_besides(map: &Map<String, Value>, except: &[&str]) -> bool {
     let present = |k: &str| map.contains_key(k) && !except.contains(&k);
     has_unevaluated(map)
         || present("allOf")
         || present("not")
+        || (present("if") && has_conditional(map))
         || (present("anyOf") && !nullable_alone(map, "anyOf"))
         || (present("oneOf") && !nullable_alone(map, "oneOf"))
         || (present("$ref") && map.keys().any(|k| k != "$ref" && !is_annotation_in(k, map)))
@@ -1962,7 +1998,7 @@ fn declared_types(map: &Map<String, Value>) -> Option<Types> {
 /// keyword that could refuse it (`enum`, `const`, an applicator, a `$ref`).
 fn surely_takes_null(schema: &Value) -> bool {
     let Some(map) = schema.as_object() else { return schema == &Value::Bool(true) };
-    declared_types(map).is_some_and(|t| t.contains(Types::NULL)) && !["enum", "const", "allOf", "anyOf", "oneOf", "not", "$ref", "unevaluatedProperties"].iter().any(|k| map.contains_key(*k))
+    declared_types(map).is_some_and(|t| t.contains(Types::NULL)) && !["enum", "const", "allOf", "anyOf", "oneOf", "not", "$ref", "unevaluatedProperties"].iter().any(|k| map.contains_key(*k)) && !has_conditional(map)
 }
 
 /// The first of [`NON_OBJECT_RULES`] an object schema cannot take: `enum` or `const` (which
@@ -2411,6 +2447,32 @@ mod tests {
         for ok in [r##"{"type": "integer", "maximum": 9007199254740992}"##, r##"{"type": "integer", "minimum": -9223372036854775808}"##, r##"{"maximum": 1e300}"##] {
             assert!(lower_text(ok).is_ok(), "{ok}");
         }
+        // `i64::MAX` as a top is read as the `int64` format's top; as a bottom it is still refused.
+        for kw in ["maximum", "exclusiveMaximum"] {
+            let space = lower_text(&format!(r##"{{"type": "integer", "{kw}": 9223372036854775807}}"##)).expect("i64::MAX");
+            let TypeKind::Alias(n) = &space.types[&space.roots[0]].kind else { panic!("an alias") };
+            assert_eq!(n.number.maximum.or(n.number.exclusive_maximum), Some(I64_SAFE_MAX), "{kw}");
+        }
+        assert_eq!(lower_text(r##"{"type": "integer", "minimum": 9223372036854775807}"##).expect_err("a bottom").keyword, "minimum");
+    }
+
+    #[test]
+    fn definitions_hold_named_types_and_earlier_dialects_are_read_with_their_meaning() {
+        let text = r##"{"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+            "properties": {"a": {"$ref": "#/definitions/Count", "type": "string"}, "bad": {"$ref": "#/definitions/Bad"}},
+            "definitions": {"Count": {"type": "integer"}, "Bad": {"type": "string", "minLenght": 1}}}"##;
+        let e = lower_text(text).expect_err("a misspelled rule");
+        // The refusal names the real pointer in the file, under `definitions`.
+        assert_eq!((e.pointer.as_str(), e.keyword.as_str()), ("/definitions/Bad", "minLenght"), "{e}");
+        let space = lower_text(&text.replace("minLenght", "minLength")).expect("lowers");
+        let count = space.types.values().find(|t| t.origin.pointer == "/definitions/Count").expect("a named type");
+        assert_eq!(count.name, "Count");
+        // The `type` beside the `$ref` is ignored, as draft-07 has it: the field is the target.
+        let TypeKind::Struct(root) = &space.types[&space.roots[0]].kind else { panic!("a struct") };
+        assert_eq!(root.fields[0].node.repr, Repr::Named("Count".into()));
+        // draft-03 is not read.
+        let old = lower_text(r##"{"$schema": "http://json-schema.org/draft-03/schema#", "type": "string"}"##).expect_err("draft-03");
+        assert_eq!(old.keyword, "$schema");
     }
 
     #[test]

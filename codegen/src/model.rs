@@ -37,11 +37,11 @@ impl TypeSpace {
     /// type, so a key that is another type's generated name (a file's root titled like it) is
     /// left out; so is a key two files both use.
     pub fn schema_names(&self) -> Vec<(String, String)> {
-        // Every type whose origin is a `$defs` member, by key (a member can be the origin of more
+        // Every type whose origin is a `$defs` (or `definitions`) member, by key (a member can be the origin of more
         // than one type: a type with the key's own name and a part of it).
         let mut by_key: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
         for t in self.types.values() {
-            let Some(key) = t.origin.pointer.strip_prefix("/$defs/") else { continue };
+            let Some(key) = t.origin.pointer.strip_prefix("/$defs/").or_else(|| t.origin.pointer.strip_prefix("/definitions/")) else { continue };
             if key.contains('/') || key.contains('\u{0}') {
                 continue;
             }
@@ -470,17 +470,40 @@ pub struct Applicators {
     pub one_of: Vec<Node>,
     /// `not`: the value does not match it.
     pub not: Option<Box<Node>>,
+    /// `if` with `then`, `else` or both: the value matches `then` when it matches `if`, and
+    /// `else` when it does not (`if` alone says nothing, and is not kept).
+    pub conditional: Option<Box<Conditional>>,
+}
+
+/// `if`, `then` and `else` of one schema.
+#[derive(Debug, Clone)]
+pub struct Conditional {
+    /// `if`: only whether the value matches it counts.
+    pub condition: Node,
+    /// `then`, when given: what a value matching `if` must match.
+    pub then: Option<Node>,
+    /// `else`, when given: what a value not matching `if` must match.
+    pub otherwise: Option<Node>,
 }
 
 impl Applicators {
     /// Whether there is no applicator at all.
     pub fn is_empty(&self) -> bool {
-        self.all_of.is_empty() && self.any_of.is_empty() && self.one_of.is_empty() && self.not.is_none()
+        self.all_of.is_empty() && self.any_of.is_empty() && self.one_of.is_empty() && self.not.is_none() && self.conditional.is_none()
     }
 
-    /// Every node an applicator holds, in keyword order (`allOf`, `anyOf`, `oneOf`, `not`).
+    /// Every node an applicator holds, in keyword order (`allOf`, `anyOf`, `oneOf`, `not`, `if`,
+    /// `then`, `else`).
     pub fn nodes(&self) -> impl Iterator<Item = &Node> {
-        self.all_of.iter().chain(&self.any_of).chain(&self.one_of).chain(self.not.as_deref())
+        let c = self.conditional.as_deref();
+        self.all_of
+            .iter()
+            .chain(&self.any_of)
+            .chain(&self.one_of)
+            .chain(self.not.as_deref())
+            .chain(c.map(|c| &c.condition))
+            .chain(c.and_then(|c| c.then.as_ref()))
+            .chain(c.and_then(|c| c.otherwise.as_ref()))
     }
 }
 

@@ -408,6 +408,14 @@ impl Printer<'_> {
         if let Some(n) = &a.not {
             m.insert("not".into(), self.node_schema(n));
         }
+        if let Some(c) = &a.conditional {
+            m.insert("if".into(), self.node_schema(&c.condition));
+            for (k, n) in [("then", &c.then), ("else", &c.otherwise)] {
+                if let Some(n) = n {
+                    m.insert(k.into(), self.node_schema(n));
+                }
+            }
+        }
         if let Some(u) = &node.unevaluated {
             m.insert("unevaluatedProperties".into(), self.node_schema(&u.schema));
         }

@@ -862,6 +862,14 @@ impl<'a> Emitter<'a> {
         if let Some(n) = &a.not {
             args.push(atom(format!("not_=lambda: {}", self.ann(n, ctx)?.flat())));
         }
+        if let Some(c) = &a.conditional {
+            args.push(atom(format!("if_=lambda: {}", self.ann(&c.condition, ctx)?.flat())));
+            for (k, n) in [("then", &c.then), ("else_", &c.otherwise)] {
+                if let Some(n) = n {
+                    args.push(atom(format!("{k}=lambda: {}", self.ann(n, ctx)?.flat())));
+                }
+            }
+        }
         if let Some(u) = &node.unevaluated {
             if u.schema.types == Types::NONE && u.schema.literals.is_none() {
                 args.push(atom("unevaluated_false=True"));

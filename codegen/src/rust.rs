@@ -1387,6 +1387,14 @@ impl Emitter<'_> {
             let b = branch(not);
             out.push(quote!(if #b.is_empty() { #rt::not_violation(out, #path); }));
         }
+        if let Some(c) = &a.conditional {
+            // `if` only decides which of `then` and `else` applies; its own violations are not
+            // the value's.
+            let condition = branch(&c.condition);
+            let then = c.then.as_ref().map(|n| self.dyn_check(n, v.clone(), path.clone()));
+            let otherwise = c.otherwise.as_ref().map(|n| self.dyn_check(n, v.clone(), path.clone()));
+            out.push(quote!(if #condition.is_empty() { #then } else { #otherwise }));
+        }
         quote!(#(#out)*)
     }
 

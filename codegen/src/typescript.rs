@@ -1211,6 +1211,19 @@ impl<'a> Emitter<'a> {
             let call = self.fast_branch(w, sub, x, lv);
             w.line(&format!("if ({call}) return false;"));
         }
+        if let Some(c) = &a.conditional {
+            let call = self.fast_branch(w, &c.condition, x, lv);
+            w.open(&format!("if ({call}) {{"));
+            if let Some(then) = &c.then {
+                self.fast_node(w, then, x, lv);
+            }
+            if let Some(otherwise) = &c.otherwise {
+                w.close("} else {");
+                w.indent += 1;
+                self.fast_node(w, otherwise, x, lv);
+            }
+            w.close("}");
+        }
         if let Some(u) = &node.unevaluated {
             self.unevaluated(w, node, u, x, None, lv);
         }
@@ -1481,6 +1494,21 @@ impl<'a> Emitter<'a> {
         if let Some(sub) = &a.not {
             let call = self.check_branch(&mut body, sub, x, p, lv);
             body.line(&format!("if ({call}.length === 0) $notViolation(out, {p});"));
+        }
+        if let Some(c) = &a.conditional {
+            // `if` only decides which of `then` and `else` applies; its own violations are not
+            // the value's.
+            let call = self.check_branch(&mut body, &c.condition, x, p, lv);
+            body.open(&format!("if ({call}.length === 0) {{"));
+            if let Some(then) = &c.then {
+                self.check_node(&mut body, then, x, p, lv);
+            }
+            if let Some(otherwise) = &c.otherwise {
+                body.close("} else {");
+                body.indent += 1;
+                self.check_node(&mut body, otherwise, x, p, lv);
+            }
+            body.close("}");
         }
         if let Some(u) = &node.unevaluated {
             self.unevaluated(&mut body, node, u, x, Some(p), lv);
@@ -1782,7 +1810,7 @@ fn has_unique(node: &Node) -> bool {
     let a = &node.applied;
     node.array.unique_items
         || node.array.items.as_deref().is_some_and(has_unique)
-        || a.all_of.iter().chain(&a.any_of).chain(&a.one_of).chain(a.not.as_deref()).any(has_unique)
+        || a.nodes().any(has_unique)
         || node.unevaluated.as_ref().is_some_and(|u| has_unique(&u.schema))
 }
 

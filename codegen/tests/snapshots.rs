@@ -50,7 +50,7 @@ const REFUSED: &[(&str, &str)] = &[
     ("invalid ECMA-262 pattern", r#"{"type": "string", "pattern": "^(a$"}"#),
     ("negative maxLength", r#"{"type": "string", "maxLength": -1}"#),
     ("unknown type name", r#"{"type": "text"}"#),
-    ("other dialect", r#"{"$schema": "http://json-schema.org/draft-07/schema#", "type": "string"}"#),
+    ("other dialect", r#"{"$schema": "http://json-schema.org/draft-03/schema#", "type": "string"}"#),
     ("$id naming another file", r#"{"$id": "other.json", "type": "string"}"#),
     ("tuple items", r#"{"type": "array", "items": [{"type": "string"}]}"#),
     ("x-enum entry missing", r#"{"type": "string", "enum": ["a", "b"], "x-enum": {"a": {"description": "A"}}}"#),

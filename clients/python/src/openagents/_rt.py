@@ -859,6 +859,9 @@ class Json:
         any_of: Callable[[], Sequence[Any]] | None = None,
         one_of: Callable[[], Sequence[Any]] | None = None,
         not_: Callable[[], Any] | None = None,
+        if_: Callable[[], Any] | None = None,
+        then: Callable[[], Any] | None = None,
+        else_: Callable[[], Any] | None = None,
         unevaluated: Callable[[], Any] | None = None,
         unevaluated_false: bool = False,
         evaluated: tuple[Sequence[str], bool] = ((), False),
@@ -878,6 +881,9 @@ class Json:
         self.const = const
         self.values = values
         self._applied = (all_of, any_of, one_of, not_)
+        # `if` with `then`, `else` or both (the generator leaves out an `if` that has neither).
+        self._conditional = (if_, then, else_)
+        self._conditional_adapters: tuple[TypeAdapter[Any], TypeAdapter[Any] | None, TypeAdapter[Any] | None] | None = None
         # `unevaluatedProperties`: its schema (or `unevaluated_false`: nothing else allowed), and
         # what the other keywords evaluate (always, per `anyOf`/`oneOf` branch that matches, and
         # per nested branch that matches with every branch it sits in).
@@ -895,7 +901,7 @@ class Json:
             all(v is None for v in (min_length, max_length, pattern, minimum, maximum, exclusive_minimum))
             and all(v is None for v in (exclusive_maximum, min_items, max_items, items, model, values))
             and not unique_items
-            and all(v is None for v in (all_of, any_of, one_of, not_, unevaluated))
+            and all(v is None for v in (all_of, any_of, one_of, not_, if_, unevaluated))
             and const is ...
             and not unevaluated_false
             and bool(self.types)
@@ -934,7 +940,12 @@ class Json:
         return t in self.types or (t == "integer" and "number" in self.types)
 
     def _check(self, value: object, info: core_schema.ValidationInfo) -> object:
-        if any(f is not None for f in self._applied) or self._unevaluated is not None or self._unevaluated_false:
+        if (
+            any(f is not None for f in self._applied)
+            or self._conditional[0] is not None
+            or self._unevaluated is not None
+            or self._unevaluated_false
+        ):
             # The value is kept as it is: what the model or the items' check makes of it is not,
             # so they only test it (an integer of any size is an integer there: `_TESTED_KEY`).
             self._own(value, info, _tested(info.context))
@@ -943,7 +954,7 @@ class Json:
         return self._own(value, info, info.context)
 
     def _check_applied(self, value: object, info: core_schema.ValidationInfo) -> None:
-        """`allOf`, `anyOf`, `oneOf` and `not`: each branch validates the value as it is."""
+        """`allOf`, `anyOf`, `oneOf`, `not` and `if`: each branch validates the value as it is."""
         if self._adapters is None:
             all_of, any_of, one_of, not_ = self._applied
             self._adapters = (
@@ -1005,6 +1016,20 @@ class Json:
                 )
         if not_a and failures(not_a)[0] is None:
             raise PydanticCustomError("not", "must not match the schema under `not`, and does", {})
+        if self._conditional[0] is not None:
+            # `if` only decides which of `then` and `else` applies; its own errors are not the
+            # value's.
+            if self._conditional_adapters is None:
+                if_, then, else_ = self._conditional
+                self._conditional_adapters = (
+                    TypeAdapter(if_()),
+                    TypeAdapter(then()) if then else None,
+                    TypeAdapter(else_()) if else_ else None,
+                )
+            if_a, then_a, else_a = self._conditional_adapters
+            chosen = then_a if failures([if_a])[0] is None else else_a
+            if chosen is not None:
+                chosen.validate_python(value, context=tested)
         if (self._unevaluated is not None or self._unevaluated_false) and isinstance(value, dict):
             self._check_unevaluated(value, info, any_results, one_results)
 

@@ -1,0 +1,195 @@
+//! Schemas written in the earlier dialects most published schemas still use (draft-04, draft-06,
+//! draft-07 and 2019-09), read with their own meaning: each file is rewritten in memory into the
+//! 2020-12 schema that accepts the same documents, before anything else reads it.
+//!
+//! Every rewrite keeps each remaining keyword at its own pointer, so a refusal still names the
+//! real place in the real file:
+//!
+//! - up to draft-07, keywords beside a `$ref` are ignored by that dialect's validators; they are
+//!   dropped, except annotations (`description`, `title`, `definitions`, other tools' `x-…`);
+//! - draft-04's boolean `exclusiveMinimum`/`exclusiveMaximum` become 2020-12's numeric form (the
+//!   `minimum`/`maximum` they qualify moves into them), and its root `id` becomes `$id`;
+//! - up to 2019-09, `additionalItems` beside an `items` that is one schema (or no `items`) applies
+//!   to nothing and is dropped; beside an array of `items` (a tuple) it stays, and is refused with
+//!   the tuple;
+//! - draft-04 to draft-07's `dependencies` stays as written and is read as 2019-09's
+//!   `dependentRequired` (a list of names) or `dependentSchemas` (a schema) by the lowering.
+//!
+//! `definitions`, where those dialects keep their named schemas, is read as `$defs` in every
+//! dialect (2020-12's own meta-schema still declares it).
+
+use serde_json::Value;
+
+use crate::load::DIALECT;
+
+/// The dialects read, by what their `$schema` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// JSON Schema draft-04.
+    Draft4,
+    /// JSON Schema draft-06.
+    Draft6,
+    /// JSON Schema draft-07.
+    Draft7,
+    /// JSON Schema 2019-09.
+    Draft2019,
+    /// JSON Schema 2020-12 (also a file without `$schema`).
+    Draft2020,
+}
+
+/// The `$schema` URIs of the dialects read besides 2020-12, as the lowering's refusal lists them.
+pub const EARLIER_DIALECTS: &[&str] = &[
+    "http://json-schema.org/draft-04/schema#",
+    "http://json-schema.org/draft-06/schema#",
+    "http://json-schema.org/draft-07/schema#",
+    "https://json-schema.org/draft/2019-09/schema",
+];
+
+impl Dialect {
+    /// The dialect a `$schema` names (`http` or `https`, with or without the empty fragment), or
+    /// `None` for one that is not read.
+    pub fn of(uri: &str) -> Option<Dialect> {
+        let bare = uri.trim_end_matches('#');
+        let bare = bare.strip_prefix("https://").or_else(|| bare.strip_prefix("http://"))?;
+        Some(match bare {
+            "json-schema.org/draft-04/schema" => Dialect::Draft4,
+            "json-schema.org/draft-06/schema" => Dialect::Draft6,
+            "json-schema.org/draft-07/schema" => Dialect::Draft7,
+            "json-schema.org/draft/2019-09/schema" => Dialect::Draft2019,
+            "json-schema.org/draft/2020-12/schema" => Dialect::Draft2020,
+            _ => return None,
+        })
+    }
+}
+
+/// Rewrites a schema file written in an earlier dialect into 2020-12 (its `$schema` then says
+/// so). A file in 2020-12, without `$schema`, or with a `$schema` that names no dialect read is
+/// left as it is (the lowering refuses the last).
+pub fn upgrade(doc: &mut Value) {
+    let Some(dialect) = doc.get("$schema").and_then(Value::as_str).and_then(Dialect::of) else { return };
+    let Value::Object(root) = doc else { return };
+    root.insert("$schema".into(), Value::String(DIALECT.into()));
+    if dialect == Dialect::Draft2020 {
+        return;
+    }
+    if dialect == Dialect::Draft4
+        && !root.contains_key("$id")
+        && let Some(id) = root.remove("id")
+    {
+        if id.is_string() {
+            root.insert("$id".into(), id);
+        } else {
+            root.insert("id".into(), id);
+        }
+    }
+    upgrade_schema(doc, dialect);
+}
+
+/// Keywords kept beside a `$ref` in the dialects that ignore the rest: those that never change
+/// what a schema accepts.
+fn kept_beside_ref(key: &str) -> bool {
+    matches!(key, "$ref" | "$schema" | "$id" | "$comment" | "title" | "description" | "default" | "examples" | "definitions" | "$defs" | "deprecated" | "readOnly" | "writeOnly")
+        || crate::lower::is_foreign_extension(key)
+}
+
+fn upgrade_schema(schema: &mut Value, dialect: Dialect) {
+    let Value::Object(map) = schema else { return };
+    if dialect != Dialect::Draft2019 && map.contains_key("$ref") {
+        map.retain(|k, _| kept_beside_ref(k));
+    }
+    if dialect == Dialect::Draft4 {
+        for (flag, bound) in [("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")] {
+            match map.get(flag) {
+                Some(Value::Bool(true)) => {
+                    // The bound moves into the flag's place; without one the flag says nothing.
+                    match map.remove(bound) {
+                        Some(b) => {
+                            map.insert(flag.into(), b);
+                        }
+                        None => {
+                            map.remove(flag);
+                        }
+                    }
+                }
+                Some(Value::Bool(false)) => {
+                    map.remove(flag);
+                }
+                _ => {}
+            }
+        }
+    }
+    if map.contains_key("additionalItems") && !map.get("items").is_some_and(Value::is_array) {
+        map.remove("additionalItems");
+    }
+    for (key, value) in map.iter_mut() {
+        upgrade_under(key, value, dialect);
+    }
+}
+
+/// Upgrades the subschemas a keyword holds, as these dialects place them.
+fn upgrade_under(key: &str, value: &mut Value, dialect: Dialect) {
+    match (key, value) {
+        (
+            "items" | "additionalItems" | "additionalProperties" | "unevaluatedProperties" | "unevaluatedItems" | "not" | "if" | "then" | "else" | "contains"
+            | "propertyNames",
+            v @ Value::Object(_),
+        ) => upgrade_schema(v, dialect),
+        ("properties" | "patternProperties" | "definitions" | "$defs" | "dependentSchemas", Value::Object(m)) => {
+            m.values_mut().for_each(|v| upgrade_schema(v, dialect));
+        }
+        ("dependencies", Value::Object(m)) => {
+            m.values_mut().filter(|v| v.is_object()).for_each(|v| upgrade_schema(v, dialect));
+        }
+        ("items" | "allOf" | "anyOf" | "oneOf", Value::Array(list)) => list.iter_mut().for_each(|v| upgrade_schema(v, dialect)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn up(mut v: Value) -> Value {
+        upgrade(&mut v);
+        v
+    }
+
+    #[test]
+    fn draft_07_drops_what_stands_beside_a_ref_but_its_annotations() {
+        let v = up(json!({"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"a": {"$ref": "#/definitions/A", "type": "string", "minLength": 3, "description": "d", "x-tool": 1}}, "definitions": {"A": {"type": "integer"}}}));
+        assert_eq!(v["$schema"], DIALECT);
+        assert_eq!(v["properties"]["a"], json!({"$ref": "#/definitions/A", "description": "d", "x-tool": 1}));
+        // 2019-09 applies them, as 2020-12 does.
+        let v = up(json!({"$schema": "https://json-schema.org/draft/2019-09/schema", "$ref": "#/$defs/A", "type": "string"}));
+        assert_eq!(v["type"], "string");
+    }
+
+    #[test]
+    fn draft_04_exclusive_bounds_and_id_take_their_2020_12_form() {
+        let v = up(json!({"$schema": "http://json-schema.org/draft-04/schema#", "id": "http://example.com/x.json", "properties": {
+            "a": {"type": "number", "minimum": 1, "exclusiveMinimum": true, "maximum": 9, "exclusiveMaximum": false},
+            "b": {"type": "number", "exclusiveMaximum": true}}}));
+        assert_eq!(v["$id"], "http://example.com/x.json");
+        assert!(v.get("id").is_none());
+        assert_eq!(v["properties"]["a"], json!({"type": "number", "exclusiveMinimum": 1, "maximum": 9}));
+        assert_eq!(v["properties"]["b"], json!({"type": "number"}));
+    }
+
+    #[test]
+    fn additional_items_without_a_tuple_applies_to_nothing_and_goes() {
+        let v = up(json!({"$schema": "http://json-schema.org/draft-07/schema", "type": "array", "items": {"type": "string"}, "additionalItems": false}));
+        assert!(v.get("additionalItems").is_none());
+        let tuple = up(json!({"$schema": "http://json-schema.org/draft-07/schema", "type": "array", "items": [{"type": "string"}], "additionalItems": false}));
+        assert_eq!(tuple["additionalItems"], false);
+    }
+
+    #[test]
+    fn a_2020_12_file_or_an_unknown_dialect_is_left_alone() {
+        let text = json!({"$ref": "#/$defs/A", "type": "string", "additionalItems": false});
+        assert_eq!(up(text.clone()), text);
+        let unknown = json!({"$schema": "http://json-schema.org/draft-03/schema#", "$ref": "#/x", "type": "string"});
+        assert_eq!(up(unknown.clone()), unknown);
+        assert_eq!(Dialect::of("https://json-schema.org/draft-07/schema"), Some(Dialect::Draft7));
+    }
+}
