@@ -30,6 +30,10 @@ pub const SUPPORTED_KEYWORDS: &[&str] = &[
     "properties",
     "required",
     "additionalProperties",
+    "patternProperties",
+    "propertyNames",
+    "minProperties",
+    "maxProperties",
     "allOf",
     "anyOf",
     "oneOf",
@@ -145,6 +149,7 @@ fn is_annotation_in(key: &str, map: &Map<String, Value>) -> bool {
         || (key == "unevaluatedProperties" && map.get(key) == Some(&Value::Bool(true)))
         || key == "discriminator"
         || (matches!(key, "if" | "then" | "else") && !has_conditional(map))
+        || (matches!(key, "patternProperties" | "minProperties" | "maxProperties" | "propertyNames") && !has_member_rules(map))
 }
 
 /// The smallest `f64` above -2^63 (that is -2^63 + 1024). Bounds are compared as `f64` (see
@@ -1172,7 +1177,10 @@ impl<'a> Lowerer<'a> {
             let node = self.node(file, &p, schema, &hint)?;
             fields.push(Field { name: key.clone(), required: required.contains(key), node, forbidden: false });
         }
+        // Beside `patternProperties`, what `additionalProperties` says is for the members no
+        // pattern matches: the node's `MemberRules::rest` checks it, and the struct allows them.
         let additional = match map.get("additionalProperties") {
+            _ if has_patterns(map) => Additional::Any,
             None | Some(Value::Bool(true)) => Additional::Any,
             Some(Value::Bool(false)) => Additional::Forbidden,
             Some(schema) => {
@@ -1570,14 +1578,56 @@ impl<'a> Lowerer<'a> {
         }
         let applied = self.applicators(file, pointer, map, hint)?;
         let unevaluated = self.unevaluated(file, pointer, map, hint)?;
-        let composed = !applied.is_empty() || unevaluated.is_some();
+        let members = self.member_rules(file, pointer, map, hint)?;
+        let composed = !applied.is_empty() || unevaluated.is_some() || members.is_some();
         let mut node = self.plain_node(file, pointer, map, hint, description, default, composed)?;
         if composed {
             node.applied = applied;
             node.unevaluated = unevaluated;
+            node.members = members;
             node.repr = Repr::Value;
         }
         Ok(node)
+    }
+
+    /// A schema object's rules on an object's members that no struct holds (see
+    /// [`has_member_rules`]), when it has any.
+    fn member_rules(&mut self, file: &str, pointer: &str, map: &Map<String, Value>, hint: &str) -> Result<Option<Box<MemberRules>>, SchemaError> {
+        if !has_member_rules(map) {
+            return Ok(None);
+        }
+        let mut rules = MemberRules {
+            min_properties: map.get("minProperties").map(|v| whole(file, pointer, "minProperties", v)).transpose()?.filter(|n| *n > 0),
+            max_properties: map.get("maxProperties").map(|v| whole(file, pointer, "maxProperties", v)).transpose()?,
+            ..MemberRules::default()
+        };
+        if let Some(names) = map.get("propertyNames") {
+            let at = push_pointer(pointer, "propertyNames");
+            let node = self.node(file, &at, names, &format!("{hint}Name"))?;
+            rules.property_names = Some(node);
+        }
+        if has_patterns(map) {
+            let Some(Value::Object(patterns)) = map.get("patternProperties") else {
+                return Err(err(file, pointer, "patternProperties", "must be an object of schemas"));
+            };
+            let at = push_pointer(pointer, "patternProperties");
+            for (i, (source, schema)) in patterns.iter().enumerate() {
+                let p = pattern::analyze(source).map_err(|m| err(file, &at, "patternProperties", format!("`{source}` is not a valid ECMA-262 regular expression: {m}")))?;
+                let idx = self.pattern_index(p);
+                let node = self.node(file, &push_pointer(&at, source), schema, &format!("{hint}Pattern{i}"))?;
+                rules.patterns.push((idx, node));
+            }
+            let declared = || map.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
+            match map.get("additionalProperties") {
+                None | Some(Value::Bool(true)) => {}
+                Some(Value::Bool(false)) => rules.rest = Some((declared(), Additional::Forbidden)),
+                Some(schema) => {
+                    let node = self.node(file, &push_pointer(pointer, "additionalProperties"), schema, &format!("{hint}Value"))?;
+                    rules.rest = Some((declared(), Additional::Schema(Box::new(node))));
+                }
+            }
+        }
+        Ok(Some(Box::new(rules)))
     }
 
     /// A schema object's `unevaluatedProperties` (when not `true`), with what the schema's other
@@ -1652,6 +1702,9 @@ impl<'a> Lowerer<'a> {
             return Err(fail("the schemas `unevaluatedProperties` sees through nest deeper than 32 `$ref`s, `allOf` members and branches"));
         }
         let Some(map) = schema.as_object() else { return Ok(()) };
+        if has_patterns(map) {
+            return Err(err(here.file, here.pointer, "patternProperties", "`patternProperties` where `unevaluatedProperties` sees it (what it evaluates depends on the member names) is not supported"));
+        }
         if map.contains_key("if") {
             // Even alone, `if` evaluates what it declares when the value matches it.
             return Err(err(here.file, here.pointer, "if", "`if`/`then`/`else` where `unevaluatedProperties` sees it (what they evaluate depends on the value) is not supported"));
@@ -1872,19 +1925,23 @@ impl<'a> Lowerer<'a> {
         types
     }
 
+    /// The index of a pattern in [`TypeSpace::patterns`], added when new.
+    fn pattern_index(&mut self, p: pattern::Pattern) -> usize {
+        match self.space.patterns.iter().position(|q| q.source == p.source) {
+            Some(i) => i,
+            None => {
+                self.space.patterns.push(p);
+                self.space.patterns.len() - 1
+            }
+        }
+    }
+
     fn string_rules(&mut self, file: &str, pointer: &str, map: &Map<String, Value>) -> Result<StringRules, SchemaError> {
         let pattern = match map.get("pattern") {
             None => None,
             Some(Value::String(src)) => {
                 let p = pattern::analyze(src).map_err(|m| err(file, pointer, "pattern", format!("not a valid ECMA-262 regular expression: {m}")))?;
-                let idx = match self.space.patterns.iter().position(|q| q.source == p.source) {
-                    Some(i) => i,
-                    None => {
-                        self.space.patterns.push(p);
-                        self.space.patterns.len() - 1
-                    }
-                };
-                Some(idx)
+                Some(self.pattern_index(p))
             }
             Some(_) => return Err(err(file, pointer, "pattern", "must be a string")),
         };
@@ -1959,6 +2016,7 @@ fn has_conditional(map: &Map<String, Value>) -> bool {
 fn has_applicators_besides(map: &Map<String, Value>, except: &[&str]) -> bool {
     let present = |k: &str| map.contains_key(k) && !except.contains(&k);
     has_unevaluated(map)
+        || has_member_rules(map)
         || present("allOf")
         || present("not")
         || (present("if") && has_conditional(map))
@@ -2048,9 +2106,25 @@ pub fn any_node() -> Node {
         default: None,
         echoed: false,
         applied: Applicators::default(),
+        members: None,
         unevaluated: None,
         repr: Repr::Value,
     }
+}
+
+/// Whether `map` has a rule on an object's members no struct holds: `patternProperties` (not
+/// empty), `minProperties` (above 0), `maxProperties` or `propertyNames` (a checked value, as
+/// an applicator is).
+fn has_member_rules(map: &Map<String, Value>) -> bool {
+    map.get("patternProperties").is_some_and(|p| p.as_object().is_none_or(|m| !m.is_empty()))
+        || map.get("minProperties").is_some_and(|n| n.as_f64() != Some(0.0))
+        || map.contains_key("maxProperties")
+        || map.get("propertyNames").is_some_and(|s| s != &Value::Bool(true) && s.as_object().is_none_or(|m| !m.is_empty()))
+}
+
+/// Whether `map` has a `patternProperties` that gives some member a schema.
+fn has_patterns(map: &Map<String, Value>) -> bool {
+    map.get("patternProperties").is_some_and(|p| p.as_object().is_none_or(|m| !m.is_empty()))
 }
 
 /// Whether a schema object says anything of an object's members. `additionalProperties: true`

@@ -387,10 +387,43 @@ pub struct Node {
     /// `allOf`, `anyOf`, `oneOf` (other than the forms typed code represents) and `not`: rules
     /// that apply besides everything above, checked on the JSON value.
     pub applied: Applicators,
+    /// Rules on an object's members as a whole: their count, their names, and the schemas
+    /// `patternProperties` gives members by name (a checked value in typed code).
+    pub members: Option<Box<MemberRules>>,
     /// `unevaluatedProperties` other than `true`.
     pub unevaluated: Option<Box<Unevaluated>>,
     /// The chosen representation.
     pub repr: Repr,
+}
+
+/// The rules on an object's members that no struct holds: checked on the JSON object, beside the
+/// struct of its declared properties (`Node::object`) when it has one.
+#[derive(Debug, Clone, Default)]
+pub struct MemberRules {
+    /// `minProperties` (above 0).
+    pub min_properties: Option<u64>,
+    /// `maxProperties`.
+    pub max_properties: Option<u64>,
+    /// `propertyNames`: every member's name, as a string, matches it.
+    pub property_names: Option<Node>,
+    /// `patternProperties`: each member whose name the pattern (an index into
+    /// [`TypeSpace::patterns`]) matches, searched unanchored, has a value matching the schema.
+    pub patterns: Vec<(usize, Node)>,
+    /// With `patternProperties`, `additionalProperties` (other than absent or `true`): what a
+    /// member that `declared` does not name and no pattern matches must match. (The struct of
+    /// the declared properties then allows any other member.)
+    pub rest: Option<(Vec<String>, Additional)>,
+}
+
+impl MemberRules {
+    /// Every node the rules hold: `propertyNames`, each pattern's, the rest's.
+    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
+        let rest = match &self.rest {
+            Some((_, Additional::Schema(n))) => Some(&**n),
+            _ => None,
+        };
+        self.property_names.iter().chain(self.patterns.iter().map(|(_, n)| n)).chain(rest)
+    }
 }
 
 /// `unevaluatedProperties` (other than `true`): what an object's properties that no other keyword

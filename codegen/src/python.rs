@@ -848,6 +848,29 @@ impl<'a> Emitter<'a> {
         if let Some(o) = &node.object {
             args.push(atom(format!("model=lambda: {}", self.qual(o, ctx))));
         }
+        if let Some(m) = &node.members {
+            if let Some(n) = m.min_properties {
+                args.push(atom(format!("min_properties={n}")));
+            }
+            if let Some(n) = m.max_properties {
+                args.push(atom(format!("max_properties={n}")));
+            }
+            if let Some(n) = &m.property_names {
+                args.push(atom(format!("property_names=lambda: {}", self.ann(n, ctx)?.flat())));
+            }
+            if !m.patterns.is_empty() {
+                let each = m.patterns.iter().map(|(i, n)| Ok(atom(format!("({}, lambda: {})", self.pattern_ex(*i)?.flat(), self.ann(n, ctx)?.flat())))).collect::<Result<Vec<_>, String>>()?;
+                args.push(atom(format!("patterns={}", group("", "[", "]", each).flat())));
+            }
+            if let Some((declared, rest)) = &m.rest {
+                let declared = group("", "[", "]", declared.iter().map(|d| atom(py_str(d))).collect()).flat();
+                let rest = match rest {
+                    Additional::Schema(n) => format!("lambda: {}", self.ann(n, ctx)?.flat()),
+                    _ => "None".to_owned(),
+                };
+                args.push(atom(format!("rest=({declared}, {rest})")));
+            }
+        }
         if let Some(lits) = &node.literals {
             let list = group("", "[", "]", lits.iter().map(py_value).collect());
             args.push(atom(format!("{}={}", if node.is_const { "const" } else { "values" }, if node.is_const { py_value(&lits[0]).flat() } else { list.flat() })));
@@ -946,7 +969,7 @@ impl<'a> Emitter<'a> {
         }
         Ok(match repr {
             Repr::Value | Repr::Never => {
-                if node.applied.is_empty() && node.unevaluated.is_none() && node.types == Types::ALL && !has_string_rules && !has_number_rules && node.array.items.is_none() && node.array.min_items.is_none() && node.array.max_items.is_none() && !node.array.unique_items && node.object.is_none() {
+                if node.applied.is_empty() && node.unevaluated.is_none() && node.types == Types::ALL && !has_string_rules && !has_number_rules && node.array.items.is_none() && node.array.min_items.is_none() && node.array.max_items.is_none() && !node.array.unique_items && node.object.is_none() && node.members.is_none() {
                     atom(JSON_VALUE)
                 } else {
                     sub("Annotated", vec![atom(self.json_py_type(node, ctx)), self.json_check(node, ctx)?])

@@ -284,7 +284,7 @@ impl Emitter<'_> {
 
     fn node_needs_check(&self, node: &Node, repr: &Repr, known: &BTreeSet<String>) -> bool {
         match repr {
-            Repr::Value => !node.applied.is_empty() || node.unevaluated.is_some() || node.types != Types::ALL || node.reference.is_some() || node.literals.is_some() || !node.string.is_empty() || !node.number.is_empty() || node.array.items.is_some() || node.array.min_items.is_some() || node.array.max_items.is_some() || node.array.unique_items || node.object.is_some(),
+            Repr::Value => !node.applied.is_empty() || node.unevaluated.is_some() || node.types != Types::ALL || node.reference.is_some() || node.literals.is_some() || !node.string.is_empty() || !node.number.is_empty() || node.array.items.is_some() || node.array.min_items.is_some() || node.array.max_items.is_some() || node.array.unique_items || node.object.is_some() || node.members.is_some(),
             Repr::Never | Repr::Null | Repr::Object => false,
             Repr::Bool => node.literals.is_some(),
             Repr::Integer | Repr::Number => node.literals.is_some() || !node.number.is_empty(),
@@ -1334,9 +1334,17 @@ impl Emitter<'_> {
             }
             arms.push(quote!(serde_json::Value::Array(__a) => { #(#checks)* }));
         }
+        let mut object_checks = Vec::new();
         if let Some(obj) = &node.object {
             let id = type_ident(obj);
-            arms.push(quote!(serde_json::Value::Object(_) => { <#id as #rt::SchemaCheck>::check_value(#v, #path, out); }));
+            object_checks.push(quote!(<#id as #rt::SchemaCheck>::check_value(#v, #path, out);));
+        }
+        if let Some(m) = &node.members {
+            object_checks.push(self.member_checks(m, quote!(__o), path.clone()));
+        }
+        if !object_checks.is_empty() {
+            let bind = if node.members.is_some() { quote!(__o) } else { quote!(_) };
+            arms.push(quote!(serde_json::Value::Object(#bind) => { #(#object_checks)* }));
         }
         if !arms.is_empty() {
             body.push(quote!(match #v { #(#arms)* _ => {} }));
@@ -1349,6 +1357,44 @@ impl Emitter<'_> {
         let before = if node.literals.is_some() { quote!(let __before = out.len();) } else { quote!() };
         // Only the type and literal checks `break` out of the block early.
         if t != Types::ALL || node.literals.is_some() { quote!(#label: { #before #(#body)* }) } else { quote!({ #before #(#body)* }) }
+    }
+
+    /// The checks of [`MemberRules`] on `obj` (a `&serde_json::Map`) at `path`.
+    fn member_checks(&self, m: &MemberRules, obj: TokenStream, path: TokenStream) -> TokenStream {
+        let rt = &self.rt;
+        let mut out = Vec::new();
+        if let Some(min) = m.min_properties {
+            out.push(quote!(if (#obj.len() as u64) < #min { #rt::properties_violation(out, #path, "minProperties", #obj.len(), #min); }));
+        }
+        if let Some(max) = m.max_properties {
+            out.push(quote!(if (#obj.len() as u64) > #max { #rt::properties_violation(out, #path, "maxProperties", #obj.len(), #max); }));
+        }
+        if let Some(names) = &m.property_names {
+            // Each name is checked as the string it is; a violation names the member.
+            let c = self.dyn_check(names, quote!(&__name), quote!(&__p));
+            out.push(quote!(for __k in #obj.keys() { let __name = serde_json::Value::String(__k.clone()); let __p = #rt::Path::key(#path, __k); #c }));
+        }
+        if !m.patterns.is_empty() {
+            let mut arms = Vec::new();
+            for (i, node) in &m.patterns {
+                let f = format_ident!("pattern_{}", i);
+                let c = self.dyn_check(node, quote!(__v), quote!(&__p));
+                arms.push(quote!(if #f(__k) { __matched = true; #c }));
+            }
+            let rest = match &m.rest {
+                None => quote!(),
+                Some((declared, additional)) => {
+                    let declared: Vec<&str> = declared.iter().map(String::as_str).collect();
+                    let c = match additional {
+                        Additional::Schema(node) => self.dyn_check(node, quote!(__v), quote!(&__p)),
+                        _ => quote!(#rt::report(out, &__p, "additionalProperties", format!("property `{}` is not allowed here: no property or pattern declares it", __k));),
+                    };
+                    quote!(if !__matched && ![#(#declared),*].contains(&__k.as_str()) { #c })
+                }
+            };
+            out.push(quote!(for (__k, __v) in #obj { let __p = #rt::Path::key(#path, __k); let mut __matched = false; #(#arms)* #rest let _ = (__matched, __v); }));
+        }
+        quote!(#(#out)*)
     }
 
     /// The checks of a node's applicators on `v` (a `&serde_json::Value`) at `path`: `allOf`

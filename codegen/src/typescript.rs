@@ -602,6 +602,9 @@ impl<'a> Emitter<'a> {
         if self.space.types.values().any(|t| kind_nodes(&t.kind).iter().any(|n| has_unique(n))) {
             rt_names.extend(["firstRepeat", "uniqueViolation"]);
         }
+        if self.space.types.values().any(|t| kind_nodes(&t.kind).iter().any(|n| has_members(n))) {
+            rt_names.push("propertiesViolation");
+        }
         // Aliased with `$`, a prefix no generated name has, so no type's `isX` can shadow them.
         let aliased: Vec<String> = rt_names.iter().map(|n| format!("{n} as ${n}")).collect();
         w.line(&format!("import {{ {} }} from {};", aliased.join(", "), js_str(&self.opts.runtime)));
@@ -1194,6 +1197,64 @@ impl<'a> Emitter<'a> {
                 w.line(&format!("if ($isObject({x}) && !f{f}({x}, lenient, {d})) return false;"));
             }
         }
+        if let Some(m) = &node.members {
+            let guard = !only(Types::OBJECT);
+            if guard {
+                w.open(&format!("if ($isObject({x})) {{"));
+            }
+            let count = |w: &mut Out| {
+                let n = self.fresh("n");
+                w.line(&format!("const {n} = $keysOf({x}).length;"));
+                n
+            };
+            if m.min_properties.is_some() || m.max_properties.is_some() {
+                let n = count(w);
+                if let Some(min) = m.min_properties {
+                    w.line(&format!("if ({n} < {min}) return false;"));
+                }
+                if let Some(max) = m.max_properties {
+                    w.line(&format!("if ({n} > {max}) return false;"));
+                }
+            }
+            if m.property_names.is_some() || !m.patterns.is_empty() {
+                let k = self.fresh("k");
+                let mut body = Out { buf: String::new(), indent: w.indent + 1 };
+                if let Some(names) = &m.property_names {
+                    self.fast_node(&mut body, names, &k, lv + 1);
+                }
+                let y = self.fresh("x");
+                let matched = self.fresh("m");
+                if !m.patterns.is_empty() {
+                    body.line(&format!("const {y}: unknown = {x}[{k}];"));
+                    body.line(&format!("let {matched} = false;"));
+                    for (i, node) in &m.patterns {
+                        body.open(&format!("if (pattern{i}({k})) {{"));
+                        body.line(&format!("{matched} = true;"));
+                        self.fast_node(&mut body, node, &y, lv + 1);
+                        body.close("}");
+                    }
+                    if let Some((declared, rest)) = &m.rest {
+                        let mut cond = vec![format!("!{matched}")];
+                        cond.extend(declared.iter().map(|d| format!("{k} !== {}", js_str(d))));
+                        match rest {
+                            Additional::Schema(node) => {
+                                body.open(&format!("if ({}) {{", cond.join(" && ")));
+                                self.fast_node(&mut body, node, &y, lv + 1);
+                                body.close("}");
+                            }
+                            _ => body.line(&format!("if ({}) return false;", cond.join(" && "))),
+                        }
+                    }
+                }
+                w.line(&format!("if ({} >= $MAX_DEPTH) return false;", depth(lv)));
+                w.open(&format!("for (const {k} of $keysOf({x})) {{"));
+                w.append(body);
+                w.close("}");
+            }
+            if guard {
+                w.close("}");
+            }
+        }
         // Applicators: `allOf` inline, the others each branch in a function of its own.
         let a = &node.applied;
         for sub in &a.all_of {
@@ -1462,6 +1523,65 @@ impl<'a> Emitter<'a> {
                 body.line(&format!("c{f}({x}, {p}, out, lenient, {d});"));
             } else {
                 body.line(&format!("if ($isObject({x})) c{f}({x}, {p}, out, lenient, {d});"));
+            }
+        }
+        if let Some(m) = &node.members {
+            let guard = !only(Types::OBJECT);
+            if guard {
+                body.open(&format!("if ($isObject({x})) {{"));
+            }
+            if m.min_properties.is_some() || m.max_properties.is_some() {
+                let n = self.fresh("n");
+                body.line(&format!("const {n} = $keysOf({x}).length;"));
+                if let Some(min) = m.min_properties {
+                    body.line(&format!("if ({n} < {min}) $propertiesViolation(out, {p}, \"minProperties\", {n}, {min});"));
+                }
+                if let Some(max) = m.max_properties {
+                    body.line(&format!("if ({n} > {max}) $propertiesViolation(out, {p}, \"maxProperties\", {n}, {max});"));
+                }
+            }
+            if m.property_names.is_some() || !m.patterns.is_empty() {
+                let k = self.fresh("k");
+                let kp = format!("$keyOf({p}, {k})");
+                let mut inner = Out { buf: String::new(), indent: body.indent + 2 };
+                if let Some(names) = &m.property_names {
+                    self.check_node(&mut inner, names, &k, &kp, lv + 1);
+                }
+                if !m.patterns.is_empty() {
+                    let y = self.fresh("x");
+                    let matched = self.fresh("m");
+                    inner.line(&format!("const {y}: unknown = {x}[{k}];"));
+                    inner.line(&format!("let {matched} = false;"));
+                    for (i, node) in &m.patterns {
+                        inner.open(&format!("if (pattern{i}({k})) {{"));
+                        inner.line(&format!("{matched} = true;"));
+                        self.check_node(&mut inner, node, &y, &kp, lv + 1);
+                        inner.close("}");
+                    }
+                    if let Some((declared, rest)) = &m.rest {
+                        let mut cond = vec![format!("!{matched}")];
+                        cond.extend(declared.iter().map(|d| format!("{k} !== {}", js_str(d))));
+                        inner.open(&format!("if ({}) {{", cond.join(" && ")));
+                        match rest {
+                            Additional::Schema(node) => self.check_node(&mut inner, node, &y, &kp, lv + 1),
+                            _ => inner.line(&format!("$report(out, {kp}, \"additionalProperties\", \"property `\" + {k} + \"` is not allowed here: no property or pattern declares it\");")),
+                        }
+                        inner.close("}");
+                    }
+                }
+                if !inner.buf.is_empty() {
+                    body.open(&format!("if ({} >= $MAX_DEPTH) {{", depth(lv)));
+                    body.line(&format!("$depthViolation(out, {p});"));
+                    body.close("} else {");
+                    body.indent += 1;
+                    body.open(&format!("for (const {k} of $keysOf({x})) {{"));
+                    body.append(inner);
+                    body.close("}");
+                    body.close("}");
+                }
+            }
+            if guard {
+                body.close("}");
             }
         }
         let a = &node.applied;
@@ -1801,7 +1921,10 @@ fn additional_node(a: &Additional) -> Option<&Node> {
 
 /// Whether a node or any node inside it has applicators.
 fn has_applied(node: &Node) -> bool {
-    !node.applied.is_empty() || node.unevaluated.is_some() || node.array.items.as_deref().is_some_and(has_applied)
+    !node.applied.is_empty()
+        || node.unevaluated.is_some()
+        || node.array.items.as_deref().is_some_and(has_applied)
+        || node.members.as_ref().is_some_and(|m| m.nodes().any(has_applied))
 }
 
 /// Whether `node` or a schema inside it asks for `uniqueItems` (the validators then import its
@@ -1812,6 +1935,16 @@ fn has_unique(node: &Node) -> bool {
         || node.array.items.as_deref().is_some_and(has_unique)
         || a.nodes().any(has_unique)
         || node.unevaluated.as_ref().is_some_and(|u| has_unique(&u.schema))
+        || node.members.as_ref().is_some_and(|m| m.nodes().any(has_unique))
+}
+
+/// Whether `node` or a schema inside it has [`crate::model::MemberRules`] (the validators then
+/// import their check).
+fn has_members(node: &Node) -> bool {
+    node.members.is_some()
+        || node.array.items.as_deref().is_some_and(has_members)
+        || node.applied.nodes().any(has_members)
+        || node.unevaluated.as_ref().is_some_and(|u| has_members(&u.schema))
 }
 
 /// The depth of a value `lv` arrays and objects below the function's value (at depth `d`).

@@ -239,6 +239,11 @@ export function itemsViolation(out: Violation[], p: string, keyword: string, len
   report(out, p, keyword, `must have ${keyword === "minItems" ? "at least" : "at most"} ${bound} items, has ${length}`);
 }
 
+/** `minProperties` or `maxProperties`: an object of `count` members beyond `bound`. */
+export function propertiesViolation(out: Violation[], p: string, keyword: string, count: number, bound: number): void {
+  report(out, p, keyword, `must have ${keyword === "minProperties" ? "at least" : "at most"} ${bound} properties, has ${count}`);
+}
+
 /**
  * `uniqueItems`: the positions of the first element equal, as JSON, to an earlier one (objects
  * with the same members in any order are equal), or `null` when every element differs. Each

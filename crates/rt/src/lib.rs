@@ -612,6 +612,12 @@ pub fn items_violation(out: &mut Vec<Violation>, path: &Path<'_>, keyword: &str,
     report(out, path, keyword, format!("must have {rel} {bound} items, has {len}"));
 }
 
+/// `minProperties` or `maxProperties`: reports an object of `len` members beyond `bound`.
+pub fn properties_violation(out: &mut Vec<Violation>, path: &Path<'_>, keyword: &str, len: usize, bound: u64) {
+    let rel = if keyword == "minProperties" { "at least" } else { "at most" };
+    report(out, path, keyword, format!("must have {rel} {bound} properties, has {len}"));
+}
+
 /// `uniqueItems`: reports the first element equal, as JSON, to an earlier one (`1` and `1.0` are
 /// equal, and so are objects with the same members in any order). Each element is written once
 /// in a canonical form and looked up in a hash set, so a long array costs linear time.

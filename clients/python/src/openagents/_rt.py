@@ -853,6 +853,11 @@ class Json:
         unique_items: bool = False,
         items: Callable[[], Any] | None = None,
         model: Callable[[], type[Model]] | None = None,
+        min_properties: int | None = None,
+        max_properties: int | None = None,
+        property_names: Callable[[], Any] | None = None,
+        patterns: Sequence[tuple[Pattern, Callable[[], Any]]] = (),
+        rest: tuple[Sequence[str], Callable[[], Any] | None] | None = None,
         const: object = ...,
         values: Sequence[object] | None = None,
         all_of: Callable[[], Sequence[Any]] | None = None,
@@ -878,6 +883,17 @@ class Json:
         self._items = items
         self._items_adapter: TypeAdapter[Any] | None = None
         self._model = model
+        # Rules on an object's members as a whole: their count, their names, `patternProperties`
+        # and, beside it, what members no property or pattern names must match (`None`: none
+        # may appear).
+        self.min_properties, self.max_properties = min_properties, max_properties
+        self._members = (property_names, patterns, rest)
+        self._member_adapters: (
+            tuple[TypeAdapter[Any] | None, list[tuple[Pattern, TypeAdapter[Any]]], TypeAdapter[Any] | None] | None
+        ) = None
+        self._has_members = (
+            min_properties is not None or max_properties is not None or property_names is not None or bool(patterns)
+        )
         self.const = const
         self.values = values
         self._applied = (all_of, any_of, one_of, not_)
@@ -901,6 +917,7 @@ class Json:
             all(v is None for v in (min_length, max_length, pattern, minimum, maximum, exclusive_minimum))
             and all(v is None for v in (exclusive_maximum, min_items, max_items, items, model, values))
             and not unique_items
+            and not self._has_members
             and all(v is None for v in (all_of, any_of, one_of, not_, if_, unevaluated))
             and const is ...
             and not unevaluated_false
@@ -1150,9 +1167,71 @@ class Json:
                     raise ValidationError.from_exception_data("value", errors)
                 return out
             return value
+        if isinstance(value, dict) and self._has_members:
+            errors = self._member_errors(value, context)
+            result: object = value
+            if self._model is not None:
+                try:
+                    result = self._model().__pydantic_validator__.validate_python(value, context=context)
+                except ValidationError as e:
+                    errors += [_reraise(d, ()) for d in _exact_errors(e)]
+            if errors:
+                raise ValidationError.from_exception_data("value", errors)
+            return result
         if isinstance(value, dict) and self._model is not None:
             return self._model().__pydantic_validator__.validate_python(value, context=context)
         return value
+
+    def _member_errors(self, value: dict[Any, object], context: object) -> list[InitErrorDetails]:
+        """`minProperties`, `maxProperties`, `propertyNames` and `patternProperties` (with what
+        `additionalProperties` says beside it): every violation, each member's under its name."""
+        if self._member_adapters is None:
+            names, patterns, rest = self._members
+            self._member_adapters = (
+                TypeAdapter(names()) if names else None,
+                [(p, TypeAdapter(a())) for p, a in patterns],
+                TypeAdapter(rest[1]()) if rest is not None and rest[1] is not None else None,
+            )
+        names_a, patterns_a, rest_a = self._member_adapters
+        rest = self._members[2]
+        tested = _tested(context)
+        errors: list[InitErrorDetails] = []
+        n = len(value)
+        for bound, keyword, word, beyond in (
+            (self.min_properties, "minProperties", "at least", n < (self.min_properties or 0)),
+            (self.max_properties, "maxProperties", "at most", self.max_properties is not None and n > self.max_properties),
+        ):
+            if bound is not None and beyond:
+                message = f"must have {word} {bound} properties, has {n}"
+                errors.append(InitErrorDetails(type=PydanticCustomError(keyword, message), loc=(), input=value))
+
+        def test(adapter: TypeAdapter[Any], item: object, key: str) -> None:
+            try:
+                adapter.validate_python(item, context=tested)
+            except ValidationError as e:
+                errors.extend(_reraise(d, (key,)) for d in _exact_errors(e))
+
+        for key, item in value.items():
+            if not isinstance(key, str):
+                continue
+            if names_a is not None:
+                test(names_a, key, key)
+            matched = False
+            for pattern, adapter in patterns_a:
+                if pattern._search(key) is not None:
+                    matched = True
+                    test(adapter, item, key)
+            if rest is not None and not matched and key not in rest[0]:
+                if rest_a is not None:
+                    test(rest_a, item, key)
+                else:
+                    message = f"property `{key}` is not allowed here: no property or pattern declares it"
+                    errors.append(
+                        InitErrorDetails(
+                            type=PydanticCustomError("additionalProperties", message), loc=(key,), input=item
+                        )
+                    )
+        return errors
 
 
 def _matches(adapter: TypeAdapter[Any], value: object, info: core_schema.ValidationInfo) -> bool:
