@@ -12,8 +12,9 @@
 //! - up to 2019-09, `additionalItems` beside an `items` that is one schema (or no `items`) applies
 //!   to nothing and is dropped; beside an array of `items` (a tuple) it stays, and is refused with
 //!   the tuple;
-//! - draft-04 to draft-07's `dependencies` stays as written and is read as 2019-09's
-//!   `dependentRequired` (a list of names) or `dependentSchemas` (a schema) by the lowering.
+//! - draft-04 to draft-07's `dependencies` becomes 2019-09's `dependentRequired` (its lists of
+//!   names) and `dependentSchemas` (its schemas): the one rewrite that moves keywords, so a
+//!   refusal inside a dependency's schema names the `dependentSchemas` place.
 //!
 //! `definitions`, where those dialects keep their named schemas, is read as `$defs` in every
 //! dialect (2020-12's own meta-schema still declares it).
@@ -121,6 +122,22 @@ fn upgrade_schema(schema: &mut Value, dialect: Dialect) {
     if map.contains_key("additionalItems") && !map.get("items").is_some_and(Value::is_array) {
         map.remove("additionalItems");
     }
+    if dialect != Dialect::Draft2019
+        && let Some(Value::Object(deps)) = map.get("dependencies")
+    {
+        // 2019-09 split it in two: a list of names is `dependentRequired`, a schema
+        // `dependentSchemas` (a refusal inside one names the new keyword's place).
+        let (mut required, mut schemas) = (serde_json::Map::new(), serde_json::Map::new());
+        for (k, v) in deps {
+            if v.is_array() { &mut required } else { &mut schemas }.insert(k.clone(), v.clone());
+        }
+        map.remove("dependencies");
+        for (key, part) in [("dependentRequired", required), ("dependentSchemas", schemas)] {
+            if !part.is_empty() && !map.contains_key(key) {
+                map.insert(key.into(), Value::Object(part));
+            }
+        }
+    }
     for (key, value) in map.iter_mut() {
         upgrade_under(key, value, dialect);
     }
@@ -182,6 +199,15 @@ mod tests {
         assert!(v.get("additionalItems").is_none());
         let tuple = up(json!({"$schema": "http://json-schema.org/draft-07/schema", "type": "array", "items": [{"type": "string"}], "additionalItems": false}));
         assert_eq!(tuple["additionalItems"], false);
+    }
+
+    #[test]
+    fn dependencies_split_into_dependent_required_and_dependent_schemas() {
+        let v = up(json!({"$schema": "http://json-schema.org/draft-04/schema#", "dependencies": {"a": ["b"], "c": {"$ref": "#/definitions/D", "required": ["e"]}}}));
+        assert!(v.get("dependencies").is_none());
+        assert_eq!(v["dependentRequired"], json!({"a": ["b"]}));
+        // The schema is upgraded too: draft-04 ignores what stands beside its `$ref`.
+        assert_eq!(v["dependentSchemas"], json!({"c": {"$ref": "#/definitions/D"}}));
     }
 
     #[test]

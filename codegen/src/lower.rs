@@ -34,6 +34,8 @@ pub const SUPPORTED_KEYWORDS: &[&str] = &[
     "propertyNames",
     "minProperties",
     "maxProperties",
+    "dependentRequired",
+    "dependentSchemas",
     "allOf",
     "anyOf",
     "oneOf",
@@ -149,7 +151,7 @@ fn is_annotation_in(key: &str, map: &Map<String, Value>) -> bool {
         || (key == "unevaluatedProperties" && map.get(key) == Some(&Value::Bool(true)))
         || key == "discriminator"
         || (matches!(key, "if" | "then" | "else") && !has_conditional(map))
-        || (matches!(key, "patternProperties" | "minProperties" | "maxProperties" | "propertyNames") && !has_member_rules(map))
+        || (matches!(key, "patternProperties" | "minProperties" | "maxProperties" | "propertyNames" | "dependentRequired" | "dependentSchemas") && !has_member_rules(map))
 }
 
 /// The smallest `f64` above -2^63 (that is -2^63 + 1024). Bounds are compared as `f64` (see
@@ -1606,6 +1608,24 @@ impl<'a> Lowerer<'a> {
             let node = self.node(file, &at, names, &format!("{hint}Name"))?;
             rules.property_names = Some(node);
         }
+        if let Some(deps) = map.get("dependentRequired") {
+            let bad = || err(file, pointer, "dependentRequired", "must be an object of lists of property names");
+            for (k, names) in deps.as_object().ok_or_else(bad)? {
+                let names = names.as_array().filter(|a| a.iter().all(Value::is_string)).ok_or_else(bad)?;
+                let names: Vec<String> = names.iter().filter_map(|n| n.as_str().map(str::to_owned)).collect();
+                if !names.is_empty() {
+                    rules.dependent_required.push((k.clone(), names));
+                }
+            }
+        }
+        if let Some(deps) = map.get("dependentSchemas") {
+            let deps = deps.as_object().ok_or_else(|| err(file, pointer, "dependentSchemas", "must be an object of schemas"))?;
+            let at = push_pointer(pointer, "dependentSchemas");
+            for (i, (k, schema)) in deps.iter().enumerate() {
+                let node = self.node(file, &push_pointer(&at, k), schema, &format!("{hint}Dependent{i}"))?;
+                rules.dependent_schemas.push((k.clone(), node));
+            }
+        }
         if has_patterns(map) {
             let Some(Value::Object(patterns)) = map.get("patternProperties") else {
                 return Err(err(file, pointer, "patternProperties", "must be an object of schemas"));
@@ -1702,6 +1722,9 @@ impl<'a> Lowerer<'a> {
             return Err(fail("the schemas `unevaluatedProperties` sees through nest deeper than 32 `$ref`s, `allOf` members and branches"));
         }
         let Some(map) = schema.as_object() else { return Ok(()) };
+        if map.contains_key("dependentSchemas") {
+            return Err(err(here.file, here.pointer, "dependentSchemas", "`dependentSchemas` where `unevaluatedProperties` sees it (what it evaluates depends on the members present) is not supported"));
+        }
         if has_patterns(map) {
             return Err(err(here.file, here.pointer, "patternProperties", "`patternProperties` where `unevaluatedProperties` sees it (what it evaluates depends on the member names) is not supported"));
         }
@@ -2120,6 +2143,7 @@ fn has_member_rules(map: &Map<String, Value>) -> bool {
         || map.get("minProperties").is_some_and(|n| n.as_f64() != Some(0.0))
         || map.contains_key("maxProperties")
         || map.get("propertyNames").is_some_and(|s| s != &Value::Bool(true) && s.as_object().is_none_or(|m| !m.is_empty()))
+        || ["dependentRequired", "dependentSchemas"].iter().any(|k| map.get(*k).is_some_and(|d| d.as_object().is_none_or(|m| !m.is_empty())))
 }
 
 /// Whether `map` has a `patternProperties` that gives some member a schema.

@@ -413,6 +413,10 @@ pub struct MemberRules {
     /// member that `declared` does not name and no pattern matches must match. (The struct of
     /// the declared properties then allows any other member.)
     pub rest: Option<(Vec<String>, Additional)>,
+    /// `dependentRequired`: when the member named first is present, so is each of the others.
+    pub dependent_required: Vec<(String, Vec<String>)>,
+    /// `dependentSchemas`: when the member is present, the object matches the schema.
+    pub dependent_schemas: Vec<(String, Node)>,
 }
 
 impl MemberRules {
@@ -422,7 +426,7 @@ impl MemberRules {
             Some((_, Additional::Schema(n))) => Some(&**n),
             _ => None,
         };
-        self.property_names.iter().chain(self.patterns.iter().map(|(_, n)| n)).chain(rest)
+        self.property_names.iter().chain(self.patterns.iter().map(|(_, n)| n)).chain(rest).chain(self.dependent_schemas.iter().map(|(_, n)| n))
     }
 }
 

@@ -862,6 +862,14 @@ impl<'a> Emitter<'a> {
                 let each = m.patterns.iter().map(|(i, n)| Ok(atom(format!("({}, lambda: {})", self.pattern_ex(*i)?.flat(), self.ann(n, ctx)?.flat())))).collect::<Result<Vec<_>, String>>()?;
                 args.push(atom(format!("patterns={}", group("", "[", "]", each).flat())));
             }
+            if !m.dependent_required.is_empty() {
+                let each = m.dependent_required.iter().map(|(k, names)| atom(format!("({}, {})", py_str(k), group("", "[", "]", names.iter().map(|n| atom(py_str(n))).collect()).flat()))).collect();
+                args.push(atom(format!("dependent_required={}", group("", "[", "]", each).flat())));
+            }
+            if !m.dependent_schemas.is_empty() {
+                let each = m.dependent_schemas.iter().map(|(k, n)| Ok(atom(format!("({}, lambda: {})", py_str(k), self.ann(n, ctx)?.flat())))).collect::<Result<Vec<_>, String>>()?;
+                args.push(atom(format!("dependent_schemas={}", group("", "[", "]", each).flat())));
+            }
             if let Some((declared, rest)) = &m.rest {
                 let declared = group("", "[", "]", declared.iter().map(|d| atom(py_str(d))).collect()).flat();
                 let rest = match rest {

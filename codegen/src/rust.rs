@@ -1340,7 +1340,7 @@ impl Emitter<'_> {
             object_checks.push(quote!(<#id as #rt::SchemaCheck>::check_value(#v, #path, out);));
         }
         if let Some(m) = &node.members {
-            object_checks.push(self.member_checks(m, quote!(__o), path.clone()));
+            object_checks.push(self.member_checks(m, quote!(__o), v.clone(), path.clone()));
         }
         if !object_checks.is_empty() {
             let bind = if node.members.is_some() { quote!(__o) } else { quote!(_) };
@@ -1360,9 +1360,17 @@ impl Emitter<'_> {
     }
 
     /// The checks of [`MemberRules`] on `obj` (a `&serde_json::Map`) at `path`.
-    fn member_checks(&self, m: &MemberRules, obj: TokenStream, path: TokenStream) -> TokenStream {
+    fn member_checks(&self, m: &MemberRules, obj: TokenStream, v: TokenStream, path: TokenStream) -> TokenStream {
         let rt = &self.rt;
         let mut out = Vec::new();
+        for (k, names) in &m.dependent_required {
+            let msgs: Vec<String> = names.iter().map(|n| format!("missing property `{n}`, required when `{k}` is present")).collect();
+            out.push(quote!(if #obj.contains_key(#k) { #( if !#obj.contains_key(#names) { #rt::report(out, #path, "dependentRequired", #msgs.to_owned()); } )* }));
+        }
+        for (k, node) in &m.dependent_schemas {
+            let c = self.dyn_check(node, v.clone(), path.clone());
+            out.push(quote!(if #obj.contains_key(#k) { #c }));
+        }
         if let Some(min) = m.min_properties {
             out.push(quote!(if (#obj.len() as u64) < #min { #rt::properties_violation(out, #path, "minProperties", #obj.len(), #min); }));
         }

@@ -1216,6 +1216,15 @@ impl<'a> Emitter<'a> {
                     w.line(&format!("if ({n} > {max}) return false;"));
                 }
             }
+            for (k, names) in &m.dependent_required {
+                let missing = names.iter().map(|n| format!("!$has({x}, {})", js_str(n))).collect::<Vec<_>>().join(" || ");
+                w.line(&format!("if ($has({x}, {}) && ({missing})) return false;", js_str(k)));
+            }
+            for (k, node) in &m.dependent_schemas {
+                w.open(&format!("if ($has({x}, {})) {{", js_str(k)));
+                self.fast_node(w, node, x, lv);
+                w.close("}");
+            }
             if m.property_names.is_some() || !m.patterns.is_empty() {
                 let k = self.fresh("k");
                 let mut body = Out { buf: String::new(), indent: w.indent + 1 };
@@ -1539,6 +1548,19 @@ impl<'a> Emitter<'a> {
                 if let Some(max) = m.max_properties {
                     body.line(&format!("if ({n} > {max}) $propertiesViolation(out, {p}, \"maxProperties\", {n}, {max});"));
                 }
+            }
+            for (k, names) in &m.dependent_required {
+                body.open(&format!("if ($has({x}, {})) {{", js_str(k)));
+                for n in names {
+                    let msg = format!("missing property `{n}`, required when `{k}` is present");
+                    body.line(&format!("if (!$has({x}, {})) $report(out, {p}, \"dependentRequired\", {});", js_str(n), js_str(&msg)));
+                }
+                body.close("}");
+            }
+            for (k, node) in &m.dependent_schemas {
+                body.open(&format!("if ($has({x}, {})) {{", js_str(k)));
+                self.check_node(&mut body, node, x, p, lv);
+                body.close("}");
             }
             if m.property_names.is_some() || !m.patterns.is_empty() {
                 let k = self.fresh("k");

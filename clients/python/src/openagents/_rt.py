@@ -858,6 +858,8 @@ class Json:
         property_names: Callable[[], Any] | None = None,
         patterns: Sequence[tuple[Pattern, Callable[[], Any]]] = (),
         rest: tuple[Sequence[str], Callable[[], Any] | None] | None = None,
+        dependent_required: Sequence[tuple[str, Sequence[str]]] = (),
+        dependent_schemas: Sequence[tuple[str, Callable[[], Any]]] = (),
         const: object = ...,
         values: Sequence[object] | None = None,
         all_of: Callable[[], Sequence[Any]] | None = None,
@@ -891,8 +893,16 @@ class Json:
         self._member_adapters: (
             tuple[TypeAdapter[Any] | None, list[tuple[Pattern, TypeAdapter[Any]]], TypeAdapter[Any] | None] | None
         ) = None
+        self._dependent_required = dependent_required
+        self._dependent_schemas = dependent_schemas
+        self._dependent_adapters: list[tuple[str, TypeAdapter[Any]]] | None = None
         self._has_members = (
-            min_properties is not None or max_properties is not None or property_names is not None or bool(patterns)
+            min_properties is not None
+            or max_properties is not None
+            or property_names is not None
+            or bool(patterns)
+            or bool(dependent_required)
+            or bool(dependent_schemas)
         )
         self.const = const
         self.values = values
@@ -1205,11 +1215,26 @@ class Json:
                 message = f"must have {word} {bound} properties, has {n}"
                 errors.append(InitErrorDetails(type=PydanticCustomError(keyword, message), loc=(), input=value))
 
-        def test(adapter: TypeAdapter[Any], item: object, key: str) -> None:
+        def test(adapter: TypeAdapter[Any], item: object, *loc: str) -> None:
             try:
                 adapter.validate_python(item, context=tested)
             except ValidationError as e:
-                errors.extend(_reraise(d, (key,)) for d in _exact_errors(e))
+                errors.extend(_reraise(d, loc) for d in _exact_errors(e))
+
+        for key, required in self._dependent_required:
+            if key in value:
+                for name in required:
+                    if name not in value:
+                        message = f"missing property `{name}`, required when `{key}` is present"
+                        errors.append(
+                            InitErrorDetails(type=PydanticCustomError("dependentRequired", message), loc=(), input=value)
+                        )
+        if self._dependent_schemas:
+            if self._dependent_adapters is None:
+                self._dependent_adapters = [(k, TypeAdapter(a())) for k, a in self._dependent_schemas]
+            for key, adapter in self._dependent_adapters:
+                if key in value:
+                    test(adapter, value)
 
         for key, item in value.items():
             if not isinstance(key, str):
