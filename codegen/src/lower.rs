@@ -56,6 +56,9 @@ pub const SUPPORTED_KEYWORDS: &[&str] = &[
     "minItems",
     "maxItems",
     "uniqueItems",
+    "contains",
+    "minContains",
+    "maxContains",
     "format",
     "deprecated",
     "readOnly",
@@ -151,6 +154,7 @@ fn is_annotation_in(key: &str, map: &Map<String, Value>) -> bool {
         || (key == "unevaluatedProperties" && map.get(key) == Some(&Value::Bool(true)))
         || key == "discriminator"
         || (matches!(key, "if" | "then" | "else") && !has_conditional(map))
+        || (matches!(key, "minContains" | "maxContains") && !map.contains_key("contains"))
         || (matches!(key, "patternProperties" | "minProperties" | "maxProperties" | "propertyNames" | "dependentRequired" | "dependentSchemas") && !has_member_rules(map))
 }
 
@@ -1581,7 +1585,7 @@ impl<'a> Lowerer<'a> {
         let applied = self.applicators(file, pointer, map, hint)?;
         let unevaluated = self.unevaluated(file, pointer, map, hint)?;
         let members = self.member_rules(file, pointer, map, hint)?;
-        let composed = !applied.is_empty() || unevaluated.is_some() || members.is_some();
+        let composed = !applied.is_empty() || unevaluated.is_some() || members.is_some() || map.contains_key("contains");
         let mut node = self.plain_node(file, pointer, map, hint, description, default, composed)?;
         if composed {
             node.applied = applied;
@@ -1875,6 +1879,13 @@ impl<'a> Lowerer<'a> {
         // `minItems: 0` says nothing (every array has at least no items).
         node.array.min_items = map.get("minItems").map(|v| whole(file, pointer, "minItems", v)).transpose()?.filter(|n| *n > 0);
         node.array.max_items = map.get("maxItems").map(|v| whole(file, pointer, "maxItems", v)).transpose()?;
+        if let Some(schema) = map.get("contains") {
+            let at = push_pointer(pointer, "contains");
+            let schema = self.node(file, &at, schema, &format!("{hint}Contains"))?;
+            let min = map.get("minContains").map(|v| whole(file, pointer, "minContains", v)).transpose()?.unwrap_or(1);
+            let max = map.get("maxContains").map(|v| whole(file, pointer, "maxContains", v)).transpose()?;
+            node.array.contains = Some(Box::new(Contains { schema, min, max }));
+        }
         node.array.unique_items = match map.get("uniqueItems") {
             None | Some(Value::Bool(false)) => false,
             Some(Value::Bool(true)) => true,
@@ -2040,6 +2051,7 @@ fn has_applicators_besides(map: &Map<String, Value>, except: &[&str]) -> bool {
     let present = |k: &str| map.contains_key(k) && !except.contains(&k);
     has_unevaluated(map)
         || has_member_rules(map)
+        || map.contains_key("contains")
         || present("allOf")
         || present("not")
         || (present("if") && has_conditional(map))
@@ -2446,13 +2458,13 @@ mod tests {
         // A refused type does not hide the next one's refusals, and what sits under a refused
         // keyword (`anyOf`'s branch) is reported too; the lowering's own refusals come with them.
         let text = r##"{"$defs": {
-            "A": {"type": "array", "contains": {"type": "string"}},
-            "B": {"anyOf": [{"type": "array", "contains": {"type": "string"}}]},
+            "A": {"type": "array", "prefixItems": [{"type": "string"}]},
+            "B": {"anyOf": [{"type": "array", "prefixItems": [{"type": "string"}]}]},
             "C": {"oneOf": [{"type": "string"}, {"type": "integer"}], "x-extensible": true},
             "D": {"type": "string", "maxLength": 3}}}"##;
         let r = lower_all(&Documents::from_texts([("case.json", text)]).expect("JSON")).expect_err("refused");
         let got: Vec<(&str, &str, &str)> = r.iter().map(|e| (e.file.as_str(), e.pointer.as_str(), e.keyword.as_str())).collect();
-        assert_eq!(got, [("case.json", "/$defs/A", "contains"), ("case.json", "/$defs/B/anyOf/0", "contains"), ("case.json", "/$defs/C/oneOf/0", "type")]);
+        assert_eq!(got, [("case.json", "/$defs/A", "prefixItems"), ("case.json", "/$defs/B/anyOf/0", "prefixItems"), ("case.json", "/$defs/C/oneOf/0", "type")]);
         assert_eq!(lower(&Documents::from_texts([("case.json", text)]).expect("JSON")).expect_err("refused"), *r.first());
     }
 

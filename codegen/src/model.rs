@@ -353,6 +353,20 @@ pub struct ArrayRules {
     /// `uniqueItems: true`: no two elements are equal as JSON values (`1` and `1.0` are equal,
     /// object members in any order). `false`, the default, says nothing.
     pub unique_items: bool,
+    /// `contains` with `minContains` and `maxContains`: how many elements must match the schema
+    /// (at least `min`, 1 unless given; at most `max`). A checked value in typed code.
+    pub contains: Option<Box<Contains>>,
+}
+
+/// `contains`, `minContains` and `maxContains` of one schema.
+#[derive(Debug, Clone)]
+pub struct Contains {
+    /// `contains`: the schema counted elements match.
+    pub schema: Node,
+    /// `minContains` (1 when absent; 0 lets an array with no match through).
+    pub min: u64,
+    /// `maxContains`.
+    pub max: Option<u64>,
 }
 
 /// One place a schema is used: the JSON types it allows and the rules for each.

@@ -841,6 +841,10 @@ impl<'a> Emitter<'a> {
         if node.array.unique_items {
             args.push(atom("unique_items=True"));
         }
+        if let Some(c) = &node.array.contains {
+            let max = c.max.map_or("None".to_owned(), |m| m.to_string());
+            args.push(atom(format!("contains=({}, lambda: {}, {max})", c.min, self.ann(&c.schema, ctx)?.flat())));
+        }
         if let Some(items) = &node.array.items {
             let ann = self.ann(items, ctx)?;
             args.push(atom(format!("items=lambda: {}", ann.flat())));
@@ -977,7 +981,7 @@ impl<'a> Emitter<'a> {
         }
         Ok(match repr {
             Repr::Value | Repr::Never => {
-                if node.applied.is_empty() && node.unevaluated.is_none() && node.types == Types::ALL && !has_string_rules && !has_number_rules && node.array.items.is_none() && node.array.min_items.is_none() && node.array.max_items.is_none() && !node.array.unique_items && node.object.is_none() && node.members.is_none() {
+                if node.applied.is_empty() && node.unevaluated.is_none() && node.types == Types::ALL && !has_string_rules && !has_number_rules && node.array.items.is_none() && node.array.min_items.is_none() && node.array.max_items.is_none() && !node.array.unique_items && node.array.contains.is_none() && node.object.is_none() && node.members.is_none() {
                     atom(JSON_VALUE)
                 } else {
                     sub("Annotated", vec![atom(self.json_py_type(node, ctx)), self.json_check(node, ctx)?])

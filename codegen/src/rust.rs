@@ -284,7 +284,7 @@ impl Emitter<'_> {
 
     fn node_needs_check(&self, node: &Node, repr: &Repr, known: &BTreeSet<String>) -> bool {
         match repr {
-            Repr::Value => !node.applied.is_empty() || node.unevaluated.is_some() || node.types != Types::ALL || node.reference.is_some() || node.literals.is_some() || !node.string.is_empty() || !node.number.is_empty() || node.array.items.is_some() || node.array.min_items.is_some() || node.array.max_items.is_some() || node.array.unique_items || node.object.is_some() || node.members.is_some(),
+            Repr::Value => !node.applied.is_empty() || node.unevaluated.is_some() || node.types != Types::ALL || node.reference.is_some() || node.literals.is_some() || !node.string.is_empty() || !node.number.is_empty() || node.array.items.is_some() || node.array.min_items.is_some() || node.array.max_items.is_some() || node.array.unique_items || node.array.contains.is_some() || node.object.is_some() || node.members.is_some(),
             Repr::Never | Repr::Null | Repr::Object => false,
             Repr::Bool => node.literals.is_some(),
             Repr::Integer | Repr::Number => node.literals.is_some() || !node.number.is_empty(),
@@ -1317,8 +1317,24 @@ impl Emitter<'_> {
             arms.push(quote!(serde_json::Value::Number(__n) => { let __f = __n.as_f64().unwrap_or(f64::NAN); #nrules }));
         }
         let a = &node.array;
-        if a.items.is_some() || a.min_items.is_some() || a.max_items.is_some() || a.unique_items {
+        if a.items.is_some() || a.min_items.is_some() || a.max_items.is_some() || a.unique_items || a.contains.is_some() {
             let mut checks = Vec::new();
+            if let Some(c) = &a.contains {
+                let check = self.dyn_check(&c.schema, quote!(__item), quote!(&__ip));
+                let min = c.min;
+                let (kw, max) = (if min == 1 { "contains" } else { "minContains" }, c.max.map(|m| quote!(if __count > #m { #rt::contains_violation(out, #path, "maxContains", __count, #m); })));
+                checks.push(quote!({
+                    let mut __count: u64 = 0;
+                    for (__i, __item) in __a.iter().enumerate() {
+                        let __ip = #rt::Path::index(#path, __i);
+                        let mut __o: Vec<#rt::Violation> = Vec::new();
+                        { let out = &mut __o; #check }
+                        if __o.is_empty() { __count += 1; }
+                    }
+                    if __count < #min { #rt::contains_violation(out, #path, #kw, __count, #min); }
+                    #max
+                }));
+            }
             if let Some(min) = a.min_items {
                 checks.push(quote!(if (__a.len() as u64) < #min { #rt::items_violation(out, #path, "minItems", __a.len(), #min); }));
             }

@@ -605,6 +605,9 @@ impl<'a> Emitter<'a> {
         if self.space.types.values().any(|t| kind_nodes(&t.kind).iter().any(|n| has_members(n))) {
             rt_names.push("propertiesViolation");
         }
+        if self.space.types.values().any(|t| kind_nodes(&t.kind).iter().any(|n| has_contains(n))) {
+            rt_names.push("containsViolation");
+        }
         // Aliased with `$`, a prefix no generated name has, so no type's `isX` can shadow them.
         let aliased: Vec<String> = rt_names.iter().map(|n| format!("{n} as ${n}")).collect();
         w.line(&format!("import {{ {} }} from {};", aliased.join(", "), js_str(&self.opts.runtime)));
@@ -1149,10 +1152,23 @@ impl<'a> Emitter<'a> {
         self.guarded(w, rules, !numeric, &format!("$isNumber({x})"));
         // Arrays.
         let a = &node.array;
-        if a.items.is_some() || a.min_items.is_some() || a.max_items.is_some() || a.unique_items {
+        if a.items.is_some() || a.min_items.is_some() || a.max_items.is_some() || a.unique_items || a.contains.is_some() {
             let mut inner = Out { buf: String::new(), indent: 0 };
             let guard = !only(Types::ARRAY);
             inner.indent = w.indent + usize::from(guard);
+            if let Some(c) = &a.contains {
+                // The branch reads the element from a variable the loop sets.
+                let (i, n, y) = (self.fresh("i"), self.fresh("n"), self.fresh("x"));
+                inner.line(&format!("if ({} >= $MAX_DEPTH) return false;", depth(lv)));
+                inner.line(&format!("let {y}: unknown;"));
+                let call = self.fast_branch(&mut inner, &c.schema, &y, lv + 1);
+                inner.line(&format!("let {n} = 0;"));
+                inner.line(&format!("for (let {i} = 0; {i} < {x}.length; {i}++) {{ {y} = {x}[{i}]; if ({call}) {n}++; }}"));
+                inner.line(&format!("if ({n} < {}) return false;", c.min));
+                if let Some(max) = c.max {
+                    inner.line(&format!("if ({n} > {max}) return false;"));
+                }
+            }
             if let Some(min) = a.min_items {
                 inner.line(&format!("if ({x}.length < {min}) return false;"));
             }
@@ -1490,10 +1506,29 @@ impl<'a> Emitter<'a> {
         let numeric = node.literals.is_none() && (t == Types::INTEGER || t == Types::NUMBER);
         self.guarded(&mut body, rules, !numeric, &format!("$isNumber({x})"));
         let a = &node.array;
-        if a.items.is_some() || a.min_items.is_some() || a.max_items.is_some() || a.unique_items {
+        if a.items.is_some() || a.min_items.is_some() || a.max_items.is_some() || a.unique_items || a.contains.is_some() {
             let guard = !only(Types::ARRAY);
             if guard {
                 body.open(&format!("if ($isArray({x})) {{"));
+            }
+            if let Some(c) = &a.contains {
+                // The branch reads the element and its index from variables the loop sets.
+                let (i, n, y) = (self.fresh("i"), self.fresh("n"), self.fresh("x"));
+                let kw = if c.min == 1 { "contains" } else { "minContains" };
+                body.open(&format!("if ({} >= $MAX_DEPTH) {{", depth(lv)));
+                body.line(&format!("$depthViolation(out, {p});"));
+                body.close("} else {");
+                body.indent += 1;
+                body.line(&format!("let {y}: unknown;"));
+                body.line(&format!("let {i} = 0;"));
+                let call = self.check_branch(&mut body, &c.schema, &y, &format!("{p} + \"/\" + {i}"), lv + 1);
+                body.line(&format!("let {n} = 0;"));
+                body.line(&format!("for ({i} = 0; {i} < {x}.length; {i}++) {{ {y} = {x}[{i}]; if ({call}.length === 0) {n}++; }}"));
+                body.line(&format!("if ({n} < {}) $containsViolation(out, {p}, \"{kw}\", {n}, {});", c.min, c.min));
+                if let Some(max) = c.max {
+                    body.line(&format!("if ({n} > {max}) $containsViolation(out, {p}, \"maxContains\", {n}, {max});"));
+                }
+                body.close("}");
             }
             if let Some(min) = a.min_items {
                 body.line(&format!("if ({x}.length < {min}) $itemsViolation(out, {p}, \"minItems\", {x}.length, {min});"));
@@ -1947,6 +1982,7 @@ fn has_applied(node: &Node) -> bool {
         || node.unevaluated.is_some()
         || node.array.items.as_deref().is_some_and(has_applied)
         || node.members.as_ref().is_some_and(|m| m.nodes().any(has_applied))
+        || node.array.contains.as_ref().is_some_and(|c| has_applied(&c.schema))
 }
 
 /// Whether `node` or a schema inside it asks for `uniqueItems` (the validators then import its
@@ -1958,15 +1994,27 @@ fn has_unique(node: &Node) -> bool {
         || a.nodes().any(has_unique)
         || node.unevaluated.as_ref().is_some_and(|u| has_unique(&u.schema))
         || node.members.as_ref().is_some_and(|m| m.nodes().any(has_unique))
+        || node.array.contains.as_ref().is_some_and(|c| has_unique(&c.schema))
 }
 
 /// Whether `node` or a schema inside it has [`crate::model::MemberRules`] (the validators then
 /// import their check).
 fn has_members(node: &Node) -> bool {
     node.members.is_some()
+        || node.array.contains.as_ref().is_some_and(|c| has_members(&c.schema))
+        || node.members.as_ref().is_some_and(|m| m.nodes().any(has_members))
         || node.array.items.as_deref().is_some_and(has_members)
         || node.applied.nodes().any(has_members)
         || node.unevaluated.as_ref().is_some_and(|u| has_members(&u.schema))
+}
+
+/// Whether `node` or a schema inside it has `contains` (the validators then import its check).
+fn has_contains(node: &Node) -> bool {
+    node.array.contains.is_some()
+        || node.array.items.as_deref().is_some_and(has_contains)
+        || node.applied.nodes().any(has_contains)
+        || node.members.as_ref().is_some_and(|m| m.nodes().any(has_contains))
+        || node.unevaluated.as_ref().is_some_and(|u| has_contains(&u.schema))
 }
 
 /// The depth of a value `lv` arrays and objects below the function's value (at depth `d`).

@@ -239,6 +239,11 @@ export function itemsViolation(out: Violation[], p: string, keyword: string, len
   report(out, p, keyword, `must have ${keyword === "minItems" ? "at least" : "at most"} ${bound} items, has ${length}`);
 }
 
+/** `contains` (with `minContains` or `maxContains`): `count` elements match its schema, beyond `bound`. */
+export function containsViolation(out: Violation[], p: string, keyword: string, count: number, bound: number): void {
+  report(out, p, keyword, `must have ${keyword === "maxContains" ? "at most" : "at least"} ${bound} items matching the schema under \`contains\`, has ${count}`);
+}
+
 /** `minProperties` or `maxProperties`: an object of `count` members beyond `bound`. */
 export function propertiesViolation(out: Violation[], p: string, keyword: string, count: number, bound: number): void {
   report(out, p, keyword, `must have ${keyword === "minProperties" ? "at least" : "at most"} ${bound} properties, has ${count}`);

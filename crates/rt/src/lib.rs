@@ -612,6 +612,13 @@ pub fn items_violation(out: &mut Vec<Violation>, path: &Path<'_>, keyword: &str,
     report(out, path, keyword, format!("must have {rel} {bound} items, has {len}"));
 }
 
+/// `contains` (with `minContains` or `maxContains`): reports an array of which `count` elements
+/// match the schema under `contains`, beyond `bound`.
+pub fn contains_violation(out: &mut Vec<Violation>, path: &Path<'_>, keyword: &str, count: u64, bound: u64) {
+    let rel = if keyword == "maxContains" { "at most" } else { "at least" };
+    report(out, path, keyword, format!("must have {rel} {bound} items matching the schema under `contains`, has {count}"));
+}
+
 /// `minProperties` or `maxProperties`: reports an object of `len` members beyond `bound`.
 pub fn properties_violation(out: &mut Vec<Violation>, path: &Path<'_>, keyword: &str, len: usize, bound: u64) {
     let rel = if keyword == "minProperties" { "at least" } else { "at most" };

@@ -851,6 +851,7 @@ class Json:
         min_items: int | None = None,
         max_items: int | None = None,
         unique_items: bool = False,
+        contains: tuple[int, Callable[[], Any], int | None] | None = None,
         items: Callable[[], Any] | None = None,
         model: Callable[[], type[Model]] | None = None,
         min_properties: int | None = None,
@@ -883,6 +884,9 @@ class Json:
         self.exclusive_minimum, self.exclusive_maximum = exclusive_minimum, exclusive_maximum
         self.min_items, self.max_items, self.unique_items = min_items, max_items, unique_items
         self._items = items
+        # `contains`: at least `min` and at most `max` elements match its schema.
+        self._contains = contains
+        self._contains_adapter: TypeAdapter[Any] | None = None
         self._items_adapter: TypeAdapter[Any] | None = None
         self._model = model
         # Rules on an object's members as a whole: their count, their names, `patternProperties`
@@ -927,6 +931,7 @@ class Json:
             all(v is None for v in (min_length, max_length, pattern, minimum, maximum, exclusive_minimum))
             and all(v is None for v in (exclusive_maximum, min_items, max_items, items, model, values))
             and not unique_items
+            and contains is None
             and not self._has_members
             and all(v is None for v in (all_of, any_of, one_of, not_, if_, unevaluated))
             and const is ...
@@ -1163,6 +1168,25 @@ class Json:
                 raise PydanticCustomError("maxItems", "must have at most {n} items", {"n": self.max_items})
             if self.unique_items:
                 _unique(value)
+            if self._contains is not None:
+                least, schema, most = self._contains
+                if self._contains_adapter is None:
+                    self._contains_adapter = TypeAdapter(schema())
+                tested = _tested(context)
+                count = sum(1 for item in value if _passes(self._contains_adapter, item, tested))
+                if count < least:
+                    keyword = "contains" if least == 1 else "minContains"
+                    raise PydanticCustomError(
+                        keyword,
+                        "must have at least {n} items matching the schema under `contains`, has {m}",
+                        {"n": least, "m": count},
+                    )
+                if most is not None and count > most:
+                    raise PydanticCustomError(
+                        "maxContains",
+                        "must have at most {n} items matching the schema under `contains`, has {m}",
+                        {"n": most, "m": count},
+                    )
             if self._items is not None:
                 if self._items_adapter is None:
                     self._items_adapter = TypeAdapter(self._items())
@@ -1257,6 +1281,14 @@ class Json:
                         )
                     )
         return errors
+
+
+def _passes(adapter: TypeAdapter[Any], value: object, context: Mapping[str, Any]) -> bool:
+    try:
+        adapter.validate_python(value, context=context)
+    except ValidationError:
+        return False
+    return True
 
 
 def _matches(adapter: TypeAdapter[Any], value: object, info: core_schema.ValidationInfo) -> bool:
