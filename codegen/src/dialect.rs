@@ -10,8 +10,9 @@
 //! - draft-04's boolean `exclusiveMinimum`/`exclusiveMaximum` become 2020-12's numeric form (the
 //!   `minimum`/`maximum` they qualify moves into them), and its root `id` becomes `$id`;
 //! - up to 2019-09, `additionalItems` beside an `items` that is one schema (or no `items`) applies
-//!   to nothing and is dropped; beside an array of `items` (a tuple) it stays, and is refused with
-//!   the tuple;
+//!   to nothing and is dropped; an array of `items` (a tuple) becomes `prefixItems`, and
+//!   `additionalItems` beside it the `items` after it (a refusal inside either names the new
+//!   keyword's place);
 //! - draft-04 to draft-07's `dependencies` becomes 2019-09's `dependentRequired` (its lists of
 //!   names) and `dependentSchemas` (its schemas): the one rewrite that moves keywords, so a
 //!   refusal inside a dependency's schema names the `dependentSchemas` place.
@@ -122,6 +123,16 @@ fn upgrade_schema(schema: &mut Value, dialect: Dialect) {
     if map.contains_key("additionalItems") && !map.get("items").is_some_and(Value::is_array) {
         map.remove("additionalItems");
     }
+    if map.get("items").is_some_and(Value::is_array) {
+        // A tuple: 2020-12's `prefixItems`, with `additionalItems` as the `items` after it (a
+        // refusal inside either names the new keyword's place).
+        if let Some(tuple) = map.remove("items") {
+            map.insert("prefixItems".into(), tuple);
+        }
+        if let Some(rest) = map.remove("additionalItems") {
+            map.insert("items".into(), rest);
+        }
+    }
     if dialect != Dialect::Draft2019
         && let Some(Value::Object(deps)) = map.get("dependencies")
     {
@@ -198,7 +209,7 @@ mod tests {
         let v = up(json!({"$schema": "http://json-schema.org/draft-07/schema", "type": "array", "items": {"type": "string"}, "additionalItems": false}));
         assert!(v.get("additionalItems").is_none());
         let tuple = up(json!({"$schema": "http://json-schema.org/draft-07/schema", "type": "array", "items": [{"type": "string"}], "additionalItems": false}));
-        assert_eq!(tuple["additionalItems"], false);
+        assert_eq!(tuple, json!({"$schema": DIALECT, "type": "array", "prefixItems": [{"type": "string"}], "items": false}));
     }
 
     #[test]

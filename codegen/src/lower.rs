@@ -53,6 +53,7 @@ pub const SUPPORTED_KEYWORDS: &[&str] = &[
     "exclusiveMinimum",
     "exclusiveMaximum",
     "items",
+    "prefixItems",
     "minItems",
     "maxItems",
     "uniqueItems",
@@ -1585,7 +1586,7 @@ impl<'a> Lowerer<'a> {
         let applied = self.applicators(file, pointer, map, hint)?;
         let unevaluated = self.unevaluated(file, pointer, map, hint)?;
         let members = self.member_rules(file, pointer, map, hint)?;
-        let composed = !applied.is_empty() || unevaluated.is_some() || members.is_some() || map.contains_key("contains");
+        let composed = !applied.is_empty() || unevaluated.is_some() || members.is_some() || map.contains_key("contains") || map.contains_key("prefixItems");
         let mut node = self.plain_node(file, pointer, map, hint, description, default, composed)?;
         if composed {
             node.applied = applied;
@@ -1869,9 +1870,16 @@ impl<'a> Lowerer<'a> {
             exclusive_minimum: map.get("exclusiveMinimum").map(|v| number(file, pointer, "exclusiveMinimum", v)).transpose()?,
             exclusive_maximum: map.get("exclusiveMaximum").map(|v| number(file, pointer, "exclusiveMaximum", v)).transpose()?,
         };
+        if let Some(prefix) = map.get("prefixItems") {
+            let list = prefix.as_array().filter(|l| !l.is_empty()).ok_or_else(|| err(file, pointer, "prefixItems", "must be a non-empty array of schemas"))?;
+            let at = push_pointer(pointer, "prefixItems");
+            for (i, schema) in list.iter().enumerate() {
+                node.array.prefix_items.push(self.node(file, &push_pointer(&at, &i.to_string()), schema, &format!("{hint}Item{i}"))?);
+            }
+        }
         if let Some(items) = map.get("items") {
             if items.is_array() {
-                return Err(err(file, pointer, "items", "must be one schema (tuples use `prefixItems`, which is outside the subset)"));
+                return Err(err(file, pointer, "items", "must be one schema (a tuple is `prefixItems`)"));
             }
             let p = push_pointer(pointer, "items");
             node.array.items = Some(Box::new(self.node(file, &p, items, &format!("{hint}Item"))?));
@@ -2052,6 +2060,7 @@ fn has_applicators_besides(map: &Map<String, Value>, except: &[&str]) -> bool {
     has_unevaluated(map)
         || has_member_rules(map)
         || map.contains_key("contains")
+        || map.contains_key("prefixItems")
         || present("allOf")
         || present("not")
         || (present("if") && has_conditional(map))
@@ -2076,7 +2085,7 @@ fn all_object<'m>(parts: impl Iterator<Item = &'m Map<String, Value>> + Clone) -
 
 /// The keywords an object schema (a struct, a union's branch) does not take: `enum`/`const`, and
 /// the rules of other types, inert on an object.
-const NON_OBJECT_RULES: &[&str] = &["enum", "const", "minLength", "maxLength", "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "items", "minItems", "maxItems"];
+const NON_OBJECT_RULES: &[&str] = &["enum", "const", "minLength", "maxLength", "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "items", "prefixItems", "minItems", "maxItems"];
 
 /// The types a schema's own `type` keyword names ([`type_name`] for each); `None` when it has
 /// none or names one that is no JSON type.
@@ -2458,13 +2467,13 @@ mod tests {
         // A refused type does not hide the next one's refusals, and what sits under a refused
         // keyword (`anyOf`'s branch) is reported too; the lowering's own refusals come with them.
         let text = r##"{"$defs": {
-            "A": {"type": "array", "prefixItems": [{"type": "string"}]},
-            "B": {"anyOf": [{"type": "array", "prefixItems": [{"type": "string"}]}]},
+            "A": {"type": "array", "unevaluatedItems": false},
+            "B": {"anyOf": [{"type": "array", "unevaluatedItems": false}]},
             "C": {"oneOf": [{"type": "string"}, {"type": "integer"}], "x-extensible": true},
             "D": {"type": "string", "maxLength": 3}}}"##;
         let r = lower_all(&Documents::from_texts([("case.json", text)]).expect("JSON")).expect_err("refused");
         let got: Vec<(&str, &str, &str)> = r.iter().map(|e| (e.file.as_str(), e.pointer.as_str(), e.keyword.as_str())).collect();
-        assert_eq!(got, [("case.json", "/$defs/A", "prefixItems"), ("case.json", "/$defs/B/anyOf/0", "prefixItems"), ("case.json", "/$defs/C/oneOf/0", "type")]);
+        assert_eq!(got, [("case.json", "/$defs/A", "unevaluatedItems"), ("case.json", "/$defs/B/anyOf/0", "unevaluatedItems"), ("case.json", "/$defs/C/oneOf/0", "type")]);
         assert_eq!(lower(&Documents::from_texts([("case.json", text)]).expect("JSON")).expect_err("refused"), *r.first());
     }
 

@@ -344,8 +344,11 @@ impl StringRules {
 /// Constraints on arrays.
 #[derive(Debug, Clone, Default)]
 pub struct ArrayRules {
-    /// `items`: every element's schema; any value when absent.
+    /// `items`: every element's schema (each after `prefix_items`); any value when absent.
     pub items: Option<Box<Node>>,
+    /// `prefixItems`: the schema of each element at the start, by position (a checked value in
+    /// typed code).
+    pub prefix_items: Vec<Node>,
     /// `minItems`.
     pub min_items: Option<u64>,
     /// `maxItems`.

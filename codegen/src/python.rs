@@ -849,6 +849,10 @@ impl<'a> Emitter<'a> {
             let ann = self.ann(items, ctx)?;
             args.push(atom(format!("items=lambda: {}", ann.flat())));
         }
+        if !node.array.prefix_items.is_empty() {
+            let anns = node.array.prefix_items.iter().map(|n| self.ann(n, ctx)).collect::<Result<Vec<_>, _>>()?;
+            args.push(atom(format!("prefix_items=lambda: {}", group("", "[", "]", anns).flat())));
+        }
         if let Some(o) = &node.object {
             args.push(atom(format!("model=lambda: {}", self.qual(o, ctx))));
         }
@@ -981,7 +985,7 @@ impl<'a> Emitter<'a> {
         }
         Ok(match repr {
             Repr::Value | Repr::Never => {
-                if node.applied.is_empty() && node.unevaluated.is_none() && node.types == Types::ALL && !has_string_rules && !has_number_rules && node.array.items.is_none() && node.array.min_items.is_none() && node.array.max_items.is_none() && !node.array.unique_items && node.array.contains.is_none() && node.object.is_none() && node.members.is_none() {
+                if node.applied.is_empty() && node.unevaluated.is_none() && node.types == Types::ALL && !has_string_rules && !has_number_rules && node.array.items.is_none() && node.array.min_items.is_none() && node.array.max_items.is_none() && !node.array.unique_items && node.array.contains.is_none() && node.array.prefix_items.is_empty() && node.object.is_none() && node.members.is_none() {
                     atom(JSON_VALUE)
                 } else {
                     sub("Annotated", vec![atom(self.json_py_type(node, ctx)), self.json_check(node, ctx)?])

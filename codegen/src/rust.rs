@@ -284,7 +284,7 @@ impl Emitter<'_> {
 
     fn node_needs_check(&self, node: &Node, repr: &Repr, known: &BTreeSet<String>) -> bool {
         match repr {
-            Repr::Value => !node.applied.is_empty() || node.unevaluated.is_some() || node.types != Types::ALL || node.reference.is_some() || node.literals.is_some() || !node.string.is_empty() || !node.number.is_empty() || node.array.items.is_some() || node.array.min_items.is_some() || node.array.max_items.is_some() || node.array.unique_items || node.array.contains.is_some() || node.object.is_some() || node.members.is_some(),
+            Repr::Value => !node.applied.is_empty() || node.unevaluated.is_some() || node.types != Types::ALL || node.reference.is_some() || node.literals.is_some() || !node.string.is_empty() || !node.number.is_empty() || node.array.items.is_some() || node.array.min_items.is_some() || node.array.max_items.is_some() || node.array.unique_items || node.array.contains.is_some() || !node.array.prefix_items.is_empty() || node.object.is_some() || node.members.is_some(),
             Repr::Never | Repr::Null | Repr::Object => false,
             Repr::Bool => node.literals.is_some(),
             Repr::Integer | Repr::Number => node.literals.is_some() || !node.number.is_empty(),
@@ -1317,8 +1317,12 @@ impl Emitter<'_> {
             arms.push(quote!(serde_json::Value::Number(__n) => { let __f = __n.as_f64().unwrap_or(f64::NAN); #nrules }));
         }
         let a = &node.array;
-        if a.items.is_some() || a.min_items.is_some() || a.max_items.is_some() || a.unique_items || a.contains.is_some() {
+        if a.items.is_some() || a.min_items.is_some() || a.max_items.is_some() || a.unique_items || a.contains.is_some() || !a.prefix_items.is_empty() {
             let mut checks = Vec::new();
+            for (i, prefix) in a.prefix_items.iter().enumerate() {
+                let c = self.dyn_check(prefix, quote!(__item), quote!(&__ip));
+                checks.push(quote!(if let Some(__item) = __a.get(#i) { let __ip = #rt::Path::index(#path, #i); #c }));
+            }
             if let Some(c) = &a.contains {
                 let check = self.dyn_check(&c.schema, quote!(__item), quote!(&__ip));
                 let min = c.min;
@@ -1346,7 +1350,9 @@ impl Emitter<'_> {
             }
             if let Some(items) = &a.items {
                 let c = self.dyn_check(items, quote!(__item), quote!(&__ip));
-                checks.push(quote!(for (__i, __item) in __a.iter().enumerate() { let __ip = #rt::Path::index(#path, __i); #c }));
+                let skip = a.prefix_items.len();
+                let skip = (skip > 0).then(|| quote!(.skip(#skip)));
+                checks.push(quote!(for (__i, __item) in __a.iter().enumerate() #skip { let __ip = #rt::Path::index(#path, __i); #c }));
             }
             arms.push(quote!(serde_json::Value::Array(__a) => { #(#checks)* }));
         }

@@ -1152,10 +1152,22 @@ impl<'a> Emitter<'a> {
         self.guarded(w, rules, !numeric, &format!("$isNumber({x})"));
         // Arrays.
         let a = &node.array;
-        if a.items.is_some() || a.min_items.is_some() || a.max_items.is_some() || a.unique_items || a.contains.is_some() {
+        if a.items.is_some() || a.min_items.is_some() || a.max_items.is_some() || a.unique_items || a.contains.is_some() || !a.prefix_items.is_empty() {
             let mut inner = Out { buf: String::new(), indent: 0 };
             let guard = !only(Types::ARRAY);
             inner.indent = w.indent + usize::from(guard);
+            for (i, prefix) in a.prefix_items.iter().enumerate() {
+                let y = self.fresh("x");
+                let mut body = Out { buf: String::new(), indent: inner.indent + 1 };
+                self.fast_node(&mut body, prefix, &y, lv + 1);
+                if !body.buf.is_empty() {
+                    inner.line(&format!("if ({x}.length > {i} && {} >= $MAX_DEPTH) return false;", depth(lv)));
+                    inner.open(&format!("if ({x}.length > {i}) {{"));
+                    inner.line(&format!("const {y}: unknown = {x}[{i}];"));
+                    inner.append(body);
+                    inner.close("}");
+                }
+            }
             if let Some(c) = &a.contains {
                 // The branch reads the element from a variable the loop sets.
                 let (i, n, y) = (self.fresh("i"), self.fresh("n"), self.fresh("x"));
@@ -1187,7 +1199,7 @@ impl<'a> Emitter<'a> {
                     // Descending into an array nested deeper than a document may: refused, not
                     // followed (a deep enough value would overflow the stack).
                     inner.line(&format!("if ({} >= $MAX_DEPTH) return false;", depth(lv)));
-                    inner.open(&format!("for (let {i} = 0; {i} < {x}.length; {i}++) {{"));
+                    inner.open(&format!("for (let {i} = {}; {i} < {x}.length; {i}++) {{", a.prefix_items.len()));
                     inner.line(&format!("const {y}: unknown = {x}[{i}];"));
                     inner.append(body);
                     inner.close("}");
@@ -1506,10 +1518,26 @@ impl<'a> Emitter<'a> {
         let numeric = node.literals.is_none() && (t == Types::INTEGER || t == Types::NUMBER);
         self.guarded(&mut body, rules, !numeric, &format!("$isNumber({x})"));
         let a = &node.array;
-        if a.items.is_some() || a.min_items.is_some() || a.max_items.is_some() || a.unique_items || a.contains.is_some() {
+        if a.items.is_some() || a.min_items.is_some() || a.max_items.is_some() || a.unique_items || a.contains.is_some() || !a.prefix_items.is_empty() {
             let guard = !only(Types::ARRAY);
             if guard {
                 body.open(&format!("if ($isArray({x})) {{"));
+            }
+            for (i, prefix) in a.prefix_items.iter().enumerate() {
+                let y = self.fresh("x");
+                let mut inner = Out { buf: String::new(), indent: body.indent + 2 };
+                self.check_node(&mut inner, prefix, &y, &format!("{p} + \"/{i}\""), lv + 1);
+                if !inner.buf.is_empty() {
+                    body.open(&format!("if ({x}.length > {i}) {{"));
+                    body.open(&format!("if ({} >= $MAX_DEPTH) {{", depth(lv)));
+                    body.line(&format!("$depthViolation(out, {p});"));
+                    body.close("} else {");
+                    body.indent += 1;
+                    body.line(&format!("const {y}: unknown = {x}[{i}];"));
+                    body.append(inner);
+                    body.close("}");
+                    body.close("}");
+                }
             }
             if let Some(c) = &a.contains {
                 // The branch reads the element and its index from variables the loop sets.
@@ -1549,7 +1577,7 @@ impl<'a> Emitter<'a> {
                     body.line(&format!("$depthViolation(out, {p});"));
                     body.close("} else {");
                     body.indent += 1;
-                    body.open(&format!("for (let {i} = 0; {i} < {x}.length; {i}++) {{"));
+                    body.open(&format!("for (let {i} = {}; {i} < {x}.length; {i}++) {{", a.prefix_items.len()));
                     body.line(&format!("const {y}: unknown = {x}[{i}];"));
                     body.append(inner);
                     body.close("}");
@@ -1983,6 +2011,7 @@ fn has_applied(node: &Node) -> bool {
         || node.array.items.as_deref().is_some_and(has_applied)
         || node.members.as_ref().is_some_and(|m| m.nodes().any(has_applied))
         || node.array.contains.as_ref().is_some_and(|c| has_applied(&c.schema))
+        || node.array.prefix_items.iter().any(has_applied)
 }
 
 /// Whether `node` or a schema inside it asks for `uniqueItems` (the validators then import its
@@ -1995,6 +2024,7 @@ fn has_unique(node: &Node) -> bool {
         || node.unevaluated.as_ref().is_some_and(|u| has_unique(&u.schema))
         || node.members.as_ref().is_some_and(|m| m.nodes().any(has_unique))
         || node.array.contains.as_ref().is_some_and(|c| has_unique(&c.schema))
+        || node.array.prefix_items.iter().any(has_unique)
 }
 
 /// Whether `node` or a schema inside it has [`crate::model::MemberRules`] (the validators then
@@ -2002,6 +2032,7 @@ fn has_unique(node: &Node) -> bool {
 fn has_members(node: &Node) -> bool {
     node.members.is_some()
         || node.array.contains.as_ref().is_some_and(|c| has_members(&c.schema))
+        || node.array.prefix_items.iter().any(has_members)
         || node.members.as_ref().is_some_and(|m| m.nodes().any(has_members))
         || node.array.items.as_deref().is_some_and(has_members)
         || node.applied.nodes().any(has_members)
@@ -2012,6 +2043,7 @@ fn has_members(node: &Node) -> bool {
 fn has_contains(node: &Node) -> bool {
     node.array.contains.is_some()
         || node.array.items.as_deref().is_some_and(has_contains)
+        || node.array.prefix_items.iter().any(has_contains)
         || node.applied.nodes().any(has_contains)
         || node.members.as_ref().is_some_and(|m| m.nodes().any(has_contains))
         || node.unevaluated.as_ref().is_some_and(|u| has_contains(&u.schema))

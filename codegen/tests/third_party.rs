@@ -188,7 +188,7 @@ fn the_check_command_prints_the_first_refusals_in_full_then_how_many_more() {
     // A schema with more refusals than are shown: 60 types each using a keyword outside the subset.
     let dir = std::env::temp_dir().join(format!("openagents-refusals-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let defs: Vec<String> = (0..60).map(|i| format!("\"T{i}\": {{\"type\": \"array\", \"prefixItems\": [{{}}]}}")).collect();
+    let defs: Vec<String> = (0..60).map(|i| format!("\"T{i}\": {{\"type\": \"array\", \"unevaluatedItems\": false}}")).collect();
     let file = dir.join("many.json");
     std::fs::write(&file, format!("{{\"$defs\": {{{}}}}}", defs.join(", "))).expect("write");
     let total = match Config::new().schema_dir(&file).load() {

@@ -853,6 +853,7 @@ class Json:
         unique_items: bool = False,
         contains: tuple[int, Callable[[], Any], int | None] | None = None,
         items: Callable[[], Any] | None = None,
+        prefix_items: Callable[[], Sequence[Any]] | None = None,
         model: Callable[[], type[Model]] | None = None,
         min_properties: int | None = None,
         max_properties: int | None = None,
@@ -884,6 +885,9 @@ class Json:
         self.exclusive_minimum, self.exclusive_maximum = exclusive_minimum, exclusive_maximum
         self.min_items, self.max_items, self.unique_items = min_items, max_items, unique_items
         self._items = items
+        # `prefixItems`: the first elements' schemas, by position (`items` then applies after them).
+        self._prefix = prefix_items
+        self._prefix_adapters: list[TypeAdapter[Any]] | None = None
         # `contains`: at least `min` and at most `max` elements match its schema.
         self._contains = contains
         self._contains_adapter: TypeAdapter[Any] | None = None
@@ -932,6 +936,7 @@ class Json:
             and all(v is None for v in (exclusive_maximum, min_items, max_items, items, model, values))
             and not unique_items
             and contains is None
+            and prefix_items is None
             and not self._has_members
             and all(v is None for v in (all_of, any_of, one_of, not_, if_, unevaluated))
             and const is ...
@@ -1187,13 +1192,20 @@ class Json:
                         "must have at most {n} items matching the schema under `contains`, has {m}",
                         {"n": most, "m": count},
                     )
-            if self._items is not None:
-                if self._items_adapter is None:
+            if self._items is not None or self._prefix is not None:
+                if self._items_adapter is None and self._items is not None:
                     self._items_adapter = TypeAdapter(self._items())
+                if self._prefix_adapters is None and self._prefix is not None:
+                    self._prefix_adapters = [TypeAdapter(a) for a in self._prefix()]
+                prefix = self._prefix_adapters or []
                 out, errors = [], []
                 for i, item in enumerate(value):
+                    adapter = prefix[i] if i < len(prefix) else self._items_adapter
+                    if adapter is None:
+                        out.append(item)
+                        continue
                     try:
-                        out.append(self._items_adapter.validate_python(item, context=context))
+                        out.append(adapter.validate_python(item, context=context))
                     except ValidationError as e:
                         for d in _exact_errors(e):
                             errors.append(_reraise(d, (i,)))
