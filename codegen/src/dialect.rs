@@ -9,6 +9,10 @@
 //!   dropped, except annotations (`description`, `title`, `definitions`, other tools' `x-…`);
 //! - draft-04's boolean `exclusiveMinimum`/`exclusiveMaximum` become 2020-12's numeric form (the
 //!   `minimum`/`maximum` they qualify moves into them), and its root `id` becomes `$id`;
+//! - up to draft-07, an `$id` (draft-04: `id`) below the root that is only a fragment
+//!   (`"#/definitions/a"`, or the plain-name anchor `"#a"`) names no other document and goes (a
+//!   `$ref` by an anchor is refused on its own); in every dialect, a `$schema` below the root that
+//!   names the file's own dialect again goes;
 //! - up to 2019-09, `additionalItems` beside an `items` that is one schema (or no `items`) applies
 //!   to nothing and is dropped; an array of `items` (a tuple) becomes `prefixItems`, and
 //!   `additionalItems` beside it the `items` after it (a refusal inside either names the new
@@ -48,6 +52,12 @@ pub const EARLIER_DIALECTS: &[&str] = &[
 ];
 
 impl Dialect {
+    /// Whether the dialect is draft-07 or earlier (keywords beside a `$ref` ignored, fragment
+    /// `$id`s, `dependencies`).
+    fn before_2019(self) -> bool {
+        matches!(self, Dialect::Draft4 | Dialect::Draft6 | Dialect::Draft7)
+    }
+
     /// The dialect a `$schema` names (`http` or `https`, with or without the empty fragment), or
     /// `None` for one that is not read.
     pub fn of(uri: &str) -> Option<Dialect> {
@@ -70,10 +80,6 @@ impl Dialect {
 pub fn upgrade(doc: &mut Value) {
     let Some(dialect) = doc.get("$schema").and_then(Value::as_str).and_then(Dialect::of) else { return };
     let Value::Object(root) = doc else { return };
-    root.insert("$schema".into(), Value::String(DIALECT.into()));
-    if dialect == Dialect::Draft2020 {
-        return;
-    }
     if dialect == Dialect::Draft4
         && !root.contains_key("$id")
         && let Some(id) = root.remove("id")
@@ -85,6 +91,9 @@ pub fn upgrade(doc: &mut Value) {
         }
     }
     upgrade_schema(doc, dialect);
+    if let Value::Object(root) = doc {
+        root.insert("$schema".into(), Value::String(DIALECT.into()));
+    }
 }
 
 /// Keywords kept beside a `$ref` in the dialects that ignore the rest: those that never change
@@ -94,10 +103,30 @@ fn kept_beside_ref(key: &str) -> bool {
         || crate::lower::is_foreign_extension(key)
 }
 
+/// Upgrades a schema and the schemas inside it.
 fn upgrade_schema(schema: &mut Value, dialect: Dialect) {
     let Value::Object(map) = schema else { return };
-    if dialect != Dialect::Draft2019 && map.contains_key("$ref") {
-        map.retain(|k, _| kept_beside_ref(k));
+    // A `$schema` naming the file's own dialect again says nothing below the root.
+    if map.get("$schema").and_then(Value::as_str).and_then(Dialect::of) == Some(dialect) {
+        map.remove("$schema");
+    }
+    if dialect == Dialect::Draft2020 {
+        for (key, value) in map.iter_mut() {
+            upgrade_under(key, value, dialect);
+        }
+        return;
+    }
+    if dialect.before_2019() {
+        if map.contains_key("$ref") {
+            map.retain(|k, _| kept_beside_ref(k));
+        }
+        // A fragment `$id` (`"#/definitions/a"`, or draft-06/07's plain-name anchor `"#a"`)
+        // names no other document: a `$ref` by an anchor is refused on its own.
+        for id in ["$id", "id"] {
+            if map.get(id).and_then(Value::as_str).is_some_and(|v| v.starts_with('#')) && (id == "$id" || dialect == Dialect::Draft4) {
+                map.remove(id);
+            }
+        }
     }
     if dialect == Dialect::Draft4 {
         for (flag, bound) in [("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")] {
@@ -133,7 +162,7 @@ fn upgrade_schema(schema: &mut Value, dialect: Dialect) {
             map.insert("items".into(), rest);
         }
     }
-    if dialect != Dialect::Draft2019
+    if dialect.before_2019()
         && let Some(Value::Object(deps)) = map.get("dependencies")
     {
         // 2019-09 split it in two: a list of names is `dependentRequired`, a schema
@@ -222,8 +251,25 @@ mod tests {
     }
 
     #[test]
+    fn fragment_ids_and_a_repeated_schema_go_below_the_root() {
+        let v = up(json!({"$schema": "http://json-schema.org/draft-07/schema#", "$id": "https://example.com/x.json", "definitions": {
+            "a": {"$id": "#/definitions/a", "type": "string"}, "b": {"$id": "#b", "type": "integer"}, "c": {"$id": "other.json", "type": "null"},
+            "d": {"$schema": "http://json-schema.org/draft-07/schema#", "type": "boolean"}}}));
+        assert_eq!(v["$id"], "https://example.com/x.json");
+        assert_eq!(v["definitions"]["a"], json!({"type": "string"}));
+        assert_eq!(v["definitions"]["b"], json!({"type": "integer"}));
+        // Another document's `$id` stays, and is refused as before.
+        assert_eq!(v["definitions"]["c"]["$id"], "other.json");
+        assert_eq!(v["definitions"]["d"], json!({"type": "boolean"}));
+        let v = up(json!({"$schema": DIALECT, "$defs": {"d": {"$schema": DIALECT, "$id": "#x"}}}));
+        assert_eq!(v, json!({"$schema": DIALECT, "$defs": {"d": {"$id": "#x"}}}));
+    }
+
+    #[test]
     fn a_2020_12_file_or_an_unknown_dialect_is_left_alone() {
         let text = json!({"$ref": "#/$defs/A", "type": "string", "additionalItems": false});
+        assert_eq!(up(text.clone()), text);
+        let text = json!({"$schema": DIALECT, "$ref": "#/$defs/A", "type": "string", "items": [{}], "additionalItems": false, "dependencies": {"a": ["b"]}});
         assert_eq!(up(text.clone()), text);
         let unknown = json!({"$schema": "http://json-schema.org/draft-03/schema#", "$ref": "#/x", "type": "string"});
         assert_eq!(up(unknown.clone()), unknown);
