@@ -157,6 +157,7 @@ kinds! {
     MinItemsRelaxed => "min_items_relaxed", "`minItems` was removed or lowered. Output: breaking. Input: compatible.";
     UniqueItemsAdded => "unique_items_added", "`uniqueItems: true` was added. Output: compatible. Input: breaking.";
     UniqueItemsRemoved => "unique_items_removed", "`uniqueItems: true` was removed. Output: breaking. Input: compatible.";
+    CheckedRulesChanged => "checked_rules_changed", "A rule typed code holds as a checked value (`allOf`, `anyOf`, `oneOf`, `not`, `if`/`then`/`else`, `patternProperties`, `propertyNames`, `minProperties`/`maxProperties`, `dependentRequired`/`dependentSchemas`, `contains`, `prefixItems`, `unevaluatedProperties`) was added, removed or changed. Warning: these rules are not compared one by one; check old readers and old writers both.";
     ConstAdded => "const_added", "A free value was pinned with `const`. Output: compatible. Input: breaking.";
     ConstRemoved => "const_removed", "A `const` was dropped. Output: breaking. Input: compatible.";
     ConstChanged => "const_changed", "A `const` value changed. Breaking both ways.";
@@ -467,6 +468,45 @@ fn plain<'a>(view: &View<'a>) -> Option<&'a Node> {
 }
 
 /// What a node accepts, without its annotations: used to spot renames.
+/// The rules of a node that typed code holds as a checked value, written out without the
+/// annotations inside them (a description changed there is no rule changed).
+fn checked_rules(node: &Node) -> String {
+    fn bare(node: &Node) -> Node {
+        let mut n = node.clone();
+        n.description = None;
+        n.default = None;
+        n.array.items = n.array.items.as_deref().map(|i| Box::new(bare(i)));
+        n.array.prefix_items = n.array.prefix_items.iter().map(bare).collect();
+        if let Some(c) = &mut n.array.contains {
+            c.schema = bare(&c.schema);
+        }
+        let a = &mut n.applied;
+        for list in [&mut a.all_of, &mut a.any_of, &mut a.one_of] {
+            *list = list.iter().map(bare).collect();
+        }
+        a.not = a.not.as_deref().map(|x| Box::new(bare(x)));
+        if let Some(c) = &mut a.conditional {
+            c.condition = bare(&c.condition);
+            c.then = c.then.as_ref().map(bare);
+            c.otherwise = c.otherwise.as_ref().map(bare);
+        }
+        if let Some(m) = &mut n.members {
+            m.property_names = m.property_names.as_ref().map(bare);
+            m.patterns = m.patterns.iter().map(|(p, x)| (*p, bare(x))).collect();
+            m.dependent_schemas = m.dependent_schemas.iter().map(|(k, x)| (k.clone(), bare(x))).collect();
+            if let Some((_, Additional::Schema(x))) = &mut m.rest {
+                **x = bare(x);
+            }
+        }
+        if let Some(u) = &mut n.unevaluated {
+            u.schema = Box::new(bare(&u.schema));
+        }
+        n
+    }
+    let n = bare(node);
+    format!("{:?}|{:?}|{:?}|{:?}|{:?}", n.applied, n.members, n.unevaluated, n.array.contains, n.array.prefix_items)
+}
+
 fn signature(node: &Node) -> String {
     format!("{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}", node.types, node.reference, node.repr, node.string, node.number, node.literals, node.object)
 }
@@ -583,6 +623,9 @@ impl<'a> Cx<'a> {
         }
         if let (Body::Plain(o), Body::Plain(n)) = (ov.body, nv.body) {
             self.description(o.description.as_deref(), n.description.as_deref(), &ptr, dir);
+            if checked_rules(o) != checked_rules(n) {
+                self.push(Verdict::Warning, dir, Kind::CheckedRulesChanged, &ptr, "a rule checked on the JSON value (an applicator, a rule on an object's members or an array's elements as a whole) changed".into());
+            }
         }
         let common = ot.intersect(nt);
         self.literals(ov, nv, &ptr, dir);

@@ -17,6 +17,10 @@
 //!   to nothing and is dropped; an array of `items` (a tuple) becomes `prefixItems`, and
 //!   `additionalItems` beside it the `items` after it (a refusal inside either names the new
 //!   keyword's place);
+//! - a keyword a later dialect brought (draft-04's `const`, draft-06's `if`, draft-07's
+//!   `unevaluatedProperties`, 2019-09's `prefixItems`, …) is one that dialect's validators do not
+//!   know and ignore: it goes (see `Dialect::later_keywords`); draft-04 reads its
+//!   `exclusiveMinimum`/`exclusiveMaximum` as a boolean (a number is true unless it is 0);
 //! - draft-04 to draft-07's `dependencies` becomes 2019-09's `dependentRequired` (its lists of
 //!   names) and `dependentSchemas` (its schemas): the one rewrite that moves keywords, so a
 //!   refusal inside a dependency's schema names the `dependentSchemas` place.
@@ -51,7 +55,28 @@ pub const EARLIER_DIALECTS: &[&str] = &[
     "https://json-schema.org/draft/2019-09/schema",
 ];
 
+/// The keywords 2019-09 brought that 2020-12 keeps and the generator reads.
+const SINCE_2019: &[&str] = &["unevaluatedProperties", "unevaluatedItems", "dependentRequired", "dependentSchemas", "minContains", "maxContains"];
+
 impl Dialect {
+    /// The keywords the generator reads that came after this dialect, which its validators
+    /// ignore: draft-06 brought `const`, `contains` and `propertyNames`, draft-07 `if`, `then` and
+    /// `else`, 2019-09 the unevaluated keywords, `dependentRequired`, `dependentSchemas` and
+    /// `minContains`/`maxContains`, 2020-12 `prefixItems`.
+    fn later_keywords(self) -> Vec<&'static str> {
+        let mut out = vec!["prefixItems"];
+        if self.before_2019() {
+            out.extend(SINCE_2019);
+        }
+        if matches!(self, Dialect::Draft4 | Dialect::Draft6) {
+            out.extend(["if", "then", "else"]);
+        }
+        if self == Dialect::Draft4 {
+            out.extend(["const", "contains", "propertyNames"]);
+        }
+        out
+    }
+
     /// Whether the dialect is draft-07 or earlier (keywords beside a `$ref` ignored, fragment
     /// `$id`s, `dependencies`).
     fn before_2019(self) -> bool {
@@ -128,8 +153,16 @@ fn upgrade_schema(schema: &mut Value, dialect: Dialect) {
             }
         }
     }
+    // A keyword of a later dialect is one this dialect's validators do not know, and ignore.
+    let later = dialect.later_keywords();
+    map.retain(|k, _| !later.contains(&k.as_str()));
     if dialect == Dialect::Draft4 {
         for (flag, bound) in [("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")] {
+            // draft-04 reads the flag as a boolean: a number is true unless it is 0.
+            if let Some(Value::Number(n)) = map.get(flag) {
+                let set = n.as_f64() != Some(0.0);
+                map.insert(flag.into(), Value::Bool(set));
+            }
             match map.get(flag) {
                 Some(Value::Bool(true)) => {
                     // The bound moves into the flag's place; without one the flag says nothing.
@@ -248,6 +281,25 @@ mod tests {
         assert_eq!(v["dependentRequired"], json!({"a": ["b"]}));
         // The schema is upgraded too: draft-04 ignores what stands beside its `$ref`.
         assert_eq!(v["dependentSchemas"], json!({"c": {"$ref": "#/definitions/D"}}));
+    }
+
+    #[test]
+    fn a_later_dialects_keywords_are_ignored_as_the_earlier_dialect_ignores_them() {
+        let v = up(json!({"$schema": "http://json-schema.org/draft-04/schema#", "properties": {
+            "k": {"const": "a", "type": "string"}, "n": {"type": "number", "minimum": 2, "exclusiveMinimum": 5}, "m": {"type": "number", "exclusiveMinimum": 5}},
+            "if": {"required": ["a"]}, "then": {"required": ["b"]}, "unevaluatedProperties": false}));
+        assert_eq!(v["properties"]["k"], json!({"type": "string"}));
+        // A number as draft-04's flag is `true`: the minimum is exclusive; alone, it says nothing.
+        assert_eq!(v["properties"]["n"], json!({"type": "number", "exclusiveMinimum": 2}));
+        assert_eq!(v["properties"]["m"], json!({"type": "number"}));
+        for k in ["if", "then", "unevaluatedProperties"] {
+            assert!(v.get(k).is_none(), "{k}");
+        }
+        let v = up(json!({"$schema": "http://json-schema.org/draft-07/schema#", "if": {"required": ["a"]}, "then": {}, "dependentRequired": {"a": ["b"]}, "const": 1}));
+        assert!(v.get("if").is_some() && v.get("const").is_some() && v.get("dependentRequired").is_none(), "{v}");
+        // 2019-09 has no `prefixItems` (its tuples are `items` arrays, read as `prefixItems`).
+        let v = up(json!({"$schema": "https://json-schema.org/draft/2019-09/schema", "prefixItems": [{"type": "string"}], "unevaluatedProperties": false}));
+        assert_eq!(v, json!({"$schema": DIALECT, "unevaluatedProperties": false}));
     }
 
     #[test]

@@ -1568,7 +1568,15 @@ impl<'a> Lowerer<'a> {
                     Repr::Value => Repr::Value,
                     r => Repr::Nullable(Box::new(r)),
                 };
-                return Ok(Node { types: inner.types.union(Types::NULL), description: description.or(inner.description.clone()), default, repr, ..inner });
+                // X's listed values (an `enum`, a `const`) list `null` too.
+                let mut literals = inner.literals.clone();
+                if let Some(values) = &mut literals
+                    && !values.contains(&Value::Null)
+                {
+                    values.push(Value::Null);
+                }
+                let is_const = inner.is_const && literals.is_none();
+                return Ok(Node { types: inner.types.union(Types::NULL), description: description.or(inner.description.clone()), default, repr, literals, is_const, ..inner });
             }
         }
         if const_enum(map).is_some() {

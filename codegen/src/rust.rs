@@ -1326,7 +1326,10 @@ impl Emitter<'_> {
             if let Some(c) = &a.contains {
                 let check = self.dyn_check(&c.schema, quote!(__item), quote!(&__ip));
                 let min = c.min;
-                let (kw, max) = (if min == 1 { "contains" } else { "minContains" }, c.max.map(|m| quote!(if __count > #m { #rt::contains_violation(out, #path, "maxContains", __count, #m); })));
+                let kw = if min == 1 { "contains" } else { "minContains" };
+                // `minContains: 0` asks for nothing (a `u64` is never below 0).
+                let least = (min > 0).then(|| quote!(if __count < #min { #rt::contains_violation(out, #path, #kw, __count, #min); }));
+                let max = c.max.map(|m| quote!(if __count > #m { #rt::contains_violation(out, #path, "maxContains", __count, #m); }));
                 checks.push(quote!({
                     let mut __count: u64 = 0;
                     for (__i, __item) in __a.iter().enumerate() {
@@ -1335,7 +1338,7 @@ impl Emitter<'_> {
                         { let out = &mut __o; #check }
                         if __o.is_empty() { __count += 1; }
                     }
-                    if __count < #min { #rt::contains_violation(out, #path, #kw, __count, #min); }
+                    #least
                     #max
                 }));
             }

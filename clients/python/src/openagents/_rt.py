@@ -119,10 +119,16 @@ def is_strict(info: core_schema.ValidationInfo) -> bool:
     return isinstance(ctx, Mapping) and bool(ctx.get(STRICT_KEY))
 
 
-CLOSED: Final = ConfigDict(extra="forbid", serialize_by_alias=True, allow_inf_nan=False, defer_build=True)
+# No protected namespaces: a field named after one (`model_dump_`, a schema's `model_dump`) is
+# the schema's, never one of pydantic's methods, which the generator's names never shadow.
+CLOSED: Final = ConfigDict(
+    extra="forbid", serialize_by_alias=True, allow_inf_nan=False, defer_build=True, protected_namespaces=()
+)
 """The configuration of an object the schema closes (`additionalProperties: false`)."""
 
-OPEN: Final = ConfigDict(extra="allow", serialize_by_alias=True, allow_inf_nan=False, defer_build=True)
+OPEN: Final = ConfigDict(
+    extra="allow", serialize_by_alias=True, allow_inf_nan=False, defer_build=True, protected_namespaces=()
+)
 """The configuration of an object open to new fields: they are kept, in `model_extra`."""
 
 
