@@ -1529,10 +1529,7 @@ impl<'a> Emitter<'a> {
                 self.check_node(&mut inner, prefix, &y, &format!("{p} + \"/{i}\""), lv + 1);
                 if !inner.buf.is_empty() {
                     body.open(&format!("if ({x}.length > {i}) {{"));
-                    body.open(&format!("if ({} >= $MAX_DEPTH) {{", depth(lv)));
-                    body.line(&format!("$depthViolation(out, {p});"));
-                    body.close("} else {");
-                    body.indent += 1;
+                    open_below_depth(&mut body, lv, p);
                     body.line(&format!("const {y}: unknown = {x}[{i}];"));
                     body.append(inner);
                     body.close("}");
@@ -1543,10 +1540,7 @@ impl<'a> Emitter<'a> {
                 // The branch reads the element and its index from variables the loop sets.
                 let (i, n, y) = (self.fresh("i"), self.fresh("n"), self.fresh("x"));
                 let kw = if c.min == 1 { "contains" } else { "minContains" };
-                body.open(&format!("if ({} >= $MAX_DEPTH) {{", depth(lv)));
-                body.line(&format!("$depthViolation(out, {p});"));
-                body.close("} else {");
-                body.indent += 1;
+                open_below_depth(&mut body, lv, p);
                 body.line(&format!("let {y}: unknown;"));
                 body.line(&format!("let {i} = 0;"));
                 let call = self.check_branch(&mut body, &c.schema, &y, &format!("{p} + \"/\" + {i}"), lv + 1);
@@ -1573,10 +1567,7 @@ impl<'a> Emitter<'a> {
                 let mut inner = Out { buf: String::new(), indent: body.indent + 2 };
                 self.check_node(&mut inner, items, &y, &format!("{p} + \"/\" + {i}"), lv + 1);
                 if !inner.buf.is_empty() {
-                    body.open(&format!("if ({} >= $MAX_DEPTH) {{", depth(lv)));
-                    body.line(&format!("$depthViolation(out, {p});"));
-                    body.close("} else {");
-                    body.indent += 1;
+                    open_below_depth(&mut body, lv, p);
                     body.open(&format!("for (let {i} = {}; {i} < {x}.length; {i}++) {{", a.prefix_items.len()));
                     body.line(&format!("const {y}: unknown = {x}[{i}];"));
                     body.append(inner);
@@ -1655,10 +1646,7 @@ impl<'a> Emitter<'a> {
                     }
                 }
                 if !inner.buf.is_empty() {
-                    body.open(&format!("if ({} >= $MAX_DEPTH) {{", depth(lv)));
-                    body.line(&format!("$depthViolation(out, {p});"));
-                    body.close("} else {");
-                    body.indent += 1;
+                    open_below_depth(&mut body, lv, p);
                     body.open(&format!("for (const {k} of $keysOf({x})) {{"));
                     body.append(inner);
                     body.close("}");
@@ -2047,6 +2035,15 @@ fn has_contains(node: &Node) -> bool {
         || node.applied.nodes().any(has_contains)
         || node.members.as_ref().is_some_and(|m| m.nodes().any(has_contains))
         || node.unevaluated.as_ref().is_some_and(|u| has_contains(&u.schema))
+}
+
+/// Opens the checks of values one level down (the caller closes the block): at the deepest level
+/// a document may nest to, a `json` violation instead (`$depthViolation`), as every descent has.
+fn open_below_depth(body: &mut Out, lv: usize, p: &str) {
+    body.open(&format!("if ({} >= $MAX_DEPTH) {{", depth(lv)));
+    body.line(&format!("$depthViolation(out, {p});"));
+    body.close("} else {");
+    body.indent += 1;
 }
 
 /// The depth of a value `lv` arrays and objects below the function's value (at depth `d`).

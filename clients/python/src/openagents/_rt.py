@@ -839,6 +839,10 @@ _JSON_TEXT_STEPS: Final[dict[str, core_schema.CoreSchema]] = {
 }
 
 
+_Conditional: TypeAlias = tuple[TypeAdapter[Any], TypeAdapter[Any] | None, TypeAdapter[Any] | None]
+"""The checks of `if`, `then` and `else`."""
+
+
 class Json:
     """A schema that allows several JSON types (or rules only a dynamic check expresses): the
     JSON type first, then the rules for that type."""
@@ -923,7 +927,7 @@ class Json:
         self._applied = (all_of, any_of, one_of, not_)
         # `if` with `then`, `else` or both (the generator leaves out an `if` that has neither).
         self._conditional = (if_, then, else_)
-        self._conditional_adapters: tuple[TypeAdapter[Any], TypeAdapter[Any] | None, TypeAdapter[Any] | None] | None = None
+        self._conditional_adapters: _Conditional | None = None
         # `unevaluatedProperties`: its schema (or `unevaluated_false`: nothing else allowed), and
         # what the other keywords evaluate (always, per `anyOf`/`oneOf` branch that matches, and
         # per nested branch that matches with every branch it sits in).
@@ -1059,11 +1063,11 @@ class Json:
                 )
         if not_a and failures(not_a)[0] is None:
             raise PydanticCustomError("not", "must not match the schema under `not`, and does", {})
-        if self._conditional[0] is not None:
+        if_, then, else_ = self._conditional
+        if if_ is not None:
             # `if` only decides which of `then` and `else` applies; its own errors are not the
             # value's.
             if self._conditional_adapters is None:
-                if_, then, else_ = self._conditional
                 self._conditional_adapters = (
                     TypeAdapter(if_()),
                     TypeAdapter(then()) if then else None,
@@ -1249,9 +1253,10 @@ class Json:
         tested = _tested(context)
         errors: list[InitErrorDetails] = []
         n = len(value)
+        least, most = self.min_properties, self.max_properties
         for bound, keyword, word, beyond in (
-            (self.min_properties, "minProperties", "at least", n < (self.min_properties or 0)),
-            (self.max_properties, "maxProperties", "at most", self.max_properties is not None and n > self.max_properties),
+            (least, "minProperties", "at least", least is not None and n < least),
+            (most, "maxProperties", "at most", most is not None and n > most),
         ):
             if bound is not None and beyond:
                 message = f"must have {word} {bound} properties, has {n}"
@@ -1268,9 +1273,8 @@ class Json:
                 for name in required:
                     if name not in value:
                         message = f"missing property `{name}`, required when `{key}` is present"
-                        errors.append(
-                            InitErrorDetails(type=PydanticCustomError("dependentRequired", message), loc=(), input=value)
-                        )
+                        error = PydanticCustomError("dependentRequired", message)
+                        errors.append(InitErrorDetails(type=error, loc=(), input=value))
         if self._dependent_schemas:
             if self._dependent_adapters is None:
                 self._dependent_adapters = [(k, TypeAdapter(a())) for k, a in self._dependent_schemas]
