@@ -55,26 +55,20 @@ pub const EARLIER_DIALECTS: &[&str] = &[
     "https://json-schema.org/draft/2019-09/schema",
 ];
 
-/// The keywords 2019-09 brought that 2020-12 keeps and the generator reads.
-const SINCE_2019: &[&str] = &["unevaluatedProperties", "unevaluatedItems", "dependentRequired", "dependentSchemas", "minContains", "maxContains"];
-
 impl Dialect {
     /// The keywords the generator reads that came after this dialect, which its validators
     /// ignore: draft-06 brought `const`, `contains` and `propertyNames`, draft-07 `if`, `then` and
     /// `else`, 2019-09 the unevaluated keywords, `dependentRequired`, `dependentSchemas` and
     /// `minContains`/`maxContains`, 2020-12 `prefixItems`.
-    fn later_keywords(self) -> Vec<&'static str> {
-        let mut out = vec!["prefixItems"];
-        if self.before_2019() {
-            out.extend(SINCE_2019);
+    fn later_keywords(self) -> &'static [&'static str] {
+        const SINCE_2019: &[&str] = &["prefixItems", "unevaluatedProperties", "unevaluatedItems", "dependentRequired", "dependentSchemas", "minContains", "maxContains"];
+        match self {
+            Dialect::Draft4 => &["prefixItems", "unevaluatedProperties", "unevaluatedItems", "dependentRequired", "dependentSchemas", "minContains", "maxContains", "if", "then", "else", "const", "contains", "propertyNames"],
+            Dialect::Draft6 => &["prefixItems", "unevaluatedProperties", "unevaluatedItems", "dependentRequired", "dependentSchemas", "minContains", "maxContains", "if", "then", "else"],
+            Dialect::Draft7 => SINCE_2019,
+            Dialect::Draft2019 => &["prefixItems"],
+            Dialect::Draft2020 => &[],
         }
-        if matches!(self, Dialect::Draft4 | Dialect::Draft6) {
-            out.extend(["if", "then", "else"]);
-        }
-        if self == Dialect::Draft4 {
-            out.extend(["const", "contains", "propertyNames"]);
-        }
-        out
     }
 
     /// Whether the dialect is draft-07 or earlier (keywords beside a `$ref` ignored, fragment
@@ -154,8 +148,7 @@ fn upgrade_schema(schema: &mut Value, dialect: Dialect) {
         }
     }
     // A keyword of a later dialect is one this dialect's validators do not know, and ignore.
-    let later = dialect.later_keywords();
-    map.retain(|k, _| !later.contains(&k.as_str()));
+    map.retain(|k, _| !dialect.later_keywords().contains(&k.as_str()));
     if dialect == Dialect::Draft4 {
         for (flag, bound) in [("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")] {
             // draft-04 reads the flag as a boolean: a number is true unless it is 0.

@@ -1594,7 +1594,7 @@ impl<'a> Lowerer<'a> {
         let applied = self.applicators(file, pointer, map, hint)?;
         let unevaluated = self.unevaluated(file, pointer, map, hint)?;
         let members = self.member_rules(file, pointer, map, hint)?;
-        let composed = !applied.is_empty() || unevaluated.is_some() || members.is_some() || map.contains_key("contains") || map.contains_key("prefixItems");
+        let composed = !applied.is_empty() || unevaluated.is_some() || members.is_some() || has_element_rules(map);
         let mut node = self.plain_node(file, pointer, map, hint, description, default, composed)?;
         if composed {
             node.applied = applied;
@@ -2067,8 +2067,7 @@ fn has_applicators_besides(map: &Map<String, Value>, except: &[&str]) -> bool {
     let present = |k: &str| map.contains_key(k) && !except.contains(&k);
     has_unevaluated(map)
         || has_member_rules(map)
-        || map.contains_key("contains")
-        || map.contains_key("prefixItems")
+        || has_element_rules(map)
         || present("allOf")
         || present("not")
         || (present("if") && has_conditional(map))
@@ -2168,16 +2167,28 @@ pub fn any_node() -> Node {
 /// empty), `minProperties` (above 0), `maxProperties` or `propertyNames` (a checked value, as
 /// an applicator is).
 fn has_member_rules(map: &Map<String, Value>) -> bool {
-    map.get("patternProperties").is_some_and(|p| p.as_object().is_none_or(|m| !m.is_empty()))
+    has_patterns(map)
         || map.get("minProperties").is_some_and(|n| n.as_f64() != Some(0.0))
         || map.contains_key("maxProperties")
-        || map.get("propertyNames").is_some_and(|s| s != &Value::Bool(true) && s.as_object().is_none_or(|m| !m.is_empty()))
-        || ["dependentRequired", "dependentSchemas"].iter().any(|k| map.get(*k).is_some_and(|d| d.as_object().is_none_or(|m| !m.is_empty())))
+        || map.get("propertyNames").is_some_and(|s| s != &Value::Bool(true) && says_something(s))
+        || ["dependentRequired", "dependentSchemas"].iter().any(|k| map.get(*k).is_some_and(says_something))
 }
 
 /// Whether `map` has a `patternProperties` that gives some member a schema.
 fn has_patterns(map: &Map<String, Value>) -> bool {
-    map.get("patternProperties").is_some_and(|p| p.as_object().is_none_or(|m| !m.is_empty()))
+    map.get("patternProperties").is_some_and(says_something)
+}
+
+/// Whether a keyword's value is anything but an empty object (which gives nothing a rule; any
+/// other value says something, or is refused where it is read).
+fn says_something(v: &Value) -> bool {
+    v.as_object().is_none_or(|m| !m.is_empty())
+}
+
+/// Whether `map` has a rule on an array's elements typed code holds as a checked value
+/// (`contains`, `prefixItems`).
+fn has_element_rules(map: &Map<String, Value>) -> bool {
+    map.contains_key("contains") || map.contains_key("prefixItems")
 }
 
 /// Whether a schema object says anything of an object's members. `additionalProperties: true`

@@ -413,6 +413,23 @@ pub struct Node {
     pub repr: Repr,
 }
 
+impl Node {
+    /// Every node directly inside this one (not through a named type): the array's `items`,
+    /// `prefixItems` and `contains`, the applicators', the member rules' and
+    /// `unevaluatedProperties`' schemas.
+    pub fn children(&self) -> impl Iterator<Item = &Node> {
+        let a = &self.array;
+        a.items
+            .as_deref()
+            .into_iter()
+            .chain(&a.prefix_items)
+            .chain(a.contains.as_deref().map(|c| &c.schema))
+            .chain(self.applied.nodes())
+            .chain(self.members.iter().flat_map(|m| m.nodes()))
+            .chain(self.unevaluated.as_deref().map(|u| &*u.schema))
+    }
+}
+
 /// The rules on an object's members that no struct holds: checked on the JSON object, beside the
 /// struct of its declared properties (`Node::object`) when it has one.
 #[derive(Debug, Clone, Default)]

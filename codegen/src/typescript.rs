@@ -1994,47 +1994,24 @@ fn additional_node(a: &Additional) -> Option<&Node> {
 
 /// Whether a node or any node inside it has applicators.
 fn has_applied(node: &Node) -> bool {
-    !node.applied.is_empty()
-        || node.unevaluated.is_some()
-        || node.array.items.as_deref().is_some_and(has_applied)
-        || node.members.as_ref().is_some_and(|m| m.nodes().any(has_applied))
-        || node.array.contains.as_ref().is_some_and(|c| has_applied(&c.schema))
-        || node.array.prefix_items.iter().any(has_applied)
+    !node.applied.is_empty() || node.unevaluated.is_some() || node.children().any(has_applied)
 }
 
 /// Whether `node` or a schema inside it asks for `uniqueItems` (the validators then import its
 /// checks).
 fn has_unique(node: &Node) -> bool {
-    let a = &node.applied;
-    node.array.unique_items
-        || node.array.items.as_deref().is_some_and(has_unique)
-        || a.nodes().any(has_unique)
-        || node.unevaluated.as_ref().is_some_and(|u| has_unique(&u.schema))
-        || node.members.as_ref().is_some_and(|m| m.nodes().any(has_unique))
-        || node.array.contains.as_ref().is_some_and(|c| has_unique(&c.schema))
-        || node.array.prefix_items.iter().any(has_unique)
+    node.array.unique_items || node.children().any(has_unique)
 }
 
 /// Whether `node` or a schema inside it has [`crate::model::MemberRules`] (the validators then
 /// import their check).
 fn has_members(node: &Node) -> bool {
-    node.members.is_some()
-        || node.array.contains.as_ref().is_some_and(|c| has_members(&c.schema))
-        || node.array.prefix_items.iter().any(has_members)
-        || node.members.as_ref().is_some_and(|m| m.nodes().any(has_members))
-        || node.array.items.as_deref().is_some_and(has_members)
-        || node.applied.nodes().any(has_members)
-        || node.unevaluated.as_ref().is_some_and(|u| has_members(&u.schema))
+    node.members.is_some() || node.children().any(has_members)
 }
 
 /// Whether `node` or a schema inside it has `contains` (the validators then import its check).
 fn has_contains(node: &Node) -> bool {
-    node.array.contains.is_some()
-        || node.array.items.as_deref().is_some_and(has_contains)
-        || node.array.prefix_items.iter().any(has_contains)
-        || node.applied.nodes().any(has_contains)
-        || node.members.as_ref().is_some_and(|m| m.nodes().any(has_contains))
-        || node.unevaluated.as_ref().is_some_and(|u| has_contains(&u.schema))
+    node.array.contains.is_some() || node.children().any(has_contains)
 }
 
 /// Opens the checks of values one level down (the caller closes the block): at the deepest level

@@ -941,6 +941,10 @@ class Json:
         self._guards = guards
         self._guard_checks: list[TypeAdapter[Any] | tuple[str, str]] | None = None
         self._nested = nested_evaluated
+        # Whether rules apply beside the value's own: the value is then only tested by them.
+        self._composed = (
+            any(f is not None for f in self._applied) or if_ is not None or unevaluated is not None or unevaluated_false
+        )
         self._types_only = (
             all(v is None for v in (min_length, max_length, pattern, minimum, maximum, exclusive_minimum))
             and all(v is None for v in (exclusive_maximum, min_items, max_items, items, model, values))
@@ -987,12 +991,7 @@ class Json:
         return t in self.types or (t == "integer" and "number" in self.types)
 
     def _check(self, value: object, info: core_schema.ValidationInfo) -> object:
-        if (
-            any(f is not None for f in self._applied)
-            or self._conditional[0] is not None
-            or self._unevaluated is not None
-            or self._unevaluated_false
-        ):
+        if self._composed:
             # The value is kept as it is: what the model or the items' check makes of it is not,
             # so they only test it (an integer of any size is an integer there: `_TESTED_KEY`).
             self._own(value, info, _tested(info.context))
@@ -1314,11 +1313,7 @@ def _passes(adapter: TypeAdapter[Any], value: object, context: Mapping[str, Any]
 
 
 def _matches(adapter: TypeAdapter[Any], value: object, info: core_schema.ValidationInfo) -> bool:
-    try:
-        adapter.validate_python(value, context=_tested(info.context))
-    except ValidationError:
-        return False
-    return True
+    return _passes(adapter, value, _tested(info.context))
 
 
 def _reraise(d: Any, prefix: tuple[str | int, ...]) -> InitErrorDetails:
