@@ -499,7 +499,7 @@ fn checked_rules(node: &Node) -> String {
             }
         }
         if let Some(u) = &mut n.unevaluated {
-            u.schema = Box::new(bare(&u.schema));
+            *u.schema = bare(&u.schema);
         }
         n
     }
