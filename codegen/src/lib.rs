@@ -85,6 +85,7 @@ pub struct Config {
     methods: Option<PathBuf>,
     service: Option<String>,
     objects_as_text: bool,
+    annotations: Vec<String>,
 }
 
 impl Default for Config {
@@ -99,6 +100,7 @@ impl Default for Config {
             methods: None,
             service: None,
             objects_as_text: true,
+            annotations: Vec::new(),
         }
     }
 }
@@ -160,6 +162,22 @@ impl Config {
         self
     }
 
+    /// Keywords of another tool's that no JSON Schema validator checks (a vendor's own
+    /// `abcIsValidColor`, say), to be read as annotations: ignored wherever they stand in a
+    /// schema, as JSON Schema ignores a keyword it does not know, and left out of the schema as
+    /// read (its bundle and digest). Without this, a keyword outside the subset is refused, so a
+    /// misspelled rule (`minLenght`) is never ignored. `openagents-codegen --annotation NAME`.
+    /// A keyword the generator reads, or one of JSON Schema's own, cannot be declared: [`Config::load`]
+    /// refuses it.
+    pub fn annotations<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.annotations.extend(names.into_iter().map(Into::into));
+        self
+    }
+
     /// Whether the generated types also derive `schemars::JsonSchema`, behind the generated
     /// crate's `schemars` feature, with attributes that make the derived schema accept exactly
     /// what the source schema accepts (see the `schemars_attrs` module). Off by default.
@@ -210,7 +228,8 @@ impl Config {
     /// Every refusal at once ([`Refusals`], from `lower::lower_all`), or the one reason the
     /// files cannot be read.
     pub fn load(&self) -> Result<(Documents, TypeSpace), Refusals> {
-        let docs = load::load_path(&self.schema_dir)?;
+        let mut docs = load::load_path(&self.schema_dir)?;
+        load::drop_annotations(&mut docs, &self.annotations, &self.schema_dir.display().to_string())?;
         let mut space = lower::lower_all(&docs)?;
         if let Some(path) = &self.methods {
             let declared = methods::sides(path, &docs, &space).map_err(Refusals::from)?;

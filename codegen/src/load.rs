@@ -303,6 +303,64 @@ fn unbundle_refs(schema: &mut Value) {
     }
 }
 
+/// Every keyword of JSON Schema 2020-12's vocabularies and of the earlier dialects read: none
+/// of them may be declared an annotation, as each is a rule (or a place of rules) some validator
+/// checks.
+pub(crate) const JSON_SCHEMA_KEYWORDS: &[&str] = &[
+    "$schema", "$id", "$ref", "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "$vocabulary", "$comment",
+    "$defs", "definitions", "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas", "dependencies", "prefixItems",
+    "items", "additionalItems", "contains", "properties", "patternProperties", "additionalProperties", "propertyNames",
+    "unevaluatedItems", "unevaluatedProperties", "type", "const", "enum", "multipleOf", "maximum", "exclusiveMaximum", "minimum",
+    "exclusiveMinimum", "maxLength", "minLength", "pattern", "maxItems", "minItems", "uniqueItems", "maxContains", "minContains",
+    "maxProperties", "minProperties", "required", "dependentRequired", "format", "contentEncoding", "contentMediaType",
+    "contentSchema", "title", "description", "default", "deprecated", "readOnly", "writeOnly", "examples",
+];
+
+/// Leaves the keywords `names` declares annotations ([`crate::Config::annotations`]) out of
+/// every schema object of every file, wherever a schema stands (never inside a `const`, `enum`,
+/// `default` or `examples` value, which are data).
+///
+/// # Errors
+///
+/// A [`SchemaError`] naming `schema` when a name is one of JSON Schema's keywords or one the
+/// generator reads: declaring it would silently drop a rule.
+pub fn drop_annotations(docs: &mut Documents, names: &[String], schema: &str) -> Result<(), SchemaError> {
+    if let Some(rule) = names.iter().find(|n| JSON_SCHEMA_KEYWORDS.contains(&n.as_str()) || crate::lower::SUPPORTED_KEYWORDS.contains(&n.as_str())) {
+        return Err(SchemaError::new(
+            schema,
+            "",
+            "",
+            format!("`--annotation {rule}`: `{rule}` is a keyword of JSON Schema or of the generator, which it reads or refuses, not another tool's annotation; declaring it would drop a rule"),
+        ));
+    }
+    if names.is_empty() {
+        return Ok(());
+    }
+    for doc in docs.files.values_mut() {
+        drop_in_schema(doc, names);
+    }
+    Ok(())
+}
+
+fn drop_in_schema(schema: &mut Value, names: &[String]) {
+    let Value::Object(map) = schema else { return };
+    map.retain(|k, _| !names.contains(k));
+    for (key, value) in map.iter_mut() {
+        match (key.as_str(), value) {
+            (
+                "items" | "additionalProperties" | "unevaluatedProperties" | "unevaluatedItems" | "not" | "if" | "then" | "else" | "contains" | "propertyNames"
+                | "contentSchema",
+                v @ Value::Object(_),
+            ) => drop_in_schema(v, names),
+            ("properties" | "patternProperties" | "definitions" | "$defs" | "dependentSchemas", Value::Object(m)) => {
+                m.values_mut().for_each(|v| drop_in_schema(v, names));
+            }
+            ("prefixItems" | "allOf" | "anyOf" | "oneOf", Value::Array(list)) => list.iter_mut().for_each(|v| drop_in_schema(v, names)),
+            _ => {}
+        }
+    }
+}
+
 /// Whether `value` is a bundle [`Documents::bundle`] wrote (its root `$comment` is
 /// [`BUNDLE_COMMENT`]), rather than one schema file.
 pub fn is_bundle(value: &Value) -> bool {

@@ -312,7 +312,15 @@ fn keyword_refusals(file: &str, pointer: &str, map: &Map<String, Value>, is_root
     let mut out = Vec::new();
     for key in map.keys() {
         if !SUPPORTED_KEYWORDS.contains(&key.as_str()) && !is_foreign_extension(key) {
-            out.push(err(file, pointer, key, format!("`{key}` is outside the supported subset of JSON Schema ({})", SUPPORTED_KEYWORDS.join(", "))));
+            let message = if crate::load::JSON_SCHEMA_KEYWORDS.contains(&key.as_str()) {
+                format!("`{key}` is outside the supported subset of JSON Schema ({})", SUPPORTED_KEYWORDS.join(", "))
+            } else {
+                format!(
+                    "`{key}` is not a keyword of JSON Schema nor of the supported subset ({}); if it is another tool's annotation that no validator checks, declare it with `--annotation {key}`",
+                    SUPPORTED_KEYWORDS.join(", ")
+                )
+            };
+            out.push(err(file, pointer, key, message));
         } else if !is_root && matches!(key.as_str(), "$schema" | "$id" | "x-constants" | "x-openrpc") {
             out.push(err(file, pointer, key, format!("`{key}` is only supported at the root of a schema file")));
         }

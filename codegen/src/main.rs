@@ -33,6 +33,13 @@ struct Schema {
     /// `x-method`/`x-side` (sides → request and notification unions, results by method).
     #[arg(long = "methods", value_name = "FILE")]
     methods: Option<PathBuf>,
+    /// A keyword of another tool's that no validator checks (a vendor's own `abcIsValidColor`),
+    /// read as an annotation: ignored wherever it stands, as JSON Schema ignores a keyword it
+    /// does not know. Repeat it, or separate names with commas. Without it such a keyword is
+    /// refused, so a misspelled rule is never ignored; one of JSON Schema's keywords cannot be
+    /// declared.
+    #[arg(long = "annotation", value_name = "KEYWORD", value_delimiter = ',')]
+    annotations: Vec<String>,
 }
 
 /// Where the schema is read from, for the commands that read only a folder.
@@ -176,7 +183,7 @@ fn main() -> ExitCode {
 }
 
 fn config(schema: &Schema) -> openagents_codegen::Config {
-    let config = openagents_codegen::Config::new().schema_dir(&schema.path);
+    let config = openagents_codegen::Config::new().schema_dir(&schema.path).annotations(schema.annotations.iter().cloned());
     match &schema.methods {
         Some(m) => config.methods_file(m),
         None => config,
@@ -185,8 +192,8 @@ fn config(schema: &Schema) -> openagents_codegen::Config {
 
 fn run(command: Command) -> anyhow::Result<()> {
     let (text, out) = match command {
-        Command::Digest { schema } => return versions::digest(&schema.path),
-        Command::Openrpc { schema, out } => return versions::openrpc(&schema.path, out.as_deref()),
+        Command::Digest { schema } => return versions::digest(&config(&schema)),
+        Command::Openrpc { schema, out } => return versions::openrpc(&config(&schema), out.as_deref()),
         Command::Compat { schema, old, new } => return versions::compat(&schema.path, old.zip(new)),
         Command::Gate { schema } => return versions::gate(&schema.path),
         Command::Freeze { protocol_version, schema, force } => return versions::freeze(&schema.path, &protocol_version, force),

@@ -16,15 +16,15 @@ fn unusable(command: &str, e: &dyn std::fmt::Display) -> ! {
 }
 
 /// `digest`: prints the schema digest.
-pub fn digest(schema: &Path) -> anyhow::Result<()> {
-    let digest = Config::new().schema_dir(schema).digest().unwrap_or_else(|e| unusable("digest", &e));
+pub fn digest(config: &Config) -> anyhow::Result<()> {
+    let digest = config.digest().unwrap_or_else(|e| unusable("digest", &e));
     println!("{digest}");
     Ok(())
 }
 
 /// `openrpc`: prints the OpenRPC document, or writes it to `out`.
-pub fn openrpc(schema: &Path, out: Option<&Path>) -> anyhow::Result<()> {
-    let doc = Config::new().schema_dir(schema).generate_openrpc().unwrap_or_else(|e| unusable("openrpc", &e));
+pub fn openrpc(config: &Config, out: Option<&Path>) -> anyhow::Result<()> {
+    let doc = config.generate_openrpc().unwrap_or_else(|e| unusable("openrpc", &e));
     let text = serde_json::to_string_pretty(&doc)? + "\n";
     match out {
         Some(path) => std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?,

@@ -209,6 +209,65 @@ fn the_check_command_prints_the_first_refusals_in_full_then_how_many_more() {
 }
 
 #[test]
+fn another_tools_keyword_is_refused_until_declared_an_annotation_and_never_a_rule() {
+    // A vendor's own keywords beside real rules, at the root, in `$defs`, inside `items` and
+    // under `allOf`; a `const` value that holds a member of the same name is data, kept.
+    let dir = std::env::temp_dir().join(format!("openagents-annotations-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("vendor.json");
+    let schema = r##"{
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "abcIsAcyclic": true,
+        "properties": {
+            "color": {"$ref": "#/definitions/Color"},
+            "days": {"type": "array", "items": {"type": "string", "abcIsFirstDayOfMonth": true}},
+            "mark": {"const": {"abcIsValidColor": 1}}
+        },
+        "definitions": {"Color": {"allOf": [{"type": "string", "maxLength": 7, "abcIsValidColor": true}]}}
+    }"##;
+    std::fs::write(&file, schema).expect("write");
+    let run = |extra: &[&str]| Command::new(env!("CARGO_BIN_EXE_openagents-codegen")).args(["check", "--schema"]).arg(&file).args(extra).output().expect("runs");
+    let refused = run(&[]);
+    let stderr = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with("openagents-codegen: 3 refusals:"), "{stderr}");
+    for (pointer, keyword) in [("#", "abcIsAcyclic"), ("#/definitions/Color/allOf/0", "abcIsValidColor"), ("#/properties/days/items", "abcIsFirstDayOfMonth")] {
+        let line = stderr.lines().find(|l| l.starts_with(&format!("vendor.json{pointer}: keyword `{keyword}`"))).unwrap_or_else(|| panic!("no refusal of {keyword}: {stderr}"));
+        assert!(line.ends_with(&format!("declare it with `--annotation {keyword}`")), "{line}");
+    }
+    // Declared (repeated, or separated by commas), they are ignored; one left out is still refused.
+    let accepted = run(&["--annotation", "abcIsAcyclic,abcIsValidColor", "--annotation", "abcIsFirstDayOfMonth"]);
+    assert_eq!(accepted.status.code(), Some(0), "{}", String::from_utf8_lossy(&accepted.stderr));
+    let partly = run(&["--annotation", "abcIsAcyclic,abcIsValidColor"]);
+    assert!(String::from_utf8_lossy(&partly.stderr).starts_with("openagents-codegen: vendor.json#/properties/days/items: keyword `abcIsFirstDayOfMonth`"));
+    // A keyword of JSON Schema's, supported or not, or of the generator's, is never dropped.
+    for rule in ["maxLength", "multipleOf", "x-extensible"] {
+        let out = run(&["--annotation", rule]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{rule}: {stderr}");
+        assert!(stderr.contains(&format!("`--annotation {rule}`: `{rule}` is a keyword of JSON Schema or of the generator")), "{stderr}");
+    }
+    // A keyword of JSON Schema the generator does not read is not offered as an annotation.
+    std::fs::write(&file, r#"{"type": "number", "multipleOf": 2}"#).expect("write");
+    let stderr = String::from_utf8_lossy(&run(&[]).stderr).into_owned();
+    assert!(stderr.contains("`multipleOf` is outside the supported subset") && !stderr.contains("--annotation"), "{stderr}");
+    // The same through the build-step API; the rules beside the annotations still hold, and the
+    // `const` value keeps its member.
+    std::fs::write(&file, schema).expect("write");
+    let config = Config::new().schema_dir(&file).annotations(["abcIsAcyclic", "abcIsValidColor", "abcIsFirstDayOfMonth"]);
+    let (docs, _) = config.load().expect("accepted with the annotations declared");
+    let rust = config.generate_rust().expect("generates");
+    let _ = std::fs::remove_dir_all(&dir);
+    let doc = &docs.files["vendor.json"];
+    assert!(doc.get("abcIsAcyclic").is_none());
+    assert_eq!(doc.pointer("/definitions/Color/allOf/0"), Some(&serde_json::json!({"type": "string", "maxLength": 7})));
+    assert_eq!(doc.pointer("/properties/mark/const"), Some(&serde_json::json!({"abcIsValidColor": 1})));
+    let bound = rust.lines().filter(|l| l.contains("maxLength")).collect::<Vec<_>>();
+    assert!(bound.iter().any(|l| l.contains('7')), "the maxLength bound is still checked: {bound:?}");
+}
+
+#[test]
 fn acp_methods_are_grouped_by_the_side_that_handles_them() {
     let space = lowered("acp-v1.schema.json");
     let side = |name: &str| space.sides.iter().find(|s| s.name == name).unwrap_or_else(|| panic!("no side `{name}`"));
