@@ -151,6 +151,9 @@ kinds! {
     MinimumRelaxed => "minimum_relaxed", "`minimum`/`exclusiveMinimum` was removed or lowered. Output: breaking. Input: compatible.";
     MaximumTightened => "maximum_tightened", "`maximum`/`exclusiveMaximum` was added or lowered. Output: compatible. Input: breaking.";
     MaximumRelaxed => "maximum_relaxed", "`maximum`/`exclusiveMaximum` was removed or raised. Output: breaking. Input: compatible.";
+    MultipleOfTightened => "multiple_of_tightened", "`multipleOf` was added, or became a multiple of the old one (2 to 4). Output: compatible. Input: breaking.";
+    MultipleOfRelaxed => "multiple_of_relaxed", "`multipleOf` was removed, or became a divisor of the old one (4 to 2). Output: breaking. Input: compatible.";
+    MultipleOfChanged => "multiple_of_changed", "`multipleOf` changed to a number that is neither a multiple nor a divisor of the old one (2 to 3). Breaking both ways.";
     MaxItemsTightened => "max_items_tightened", "`maxItems` was added or lowered. Output: compatible. Input: breaking.";
     MaxItemsRelaxed => "max_items_relaxed", "`maxItems` was removed or raised. Output: breaking. Input: compatible.";
     MinItemsTightened => "min_items_tightened", "`minItems` was added or raised. Output: compatible. Input: breaking.";
@@ -956,6 +959,24 @@ impl<'a> Cx<'a> {
     }
 
     fn number_rules(&mut self, o: &NumberRules, n: &NumberRules, ptr: &str, dir: Direction) {
+        let at = push_pointer(ptr, "multipleOf");
+        match (o.multiple_of, n.multiple_of) {
+            (a, b) if a == b => {}
+            (None, Some(y)) => self.push(narrowing(dir), dir, Kind::MultipleOfTightened, &at, format!("multipleOf {} added", show_num(y))),
+            (Some(x), None) => self.push(widening(dir), dir, Kind::MultipleOfRelaxed, &at, format!("multipleOf {} removed", show_num(x))),
+            (Some(x), Some(y)) => {
+                let change = format!("multipleOf {} became {}", show_num(x), show_num(y));
+                // A multiple of the new number is one of the old when the new is a multiple of it.
+                if openagents_rt::multiple_of(y, x) {
+                    self.push(narrowing(dir), dir, Kind::MultipleOfTightened, &at, change);
+                } else if openagents_rt::multiple_of(x, y) {
+                    self.push(widening(dir), dir, Kind::MultipleOfRelaxed, &at, change);
+                } else {
+                    self.push(Verdict::Breaking, dir, Kind::MultipleOfChanged, &at, change);
+                }
+            }
+            (None, None) => {}
+        }
         // Each bound as (value, exclusive); the tighter of `minimum` and `exclusiveMinimum` wins.
         let lower = |r: &NumberRules| -> Option<(f64, bool)> {
             match (r.minimum, r.exclusive_minimum) {

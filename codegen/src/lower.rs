@@ -52,6 +52,7 @@ pub const SUPPORTED_KEYWORDS: &[&str] = &[
     "maximum",
     "exclusiveMinimum",
     "exclusiveMaximum",
+    "multipleOf",
     "items",
     "prefixItems",
     "minItems",
@@ -1885,6 +1886,10 @@ impl<'a> Lowerer<'a> {
             },
             exclusive_minimum: map.get("exclusiveMinimum").map(|v| number(file, pointer, "exclusiveMinimum", v)).transpose()?,
             exclusive_maximum: map.get("exclusiveMaximum").map(|v| number(file, pointer, "exclusiveMaximum", v)).transpose()?,
+            multiple_of: map
+                .get("multipleOf")
+                .map(|v| number(file, pointer, "multipleOf", v).and_then(|m| if m > 0.0 && m.is_finite() { Ok(m) } else { Err(err(file, pointer, "multipleOf", "must be a number greater than 0")) }))
+                .transpose()?,
         };
         if let Some(prefix) = map.get("prefixItems") {
             let list = prefix.as_array().filter(|l| !l.is_empty()).ok_or_else(|| err(file, pointer, "prefixItems", "must be a non-empty array of schemas"))?;
@@ -2100,7 +2105,7 @@ fn all_object<'m>(parts: impl Iterator<Item = &'m Map<String, Value>> + Clone) -
 
 /// The keywords an object schema (a struct, a union's branch) does not take: `enum`/`const`, and
 /// the rules of other types, inert on an object.
-const NON_OBJECT_RULES: &[&str] = &["enum", "const", "minLength", "maxLength", "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "items", "prefixItems", "minItems", "maxItems"];
+const NON_OBJECT_RULES: &[&str] = &["enum", "const", "minLength", "maxLength", "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "items", "prefixItems", "minItems", "maxItems"];
 
 /// The types a schema's own `type` keyword names ([`type_name`] for each); `None` when it has
 /// none or names one that is no JSON type.

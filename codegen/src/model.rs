@@ -314,6 +314,10 @@ pub struct NumberRules {
     pub exclusive_minimum: Option<f64>,
     /// `exclusiveMaximum`.
     pub exclusive_maximum: Option<f64>,
+    /// `multipleOf` (positive and finite): the number divided by it is an integer, both read as
+    /// the decimal numbers they are written as (`0.3` is a multiple of `0.1`), exactly, in every
+    /// language (each runtime's `multiple_of`).
+    pub multiple_of: Option<f64>,
 }
 
 impl NumberRules {

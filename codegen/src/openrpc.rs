@@ -360,7 +360,7 @@ impl Printer<'_> {
             m.insert("pattern".into(), json!(p.source));
         }
         let n = &node.number;
-        for (k, v) in [("minimum", n.minimum), ("maximum", n.maximum), ("exclusiveMinimum", n.exclusive_minimum), ("exclusiveMaximum", n.exclusive_maximum)] {
+        for (k, v) in [("minimum", n.minimum), ("maximum", n.maximum), ("exclusiveMinimum", n.exclusive_minimum), ("exclusiveMaximum", n.exclusive_maximum), ("multipleOf", n.multiple_of)] {
             if let Some(v) = v {
                 m.insert(k.into(), num(v));
             }

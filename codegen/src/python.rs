@@ -827,7 +827,7 @@ impl<'a> Emitter<'a> {
             args.push(atom(format!("pattern={}", self.pattern_ex(p)?.flat())));
         }
         let nr = &node.number;
-        for (k, v) in [("minimum", nr.minimum), ("maximum", nr.maximum), ("exclusive_minimum", nr.exclusive_minimum), ("exclusive_maximum", nr.exclusive_maximum)] {
+        for (k, v) in [("minimum", nr.minimum), ("maximum", nr.maximum), ("exclusive_minimum", nr.exclusive_minimum), ("exclusive_maximum", nr.exclusive_maximum), ("multiple_of", nr.multiple_of)] {
             if let Some(v) = v {
                 args.push(atom(format!("{k}={}", py_bound(v))));
             }
@@ -1003,12 +1003,17 @@ impl<'a> Emitter<'a> {
                             args.push(atom(format!("{k}={}", py_bound(v))));
                         }
                     }
-                    if *repr == Repr::Integer {
+                    // `multipleOf` after the number's own checks, in Python.
+                    let multiple = nr.multiple_of.map(|m| atom(format!("_rt.MultipleOf({})", py_bound(m))));
+                    let bounds = (!args.is_empty()).then(|| call("Field", args));
+                    let mut parts = if *repr == Repr::Integer {
                         // The bounds before the runtime's integer check, which keeps them in pydantic-core.
-                        sub("Annotated", vec![atom("int"), call("Field", args), atom("_rt.INT")])
+                        [atom("int")].into_iter().chain(bounds).chain([atom("_rt.INT")]).collect()
                     } else {
-                        sub("Annotated", vec![atom(base), call("Field", args)])
-                    }
+                        [atom(base)].into_iter().chain(bounds).collect::<Vec<_>>()
+                    };
+                    parts.extend(multiple);
+                    sub("Annotated", parts)
                 } else {
                     atom(base)
                 }

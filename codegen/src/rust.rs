@@ -1139,11 +1139,18 @@ impl Emitter<'_> {
         quote!(#(#out)*)
     }
 
-    /// Number bounds on `f` (an `f64` expression).
-    fn number_rules(&self, node: &Node, f: TokenStream, path: TokenStream) -> TokenStream {
+    /// Number bounds on `f` (an `f64` expression); `multipleOf` through `exact`, the runtime
+    /// function that takes the number exactly (`multiple_of_i64` an integer, `multiple_of_number`
+    /// a JSON number), and its argument.
+    fn number_rules(&self, node: &Node, f: TokenStream, exact: (&str, TokenStream), path: TokenStream) -> TokenStream {
         let rt = &self.rt;
         let n = &node.number;
         let mut out = Vec::new();
+        if let Some(m) = n.multiple_of {
+            let (function, arg) = (format_ident!("{}", exact.0), exact.1);
+            let m = f64_lit(m);
+            out.push(quote!(if !#rt::#function(#arg, #m) { #rt::multiple_of_violation(out, #path, #f, #m); }));
+        }
         let rules = [
             (n.minimum, "minimum", quote!(<)),
             (n.maximum, "maximum", quote!(>)),
@@ -1213,8 +1220,8 @@ impl Emitter<'_> {
                 } else {
                     quote!()
                 };
-                let f = if *repr == Repr::Integer { quote!(*#v as f64) } else { quote!(*#v) };
-                let rules = self.number_rules(node, quote!(__f), path);
+                let (f, exact) = if *repr == Repr::Integer { (quote!(*#v as f64), ("multiple_of_i64", quote!(*#v))) } else { (quote!(*#v), ("multiple_of", quote!(__f))) };
+                let rules = self.number_rules(node, quote!(__f), exact, path);
                 if rules.is_empty() { quote!(#lits) } else { quote!(#lits { let __f: f64 = #f; #rules }) }
             }
             Repr::Array(inner) => {
@@ -1312,7 +1319,7 @@ impl Emitter<'_> {
         if !srules.is_empty() {
             arms.push(quote!(serde_json::Value::String(__s) => { #srules }));
         }
-        let nrules = self.number_rules(node, quote!(__f), path.clone());
+        let nrules = self.number_rules(node, quote!(__f), ("multiple_of_number", quote!(__n)), path.clone());
         if !nrules.is_empty() {
             arms.push(quote!(serde_json::Value::Number(__n) => { let __f = __n.as_f64().unwrap_or(f64::NAN); #nrules }));
         }

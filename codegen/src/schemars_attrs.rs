@@ -277,6 +277,9 @@ impl<'a> Schemars<'a> {
         if let Some(x) = num.exclusive_maximum {
             extend.push(("exclusiveMaximum".into(), bound(x)));
         }
+        if let Some(x) = num.multiple_of {
+            extend.push(("multipleOf".into(), bound(x)));
+        }
         // Arrays.
         let a = &n.array;
         if array && !is_option {
@@ -349,6 +352,7 @@ impl<'a> Schemars<'a> {
         put(&mut m, "maximum", n.number.maximum.map(bound));
         put(&mut m, "exclusiveMinimum", n.number.exclusive_minimum.map(bound));
         put(&mut m, "exclusiveMaximum", n.number.exclusive_maximum.map(bound));
+        put(&mut m, "multipleOf", n.number.multiple_of.map(bound));
         put(&mut m, "minItems", n.array.min_items.map(Value::from));
         put(&mut m, "maxItems", n.array.max_items.map(Value::from));
         put(&mut m, "uniqueItems", n.array.unique_items.then_some(Value::Bool(true)));

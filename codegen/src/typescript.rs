@@ -608,6 +608,9 @@ impl<'a> Emitter<'a> {
         if self.space.types.values().any(|t| kind_nodes(&t.kind).iter().any(|n| has_contains(n))) {
             rt_names.push("containsViolation");
         }
+        if self.space.types.values().any(|t| kind_nodes(&t.kind).iter().any(|n| has_multiple_of(n))) {
+            rt_names.extend(["multipleOf", "multipleOfViolation"]);
+        }
         // Aliased with `$`, a prefix no generated name has, so no type's `isX` can shadow them.
         let aliased: Vec<String> = rt_names.iter().map(|n| format!("{n} as ${n}")).collect();
         w.line(&format!("import {{ {} }} from {};", aliased.join(", "), js_str(&self.opts.runtime)));
@@ -1143,6 +1146,9 @@ impl<'a> Emitter<'a> {
                 rules.push(format!("if ({x} {op} {}) return false;", js_num(b)));
             }
         }
+        if let Some(m) = node.number.multiple_of {
+            rules.push(format!("if (!$multipleOf({x}, {})) return false;", js_num(m)));
+        }
         if untyped_bounds(node) {
             // Bounds with no `type`: a number must still be one JSON can hold (with a `type`, its
             // check refuses `NaN` and the infinities).
@@ -1511,6 +1517,10 @@ impl<'a> Emitter<'a> {
                 let b = js_num(b);
                 rules.push(format!("if ({x} {op} {b}) $boundViolation(out, {p}, \"{kw}\", {x}, {b});"));
             }
+        }
+        if let Some(m) = node.number.multiple_of {
+            let m = js_num(m);
+            rules.push(format!("if (!$multipleOf({x}, {m})) $multipleOfViolation(out, {p}, {x}, {m});"));
         }
         if untyped_bounds(node) {
             body.line(&format!("if (typeof {x} === \"number\" && !Number.isFinite({x})) $report(out, {p}, \"type\", \"must be a finite number, found \" + String({x}));"));
@@ -2012,6 +2022,11 @@ fn has_members(node: &Node) -> bool {
 /// Whether `node` or a schema inside it has `contains` (the validators then import its check).
 fn has_contains(node: &Node) -> bool {
     node.array.contains.is_some() || node.children().any(has_contains)
+}
+
+/// Whether `node` or a node below it has `multipleOf`.
+fn has_multiple_of(node: &Node) -> bool {
+    node.number.multiple_of.is_some() || node.children().any(has_multiple_of)
 }
 
 /// Opens the checks of values one level down (the caller closes the block): at the deepest level

@@ -234,6 +234,41 @@ export function boundViolation(out: Violation[], p: string, keyword: string, fou
   report(out, p, keyword, `must be ${RELATIONS[keyword] ?? "within"} ${bound}, is ${found}`);
 }
 
+/** A finite number as an exact decimal, `mantissa × 10^exponent`: the shortest decimal that reads
+ * back as it (what JSON text writes for it: `0.1` is 1 × 10^-1, not the binary fraction next to it). */
+function decimal(n: number): [bigint, number] {
+  const [digits = "0", exponent = "0"] = Math.abs(n).toExponential().split("e");
+  const dot = digits.indexOf(".");
+  const fraction = dot < 0 ? 0 : digits.length - dot - 1;
+  return [BigInt(digits.replace(".", "")), Number(exponent) - fraction];
+}
+
+/** `multipleOf`: whether `value` divided by `multiple` (positive) is an integer, both read as the
+ * decimal numbers JSON writes them as (`0.3` is a multiple of `0.1`, `0.0075` of `0.0001`),
+ * exactly, as the Rust and Python runtimes answer. */
+export function multipleOf(value: number, multiple: number): boolean {
+  if (!Number.isFinite(value)) return false;
+  if (Number.isSafeInteger(value) && Number.isSafeInteger(multiple)) return value % multiple === 0;
+  if (value === 0) return true;
+  const [a, p] = decimal(value);
+  const [b, q] = decimal(multiple);
+  if (p >= q) {
+    let power = 1n % b;
+    let base = 10n % b;
+    for (let k = p - q; k > 0; k >>= 1) {
+      if (k & 1) power = (power * base) % b;
+      base = (base * base) % b;
+    }
+    return ((a % b) * power) % b === 0n;
+  }
+  return a % (b * 10n ** BigInt(q - p)) === 0n;
+}
+
+/** A `multipleOf` violation. */
+export function multipleOfViolation(out: Violation[], p: string, found: number, multiple: number): void {
+  report(out, p, "multipleOf", `must be a multiple of ${multiple}, is ${found}`);
+}
+
 /** An items-count violation. */
 export function itemsViolation(out: Violation[], p: string, keyword: string, length: number, bound: number): void {
   report(out, p, keyword, `must have ${keyword === "minItems" ? "at least" : "at most"} ${bound} items, has ${length}`);

@@ -605,6 +605,90 @@ pub fn bound_violation(out: &mut Vec<Violation>, path: &Path<'_>, keyword: &str,
     report(out, path, keyword, format!("must be {rel} {}, is {}", num(bound), num(found)));
 }
 
+/// A number as an exact decimal, `mantissa × 10^exponent`: a double as the shortest decimal that
+/// reads back as it (what JSON text writes for it: `0.1` is 1 × 10^-1, not the binary fraction
+/// next to it), an integer as itself.
+trait Decimal {
+    fn decimal(self) -> (i128, i32);
+}
+
+impl Decimal for f64 {
+    fn decimal(self) -> (i128, i32) {
+        // `{:e}` writes the shortest round-trip digits: `7.5e-3`, `1e308`, `-4.5e0`.
+        let text = format!("{self:e}");
+        let (digits, exponent) = text.split_once('e').unwrap_or((&text, "0"));
+        let fraction = digits.split_once('.').map_or(0, |(_, f)| f.len());
+        let mantissa: i128 = digits.replace('.', "").parse().unwrap_or(0);
+        let exponent: i32 = exponent.parse().unwrap_or(0);
+        (mantissa, exponent - i32::try_from(fraction).unwrap_or(0))
+    }
+}
+
+impl Decimal for i64 {
+    fn decimal(self) -> (i128, i32) {
+        (i128::from(self), 0)
+    }
+}
+
+/// Whether `a × 10^p` divided by `b × 10^q` (`b` > 0) is an integer, exactly, at any exponent.
+fn divides(a: i128, p: i32, b: i128, q: i32) -> bool {
+    let (a, b) = (a.unsigned_abs(), b.unsigned_abs());
+    if a == 0 {
+        return true;
+    }
+    if b == 0 {
+        return false;
+    }
+    if p >= q {
+        // (a × 10^(p−q)) mod b, with 10^(p−q) taken mod b by squaring; `b` holds at most 17
+        // significant digits, so no product leaves `u128`.
+        let (mut base, mut k, mut power) = (10 % b, (p - q).unsigned_abs(), 1 % b);
+        while k > 0 {
+            if k & 1 == 1 {
+                power = power * base % b;
+            }
+            base = base * base % b;
+            k >>= 1;
+        }
+        (a % b) * power % b == 0
+    } else {
+        // A divisor of more digits than `a` has divides it only when `a` is 0.
+        10u128.checked_pow((q - p).unsigned_abs()).and_then(|scale| scale.checked_mul(b)).is_some_and(|d| a % d == 0)
+    }
+}
+
+/// `multipleOf`: whether `value` divided by `multiple` (positive) is an integer, both read as
+/// the decimal numbers JSON writes them as (`0.3` is a multiple of `0.1`, `0.0075` of `0.0001`),
+/// the same answer the Python and TypeScript runtimes give.
+pub fn multiple_of(value: f64, multiple: f64) -> bool {
+    let ((a, p), (b, q)) = (value.decimal(), multiple.decimal());
+    value.is_finite() && divides(a, p, b, q)
+}
+
+/// [`multiple_of`] for an integer, exactly (an `i64` beyond 2^53 is not rounded to a double).
+pub fn multiple_of_i64(value: i64, multiple: f64) -> bool {
+    let ((a, p), (b, q)) = (value.decimal(), multiple.decimal());
+    divides(a, p, b, q)
+}
+
+/// [`multiple_of`] for a JSON number, exactly for an integer.
+pub fn multiple_of_number(value: &serde_json::Number, multiple: f64) -> bool {
+    match (value.as_i64(), value.as_u64()) {
+        (Some(i), _) => multiple_of_i64(i, multiple),
+        (None, Some(u)) => {
+            let (b, q) = multiple.decimal();
+            divides(i128::from(u), 0, b, q)
+        }
+        _ => multiple_of(value.as_f64().unwrap_or(f64::NAN), multiple),
+    }
+}
+
+/// A `multipleOf` violation.
+#[cold]
+pub fn multiple_of_violation(out: &mut Vec<Violation>, path: &Path<'_>, found: f64, multiple: f64) {
+    report(out, path, "multipleOf", format!("must be a multiple of {}, is {}", num(multiple), num(found)));
+}
+
 /// An items-count violation.
 #[cold]
 pub fn items_violation(out: &mut Vec<Violation>, path: &Path<'_>, keyword: &str, len: usize, bound: u64) {

@@ -407,3 +407,23 @@ fn numbers_are_equal_only_when_they_are_the_same_number() {
         assert!(!eq(a, b) && !eq(b, a), "{a} != {b}");
     }
 }
+
+#[test]
+fn multiple_of_reads_both_numbers_as_the_decimals_json_writes() {
+    use openagents_rt::{multiple_of, multiple_of_i64, multiple_of_number};
+    // Decimal, not binary: 0.3 / 0.1 is 2.9999999999999996 in doubles, 3 in the decimals written.
+    for (v, m) in [(0.3, 0.1), (0.0075, 0.0001), (4.5, 1.5), (-4.5, 1.5), (0.0, 0.7), (1e308, 1e300), (10.0, 2.0), (1.1e-5, 1.1e-6), (12_391_239_123.0, 1e-8)] {
+        assert!(multiple_of(v, m), "{v} is a multiple of {m}");
+    }
+    for (v, m) in [(0.00751, 0.0001), (35.0, 1.5), (7.0, 2.0), (1e308, 0.123_456_789), (1e-300, 1e-299), (f64::NAN, 1.0), (f64::INFINITY, 1.0)] {
+        assert!(!multiple_of(v, m), "{v} is not a multiple of {m}");
+    }
+    // Integers exactly, past 2^53 where doubles round: 2^62 + 1 is odd, its double is not.
+    let odd = (1i64 << 62) + 1;
+    assert!(!multiple_of_i64(odd, 2.0) && multiple_of(odd as f64, 2.0));
+    assert!(multiple_of_i64(i64::MIN, 2.0) && multiple_of_i64(-9, 3.0) && !multiple_of_i64(10, 4.0) && multiple_of_i64(10, 0.5));
+    let json = |t: &str| serde_json::from_str::<serde_json::Number>(t).expect("a number");
+    assert!(!multiple_of_number(&json("18446744073709551615"), 2.0));
+    assert!(multiple_of_number(&json("18446744073709551614"), 2.0));
+    assert!(multiple_of_number(&json("0.3"), 0.1) && !multiple_of_number(&json("0.31"), 0.1));
+}

@@ -44,6 +44,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import TYPE_CHECKING, Annotated, Any, Final, Generic, TypeAlias, TypeVar, cast
 
 from pydantic import AllowInfNan, BaseModel, ConfigDict, GetCoreSchemaHandler, Strict, TypeAdapter, ValidationError
@@ -71,6 +72,7 @@ __all__ = [
     "MethodSpec",
     "NOT_NULL",
     "Model",
+    "MultipleOf",
     "NotNull",
     "OneOf",
     "OpenAgentsError",
@@ -87,6 +89,7 @@ __all__ = [
     "is_strict",
     "json_equal",
     "json_pointer",
+    "multiple_of",
     "not_null",
     "unlabelled",
     "validate",
@@ -314,6 +317,54 @@ class IntCheck:
 
 INT: Final = IntCheck()
 """The `IntCheck`, as generated models use it."""
+
+
+def _decimal(n: float) -> tuple[int, int]:
+    """A number as an exact decimal `(mantissa, exponent)`: an `int` as itself, a `float` as the
+    shortest decimal that reads back as it (`repr`, what JSON text writes for it: `0.1` is
+    `(1, -1)`, not the binary fraction next to it)."""
+    if isinstance(n, int):
+        return n, 0
+    sign, digits, exponent = Decimal(repr(n)).as_tuple()
+    mantissa = int("".join(map(str, digits)))
+    return (-mantissa if sign else mantissa), int(exponent)
+
+
+def multiple_of(value: float, multiple: float) -> bool:
+    """`multipleOf`: whether `value` divided by `multiple` (positive) is an integer, both read as
+    the decimal numbers JSON writes them as (`0.3` is a multiple of `0.1`, `0.0075` of `0.0001`),
+    exactly, as the Rust and TypeScript runtimes answer."""
+    if isinstance(value, int) and isinstance(multiple, int):
+        return value % multiple == 0
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    (a, p), (b, q) = _decimal(value), _decimal(multiple)
+    a, b = abs(a), abs(b)
+    if a == 0:
+        return True
+    if b == 0:
+        return False
+    if p >= q:
+        return a * pow(10, p - q, b) % b == 0
+    scale: int = 10 ** (q - p)
+    return a % (b * scale) == 0
+
+
+class MultipleOf:
+    """`multipleOf` on a number the annotations before it checked:
+    `Annotated[int, Field(ge=0), INT, MultipleOf(2)]` (see `multiple_of`)."""
+
+    def __init__(self, multiple: float) -> None:
+        self.multiple = multiple
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(self._check, handler(source))
+
+    def _check(self, value: float) -> float:
+        if not multiple_of(value, self.multiple):
+            raise PydanticCustomError("multipleOf", "must be a multiple of {n}", {"n": self.multiple})
+        return value
+
 
 Int: TypeAlias = Annotated[int, INT]
 """A JSON integer (`1.0` included; never a boolean or a string)."""
@@ -858,6 +909,7 @@ class Json:
         maximum: float | None = None,
         exclusive_minimum: float | None = None,
         exclusive_maximum: float | None = None,
+        multiple_of: float | None = None,
         min_items: int | None = None,
         max_items: int | None = None,
         unique_items: bool = False,
@@ -893,6 +945,7 @@ class Json:
         self.min_length, self.max_length, self.pattern = min_length, max_length, pattern
         self.minimum, self.maximum = minimum, maximum
         self.exclusive_minimum, self.exclusive_maximum = exclusive_minimum, exclusive_maximum
+        self.multiple_of = multiple_of
         self.min_items, self.max_items, self.unique_items = min_items, max_items, unique_items
         self._items = items
         # `prefixItems`: the first elements' schemas, by position (`items` then applies after them).
@@ -947,7 +1000,7 @@ class Json:
         )
         self._types_only = (
             all(v is None for v in (min_length, max_length, pattern, minimum, maximum, exclusive_minimum))
-            and all(v is None for v in (exclusive_maximum, min_items, max_items, items, model, values))
+            and all(v is None for v in (exclusive_maximum, multiple_of, min_items, max_items, items, model, values))
             and not unique_items
             and contains is None
             and prefix_items is None
@@ -1172,6 +1225,8 @@ class Json:
                 raise PydanticCustomError("exclusiveMinimum", "must be more than {n}", {"n": self.exclusive_minimum})
             if self.exclusive_maximum is not None and value >= self.exclusive_maximum:
                 raise PydanticCustomError("exclusiveMaximum", "must be less than {n}", {"n": self.exclusive_maximum})
+            if self.multiple_of is not None and not multiple_of(value, self.multiple_of):
+                raise PydanticCustomError("multipleOf", "must be a multiple of {n}", {"n": self.multiple_of})
             if t == "integer" and isinstance(value, float) and "number" not in self.types:
                 return int(value)
             return value
