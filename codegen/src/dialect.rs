@@ -136,6 +136,11 @@ fn upgrade_schema(schema: &mut Value, dialect: Dialect) {
         return;
     }
     if dialect.before_2019() {
+        // `$defs` came with 2019-09: before it, a `$defs` is another tool's keyword, which a
+        // `$ref` may still point into, so its schemas are kept as types and anything else goes.
+        if let Some(Value::Object(defs)) = map.get_mut("$defs") {
+            defs.retain(|_, v| v.is_object() || v.is_boolean());
+        }
         if map.contains_key("$ref") {
             map.retain(|k, _| kept_beside_ref(k));
         }
@@ -223,7 +228,9 @@ fn upgrade_under(key: &str, value: &mut Value, dialect: Dialect) {
         ("dependencies", Value::Object(m)) => {
             m.values_mut().filter(|v| v.is_object()).for_each(|v| upgrade_schema(v, dialect));
         }
-        ("items" | "allOf" | "anyOf" | "oneOf", Value::Array(list)) => list.iter_mut().for_each(|v| upgrade_schema(v, dialect)),
+        // `prefixItems`: a tuple `items` this upgrade renamed (a dialect's own `prefixItems` is
+        // one of a later dialect's keywords, gone before).
+        ("items" | "prefixItems" | "allOf" | "anyOf" | "oneOf", Value::Array(list)) => list.iter_mut().for_each(|v| upgrade_schema(v, dialect)),
         _ => {}
     }
 }
@@ -257,6 +264,15 @@ mod tests {
         assert!(v.get("id").is_none());
         assert_eq!(v["properties"]["a"], json!({"type": "number", "exclusiveMinimum": 1, "maximum": 9}));
         assert_eq!(v["properties"]["b"], json!({"type": "number"}));
+    }
+
+    #[test]
+    fn a_tuple_s_schemas_are_upgraded_too_and_an_early_defs_keeps_only_schemas() {
+        let v = up(json!({"$schema": "http://json-schema.org/draft-04/schema#", "type": "array",
+            "items": [{"type": "number", "minimum": 1, "exclusiveMinimum": true}, {"$ref": "#/$defs/a", "type": "string"}],
+            "$defs": {"a": {"type": "string"}, "note": "a string, no schema"}}));
+        assert_eq!(v["prefixItems"], json!([{"type": "number", "exclusiveMinimum": 1}, {"$ref": "#/$defs/a"}]));
+        assert_eq!(v["$defs"], json!({"a": {"type": "string"}}));
     }
 
     #[test]

@@ -419,7 +419,46 @@ pub fn load_path(path: &Path) -> Result<Documents, SchemaError> {
     if is_bundle(&value) {
         return documents_from_bundle(&shown, &value);
     }
-    Ok(Documents::from_values([(name, value)]))
+    let mut docs = Documents::from_values([(name, value)]);
+    if let Some(dir) = path.parent() {
+        load_referenced(&mut docs, dir)?;
+    }
+    Ok(docs)
+}
+
+/// Loads, beside one schema file, every file in its folder its `$ref`s name (`base.json`,
+/// `base.json#/definitions/path`), and every file those name in turn: the schema of one file is
+/// the file with what it refers to, as a validator reading it would fetch. A name that is not a
+/// file there is left for the lowering to refuse, naming the reference.
+fn load_referenced(docs: &mut Documents, dir: &Path) -> Result<(), SchemaError> {
+    fn names(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(r)) = m.get("$ref") {
+                    let target = r.split_once('#').map_or(r.as_str(), |(t, _)| t);
+                    if target.ends_with(".json") && !target.contains(['/', ':', '\\']) {
+                        out.push(target.to_owned());
+                    }
+                }
+                m.values().for_each(|v| names(v, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| names(v, out)),
+            _ => {}
+        }
+    }
+    let mut pending: Vec<String> = Vec::new();
+    docs.files.values().for_each(|d| names(d, &mut pending));
+    while let Some(name) = pending.pop() {
+        let path = dir.join(&name);
+        if docs.files.contains_key(&name) || !path.is_file() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).map_err(|e| SchemaError::new(&name, "", "", format!("cannot read: {e}")))?;
+        let value = parse_document(&name, &text)?;
+        names(&value, &mut pending);
+        docs.files.insert(name, value);
+    }
+    Ok(())
 }
 
 /// The `*.json` files in `dir` other than `bundle.json`, by name.
@@ -466,6 +505,25 @@ mod tests {
         assert!(e.file.ends_with("bundle.json"), "{e}");
         assert!(e.message.contains("`Other.json`"), "{e}");
         assert!(e.message.contains("replace them silently"), "{e}");
+    }
+
+    #[test]
+    fn one_schema_file_comes_with_the_files_it_refers_to_and_no_others() {
+        let dir = folder("referenced");
+        std::fs::write(dir.join("main.json"), r##"{"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+            "properties": {"p": {"$ref": "base.json#/definitions/path"}, "q": {"$ref": "missing.json"}}}"##).expect("write");
+        std::fs::write(dir.join("base.json"), r##"{"definitions": {"path": {"$ref": "deeper.json"}}}"##).expect("write");
+        std::fs::write(dir.join("deeper.json"), r#"{"type": "string"}"#).expect("write");
+        std::fs::write(dir.join("unrelated.json"), "not even JSON").expect("write");
+        let docs = load_path(&dir.join("main.json"));
+        let _ = std::fs::remove_dir_all(&dir);
+        let docs = docs.expect("loads");
+        assert_eq!(docs.files.keys().collect::<Vec<_>>(), ["base.json", "deeper.json", "main.json"]);
+        // Each in its own dialect's reading (the referenced file's `$schema` is its own).
+        assert_eq!(docs.files["main.json"]["$schema"], DIALECT);
+        assert_eq!(docs.resolve_ref("main.json", "base.json#/definitions/path"), Ok(("base.json".into(), "/definitions/path".into())));
+        // A name that is no file there is the lowering's to refuse, naming the reference.
+        assert_eq!(docs.resolve_ref("main.json", "missing.json"), Err("`missing.json` names `missing.json`, which is not a schema file here".into()));
     }
 
     #[test]
