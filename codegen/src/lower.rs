@@ -1738,7 +1738,7 @@ impl<'a> Lowerer<'a> {
     /// `walk.nested`, guarded by itself after `guards` (the branches it sits in), with what it
     /// evaluates. A `$ref` back to a target on the way is a cycle at one place, which
     /// `same_place_cycles` refuses: not followed again.
-    fn evaluated(&self, walk: &mut Walk<'_>, here: Here<'_>, schema: &Value, set: &mut PropSet, guards: &[GuardKey], depth: usize) -> Result<(), SchemaError> {
+    fn evaluated(&mut self, walk: &mut Walk<'_>, here: Here<'_>, schema: &Value, set: &mut PropSet, guards: &[GuardKey], depth: usize) -> Result<(), SchemaError> {
         let fail = |m: &str| err(walk.owner.0, walk.owner.1, "unevaluatedProperties", m);
         if depth > 32 {
             return Err(fail("the schemas `unevaluatedProperties` sees through nest deeper than 32 `$ref`s, `allOf` members and branches"));
@@ -1748,7 +1748,15 @@ impl<'a> Lowerer<'a> {
             return Err(err(here.file, here.pointer, "dependentSchemas", "`dependentSchemas` where `unevaluatedProperties` sees it (what it evaluates depends on the members present) is not supported"));
         }
         if has_patterns(map) {
-            return Err(err(here.file, here.pointer, "patternProperties", "`patternProperties` where `unevaluatedProperties` sees it (what it evaluates depends on the member names) is not supported"));
+            // The members whose names a pattern matches.
+            let Some(Value::Object(patterns)) = map.get("patternProperties") else {
+                return Err(err(here.file, here.pointer, "patternProperties", "must be an object of schemas"));
+            };
+            for source in patterns.keys() {
+                let at = push_pointer(here.pointer, "patternProperties");
+                let p = pattern::analyze(source).map_err(|m| err(here.file, &at, "patternProperties", format!("`{source}` is not a valid ECMA-262 regular expression: {m}")))?;
+                set.patterns.push(self.pattern_index(p));
+            }
         }
         if map.contains_key("if") {
             // Even alone, `if` evaluates what it declares when the value matches it.
@@ -1793,7 +1801,7 @@ impl<'a> Lowerer<'a> {
                 when.push(GuardKey { file: here.file.to_owned(), pointer: at.clone(), hint: hint.clone(), schema: b.clone(), tag });
                 let mut inner = PropSet::default();
                 self.evaluated(walk, Here { file: here.file, pointer: &at, hint: &hint }, b, &mut inner, &when, depth + 1)?;
-                if inner.all || !inner.names.is_empty() {
+                if !inner.is_empty() {
                     if walk.nested.len() == MAX_NESTED_BRANCHES {
                         return Err(fail(&format!("the schemas `unevaluatedProperties` sees through reach more than {MAX_NESTED_BRANCHES} nested `anyOf`/`oneOf` branches (each way of reaching one counts): not supported")));
                     }
@@ -1803,6 +1811,8 @@ impl<'a> Lowerer<'a> {
         }
         set.names.sort();
         set.names.dedup();
+        set.patterns.sort_unstable();
+        set.patterns.dedup();
         Ok(())
     }
 

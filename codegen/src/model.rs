@@ -525,8 +525,18 @@ pub enum Guard {
 pub struct PropSet {
     /// The names, sorted.
     pub names: Vec<String>,
+    /// `patternProperties`' patterns, as indexes into [`TypeSpace::patterns`], sorted: a
+    /// property whose name one of them matches is evaluated.
+    pub patterns: Vec<usize>,
     /// Every property is evaluated.
     pub all: bool,
+}
+
+impl PropSet {
+    /// Whether the set evaluates no property at all.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty() && self.patterns.is_empty() && !self.all
+    }
 }
 
 /// The in-place applicators of a schema (JSON Schema 2020-12, section 10.2.1), each a list of

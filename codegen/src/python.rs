@@ -915,7 +915,20 @@ impl<'a> Emitter<'a> {
             } else {
                 args.push(atom(format!("unevaluated=lambda: {}", self.ann(&u.schema, ctx)?.flat())));
             }
-            let set = |s: &crate::model::PropSet| format!("([{}], {})", s.names.iter().map(|n| py_str(n)).collect::<Vec<_>>().join(", "), py_bool(s.all));
+            // `(names, all)`, and the patterns' after them when there are any.
+            let mut patterns = BTreeMap::new();
+            for s in std::iter::once(&u.always).chain(&u.any_of).chain(&u.one_of).chain(u.nested.iter().map(|g| &g.set)) {
+                for &i in &s.patterns {
+                    patterns.insert(i, self.pattern_ex(i)?.flat());
+                }
+            }
+            let set = |s: &crate::model::PropSet| {
+                let names = s.names.iter().map(|n| py_str(n)).collect::<Vec<_>>().join(", ");
+                match s.patterns.is_empty() {
+                    true => format!("([{names}], {})", py_bool(s.all)),
+                    false => format!("([{names}], {}, [{}])", py_bool(s.all), s.patterns.iter().map(|i| patterns[i].as_str()).collect::<Vec<_>>().join(", ")),
+                }
+            };
             args.push(atom(format!("evaluated={}", set(&u.always))));
             for (k, sets) in [("any_of_evaluated", &u.any_of), ("one_of_evaluated", &u.one_of)] {
                 if !sets.is_empty() {

@@ -1584,13 +1584,15 @@ impl Emitter<'_> {
             let names = &s.names;
             let all = if s.all { quote!(__all = true;) } else { quote!() };
             let names = if names.is_empty() { quote!() } else { quote!(__names.extend_from_slice(&[#(#names),*]);) };
-            quote!(#all #names)
+            let patterns = s.patterns.iter().map(|i| format_ident!("pattern_{}", i));
+            let patterns = if s.patterns.is_empty() { quote!() } else { quote!(__patterns.extend_from_slice(&[#(#patterns as fn(&str) -> bool),*]);) };
+            quote!(#all #names #patterns)
         };
         let always = set(&u.always);
         let mut branches = Vec::new();
         for (subs, sets) in [(&node.applied.any_of, &u.any_of), (&node.applied.one_of, &u.one_of)] {
             for (sub, s) in subs.iter().zip(sets.iter()) {
-                if s.names.is_empty() && !s.all {
+                if s.is_empty() {
                     continue;
                 }
                 let c = self.dyn_check(sub, v.clone(), path.clone());
@@ -1628,14 +1630,21 @@ impl Emitter<'_> {
         let sets = || std::iter::once(&u.always).chain(&u.any_of).chain(&u.one_of).chain(u.nested.iter().map(|g| &g.set));
         let all_mut = if sets().any(|s| s.all) { quote!(mut) } else { quote!() };
         let names_mut = if sets().any(|s| !s.names.is_empty()) { quote!(mut) } else { quote!() };
+        // The patterns' functions, when a set has any.
+        let (patterns, matched) = if sets().any(|s| !s.patterns.is_empty()) {
+            (quote!(let mut __patterns: Vec<fn(&str) -> bool> = Vec::new();), quote!(&& !__patterns.iter().any(|__f| __f(__k))))
+        } else {
+            (quote!(), quote!())
+        };
         quote!(if let serde_json::Value::Object(__m) = #v {
             let #all_mut __all = false;
             let #names_mut __names: Vec<&str> = Vec::new();
+            #patterns
             #always
             #(#branches)*
             if !__all {
                 for (__k, __x) in __m {
-                    if !__names.contains(&__k.as_str()) {
+                    if !__names.contains(&__k.as_str()) #matched {
                         let __p = #rt::Path::key(#path, __k);
                         #other
                     }

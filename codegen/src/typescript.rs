@@ -1339,14 +1339,32 @@ impl<'a> Emitter<'a> {
     /// expression) the checks explain; without, they `return false`.
     fn unevaluated(&self, w: &mut Out, node: &Node, u: &crate::model::Unevaluated, x: &str, p: Option<&str>, lv: usize) {
         let names_of = |s: &crate::model::PropSet| s.names.iter().map(|n| js_str(n)).collect::<Vec<_>>().join(", ");
+        let patterns_of = |s: &crate::model::PropSet| s.patterns.iter().map(|i| format!("pattern{i}")).collect::<Vec<_>>().join(", ");
         let all = self.fresh("all");
         let names = self.fresh("names");
+        let sets = || std::iter::once(&u.always).chain(&u.any_of).chain(&u.one_of).chain(u.nested.iter().map(|g| &g.set));
+        // The patterns' functions, when a set has any.
+        let patterns = sets().any(|s| !s.patterns.is_empty()).then(|| self.fresh("patterns"));
         w.open(&format!("if ($isObject({x})) {{"));
         w.line(&format!("let {all} = {};", u.always.all));
         w.line(&format!("const {names}: string[] = [{}];", names_of(&u.always)));
+        if let Some(ps) = &patterns {
+            w.line(&format!("const {ps}: ((s: string) => boolean)[] = [{}];", patterns_of(&u.always)));
+        }
+        let add = |w: &mut Out, set: &crate::model::PropSet| {
+            if set.all {
+                w.line(&format!("{all} = true;"));
+            }
+            if !set.names.is_empty() {
+                w.line(&format!("{names}.push({});", names_of(set)));
+            }
+            if let Some(ps) = patterns.as_ref().filter(|_| !set.patterns.is_empty()) {
+                w.line(&format!("{ps}.push({});", patterns_of(set)));
+            }
+        };
         for (subs, sets) in [(&node.applied.any_of, &u.any_of), (&node.applied.one_of, &u.one_of)] {
             for (sub, set) in subs.iter().zip(sets.iter()) {
-                if set.names.is_empty() && !set.all {
+                if set.is_empty() {
                     continue;
                 }
                 let matched = match p {
@@ -1354,12 +1372,7 @@ impl<'a> Emitter<'a> {
                     Some(p) => format!("{}.length === 0", self.check_branch(w, sub, x, p, lv)),
                 };
                 w.open(&format!("if ({matched}) {{"));
-                if set.all {
-                    w.line(&format!("{all} = true;"));
-                }
-                if !set.names.is_empty() {
-                    w.line(&format!("{names}.push({});", names_of(set)));
-                }
+                add(w, set);
                 w.close("}");
             }
         }
@@ -1382,18 +1395,16 @@ impl<'a> Emitter<'a> {
         for g in &u.nested {
             let matched: Vec<&str> = g.when.iter().map(|i| tested[i].as_str()).collect();
             w.open(&format!("if ({}) {{", matched.join(" && ")));
-            if g.set.all {
-                w.line(&format!("{all} = true;"));
-            }
-            if !g.set.names.is_empty() {
-                w.line(&format!("{names}.push({});", names_of(&g.set)));
-            }
+            add(w, &g.set);
             w.close("}");
         }
         let k = self.fresh("k");
         let y = self.fresh("x");
         w.open(&format!("if (!{all}) for (const {k} of $keysOf({x})) {{"));
-        w.line(&format!("if ({names}.includes({k})) continue;"));
+        match &patterns {
+            Some(ps) => w.line(&format!("if ({names}.includes({k}) || {ps}.some((f) => f({k}))) continue;")),
+            None => w.line(&format!("if ({names}.includes({k})) continue;")),
+        }
         let never = u.schema.types == Types::NONE && u.schema.literals.is_none();
         match (p, never) {
             (None, true) => w.line("return false;"),

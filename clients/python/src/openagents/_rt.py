@@ -680,6 +680,11 @@ class Pattern:
         return value
 
 
+Evaluated: TypeAlias = tuple[Sequence[str], bool] | tuple[Sequence[str], bool, Sequence[Pattern]]
+"""What a place `unevaluatedProperties` sees through evaluates: property names, whether every
+property, and `patternProperties`' patterns (a name one matches is evaluated) when there are any."""
+
+
 class WireEnum(str, enum.Enum):
     """The base of generated string enums: members compare and hash as their wire strings."""
 
@@ -935,11 +940,11 @@ class Json:
         else_: Callable[[], Any] | None = None,
         unevaluated: Callable[[], Any] | None = None,
         unevaluated_false: bool = False,
-        evaluated: tuple[Sequence[str], bool] = ((), False),
-        any_of_evaluated: Sequence[tuple[Sequence[str], bool]] = (),
-        one_of_evaluated: Sequence[tuple[Sequence[str], bool]] = (),
+        evaluated: Evaluated = ((), False),
+        any_of_evaluated: Sequence[Evaluated] = (),
+        one_of_evaluated: Sequence[Evaluated] = (),
         guards: Callable[[], Sequence[Any]] | None = None,
-        nested_evaluated: Sequence[tuple[Sequence[int], tuple[Sequence[str], bool]]] = (),
+        nested_evaluated: Sequence[tuple[Sequence[int], Evaluated]] = (),
     ) -> None:
         self.types = frozenset(types.split())
         self.min_length, self.max_length, self.pattern = min_length, max_length, pattern
@@ -1142,11 +1147,19 @@ class Json:
         """`unevaluatedProperties`: every property no other keyword evaluated."""
         names = set(self._evaluated[0])
         every = self._evaluated[1]
+        patterns: list[Pattern] = list(self._evaluated[2]) if len(self._evaluated) > 2 else []
+
+        def add(evaluated: Evaluated) -> None:
+            nonlocal every
+            names.update(evaluated[0])
+            every = every or evaluated[1]
+            if len(evaluated) > 2:
+                patterns.extend(evaluated[2])
+
         for sets, results in zip(self._branch_evaluated, (any_results, one_results), strict=True):
-            for (branch_names, branch_all), result in zip(sets, results, strict=True):
+            for evaluated, result in zip(sets, results, strict=True):
                 if result is None:
-                    names.update(branch_names)
-                    every = every or branch_all
+                    add(evaluated)
         if self._nested:
             if self._guard_checks is None:
                 assert self._guards is not None
@@ -1164,15 +1177,14 @@ class Json:
                         held[i] = _matches(g, value, info)
                 return held[i]
 
-            for when, (branch_names, branch_all) in self._nested:
+            for when, evaluated in self._nested:
                 if all(holds(i) for i in when):
-                    names.update(branch_names)
-                    every = every or branch_all
+                    add(evaluated)
         if every:
             return
         errors: list[InitErrorDetails] = []
         for key, item in value.items():
-            if key in names:
+            if key in names or any(p._search(key) is not None for p in patterns):
                 continue
             if self._unevaluated_false:
                 error = PydanticCustomError(
