@@ -402,6 +402,7 @@ fn lower_each(docs: &Documents, refusals: &mut Vec<SchemaError>) -> TypeSpace {
         }
         for (i, g) in pending {
             match cx.node(&g.file, &g.pointer, &g.schema, &g.hint) {
+                Ok(n) if g.test == GuardTest::Fails => cx.space.guards[i] = Guard::Fails(n),
                 Ok(n) => cx.space.guards[i] = Guard::Matches(n),
                 Err(e) => refusals.push(e),
             }
@@ -603,7 +604,7 @@ struct Lowerer<'a> {
     /// exactly: lowered as checked values instead.
     untyped: BTreeSet<(String, String)>,
     /// `(file, pointer)` of each entry of `space.guards`, to its index.
-    guard_index: BTreeMap<(String, String), usize>,
+    guard_index: BTreeMap<(String, String, GuardTest), usize>,
     /// The `Guard::Matches` entries of `space.guards` still to lower (index and where), lowered
     /// once every named type is, so that a branch's types get the names its own place gives.
     pending_guards: Vec<(usize, GuardKey)>,
@@ -616,8 +617,32 @@ struct GuardKey {
     pointer: String,
     hint: String,
     schema: Value,
-    /// For a branch of a tagged union: its tag property and value.
-    tag: Option<(String, String)>,
+    /// What the guard asks of the value.
+    test: GuardTest,
+}
+
+/// Schemas that apply to a value only when it passes a test (see [`Lowerer::evaluated`]): the
+/// test, on the schema at `at`, and the parts that then apply, each with its keyword (none: the
+/// schema at `at` itself).
+struct Conditioned<'v> {
+    test: GuardTest,
+    label: &'static str,
+    at: String,
+    schema: &'v Value,
+    parts: Vec<(&'static str, &'v Value)>,
+}
+
+/// What a [`GuardKey`] asks of the value.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum GuardTest {
+    /// It matches the schema (a branch, an `if` whose `then` applies).
+    Matches,
+    /// A branch of a tagged union: its tag property has the branch's value.
+    Tag(String, String),
+    /// It does not match the schema (an `if` whose `else` applies).
+    Fails,
+    /// It has the member the schema depends on (a `dependentSchemas` entry).
+    Present(String),
 }
 
 /// How many ways of reaching a nested branch one `unevaluatedProperties` may see (each is checked
@@ -1695,7 +1720,7 @@ impl<'a> Lowerer<'a> {
             for (i, b) in list.iter().enumerate() {
                 let at = push_pointer(&push_pointer(pointer, k), &i.to_string());
                 let hint = format!("{hint}{label}{i}");
-                let key = GuardKey { file: file.to_owned(), pointer: at.clone(), hint: hint.clone(), schema: b.clone(), tag: None };
+                let key = GuardKey { file: file.to_owned(), pointer: at.clone(), hint: hint.clone(), schema: b.clone(), test: GuardTest::Matches };
                 let mut set = PropSet::default();
                 self.evaluated(&mut walk, Here { file, pointer: &at, hint: &hint }, b, &mut set, &[key], 1)?;
                 sets.push(set);
@@ -1715,14 +1740,15 @@ impl<'a> Lowerer<'a> {
     /// The index in `space.guards` of the branch `key` names, made on first use (a schema to
     /// lower once every named type is, or a tag to compare).
     fn guard(&mut self, key: GuardKey) -> usize {
-        let place = (key.file.clone(), key.pointer.clone());
+        let place = (key.file.clone(), key.pointer.clone(), key.test.clone());
         if let Some(&i) = self.guard_index.get(&place) {
             return i;
         }
         let i = self.space.guards.len();
-        match &key.tag {
-            Some((name, value)) => self.space.guards.push(Guard::Tag { name: name.clone(), value: value.clone() }),
-            None => {
+        match &key.test {
+            GuardTest::Present(name) => self.space.guards.push(Guard::Present(name.clone())),
+            GuardTest::Tag(name, value) => self.space.guards.push(Guard::Tag { name: name.clone(), value: value.clone() }),
+            GuardTest::Matches | GuardTest::Fails => {
                 self.space.guards.push(Guard::Matches(any_node()));
                 self.pending_guards.push((i, key));
             }
@@ -1744,9 +1770,6 @@ impl<'a> Lowerer<'a> {
             return Err(fail("the schemas `unevaluatedProperties` sees through nest deeper than 32 `$ref`s, `allOf` members and branches"));
         }
         let Some(map) = schema.as_object() else { return Ok(()) };
-        if map.contains_key("dependentSchemas") {
-            return Err(err(here.file, here.pointer, "dependentSchemas", "`dependentSchemas` where `unevaluatedProperties` sees it (what it evaluates depends on the members present) is not supported"));
-        }
         if has_patterns(map) {
             // The members whose names a pattern matches.
             let Some(Value::Object(patterns)) = map.get("patternProperties") else {
@@ -1757,10 +1780,6 @@ impl<'a> Lowerer<'a> {
                 let p = pattern::analyze(source).map_err(|m| err(here.file, &at, "patternProperties", format!("`{source}` is not a valid ECMA-262 regular expression: {m}")))?;
                 set.patterns.push(self.pattern_index(p));
             }
-        }
-        if map.contains_key("if") {
-            // Even alone, `if` evaluates what it declares when the value matches it.
-            return Err(err(here.file, here.pointer, "if", "`if`/`then`/`else` where `unevaluatedProperties` sees it (what they evaluate depends on the value) is not supported"));
         }
         if let Some(Value::Object(props)) = map.get("properties") {
             set.names.extend(props.keys().cloned());
@@ -1786,6 +1805,41 @@ impl<'a> Lowerer<'a> {
                 self.evaluated(walk, Here { file: here.file, pointer: &at, hint: &hint }, part, set, guards, depth + 1)?;
             }
         }
+        // What applies only when the value passes a test, each under its guard after `guards`:
+        // `if` with `then` when the value matches `if` (even alone, `if` evaluates what it
+        // declares then), `else` when it does not, and each `dependentSchemas` entry when the
+        // object has its member.
+        let mut guarded: Vec<Conditioned<'_>> = Vec::new();
+        if let Some(condition) = map.get("if") {
+            let mut parts = vec![("if", condition)];
+            parts.extend(map.get("then").map(|t| ("then", t)));
+            guarded.push(Conditioned { test: GuardTest::Matches, label: "If", at: push_pointer(here.pointer, "if"), schema: condition, parts });
+            if let Some(otherwise) = map.get("else") {
+                guarded.push(Conditioned { test: GuardTest::Fails, label: "If", at: push_pointer(here.pointer, "if"), schema: condition, parts: vec![("else", otherwise)] });
+            }
+        }
+        if let Some(Value::Object(deps)) = map.get("dependentSchemas") {
+            for (name, dep) in deps {
+                let at = push_pointer(&push_pointer(here.pointer, "dependentSchemas"), name);
+                guarded.push(Conditioned { test: GuardTest::Present(name.clone()), label: "Dependent", at, schema: dep, parts: vec![("", dep)] });
+            }
+        }
+        for Conditioned { test, label, at, schema, parts } in guarded {
+            let hint = format!("{}{label}", here.hint);
+            let mut when = guards.to_vec();
+            when.push(GuardKey { file: here.file.to_owned(), pointer: at.clone(), hint: hint.clone(), schema: schema.clone(), test });
+            let mut inner = PropSet::default();
+            for (keyword, part) in parts {
+                let at = if keyword.is_empty() { at.clone() } else { push_pointer(here.pointer, keyword) };
+                self.evaluated(walk, Here { file: here.file, pointer: &at, hint: &hint }, part, &mut inner, &when, depth + 1)?;
+            }
+            if !inner.is_empty() {
+                if walk.nested.len() == MAX_NESTED_BRANCHES {
+                    return Err(fail(&format!("the schemas `unevaluatedProperties` sees through reach more than {MAX_NESTED_BRANCHES} nested `anyOf`/`oneOf` branches (each way of reaching one counts): not supported")));
+                }
+                walk.nested.push((when, inner));
+            }
+        }
         let tagged = self.union_key(here.file, here.pointer, map);
         for (k, label) in [("anyOf", "AnyOf"), ("oneOf", "OneOf")] {
             let Some(Value::Array(list)) = map.get(k) else { continue };
@@ -1798,7 +1852,8 @@ impl<'a> Lowerer<'a> {
                 let hint = format!("{}{label}{i}", here.hint);
                 let tag = tags.as_ref().and_then(|(t, bs)| Some((t.clone(), self.tag_value(&bs[i].0, &bs[i].2, t)?)));
                 let mut when = guards.to_vec();
-                when.push(GuardKey { file: here.file.to_owned(), pointer: at.clone(), hint: hint.clone(), schema: b.clone(), tag });
+                let test = tag.map_or(GuardTest::Matches, |(name, value)| GuardTest::Tag(name, value));
+                when.push(GuardKey { file: here.file.to_owned(), pointer: at.clone(), hint: hint.clone(), schema: b.clone(), test });
                 let mut inner = PropSet::default();
                 self.evaluated(walk, Here { file: here.file, pointer: &at, hint: &hint }, b, &mut inner, &when, depth + 1)?;
                 if !inner.is_empty() {

@@ -517,6 +517,10 @@ pub enum Guard {
         /// The branch's tag value.
         value: String,
     },
+    /// The value does not match this schema: an `if` whose `else` applies.
+    Fails(Node),
+    /// The object has this member: a `dependentSchemas` entry applies.
+    Present(String),
 }
 
 /// A set of evaluated property names, or every property (`all`: an `additionalProperties` or a

@@ -946,6 +946,8 @@ impl<'a> Emitter<'a> {
                     guards.push(match &self.space.guards[i] {
                         crate::model::Guard::Matches(n) => self.ann(n, ctx)?.flat(),
                         crate::model::Guard::Tag { name, value } => format!("({}, {})", py_str(name), py_str(value)),
+                        crate::model::Guard::Fails(n) => format!("_rt.Fails({})", self.ann(n, ctx)?.flat()),
+                        crate::model::Guard::Present(name) => format!("_rt.Present({})", py_str(name)),
                     });
                 }
                 args.push(atom(format!("guards=lambda: [{}]", guards.join(", "))));

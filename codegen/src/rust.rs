@@ -1613,6 +1613,11 @@ impl Emitter<'_> {
                     quote!({ let mut __o: Vec<#rt::Violation> = Vec::new(); { let out = &mut __o; #c } __o.is_empty() })
                 }
                 crate::model::Guard::Tag { name, value } => quote!(matches!(__m.get(#name), Some(serde_json::Value::String(__s)) if __s == #value)),
+                crate::model::Guard::Fails(n) => {
+                    let c = self.dyn_check(n, v.clone(), path.clone());
+                    quote!({ let mut __o: Vec<#rt::Violation> = Vec::new(); { let out = &mut __o; #c } !__o.is_empty() })
+                }
+                crate::model::Guard::Present(name) => quote!(__m.contains_key(#name)),
             };
             tests.push(quote!(let #g: bool = #test;));
         }

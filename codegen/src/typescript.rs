@@ -1387,6 +1387,11 @@ impl<'a> Emitter<'a> {
                     Some(p) => format!("{}.length === 0", self.check_branch(w, sub, x, p, lv)),
                 },
                 crate::model::Guard::Tag { name, value } => format!("$own({x}, {}) === {}", js_str(name), js_str(value)),
+                crate::model::Guard::Fails(sub) => match p {
+                    None => format!("!{}", self.fast_branch(w, sub, x, lv)),
+                    Some(p) => format!("{}.length !== 0", self.check_branch(w, sub, x, p, lv)),
+                },
+                crate::model::Guard::Present(name) => format!("$has({x}, {})", js_str(name)),
             };
             let g = self.fresh("g");
             w.line(&format!("const {g}: boolean = {test};"));

@@ -34,7 +34,6 @@ fn rust_for_each_fixture() {
 /// Each case: a schema outside the subset (or broken), and the error it must get.
 const REFUSED: &[(&str, &str)] = &[
     ("unsupported keyword", r#"{"type": "array", "unevaluatedItems": false}"#),
-    ("dependentSchemas where unevaluatedProperties sees it", r#"{"type": "object", "dependentSchemas": {"a": {"required": ["b"]}}, "unevaluatedProperties": false}"#),
     ("invalid pattern that unevaluatedProperties sees", r#"{"type": "object", "allOf": [{"patternProperties": {"(x": {}}}], "unevaluatedProperties": false}"#),
     ("invalid ECMA-262 pattern in patternProperties", r#"{"type": "object", "patternProperties": {"^(x$": {}}}"#),
     ("nested unsupported keyword", r#"{"type": "object", "properties": {"a": {"type": "string", "$anchor": "a"}}}"#),

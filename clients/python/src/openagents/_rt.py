@@ -62,6 +62,7 @@ __all__ = [
     "Bool",
     "Const",
     "EnumOf",
+    "Fails",
     "Float",
     "Int",
     "INT",
@@ -77,6 +78,7 @@ __all__ = [
     "OneOf",
     "OpenAgentsError",
     "Pattern",
+    "Present",
     "Str",
     "Tagged",
     "TypedError",
@@ -685,6 +687,22 @@ Evaluated: TypeAlias = tuple[Sequence[str], bool] | tuple[Sequence[str], bool, S
 property, and `patternProperties`' patterns (a name one matches is evaluated) when there are any."""
 
 
+@dataclass(frozen=True)
+class Present:
+    """A guard of what `unevaluatedProperties` sees: the object has this member (a
+    `dependentSchemas` entry then applies)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Fails:
+    """A guard of what `unevaluatedProperties` sees: the value does not match this schema (an
+    `if` whose `else` then applies)."""
+
+    schema: Any
+
+
 class WireEnum(str, enum.Enum):
     """The base of generated string enums: members compare and hash as their wire strings."""
 
@@ -997,7 +1015,7 @@ class Json:
         # The nested branches tested (an annotation, or a tagged union's tag name and value),
         # each once per value, and per way of reaching one the positions of its guards there.
         self._guards = guards
-        self._guard_checks: list[TypeAdapter[Any] | tuple[str, str]] | None = None
+        self._guard_checks: list[TypeAdapter[Any] | tuple[str, str] | Present | Fails] | None = None
         self._nested = nested_evaluated
         # Whether rules apply beside the value's own: the value is then only tested by them.
         self._composed = (
@@ -1163,7 +1181,14 @@ class Json:
         if self._nested:
             if self._guard_checks is None:
                 assert self._guards is not None
-                self._guard_checks = [g if isinstance(g, tuple) else TypeAdapter(g) for g in self._guards()]
+                self._guard_checks = [
+                    g
+                    if isinstance(g, (tuple, Present))
+                    else Fails(TypeAdapter(g.schema))
+                    if isinstance(g, Fails)
+                    else TypeAdapter(g)
+                    for g in self._guards()
+                ]
             checks = self._guard_checks
             held: dict[int, bool] = {}
 
@@ -1173,6 +1198,10 @@ class Json:
                     if isinstance(g, tuple):
                         tag = value.get(g[0])
                         held[i] = type(tag) is str and tag == g[1]
+                    elif isinstance(g, Present):
+                        held[i] = g.name in value
+                    elif isinstance(g, Fails):
+                        held[i] = not _matches(g.schema, value, info)
                     else:
                         held[i] = _matches(g, value, info)
                 return held[i]
