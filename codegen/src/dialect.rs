@@ -144,11 +144,24 @@ fn upgrade_schema(schema: &mut Value, dialect: Dialect) {
         if map.contains_key("$ref") {
             map.retain(|k, _| kept_beside_ref(k));
         }
-        // A fragment `$id` (`"#/definitions/a"`, or draft-06/07's plain-name anchor `"#a"`)
-        // names no other document: a `$ref` by an anchor is refused on its own.
+        // draft-04's `id` below the root is what later dialects call `$id` (an embedded
+        // resource, or an anchor below).
+        if dialect == Dialect::Draft4
+            && !map.contains_key("$id")
+            && map.get("id").is_some_and(Value::is_string)
+            && let Some(id) = map.remove("id")
+        {
+            map.insert("$id".into(), id);
+        }
+        // A fragment `$id` names no other document: a plain name (`"#a"`) is an anchor, as
+        // 2020-12's `$anchor` says it; a pointer (`"#/definitions/a"`) names its own place.
         for id in ["$id", "id"] {
-            if map.get(id).and_then(Value::as_str).is_some_and(|v| v.starts_with('#')) && (id == "$id" || dialect == Dialect::Draft4) {
+            let Some(fragment) = map.get(id).and_then(Value::as_str).and_then(|v| v.strip_prefix('#')).map(str::to_owned) else { continue };
+            if id == "$id" || dialect == Dialect::Draft4 {
                 map.remove(id);
+                if !fragment.is_empty() && !fragment.starts_with('/') && !map.contains_key("$anchor") {
+                    map.insert("$anchor".into(), Value::String(fragment));
+                }
             }
         }
     }
@@ -312,14 +325,15 @@ mod tests {
     }
 
     #[test]
-    fn fragment_ids_and_a_repeated_schema_go_below_the_root() {
+    fn fragment_ids_become_anchors_or_go_and_a_repeated_schema_goes_below_the_root() {
         let v = up(json!({"$schema": "http://json-schema.org/draft-07/schema#", "$id": "https://example.com/x.json", "definitions": {
             "a": {"$id": "#/definitions/a", "type": "string"}, "b": {"$id": "#b", "type": "integer"}, "c": {"$id": "other.json", "type": "null"},
             "d": {"$schema": "http://json-schema.org/draft-07/schema#", "type": "boolean"}}}));
         assert_eq!(v["$id"], "https://example.com/x.json");
         assert_eq!(v["definitions"]["a"], json!({"type": "string"}));
-        assert_eq!(v["definitions"]["b"], json!({"type": "integer"}));
-        // Another document's `$id` stays, and is refused as before.
+        // A plain-name fragment is an anchor.
+        assert_eq!(v["definitions"]["b"], json!({"$anchor": "b", "type": "integer"}));
+        // Another document's `$id` stays: an embedded resource (see the `uri` module).
         assert_eq!(v["definitions"]["c"]["$id"], "other.json");
         assert_eq!(v["definitions"]["d"], json!({"type": "boolean"}));
         let v = up(json!({"$schema": DIALECT, "$defs": {"d": {"$schema": DIALECT, "$id": "#x"}}}));

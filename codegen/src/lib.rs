@@ -62,6 +62,8 @@ pub mod rust;
 pub mod schemars_attrs;
 #[doc(hidden)]
 pub mod typescript;
+#[doc(hidden)]
+pub mod uri;
 
 use std::path::{Path, PathBuf};
 

@@ -52,7 +52,7 @@ impl Documents {
         if files.is_empty() {
             return Err(SchemaError::new(folder, "", "", "no *.json schema files in this folder"));
         }
-        Ok(Documents { files })
+        Ok(Documents::resolved(files))
     }
 
     /// Documents from memory: `(file name, JSON text)` pairs.
@@ -67,14 +67,22 @@ impl Documents {
         for (name, text) in texts {
             files.insert(name.to_owned(), parse_document(name, text)?);
         }
-        Ok(Documents { files })
+        Ok(Documents::resolved(files))
     }
 
     /// Documents from already-parsed values.
     pub fn from_values(values: impl IntoIterator<Item = (String, Value)>) -> Documents {
         let mut files: BTreeMap<String, Value> = values.into_iter().collect();
         files.values_mut().for_each(crate::dialect::upgrade);
-        Documents { files }
+        Documents::resolved(files)
+    }
+
+    /// The documents `files` (each already read in its dialect), with their references resolved
+    /// against their base URIs ([`crate::uri::resolve`]).
+    fn resolved(files: BTreeMap<String, Value>) -> Documents {
+        let mut docs = Documents { files };
+        crate::uri::resolve(&mut docs);
+        docs
     }
 
     /// Resolves a `$ref` written in `file` to `(file, pointer)`.
@@ -422,6 +430,7 @@ pub fn load_path(path: &Path) -> Result<Documents, SchemaError> {
     let mut docs = Documents::from_values([(name, value)]);
     if let Some(dir) = path.parent() {
         load_referenced(&mut docs, dir)?;
+        crate::uri::resolve(&mut docs);
     }
     Ok(docs)
 }

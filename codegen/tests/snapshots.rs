@@ -36,7 +36,7 @@ const REFUSED: &[(&str, &str)] = &[
     ("unsupported keyword", r#"{"type": "array", "unevaluatedItems": false}"#),
     ("invalid pattern that unevaluatedProperties sees", r#"{"type": "object", "allOf": [{"patternProperties": {"(x": {}}}], "unevaluatedProperties": false}"#),
     ("invalid ECMA-262 pattern in patternProperties", r#"{"type": "object", "patternProperties": {"^(x$": {}}}"#),
-    ("nested unsupported keyword", r#"{"type": "object", "properties": {"a": {"type": "string", "$anchor": "a"}}}"#),
+    ("nested unsupported keyword", r#"{"type": "object", "properties": {"a": {"type": "string", "$dynamicAnchor": "a"}}}"#),
     ("multipleOf that is not above 0", r#"{"type": "number", "multipleOf": 0}"#),
     ("another tool's keyword", r#"{"type": "string", "abcIsValidColor": true}"#),
     ("uniqueItems that is no boolean", r#"{"type": "array", "uniqueItems": 1}"#),
