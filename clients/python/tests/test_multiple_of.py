@@ -14,10 +14,10 @@ from pydantic import Field, TypeAdapter, ValidationError
 from openagents import _rt
 
 MULTIPLES = [(0.3, 0.1), (0.0075, 0.0001), (4.5, 1.5), (-4.5, 1.5), (0.0, 0.7), (1e308, 1e300), (10.0, 2.0)]
-MULTIPLES += [(19.99, 0.01)]
+MULTIPLES += [(19.99, 0.01), (2**60, float(2**60)), (float(2**60), float(2**60))]
 MULTIPLES += [(12391239123, 1e-8), (2**80, 2), (-9, 3), (10, 0.5), (10, 2.0)]
 NOT_MULTIPLES = [(0.00751, 0.0001), (35, 1.5), (7, 2), (1e308, 0.123456789), (1e-300, 1e-299), (2**80 + 1, 2)]
-NOT_MULTIPLES += [(float("nan"), 1), (float("inf"), 1), (19.999, 0.01)]
+NOT_MULTIPLES += [(float("nan"), 1), (float("inf"), 1), (19.999, 0.01), (1152921504606847000, float(2**60))]
 
 
 @pytest.mark.parametrize(("value", "multiple"), MULTIPLES)

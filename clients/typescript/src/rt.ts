@@ -235,8 +235,11 @@ export function boundViolation(out: Violation[], p: string, keyword: string, fou
 }
 
 /** A finite number as an exact decimal, `mantissa × 10^exponent`: the shortest decimal that reads
- * back as it (what JSON text writes for it: `0.1` is 1 × 10^-1, not the binary fraction next to it). */
+ * back as it (what JSON text writes for it: `0.1` is 1 × 10^-1, not the binary fraction next to it),
+ * except a whole one below 2^64, which is the integer it holds (2^60 is 1152921504606846976, not the
+ * 1152921504606847000 its shortest decimal says). */
 function decimal(n: number): [bigint, number] {
+  if (Number.isInteger(n) && Math.abs(n) < 2 ** 64) return [BigInt(Math.abs(n)), 0];
   const [digits = "0", exponent = "0"] = Math.abs(n).toExponential().split("e");
   const dot = digits.indexOf(".");
   const fraction = dot < 0 ? 0 : digits.length - dot - 1;

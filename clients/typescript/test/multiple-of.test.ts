@@ -15,7 +15,7 @@ import { rng } from "./helpers.js";
 test("a multiple in decimal is one; a number off by any decimal is not", () => {
   const multiples: [number, number][] = [
     [0.3, 0.1], [0.0075, 0.0001], [4.5, 1.5], [-4.5, 1.5], [0, 0.7], [1e308, 1e300], [10, 2],
-    [19.99, 0.01], [12391239123, 1e-8], [-9, 3], [10, 0.5], [2 ** 80, 2],
+    [19.99, 0.01], [12391239123, 1e-8], [-9, 3], [10, 0.5], [2 ** 80, 2], [2 ** 60, 2 ** 60], [2 ** 62, 2 ** 60],
   ];
   for (const [v, m] of multiples) assert.equal(multipleOf(v, m), true, `${v} is a multiple of ${m}`);
   const others: [number, number][] = [
@@ -27,6 +27,7 @@ test("a multiple in decimal is one; a number off by any decimal is not", () => {
 /** The exact quotient of two decimals as JavaScript writes them, by scaling both to integers. */
 function exactlyWhole(v: number, m: number): boolean {
   const parts = (n: number): [bigint, number] => {
+    if (Number.isInteger(n) && Math.abs(n) < 2 ** 64) return [BigInt(Math.abs(n)), 0];
     const [digits = "0", exponent = "0"] = Math.abs(n).toExponential().split("e");
     const fraction = digits.includes(".") ? digits.length - digits.indexOf(".") - 1 : 0;
     return [BigInt(digits.replace(".", "")), Number(exponent) - fraction];

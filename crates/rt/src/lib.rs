@@ -607,13 +607,19 @@ pub fn bound_violation(out: &mut Vec<Violation>, path: &Path<'_>, keyword: &str,
 
 /// A number as an exact decimal, `mantissa × 10^exponent`: a double as the shortest decimal that
 /// reads back as it (what JSON text writes for it: `0.1` is 1 × 10^-1, not the binary fraction
-/// next to it), an integer as itself.
+/// next to it), except a whole one below 2^64, which is the integer it holds (2^60 is
+/// 1152921504606846976, not the 1152921504606847000 its shortest decimal says); an integer as
+/// itself.
 trait Decimal {
     fn decimal(self) -> (i128, i32);
 }
 
 impl Decimal for f64 {
+    #[allow(clippy::cast_possible_truncation)] // whole, and below 2^64
     fn decimal(self) -> (i128, i32) {
+        if self.fract() == 0.0 && self.abs() < 18_446_744_073_709_551_616.0 {
+            return (self as i128, 0);
+        }
         // `{:e}` writes the shortest round-trip digits: `7.5e-3`, `1e308`, `-4.5e0`.
         let text = format!("{self:e}");
         let (digits, exponent) = text.split_once('e').unwrap_or((&text, "0"));

@@ -422,6 +422,10 @@ fn multiple_of_reads_both_numbers_as_the_decimals_json_writes() {
     let odd = (1i64 << 62) + 1;
     assert!(!multiple_of_i64(odd, 2.0) && multiple_of(odd as f64, 2.0));
     assert!(multiple_of_i64(i64::MIN, 2.0) && multiple_of_i64(-9, 3.0) && !multiple_of_i64(10, 4.0) && multiple_of_i64(10, 0.5));
+    // A whole double is the integer it holds: 2^60 is a multiple of itself, not of the
+    // 1152921504606847000 its shortest decimal says.
+    let big = 1_152_921_504_606_846_976_f64;
+    assert!(multiple_of(big, big) && multiple_of_i64(1 << 60, big) && !multiple_of_i64(1_152_921_504_606_847_000, big));
     let json = |t: &str| serde_json::from_str::<serde_json::Number>(t).expect("a number");
     assert!(!multiple_of_number(&json("18446744073709551615"), 2.0));
     assert!(multiple_of_number(&json("18446744073709551614"), 2.0));

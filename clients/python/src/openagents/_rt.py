@@ -324,9 +324,12 @@ INT: Final = IntCheck()
 def _decimal(n: float) -> tuple[int, int]:
     """A number as an exact decimal `(mantissa, exponent)`: an `int` as itself, a `float` as the
     shortest decimal that reads back as it (`repr`, what JSON text writes for it: `0.1` is
-    `(1, -1)`, not the binary fraction next to it)."""
+    `(1, -1)`, not the binary fraction next to it), except a whole one below 2^64, which is the
+    integer it holds (`2.0**60` is 1152921504606846976, not the 1152921504606847000 of `repr`)."""
     if isinstance(n, int):
         return n, 0
+    if n.is_integer() and abs(n) < 2**64:
+        return int(n), 0
     sign, digits, exponent = Decimal(repr(n)).as_tuple()
     mantissa = int("".join(map(str, digits)))
     return (-mantissa if sign else mantissa), int(exponent)
