@@ -109,10 +109,73 @@ pub fn upgrade(doc: &mut Value) {
             root.insert("id".into(), id);
         }
     }
+    // Schemas a `$ref` names where no keyword of the dialect holds one (inside another tool's
+    // keyword, which the user may declare an annotation): upgraded as well, each once.
+    let mut elsewhere = Vec::new();
+    every_ref(doc, &mut |r| {
+        if let Some(pointer) = r.strip_prefix('#').filter(|p| p.starts_with('/'))
+            && !reaches_schema(pointer)
+        {
+            elsewhere.push(pointer.to_owned());
+        }
+    });
+    elsewhere.sort();
+    elsewhere.dedup();
     upgrade_schema(doc, dialect);
+    let mut done: Vec<&str> = Vec::new();
+    for pointer in &elsewhere {
+        if done.iter().any(|d| pointer.starts_with(&format!("{d}/"))) {
+            continue;
+        }
+        if let Some(target) = doc.pointer_mut(pointer) {
+            upgrade_schema(target, dialect);
+        }
+        done.push(pointer);
+    }
     if let Value::Object(root) = doc {
         root.insert("$schema".into(), Value::String(DIALECT.into()));
     }
+}
+
+/// Calls `f` with every `$ref` string anywhere in `value`.
+fn every_ref(value: &Value, f: &mut impl FnMut(&str)) {
+    match value {
+        Value::Object(m) => {
+            if let Some(Value::String(r)) = m.get("$ref") {
+                f(r);
+            }
+            m.values().for_each(|v| every_ref(v, f));
+        }
+        Value::Array(items) => items.iter().for_each(|v| every_ref(v, f)),
+        _ => {}
+    }
+}
+
+/// Whether a JSON pointer from a file's root goes only through keywords that hold schemas (so
+/// the upgrade reaches what it names).
+fn reaches_schema(pointer: &str) -> bool {
+    #[derive(PartialEq)]
+    enum At {
+        Schema,
+        Schemas,
+        /// Under `items`: one schema, or (a tuple) an array of them.
+        Items,
+    }
+    let mut at = At::Schema;
+    for token in pointer.split('/').skip(1) {
+        at = match at {
+            At::Schemas => At::Schema,
+            At::Items if token.bytes().all(|b| b.is_ascii_digit()) => At::Schema,
+            At::Schema | At::Items => match token {
+                "items" => At::Items,
+                "additionalItems" | "additionalProperties" | "unevaluatedProperties" | "unevaluatedItems" | "not" | "if" | "then" | "else" | "contains"
+                | "propertyNames" => At::Schema,
+                "properties" | "patternProperties" | "definitions" | "$defs" | "dependentSchemas" | "dependencies" | "allOf" | "anyOf" | "oneOf" | "prefixItems" => At::Schemas,
+                _ => return false,
+            },
+        };
+    }
+    true
 }
 
 /// Keywords kept beside a `$ref` in the dialects that ignore the rest: those that never change
@@ -277,6 +340,17 @@ mod tests {
         assert!(v.get("id").is_none());
         assert_eq!(v["properties"]["a"], json!({"type": "number", "exclusiveMinimum": 1, "maximum": 9}));
         assert_eq!(v["properties"]["b"], json!({"type": "number"}));
+    }
+
+    #[test]
+    fn a_schema_a_ref_names_inside_another_tools_keyword_is_upgraded_once() {
+        let v = up(json!({"$schema": "http://json-schema.org/draft-04/schema#",
+            "properties": {"a": {"$ref": "#/vendor/x"}, "b": {"$ref": "#/vendor/x/properties/n"}, "c": {"$ref": "#/items/0"}},
+            "items": [{"type": "number", "minimum": 1, "exclusiveMinimum": true}],
+            "vendor": {"x": {"$schema": "http://json-schema.org/draft-04/schema#", "properties": {"n": {"type": "number", "minimum": 2, "exclusiveMinimum": true}}}}}));
+        // Upgraded as the rest (draft-04's flag into the bound, the repeated `$schema` gone), once.
+        assert_eq!(v["vendor"]["x"], json!({"properties": {"n": {"type": "number", "exclusiveMinimum": 2}}}));
+        assert_eq!(v["prefixItems"], json!([{"type": "number", "exclusiveMinimum": 1}]));
     }
 
     #[test]

@@ -344,28 +344,66 @@ pub fn drop_annotations(docs: &mut Documents, names: &[String], schema: &str) ->
     if names.is_empty() {
         return Ok(());
     }
-    for doc in docs.files.values_mut() {
-        drop_in_schema(doc, names);
+    // Where each declared keyword stands, `(file, pointer to the keyword)`, and every `$ref`,
+    // `(file, pointer to its schema, the place it names)`.
+    let mut found: Vec<(String, String)> = Vec::new();
+    let mut refs: Vec<(String, String, (String, String))> = Vec::new();
+    let mut add_ref = |file: &str, pointer: &str, map: &Map<String, Value>| {
+        if let Some(Ok(target)) = map.get("$ref").and_then(Value::as_str).map(|r| docs.resolve_ref(file, r)) {
+            refs.push((file.to_owned(), pointer.to_owned(), target));
+        }
+    };
+    for (file, doc) in &docs.files {
+        crate::uri::each_schema(doc, "", &mut |pointer, map| {
+            for key in map.keys().filter(|k| names.contains(k)) {
+                // What such a keyword holds is no schema the generator knows of; a `$ref` in
+                // it, at any depth, is one a schema it holds may have.
+                let at = crate::error::push_pointer(pointer, key);
+                every_object(&map[key], &at, &mut |p, m| add_ref(file, p, m));
+                found.push((file.clone(), at));
+            }
+            add_ref(file, pointer, map);
+        });
+    }
+    // A keyword a `$ref` points inside (a vendor's keyword that holds schemas) is kept under
+    // an `x-` name, which the generator ignores as it does every other tool's, and the
+    // references follow it; every other one goes.
+    let inside = |(file, at): &(String, String), (f, p): &(String, String)| f == file && (p == at || p.starts_with(&format!("{at}/")));
+    let kept: Vec<&(String, String)> = found.iter().filter(|place| refs.iter().any(|(_, _, target)| inside(place, target))).collect();
+    let renamed = |at: &str| match at.rsplit_once('/') {
+        Some((parent, key)) => format!("{parent}/x-annotation-{key}"),
+        None => at.to_owned(),
+    };
+    for (file, pointer, target) in &refs {
+        let Some((_, at)) = kept.iter().find(|place| inside(place, target)) else { continue };
+        let moved = format!("{}{}", renamed(at), &target.1[at.len()..]);
+        let written = if &target.0 == file { format!("#{}", crate::uri::encode(&moved)) } else { format!("{}#{}", crate::uri::encode(&target.0), crate::uri::encode(&moved)) };
+        if let Some(Value::Object(m)) = docs.files.get_mut(file).and_then(|d| d.pointer_mut(pointer)) {
+            m.insert("$ref".into(), Value::String(written));
+        }
+    }
+    for (file, at) in &found {
+        let Some((parent, key)) = at.rsplit_once('/') else { continue };
+        let key = key.replace("~1", "/").replace("~0", "~");
+        let Some(Value::Object(m)) = docs.files.get_mut(file).and_then(|d| d.pointer_mut(parent)) else { continue };
+        if let Some(value) = m.remove(&key)
+            && kept.iter().any(|(f, p)| f == file && p == at)
+        {
+            m.insert(format!("x-annotation-{key}"), value);
+        }
     }
     Ok(())
 }
 
-fn drop_in_schema(schema: &mut Value, names: &[String]) {
-    let Value::Object(map) = schema else { return };
-    map.retain(|k, _| !names.contains(k));
-    for (key, value) in map.iter_mut() {
-        match (key.as_str(), value) {
-            (
-                "items" | "additionalProperties" | "unevaluatedProperties" | "unevaluatedItems" | "not" | "if" | "then" | "else" | "contains" | "propertyNames"
-                | "contentSchema",
-                v @ Value::Object(_),
-            ) => drop_in_schema(v, names),
-            ("properties" | "patternProperties" | "definitions" | "$defs" | "dependentSchemas", Value::Object(m)) => {
-                m.values_mut().for_each(|v| drop_in_schema(v, names));
-            }
-            ("prefixItems" | "allOf" | "anyOf" | "oneOf", Value::Array(list)) => list.iter_mut().for_each(|v| drop_in_schema(v, names)),
-            _ => {}
+/// Calls `f` with every object inside `value` (itself included) and its pointer.
+fn every_object(value: &Value, pointer: &str, f: &mut impl FnMut(&str, &Map<String, Value>)) {
+    match value {
+        Value::Object(m) => {
+            f(pointer, m);
+            m.iter().for_each(|(k, v)| every_object(v, &crate::error::push_pointer(pointer, k), f));
         }
+        Value::Array(items) => items.iter().enumerate().for_each(|(i, v)| every_object(v, &crate::error::push_pointer(pointer, &i.to_string()), f)),
+        _ => {}
     }
 }
 

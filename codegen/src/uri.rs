@@ -105,6 +105,16 @@ fn child(pointer: &str, tokens: &[String]) -> String {
     tokens.iter().fold(pointer.to_owned(), |p, t| crate::error::push_pointer(&p, t))
 }
 
+/// Calls `f` with every schema object of `schema` and its pointer, wherever a schema stands
+/// (never inside a `const`, `enum`, `default` or `examples` value, which are data).
+pub(crate) fn each_schema<'v>(schema: &'v Value, pointer: &str, f: &mut impl FnMut(&str, &'v Map<String, Value>)) {
+    let Value::Object(map) = schema else { return };
+    f(pointer, map);
+    for (tokens, sub) in subschemas(map) {
+        each_schema(sub, &child(pointer, &tokens), f);
+    }
+}
+
 /// Registers the resources (`$id`s below the root) and anchors of the schema at `pointer`.
 fn collect(schema: &Value, file: &str, pointer: &str, base: &Url, registry: &mut Registry) {
     let Value::Object(map) = schema else { return };
@@ -173,7 +183,7 @@ fn forget(schema: &mut Value, root: bool) {
 
 /// A pointer or file name as a URI fragment or path writes it: percent-encoded beyond the
 /// characters both allow.
-fn encode(s: &str) -> String {
+pub(crate) fn encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~/!$&'()*+,;=:@".contains(&b) {

@@ -265,6 +265,24 @@ fn another_tools_keyword_is_refused_until_declared_an_annotation_and_never_a_rul
     assert_eq!(doc.pointer("/properties/mark/const"), Some(&serde_json::json!({"abcIsValidColor": 1})));
     let bound = rust.lines().filter(|l| l.contains("maxLength")).collect::<Vec<_>>();
     assert!(bound.iter().any(|l| l.contains('7')), "the maxLength bound is still checked: {bound:?}");
+    // A declared keyword that holds schemas a `$ref` names (a vendor's `full`) keeps them, under
+    // an `x-` name the generator ignores, and the reference (and those inside) follow.
+    let dir = std::env::temp_dir().join(format!("openagents-annotations-held-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("held.json");
+    std::fs::write(&file, r##"{"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+        "properties": {"x": {"$ref": "#/definitions/a/full"}},
+        "definitions": {"a": {"type": "object", "full": {"type": "array", "items": [{"$ref": "#/definitions/a/full/definitions/n"}],
+            "definitions": {"n": {"type": "integer", "maximum": 9}}}}}}"##).expect("write");
+    let refused = Config::new().schema_dir(&file).load().map(|_| ()).expect_err("refused without the declaration");
+    assert_eq!(refused.into_first().keyword, "full");
+    let (docs, space) = Config::new().schema_dir(&file).annotations(["full"]).load().expect("accepted with it");
+    let _ = std::fs::remove_dir_all(&dir);
+    let doc = &docs.files["held.json"];
+    assert_eq!(doc.pointer("/properties/x/$ref"), Some(&serde_json::json!("#/definitions/a/x-annotation-full")));
+    // The held schema is upgraded from draft-07 as the rest (its tuple is `prefixItems`).
+    assert_eq!(doc.pointer("/definitions/a/x-annotation-full/prefixItems/0/$ref"), Some(&serde_json::json!("#/definitions/a/x-annotation-full/definitions/n")));
+    assert!(space.types.len() >= 2, "{:?}", space.types.keys().collect::<Vec<_>>());
 }
 
 #[test]
