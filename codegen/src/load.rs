@@ -477,14 +477,24 @@ pub fn load_path(path: &Path) -> Result<Documents, SchemaError> {
 /// `base.json#/definitions/path`), and every file those name in turn: the schema of one file is
 /// the file with what it refers to, as a validator reading it would fetch. A name that is not a
 /// file there is left for the lowering to refuse, naming the reference.
+///
+/// A `$ref` to an absolute URI (`https://example.com/schemas/base.json#/$defs/a`) is looked for
+/// the same way, in the file of the folder named by the URI's last segment (`base.json`), which
+/// is loaded only when its `$id` is that URI: a folder that mirrors a site's schemas resolves
+/// their references to each other offline, and nothing is fetched.
 fn load_referenced(docs: &mut Documents, dir: &Path) -> Result<(), SchemaError> {
-    fn names(v: &Value, out: &mut Vec<String>) {
+    /// The file a reference may name, and the `$id` it must then have (a remote one).
+    fn names(v: &Value, out: &mut Vec<(String, Option<String>)>) {
         match v {
             Value::Object(m) => {
                 if let Some(Value::String(r)) = m.get("$ref") {
                     let target = r.split_once('#').map_or(r.as_str(), |(t, _)| t);
                     if target.ends_with(".json") && !target.contains(['/', ':', '\\']) {
-                        out.push(target.to_owned());
+                        out.push((target.to_owned(), None));
+                    } else if is_absolute_uri(target)
+                        && let Some(last) = target.rsplit('/').next().filter(|l| l.ends_with(".json") && !l.contains(['\\', ':']))
+                    {
+                        out.push((last.to_owned(), Some(target.to_owned())));
                     }
                 }
                 m.values().for_each(|v| names(v, out));
@@ -493,15 +503,23 @@ fn load_referenced(docs: &mut Documents, dir: &Path) -> Result<(), SchemaError> 
             _ => {}
         }
     }
-    let mut pending: Vec<String> = Vec::new();
+    let mut pending = Vec::new();
     docs.files.values().for_each(|d| names(d, &mut pending));
-    while let Some(name) = pending.pop() {
+    while let Some((name, id)) = pending.pop() {
         let path = dir.join(&name);
         if docs.files.contains_key(&name) || !path.is_file() {
             continue;
         }
         let text = std::fs::read_to_string(&path).map_err(|e| SchemaError::new(&name, "", "", format!("cannot read: {e}")))?;
-        let value = parse_document(&name, &text)?;
+        let value = match parse_document(&name, &text) {
+            Ok(value) => value,
+            // Only a candidate for a remote `$id`: not one.
+            Err(_) if id.is_some() => continue,
+            Err(e) => return Err(e),
+        };
+        if id.is_some_and(|id| value.get("$id").and_then(Value::as_str).map(|own| own.trim_end_matches('#')) != Some(id.as_str())) {
+            continue;
+        }
         names(&value, &mut pending);
         docs.files.insert(name, value);
     }
@@ -571,6 +589,22 @@ mod tests {
         assert_eq!(docs.resolve_ref("main.json", "base.json#/definitions/path"), Ok(("base.json".into(), "/definitions/path".into())));
         // A name that is no file there is the lowering's to refuse, naming the reference.
         assert_eq!(docs.resolve_ref("main.json", "missing.json"), Err("`missing.json` names `missing.json`, which is not a schema file here".into()));
+    }
+
+    #[test]
+    fn a_remote_reference_is_found_in_the_file_its_last_segment_names_when_that_file_has_its_id() {
+        let dir = folder("remote");
+        std::fs::write(dir.join("main.json"), r##"{"properties": {
+            "a": {"$ref": "https://example.com/s/shared.json#/$defs/name"},
+            "b": {"$ref": "https://example.com/s/other.json"}}}"##).expect("write");
+        std::fs::write(dir.join("shared.json"), r##"{"$id": "https://example.com/s/shared.json", "$defs": {"name": {"type": "string"}}}"##).expect("write");
+        std::fs::write(dir.join("other.json"), r##"{"$id": "https://elsewhere.example/other.json", "type": "string"}"##).expect("write");
+        let docs = load_path(&dir.join("main.json"));
+        let _ = std::fs::remove_dir_all(&dir);
+        let docs = docs.expect("loads");
+        // `other.json` claims another URI: not the file the reference names, not read.
+        assert_eq!(docs.files.keys().collect::<Vec<_>>(), ["main.json", "shared.json"]);
+        assert_eq!(docs.resolve_ref("main.json", "https://example.com/s/shared.json#/$defs/name"), Ok(("shared.json".into(), "/$defs/name".into())));
     }
 
     #[test]
