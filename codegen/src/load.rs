@@ -326,7 +326,9 @@ pub(crate) const JSON_SCHEMA_KEYWORDS: &[&str] = &[
 
 /// Leaves the keywords `names` declares annotations ([`crate::Config::annotations`]) out of
 /// every schema object of every file, wherever a schema stands (never inside a `const`, `enum`,
-/// `default` or `examples` value, which are data).
+/// `default` or `examples` value, which are data). One a `$ref` names a schema inside (a
+/// vendor's keyword that holds schemas) is kept as `x-annotation-NAME`, which the generator
+/// ignores as every other tool's `x-…` keyword, and the references follow it.
 ///
 /// # Errors
 ///
