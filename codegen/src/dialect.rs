@@ -138,7 +138,7 @@ pub fn upgrade(doc: &mut Value) {
 }
 
 /// Calls `f` with every `$ref` string anywhere in `value`.
-fn every_ref(value: &Value, f: &mut impl FnMut(&str)) {
+pub(crate) fn every_ref(value: &Value, f: &mut impl FnMut(&str)) {
     match value {
         Value::Object(m) => {
             if let Some(Value::String(r)) = m.get("$ref") {

@@ -467,11 +467,12 @@ pub fn load_path(path: &Path) -> Result<Documents, SchemaError> {
     if is_bundle(&value) {
         return documents_from_bundle(&shown, &value);
     }
-    let mut docs = Documents::from_values([(name, value)]);
+    // Resolved once, with every file it refers to (`parse_document` upgraded each already).
+    let mut docs = Documents { files: BTreeMap::from([(name, value)]) };
     if let Some(dir) = path.parent() {
         load_referenced(&mut docs, dir)?;
-        crate::uri::resolve(&mut docs);
     }
+    crate::uri::resolve(&mut docs);
     Ok(docs)
 }
 
@@ -487,23 +488,16 @@ pub fn load_path(path: &Path) -> Result<Documents, SchemaError> {
 fn load_referenced(docs: &mut Documents, dir: &Path) -> Result<(), SchemaError> {
     /// The file a reference may name, and the `$id` it must then have (a remote one).
     fn names(v: &Value, out: &mut Vec<(String, Option<String>)>) {
-        match v {
-            Value::Object(m) => {
-                if let Some(Value::String(r)) = m.get("$ref") {
-                    let target = r.split_once('#').map_or(r.as_str(), |(t, _)| t);
-                    if target.ends_with(".json") && !target.contains(['/', ':', '\\']) {
-                        out.push((target.to_owned(), None));
-                    } else if is_absolute_uri(target)
-                        && let Some(last) = target.rsplit('/').next().filter(|l| l.ends_with(".json") && !l.contains(['\\', ':']))
-                    {
-                        out.push((last.to_owned(), Some(target.to_owned())));
-                    }
-                }
-                m.values().for_each(|v| names(v, out));
+        crate::dialect::every_ref(v, &mut |r| {
+            let target = r.split_once('#').map_or(r, |(t, _)| t);
+            if target.ends_with(".json") && !target.contains(['/', ':', '\\']) {
+                out.push((target.to_owned(), None));
+            } else if is_absolute_uri(target)
+                && let Some(last) = target.rsplit('/').next().filter(|l| l.ends_with(".json") && !l.contains(['\\', ':']))
+            {
+                out.push((last.to_owned(), Some(target.to_owned())));
             }
-            Value::Array(items) => items.iter().for_each(|v| names(v, out)),
-            _ => {}
-        }
+        });
     }
     let mut pending = Vec::new();
     docs.files.values().for_each(|d| names(d, &mut pending));

@@ -679,6 +679,21 @@ struct Walk<'a> {
     refs: Vec<(String, String)>,
 }
 
+impl Walk<'_> {
+    /// Keeps what a part that applies only under `when` evaluates, unless it evaluates nothing;
+    /// refused past [`MAX_NESTED_BRANCHES`].
+    fn push_nested(&mut self, when: Vec<GuardKey>, set: PropSet) -> Result<(), SchemaError> {
+        if set.is_empty() {
+            return Ok(());
+        }
+        if self.nested.len() == MAX_NESTED_BRANCHES {
+            return Err(err(self.owner.0, self.owner.1, "unevaluatedProperties", format!("the schemas `unevaluatedProperties` sees through reach more than {MAX_NESTED_BRANCHES} nested `anyOf`/`oneOf` branches (each way of reaching one counts): not supported")));
+        }
+        self.nested.push((when, set));
+        Ok(())
+    }
+}
+
 /// Where a schema sits: its file, its pointer there, and the name hint for what it declares.
 #[derive(Clone, Copy)]
 struct Here<'a> {
@@ -1833,12 +1848,7 @@ impl<'a> Lowerer<'a> {
                 let at = if keyword.is_empty() { at.clone() } else { push_pointer(here.pointer, keyword) };
                 self.evaluated(walk, Here { file: here.file, pointer: &at, hint: &hint }, part, &mut inner, &when, depth + 1)?;
             }
-            if !inner.is_empty() {
-                if walk.nested.len() == MAX_NESTED_BRANCHES {
-                    return Err(fail(&format!("the schemas `unevaluatedProperties` sees through reach more than {MAX_NESTED_BRANCHES} nested `anyOf`/`oneOf` branches (each way of reaching one counts): not supported")));
-                }
-                walk.nested.push((when, inner));
-            }
+            walk.push_nested(when, inner)?;
         }
         let tagged = self.union_key(here.file, here.pointer, map);
         for (k, label) in [("anyOf", "AnyOf"), ("oneOf", "OneOf")] {
@@ -1856,12 +1866,7 @@ impl<'a> Lowerer<'a> {
                 when.push(GuardKey { file: here.file.to_owned(), pointer: at.clone(), hint: hint.clone(), schema: b.clone(), test });
                 let mut inner = PropSet::default();
                 self.evaluated(walk, Here { file: here.file, pointer: &at, hint: &hint }, b, &mut inner, &when, depth + 1)?;
-                if !inner.is_empty() {
-                    if walk.nested.len() == MAX_NESTED_BRANCHES {
-                        return Err(fail(&format!("the schemas `unevaluatedProperties` sees through reach more than {MAX_NESTED_BRANCHES} nested `anyOf`/`oneOf` branches (each way of reaching one counts): not supported")));
-                    }
-                    walk.nested.push((when, inner));
-                }
+                walk.push_nested(when, inner)?;
             }
         }
         set.names.sort();

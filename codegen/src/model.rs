@@ -490,6 +490,13 @@ pub struct Unevaluated {
     pub nested: Vec<Guarded>,
 }
 
+impl Unevaluated {
+    /// Every set of evaluated properties: always, per `anyOf` and `oneOf` branch, and nested.
+    pub fn sets(&self) -> impl Iterator<Item = &PropSet> + Clone {
+        std::iter::once(&self.always).chain(&self.any_of).chain(&self.one_of).chain(self.nested.iter().map(|g| &g.set))
+    }
+}
+
 /// Properties evaluated only when every guard of `when` holds: a nested branch, and the branches
 /// it sits in, outermost first. (A branch that matches inside one that does not evaluates
 /// nothing: a failing schema's annotations are dropped.)

@@ -917,7 +917,7 @@ impl<'a> Emitter<'a> {
             }
             // `(names, all)`, and the patterns' after them when there are any.
             let mut patterns = BTreeMap::new();
-            for s in std::iter::once(&u.always).chain(&u.any_of).chain(&u.one_of).chain(u.nested.iter().map(|g| &g.set)) {
+            for s in u.sets() {
                 for &i in &s.patterns {
                     patterns.insert(i, self.pattern_ex(i)?.flat());
                 }

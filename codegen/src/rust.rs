@@ -1632,7 +1632,7 @@ impl Emitter<'_> {
         } else {
             self.dyn_check(&u.schema, quote!(__x), quote!(&__p))
         };
-        let sets = || std::iter::once(&u.always).chain(&u.any_of).chain(&u.one_of).chain(u.nested.iter().map(|g| &g.set));
+        let sets = || u.sets();
         let all_mut = if sets().any(|s| s.all) { quote!(mut) } else { quote!() };
         let names_mut = if sets().any(|s| !s.names.is_empty()) { quote!(mut) } else { quote!() };
         // The patterns' functions, when a set has any.

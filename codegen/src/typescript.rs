@@ -1342,7 +1342,7 @@ impl<'a> Emitter<'a> {
         let patterns_of = |s: &crate::model::PropSet| s.patterns.iter().map(|i| format!("pattern{i}")).collect::<Vec<_>>().join(", ");
         let all = self.fresh("all");
         let names = self.fresh("names");
-        let sets = || std::iter::once(&u.always).chain(&u.any_of).chain(&u.one_of).chain(u.nested.iter().map(|g| &g.set));
+        let sets = || u.sets();
         // The patterns' functions, when a set has any.
         let patterns = sets().any(|s| !s.patterns.is_empty()).then(|| self.fresh("patterns"));
         w.open(&format!("if ($isObject({x})) {{"));

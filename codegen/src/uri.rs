@@ -58,9 +58,7 @@ pub fn resolve(docs: &mut Documents) {
             m.insert("$ref".into(), Value::String(reference));
         }
     }
-    for doc in docs.files.values_mut() {
-        forget(doc, true);
-    }
+    docs.files.values_mut().for_each(forget);
 }
 
 /// The URI without its fragment.
@@ -161,22 +159,19 @@ fn target(reference: &str, base: &Url, registry: &Registry) -> Option<(String, S
 }
 
 /// Removes the `$id`s below the root and every `$anchor`, wherever a schema stands.
-fn forget(schema: &mut Value, root: bool) {
-    let Value::Object(map) = schema else { return };
-    if !root {
-        map.remove("$id");
-    }
-    map.remove("$anchor");
-    for (key, value) in map.iter_mut() {
-        match (key.as_str(), value) {
-            (
-                "items" | "additionalProperties" | "unevaluatedProperties" | "unevaluatedItems" | "not" | "if" | "then" | "else" | "contains" | "propertyNames"
-                | "contentSchema",
-                v @ Value::Object(_),
-            ) => forget(v, false),
-            ("properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas", Value::Object(m)) => m.values_mut().for_each(|v| forget(v, false)),
-            ("prefixItems" | "allOf" | "anyOf" | "oneOf", Value::Array(list)) => list.iter_mut().for_each(|v| forget(v, false)),
-            _ => {}
+fn forget(doc: &mut Value) {
+    let mut places = Vec::new();
+    each_schema(doc, "", &mut |pointer, map| {
+        if map.contains_key("$anchor") || (!pointer.is_empty() && map.contains_key("$id")) {
+            places.push(pointer.to_owned());
+        }
+    });
+    for pointer in places {
+        if let Some(Value::Object(map)) = doc.pointer_mut(&pointer) {
+            map.remove("$anchor");
+            if !pointer.is_empty() {
+                map.remove("$id");
+            }
         }
     }
 }
